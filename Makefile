@@ -1,0 +1,113 @@
+# agentbox — plain GNU make.  See README.md.
+VERSION    := 0.1.0
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+DATADIR    ?= $(PREFIX)/share/agentbox
+MANDIR     ?= $(PREFIX)/share/man
+DESTDIR    ?=
+BUILD      ?= build
+
+CC         ?= cc
+PKGS       := libseccomp libcap jansson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+           -Wno-unused-parameter -Wvla
+ifeq ($(WERROR),1)
+WARN    += -Werror
+endif
+HARDEN  := -fstack-protector-strong -fPIE -D_FORTIFY_SOURCE=3
+OPT     ?= -O2 -g
+CFLAGS  ?=
+override CFLAGS += -std=gnu11 $(OPT) $(WARN) $(HARDEN) -Iinclude $(PKG_CFLAGS) \
+           -DAB_VERSION='"$(VERSION)"' -DAB_DATADIR='"$(DATADIR)"' -D_GNU_SOURCE
+override LDFLAGS += -pie -Wl,-z,relro,-z,now
+LDLIBS  := $(PKG_LIBS)
+
+# One concern per file; which process runs what is said at the top of each.
+LIB_SRCS := src/common.c src/cli.c src/profile.c src/host.c src/doctor.c src/plan.c \
+            src/explain.c src/sandbox.c src/mount.c src/landlock.c src/seccomp.c \
+            src/caps.c src/pty.c src/loop.c src/init.c src/cgroup.c
+MAIN_SRC := src/main.c
+UNIT_TESTS := common profile plan landlock seccomp loop cli
+FUZZ_TARGETS := profile
+
+LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
+MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)
+UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%)
+
+.PHONY: all deps check check-unit check-integration check-root check-unpriv asan fuzz \
+        bench install uninstall clean format
+
+all: $(BUILD)/agentbox
+
+$(BUILD)/obj/%.o: src/%.c $(wildcard include/agentbox/*.h) | $(BUILD)/obj
+	$(CC) $(CFLAGS) -MMD -c -o $@ $<
+
+$(BUILD)/obj $(BUILD)/tests:
+	mkdir -p $@
+
+$(BUILD)/libagentbox.a: $(LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/agentbox: $(MAIN_OBJ) $(BUILD)/libagentbox.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libagentbox.a tests/unit/unit.h | $(BUILD)/tests
+	$(CC) $(CFLAGS) -Itests/unit -DAB_SRCDIR='"$(CURDIR)"' $(LDFLAGS) -o $@ $< \
+		$(BUILD)/libagentbox.a $(LDLIBS) -lcmocka
+
+# ---- dependencies (Debian packages only) ----
+DEB_BUILD := build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libssl-dev
+DEB_TEST  := libcmocka-dev python3 iproute2 util-linux git curl procps tmux strace \
+             clang libclang-rt-14-dev
+DEB_BENCH := hyperfine bubblewrap
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+deps:
+	@missing=""; for p in $(DEB_BUILD) $(DEB_TEST) $(DEB_BENCH); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "make deps: installing:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "make deps: all Debian packages present"; fi
+
+# ---- tests ----
+check: check-unit check-integration
+
+check-unit: $(UNIT_BINS)
+	@fail=0; for t in $(UNIT_BINS); do $$t || fail=1; done; exit $$fail
+
+check-integration: $(BUILD)/agentbox
+	python3 tests/integration/run.py --binary $(BUILD)/agentbox
+
+# ASan+UBSan build of the same suites in build-asan/.
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+		HARDEN="-fPIE" check
+
+fuzz:
+	$(MAKE) -C tests/fuzz BUILD=$(CURDIR)/build-fuzz run
+
+bench: $(BUILD)/agentbox
+	bash bench/startup.sh $(BUILD)/agentbox
+
+# ---- install ----
+install: $(BUILD)/agentbox
+	install -Dm755 $(BUILD)/agentbox $(DESTDIR)$(BINDIR)/agentbox
+	install -d $(DESTDIR)$(DATADIR)/profiles
+	install -m644 profiles/*.json $(DESTDIR)$(DATADIR)/profiles/
+	install -Dm644 man/agentbox.1 $(DESTDIR)$(MANDIR)/man1/agentbox.1
+	install -Dm644 man/agentbox-profile.5 $(DESTDIR)$(MANDIR)/man5/agentbox-profile.5
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/agentbox $(DESTDIR)$(MANDIR)/man1/agentbox.1 \
+		$(DESTDIR)$(MANDIR)/man5/agentbox-profile.5
+	rm -rf $(DESTDIR)$(DATADIR)
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(wildcard $(BUILD)/obj/*.d)

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Credentials, capabilities, no_new_privs, rlimits, session keyring.
+ * Child side (except ab_rlimits_describe).
+ */
+#ifndef AGENTBOX_CAPS_H
+#define AGENTBOX_CAPS_H
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "agentbox/common.h"
+
+typedef struct ab_rlimit {
+	int resource;        /* RLIMIT_* */
+	rlim_t soft, hard;
+} ab_rlimit;
+
+/* Apply each rlimit (setrlimit).  Lowering only is fine; raising above the
+ * inherited hard limit fails with a clear message. */
+int ab_rlimits_apply(const ab_rlimit *r, size_t n, ab_err *err);
+
+/* Join a fresh anonymous session keyring (keyctl JOIN_SESSION_KEYRING, NULL),
+ * so nothing of the caller's session keyring is reachable.  Must run before
+ * seccomp blocks keyctl. */
+int ab_keyring_new_session(ab_err *err);
+
+/* Become uid/gid inside the user namespace, with no supplementary groups when
+ * `drop_groups` (setgroups may be denied for unprivileged callers). */
+int ab_creds_switch(uid_t uid, gid_t gid, bool drop_groups, ab_err *err);
+
+/* Drop every capability: bounding set (0..cap_last_cap), ambient, then
+ * effective/permitted/inheritable (libcap), then PR_SET_NO_NEW_PRIVS.
+ * Verifies afterwards (reads them back) and fails if anything remains. */
+int ab_caps_drop_all(int cap_last_cap, ab_err *err);
+
+#endif

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* argv -> struct ab_cli.  Pure: no I/O except what the caller prints. */
+#ifndef AGENTBOX_CLI_H
+#define AGENTBOX_CLI_H
+
+#include "agentbox/common.h"
+
+enum ab_cmd { AB_CMD_NONE, AB_CMD_RUN, AB_CMD_CHECK, AB_CMD_EXPLAIN, AB_CMD_DOCTOR,
+	      AB_CMD_HELP, AB_CMD_VERSION };
+
+typedef struct ab_cli {
+	enum ab_cmd cmd;
+	enum ab_cmd help_for; /* AB_CMD_HELP: which command's help (NONE = global) */
+	ab_strv profiles;     /* -p, repeatable, merged left to right; empty = "default" */
+	char *workspace;      /* -w; NULL = cwd */
+	bool json;            /* explain/doctor --json */
+	bool quiet;           /* run -q: no warnings */
+	int pty;              /* run: 1 --pty, 0 --no-pty, -1 auto */
+	char **argv;          /* run: command (points into the original argv) */
+	int argc;
+	char **check_files;   /* check: profile names/paths (points into argv) */
+	int ncheck;
+} ab_cli;
+
+/* Parse.  On a usage error returns -EINVAL with a message (exit 125). */
+int ab_cli_parse(int argc, char **argv, ab_cli *out, ab_err *err);
+void ab_cli_free(ab_cli *c);
+
+/* Usage texts (stdout). */
+void ab_cli_usage(enum ab_cmd which);
+
+#endif

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared basics: the one error value, string vectors, cleanup attributes.
+ *
+ * Error convention (see docs/architecture.md):
+ *   fallible functions return >= 0 on success and a negative errno on failure,
+ *   filling the ab_err passed as their last argument.  Callers add context with
+ *   ab_err_prefix() on the way up; only main() (or the parent after the child
+ *   reported) prints, once, with ab_err_print().
+ *
+ * ab_err is fixed-size and pointer-free so the child can send it to the parent
+ * over the sync socket with one write and no allocation after clone.
+ */
+#ifndef AGENTBOX_COMMON_H
+#define AGENTBOX_COMMON_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define AB_EXIT_FAIL 125      /* agentbox itself failed: usage, profile, setup */
+#define AB_EXIT_NOEXEC 126    /* command found but not executable */
+#define AB_EXIT_NOTFOUND 127  /* command not found */
+
+typedef struct ab_err {
+	int code;       /* errno value (positive), 0 if none */
+	int exit_code;  /* process exit status to use: AB_EXIT_* (default 125) */
+	char msg[1536]; /* "context: context: what failed: strerror" */
+	char hint[512]; /* optional "how to fix it" line, printed as "Hint: ..." */
+} ab_err;
+
+/* Set *e (overwriting) from a printf format; appends ": strerror(errnum)" when
+ * errnum != 0.  Returns -errnum, or -EINVAL when errnum is 0. */
+int ab_fail(ab_err *e, int errnum, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Same, with an explicit exit code (126/127). */
+int ab_fail_exit(ab_err *e, int exit_code, int errnum, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Prepend "context: " to the message.  Returns -e->code (or -EINVAL). */
+int ab_err_prefix(ab_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Set the hint line (overwrites). */
+void ab_err_hint(ab_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "agentbox: MSG\nHint: HINT\n" to stderr. */
+void ab_err_print(const ab_err *e);
+/* Return value for callers: -code or -EINVAL. */
+int ab_err_ret(const ab_err *e);
+
+/* Warnings the planner or the host probe produce; printed by the top layer. */
+void ab_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- string vectors (NULL-terminated, owned) ---- */
+typedef struct ab_strv {
+	char **v; /* always NULL-terminated when n > 0 or after any push */
+	size_t n;
+} ab_strv;
+
+int ab_strv_push(ab_strv *s, const char *str);      /* copies; -ENOMEM */
+int ab_strv_push_take(ab_strv *s, char *str);       /* takes ownership */
+int ab_strv_push_unique(ab_strv *s, const char *str); /* no-op if present */
+bool ab_strv_contains(const ab_strv *s, const char *str);
+int ab_strv_extend(ab_strv *dst, const ab_strv *src); /* unique-append all */
+void ab_strv_free(ab_strv *s);
+int ab_strv_copy(ab_strv *dst, const ab_strv *src);
+
+/* ---- memory helpers: abort on OOM is *not* used; these return NULL ---- */
+char *ab_strdup(const char *s);
+char *ab_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Join path components with exactly one '/' between them. */
+char *ab_path_join(const char *a, const char *b);
+/* Normalise an absolute path lexically: collapse //, remove /./ and resolve
+ * /../ without touching the filesystem.  Returns NULL for relative input. */
+char *ab_path_normalize(const char *p);
+/* true if path == dir or path is below dir (both normalised, absolute). */
+bool ab_path_is_under(const char *path, const char *dir);
+
+/* Wipe memory the compiler may not optimise away (secrets). */
+void ab_explicit_bzero(void *p, size_t n);
+
+/* ---- cleanup attributes (systemd style) ---- */
+static inline void ab_freep(void *p) { free(*(void **)p); }
+static inline void ab_closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = *fd;
+		*fd = -1;
+		(void)close(saved);
+	}
+}
+static inline void ab_strv_freep(ab_strv *s) { ab_strv_free(s); }
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _cleanup_free_ _cleanup_(ab_freep)
+#define _cleanup_close_ _cleanup_(ab_closep)
+#define _cleanup_strv_ _cleanup_(ab_strv_freep)
+
+static inline void *ab_take_ptr_(void **p)
+{
+	void *r = *p;
+	*p = NULL;
+	return r;
+}
+#define TAKE_PTR(p) ((__typeof__(p))ab_take_ptr_((void **)&(p)))
+static inline int ab_take_fd_(int *fd)
+{
+	int r = *fd;
+	*fd = -1;
+	return r;
+}
+#define TAKE_FD(fd) ab_take_fd_(&(fd))
+
+#define AB_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

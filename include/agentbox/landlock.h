@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Landlock: the second filesystem layer, mirroring the mount plan.
+ * Rights are computed purely by the planner (ab_landlock_plan) for a given ABI;
+ * the child applies them (ab_landlock_apply) after pivot_root and before
+ * dropping capabilities.
+ */
+#ifndef AGENTBOX_LANDLOCK_H
+#define AGENTBOX_LANDLOCK_H
+
+#include <stdint.h>
+
+#include "agentbox/common.h"
+
+/* Access classes the mount plan assigns to each path. */
+enum ab_ll_class {
+	AB_LL_READ,    /* read files/dirs, execute */
+	AB_LL_WRITE,   /* everything (incl. refer/truncate where the ABI has them) */
+	AB_LL_DEV,     /* /dev: read+write files, ioctl on devices, no mknod */
+	AB_LL_PROC,    /* /proc: read + write_file */
+};
+
+typedef struct ab_ll_rule {
+	char *path;          /* path inside the new root */
+	uint64_t access;     /* LANDLOCK_ACCESS_FS_* rights for this path (already ABI-masked) */
+} ab_ll_rule;
+
+typedef struct ab_ll_plan {
+	bool enabled;        /* false when the kernel has no Landlock and the profile allows it */
+	int abi;             /* ABI the plan was computed for */
+	uint64_t handled_fs; /* ruleset handled_access_fs */
+	uint64_t handled_net;/* ruleset handled_access_net (0 if ABI < 4) */
+	uint64_t scoped;     /* ruleset scoped (0 if ABI < 6) */
+	ab_ll_rule *rules;
+	size_t nrules;
+	uint16_t *tcp_ports; /* ports allowed for connect+bind when handled_net != 0 */
+	size_t ntcp_ports;
+	bool tcp_any;        /* profile said "any": net not handled at all */
+} ab_ll_plan;
+
+/* The rights an ABI knows (fs), per ABI version 1..7; 0 for unknown/0. */
+uint64_t ab_landlock_fs_rights(int abi);
+/* Rights for one class on one ABI. */
+uint64_t ab_landlock_class_rights(enum ab_ll_class cls, int abi);
+
+/* Names of the downgrades an ABI forces relative to the newest this build knows
+ * (e.g. "landlock-truncate" on ABI 2).  Appends to *names. */
+int ab_landlock_downgrades(int abi, ab_strv *names);
+
+/* Add a rule (copies path). */
+int ab_ll_plan_add(ab_ll_plan *p, const char *path, enum ab_ll_class cls);
+void ab_ll_plan_free(ab_ll_plan *p);
+
+/* Child side, after pivot_root: open each path O_PATH, add rules, restrict
+ * self.  Paths that do not exist inside are skipped (nothing to grant).
+ * Requires no_new_privs or CAP_SYS_ADMIN; we set no_new_privs first. */
+int ab_landlock_apply(const ab_ll_plan *p, ab_err *err);
+
+/* Probe: ABI version (0 if unavailable) and errno why. */
+int ab_landlock_probe_abi(int *errno_out);
+
+/* Human-readable summary lines for explain. */
+int ab_landlock_describe(const ab_ll_plan *p, ab_strv *lines);
+
+#endif

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The plan: every policy decision, as plain data.  Built by ab_plan_build()
+ * from the profile, the CLI, the host probe and a filesystem view (lstat), all
+ * of which are inputs, so unit tests drive it with fakes.  `explain` prints it;
+ * `run` applies it.  No fds, no library handles in here.
+ */
+#ifndef AGENTBOX_PLAN_H
+#define AGENTBOX_PLAN_H
+
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "agentbox/caps.h"
+#include "agentbox/common.h"
+#include "agentbox/host.h"
+#include "agentbox/landlock.h"
+#include "agentbox/profile.h"
+#include "agentbox/seccomp.h"
+
+/* Uid/gid the command gets inside when agentbox is started by root. */
+#define AB_ROOT_INSIDE_UID 1000
+#define AB_ROOT_INSIDE_GID 1000
+/* Host uid/gid the sandbox runs as when root starts agentbox on a root-owned
+ * workspace (files written there stay owned by root through an idmapped mount). */
+#define AB_ROOT_FALLBACK_KUID 65534
+#define AB_ROOT_FALLBACK_KGID 65534
+
+enum ab_mnt_kind {
+	AB_MNT_TMPFS,     /* empty tmpfs at dst (data: mode) */
+	AB_MNT_BIND_RO,   /* bind src -> dst, read-only, nosuid,nodev */
+	AB_MNT_BIND_RW,   /* bind src -> dst, read-write, nosuid,nodev */
+	AB_MNT_PROC,      /* fresh procfs for the new pid namespace */
+	AB_MNT_DEV,       /* minimal /dev: tmpfs + null zero full random urandom tty, pts, ptmx, shm */
+	AB_MNT_MASK,      /* dst hidden: empty read-only tmpfs (dir) or empty file (file) */
+	AB_MNT_PROTECT,   /* existing dst inside a rw tree: re-bound read-only onto itself */
+	AB_MNT_PLACEHOLDER, /* absent dst inside a rw tree: agentbox creates an empty
+			       placeholder on the host, mounts a read-only empty one over it,
+			       and removes it after exit (see docs/protected-paths.md) */
+	AB_MNT_SYMLINK,   /* create symlink dst -> src (for symlinked system dirs) */
+	AB_MNT_RO_REMOUNT /* make the existing mount at dst read-only (e.g. /proc/sys) */
+};
+
+#define AB_MNT_F_DIR 0x1      /* dst is (or must be) a directory; else a file */
+#define AB_MNT_F_OPTIONAL 0x2 /* skip silently if src is absent (system defaults) */
+#define AB_MNT_F_IDMAP 0x4    /* root caller: idmap on-disk root -> sandbox kuid */
+#define AB_MNT_F_NOEXEC 0x8
+
+typedef struct ab_mount {
+	enum ab_mnt_kind kind;
+	char *src;     /* host path (binds), link target (symlink), or NULL */
+	char *dst;     /* path inside the new root (absolute) */
+	unsigned flags;
+	char *why;     /* short provenance for explain: "fs.read", "workspace", "home", ... */
+} ab_mount;
+
+/* lstat provider, so tests can fake the filesystem.  Returns 0 or -errno. */
+typedef int (*ab_lstat_fn)(void *ctx, const char *path, struct stat *st);
+int ab_real_lstat(void *ctx, const char *path, struct stat *st);
+
+typedef struct ab_plan_input {
+	const ab_profile *profile;
+	const ab_host *host;
+	const char *workspace;      /* absolute, normalised, exists */
+	const char *home;           /* caller's home (absolute) */
+	char *const *argv;          /* command; NULL/empty = profile command, then $SHELL-less /bin/sh */
+	char *const *environ;       /* agentbox's environment (source of pass-through) */
+	bool stdin_tty, stdout_tty; /* pty decision */
+	ab_lstat_fn lstat;
+	void *lstat_ctx;
+	const char *ablate;         /* test-only AGENTBOX_TEST_ABLATE value, or NULL */
+} ab_plan_input;
+
+typedef struct ab_plan {
+	/* identity */
+	uid_t outer_uid;  gid_t outer_gid;     /* caller */
+	uid_t inside_uid; gid_t inside_gid;    /* what the command sees */
+	uid_t map_kuid;   gid_t map_kgid;      /* host ids inside_uid/gid map to */
+	bool root_mode;                        /* caller is root: write maps with privilege,
+						  drop supplementary groups, idmap binds */
+	bool drop_groups;
+
+	char *workspace;
+	char *home;       /* same path inside as outside */
+	char *cwd;        /* inside: workspace (or the caller's cwd if under it) */
+	char *hostname;
+
+	ab_mount *mounts; /* applied in order, after the new root tmpfs */
+	size_t nmounts;
+	ab_strv hidden;   /* for explain: deny entries that were masked */
+
+	ab_ll_plan landlock;
+	ab_seccomp_policy seccomp;
+	ab_rlimit *rlimits;
+	size_t nrlimits;
+	long long cg_memory, cg_pids; /* AB_LIMIT_UNSET or bytes/count, via cgroup v2 */
+	bool cgroup_apply;
+
+	ab_strv argv;     /* command to exec */
+	ab_strv envp;     /* the complete environment inside, "K=V" */
+
+	bool use_pty;
+
+	ab_strv downgrades; /* named protections lost on this kernel and allowed by the profile */
+	ab_strv warnings;   /* other things the user should know */
+	int cap_last_cap;
+} ab_plan;
+
+/* Decide everything.  Fails closed: a downgrade the profile does not allow is
+ * an error with a Hint.  Exit code 125 on failure. */
+int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err);
+void ab_plan_free(ab_plan *p);
+static inline void ab_plan_freep(ab_plan **p)
+{
+	if (*p)
+		ab_plan_free(*p);
+}
+#define _cleanup_plan_ _cleanup_(ab_plan_freep)
+
+/* explain: human text or JSON (jansson) to `out`. */
+int ab_plan_explain(const ab_plan *p, const ab_profile *prof, bool json, FILE *out, ab_err *err);
+
+const char *ab_mnt_kind_name(enum ab_mnt_kind k);
+
+#endif

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Profiles: JSON (jansson), strict schema, `extends`, variable expansion.
+ * Pure apart from reading the profile files themselves.  Runs in the parent.
+ *
+ * The loaded profile is fully merged (extends resolved) and every path is
+ * expanded and lexically normalised (absolute), except `fs.protect`, whose
+ * entries are relative to each writable root.
+ */
+#ifndef AGENTBOX_PROFILE_H
+#define AGENTBOX_PROFILE_H
+
+#include "agentbox/common.h"
+
+#define AB_PROFILE_MAX_BYTES (1024 * 1024) /* a profile file larger than this is refused */
+#define AB_PROFILE_MAX_DEPTH 8             /* extends nesting */
+#define AB_PROFILE_MAX_LIST 1024           /* entries per list */
+
+/* Variables available for expansion: "~" (at the start of a path), ${HOME},
+ * ${WORKSPACE}, ${XDG_CONFIG_HOME}, ${XDG_DATA_HOME}, ${XDG_CACHE_HOME},
+ * ${XDG_STATE_HOME}, ${USER}.  XDG_* default per the XDG spec from HOME. */
+typedef struct ab_vars {
+	const char *home;      /* caller's real home (absolute) */
+	const char *workspace; /* absolute, normalised */
+	const char *user;      /* login name, may be NULL */
+	const char *xdg_config_home, *xdg_data_home, *xdg_cache_home, *xdg_state_home;
+} ab_vars;
+
+typedef struct ab_kv {
+	char *key;
+	char *val;
+} ab_kv;
+
+#define AB_LIMIT_UNSET (-1LL)
+
+typedef struct ab_limits {
+	long long nofile, nproc, fsize, core, memory, pids, cpu; /* AB_LIMIT_UNSET if absent */
+} ab_limits;
+
+typedef struct ab_profile {
+	char *name;        /* as requested (name or path) */
+	char *path;        /* absolute path of the leaf file */
+	char *description; /* may be NULL */
+	ab_strv files;     /* every file merged, base first */
+
+	ab_strv command; /* default command if none on the CLI; may be empty */
+
+	struct {
+		ab_strv read;    /* bound read-only at the same path */
+		ab_strv write;   /* bound read-write at the same path */
+		ab_strv deny;    /* absent inside (masked), wins over read/write */
+		ab_strv protect; /* relative to each writable root: read-only / uncreatable */
+		ab_strv tmpfs;   /* private empty writable tmpfs at that path */
+	} fs;
+
+	struct {
+		ab_strv pass;  /* names or NAME_PREFIX* patterns copied from agentbox's env */
+		ab_kv *set;    /* NAME=value, set inside (expanded) */
+		size_t nset;
+	} env;
+
+	ab_limits limits;
+
+	struct {
+		ab_strv deny;  /* extra syscalls to fail with EPERM */
+		ab_strv allow; /* default-denied syscalls this profile re-allows (relaxable only) */
+	} syscalls;
+
+	/* TCP ports that processes inside may connect()/bind() to on the sandbox's
+	 * own loopback, enforced by Landlock (ABI >= 4).  NULL list = none. */
+	struct {
+		long *ports;
+		size_t nports;
+		bool any; /* "loopback_ports": "any" */
+	} loopback;
+
+	ab_strv unix_sockets;    /* host socket paths bound in on purpose */
+	ab_strv allow_downgrade; /* named protections the user accepts losing */
+	char *hostname;          /* inside hostname; NULL = "agentbox" */
+} ab_profile;
+
+/* Find a profile by name or path:
+ *   contains '/' or ends in ".json" -> a path (relative to cwd);
+ *   else $XDG_CONFIG_HOME/agentbox/profiles/NAME.json,
+ *        then AB_DATADIR/profiles/NAME.json (installed),
+ *        then <dir of /proc/self/exe>/../profiles/NAME.json (build tree).
+ * Returns a malloc'd absolute path or fails with a message listing where it looked. */
+int ab_profile_find(const char *name_or_path, const ab_vars *vars, char **out_path, ab_err *err);
+
+/* Load, validate, resolve extends (relative names resolved from the including
+ * file's directory first, then by ab_profile_find), merge, expand.
+ * Errors read "FILE:LINE:COL: message" and carry exit code 125. */
+int ab_profile_load(const char *name_or_path, const ab_vars *vars, ab_profile **out, ab_err *err);
+
+/* Same from an in-memory buffer (tests, fuzzing).  `fname` is used in messages
+ * and to resolve relative extends. */
+int ab_profile_load_buffer(const char *buf, size_t len, const char *fname, const ab_vars *vars,
+			   ab_profile **out, ab_err *err);
+
+/* Merge `top` over `base` into `base` (used for repeated -p and extends).
+ * Lists are unioned (base first, duplicates dropped), deny lists are unioned
+ * (deny always wins at planning time), scalars/limits/env.set from `top` override. */
+int ab_profile_merge(ab_profile *base, const ab_profile *top, ab_err *err);
+
+void ab_profile_free(ab_profile *p);
+static inline void ab_profile_freep(ab_profile **p)
+{
+	if (*p)
+		ab_profile_free(*p);
+}
+#define _cleanup_profile_ _cleanup_(ab_profile_freep)
+
+/* Known downgrade names (for validation of allow_downgrade and for explain). */
+extern const char *const ab_downgrade_names[];
+bool ab_downgrade_known(const char *name);
+
+#endif

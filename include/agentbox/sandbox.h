@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `run`: clone into new namespaces, the parent/child protocol, the event loop,
+ * exit status.  The parent (host namespaces) runs ab_sandbox_run; the child
+ * runs ab_child_main (src/init.c), which builds the sandbox, forks the command
+ * and then acts as its init (pid 1).
+ */
+#ifndef AGENTBOX_SANDBOX_H
+#define AGENTBOX_SANDBOX_H
+
+#include "agentbox/plan.h"
+#include "agentbox/seccomp.h"
+
+/* Messages on the sync socket (SOCK_SEQPACKET, one message per write). */
+enum ab_sync_type {
+	AB_SYNC_MAPS_DONE = 1,  /* parent -> child: uid/gid maps written, go on */
+	AB_SYNC_PTY_MASTER,     /* child -> parent: SCM_RIGHTS master fd */
+	AB_SYNC_READY,          /* child -> parent: sandbox built, command started (pid) */
+	AB_SYNC_ERROR,          /* child -> parent: ab_err follows in the payload */
+	AB_SYNC_EXIT,           /* child -> parent: command exit status (128+N for signals) */
+	AB_SYNC_PLACEHOLDER,    /* child -> parent: created a placeholder at path (cleanup) */
+};
+
+typedef struct ab_sync_msg {
+	int type;
+	int value;      /* pid, status, ... */
+	ab_err err;     /* AB_SYNC_ERROR */
+	char path[4096];/* AB_SYNC_PLACEHOLDER */
+} ab_sync_msg;
+
+/* What the child needs; everything prepared by the parent before clone. */
+typedef struct ab_child_args {
+	const ab_plan *plan;
+	const ab_seccomp_prog *seccomp;
+	int sync_fd;      /* child end of the socketpair */
+	int exec_fd;      /* unused (reserved) */
+	struct winsize *ws; /* outer window size when use_pty */
+} ab_child_args;
+
+/* Parent: run the plan; returns the exit status agentbox should exit with
+ * (the command's, 128+N, or 125/126/127 with *err filled for 125). */
+int ab_sandbox_run(const ab_plan *plan, ab_err *err);
+
+/* Child entry (clone callback).  Never returns to the caller's code. */
+int ab_child_main(void *arg);
+
+/* Send/receive one sync message (with optional fd). */
+int ab_sync_send(int fd, const ab_sync_msg *m, int pass_fd);
+int ab_sync_recv(int fd, ab_sync_msg *m, int *recv_fd);
+
+/* Mount step (child, src/mount.c): build the new root under a private tmpfs
+ * and pivot_root into it.  Placeholders created are reported on sync_fd. */
+int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_err *err);
+
+/* cgroup v2 limits (parent, src/cgroup.c): create a child cgroup under our
+ * delegated one, set memory.max/pids.max, move `pid` in.  Cleanup removes it. */
+int ab_cgroup_setup(const ab_plan *plan, const ab_host *host, pid_t pid, char **out_path,
+		    ab_err *err);
+void ab_cgroup_cleanup(const char *path);
+
+#endif

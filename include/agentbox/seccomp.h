@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The seccomp filter: compiled in the parent with libseccomp (before clone),
+ * loaded in the child as the very last step before exec, with no allocation.
+ */
+#ifndef AGENTBOX_SECCOMP_H
+#define AGENTBOX_SECCOMP_H
+
+#include <linux/filter.h>
+#include <stdio.h>
+
+#include "agentbox/common.h"
+
+/* What the plan decided; pure data. */
+typedef struct ab_seccomp_policy {
+	ab_strv extra_deny; /* profile syscalls.deny: names, EPERM */
+	ab_strv allow;      /* profile syscalls.allow: relaxable default entries to drop */
+	bool disabled;      /* test-only ablation switch (AGENTBOX_TEST_ABLATE=seccomp) */
+} ab_seccomp_policy;
+
+/* A compiled program (or two: libseccomp's filter, plus a tiny hand-written
+ * guard that fails syscall numbers newer than this build knows with ENOSYS). */
+#define AB_SECCOMP_MAX_PROGS 2
+typedef struct ab_seccomp_prog {
+	struct sock_fprog progs[AB_SECCOMP_MAX_PROGS];
+	size_t nprogs;
+} ab_seccomp_prog;
+
+/* Validate names in the policy (unknown syscall, not relaxable) -> error. */
+int ab_seccomp_validate(const ab_seccomp_policy *pol, ab_err *err);
+
+/* Build the filter.  Fails (with a message) on any libseccomp error. */
+int ab_seccomp_compile(const ab_seccomp_policy *pol, ab_seccomp_prog *out, ab_err *err);
+void ab_seccomp_prog_free(ab_seccomp_prog *p);
+
+/* Child side: load every program with SECCOMP_FILTER_FLAG_TSYNC is not needed
+ * (single-threaded); requires no_new_privs already set.  No allocation. */
+int ab_seccomp_apply(const ab_seccomp_prog *p, ab_err *err);
+
+/* Human-readable PFC export of the libseccomp part (tests, `explain --seccomp`). */
+int ab_seccomp_export_pfc(const ab_seccomp_policy *pol, FILE *out, ab_err *err);
+
+/* One line per rule group for `explain`, e.g.
+ *   "EPERM: bpf perf_event_open userfaultfd ..."  "ENOSYS: clone3 fsopen ..." */
+int ab_seccomp_describe(const ab_seccomp_policy *pol, ab_strv *lines, ab_err *err);
+
+#endif

@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/* The error value, string vectors and path helpers.  Pure, any process. */
+#include "agentbox/common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static void vset(ab_err *e, int errnum, const char *fmt, va_list ap)
+{
+	int n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	if (n < 0)
+		e->msg[0] = '\0';
+	if (errnum != 0) {
+		size_t len = strlen(e->msg);
+		if (len < sizeof(e->msg))
+			snprintf(e->msg + len, sizeof(e->msg) - len, ": %s", strerror(errnum));
+	}
+	e->code = errnum;
+	e->hint[0] = '\0';
+}
+
+int ab_fail(ab_err *e, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vset(e, errnum, fmt, ap);
+	va_end(ap);
+	e->exit_code = AB_EXIT_FAIL;
+	return errnum > 0 ? -errnum : -EINVAL;
+}
+
+int ab_fail_exit(ab_err *e, int exit_code, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vset(e, errnum, fmt, ap);
+	va_end(ap);
+	e->exit_code = exit_code;
+	return errnum > 0 ? -errnum : -EINVAL;
+}
+
+int ab_err_ret(const ab_err *e)
+{
+	return e->code > 0 ? -e->code : -EINVAL;
+}
+
+int ab_err_prefix(ab_err *e, const char *fmt, ...)
+{
+	char ctx[512], old[sizeof(e->msg)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(ctx, sizeof(ctx), fmt, ap);
+	va_end(ap);
+	memcpy(old, e->msg, sizeof(old));
+	old[sizeof(old) - 1] = '\0';
+	snprintf(e->msg, sizeof(e->msg), "%s: %s", ctx, old);
+	return ab_err_ret(e);
+}
+
+void ab_err_hint(ab_err *e, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->hint, sizeof(e->hint), fmt, ap);
+	va_end(ap);
+}
+
+void ab_err_print(const ab_err *e)
+{
+	fprintf(stderr, "agentbox: %s\n", e->msg[0] ? e->msg : "unknown error");
+	if (e->hint[0])
+		fprintf(stderr, "Hint: %s\n", e->hint);
+}
+
+void ab_warn(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("agentbox: warning: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ---- strv ---- */
+
+int ab_strv_push_take(ab_strv *s, char *str)
+{
+	if (!str)
+		return -ENOMEM;
+	char **nv = realloc(s->v, (s->n + 2) * sizeof(char *));
+	if (!nv) {
+		free(str);
+		return -ENOMEM;
+	}
+	nv[s->n++] = str;
+	nv[s->n] = NULL;
+	s->v = nv;
+	return 0;
+}
+
+int ab_strv_push(ab_strv *s, const char *str)
+{
+	return ab_strv_push_take(s, strdup(str));
+}
+
+bool ab_strv_contains(const ab_strv *s, const char *str)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i], str) == 0)
+			return true;
+	return false;
+}
+
+int ab_strv_push_unique(ab_strv *s, const char *str)
+{
+	if (ab_strv_contains(s, str))
+		return 0;
+	return ab_strv_push(s, str);
+}
+
+int ab_strv_extend(ab_strv *dst, const ab_strv *src)
+{
+	for (size_t i = 0; i < src->n; i++) {
+		int r = ab_strv_push_unique(dst, src->v[i]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int ab_strv_copy(ab_strv *dst, const ab_strv *src)
+{
+	for (size_t i = 0; i < src->n; i++) {
+		int r = ab_strv_push(dst, src->v[i]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void ab_strv_free(ab_strv *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	s->v = NULL;
+	s->n = 0;
+}
+
+/* ---- strings and paths ---- */
+
+char *ab_strdup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+char *ab_asprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *out = NULL;
+	va_start(ap, fmt);
+	if (vasprintf(&out, fmt, ap) < 0)
+		out = NULL;
+	va_end(ap);
+	return out;
+}
+
+char *ab_path_join(const char *a, const char *b)
+{
+	size_t la = strlen(a);
+	while (la > 0 && a[la - 1] == '/')
+		la--;
+	while (*b == '/')
+		b++;
+	return ab_asprintf("%.*s/%s", (int)la, a, b);
+}
+
+char *ab_path_normalize(const char *p)
+{
+	if (!p || p[0] != '/')
+		return NULL;
+	size_t len = strlen(p);
+	char *out = malloc(len + 2);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	const char *s = p;
+	while (*s) {
+		while (*s == '/')
+			s++;
+		if (!*s)
+			break;
+		const char *e = strchr(s, '/');
+		size_t n = e ? (size_t)(e - s) : strlen(s);
+		if (n == 1 && s[0] == '.') {
+			/* skip */
+		} else if (n == 2 && s[0] == '.' && s[1] == '.') {
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--; /* drop the '/' */
+		} else {
+			out[o++] = '/';
+			memcpy(out + o, s, n);
+			o += n;
+		}
+		s += n;
+	}
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
+	return out;
+}
+
+bool ab_path_is_under(const char *path, const char *dir)
+{
+	size_t ld = strlen(dir);
+	if (ld == 1 && dir[0] == '/')
+		return path[0] == '/';
+	if (strncmp(path, dir, ld) != 0)
+		return false;
+	return path[ld] == '\0' || path[ld] == '/';
+}
+
+void ab_explicit_bzero(void *p, size_t n)
+{
+	explicit_bzero(p, n);
+}

@@ -54,7 +54,14 @@ int ab_err_prefix(ab_err *e, const char *fmt, ...)
 	va_end(ap);
 	memcpy(old, e->msg, sizeof(old));
 	old[sizeof(old) - 1] = '\0';
-	snprintf(e->msg, sizeof(e->msg), "%s: %s", ctx, old);
+	/* truncation keeps the leading context, which says what was attempted */
+	size_t cl = strnlen(ctx, sizeof(ctx) - 1);
+	memcpy(e->msg, ctx, cl);
+	memcpy(e->msg + cl, ": ", 2);
+	size_t room = sizeof(e->msg) - cl - 3;
+	size_t ol = strnlen(old, room);
+	memcpy(e->msg + cl + 2, old, ol);
+	e->msg[cl + 2 + ol] = '\0';
 	return ab_err_ret(e);
 }
 

@@ -26,12 +26,17 @@ int ab_rlimits_apply(const ab_rlimit *r, size_t n, ab_err *err);
 int ab_keyring_new_session(ab_err *err);
 
 /* Become uid/gid inside the user namespace, with no supplementary groups when
- * `drop_groups` (setgroups may be denied for unprivileged callers). */
+ * `drop_groups` (setgroups may be denied for unprivileged callers).
+ * Capabilities are kept across the switch (PR_SET_KEEPCAPS, effective set
+ * restored) so that ab_caps_drop_all, which must come AFTER this, still holds
+ * CAP_SETPCAP to empty the bounding set. */
 int ab_creds_switch(uid_t uid, gid_t gid, bool drop_groups, ab_err *err);
 
-/* Drop every capability: bounding set (0..cap_last_cap), ambient, then
- * effective/permitted/inheritable (libcap), then PR_SET_NO_NEW_PRIVS.
- * Verifies afterwards (reads them back) and fails if anything remains. */
+/* Drop every capability: bounding set (0..cap_last_cap, and on to the
+ * kernel's real end), ambient, then effective/permitted/inheritable (libcap),
+ * then PR_SET_NO_NEW_PRIVS.  Verifies afterwards (capget, PR_CAPBSET_READ,
+ * PR_CAP_AMBIENT_IS_SET, PR_GET_NO_NEW_PRIVS; no /proc needed) and fails if
+ * anything remains.  Needs CAP_SETPCAP on entry: call after ab_creds_switch. */
 int ab_caps_drop_all(int cap_last_cap, ab_err *err);
 
 #endif

@@ -7,6 +7,7 @@
 #ifndef AGENTBOX_HOST_H
 #define AGENTBOX_HOST_H
 
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "agentbox/common.h"
@@ -21,6 +22,9 @@ typedef struct ab_host {
 	/* user namespaces */
 	int userns_ok;               /* ab_tristate: actually tried (fork+unshare) */
 	int userns_errno;            /* errno of the failed attempt */
+	bool userns_nocaps;          /* the userns was created but grants no capabilities
+					(unshare(CLONE_NEWNS) inside failed: AppArmor's
+					unprivileged_userns restriction) */
 	int apparmor_restrict_userns; /* kernel.apparmor_restrict_unprivileged_userns: 0/1, -1 absent */
 	int unprivileged_userns_clone; /* Debian/Ubuntu sysctl: 0/1, -1 absent */
 	long max_user_namespaces;     /* user.max_user_namespaces, -1 unknown */
@@ -30,10 +34,17 @@ typedef struct ab_host {
 
 	int seccomp_ok;         /* ab_tristate: prctl(PR_GET_SECCOMP) / seccomp(GET_ACTION_AVAIL) */
 	int seccomp_user_notif; /* ab_tristate */
+	int seccomp_mode;       /* PR_GET_SECCOMP of agentbox itself: 0, 2 = already under a
+				   filter (container, systemd unit), -1 unknown */
+	int container;          /* ab_tristate: /.dockerenv, /run/.containerenv or $container */
 
 	int cgroup_version;      /* 1, 2, or 0 unknown (2 = unified at /sys/fs/cgroup) */
-	int cgroup_delegated;    /* ab_tristate: our cgroup v2 dir is writable with memory+pids */
-	char cgroup_path[512];   /* our own cgroup v2 path under /sys/fs/cgroup, "" if none */
+	int cgroup_delegated;    /* ab_tristate: a base cgroup (ours or its parent) is writable and
+				    hands memory+pids to children (cgroup.subtree_control) */
+	char cgroup_path[512];   /* delegated base (relative to /sys/fs/cgroup, e.g. "/a/b") the
+				    sandbox cgroup <base>/agentbox-<pid> is created in: our own
+				    cgroup or its parent (see cgroup.h); "" if none */
+	char cgroup_self[512];   /* our own cgroup v2 path, "" if unknown */
 
 	int legacy_tiocsti;     /* /proc/sys/dev/tty/legacy_tiocsti: 0/1, -1 absent (always on) */
 	int io_uring_disabled;  /* /proc/sys/kernel/io_uring_disabled: 0/1/2, -1 absent */
@@ -55,8 +66,16 @@ void ab_host_fake(ab_host *h, int landlock_abi);
  * complete message + hint (used by run when clone(CLONE_NEWUSER) fails). */
 void ab_host_userns_error(const ab_host *h, int errnum, ab_err *err);
 
-/* `agentbox doctor`: print the report to stdout.  Returns 0 if everything
- * agentbox needs works, 1 if something required is missing. */
+/* `agentbox doctor`: probe (with try_userns) and print the report to stdout.
+ * Returns 0 if everything agentbox needs works, 1 if something required is
+ * missing. */
 int ab_doctor(bool json);
+/* The same report for a given host, to `out` (tests use ab_host_fake).
+ * Returns 0/1 as ab_doctor, or -ENOMEM/-EIO. */
+int ab_doctor_report(const ab_host *h, bool json, FILE *out);
+
+/* What losing a named downgrade costs, one sentence ("landlock-truncate" ->
+ * "..."), for doctor and explain.  Unknown names get a generic sentence. */
+const char *ab_downgrade_describe(const char *name);
 
 #endif

@@ -9,8 +9,39 @@
 #define AGENTBOX_LANDLOCK_H
 
 #include <stdint.h>
+#include <linux/landlock.h>
 
 #include "agentbox/common.h"
+
+/*
+ * Debian 12 ships 6.1 uapi headers (Landlock ABI 2).  The constants of newer
+ * ABIs are defined here so the planner, explain and the tests share one copy.
+ * (Struct types and the NET_PORT rule type are private to src/landlock.c.)
+ */
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)           /* ABI 2 */
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)        /* ABI 3 */
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)       /* ABI 5 */
+#endif
+#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
+#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)        /* ABI 4 */
+#endif
+#ifndef LANDLOCK_ACCESS_NET_CONNECT_TCP
+#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)     /* ABI 4 */
+#endif
+#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
+#endif
+#ifndef LANDLOCK_SCOPE_SIGNAL
+#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)               /* ABI 6 */
+#endif
+
+/* The newest ABI this build knows; a newer kernel is treated as this one. */
+#define AB_LANDLOCK_ABI_MAX 7
 
 /* Access classes the mount plan assigns to each path. */
 enum ab_ll_class {
@@ -42,6 +73,10 @@ typedef struct ab_ll_plan {
 uint64_t ab_landlock_fs_rights(int abi);
 /* Rights for one class on one ABI. */
 uint64_t ab_landlock_class_rights(enum ab_ll_class cls, int abi);
+/* handled_access_net an ABI knows (CONNECT_TCP|BIND_TCP from 4, else 0). */
+uint64_t ab_landlock_net_rights(int abi);
+/* scoped bits an ABI knows (ABSTRACT_UNIX_SOCKET|SIGNAL from 6, else 0). */
+uint64_t ab_landlock_scopes(int abi);
 
 /* Names of the downgrades an ABI forces relative to the newest this build knows
  * (e.g. "landlock-truncate" on ABI 2).  Appends to *names. */

@@ -39,7 +39,8 @@ enum ab_mnt_kind {
 			       placeholder on the host, mounts a read-only empty one over it,
 			       and removes it after exit (see docs/protected-paths.md) */
 	AB_MNT_SYMLINK,   /* create symlink dst -> src (for symlinked system dirs) */
-	AB_MNT_RO_REMOUNT /* make the existing mount at dst read-only (e.g. /proc/sys) */
+	AB_MNT_RO_REMOUNT,/* make the existing mount at dst read-only (e.g. /proc/sys) */
+	AB_MNT_CONTENT    /* read-only file at dst whose content is `src` (e.g. /etc/passwd) */
 };
 
 #define AB_MNT_F_DIR 0x1      /* dst is (or must be) a directory; else a file */
@@ -69,7 +70,10 @@ typedef struct ab_plan_input {
 	bool stdin_tty, stdout_tty; /* pty decision */
 	ab_lstat_fn lstat;
 	void *lstat_ctx;
-	const char *ablate;         /* test-only AGENTBOX_TEST_ABLATE value, or NULL */
+	const char *user;           /* caller's login name, may be NULL */
+	const char *cwd;            /* caller's cwd (kept inside when under the workspace) */
+	int supplementary_groups;   /* how many the caller has besides its primary gid */
+	int force_pty;              /* 1 always, 0 never, -1 auto (stdin and stdout ttys) */
 } ab_plan_input;
 
 typedef struct ab_plan {
@@ -89,6 +93,8 @@ typedef struct ab_plan {
 	ab_mount *mounts; /* applied in order, after the new root tmpfs */
 	size_t nmounts;
 	ab_strv hidden;   /* for explain: deny entries that were masked */
+	ab_strv absent;   /* for explain: grants whose host path does not exist (skipped) */
+	char *user_name;  /* login name inside (USER/LOGNAME, passwd entry) */
 
 	ab_ll_plan landlock;
 	ab_seccomp_policy seccomp;

@@ -9,6 +9,7 @@
 #ifndef AGENTBOX_PTY_H
 #define AGENTBOX_PTY_H
 
+#include <sys/ioctl.h> /* struct winsize (glibc does not get it from termios.h) */
 #include <termios.h>
 
 #include "agentbox/common.h"

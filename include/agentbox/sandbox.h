@@ -8,6 +8,8 @@
 #ifndef AGENTBOX_SANDBOX_H
 #define AGENTBOX_SANDBOX_H
 
+#include <sys/ioctl.h>
+
 #include "agentbox/plan.h"
 #include "agentbox/seccomp.h"
 
@@ -32,9 +34,10 @@ typedef struct ab_sync_msg {
 typedef struct ab_child_args {
 	const ab_plan *plan;
 	const ab_seccomp_prog *seccomp;
-	int sync_fd;      /* child end of the socketpair */
-	int exec_fd;      /* unused (reserved) */
-	struct winsize *ws; /* outer window size when use_pty */
+	int sync_fd;          /* child end of the socketpair */
+	const int *idmap_fds; /* plan->nmounts entries, -1 when not idmapped */
+	bool have_ws;
+	struct winsize ws;    /* outer window size when use_pty */
 } ab_child_args;
 
 /* Parent: run the plan; returns the exit status agentbox should exit with
@@ -50,12 +53,18 @@ int ab_sync_recv(int fd, ab_sync_msg *m, int *recv_fd);
 
 /* Mount step (child, src/mount.c): build the new root under a private tmpfs
  * and pivot_root into it.  Placeholders created are reported on sync_fd. */
-int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_err *err);
+int ab_mount_build_root(const ab_plan *plan, const int *idmap_fds, int sync_fd, ab_err *err);
+
+/* Parent, root callers only: for every mount flagged AB_MNT_F_IDMAP, a
+ * detached, idmapped tree (on-disk root -> the sandbox's host ids); fds[i] is
+ * -1 for other mounts.  The child attaches them.  fds has plan->nmounts slots. */
+int ab_mount_prepare_idmaps(const ab_plan *plan, int *fds, ab_err *err);
 
 /* cgroup v2 limits (parent, src/cgroup.c): create a child cgroup under our
  * delegated one, set memory.max/pids.max, move `pid` in.  Cleanup removes it. */
 int ab_cgroup_setup(const ab_plan *plan, const ab_host *host, pid_t pid, char **out_path,
 		    ab_err *err);
+
 void ab_cgroup_cleanup(const char *path);
 
 #endif

@@ -21,6 +21,12 @@ typedef struct ab_seccomp_policy {
 /* A compiled program (or two: libseccomp's filter, plus a tiny hand-written
  * guard that fails syscall numbers newer than this build knows with ENOSYS). */
 #define AB_SECCOMP_MAX_PROGS 2
+
+/* The highest syscall number this build knows: Linux 6.18 (file_setattr,
+ * 469).  From 424 on x86_64 and aarch64 share one numbering.  Native numbers
+ * above it fail with ENOSYS (the guard program), so a newer kernel cannot open
+ * a door the deny list has never heard of.  Review on every kernel release. */
+#define AB_SECCOMP_MAX_KNOWN_NR 469
 typedef struct ab_seccomp_prog {
 	struct sock_fprog progs[AB_SECCOMP_MAX_PROGS];
 	size_t nprogs;
@@ -37,7 +43,8 @@ void ab_seccomp_prog_free(ab_seccomp_prog *p);
  * (single-threaded); requires no_new_privs already set.  No allocation. */
 int ab_seccomp_apply(const ab_seccomp_prog *p, ab_err *err);
 
-/* Human-readable PFC export of the libseccomp part (tests, `explain --seccomp`). */
+/* Human-readable PFC export of the libseccomp part (tests, `explain --seccomp`),
+ * followed by a commented disassembly of the guard program. */
 int ab_seccomp_export_pfc(const ab_seccomp_policy *pol, FILE *out, ab_err *err);
 
 /* One line per rule group for `explain`, e.g.

@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/* Command-line parsing (parent, pure: fills struct ab_cli, prints only usage). */
+#include "agentbox/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	enum ab_cmd cmd;
+} commands[] = {
+	{"run", AB_CMD_RUN},         {"check", AB_CMD_CHECK},   {"explain", AB_CMD_EXPLAIN},
+	{"doctor", AB_CMD_DOCTOR},   {"help", AB_CMD_HELP},     {"version", AB_CMD_VERSION},
+};
+
+void ab_cli_usage(enum ab_cmd which)
+{
+	switch (which) {
+	case AB_CMD_RUN:
+		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [-q] [--] COMMAND [ARG...]\n"
+		      "\n"
+		      "Run COMMAND in a sandbox built from PROFILE (default: \"default\").\n"
+		      "With no COMMAND, the profile's \"command\" runs.\n"
+		      "\n"
+		      "  -p, --profile PROFILE  profile name or path; repeat to merge (left to right)\n"
+		      "  -w, --workspace DIR    writable workspace (default: current directory)\n"
+		      "      --pty              always give the command its own pseudo-terminal\n"
+		      "      --no-pty           never (plain stdio passes through)\n"
+		      "  -q, --quiet            do not print warnings about forced downgrades\n"
+		      "\n"
+		      "Exit status: the command's; 128+N if it was killed by signal N;\n"
+		      "125 agentbox failed; 126 command not executable; 127 command not found.\n",
+		      stdout);
+		break;
+	case AB_CMD_CHECK:
+		fputs("Usage: agentbox check PROFILE...\n"
+		      "\n"
+		      "Validate profiles (names or paths).  Prints nothing and exits 0 when all\n"
+		      "are valid; otherwise prints FILE:LINE:COL: message and exits 125.\n",
+		      stdout);
+		break;
+	case AB_CMD_EXPLAIN:
+		fputs("Usage: agentbox explain [-p PROFILE]... [-w DIR] [--json] [--] [COMMAND...]\n"
+		      "\n"
+		      "Print the boundary a run would get on this machine, before anything runs:\n"
+		      "readable, writable and hidden paths, network, secrets, environment,\n"
+		      "syscall policy, Landlock rules, limits, and every downgrade this kernel forces.\n"
+		      "\n"
+		      "  -p, --profile PROFILE  profile name or path; repeat to merge\n"
+		      "  -w, --workspace DIR    workspace (default: current directory)\n"
+		      "      --json             machine-readable output\n",
+		      stdout);
+		break;
+	case AB_CMD_DOCTOR:
+		fputs("Usage: agentbox doctor [--json]\n"
+		      "\n"
+		      "Probe the kernel (user namespaces, AppArmor restriction, Landlock ABI, seccomp,\n"
+		      "cgroups, legacy TIOCSTI, io_uring, idmapped mounts) and say what works and\n"
+		      "how to fix what does not.  Exit 0 when agentbox can run here, 1 otherwise.\n",
+		      stdout);
+		break;
+	default:
+		fputs("Usage: agentbox COMMAND [OPTIONS]\n"
+		      "\n"
+		      "A deny-by-default sandbox for AI coding agents.\n"
+		      "\n"
+		      "Commands:\n"
+		      "  run [-p PROFILE] [-w DIR] [--] COMMAND [ARG...]   run COMMAND in the sandbox\n"
+		      "  check PROFILE...                                  validate profiles\n"
+		      "  explain [-p PROFILE] [-w DIR] [--json]            print the resolved boundary\n"
+		      "  doctor [--json]                                   check this kernel\n"
+		      "\n"
+		      "Options:\n"
+		      "  -h, --help      show help (also: agentbox COMMAND --help)\n"
+		      "  -V, --version   show version\n"
+		      "\n"
+		      "See agentbox(1) and agentbox-profile(5).\n",
+		      stdout);
+	}
+}
+
+void ab_cli_free(ab_cli *c)
+{
+	ab_strv_free(&c->profiles);
+	free(c->workspace);
+	c->workspace = NULL;
+}
+
+enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON };
+
+static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
+{
+	static const struct option longopts[] = {
+		{"profile", required_argument, NULL, 'p'}, {"workspace", required_argument, NULL, 'w'},
+		{"pty", no_argument, NULL, OPT_PTY},       {"no-pty", no_argument, NULL, OPT_NO_PTY},
+		{"json", no_argument, NULL, OPT_JSON},     {"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+	};
+	const char *sub = argv[0];
+	optind = 0; /* full reset of getopt state */
+	opterr = 0;
+	for (;;) {
+		int idx = 0;
+		int o = getopt_long(argc, argv, "+:p:w:qh", longopts, &idx);
+		if (o == -1)
+			break;
+		bool run_like = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN;
+		switch (o) {
+		case 'h':
+			c->help_for = c->cmd;
+			c->cmd = AB_CMD_HELP;
+			return 0;
+		case 'p':
+			if (!run_like)
+				goto bad;
+			if (!optarg[0])
+				return ab_fail(err, 0, "%s: -p needs a profile name or path", sub);
+			if (ab_strv_push(&c->profiles, optarg) < 0)
+				return ab_fail(err, ENOMEM, "%s", sub);
+			break;
+		case 'w':
+			if (!run_like)
+				goto bad;
+			free(c->workspace);
+			c->workspace = strdup(optarg);
+			if (!c->workspace)
+				return ab_fail(err, ENOMEM, "%s", sub);
+			break;
+		case 'q':
+			if (c->cmd != AB_CMD_RUN)
+				goto bad;
+			c->quiet = true;
+			break;
+		case OPT_PTY:
+		case OPT_NO_PTY:
+			if (c->cmd != AB_CMD_RUN)
+				goto bad;
+			c->pty = o == OPT_PTY ? 1 : 0;
+			break;
+		case OPT_JSON:
+			if (c->cmd != AB_CMD_EXPLAIN && c->cmd != AB_CMD_DOCTOR)
+				goto bad;
+			c->json = true;
+			break;
+		case ':':
+			return ab_fail(err, 0, "%s: option '%s' needs an argument (see 'agentbox %s --help')",
+				       sub, argv[optind - 1], sub);
+		default:
+			goto bad;
+		}
+		continue;
+	bad:
+		return ab_fail(err, 0, "%s: unknown option '%s' (see 'agentbox %s --help')", sub,
+			       argv[optind - 1], sub);
+	}
+	c->argv = argv + optind;
+	c->argc = argc - optind;
+	switch (c->cmd) {
+	case AB_CMD_CHECK:
+		if (c->argc == 0)
+			return ab_fail(err, 0, "check: name at least one profile (see 'agentbox check --help')");
+		c->check_files = c->argv;
+		c->ncheck = c->argc;
+		break;
+	case AB_CMD_DOCTOR:
+		if (c->argc != 0)
+			return ab_fail(err, 0, "doctor: unexpected argument '%s'", c->argv[0]);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+int ab_cli_parse(int argc, char **argv, ab_cli *c, ab_err *err)
+{
+	memset(c, 0, sizeof(*c));
+	c->pty = -1;
+	if (argc < 2) {
+		c->cmd = AB_CMD_HELP;
+		return ab_fail(err, 0, "no command given (see 'agentbox --help')");
+	}
+	const char *a = argv[1];
+	if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+		c->cmd = AB_CMD_HELP;
+		return 0;
+	}
+	if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+		c->cmd = AB_CMD_VERSION;
+		return 0;
+	}
+	for (size_t i = 0; i < AB_ARRAY_SIZE(commands); i++) {
+		if (strcmp(a, commands[i].name) != 0)
+			continue;
+		c->cmd = commands[i].cmd;
+		if (c->cmd == AB_CMD_VERSION)
+			return 0;
+		if (c->cmd == AB_CMD_HELP) {
+			c->help_for = AB_CMD_NONE;
+			if (argc > 2) {
+				for (size_t j = 0; j < AB_ARRAY_SIZE(commands); j++)
+					if (strcmp(argv[2], commands[j].name) == 0)
+						c->help_for = commands[j].cmd;
+			}
+			return 0;
+		}
+		return parse_sub(argc - 1, argv + 1, c, err);
+	}
+	if (a[0] == '-')
+		return ab_fail(err, 0, "unknown option '%s' (see 'agentbox --help')", a);
+	return ab_fail(err, 0, "unknown command '%s' (see 'agentbox --help')", a);
+}

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agentbox: cli -> profile -> host probe -> plan -> run / explain / check /
+ * doctor.  The only place that prints errors and picks the exit status.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agentbox/cli.h"
+#include "agentbox/host.h"
+#include "agentbox/plan.h"
+#include "agentbox/profile.h"
+#include "agentbox/sandbox.h"
+
+extern char **environ;
+
+typedef struct ctx {
+	char home[PATH_MAX];
+	char workspace[PATH_MAX];
+	char cwd[PATH_MAX];
+	char user[256];
+	ab_vars vars;
+} ctx;
+
+static int fill_ctx(ctx *c, const char *workspace, ab_err *err)
+{
+	memset(c, 0, sizeof(*c));
+	struct passwd *pw = getpwuid(geteuid());
+	const char *home = getenv("HOME");
+	if (!home || home[0] != '/')
+		home = pw ? pw->pw_dir : NULL;
+	if (!home || home[0] != '/')
+		return ab_fail(err, 0, "cannot determine the home directory (set HOME)");
+	_cleanup_free_ char *nh = ab_path_normalize(home);
+	if (!nh || strlen(nh) >= sizeof(c->home))
+		return ab_fail(err, ENAMETOOLONG, "HOME");
+	strcpy(c->home, nh);
+	if (pw && pw->pw_name)
+		snprintf(c->user, sizeof(c->user), "%s", pw->pw_name);
+	if (!getcwd(c->cwd, sizeof(c->cwd)))
+		return ab_fail(err, errno, "getcwd");
+	const char *ws = workspace ? workspace : c->cwd;
+	if (!realpath(ws, c->workspace))
+		return ab_fail(err, errno, "workspace %s", ws);
+	struct stat st;
+	if (stat(c->workspace, &st) < 0 || !S_ISDIR(st.st_mode))
+		return ab_fail(err, ENOTDIR, "workspace %s", c->workspace);
+	c->vars = (ab_vars){
+		.home = c->home,
+		.workspace = c->workspace,
+		.user = c->user[0] ? c->user : NULL,
+		.xdg_config_home = getenv("XDG_CONFIG_HOME"),
+		.xdg_data_home = getenv("XDG_DATA_HOME"),
+		.xdg_cache_home = getenv("XDG_CACHE_HOME"),
+		.xdg_state_home = getenv("XDG_STATE_HOME"),
+	};
+	/* relative or empty XDG values are ignored, per the spec */
+	const char **x[] = {&c->vars.xdg_config_home, &c->vars.xdg_data_home,
+			    &c->vars.xdg_cache_home, &c->vars.xdg_state_home};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(x); i++)
+		if (*x[i] && (*x[i])[0] != '/')
+			*x[i] = NULL;
+	return 0;
+}
+
+static int load_profiles(const ab_cli *cli, const ab_vars *vars, ab_profile **out, ab_err *err)
+{
+	ab_profile *merged = NULL;
+	size_t n = cli->profiles.n;
+	for (size_t i = 0; i < (n ? n : 1); i++) {
+		const char *name = n ? cli->profiles.v[i] : "default";
+		ab_profile *p = NULL;
+		int r = ab_profile_load(name, vars, &p, err);
+		if (r < 0) {
+			if (merged)
+				ab_profile_free(merged);
+			return r;
+		}
+		if (!merged) {
+			merged = p;
+			continue;
+		}
+		r = ab_profile_merge(merged, p, err);
+		ab_profile_free(p);
+		if (r < 0) {
+			ab_profile_free(merged);
+			return r;
+		}
+	}
+	*out = merged;
+	return 0;
+}
+
+static int count_supplementary_groups(void)
+{
+	gid_t groups[NGROUPS_MAX];
+	int n = getgroups(NGROUPS_MAX, groups);
+	int extra = 0;
+	for (int i = 0; i < n; i++)
+		if (groups[i] != getegid())
+			extra++;
+	return extra;
+}
+
+static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
+{
+	ctx c;
+	if (fill_ctx(&c, cli->workspace, err) < 0)
+		return AB_EXIT_FAIL;
+	_cleanup_profile_ ab_profile *prof = NULL;
+	if (load_profiles(cli, &c.vars, &prof, err) < 0)
+		return AB_EXIT_FAIL;
+	ab_host host;
+	ab_host_probe(&host, false);
+	ab_plan_input in = {
+		.profile = prof,
+		.host = &host,
+		.workspace = c.workspace,
+		.home = c.home,
+		.argv = cli->argc > 0 ? cli->argv : NULL,
+		.environ = environ,
+		.stdin_tty = isatty(STDIN_FILENO),
+		.stdout_tty = isatty(STDOUT_FILENO),
+		.lstat = ab_real_lstat,
+		.user = c.vars.user,
+		.cwd = c.cwd,
+		.force_pty = cli->pty,
+		.supplementary_groups = host.is_root ? 0 : count_supplementary_groups(),
+	};
+	if (cli->cmd == AB_CMD_EXPLAIN && !in.argv) {
+		/* explain does not need a command; show the profile's or a shell */
+		static char *sh[] = {"/bin/sh", NULL};
+		if (!prof->command.n)
+			in.argv = sh;
+	}
+	_cleanup_plan_ ab_plan *plan = NULL;
+	if (ab_plan_build(&in, &plan, err) < 0)
+		return AB_EXIT_FAIL;
+	if (cli->cmd == AB_CMD_EXPLAIN) {
+		if (ab_plan_explain(plan, prof, cli->json, stdout, err) < 0)
+			return AB_EXIT_FAIL;
+		return fflush(stdout) == 0 ? 0 : AB_EXIT_FAIL;
+	}
+	if (!cli->quiet) {
+		for (size_t i = 0; i < plan->downgrades.n; i++)
+			ab_warn("%s", plan->downgrades.v[i]);
+	}
+	fflush(stdout);
+	fflush(stderr);
+	return ab_sandbox_run(plan, err);
+}
+
+static int cmd_check(const ab_cli *cli, ab_err *err)
+{
+	ctx c;
+	int rc = 0;
+	if (fill_ctx(&c, cli->workspace, err) < 0)
+		return AB_EXIT_FAIL;
+	for (int i = 0; i < cli->ncheck; i++) {
+		ab_profile *p = NULL;
+		ab_err e = {0};
+		if (ab_profile_load(cli->check_files[i], &c.vars, &p, &e) < 0) {
+			ab_err_print(&e);
+			rc = AB_EXIT_FAIL;
+			continue;
+		}
+		ab_profile_free(p);
+	}
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	ab_cli cli;
+	ab_err err = {0};
+	int rc;
+	if (ab_cli_parse(argc, argv, &cli, &err) < 0) {
+		ab_err_print(&err);
+		ab_cli_free(&cli);
+		return AB_EXIT_FAIL;
+	}
+	switch (cli.cmd) {
+	case AB_CMD_HELP:
+		ab_cli_usage(cli.help_for);
+		rc = 0;
+		break;
+	case AB_CMD_VERSION:
+		printf("agentbox %s\n", AB_VERSION);
+		rc = 0;
+		break;
+	case AB_CMD_DOCTOR:
+		rc = ab_doctor(cli.json);
+		break;
+	case AB_CMD_CHECK:
+		rc = cmd_check(&cli, &err);
+		break;
+	case AB_CMD_RUN:
+	case AB_CMD_EXPLAIN:
+		rc = cmd_run_or_explain(&cli, &err);
+		if (rc == AB_EXIT_FAIL || ((rc == AB_EXIT_NOEXEC || rc == AB_EXIT_NOTFOUND) && err.msg[0]))
+			if (err.msg[0])
+				ab_err_print(&err);
+		break;
+	default:
+		ab_cli_usage(AB_CMD_NONE);
+		rc = AB_EXIT_FAIL;
+	}
+	ab_cli_free(&cli);
+	return rc;
+}

@@ -1,0 +1,718 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The planner (parent, pure): profile + CLI + host probe + an lstat provider
+ * -> struct ab_plan.  Every policy decision and every downgrade is made here,
+ * once, so it can be unit-tested without privileges and printed by `explain`.
+ */
+#include "agentbox/plan.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#define SYSTEM_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
+int ab_real_lstat(void *ctx, const char *path, struct stat *st)
+{
+	(void)ctx;
+	return lstat(path, st) < 0 ? -errno : 0;
+}
+
+static int plan_lstat(const ab_plan_input *in, const char *path, struct stat *st)
+{
+	return in->lstat(in->lstat_ctx, path, st);
+}
+
+/* ---------------------------------------------------------------- mounts */
+
+static int depth_of(const char *p)
+{
+	int d = 0;
+	for (; *p; p++)
+		if (*p == '/' && p[1])
+			d++;
+	return d;
+}
+
+static int add_mount(ab_plan *p, enum ab_mnt_kind kind, const char *src, const char *dst,
+		     unsigned flags, const char *why)
+{
+	ab_mount *nm = realloc(p->mounts, (p->nmounts + 1) * sizeof(*nm));
+	if (!nm)
+		return -ENOMEM;
+	p->mounts = nm;
+	ab_mount *m = &p->mounts[p->nmounts];
+	*m = (ab_mount){.kind = kind, .flags = flags};
+	m->src = src ? strdup(src) : NULL;
+	m->dst = strdup(dst);
+	m->why = strdup(why);
+	if ((src && !m->src) || !m->dst || !m->why) {
+		free(m->src);
+		free(m->dst);
+		free(m->why);
+		return -ENOMEM;
+	}
+	p->nmounts++;
+	return 0;
+}
+
+static int kind_prio(enum ab_mnt_kind k)
+{
+	switch (k) {
+	case AB_MNT_TMPFS:
+	case AB_MNT_PROC:
+	case AB_MNT_DEV:
+		return 0;
+	case AB_MNT_SYMLINK:
+	case AB_MNT_BIND_RO:
+	case AB_MNT_BIND_RW:
+		return 1;
+	case AB_MNT_MASK:
+	case AB_MNT_PROTECT:
+	case AB_MNT_PLACEHOLDER:
+	case AB_MNT_RO_REMOUNT:
+		return 2;
+	case AB_MNT_CONTENT:
+		return 3;
+	}
+	return 4;
+}
+
+/* Order: grants and structure by depth (parents first), then masks and
+ * protections by depth, then generated files.  Stable for equal keys. */
+static int mount_cmp(const void *a, const void *b)
+{
+	const ab_mount *x = a, *y = b;
+	int gx = kind_prio(x->kind) >= 2 ? kind_prio(x->kind) : 0;
+	int gy = kind_prio(y->kind) >= 2 ? kind_prio(y->kind) : 0;
+	if (gx != gy)
+		return gx - gy;
+	int dx = depth_of(x->dst), dy = depth_of(y->dst);
+	if (dx != dy)
+		return dx - dy;
+	return kind_prio(x->kind) - kind_prio(y->kind);
+}
+
+static void sort_mounts(ab_plan *p)
+{
+	/* insertion sort: stable, n is small */
+	for (size_t i = 1; i < p->nmounts; i++) {
+		ab_mount t = p->mounts[i];
+		size_t j = i;
+		while (j > 0 && mount_cmp(&p->mounts[j - 1], &t) > 0) {
+			p->mounts[j] = p->mounts[j - 1];
+			j--;
+		}
+		p->mounts[j] = t;
+	}
+}
+
+static const char *under_any(const ab_strv *list, const char *path)
+{
+	for (size_t i = 0; i < list->n; i++)
+		if (ab_path_is_under(path, list->v[i]))
+			return list->v[i];
+	return NULL;
+}
+
+/* The bind grant (RO or RW) that `path` lives in, deepest first. */
+static const ab_mount *covering_bind(const ab_plan *p, const char *path)
+{
+	const ab_mount *best = NULL;
+	for (size_t i = 0; i < p->nmounts; i++) {
+		const ab_mount *m = &p->mounts[i];
+		if (m->kind != AB_MNT_BIND_RO && m->kind != AB_MNT_BIND_RW && m->kind != AB_MNT_TMPFS)
+			continue;
+		if (!ab_path_is_under(path, m->dst))
+			continue;
+		if (!best || strlen(m->dst) >= strlen(best->dst))
+			best = m;
+	}
+	return best;
+}
+
+static bool has_mount_at(const ab_plan *p, const char *dst)
+{
+	for (size_t i = 0; i < p->nmounts; i++)
+		if (strcmp(p->mounts[i].dst, dst) == 0)
+			return true;
+	return false;
+}
+
+static int add_grant(ab_plan *p, const ab_plan_input *in, const char *path, bool rw,
+		     const char *why, ab_err *err)
+{
+	const ab_profile *prof = in->profile;
+	const char *d = under_any(&prof->fs.deny, path);
+	if (d) {
+		/* deny wins: a grant inside a denied tree is dropped */
+		char *note = ab_asprintf("%s (%s, inside denied %s)", path, why, d);
+		return note ? ab_strv_push_take(&p->hidden, note) : -ENOMEM;
+	}
+	struct stat st;
+	int r = plan_lstat(in, path, &st);
+	if (r == -ENOENT || r == -ENOTDIR) {
+		char *note = ab_asprintf("%s (%s)", path, why);
+		return note ? ab_strv_push_take(&p->absent, note) : -ENOMEM;
+	}
+	if (r < 0)
+		return ab_fail(err, -r, "%s: %s", why, path);
+	unsigned flags = S_ISDIR(st.st_mode) ? AB_MNT_F_DIR : 0;
+	/* Root caller: root-owned grants under home or writable ones are shown to
+	 * the unprivileged sandbox user through an idmapped mount. */
+	if (p->root_mode && st.st_uid == 0 && !S_ISLNK(st.st_mode) &&
+	    (rw || ab_path_is_under(path, p->home)))
+		flags |= AB_MNT_F_IDMAP;
+	/* Symlinks are never followed: the applier recreates the link inside. */
+	if (S_ISLNK(st.st_mode))
+		flags &= ~AB_MNT_F_DIR;
+	return add_mount(p, rw ? AB_MNT_BIND_RW : AB_MNT_BIND_RO, path, path, flags, why);
+}
+
+static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	static const char *const tmpfs_dirs[] = {"/tmp", "/run", "/var/tmp"};
+	int r = 0;
+	r |= add_mount(p, AB_MNT_PROC, NULL, "/proc", AB_MNT_F_DIR, "proc");
+	r |= add_mount(p, AB_MNT_DEV, NULL, "/dev", AB_MNT_F_DIR, "dev");
+	r |= add_mount(p, AB_MNT_TMPFS, NULL, "/dev/shm", AB_MNT_F_DIR, "dev");
+	for (size_t i = 0; i < AB_ARRAY_SIZE(tmpfs_dirs); i++)
+		r |= add_mount(p, AB_MNT_TMPFS, NULL, tmpfs_dirs[i], AB_MNT_F_DIR, "private tmp");
+	r |= add_mount(p, AB_MNT_TMPFS, NULL, p->home, AB_MNT_F_DIR, "private home");
+	/* the kernel's knobs stay read-only; the rest of /proc is per-pid-ns */
+	static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
+					      "/proc/bus", "/proc/fs"};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(proc_ro); i++)
+		r |= add_mount(p, AB_MNT_RO_REMOUNT, NULL, proc_ro[i], AB_MNT_F_OPTIONAL, "proc");
+	static const char *const proc_mask[] = {"/proc/kcore", "/proc/keys", "/proc/timer_list",
+						"/proc/kallsyms", "/proc/sched_debug"};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(proc_mask); i++)
+		r |= add_mount(p, AB_MNT_MASK, NULL, proc_mask[i], AB_MNT_F_OPTIONAL, "proc");
+	if (r)
+		return ab_fail(err, ENOMEM, "plan");
+	for (size_t i = 0; i < in->profile->fs.tmpfs.n; i++) {
+		if (add_mount(p, AB_MNT_TMPFS, NULL, in->profile->fs.tmpfs.v[i], AB_MNT_F_DIR, "fs.tmpfs"))
+			return ab_fail(err, ENOMEM, "plan");
+	}
+	return 0;
+}
+
+static int plan_grants(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_profile *prof = in->profile;
+	int r;
+	for (size_t i = 0; i < prof->fs.read.n; i++)
+		if ((r = add_grant(p, in, prof->fs.read.v[i], false, "fs.read", err)) < 0)
+			return r;
+	for (size_t i = 0; i < prof->fs.write.n; i++)
+		if ((r = add_grant(p, in, prof->fs.write.v[i], true, "fs.write", err)) < 0)
+			return r;
+	if (!has_mount_at(p, p->workspace))
+		if ((r = add_grant(p, in, p->workspace, true, "workspace", err)) < 0)
+			return r;
+	for (size_t i = 0; i < prof->unix_sockets.n; i++)
+		if ((r = add_grant(p, in, prof->unix_sockets.v[i], true, "unix_sockets", err)) < 0)
+			return r;
+	return 0;
+}
+
+static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_profile *prof = in->profile;
+	for (size_t i = 0; i < prof->fs.deny.n; i++) {
+		const char *d = prof->fs.deny.v[i];
+		const ab_mount *cov = covering_bind(p, d);
+		if (!cov || cov->kind == AB_MNT_TMPFS)
+			continue; /* not visible inside anyway (or private and empty) */
+		struct stat st;
+		int r = plan_lstat(in, d, &st);
+		if (r == -ENOENT || r == -ENOTDIR)
+			continue;
+		if (r < 0)
+			return ab_fail(err, -r, "fs.deny: %s", d);
+		if (S_ISLNK(st.st_mode)) {
+			/* A mount cannot cover a symlink; the link is harmless only if
+			 * its target is not visible.  Refuse rather than guess. */
+			ab_fail(err, 0, "fs.deny: %s is a symbolic link inside a granted tree; "
+					"cannot hide it", d);
+			ab_err_hint(err, "deny the link's target instead, or remove the link");
+			return -EINVAL;
+		}
+		unsigned flags = S_ISDIR(st.st_mode) ? AB_MNT_F_DIR : 0;
+		if (add_mount(p, AB_MNT_MASK, NULL, d, flags, "fs.deny") < 0 ||
+		    ab_strv_push_unique(&p->hidden, d) < 0)
+			return ab_fail(err, ENOMEM, "plan");
+	}
+	return 0;
+}
+
+/* One protected entry under one writable root. */
+static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *root,
+			    const char *rel, ab_err *err)
+{
+	size_t len = strlen(rel);
+	bool want_dir = len > 0 && rel[len - 1] == '/';
+	_cleanup_free_ char *full = ab_path_join(root, rel);
+	_cleanup_free_ char *path = full ? ab_path_normalize(full) : NULL;
+	if (!path)
+		return ab_fail(err, ENOMEM, "plan");
+	if (!ab_path_is_under(path, root) || strcmp(path, root) == 0)
+		return 0;
+	if (under_any(&in->profile->fs.deny, path))
+		return 0;
+	/* Walk from the root down: the first missing component becomes the
+	 * placeholder; an existing final path is re-bound read-only. */
+	_cleanup_free_ char *cur = strdup(path);
+	if (!cur)
+		return ab_fail(err, ENOMEM, "plan");
+	size_t rootlen = strlen(root);
+	for (char *s = cur + rootlen + 1;; s++) {
+		bool last = (*s == '\0');
+		if (*s != '/' && !last)
+			continue;
+		char saved = *s;
+		*s = '\0';
+		struct stat st;
+		int r = plan_lstat(in, cur, &st);
+		if (r == -ENOENT) {
+			unsigned flags = (!last || want_dir) ? AB_MNT_F_DIR : 0;
+			if (has_mount_at(p, cur))
+				return 0;
+			return add_mount(p, AB_MNT_PLACEHOLDER, NULL, cur, flags, "fs.protect") < 0
+				       ? ab_fail(err, ENOMEM, "plan")
+				       : 0;
+		}
+		if (r == -ENOTDIR)
+			return 0; /* e.g. .git is a file (worktree): nothing below it */
+		if (r < 0)
+			return ab_fail(err, -r, "fs.protect: %s", cur);
+		if (S_ISLNK(st.st_mode)) {
+			ab_fail(err, 0, "fs.protect: %s is a symbolic link; refusing to run because "
+					"it cannot be protected", cur);
+			ab_err_hint(err, "replace the link with the real file or directory, or remove "
+					 "\"%s\" from filesystem.protect", rel);
+			return -EINVAL;
+		}
+		if (last) {
+			if (has_mount_at(p, cur))
+				return 0;
+			unsigned flags = S_ISDIR(st.st_mode) ? AB_MNT_F_DIR : 0;
+			return add_mount(p, AB_MNT_PROTECT, cur, cur, flags, "fs.protect") < 0
+				       ? ab_fail(err, ENOMEM, "plan")
+				       : 0;
+		}
+		if (!S_ISDIR(st.st_mode))
+			return 0;
+		*s = saved;
+	}
+}
+
+static int plan_protect(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_profile *prof = in->profile;
+	size_t n = p->nmounts;
+	for (size_t i = 0; i < n; i++) {
+		if (p->mounts[i].kind != AB_MNT_BIND_RW || !(p->mounts[i].flags & AB_MNT_F_DIR))
+			continue;
+		_cleanup_free_ char *root = strdup(p->mounts[i].dst);
+		if (!root)
+			return ab_fail(err, ENOMEM, "plan");
+		for (size_t j = 0; j < prof->fs.protect.n; j++) {
+			int r = plan_protect_one(p, in, root, prof->fs.protect.v[j], err);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+/* /etc/passwd and /etc/group with the inside user, so whoami, git, ssh and
+ * friends find a name and a home.  Host entries are not copied. */
+static int plan_identity_files(ab_plan *p, ab_err *err)
+{
+	char *pw = ab_asprintf("root:x:0:0:root:/root:/usr/sbin/nologin\n"
+			       "%s:x:%u:%u:agentbox sandbox user:%s:/bin/sh\n"
+			       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+			       p->user_name, (unsigned)p->inside_uid, (unsigned)p->inside_gid, p->home);
+	char *gr = ab_asprintf("root:x:0:\n%s:x:%u:\nnogroup:x:65534:\n", p->user_name,
+			       (unsigned)p->inside_gid);
+	int r = 0;
+	if (!pw || !gr)
+		r = -ENOMEM;
+	if (!r)
+		r = add_mount(p, AB_MNT_CONTENT, pw, "/etc/passwd", 0, "identity");
+	if (!r)
+		r = add_mount(p, AB_MNT_CONTENT, gr, "/etc/group", 0, "identity");
+	free(pw);
+	free(gr);
+	return r < 0 ? ab_fail(err, ENOMEM, "plan") : 0;
+}
+
+/* ---------------------------------------------------------------- identity */
+
+static int plan_identity(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_host *h = in->host;
+	p->outer_uid = h->uid;
+	p->outer_gid = h->gid;
+	if (!h->is_root) {
+		p->inside_uid = h->uid;
+		p->inside_gid = h->gid;
+		p->map_kuid = h->uid;
+		p->map_kgid = h->gid;
+		p->drop_groups = false;
+		p->user_name = strdup(in->user && *in->user ? in->user : "agent");
+		if (!p->user_name)
+			return ab_fail(err, ENOMEM, "plan");
+		return 0;
+	}
+	/* Root: the command never runs as uid 0 anywhere.  It runs as uid 1000
+	 * inside, mapped to the workspace owner (or nobody for a root-owned
+	 * workspace, whose files stay writable through an idmapped mount). */
+	struct stat st;
+	int r = plan_lstat(in, p->workspace, &st);
+	if (r < 0)
+		return ab_fail(err, -r, "workspace %s", p->workspace);
+	p->root_mode = true;
+	p->drop_groups = true;
+	p->inside_uid = AB_ROOT_INSIDE_UID;
+	p->inside_gid = AB_ROOT_INSIDE_GID;
+	p->map_kuid = st.st_uid != 0 ? st.st_uid : AB_ROOT_FALLBACK_KUID;
+	p->map_kgid = st.st_uid != 0 ? st.st_gid : AB_ROOT_FALLBACK_KGID;
+	p->user_name = strdup("agent");
+	if (!p->user_name)
+		return ab_fail(err, ENOMEM, "plan");
+	if (st.st_uid == 0 && h->idmap_mounts == AB_NO) {
+		ab_fail(err, 0, "run as root on a root-owned workspace needs idmapped mounts, "
+				"which this kernel lacks (Linux >= 5.12)");
+		ab_err_hint(err, "chown the workspace to an unprivileged user, or run agentbox as "
+				 "that user");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- env */
+
+static bool env_name_matches(const ab_strv *pass, const char *name, size_t len)
+{
+	char buf[256];
+	if (len >= sizeof(buf))
+		return false;
+	memcpy(buf, name, len);
+	buf[len] = '\0';
+	for (size_t i = 0; i < pass->n; i++) {
+		if (fnmatch(pass->v[i], buf, 0) == 0)
+			return true;
+	}
+	return false;
+}
+
+static int env_set(ab_strv *env, const char *key, const char *val)
+{
+	size_t kl = strlen(key);
+	for (size_t i = 0; i < env->n; i++) {
+		if (strncmp(env->v[i], key, kl) == 0 && env->v[i][kl] == '=') {
+			char *nv = ab_asprintf("%s=%s", key, val);
+			if (!nv)
+				return -ENOMEM;
+			free(env->v[i]);
+			env->v[i] = nv;
+			return 0;
+		}
+	}
+	return ab_strv_push_take(env, ab_asprintf("%s=%s", key, val));
+}
+
+static int plan_env(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_profile *prof = in->profile;
+	ab_strv pass = {0};
+	int r = ab_strv_copy(&pass, &prof->env.pass);
+	/* always allowed through (the allowlist) */
+	static const char *const base[] = {"TERM", "LANG", "LC_*", "COLORTERM", "TZ", "PATH"};
+	for (size_t i = 0; !r && i < AB_ARRAY_SIZE(base); i++)
+		r = ab_strv_push_unique(&pass, base[i]);
+	for (char *const *e = in->environ; !r && e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		if (!eq || eq == *e)
+			continue;
+		if (env_name_matches(&pass, *e, (size_t)(eq - *e)))
+			r = ab_strv_push(&p->envp, *e);
+	}
+	ab_strv_free(&pass);
+	bool has_path = false;
+	for (size_t i = 0; i < p->envp.n; i++)
+		if (strncmp(p->envp.v[i], "PATH=", 5) == 0)
+			has_path = true;
+	if (!r && !has_path)
+		r = env_set(&p->envp, "PATH", SYSTEM_PATH);
+	if (!r)
+		r = env_set(&p->envp, "HOME", p->home);
+	if (!r)
+		r = env_set(&p->envp, "TMPDIR", "/tmp");
+	if (!r)
+		r = env_set(&p->envp, "USER", p->user_name);
+	if (!r)
+		r = env_set(&p->envp, "LOGNAME", p->user_name);
+	if (!r)
+		r = env_set(&p->envp, "AGENTBOX", "1");
+	for (size_t i = 0; !r && i < prof->env.nset; i++)
+		r = env_set(&p->envp, prof->env.set[i].key, prof->env.set[i].val);
+	return r < 0 ? ab_fail(err, -r, "plan: environment") : 0;
+}
+
+/* ---------------------------------------------------------------- limits */
+
+static int plan_limits(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_limits *l = &in->profile->limits;
+	const struct {
+		long long v;
+		int res;
+	} map[] = {
+		{l->nofile, RLIMIT_NOFILE}, {l->nproc, RLIMIT_NPROC}, {l->fsize, RLIMIT_FSIZE},
+		{l->core == AB_LIMIT_UNSET ? 0 : l->core, RLIMIT_CORE}, {l->cpu, RLIMIT_CPU},
+	};
+	p->rlimits = calloc(AB_ARRAY_SIZE(map), sizeof(*p->rlimits));
+	if (!p->rlimits)
+		return ab_fail(err, ENOMEM, "plan");
+	for (size_t i = 0; i < AB_ARRAY_SIZE(map); i++) {
+		if (map[i].v == AB_LIMIT_UNSET)
+			continue;
+		rlim_t v = map[i].v == __LONG_LONG_MAX__ ? RLIM_INFINITY : (rlim_t)map[i].v;
+		p->rlimits[p->nrlimits++] = (ab_rlimit){map[i].res, v, v};
+	}
+	p->cg_memory = l->memory;
+	p->cg_pids = l->pids;
+	if (l->memory == AB_LIMIT_UNSET && l->pids == AB_LIMIT_UNSET)
+		return 0;
+	if (in->host->cgroup_version == 2 && in->host->cgroup_delegated == AB_YES) {
+		p->cgroup_apply = true;
+		return 0;
+	}
+	if (ab_strv_contains(&in->profile->allow_downgrade, "cgroup-limits")) {
+		return ab_strv_push(&p->downgrades,
+				    "cgroup-limits: limits.memory/limits.pids are NOT ENFORCED "
+				    "(no delegated cgroup v2 here)") < 0
+			       ? ab_fail(err, ENOMEM, "plan")
+			       : 0;
+	}
+	ab_fail(err, 0, "the profile sets limits.memory/limits.pids, which need a delegated "
+			"cgroup v2, and this machine has %s",
+		in->host->cgroup_version == 2 ? "no writable cgroup v2 subtree" : "cgroup v1");
+	ab_err_hint(err, "run under systemd-run --user --scope -p Delegate=yes, or add "
+			 "\"cgroup-limits\" to allow_downgrade to run without them");
+	return -EINVAL;
+}
+
+/* ---------------------------------------------------------------- landlock */
+
+static int plan_landlock(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_host *h = in->host;
+	const ab_profile *prof = in->profile;
+	ab_strv missing = {0};
+	int r = ab_landlock_downgrades(h->landlock_abi, &missing);
+	if (r < 0)
+		return ab_fail(err, -r, "plan");
+	for (size_t i = 0; i < missing.n; i++) {
+		const char *name = missing.v[i];
+		if (strcmp(name, "landlock-refer") == 0)
+			continue; /* ABI 1 denies cross-directory renames: stricter, not weaker */
+		if (strcmp(name, "landlock-net") == 0 && prof->loopback.any)
+			continue; /* nothing to restrict */
+		if (ab_strv_contains(&prof->allow_downgrade, name)) {
+			char *msg = ab_asprintf("%s: NOT ENFORCED on this kernel (Landlock ABI %d)",
+						name, h->landlock_abi);
+			if (!msg || ab_strv_push_take(&p->downgrades, msg) < 0) {
+				ab_strv_free(&missing);
+				return ab_fail(err, ENOMEM, "plan");
+			}
+			continue;
+		}
+		ab_fail(err, 0, "this kernel cannot enforce \"%s\" (Landlock ABI %d%s), which the "
+				"profile requires",
+			name, h->landlock_abi, h->landlock_abi == 0 ? ": Landlock unavailable" : "");
+		ab_err_hint(err, "use a newer kernel (Landlock ABI 6 needs Linux >= 6.12)%s, or add "
+				 "\"%s\" to allow_downgrade in the profile to accept running without it",
+			    h->landlock_abi == 0 ? " booted with lsm=...,landlock" : "", name);
+		ab_strv_free(&missing);
+		return -EINVAL;
+	}
+	ab_strv_free(&missing);
+
+	ab_ll_plan *ll = &p->landlock;
+	ll->abi = h->landlock_abi;
+	ll->enabled = h->landlock_abi > 0;
+	if (!ll->enabled)
+		return 0;
+	ll->handled_fs = ab_landlock_fs_rights(ll->abi);
+	ll->scoped = 0;
+	if (ll->abi >= 6)
+		ll->scoped = 0x1 /* abstract unix */ | 0x2 /* signal */;
+	ll->tcp_any = prof->loopback.any;
+	if (ll->abi >= 4 && !prof->loopback.any) {
+		ll->handled_net = 0x1 /* bind */ | 0x2 /* connect */;
+		if (prof->loopback.nports) {
+			ll->tcp_ports = calloc(prof->loopback.nports, sizeof(*ll->tcp_ports));
+			if (!ll->tcp_ports)
+				return ab_fail(err, ENOMEM, "plan");
+			for (size_t i = 0; i < prof->loopback.nports; i++)
+				ll->tcp_ports[i] = (uint16_t)prof->loopback.ports[i];
+			ll->ntcp_ports = prof->loopback.nports;
+		}
+	}
+	r = 0;
+	for (size_t i = 0; !r && i < p->nmounts; i++) {
+		const ab_mount *m = &p->mounts[i];
+		switch (m->kind) {
+		case AB_MNT_BIND_RO:
+			r = ab_ll_plan_add(ll, m->dst, AB_LL_READ);
+			break;
+		case AB_MNT_BIND_RW:
+		case AB_MNT_TMPFS:
+			r = ab_ll_plan_add(ll, m->dst, AB_LL_WRITE);
+			break;
+		case AB_MNT_PROC:
+			r = ab_ll_plan_add(ll, m->dst, AB_LL_PROC);
+			break;
+		case AB_MNT_DEV:
+			r = ab_ll_plan_add(ll, m->dst, AB_LL_DEV);
+			break;
+		case AB_MNT_CONTENT:
+			r = ab_ll_plan_add(ll, m->dst, AB_LL_READ);
+			break;
+		default:
+			break;
+		}
+	}
+	return r < 0 ? ab_fail(err, -r, "plan: landlock") : 0;
+}
+
+/* ---------------------------------------------------------------- build */
+
+static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	p->workspace = ab_path_normalize(in->workspace);
+	p->home = ab_path_normalize(in->home);
+	if (!p->workspace || !p->home)
+		return ab_fail(err, EINVAL, "workspace and home must be absolute paths");
+	if (strcmp(p->workspace, "/") == 0 || ab_path_is_under(p->home, p->workspace)) {
+		ab_fail(err, 0, "refusing to use %s as the workspace: it contains your home "
+				"directory (%s), which the sandbox must not see",
+			p->workspace, p->home);
+		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
+		return -EINVAL;
+	}
+	const char *d = under_any(&in->profile->fs.deny, p->workspace);
+	if (d) {
+		ab_fail(err, 0, "the workspace %s is inside a denied path (%s)", p->workspace, d);
+		return -EINVAL;
+	}
+	p->hostname = strdup(in->profile->hostname ? in->profile->hostname : "agentbox");
+	if (!p->hostname)
+		return ab_fail(err, ENOMEM, "plan");
+	return 0;
+}
+
+static int plan_command(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	int r = 0;
+	if (in->argv && in->argv[0]) {
+		for (char *const *a = in->argv; !r && *a; a++)
+			r = ab_strv_push(&p->argv, *a);
+	} else if (in->profile->command.n) {
+		r = ab_strv_copy(&p->argv, &in->profile->command);
+	} else {
+		ab_fail(err, 0, "no command to run");
+		ab_err_hint(err, "give one after '--' (agentbox run -- COMMAND), or set \"command\" "
+				 "in the profile");
+		return -EINVAL;
+	}
+	if (r < 0)
+		return ab_fail(err, ENOMEM, "plan");
+	if (in->force_pty >= 0)
+		p->use_pty = in->force_pty == 1;
+	else
+		p->use_pty = in->stdin_tty && in->stdout_tty;
+	return 0;
+}
+
+static int plan_cwd(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	_cleanup_free_ char *n = in->cwd ? ab_path_normalize(in->cwd) : NULL;
+	if (n && ab_path_is_under(n, p->workspace))
+		p->cwd = TAKE_PTR(n);
+	else
+		p->cwd = strdup(p->workspace);
+	return p->cwd ? 0 : ab_fail(err, ENOMEM, "plan");
+}
+
+int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
+{
+	_cleanup_plan_ ab_plan *p = calloc(1, sizeof(*p));
+	if (!p)
+		return ab_fail(err, ENOMEM, "plan");
+	p->cg_memory = p->cg_pids = AB_LIMIT_UNSET;
+	p->cap_last_cap = in->host->cap_last_cap > 0 ? in->host->cap_last_cap : 40;
+	int r;
+	if ((r = plan_paths(p, in, err)) < 0 || (r = plan_identity(p, in, err)) < 0 ||
+	    (r = plan_command(p, in, err)) < 0 || (r = plan_cwd(p, in, err)) < 0)
+		return r;
+	if (in->host->seccomp_ok == AB_NO) {
+		ab_fail(err, 0, "this kernel has no seccomp filter support; agentbox cannot run "
+				"without it");
+		ab_err_hint(err, "use a kernel built with CONFIG_SECCOMP_FILTER=y");
+		return -EINVAL;
+	}
+	if ((r = plan_base_mounts(p, in, err)) < 0 || (r = plan_grants(p, in, err)) < 0 ||
+	    (r = plan_identity_files(p, err)) < 0 || (r = plan_denies(p, in, err)) < 0 ||
+	    (r = plan_protect(p, in, err)) < 0)
+		return r;
+	sort_mounts(p);
+	if ((r = plan_env(p, in, err)) < 0 || (r = plan_limits(p, in, err)) < 0 ||
+	    (r = plan_landlock(p, in, err)) < 0)
+		return r;
+	if (ab_strv_copy(&p->seccomp.extra_deny, &in->profile->syscalls.deny) < 0 ||
+	    ab_strv_copy(&p->seccomp.allow, &in->profile->syscalls.allow) < 0)
+		return ab_fail(err, ENOMEM, "plan");
+	if ((r = ab_seccomp_validate(&p->seccomp, err)) < 0)
+		return r;
+	if (!p->root_mode && in->supplementary_groups > 0) {
+		char *w = ab_asprintf("supplementary groups of uid %u are kept (an unprivileged "
+				      "user cannot drop them); files are shown as nogroup",
+				      (unsigned)p->outer_uid);
+		if (!w || ab_strv_push_take(&p->warnings, w) < 0)
+			return ab_fail(err, ENOMEM, "plan");
+	}
+	*out = TAKE_PTR(p);
+	return 0;
+}
+
+void ab_plan_free(ab_plan *p)
+{
+	for (size_t i = 0; i < p->nmounts; i++) {
+		free(p->mounts[i].src);
+		free(p->mounts[i].dst);
+		free(p->mounts[i].why);
+	}
+	free(p->mounts);
+	free(p->workspace);
+	free(p->home);
+	free(p->cwd);
+	free(p->hostname);
+	free(p->user_name);
+	free(p->rlimits);
+	ab_strv_free(&p->hidden);
+	ab_strv_free(&p->absent);
+	ab_ll_plan_free(&p->landlock);
+	ab_strv_free(&p->seccomp.extra_deny);
+	ab_strv_free(&p->seccomp.allow);
+	ab_strv_free(&p->argv);
+	ab_strv_free(&p->envp);
+	ab_strv_free(&p->downgrades);
+	ab_strv_free(&p->warnings);
+	free(p);
+}

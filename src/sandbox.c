@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `run`, parent side (host namespaces): compile seccomp, clone the child into
+ * new namespaces, write its uid/gid maps, then serve it from one event loop
+ * (sync messages, pty relay, signals) until it exits, and clean up after it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agentbox/host.h"
+#include "agentbox/loop.h"
+#include "agentbox/pty.h"
+#include "agentbox/sandbox.h"
+
+#define CHILD_STACK (256 * 1024)
+#define MAX_PLACEHOLDERS 256
+
+/* ------------------------------------------------------------ sync channel */
+
+int ab_sync_send(int fd, const ab_sync_msg *m, int pass_fd)
+{
+	struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (pass_fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		msg.msg_control = u.buf;
+		msg.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+	}
+	ssize_t n;
+	do
+		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof(*m) ? 0 : -(n < 0 ? errno : EIO);
+}
+
+/* Returns 1 on a message, 0 on EOF, -errno on error. */
+int ab_sync_recv(int fd, ab_sync_msg *m, int *recv_fd)
+{
+	struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	if (recv_fd)
+		*recv_fd = -1;
+	ssize_t n;
+	do
+		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int got;
+			memcpy(&got, CMSG_DATA(c), sizeof(int));
+			if (recv_fd && *recv_fd < 0)
+				*recv_fd = got;
+			else
+				close(got);
+		}
+	}
+	if (n != (ssize_t)sizeof(*m) || (msg.msg_flags & MSG_TRUNC))
+		return -EPROTO;
+	m->err.msg[sizeof(m->err.msg) - 1] = '\0';
+	m->err.hint[sizeof(m->err.hint) - 1] = '\0';
+	m->path[sizeof(m->path) - 1] = '\0';
+	return 1;
+}
+
+/* ------------------------------------------------------------ id maps */
+
+static int write_file(pid_t pid, const char *name, const char *content, ab_err *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ab_fail(err, errno, "open %s", path);
+	ssize_t n = write(fd, content, strlen(content));
+	if (n < 0 || (size_t)n != strlen(content))
+		return ab_fail(err, n < 0 ? errno : EIO, "write %s", path);
+	return 0;
+}
+
+static int write_maps(const ab_plan *p, pid_t pid, ab_err *err)
+{
+	char map[64];
+	int r;
+	/* Unprivileged callers must deny setgroups before writing gid_map; root
+	 * leaves it allowed so the child can drop root's supplementary groups. */
+	if (!p->root_mode && (r = write_file(pid, "setgroups", "deny\n", err)) < 0)
+		return r;
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)p->inside_uid, (unsigned)p->map_kuid);
+	if ((r = write_file(pid, "uid_map", map, err)) < 0)
+		return r;
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)p->inside_gid, (unsigned)p->map_kgid);
+	return write_file(pid, "gid_map", map, err);
+}
+
+/* ------------------------------------------------------------ the run */
+
+typedef struct run_state {
+	const ab_plan *plan;
+	ab_loop *loop;
+	pid_t child;
+	int sync_fd;
+	int sig_fd;
+	ab_pty_relay *relay;
+	bool child_done;
+	int child_status;   /* raw waitpid status */
+	bool have_exit;     /* AB_SYNC_EXIT received */
+	int exit_status;
+	bool have_error;
+	ab_err child_err;
+	char *placeholders[MAX_PLACEHOLDERS];
+	bool placeholder_dir[MAX_PLACEHOLDERS];
+	size_t nplaceholders;
+	ab_err *err;
+	int fatal;          /* parent-side failure while serving */
+} run_state;
+
+static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
+{
+	run_state *s = data;
+	ab_sync_msg m;
+	int pfd = -1;
+	int r = ab_sync_recv(fd, &m, &pfd);
+	if (r <= 0) {
+		ab_loop_unwatch(l, fd);
+		return;
+	}
+	switch (m.type) {
+	case AB_SYNC_PTY_MASTER:
+		if (pfd < 0 || s->relay)
+			break;
+		if (ab_pty_relay_start(l, STDIN_FILENO, STDOUT_FILENO, pfd, &s->relay, s->err) < 0) {
+			s->fatal = -1;
+			kill(s->child, SIGKILL);
+		}
+		pfd = -1; /* the relay owns it now */
+		break;
+	case AB_SYNC_ERROR:
+		s->have_error = true;
+		s->child_err = m.err;
+		break;
+	case AB_SYNC_EXIT:
+		s->have_exit = true;
+		s->exit_status = m.value;
+		break;
+	case AB_SYNC_PLACEHOLDER:
+		if (s->nplaceholders < MAX_PLACEHOLDERS) {
+			s->placeholder_dir[s->nplaceholders] = m.value != 0;
+			s->placeholders[s->nplaceholders++] = strdup(m.path);
+		}
+		break;
+	default:
+		break;
+	}
+	if (pfd >= 0)
+		close(pfd);
+}
+
+static void on_signal(ab_loop *l, int fd, unsigned ev, void *data)
+{
+	run_state *s = data;
+	struct signalfd_siginfo si;
+	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		int sig = (int)si.ssi_signo;
+		if (sig == SIGCHLD) {
+			int st;
+			pid_t p = waitpid(s->child, &st, WNOHANG);
+			if (p == s->child) {
+				s->child_done = true;
+				s->child_status = st;
+				ab_loop_stop(l);
+			}
+		} else if (sig == SIGWINCH) {
+			if (s->relay)
+				ab_pty_relay_resize(s->relay);
+			else
+				kill(s->child, sig);
+		} else {
+			kill(s->child, sig);
+		}
+	}
+}
+
+static void cleanup_placeholders(run_state *s)
+{
+	for (size_t i = 0; i < s->nplaceholders; i++) {
+		const char *p = s->placeholders[i];
+		if (!p)
+			continue;
+		struct stat st;
+		/* remove only what is still our empty placeholder */
+		if (lstat(p, &st) == 0) {
+			if (s->placeholder_dir[i] && S_ISDIR(st.st_mode))
+				rmdir(p);
+			else if (!s->placeholder_dir[i] && S_ISREG(st.st_mode) && st.st_size == 0)
+				unlink(p);
+		}
+		free(s->placeholders[i]);
+	}
+}
+
+static const int parent_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+				     SIGUSR2, SIGWINCH, SIGCONT, SIGALRM};
+
+static int serve(run_state *s, ab_err *err)
+{
+	int r = ab_loop_new(&s->loop, err);
+	if (r < 0)
+		return r;
+	if (ab_loop_watch(s->loop, s->sync_fd, AB_EV_READ, on_sync, s) < 0 ||
+	    ab_loop_watch(s->loop, s->sig_fd, AB_EV_READ, on_signal, s) < 0)
+		return ab_fail(err, errno, "event loop");
+	/* the child may already be gone */
+	int st;
+	if (waitpid(s->child, &st, WNOHANG) == s->child) {
+		s->child_done = true;
+		s->child_status = st;
+	}
+	while (!s->child_done) {
+		r = ab_loop_run(s->loop);
+		if (r < 0 && r != -EINTR)
+			return ab_fail(err, -r, "event loop");
+	}
+	/* drain the last messages (EXIT, ERROR) the child sent before exiting */
+	for (;;) {
+		ab_sync_msg m;
+		int pfd = -1;
+		struct timeval tv = {0, 0};
+		setsockopt(s->sync_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		int fl = fcntl(s->sync_fd, F_GETFL);
+		fcntl(s->sync_fd, F_SETFL, fl | O_NONBLOCK);
+		r = ab_sync_recv(s->sync_fd, &m, &pfd);
+		if (pfd >= 0)
+			close(pfd);
+		if (r <= 0)
+			break;
+		if (m.type == AB_SYNC_ERROR) {
+			s->have_error = true;
+			s->child_err = m.err;
+		} else if (m.type == AB_SYNC_EXIT) {
+			s->have_exit = true;
+			s->exit_status = m.value;
+		} else if (m.type == AB_SYNC_PLACEHOLDER && s->nplaceholders < MAX_PLACEHOLDERS) {
+			s->placeholder_dir[s->nplaceholders] = m.value != 0;
+			s->placeholders[s->nplaceholders++] = strdup(m.path);
+		}
+	}
+	return 0;
+}
+
+static int start_child(const ab_plan *plan, ab_child_args *args, pid_t *out, ab_err *err)
+{
+	void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		return ab_fail(err, errno, "mmap child stack");
+	int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+		    CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD;
+	pid_t pid = clone(ab_child_main, (char *)stack + CHILD_STACK, flags, args);
+	int e = errno;
+	if (pid < 0) {
+		munmap(stack, CHILD_STACK);
+		ab_host h;
+		ab_host_probe(&h, false);
+		ab_host_userns_error(&h, e, err);
+		return -e;
+	}
+	/* the stack stays mapped in the child (its own copy); ours is unused */
+	munmap(stack, CHILD_STACK);
+	*out = pid;
+	(void)plan;
+	return 0;
+}
+
+static int setup_cgroup(const ab_plan *plan, pid_t child, char **path, ab_err *err)
+{
+	if (!plan->cgroup_apply)
+		return 0;
+	ab_host h;
+	ab_host_probe(&h, false);
+	return ab_cgroup_setup(plan, &h, child, path, err);
+}
+
+static int exit_code_of(run_state *s, ab_err *err)
+{
+	if (s->have_error) {
+		*err = s->child_err;
+		return err->exit_code ? err->exit_code : AB_EXIT_FAIL;
+	}
+	if (s->have_exit)
+		return s->exit_status;
+	if (WIFEXITED(s->child_status)) {
+		if (WEXITSTATUS(s->child_status) == AB_EXIT_FAIL) {
+			ab_fail(err, 0, "the sandbox failed to start (no details reported)");
+			return AB_EXIT_FAIL;
+		}
+		return WEXITSTATUS(s->child_status);
+	}
+	if (WIFSIGNALED(s->child_status))
+		return 128 + WTERMSIG(s->child_status);
+	return AB_EXIT_FAIL;
+}
+
+int ab_sandbox_run(const ab_plan *plan, ab_err *err)
+{
+	ab_seccomp_prog prog = {0};
+	int r = ab_seccomp_compile(&plan->seccomp, &prog, err);
+	if (r < 0)
+		return AB_EXIT_FAIL;
+
+	run_state s = {.plan = plan, .child = -1, .sync_fd = -1, .sig_fd = -1, .err = err};
+	char *cg_path = NULL;
+	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
+	int sv[2] = {-1, -1};
+	int code = AB_EXIT_FAIL;
+	sigset_t set, old;
+	sigemptyset(&set);
+	for (size_t i = 0; i < AB_ARRAY_SIZE(parent_signals); i++)
+		sigaddset(&set, parent_signals[i]);
+	sigprocmask(SIG_BLOCK, &set, &old);
+
+	if (!idmap_fds) {
+		ab_fail(err, ENOMEM, "run");
+		goto out;
+	}
+	for (size_t i = 0; i < plan->nmounts; i++)
+		idmap_fds[i] = -1;
+	if (plan->root_mode && ab_mount_prepare_idmaps(plan, idmap_fds, err) < 0)
+		goto out;
+	s.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (s.sig_fd < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		ab_fail(err, errno, "run: signalfd/socketpair");
+		goto out;
+	}
+	ab_child_args args = {.plan = plan, .seccomp = &prog, .sync_fd = sv[1],
+			      .idmap_fds = idmap_fds};
+	if (plan->use_pty)
+		args.have_ws = ab_pty_get_winsize(STDIN_FILENO, &args.ws) ||
+			       ab_pty_get_winsize(STDOUT_FILENO, &args.ws);
+	if (start_child(plan, &args, &s.child, err) < 0)
+		goto out;
+	close(sv[1]);
+	sv[1] = -1;
+	s.sync_fd = sv[0];
+	for (size_t i = 0; i < plan->nmounts; i++)
+		if (idmap_fds[i] >= 0) {
+			close(idmap_fds[i]);
+			idmap_fds[i] = -1;
+		}
+	ab_sync_msg go = {.type = AB_SYNC_MAPS_DONE};
+	if (write_maps(plan, s.child, err) < 0 || setup_cgroup(plan, s.child, &cg_path, err) < 0 ||
+	    ab_sync_send(s.sync_fd, &go, -1) < 0) {
+		if (!err->msg[0])
+			ab_fail(err, EIO, "run: start the sandbox");
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	if (serve(&s, err) < 0 || s.fatal) {
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	code = exit_code_of(&s, err);
+out:
+	if (s.relay)
+		ab_pty_relay_free(s.relay);
+	if (s.loop)
+		ab_loop_free(s.loop);
+	cleanup_placeholders(&s);
+	if (cg_path) {
+		ab_cgroup_cleanup(cg_path);
+		free(cg_path);
+	}
+	if (idmap_fds) {
+		for (size_t i = 0; i < plan->nmounts; i++)
+			if (idmap_fds[i] >= 0)
+				close(idmap_fds[i]);
+		free(idmap_fds);
+	}
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	if (s.sig_fd >= 0)
+		close(s.sig_fd);
+	ab_seccomp_prog_free(&prog);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return code;
+}

@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: MIT
+"""The public CLI contract: --version, --help, check, explain, doctor, usage errors."""
+
+import json
+import os
+
+from abtest import describe
+
+INVALID_PROFILE = """{
+  "version": 1,
+    "no_such_key": true
+}
+"""
+
+
+def test_version(ctx):
+    r = ctx.run(["--version"])
+    assert r.returncode == 0, describe(r)
+    assert r.stdout.strip() == "agentbox 0.1.0", describe(r)
+
+
+def test_help(ctx):
+    r = ctx.run(["--help"])
+    assert r.returncode == 0, describe(r)
+    out = r.stdout
+    assert "Usage" in out or "usage" in out, describe(r)
+    for cmd in ("run", "check", "explain", "doctor"):
+        assert cmd in out, "global help does not mention %r\n%s" % (cmd, describe(r))
+
+
+def test_command_help(ctx):
+    for cmd in ("run", "check", "explain", "doctor"):
+        r = ctx.run([cmd, "--help"])
+        assert r.returncode == 0, describe(r)
+        assert "agentbox %s" % cmd in r.stdout and "sage" in r.stdout, \
+            "%s --help does not show its usage\n%s" % (cmd, describe(r))
+
+
+def test_unknown_command(ctx):
+    r = ctx.run(["frobnicate"])
+    assert r.returncode == 125, describe(r)
+    assert "frobnicate" in r.stderr, "message should name the unknown command\n" + describe(r)
+
+
+def test_unknown_option(ctx):
+    r = ctx.run(["run", "--no-such-option", "--", "true"])
+    assert r.returncode == 125, describe(r)
+    assert r.stderr.strip(), describe(r)
+
+
+def test_no_command(ctx):
+    r = ctx.run([])
+    assert r.returncode == 125, describe(r)
+    assert r.stderr.strip(), describe(r)
+
+
+def test_check_shipped_profiles(ctx):
+    r = ctx.run(["check", "profiles/default.json", "profiles/shell.json"],
+                cwd=_srcdir())
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == "", describe(r)
+    # by name too
+    r = ctx.run(["check", "default", "shell"])
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == "", describe(r)
+
+
+def test_check_invalid_names_line_col(ctx):
+    bad = ctx.host_file(os.path.join(ctx.scratch, "bad.json"), INVALID_PROFILE)
+    r = ctx.run(["check", bad])
+    assert r.returncode == 125, describe(r)
+    assert "%s:3:5:" % bad in r.stderr, "error must name FILE:3:5:\n" + describe(r)
+    assert "no_such_key" in r.stderr, describe(r)
+
+
+def test_check_syntax_error_line_col(ctx):
+    bad = ctx.host_file(os.path.join(ctx.scratch, "syntax.json"), '{\n  "version": 1,,\n}\n')
+    r = ctx.run(["check", bad])
+    assert r.returncode == 125, describe(r)
+    assert "%s:2:" % bad in r.stderr, "syntax error must name FILE:LINE:COL\n" + describe(r)
+
+
+def test_check_wrong_type(ctx):
+    bad = ctx.host_file(os.path.join(ctx.scratch, "type.json"),
+                        '{\n  "version": 1,\n  "filesystem": {\n    "read": "/usr"\n  }\n}\n')
+    r = ctx.run(["check", bad])
+    assert r.returncode == 125, describe(r)
+    assert "%s:4:" % bad in r.stderr, "type error must name FILE:LINE:COL\n" + describe(r)
+
+
+def test_check_missing_file(ctx):
+    r = ctx.run(["check", os.path.join(ctx.scratch, "absent.json")])
+    assert r.returncode == 125, describe(r)
+    assert "absent.json" in r.stderr, describe(r)
+
+
+def test_explain_default(ctx):
+    r = ctx.run(["explain", "-p", "default", "-w", ctx.ws])
+    assert r.returncode == 0, describe(r)
+    out = r.stdout
+    assert ctx.ws in out, "explain should show the workspace\n" + describe(r)
+    assert "hidden" in out.lower(), describe(r)
+    assert "network" in out.lower(), describe(r)
+
+
+def test_explain_json(ctx):
+    r = ctx.run(["explain", "--json", "-p", "default", "-w", ctx.ws])
+    assert r.returncode == 0, describe(r)
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError as e:
+        raise AssertionError("explain --json is not JSON: %s\n%s" % (e, describe(r)))
+    for k in ("mounts", "landlock", "seccomp"):
+        assert k in doc, "explain --json lacks %r (keys: %s)" % (k, sorted(doc))
+    assert ctx.ws in r.stdout, "workspace missing from explain --json"
+
+
+def test_explain_unknown_profile(ctx):
+    r = ctx.run(["explain", "-p", "no-such-profile-abit"])
+    assert r.returncode == 125, describe(r)
+    assert "no-such-profile-abit" in r.stderr, describe(r)
+
+
+def test_doctor(ctx):
+    r = ctx.run(["doctor"])
+    assert r.returncode == 0, describe(r)
+    assert r.stdout.strip(), describe(r)
+    r = ctx.run(["doctor", "--json"])
+    assert r.returncode == 0, describe(r)
+    try:
+        json.loads(r.stdout)
+    except ValueError as e:
+        raise AssertionError("doctor --json is not JSON: %s\n%s" % (e, describe(r)))
+
+
+def _srcdir():
+    import abtest
+    return abtest.SRCDIR

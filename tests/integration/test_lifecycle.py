@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: MIT
+"""Lifecycle: killing agentbox kills the sandbox; signals are forwarded; nothing is left."""
+
+import os
+import random
+import signal
+import time
+
+from abtest import host_procs_matching, mount_table, wait_for
+
+
+def _marker():
+    # A sleep argument nothing else on the machine uses.
+    return "1000.%06d%03d" % (random.randrange(10 ** 6), os.getpid() % 1000)
+
+
+def _start(ctx, script, marker):
+    p = ctx.popen(["run", "-w", ctx.ws, "--", "sh", "-c", script])
+    # Wait until the sandboxed sleep exists (not just agentbox's own argv).
+    ok = wait_for(lambda: [x for x in host_procs_matching(marker)
+                           if x[1].startswith("sleep ")], 20)
+    if not ok:
+        p.kill()
+        out, err = p.communicate(timeout=10)
+        raise AssertionError("the sandboxed sleep never started (rc %s)\nstderr: %s" % (
+            p.returncode, err.decode(errors="replace")))
+    return p
+
+
+def _assert_gone(marker, within):
+    t0 = time.monotonic()
+    left = wait_for(lambda: not host_procs_matching(marker), within)
+    if not left:
+        raise AssertionError("processes still alive %.1fs after agentbox ended: %s" % (
+            within, host_procs_matching(marker)))
+    return time.monotonic() - t0
+
+
+def test_sigkill_leaves_nothing(ctx):
+    m = _marker()
+    mounts = mount_table()
+    p = _start(ctx, "sleep %s" % m, m)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(10)
+    _assert_gone(m, 2.0)
+    new = mount_table() - mounts
+    assert not new, "mounts left on the host: %s" % sorted(new)
+
+
+def test_sigkill_kills_daemonized_children(ctx):
+    m = _marker()
+    # setsid + double fork: the classic way to escape a process tree
+    p = _start(ctx, "(setsid sh -c 'sleep %s & sleep %s' &) ; sleep %s" % (m, m, m), m)
+    wait_for(lambda: len([x for x in host_procs_matching(m) if x[1].startswith("sleep ")]) >= 3,
+             10)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(10)
+    _assert_gone(m, 2.0)
+
+
+def test_sigterm_forwarded(ctx):
+    m = _marker()
+    p = _start(ctx, "sleep %s" % m, m)
+    os.kill(p.pid, signal.SIGTERM)
+    rc = p.wait(15)
+    assert rc == 143, "agentbox exited %s after SIGTERM (expected 143)\nstderr: %s" % (
+        rc, p.stderr.read().decode(errors="replace"))
+    _assert_gone(m, 2.0)
+
+
+def test_sigterm_handled_by_command(ctx):
+    m = _marker()
+    p = _start(ctx, "trap 'echo got-term; exit 3' TERM; echo ready; sleep %s & wait" % m, m)
+    os.kill(p.pid, signal.SIGTERM)
+    rc = p.wait(15)
+    out = p.stdout.read().decode(errors="replace")
+    assert rc == 3 and "got-term" in out, "rc %s, stdout %r: SIGTERM not forwarded to the " \
+        "command" % (rc, out)
+    _assert_gone(m, 2.0)
+
+
+def test_sigint_forwarded(ctx):
+    m = _marker()
+    p = _start(ctx, "sleep %s" % m, m)
+    os.kill(p.pid, signal.SIGINT)
+    rc = p.wait(15)
+    assert rc == 130, "agentbox exited %s after SIGINT (expected 130)" % rc
+    _assert_gone(m, 2.0)
+
+
+def test_background_children_reaped_at_exit(ctx):
+    # The command exits while a child it started keeps running: the sandbox
+    # ends with the command, and nothing survives on the host.
+    m = _marker()
+    r = ctx.sandbox("sleep %s & echo started" % m, timeout=30)
+    assert r.returncode == 0 and "started" in r.stdout, r
+    _assert_gone(m, 2.0)
+
+
+def _owned_by(uid, skip):
+    owned = set()
+    for d in ("/tmp", "/dev/shm", "/run", "/var/tmp"):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for x in names:
+            pth = os.path.join(d, x)
+            try:
+                if os.lstat(pth).st_uid == uid and pth not in skip:
+                    owned.add(pth)
+            except OSError:
+                pass
+    return owned
+
+
+def test_no_leftover_mounts_or_files(ctx):
+    mounts = mount_table()
+    tmp_before = set(os.listdir("/tmp")) | {"/dev/shm/" + x for x in os.listdir("/dev/shm")}
+    owned_before = _owned_by(ctx.uid, (ctx.tbase, ctx.vbase)) if ctx.uid else set()
+    for _ in range(3):
+        r = ctx.sandbox("echo x > /tmp/f; echo y > /dev/shm/g; true")
+        assert r.returncode == 0, r
+    assert not (mount_table() - mounts), "mounts left on the host: %s" % sorted(
+        mount_table() - mounts)
+    tmp_after = set(os.listdir("/tmp")) | {"/dev/shm/" + x for x in os.listdir("/dev/shm")}
+    new = {x for x in tmp_after - tmp_before if "agentbox" in x or x in ("f", "/dev/shm/g")}
+    assert not new, "agentbox left files behind: %s" % sorted(new)
+    if ctx.uid:
+        owned = _owned_by(ctx.uid, (ctx.tbase, ctx.vbase)) - owned_before
+        assert not owned, "files owned by uid %d left behind: %s" % (ctx.uid, sorted(owned))

@@ -28,16 +28,16 @@ LDLIBS  := $(PKG_LIBS)
 # One concern per file; which process runs what is said at the top of each.
 LIB_SRCS := src/common.c src/cli.c src/profile.c src/host.c src/doctor.c src/plan.c \
             src/explain.c src/sandbox.c src/mount.c src/landlock.c src/seccomp.c \
-            src/caps.c src/pty.c src/loop.c src/init.c src/cgroup.c
+            src/caps.c src/pty.c src/loop.c src/init.c src/cgroup.c src/cleanup.c
 MAIN_SRC := src/main.c
-UNIT_TESTS := common profile plan landlock seccomp loop cli
+UNIT_TESTS := common profile plan landlock caps seccomp loop pty explain cli host cgroup
 FUZZ_TARGETS := profile
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)
 UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%)
 
-.PHONY: all deps check check-unit check-integration check-root check-unpriv asan fuzz \
+.PHONY: all deps check check-unit check-integration asan asan-unit fuzz \
         bench install uninstall clean format
 
 all: $(BUILD)/agentbox
@@ -84,9 +84,12 @@ check-integration: $(BUILD)/agentbox
 	python3 tests/integration/run.py --binary $(BUILD)/agentbox
 
 # ASan+UBSan build of the same suites in build-asan/.
+ASAN_MAKE = $(MAKE) BUILD=build-asan HARDEN="-fPIE" \
+	OPT="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
-		HARDEN="-fPIE" check
+	$(ASAN_MAKE) check
+asan-unit:
+	$(ASAN_MAKE) check-unit
 
 fuzz:
 	$(MAKE) -C tests/fuzz BUILD=$(CURDIR)/build-fuzz run

@@ -90,6 +90,26 @@ void ab_cli_free(ab_cli *c)
 
 enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON };
 
+/* The option getopt_long just returned, as the user spelled it: "--name" for
+ * a long option, "-c" for a short one (also inside a group such as "-qx"),
+ * else the whole argument (an unknown long option). */
+static const char *opt_name(char *buf, size_t len, int o, int idx, const struct option *longopts,
+			    char **argv)
+{
+	const char *arg = argv[optind - 1];
+	if (idx >= 0)
+		snprintf(buf, len, "--%s", longopts[idx].name);
+	else if (o == ':' && strncmp(arg, "--", 2) == 0)
+		return arg; /* long option at the end, missing its argument */
+	else if ((o == '?' || o == ':') && optopt > 0 && optopt < 256)
+		snprintf(buf, len, "-%c", optopt);
+	else if (o > 0 && o < 256 && o != '?' && o != ':')
+		snprintf(buf, len, "-%c", o);
+	else
+		return arg;
+	return buf;
+}
+
 static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 {
 	static const struct option longopts[] = {
@@ -101,8 +121,9 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 	const char *sub = argv[0];
 	optind = 0; /* full reset of getopt state */
 	opterr = 0;
+	char name[64];
 	for (;;) {
-		int idx = 0;
+		int idx = -1;
 		int o = getopt_long(argc, argv, "+:p:w:qh", longopts, &idx);
 		if (o == -1)
 			break;
@@ -146,14 +167,14 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 			break;
 		case ':':
 			return ab_fail(err, 0, "%s: option '%s' needs an argument (see 'agentbox %s --help')",
-				       sub, argv[optind - 1], sub);
+				       sub, opt_name(name, sizeof(name), o, idx, longopts, argv), sub);
 		default:
 			goto bad;
 		}
 		continue;
 	bad:
 		return ab_fail(err, 0, "%s: unknown option '%s' (see 'agentbox %s --help')", sub,
-			       argv[optind - 1], sub);
+			       opt_name(name, sizeof(name), o, idx, longopts, argv), sub);
 	}
 	c->argv = argv + optind;
 	c->argc = argc - optind;

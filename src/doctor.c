@@ -418,6 +418,29 @@ static void print_text(const ab_host *h, const dr_report *r, FILE *out)
 	fputs(".\n", out);
 }
 
+/* json_string that never fails on bytes that are not UTF-8 (file names may
+ * hold any): such bytes become '?'.  NULL -> null. */
+static json_t *jstrn(const char *s, size_t n)
+{
+	json_t *j = json_stringn(s, n);
+	if (j)
+		return j;
+	char *c = strndup(s, n);
+	if (!c)
+		return NULL;
+	for (char *q = c; *q; q++)
+		if ((unsigned char)*q >= 0x80)
+			*q = '?';
+	j = json_string(c);
+	free(c);
+	return j;
+}
+
+static json_t *jstr(const char *s)
+{
+	return s ? jstrn(s, strlen(s)) : json_null();
+}
+
 static int set_tri(json_t *o, const char *key, int v)
 {
 	return json_object_set_new(o, key, v == AB_UNKNOWN ? json_null() : json_boolean(v == AB_YES));
@@ -428,8 +451,8 @@ static json_t *host_json(const ab_host *h, const dr_report *r)
 	json_t *o = json_object(), *ll = json_array();
 	int bad = !o || !ll;
 	for (size_t i = 0; ll && i < r->landlock_missing.n; i++)
-		bad |= json_array_append_new(ll, json_string(r->landlock_missing.v[i]));
-	bad |= json_object_set_new(o, "kernel_release", json_string(h->kernel_release));
+		bad |= json_array_append_new(ll, jstr(r->landlock_missing.v[i]));
+	bad |= json_object_set_new(o, "kernel_release", jstr(h->kernel_release));
 	bad |= json_object_set_new(o, "uid", json_integer(h->uid));
 	bad |= json_object_set_new(o, "euid", json_integer(h->euid));
 	bad |= json_object_set_new(o, "root", json_boolean(h->is_root));
@@ -450,8 +473,8 @@ static json_t *host_json(const ab_host *h, const dr_report *r)
 	bad |= set_tri(o, "container", h->container);
 	bad |= json_object_set_new(o, "cgroup_version", json_integer(h->cgroup_version));
 	bad |= set_tri(o, "cgroup_delegated", h->cgroup_delegated);
-	bad |= json_object_set_new(o, "cgroup_self", json_string(h->cgroup_self));
-	bad |= json_object_set_new(o, "cgroup_base", json_string(h->cgroup_path));
+	bad |= json_object_set_new(o, "cgroup_self", jstr(h->cgroup_self));
+	bad |= json_object_set_new(o, "cgroup_base", jstr(h->cgroup_path));
 	bad |= json_object_set_new(o, "legacy_tiocsti", json_integer(h->legacy_tiocsti));
 	bad |= json_object_set_new(o, "io_uring_disabled", json_integer(h->io_uring_disabled));
 	bad |= set_tri(o, "idmap_mounts", h->idmap_mounts);
@@ -467,15 +490,15 @@ static json_t *item_json(const dr_item *it)
 {
 	json_t *o = json_object();
 	int bad = !o;
-	bad |= json_object_set_new(o, "id", json_string(it->id));
-	bad |= json_object_set_new(o, "title", json_string(it->title));
-	bad |= json_object_set_new(o, "status", json_string(status_names[it->status]));
+	bad |= json_object_set_new(o, "id", jstr(it->id));
+	bad |= json_object_set_new(o, "title", jstr(it->title));
+	bad |= json_object_set_new(o, "status", jstr(status_names[it->status]));
 	bad |= json_object_set_new(o, "required", json_boolean(it->required));
-	bad |= json_object_set_new(o, "detail", json_string(it->detail));
+	bad |= json_object_set_new(o, "detail", jstr(it->detail));
 	if (it->note[0])
-		bad |= json_object_set_new(o, "note", json_string(it->note));
+		bad |= json_object_set_new(o, "note", jstr(it->note));
 	if (it->status != DR_OK && it->fix[0])
-		bad |= json_object_set_new(o, "fix", json_string(it->fix));
+		bad |= json_object_set_new(o, "fix", jstr(it->fix));
 	if (bad) {
 		json_decref(o);
 		return NULL;

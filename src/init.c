@@ -21,11 +21,13 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <net/if.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -78,10 +80,31 @@ static int parent_alive(int sync_fd)
 	return !(n == 0); /* 0 = orderly shutdown: the parent is gone */
 }
 
+/* Profile limits are ceilings: one above the inherited hard limit (which an
+ * unprivileged process cannot raise) becomes that hard limit, i.e. stricter. */
+static int apply_limits(const ab_plan *plan, ab_err *err)
+{
+	ab_rlimit lim[16];
+	size_t n = plan->nrlimits < AB_ARRAY_SIZE(lim) ? plan->nrlimits : AB_ARRAY_SIZE(lim);
+	for (size_t i = 0; i < n; i++) {
+		struct rlimit cur;
+		lim[i] = plan->rlimits[i];
+		if (getrlimit(lim[i].resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY) {
+			if (lim[i].hard == RLIM_INFINITY || lim[i].hard > cur.rlim_max)
+				lim[i].hard = cur.rlim_max;
+			if (lim[i].soft == RLIM_INFINITY || lim[i].soft > lim[i].hard)
+				lim[i].soft = lim[i].hard;
+		}
+	}
+	return ab_rlimits_apply(lim, n, err);
+}
+
 static int contain(const ab_child_args *a, int *pty_slave, ab_err *err)
 {
 	const ab_plan *plan = a->plan;
 	int r;
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		return ab_fail(err, errno, "cgroup namespace");
 	if (sethostname(plan->hostname, strlen(plan->hostname)) < 0)
 		return ab_fail(err, errno, "sethostname");
 	if ((r = loopback_up(err)) < 0)
@@ -103,7 +126,7 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_err *err)
 	}
 	if ((r = ab_keyring_new_session(err)) < 0)
 		return ab_err_prefix(err, "keyring");
-	if ((r = ab_rlimits_apply(plan->rlimits, plan->nrlimits, err)) < 0)
+	if ((r = apply_limits(plan, err)) < 0)
 		return ab_err_prefix(err, "limits");
 	if (plan->landlock.enabled && (r = ab_landlock_apply(&plan->landlock, err)) < 0)
 		return ab_err_prefix(err, "landlock");

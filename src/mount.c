@@ -62,6 +62,7 @@ struct ab_mount_attr {
 };
 
 #define STAGE "/tmp" /* covered by the staging tmpfs in our private mount ns */
+#define EMPTY_FILE ".agentbox-empty" /* source of file masks, unlinked before pivot */
 #define AB_MAX_MOUNTS 4096
 
 static int sys_open_tree(int dfd, const char *path, unsigned flags)
@@ -373,7 +374,8 @@ static int build_dev(const char *sdev, const int *devfds, uid_t uid, gid_t gid, 
 	return 0;
 }
 
-static int mount_tmpfs(const char *spath, const char *dst, const ab_plan *plan, bool ro, ab_err *err)
+static int mount_tmpfs(const char *spath, const char *dst, const ab_plan *plan, bool ro,
+		       mode_t ro_mode, ab_err *err)
 {
 	char opts[96];
 	mode_t mode = 0755;
@@ -382,7 +384,7 @@ static int mount_tmpfs(const char *spath, const char *dst, const ab_plan *plan, 
 	else if (strcmp(dst, plan->home) == 0)
 		mode = 0700;
 	if (ro)
-		mode = 0;
+		mode = ro_mode;
 	snprintf(opts, sizeof(opts), "mode=%04o,uid=%u,gid=%u%s", (unsigned)mode,
 		 (unsigned)plan->inside_uid, (unsigned)plan->inside_gid, ro ? ",size=4k" : "");
 	int r = make_mountpoint(spath, true);
@@ -427,7 +429,7 @@ static int apply_one(const ab_plan *plan, size_t i, const src_state *src, const 
 	const unsigned long long base = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 	switch (m->kind) {
 	case AB_MNT_TMPFS:
-		return mount_tmpfs(sp, m->dst, plan, false, err);
+		return mount_tmpfs(sp, m->dst, plan, false, 0, err);
 	case AB_MNT_PROC:
 		if ((r = make_mountpoint(sp, true)) < 0)
 			return ab_fail(err, -r, "mkdir /proc");
@@ -470,9 +472,14 @@ static int apply_one(const ab_plan *plan, size_t i, const src_state *src, const 
 				return 0; /* nothing there to hide */
 			return ab_fail(err, errno, "%s %s", m->why, m->dst);
 		}
+		/* denied: an empty, inaccessible directory or an empty file;
+		 * placeholder: an empty read-only directory or file */
+		bool deny = m->kind == AB_MNT_MASK;
 		if (S_ISDIR(st.st_mode))
-			return mount_tmpfs(sp, m->dst, plan, true, err);
-		r = attach_fd(devfds[0], true, sp, base | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, false);
+			return mount_tmpfs(sp, m->dst, plan, true, deny ? 0 : 0555, err);
+		if (mount(STAGE "/" EMPTY_FILE, sp, NULL, MS_BIND, NULL) < 0)
+			return ab_fail(err, errno, "%s %s", m->why, m->dst);
+		r = setattr_path(sp, base | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, false);
 		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
 	}
 	case AB_MNT_RO_REMOUNT: {
@@ -500,6 +507,8 @@ static int apply_one(const ab_plan *plan, size_t i, const src_state *src, const 
 static int enter_root(const ab_plan *plan, ab_err *err)
 {
 	char sdev[PATH_MAX];
+	if (unlink(STAGE "/" EMPTY_FILE) < 0)
+		return ab_fail(err, errno, "remove staging file");
 	snprintf(sdev, sizeof(sdev), "%s/dev", STAGE);
 	/* /dev itself becomes read-only (pts and shm stay writable submounts) */
 	if (setattr_path(sdev, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false) < 0)
@@ -549,6 +558,13 @@ int ab_mount_build_root(const ab_plan *plan, const int *idmap_fds, int sync_fd, 
 	}
 	if (r == 0 && mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
 		r = ab_fail(err, errno, "mount staging tmpfs");
+	if (r == 0) {
+		int fd = open(STAGE "/" EMPTY_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+		if (fd < 0)
+			r = ab_fail(err, errno, "create staging file");
+		else
+			close(fd);
+	}
 	for (size_t i = 0; i < plan->nmounts && r == 0; i++)
 		r = apply_one(plan, i, src, idmap_fds, devfds, err);
 	for (size_t i = 0; i < plan->nmounts; i++) {

@@ -551,10 +551,10 @@ static int plan_landlock(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	ll->handled_fs = ab_landlock_fs_rights(ll->abi);
 	ll->scoped = 0;
 	if (ll->abi >= 6)
-		ll->scoped = 0x1 /* abstract unix */ | 0x2 /* signal */;
+		ll->scoped = ab_landlock_scopes(ll->abi);
 	ll->tcp_any = prof->loopback.any;
 	if (ll->abi >= 4 && !prof->loopback.any) {
-		ll->handled_net = 0x1 /* bind */ | 0x2 /* connect */;
+		ll->handled_net = ab_landlock_net_rights(ll->abi);
 		if (prof->loopback.nports) {
 			ll->tcp_ports = calloc(prof->loopback.nports, sizeof(*ll->tcp_ports));
 			if (!ll->tcp_ports)
@@ -588,6 +588,13 @@ static int plan_landlock(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			break;
 		}
 	}
+	/* "/" itself is a read-only tmpfs of mount points: listing it is fine,
+	 * reading files through it is only what the per-mount rules grant. */
+	if (!r)
+		r = ab_ll_plan_add(ll, "/", AB_LL_READ);
+	for (size_t i = 0; !r && i < ll->nrules; i++)
+		if (strcmp(ll->rules[i].path, "/") == 0)
+			ll->rules[i].access = LANDLOCK_ACCESS_FS_READ_DIR;
 	return r < 0 ? ab_fail(err, -r, "plan: landlock") : 0;
 }
 

@@ -25,8 +25,8 @@
  * O_NONBLOCK on the caller's fd, and then restores the flags in
  * ab_pty_relay_free.  Regular files and other fds epoll cannot watch
  * (stdout redirected to a file or /dev/null) are written synchronously and, as
- * input, read from a 0 ms timer.  The master is ours: O_NONBLOCK on it, the
- * original flags restored at the end.
+ * input, read from a 0 ms timer.  The master is handed over to the relay:
+ * O_NONBLOCK on it, closed at the end.
  *
  * Each direction has a 64 KiB buffer; when it is full the source is no longer
  * watched for reading (ab_loop_modify) until it drains: backpressure goes all
@@ -37,6 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -153,7 +154,7 @@ struct endpoint {
 
 struct ab_pty_relay {
 	ab_loop *loop;
-	int master;
+	int master;        /* owned: closed by free */
 	int master_flags;
 	bool master_flags_set;
 	bool master_watched;
@@ -165,6 +166,7 @@ struct ab_pty_relay {
 	bool master_dead; /* nobody reads input any more: drop it */
 	bool out_dead;    /* writing out failed: read the master and discard */
 	bool started;     /* fully set up: free() drains */
+	bool sigpipe_set; /* we set SIGPIPE to SIG_IGN: restore SIG_DFL */
 	uint64_t in_timer;
 	struct rbuf to_master, to_out;
 };
@@ -438,14 +440,33 @@ static int set_raw(ab_pty_relay *r, ab_err *err)
 	return 0;
 }
 
+/* A write to a pipe whose reader is gone must give EPIPE (-> out_dead), not
+ * kill agentbox with the terminal still raw.  Process-wide, but the relay runs
+ * after clone, so the sandbox does not inherit it; the caller's own choice
+ * (ignored, handled, blocked) is left alone. */
+static void ignore_sigpipe(ab_pty_relay *r)
+{
+	struct sigaction old, ign = { .sa_handler = SIG_IGN };
+	if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
+	    !(old.sa_flags & SA_SIGINFO)) {
+		sigemptyset(&ign.sa_mask);
+		r->sigpipe_set = sigaction(SIGPIPE, &ign, NULL) == 0;
+	}
+}
+
 int ab_pty_relay_start(ab_loop *loop, int in_fd, int out_fd, int master, ab_pty_relay **out,
 		       ab_err *err)
 {
-	if (!loop || in_fd < 0 || out_fd < 0 || master < 0 || !out)
+	if (!loop || in_fd < 0 || out_fd < 0 || master < 0 || !out) {
+		if (master >= 0)
+			close(master);
 		return ab_fail(err, EINVAL, "pty relay");
+	}
 	ab_pty_relay *r = calloc(1, sizeof(*r));
-	if (!r)
+	if (!r) {
+		close(master);
 		return ab_fail(err, ENOMEM, "pty relay");
+	}
 	r->loop = loop;
 	r->master = master;
 	r->in = (struct endpoint){ .orig = in_fd, .fd = -1, .mode = EP_BORROWED };
@@ -464,6 +485,7 @@ int ab_pty_relay_start(ab_loop *loop, int in_fd, int out_fd, int master, ab_pty_
 		return ret;
 	}
 	ab_pty_relay_resize(r);
+	ignore_sigpipe(r);
 	r->started = true;
 	relay_update(r);
 	*out = r;
@@ -553,6 +575,12 @@ void ab_pty_relay_free(ab_pty_relay *r)
 	restore_endpoint(&r->in);
 	if (r->master_flags_set)
 		(void)fcntl(r->master, F_SETFL, r->master_flags);
+	close(r->master);
+	if (r->sigpipe_set) {
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		sigemptyset(&dfl.sa_mask);
+		(void)sigaction(SIGPIPE, &dfl, NULL);
+	}
 	ab_explicit_bzero(r->to_master.d, sizeof(r->to_master.d)); /* keystrokes */
 	free(r);
 }

@@ -17,13 +17,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agentbox/cleanup.h"
 #include "agentbox/host.h"
 #include "agentbox/loop.h"
 #include "agentbox/pty.h"
 #include "agentbox/sandbox.h"
 
 #define CHILD_STACK (256 * 1024)
-#define MAX_PLACEHOLDERS 256
 
 /* ------------------------------------------------------------ sync channel */
 
@@ -135,9 +135,7 @@ typedef struct run_state {
 	int exit_status;
 	bool have_error;
 	ab_err child_err;
-	char *placeholders[MAX_PLACEHOLDERS];
-	bool placeholder_dir[MAX_PLACEHOLDERS];
-	size_t nplaceholders;
+	ab_cleaner cleaner;
 	ab_err *err;
 	int fatal;          /* parent-side failure while serving */
 } run_state;
@@ -171,10 +169,7 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 		s->exit_status = m.value;
 		break;
 	case AB_SYNC_PLACEHOLDER:
-		if (s->nplaceholders < MAX_PLACEHOLDERS) {
-			s->placeholder_dir[s->nplaceholders] = m.value != 0;
-			s->placeholders[s->nplaceholders++] = strdup(m.path);
-		}
+		ab_cleaner_add(&s->cleaner, m.path, m.value != 0);
 		break;
 	default:
 		break;
@@ -205,24 +200,6 @@ static void on_signal(ab_loop *l, int fd, unsigned ev, void *data)
 		} else {
 			kill(s->child, sig);
 		}
-	}
-}
-
-static void cleanup_placeholders(run_state *s)
-{
-	for (size_t i = 0; i < s->nplaceholders; i++) {
-		const char *p = s->placeholders[i];
-		if (!p)
-			continue;
-		struct stat st;
-		/* remove only what is still our empty placeholder */
-		if (lstat(p, &st) == 0) {
-			if (s->placeholder_dir[i] && S_ISDIR(st.st_mode))
-				rmdir(p);
-			else if (!s->placeholder_dir[i] && S_ISREG(st.st_mode) && st.st_size == 0)
-				unlink(p);
-		}
-		free(s->placeholders[i]);
 	}
 }
 
@@ -267,9 +244,8 @@ static int serve(run_state *s, ab_err *err)
 		} else if (m.type == AB_SYNC_EXIT) {
 			s->have_exit = true;
 			s->exit_status = m.value;
-		} else if (m.type == AB_SYNC_PLACEHOLDER && s->nplaceholders < MAX_PLACEHOLDERS) {
-			s->placeholder_dir[s->nplaceholders] = m.value != 0;
-			s->placeholders[s->nplaceholders++] = strdup(m.path);
+		} else if (m.type == AB_SYNC_PLACEHOLDER) {
+			ab_cleaner_add(&s->cleaner, m.path, m.value != 0);
 		}
 	}
 	return 0;
@@ -281,8 +257,10 @@ static int start_child(const ab_plan *plan, ab_child_args *args, pid_t *out, ab_
 			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	if (stack == MAP_FAILED)
 		return ab_fail(err, errno, "mmap child stack");
+	/* CLONE_NEWCGROUP comes later, in the child, once the parent has moved it
+	 * into its own cgroup (so that cgroup is the namespace's root). */
 	int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-		    CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD;
+		    CLONE_NEWUTS | SIGCHLD;
 	pid_t pid = clone(ab_child_main, (char *)stack + CHILD_STACK, flags, args);
 	int e = errno;
 	if (pid < 0) {
@@ -335,7 +313,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	if (r < 0)
 		return AB_EXIT_FAIL;
 
-	run_state s = {.plan = plan, .child = -1, .sync_fd = -1, .sig_fd = -1, .err = err};
+	run_state s = {.plan = plan, .child = -1, .sync_fd = -1, .sig_fd = -1, .err = err,
+		       .cleaner = {.pipe_fd = -1}};
 	char *cg_path = NULL;
 	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
 	int sv[2] = {-1, -1};
@@ -354,6 +333,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		idmap_fds[i] = -1;
 	if (plan->root_mode && ab_mount_prepare_idmaps(plan, idmap_fds, err) < 0)
 		goto out;
+	if (ab_cleaner_start(&s.cleaner, err) < 0)
+		goto out;
 	s.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (s.sig_fd < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		ab_fail(err, errno, "run: signalfd/socketpair");
@@ -369,6 +350,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	close(sv[1]);
 	sv[1] = -1;
 	s.sync_fd = sv[0];
+	ab_cleaner_watch_pid(&s.cleaner, s.child);
 	for (size_t i = 0; i < plan->nmounts; i++)
 		if (idmap_fds[i] >= 0) {
 			close(idmap_fds[i]);
@@ -394,7 +376,7 @@ out:
 		ab_pty_relay_free(s.relay);
 	if (s.loop)
 		ab_loop_free(s.loop);
-	cleanup_placeholders(&s);
+	ab_cleaner_finish(&s.cleaner);
 	if (cg_path) {
 		ab_cgroup_cleanup(cg_path);
 		free(cg_path);

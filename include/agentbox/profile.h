@@ -110,6 +110,32 @@ static inline void ab_profile_freep(ab_profile **p)
 }
 #define _cleanup_profile_ _cleanup_(ab_profile_freep)
 
+/* ---- helpers, exposed for unit tests and the fuzzer ---- */
+
+/* One step of a JSON path: an object key (key != NULL) or an array index. */
+typedef struct ab_json_step {
+	const char *key;
+	size_t index;
+} ab_json_step;
+
+/* Find where the value at `path` (or, with want_key, the key of its last
+ * step) starts in the JSON text buf[0..len): 1-based line and column, the
+ * column counted in UTF-8 characters like jansson's.  Pure and bounded: never
+ * reads outside buf, O(len) per step, no recursion; hostile input is fine.
+ * Returns 0, or -ENOENT / -EINVAL when the path is absent or the text
+ * malformed; line/col then point at the deepest value found (or 1:1). */
+int ab_json_locate(const char *buf, size_t len, const ab_json_step *path, size_t depth,
+		   bool want_key, size_t *line, size_t *col);
+
+/* "123", "8G" (K/M/G/T, binary, either case) or "unlimited" (LLONG_MAX).
+ * Returns 0, -EINVAL (syntax) or -ERANGE (does not fit a long long). */
+int ab_profile_parse_size(const char *s, long long *out);
+
+/* Expand ${VAR} (the variables above) and, when tilde is set, a leading "~"
+ * or "~/".  Fails (-EINVAL, message without position) on an unknown or unset
+ * variable, an unterminated "${", or a result longer than 64 KiB. */
+int ab_profile_expand(const char *in, const ab_vars *vars, bool tilde, char **out, ab_err *err);
+
 /* Known downgrade names (for validation of allow_downgrade and for explain). */
 extern const char *const ab_downgrade_names[];
 bool ab_downgrade_known(const char *name);

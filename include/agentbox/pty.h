@@ -27,13 +27,18 @@ typedef struct ab_pty_relay ab_pty_relay;
 
 /* Parent side: put the outer terminal (in_fd, usually 0) in raw mode, copy its
  * size to `master`, and register relay callbacks on `loop`.  Restores the
- * terminal in ab_pty_relay_free (also call it on every exit path). */
+ * terminal in ab_pty_relay_free (also call it on every exit path, and before
+ * ab_loop_free).  Takes ownership of `master` on every return: it is closed by
+ * ab_pty_relay_free, or before returning if start fails.  While the relay
+ * runs, SIGPIPE is ignored if it was SIG_DFL (out_fd may be a pipe whose
+ * reader went away); free restores it. */
 int ab_pty_relay_start(ab_loop *loop, int in_fd, int out_fd, int master, ab_pty_relay **out,
 		       ab_err *err);
 /* Copy the outer window size to the master (on SIGWINCH). */
 void ab_pty_relay_resize(ab_pty_relay *r);
-/* Drain what the master still has (after the child exited), restore the
- * terminal, free. */
+/* Drain what the master still has (after the child exited; bounded to 1 s),
+ * restore the terminal and fd flags, close the master, free.  NULL is a no-op.
+ * Safe from a loop callback. */
 void ab_pty_relay_free(ab_pty_relay *r);
 
 /* Outer window size of fd, false if not a terminal. */

@@ -39,6 +39,9 @@ ROOT_INSIDE_UID = 1000  # AB_ROOT_INSIDE_UID in include/agentbox/plan.h
 DEFAULT_TIMEOUT = 30    # per agentbox invocation
 INNER_PY = "/usr/bin/python3"  # Debian's python3: visible inside (system dirs only)
 
+# Where test workspaces live (see Ctx).
+WS_ROOT = os.environ.get("AB_IT_WSROOT", "/var/lib/agentbox-it")
+
 HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # Variables that must never cross into the sandbox (set on the host side).
@@ -125,7 +128,8 @@ def _s(b):
 
 def fmt_cmd(cmd):
     import shlex
-    return " ".join(shlex.quote(c) for c in cmd)
+    return " ".join(shlex.quote(c if len(c) < 200 else c[:60] + "...<%d bytes>" % len(c))
+                    for c in cmd)
 
 
 def describe(r):
@@ -224,11 +228,16 @@ class Ctx:
         self._outputs = []
         self.procs = []
         self._closers = []
-        # HOME under /tmp (as a user's would be a private tree); workspaces
-        # under /var/tmp, outside both HOME and /tmp, so that "the parent of
-        # the workspace" is a real host directory the sandbox must not write.
+        # HOME under /tmp; workspaces under WS_ROOT, outside HOME and every
+        # directory the default profile replaces with a private tmpfs (/tmp,
+        # /var/tmp, /run, /dev/shm), so that "the parent of the workspace" is
+        # a real host directory the sandbox must not be able to write.
         self.tbase = tempfile.mkdtemp(prefix="abit-", dir="/tmp")
-        self.vbase = tempfile.mkdtemp(prefix="abit-", dir="/var/tmp")
+        try:
+            os.makedirs(WS_ROOT, mode=0o755, exist_ok=True)
+            self.vbase = tempfile.mkdtemp(prefix="abit-", dir=WS_ROOT)
+        except PermissionError:  # unprivileged runner: next best place
+            self.vbase = tempfile.mkdtemp(prefix="abit-", dir=os.path.expanduser("~"))
         os.chmod(self.tbase, 0o755)
         os.chmod(self.vbase, 0o755)
         self.home = os.path.join(self.tbase, "home")
@@ -369,7 +378,33 @@ class Ctx:
         return r.stdout
 
     # -- teardown --
+    def _stray_procs(self):
+        """Processes (not ours) still using this test's directories."""
+        out = []
+        me = os.getpid()
+        keys = (self.tbase, self.vbase)
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == me:
+                continue
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    cl = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+                cwd = os.readlink("/proc/%s/cwd" % d)
+            except OSError:
+                continue
+            if any(k in cl or cwd.startswith(k) for k in keys):
+                out.append((int(d), cl.strip(), cwd))
+        return out
+
     def leak_check(self):
+        for p in self.procs:
+            if p.poll() is None:
+                raise AssertionError("agentbox still running at the end of the test: %s"
+                                     % fmt_cmd(p.cmdline))
+        stray = wait_for(lambda: not self._stray_procs(), 3)
+        if not stray:
+            raise AssertionError("processes left behind after the test: %s"
+                                 % self._stray_procs())
         for r in self._outputs:
             for tok, what in ((self.token, "file canary"), (self.env_token, "env canary")):
                 if tok in (r.stdout or "") or tok in (r.stderr or ""):
@@ -466,8 +501,17 @@ P["tiocsti"] = lambda: sc(NR["ioctl"], 0, 0x5412, ctypes.byref(c))
 P["tiocsti_hi"] = lambda: sc(NR["ioctl"], 0, 0x5412 | (1 << 32), ctypes.byref(c))
 P["tiocsti_badfd"] = lambda: sc(NR["ioctl"], -1, 0x5412, ctypes.byref(c))
 P["tioclinux"] = lambda: sc(NR["ioctl"], 0, 0x541C, ctypes.byref(c))
-P["ptrace_init"] = lambda: sc(NR["ptrace"], 16, 1, 0, 0)       # PTRACE_ATTACH
-P["ptrace_parent"] = lambda: sc(NR["ptrace"], 16, os.getppid(), 0, 0)
+def attach(pid):
+    r = sc(NR["ptrace"], 16, pid, 0, 0)                    # PTRACE_ATTACH
+    if r[0] == 0:                                           # escaped: let it go again
+        try:
+            os.waitpid(pid, 0x40000000)                     # __WALL
+        except OSError:
+            pass
+        sc(NR["ptrace"], 17, pid, 0, 0)                     # PTRACE_DETACH
+    return r
+P["ptrace_init"] = lambda: attach(1)
+P["ptrace_parent"] = lambda: attach(os.getppid())
 P["mount"] = lambda: call(libc.mount, b"none", b"/tmp", b"tmpfs", 0, None)
 P["mount_bind"] = lambda: call(libc.mount, b"/", b"/tmp", None, 0x1000, None)  # MS_BIND
 P["fsopen"] = lambda: sc(NR["fsopen"], ctypes.c_char_p(b"tmpfs"), 0)

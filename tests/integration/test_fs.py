@@ -58,12 +58,13 @@ def test_private_writes_do_not_reach_host(ctx):
     tag = "abit-" + secrets.token_hex(6)
     script = ("set -e; echo a > \"$HOME/%s\"; echo b > /tmp/%s; echo c > /dev/shm/%s; "
               "mkdir \"$HOME/.ssh\" && echo d > \"$HOME/.ssh/%s\"; "
-              "cat \"$HOME/%s\" /tmp/%s /dev/shm/%s; echo \"TMPDIR=$TMPDIR\"" %
-              (tag, tag, tag, tag, tag, tag, tag))
+              "cat \"$HOME/%s\" /tmp/%s /dev/shm/%s; echo \"TMPDIR=$TMPDIR\"; "
+              "for d in /var/tmp /run; do echo e > $d/%s 2>/dev/null || true; done" %
+              (tag, tag, tag, tag, tag, tag, tag, tag))
     out = ctx.sh_ok(script)
     assert out.splitlines()[:3] == ["a", "b", "c"], out
     for p in (os.path.join(ctx.home, tag), "/tmp/" + tag, "/dev/shm/" + tag,
-              os.path.join(ctx.home, ".ssh", tag)):
+              os.path.join(ctx.home, ".ssh", tag), "/var/tmp/" + tag, "/run/" + tag):
         assert not os.path.exists(p), "%s written inside reached the host" % p
     assert tree_listing(ctx.home) == ctx.home_listing, "the host HOME changed"
 
@@ -72,7 +73,7 @@ def test_writes_outside_fail(ctx):
     tag = "abit-" + secrets.token_hex(6)
     targets = ["/etc/" + tag, "/usr/" + tag, "/usr/local/bin/" + tag, "/opt/" + tag,
                "/" + tag, os.path.join(ctx.projects, tag), os.path.join(ctx.sibling, tag),
-               "/var/tmp/" + tag, "/bin/" + tag]
+               os.path.join(os.path.dirname(ctx.vbase), tag), "/var/" + tag, "/bin/" + tag]
     for t in targets:
         r = ctx.sandbox("echo x > %s" % q(t))
         assert r.returncode != 0, "creating %s succeeded inside\n%s" % (t, describe(r))

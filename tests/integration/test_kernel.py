@@ -112,5 +112,11 @@ def test_host_controls(ctx):
     assert res["clone3"][1] in {"EINVAL", "EFAULT"}, res
     # io_uring may be disabled by sysctl; then it is EPERM on the host too.
     assert res["io_uring_setup"][1] in {"OK", "EPERM"}, res
-    ctl = ctx.py_json("import json,os; print(json.dumps([os.getpid(), os.fork() and 1]))")
-    assert ctl[1] == 1, "fork inside failed"
+    ctl = ctx.py_json("import json, os, threading\n"
+                      "pid = os.fork()\n"
+                      "if pid == 0: os._exit(7)\n"
+                      "st = os.waitpid(pid, 0)[1]\n"
+                      "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+                      "r, w = os.pipe(); os.write(w, b'x')\n"
+                      "print(json.dumps([os.waitstatus_to_exitcode(st), os.read(r, 1).decode()]))")
+    assert ctl == [7, "x"], "fork/threads/pipes inside: %s" % ctl

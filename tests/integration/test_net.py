@@ -110,11 +110,27 @@ def test_no_dns(ctx):
     assert out != "RESOLVED", "getaddrinfo resolved example.com inside"
 
 
-def test_loopback_inside_works(ctx):
-    """Positive control: the sandbox's own lo is up and usable."""
+LOOPBACK_PY = (
+    "import json, socket\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', PORT)); s.listen(1)\n"
+    "c = socket.create_connection(s.getsockname(), timeout=5); a, _ = s.accept()\n"
+    "c.sendall(b'ping'); print(json.dumps(a.recv(4).decode()))\n")
+
+
+def test_loopback_ports_denied_by_default(ctx):
     out = ctx.py_json(
-        "import json, socket\n"
-        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
-        "c = socket.create_connection(s.getsockname(), timeout=5); a, _ = s.accept()\n"
-        "c.sendall(b'ping'); print(json.dumps(a.recv(4).decode()))\n")
-    assert out == "ping"
+        "import errno, json, socket\n"
+        "s = socket.socket()\n"
+        "try:\n s.bind(('127.0.0.1', 0)); s.listen(1); print(json.dumps('BOUND'))\n"
+        "except OSError as e: print(json.dumps(errno.errorcode[e.errno]))\n")
+    assert out in ("EACCES", "EPERM"), "binding a loopback port inside gave %s" % out
+
+
+def test_loopback_inside_works_when_granted(ctx):
+    """Positive control: the sandbox's own lo is up and usable when the profile
+    grants loopback ports (Landlock TCP rules), and still isolated from the host."""
+    for grant, port in (('"any"', 0), ("[47123]", 47123)):
+        prof = ctx.host_file(os.path.join(ctx.scratch, "lo.json"),
+                             '{"version": 1, "extends": "default", "network": {"loopback_ports": %s}}\n' % grant)
+        r = ctx.sandbox([INNER_PY, "-c", LOOPBACK_PY.replace("PORT", str(port))], profile=prof)
+        assert r.returncode == 0 and '"ping"' in r.stdout, describe(r)

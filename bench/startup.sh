@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Startup and overhead benchmark (`make bench`):
+#   bash bench/startup.sh build/agentbox
+#
+# 1. Startup: one hyperfine run (so the commands are measured side by side) of
+#      agentbox run -p default -w WS -- /bin/true
+#      bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent /bin/true
+#      unshare -Urmnpf --mount-proc /bin/true
+#      /bin/true
+#    --warmup 20, --runs ${RUNS:-200}, no intermediate shell (-N).
+# 2. A syscall-heavy job, `find /usr -type f | wc -l`, sandboxed vs not
+#    (--warmup 2, --runs ${FIND_RUNS:-10}).
+#
+# Results: build/bench/startup.json, build/bench/find.json (hyperfine's JSON)
+# and build/bench/summary.md (the markdown tables printed at the end).
+# Environment: RUNS, FIND_RUNS, WARMUP, OUT (output dir), HYPERFINE_STYLE.
+set -euo pipefail
+
+die() { echo "bench: $*" >&2; exit 1; }
+
+[ $# -ge 1 ] || die "usage: $0 PATH/TO/agentbox"
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=$(readlink -f "$1") || die "no such binary: $1"
+[ -x "$BIN" ] || die "not executable: $BIN (run make first)"
+RUNS=${RUNS:-200}
+FIND_RUNS=${FIND_RUNS:-10}
+WARMUP=${WARMUP:-20}
+OUT=${OUT:-$ROOT/build/bench}
+STYLE=${HYPERFINE_STYLE:-basic}
+PY=$(command -v python3) || die "python3 not found (make deps)"
+
+for t in hyperfine:hyperfine bwrap:bubblewrap unshare:util-linux; do
+	command -v "${t%%:*}" >/dev/null || die "${t%%:*} not found: apt-get install ${t#*:} (or make deps)"
+done
+mkdir -p "$OUT"
+
+WS=$(mktemp -d "${TMPDIR:-/tmp}/agentbox-bench.XXXXXX")
+trap 'rm -rf "$WS"' EXIT
+chmod 755 "$WS"
+
+AB="$BIN run -p default -w $WS --"
+BWRAP="bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent"
+UNSHARE="unshare -Urmnpf --mount-proc"
+
+# Every command must work before it is timed: a fast failure is not a result.
+check() {
+	local name=$1; shift
+	if ! out=$("$@" 2>&1); then
+		echo "bench: '$name' fails on this machine:" >&2
+		echo "  \$ $*" >&2
+		echo "$out" | sed 's/^/  /' >&2
+		exit 1
+	fi
+}
+check agentbox $AB /bin/true
+check bwrap $BWRAP /bin/true
+check unshare $UNSHARE /bin/true
+
+echo "== startup: $RUNS runs each (warmup $WARMUP), $(uname -r), uid $(id -u)"
+hyperfine -N --style "$STYLE" --warmup "$WARMUP" --runs "$RUNS" \
+	--export-json "$OUT/startup.json" \
+	-n "agentbox run -p default -- /bin/true" "$AB /bin/true" \
+	-n "bwrap --unshare-all ... /bin/true" "$BWRAP /bin/true" \
+	-n "unshare -Urmnpf --mount-proc /bin/true" "$UNSHARE /bin/true" \
+	-n "/bin/true (no sandbox)" "/bin/true"
+
+FIND="sh -c 'find /usr -type f 2>/dev/null | wc -l'"
+n_in=$($AB sh -c 'find /usr -type f 2>/dev/null | wc -l')
+n_out=$(sh -c 'find /usr -type f 2>/dev/null | wc -l')
+echo
+echo "== syscall-heavy job: find /usr -type f | wc -l ($n_out files outside, $n_in inside)"
+[ "$n_in" = "$n_out" ] || echo "bench: note: the sandbox sees $n_in files, the host $n_out" \
+	"(the unprivileged uid inside cannot enter some root-only directories)" >&2
+hyperfine -N --style "$STYLE" --warmup 2 --runs "$FIND_RUNS" \
+	--export-json "$OUT/find.json" \
+	-n "agentbox run -p default -- sh -c 'find ...'" "$AB $FIND" \
+	-n "sh -c 'find ...' (no sandbox)" "$FIND"
+
+"$PY" - "$OUT/startup.json" "$OUT/find.json" "$OUT/summary.md" <<'EOF'
+import json, platform, subprocess, sys
+
+def load(p):
+    with open(p) as f:
+        return json.load(f)["results"]
+
+def ms(x):
+    return "%.2f" % (x * 1000)
+
+startup, find, out_path = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3]
+# Order is fixed by the hyperfine invocation: agentbox, bwrap, unshare, /bin/true.
+ab, bw, un = (startup[i]["median"] for i in range(3))
+lines = []
+lines.append("### Startup (median of %d runs each, kernel %s)" % (len(startup[0]["times"]),
+                                                               platform.release()))
+lines.append("")
+lines.append("| command | median ms | mean ± σ ms | min ms | vs unshare | vs bwrap |")
+lines.append("|---|---:|---:|---:|---:|---:|")
+for r in startup:
+    lines.append("| %s | %s | %s ± %s | %s | %.2f× | %.2f× |" % (
+        r["command"], ms(r["median"]), ms(r["mean"]), ms(r["stddev"] or 0), ms(r["min"]),
+        r["median"] / un, r["median"] / bw))
+lines.append("")
+lines.append("agentbox / unshare = %.2f× (target ≤ 1.3×); agentbox / bwrap = %.2f× (target ≤ 1.0×)"
+             % (ab / un, ab / bw))
+fs, fo = find[0]["median"], find[1]["median"]
+lines.append("")
+lines.append("### Syscall-heavy job: `find /usr -type f | wc -l` (median of %d runs)"
+             % len(find[0]["times"]))
+lines.append("")
+lines.append("| command | median ms | mean ± σ ms |")
+lines.append("|---|---:|---:|")
+for r in find:
+    lines.append("| %s | %s | %s ± %s |" % (r["command"], ms(r["median"]), ms(r["mean"]),
+                                           ms(r["stddev"] or 0)))
+lines.append("")
+lines.append("overhead: %+.1f%% (target ≤ 5%%)" % ((fs / fo - 1) * 100))
+text = "\n".join(lines) + "\n"
+with open(out_path, "w") as f:
+    f.write(text)
+print()
+print(text, end="")
+EOF
+echo
+echo "JSON: $OUT/startup.json $OUT/find.json; tables: $OUT/summary.md"

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host-side cleanup that survives agentbox being SIGKILLed.
+ *
+ * Protected paths that do not exist get an empty placeholder on the host for
+ * the duration of a run.  The parent removes them after the sandbox exits; a
+ * tiny watcher process (forked before clone, in its own session) removes them
+ * too if the parent dies first: it waits for EOF on a pipe from the parent,
+ * then for the sandbox's init to be gone (pidfd), then cleans up.
+ */
+#ifndef AGENTBOX_CLEANUP_H
+#define AGENTBOX_CLEANUP_H
+
+#include <sys/types.h>
+
+#include "agentbox/common.h"
+
+#define AB_CLEANUP_MAX 256
+
+typedef struct ab_cleaner {
+	int pipe_fd;                 /* write end to the watcher, -1 if none */
+	pid_t watcher;
+	char *paths[AB_CLEANUP_MAX];
+	bool is_dir[AB_CLEANUP_MAX];
+	size_t n;
+} ab_cleaner;
+
+/* Fork the watcher.  Must run before clone (the sandbox must not inherit the
+ * pipe: it is O_CLOEXEC and the child closes every fd it does not need). */
+int ab_cleaner_start(ab_cleaner *c, ab_err *err);
+/* Tell the watcher which process to wait for before cleaning up. */
+void ab_cleaner_watch_pid(ab_cleaner *c, pid_t pid);
+/* Record a placeholder (copied). */
+void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir);
+/* Remove every placeholder that is still an empty placeholder, stop the
+ * watcher and free everything.  Safe to call once on every exit path. */
+void ab_cleaner_finish(ab_cleaner *c);
+
+/* Remove one placeholder if it is still ours: an empty directory or an empty
+ * regular file.  Never follows symlinks.  Returns 0 if removed or absent. */
+int ab_cleanup_placeholder(const char *path, bool is_dir);
+
+#endif

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Placeholder cleanup (parent, and a watcher process forked by the parent).
+ * See include/agentbox/cleanup.h.
+ */
+#include "agentbox/cleanup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef __NR_pidfd_open
+#define __NR_pidfd_open 434
+#endif
+
+/* Wire format, one record per write (each < PIPE_BUF, so atomic):
+ *   'P' is_dir(0/1) path '\0'      a placeholder
+ *   'W' pid(decimal) '\0'          the process to outlive                 */
+#define REC_MAX 4200
+
+int ab_cleanup_placeholder(const char *path, bool is_dir)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (is_dir) {
+		if (!S_ISDIR(st.st_mode))
+			return -ENOTDIR;
+		return rmdir(path) < 0 ? -errno : 0;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size != 0)
+		return -EEXIST; /* not our empty placeholder any more: leave it */
+	return unlink(path) < 0 ? -errno : 0;
+}
+
+static void watcher_main(int rfd)
+{
+	static char paths[AB_CLEANUP_MAX][PATH_MAX];
+	static bool dirs[AB_CLEANUP_MAX];
+	size_t n = 0;
+	pid_t wait_pid = 0;
+	char rec[REC_MAX];
+
+	setsid(); /* terminal signals to agentbox's group do not reach us */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	for (;;) {
+		ssize_t r = read(rfd, rec, sizeof(rec) - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		rec[r] = '\0';
+		size_t len = strnlen(rec + 2, PATH_MAX);
+		if (rec[0] == 'P' && r >= 3 && n < AB_CLEANUP_MAX && len < PATH_MAX) {
+			dirs[n] = rec[1] == '1';
+			memcpy(paths[n], rec + 2, len + 1);
+			n++;
+		} else if (rec[0] == 'W') {
+			wait_pid = (pid_t)strtol(rec + 1, NULL, 10);
+		}
+	}
+	/* EOF: agentbox finished or died.  Wait for the sandbox to be gone
+	 * (it is killed by its parent-death signal), at most a few seconds. */
+	if (wait_pid > 0 && n > 0) {
+		int pfd = (int)syscall(__NR_pidfd_open, wait_pid, 0);
+		if (pfd >= 0) {
+			struct pollfd p = {.fd = pfd, .events = POLLIN};
+			poll(&p, 1, 5000);
+			close(pfd);
+		}
+	}
+	/* deepest first: a placeholder can sit inside another one's parent */
+	for (size_t i = n; i-- > 0;)
+		ab_cleanup_placeholder(paths[i], dirs[i]);
+	_exit(0);
+}
+
+int ab_cleaner_start(ab_cleaner *c, ab_err *err)
+{
+	memset(c, 0, sizeof(*c));
+	c->pipe_fd = -1;
+	int p[2];
+	if (pipe2(p, O_CLOEXEC | O_DIRECT) < 0) /* packet mode: one record per read */
+		return ab_fail(err, errno, "cleanup: pipe");
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return ab_fail(err, errno, "cleanup: fork");
+	}
+	if (pid == 0) {
+		close(p[1]);
+		/* keep only stdio and our pipe */
+		for (int fd = 3; fd < 1024; fd++)
+			if (fd != p[0])
+				close(fd);
+		watcher_main(p[0]);
+	}
+	close(p[0]);
+	c->pipe_fd = p[1];
+	c->watcher = pid;
+	return 0;
+}
+
+static void send_rec(ab_cleaner *c, const char *rec, size_t len)
+{
+	if (c->pipe_fd < 0)
+		return;
+	ssize_t r;
+	do
+		r = write(c->pipe_fd, rec, len);
+	while (r < 0 && errno == EINTR);
+}
+
+void ab_cleaner_watch_pid(ab_cleaner *c, pid_t pid)
+{
+	char rec[32];
+	int n = snprintf(rec, sizeof(rec), "W%d", (int)pid);
+	send_rec(c, rec, (size_t)n + 1);
+}
+
+void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir)
+{
+	if (c->n >= AB_CLEANUP_MAX || strlen(path) >= PATH_MAX)
+		return;
+	c->paths[c->n] = strdup(path);
+	if (!c->paths[c->n])
+		return;
+	c->is_dir[c->n] = is_dir;
+	c->n++;
+	char rec[REC_MAX];
+	int n = snprintf(rec, sizeof(rec), "P%c%s", is_dir ? '1' : '0', path);
+	if (n > 0 && (size_t)n < sizeof(rec))
+		send_rec(c, rec, (size_t)n + 1);
+}
+
+void ab_cleaner_finish(ab_cleaner *c)
+{
+	for (size_t i = c->n; i-- > 0;) {
+		ab_cleanup_placeholder(c->paths[i], c->is_dir[i]);
+		free(c->paths[i]);
+		c->paths[i] = NULL;
+	}
+	c->n = 0;
+	if (c->pipe_fd >= 0) {
+		close(c->pipe_fd);
+		c->pipe_fd = -1;
+	}
+	if (c->watcher > 0) {
+		waitpid(c->watcher, NULL, 0);
+		c->watcher = 0;
+	}
+}

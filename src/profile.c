@@ -1,0 +1,1950 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Profiles (runs in the parent, before anything else): read a JSON profile,
+ * validate it strictly against format version 1, expand variables, resolve
+ * `extends` and merge.  Every error reads "FILE:LINE:COL: json.path: what".
+ *
+ * jansson records no positions for parsed values, so a small locator
+ * (ab_json_locate) re-scans the original bytes for the value at a JSON path.
+ * It is pure, iterative and bounded (O(len) per path step) because it also
+ * sees hostile input (tests/fuzz/fuzz_profile.c).
+ *
+ * Impure parts: reading profile files, stat(), getcwd() and /proc/self/exe.
+ */
+#include "agentbox/profile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifndef AB_DATADIR
+#define AB_DATADIR "/usr/local/share/agentbox"
+#endif
+
+#define MAX_JPATH 4          /* deepest path in the format: filesystem.read[i], env.set.NAME */
+#define MAX_EXPANDED 65536   /* a string after variable expansion */
+#define MAX_FILES 256        /* files loaded through extends, in total (bounds fan-out) */
+#define NAME_RULE "a letter or digit, then up to 63 of A-Z a-z 0-9 . _ + -"
+
+const char *const ab_downgrade_names[] = {
+	"landlock",       "landlock-refer", "landlock-truncate", "landlock-net",
+	"landlock-ioctl-dev", "landlock-scope", "cgroup-limits", "seccomp-user-notif",
+	NULL,
+};
+
+static const ab_vars no_vars;
+
+bool ab_downgrade_known(const char *name)
+{
+	for (size_t i = 0; name && ab_downgrade_names[i]; i++)
+		if (strcmp(name, ab_downgrade_names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Small string helpers                                                     */
+/* ------------------------------------------------------------------------ */
+
+static bool is_alnum(char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+/* Length of the UTF-8 sequence starting with lead byte ch (1 if invalid). */
+static size_t u8len(unsigned char ch)
+{
+	if (ch >= 0xc2 && ch <= 0xdf)
+		return 2;
+	if (ch >= 0xe0 && ch <= 0xef)
+		return 3;
+	if (ch >= 0xf0 && ch <= 0xf4)
+		return 4;
+	return 1;
+}
+
+/* Copy the C string s into out for use inside "..." in a message: escape
+ * quotes, backslashes and control characters (C0, DEL, C1) so a profile can
+ * never put terminal escapes on the user's screen; cut with "..." at a
+ * character boundary when it does not fit. */
+static const char *quote(char *out, size_t outsz, const char *s)
+{
+	size_t o = 0, i = 0;
+	while (s[i]) {
+		unsigned char ch = (unsigned char)s[i];
+		char tmp[8];
+		size_t n = 1;
+		if (ch == '"' || ch == '\\') {
+			tmp[0] = '\\';
+			tmp[1] = (char)ch;
+			n = 2;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			n = (size_t)snprintf(tmp, sizeof(tmp), "\\x%02x", ch);
+		} else if (ch == 0xc2 && (unsigned char)s[i + 1] >= 0x80 &&
+			   (unsigned char)s[i + 1] <= 0x9f) {
+			n = (size_t)snprintf(tmp, sizeof(tmp), "\\u%04x", (unsigned char)s[i + 1]);
+			i++;
+		} else if (ch >= 0x80) {
+			n = u8len(ch);
+			for (size_t k = 0; k < n; k++) {
+				if (!s[i + k] || (k > 0 && ((unsigned char)s[i + k] & 0xc0) != 0x80)) {
+					n = 1;
+					break;
+				}
+				tmp[k] = s[i + k];
+			}
+			if (n == 1)
+				n = (size_t)snprintf(tmp, sizeof(tmp), "\\x%02x", ch);
+			else
+				i += n - 1;
+		} else {
+			tmp[0] = (char)ch;
+		}
+		if (o + n + 4 > outsz)
+			break;
+		memcpy(out + o, tmp, n);
+		o += n;
+		i++;
+	}
+	if (s[i] && outsz >= 4) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o < outsz ? o : outsz - 1] = '\0';
+	return out;
+}
+
+/* Optimal string alignment distance (transpositions count 1); SIZE_MAX for
+ * strings longer than 64 bytes. */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned char d[65][65];
+	if (la > 64 || lb > 64)
+		return SIZE_MAX;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = (unsigned char)i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = (unsigned char)j;
+	for (size_t i = 1; i <= la; i++) {
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1u < v)
+				v = d[i - 1][j] + 1u;
+			if (d[i][j - 1] + 1u < v)
+				v = d[i][j - 1] + 1u;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1u < v)
+				v = d[i - 2][j - 2] + 1u;
+			d[i][j] = (unsigned char)v;
+		}
+	}
+	return d[la][lb];
+}
+
+/* The closest candidate within edit distance 2 (first wins ties), or NULL. */
+static const char *suggest(const char *word, const char *const *cands)
+{
+	const char *best = NULL;
+	size_t bestd = 3;
+	for (size_t i = 0; cands[i]; i++) {
+		size_t dd = edit_distance(word, cands[i]);
+		if (dd < bestd) {
+			bestd = dd;
+			best = cands[i];
+		}
+	}
+	return best;
+}
+
+/* Offset of the first byte that is NUL or not valid UTF-8 (overlong forms,
+ * surrogates and code points above U+10FFFF are invalid), or len. */
+static size_t utf8_bad_offset(const unsigned char *s, size_t len)
+{
+	size_t i = 0;
+	while (i < len) {
+		unsigned char ch = s[i];
+		if (ch == 0)
+			return i;
+		if (ch < 0x80) {
+			i++;
+			continue;
+		}
+		size_t n = u8len(ch);
+		if (n == 1 || len - i < n)
+			return i;
+		unsigned long cp = ch & (n == 2 ? 0x1f : n == 3 ? 0x0f : 0x07);
+		for (size_t k = 1; k < n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return i;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return i;
+		i += n;
+	}
+	return len;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The position locator: pure, iterative, never reads outside buf[0..len)    */
+/* ------------------------------------------------------------------------ */
+
+static bool is_ws(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+static bool is_punct(char ch)
+{
+	return ch == '{' || ch == '}' || ch == '[' || ch == ']' || ch == ':' || ch == ',';
+}
+
+static bool is_delim(char ch)
+{
+	return is_ws(ch) || is_punct(ch) || ch == '"';
+}
+
+static size_t skip_ws(const char *b, size_t len, size_t i)
+{
+	while (i < len && is_ws(b[i]))
+		i++;
+	return i;
+}
+
+/* b[i] == '"': index after the closing quote; len and *ok = false if none. */
+static size_t skip_string(const char *b, size_t len, size_t i, bool *ok)
+{
+	for (i++; i < len; i++) {
+		if (b[i] == '\\')
+			i++;
+		else if (b[i] == '"')
+			return i + 1;
+	}
+	*ok = false;
+	return len;
+}
+
+/* Skip one value of any nesting depth (a counter, no recursion). */
+static size_t skip_value(const char *b, size_t len, size_t i, bool *ok)
+{
+	if (i >= len) {
+		*ok = false;
+		return len;
+	}
+	if (b[i] == '"')
+		return skip_string(b, len, i, ok);
+	if (b[i] == '{' || b[i] == '[') {
+		size_t depth = 0;
+		while (i < len) {
+			char ch = b[i];
+			if (ch == '"') {
+				i = skip_string(b, len, i, ok);
+				if (!*ok)
+					return len;
+				continue;
+			}
+			if (ch == '{' || ch == '[')
+				depth++;
+			else if ((ch == '}' || ch == ']') && --depth == 0)
+				return i + 1;
+			i++;
+		}
+		*ok = false;
+		return len;
+	}
+	size_t start = i;
+	while (i < len && !is_delim(b[i]))
+		i++;
+	if (i == start)
+		*ok = false;
+	return i;
+}
+
+static int hex4(const char *b, size_t len, size_t i)
+{
+	int v = 0;
+	if (i > len || len - i < 4)
+		return -1;
+	for (size_t k = 0; k < 4; k++) {
+		char ch = b[i + k];
+		int d = ch >= '0' && ch <= '9'   ? ch - '0'
+			: ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+			: ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+						 : -1;
+		if (d < 0)
+			return -1;
+		v = v * 16 + d;
+	}
+	return v;
+}
+
+static size_t utf8_put(unsigned long cp, unsigned char *o)
+{
+	if (cp < 0x80) {
+		o[0] = (unsigned char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		o[0] = (unsigned char)(0xc0 | (cp >> 6));
+		o[1] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		o[0] = (unsigned char)(0xe0 | (cp >> 12));
+		o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+		o[2] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	o[0] = (unsigned char)(0xf0 | (cp >> 18));
+	o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+	o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+	o[3] = (unsigned char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* Decode the escape at b[*pi] == '\\' into o; advances *pi.  0 if malformed. */
+static size_t decode_escape(const char *b, size_t len, size_t *pi, unsigned char *o)
+{
+	size_t i = *pi;
+	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+	if (i + 1 >= len)
+		return 0;
+	char e = b[i + 1];
+	const char *m = e ? strchr(from, e) : NULL;
+	if (m) {
+		o[0] = (unsigned char)to[m - from];
+		*pi = i + 2;
+		return 1;
+	}
+	if (e != 'u')
+		return 0;
+	int cp = hex4(b, len, i + 2);
+	if (cp < 0)
+		return 0;
+	i += 6;
+	unsigned long full = (unsigned long)cp;
+	if (cp >= 0xd800 && cp <= 0xdbff && i + 1 < len && b[i] == '\\' && b[i + 1] == 'u') {
+		int lo = hex4(b, len, i + 2);
+		if (lo >= 0xdc00 && lo <= 0xdfff) {
+			full = 0x10000 + (((unsigned long)cp - 0xd800) << 10) + ((unsigned long)lo - 0xdc00);
+			i += 6;
+		}
+	}
+	*pi = i;
+	return utf8_put(full, o);
+}
+
+/* b[*pi] == '"'.  Advance *pi past the string; true if its decoded value is
+ * exactly key.  *ok = false when the string is malformed. */
+static bool string_equals(const char *b, size_t len, size_t *pi, const char *key, bool *ok)
+{
+	size_t i = *pi + 1, k = 0, klen = strlen(key);
+	bool eq = true;
+	while (i < len && b[i] != '"') {
+		unsigned char tmp[4];
+		size_t n = 1;
+		if (b[i] == '\\') {
+			n = decode_escape(b, len, &i, tmp);
+			if (n == 0)
+				break;
+		} else {
+			tmp[0] = (unsigned char)b[i++];
+		}
+		if (eq && (n > klen - k || memcmp(key + k, tmp, n) != 0))
+			eq = false;
+		else if (eq)
+			k += n;
+	}
+	if (i >= len || b[i] != '"') {
+		*ok = false;
+		*pi = len;
+		return false;
+	}
+	*pi = i + 1;
+	return eq && k == klen;
+}
+
+/* i at '{': find member `key`; *val = its value's offset, *keypos = its key's. */
+static int find_member(const char *b, size_t len, size_t i, const char *key, size_t *val,
+		       size_t *keypos)
+{
+	if (i >= len || b[i] != '{')
+		return -EINVAL;
+	for (i++;;) {
+		bool ok = true;
+		i = skip_ws(b, len, i);
+		if (i < len && b[i] == '}')
+			return -ENOENT;
+		if (i >= len || b[i] != '"')
+			return -EINVAL;
+		size_t kpos = i;
+		bool match = string_equals(b, len, &i, key, &ok);
+		i = skip_ws(b, len, i);
+		if (!ok || i >= len || b[i] != ':')
+			return -EINVAL;
+		i = skip_ws(b, len, i + 1);
+		if (i >= len)
+			return -EINVAL;
+		if (match) {
+			*val = i;
+			*keypos = kpos;
+			return 0;
+		}
+		i = skip_ws(b, len, skip_value(b, len, i, &ok));
+		if (!ok || i >= len)
+			return -EINVAL;
+		if (b[i] == '}')
+			return -ENOENT;
+		if (b[i] != ',')
+			return -EINVAL;
+		i++;
+	}
+}
+
+/* i at '[': find element number idx. */
+static int find_element(const char *b, size_t len, size_t i, size_t idx, size_t *val)
+{
+	if (i >= len || b[i] != '[')
+		return -EINVAL;
+	for (size_t n = 0, j = i + 1;; n++) {
+		bool ok = true;
+		j = skip_ws(b, len, j);
+		if (j >= len)
+			return -EINVAL;
+		if (b[j] == ']')
+			return -ENOENT;
+		if (n == idx) {
+			*val = j;
+			return 0;
+		}
+		j = skip_ws(b, len, skip_value(b, len, j, &ok));
+		if (!ok || j >= len)
+			return -EINVAL;
+		if (b[j] == ']')
+			return -ENOENT;
+		if (b[j] != ',')
+			return -EINVAL;
+		j++;
+	}
+}
+
+static void offset_linecol(const char *b, size_t len, size_t off, size_t *line, size_t *col)
+{
+	size_t l = 1, c = 1;
+	if (off > len)
+		off = len;
+	for (size_t i = 0; i < off; i++) {
+		unsigned char ch = (unsigned char)b[i];
+		if (ch == '\n') {
+			l++;
+			c = 1;
+		} else if ((ch & 0xc0) != 0x80) {
+			c++;
+		}
+	}
+	*line = l;
+	*col = c;
+}
+
+int ab_json_locate(const char *buf, size_t len, const ab_json_step *path, size_t depth,
+		   bool want_key, size_t *line, size_t *col)
+{
+	size_t i, at;
+	int r = 0;
+	if (!buf)
+		len = 0;
+	i = skip_ws(buf, len, 0);
+	at = i < len ? i : 0;
+	for (size_t d = 0; d < depth && path; d++) {
+		size_t val = 0, keypos = 0;
+		if (path[d].key)
+			r = find_member(buf, len, i, path[d].key, &val, &keypos);
+		else
+			r = find_element(buf, len, i, path[d].index, &val);
+		if (r < 0)
+			break;
+		if (d + 1 == depth && want_key && path[d].key) {
+			at = keypos;
+			break;
+		}
+		i = at = val;
+	}
+	offset_linecol(buf, len, at, line, col);
+	return r;
+}
+
+/* Start of the token containing offset `target`, used to place jansson's
+ * syntax errors (jansson reports the offset after the bytes it consumed). */
+struct tok {
+	bool found, string, closed, has_prev;
+	size_t start, end, prev;
+};
+
+static void token_at(const char *b, size_t len, size_t target, struct tok *t)
+{
+	size_t i = 0;
+	memset(t, 0, sizeof(*t));
+	for (;;) {
+		bool ok = true;
+		size_t end;
+		i = skip_ws(b, len, i);
+		if (i >= len || i > target)
+			return;
+		if (b[i] == '"') {
+			end = skip_string(b, len, i, &ok);
+		} else if (is_punct(b[i])) {
+			end = i + 1;
+		} else {
+			for (end = i; end < len && !is_delim(b[end]); end++)
+				;
+			if (end == i)
+				end = i + 1;
+		}
+		if (target < end) {
+			*t = (struct tok){ .found = true, .string = b[i] == '"', .closed = ok,
+					   .start = i, .end = end, .prev = t->prev,
+					   .has_prev = t->has_prev };
+			return;
+		}
+		t->prev = i;
+		t->has_prev = true;
+		i = end;
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Variables and sizes                                                      */
+/* ------------------------------------------------------------------------ */
+
+static const char *const var_names[] = {
+	"HOME",          "WORKSPACE",      "USER",           "XDG_CONFIG_HOME",
+	"XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", NULL,
+};
+
+/* $XDG_*_HOME if absolute, else HOME/fallback (the XDG spec), else NULL. */
+static const char *xdg_dir(const char *val, const char *home, const char *fallback, char *tmp,
+			   size_t tmpsz)
+{
+	if (val && val[0] == '/')
+		return val;
+	if (!home || home[0] != '/')
+		return NULL;
+	int n = snprintf(tmp, tmpsz, "%s/%s", home, fallback);
+	return n > 0 && (size_t)n < tmpsz ? tmp : NULL;
+}
+
+static int var_lookup(const ab_vars *v, const char *name, size_t n, char *tmp, size_t tmpsz,
+		      const char **val, ab_err *err)
+{
+	char nm[72], q[100];
+	size_t i;
+	memcpy(nm, name, n < 64 ? n : 64);
+	nm[n < 64 ? n : 64] = '\0';
+	for (i = 0; var_names[i]; i++)
+		if (n == strlen(var_names[i]) && memcmp(name, var_names[i], n) == 0)
+			break;
+	switch (i) {
+	case 0: *val = v->home; break;
+	case 1: *val = v->workspace; break;
+	case 2: *val = v->user; break;
+	case 3: *val = xdg_dir(v->xdg_config_home, v->home, ".config", tmp, tmpsz); break;
+	case 4: *val = xdg_dir(v->xdg_data_home, v->home, ".local/share", tmp, tmpsz); break;
+	case 5: *val = xdg_dir(v->xdg_cache_home, v->home, ".cache", tmp, tmpsz); break;
+	case 6: *val = xdg_dir(v->xdg_state_home, v->home, ".local/state", tmp, tmpsz); break;
+	default: {
+		const char *s = n <= 64 ? suggest(nm, var_names) : NULL, *more = n > 64 ? "..." : "";
+		quote(q, sizeof(q), nm);
+		if (s)
+			return ab_fail(err, 0, "unknown variable ${%s%s} (did you mean ${%s}?)", q,
+				       more, s);
+		return ab_fail(err, 0,
+			       "unknown variable ${%s%s} (known: ${HOME}, ${WORKSPACE}, ${USER}, "
+			       "${XDG_CONFIG_HOME}, ${XDG_DATA_HOME}, ${XDG_CACHE_HOME}, "
+			       "${XDG_STATE_HOME})",
+			       q, more);
+	}
+	}
+	if (!*val)
+		return ab_fail(err, 0, "${%s} is not set", var_names[i]);
+	return 0;
+}
+
+struct sbuf {
+	char *s;
+	size_t n, cap;
+};
+
+static int sb_add(struct sbuf *b, const char *s, size_t n)
+{
+	if (n > MAX_EXPANDED - b->n)
+		return -E2BIG;
+	if (!b->s || b->n + n + 1 > b->cap) {
+		size_t cap = (b->n + n + 1) * 2;
+		if (cap > MAX_EXPANDED + 1)
+			cap = MAX_EXPANDED + 1;
+		char *t = realloc(b->s, cap);
+		if (!t)
+			return -ENOMEM;
+		b->s = t;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->n, s, n);
+	b->n += n;
+	b->s[b->n] = '\0';
+	return 0;
+}
+
+int ab_profile_expand(const char *in, const ab_vars *vars, bool tilde, char **out, ab_err *err)
+{
+	struct sbuf b = { 0 };
+	char tmp[PATH_MAX];
+	const char *p = in;
+	int r = sb_add(&b, "", 0);
+	if (!vars)
+		vars = &no_vars;
+	if (r >= 0 && tilde && p[0] == '~' && (p[1] == '\0' || p[1] == '/')) {
+		if (!vars->home)
+			r = ab_fail(err, 0, "cannot expand \"~\": the home directory is unknown");
+		else
+			r = sb_add(&b, vars->home, strlen(vars->home));
+		p++;
+	}
+	while (r >= 0 && *p) {
+		const char *d = strstr(p, "${"), *e, *val = NULL;
+		if (!d) {
+			r = sb_add(&b, p, strlen(p));
+			break;
+		}
+		r = sb_add(&b, p, (size_t)(d - p));
+		if (r < 0)
+			break;
+		e = strchr(d + 2, '}');
+		if (!e) {
+			r = ab_fail(err, 0, "unterminated \"${\" (write ${NAME})");
+			break;
+		}
+		r = var_lookup(vars, d + 2, (size_t)(e - d - 2), tmp, sizeof(tmp), &val, err);
+		if (r >= 0)
+			r = sb_add(&b, val, strlen(val));
+		p = e + 1;
+	}
+	if (r == -E2BIG)
+		r = ab_fail(err, 0, "too long after expansion (more than %d bytes)", MAX_EXPANDED);
+	else if (r == -ENOMEM)
+		r = ab_fail(err, ENOMEM, "expanding variables");
+	if (r < 0) {
+		free(b.s);
+		return r;
+	}
+	*out = b.s;
+	return 0;
+}
+
+int ab_profile_parse_size(const char *s, long long *out)
+{
+	unsigned long long v = 0;
+	bool range = false;
+	int shift = 0;
+	size_t i = 0;
+	if (!s)
+		return -EINVAL;
+	if (strcmp(s, "unlimited") == 0) {
+		*out = LLONG_MAX;
+		return 0;
+	}
+	if (s[0] < '0' || s[0] > '9')
+		return -EINVAL;
+	for (; s[i] >= '0' && s[i] <= '9'; i++) {
+		unsigned d = (unsigned)(s[i] - '0');
+		if (v > ((unsigned long long)LLONG_MAX - d) / 10)
+			range = true;
+		else
+			v = v * 10 + d;
+	}
+	switch (s[i]) {
+	case 'K': case 'k': shift = 10; i++; break;
+	case 'M': case 'm': shift = 20; i++; break;
+	case 'G': case 'g': shift = 30; i++; break;
+	case 'T': case 't': shift = 40; i++; break;
+	default: break;
+	}
+	if (s[i])
+		return -EINVAL;
+	if (range || v > ((unsigned long long)LLONG_MAX >> shift))
+		return -ERANGE;
+	*out = (long long)(v << shift);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Validation context and errors                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ctx {
+	const char *fname; /* as shown in messages */
+	const char *buf;
+	size_t len;
+	const ab_vars *vars;
+	ab_profile *p;     /* this file's own values */
+	ab_strv extends;   /* raw entries, in order */
+	bool extends_array;
+	ab_json_step path[MAX_JPATH];
+	size_t depth;
+	ab_err *err;
+} ctx;
+
+static void push_key(ctx *c, const char *key)
+{
+	if (c->depth < MAX_JPATH)
+		c->path[c->depth] = (ab_json_step){ .key = key };
+	c->depth++;
+}
+
+static void push_index(ctx *c, size_t i)
+{
+	if (c->depth < MAX_JPATH)
+		c->path[c->depth] = (ab_json_step){ .key = NULL, .index = i };
+	c->depth++;
+}
+
+static void pop(ctx *c)
+{
+	c->depth--;
+}
+
+static bool simple_key(const char *k)
+{
+	size_t n = 0;
+	for (; k[n]; n++)
+		if (!is_alnum(k[n]) && k[n] != '_' && k[n] != '-' && k[n] != '$')
+			return false;
+	return n > 0 && n <= 64;
+}
+
+/* "filesystem.read[2]", "env.set.EDITOR", `env.set["A B"]`. */
+static void path_str(const ctx *c, size_t depth, char *out, size_t outsz)
+{
+	size_t o = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < depth && i < MAX_JPATH; i++) {
+		const ab_json_step *s = &c->path[i];
+		char q[100];
+		int n;
+		if (!s->key)
+			n = snprintf(out + o, outsz - o, "[%zu]", s->index);
+		else if (simple_key(s->key))
+			n = snprintf(out + o, outsz - o, "%s%s", i ? "." : "", s->key);
+		else
+			n = snprintf(out + o, outsz - o, "[\"%s\"]", quote(q, sizeof(q), s->key));
+		if (n < 0 || (size_t)n >= outsz - o) {
+			out[o] = '\0';
+			break;
+		}
+		o += (size_t)n;
+	}
+}
+
+static int vfail(ctx *c, bool at_key, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+static int vfail(ctx *c, bool at_key, const char *fmt, va_list ap)
+{
+	char msg[1024], path[256];
+	size_t line, col, d = c->depth < MAX_JPATH ? c->depth : MAX_JPATH;
+	(void)ab_json_locate(c->buf, c->len, c->path, d, at_key, &line, &col);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	path_str(c, at_key && d > 0 ? d - 1 : d, path, sizeof(path));
+	return ab_fail(c->err, 0, "%s:%zu:%zu: %s%s%s", c->fname, line, col, path,
+		       path[0] ? ": " : "", msg);
+}
+
+/* An error about the value at the current path. */
+static int fail(ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfail(c, false, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* An error about the key that ends the current path (message names the parent). */
+static int fail_key(ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail_key(ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfail(c, true, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* An error at a byte offset (syntax errors). */
+static int fail_off(ctx *c, size_t off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail_off(ctx *c, size_t off, const char *fmt, ...)
+{
+	char msg[1024];
+	size_t line, col;
+	va_list ap;
+	offset_linecol(c->buf, c->len, off, &line, &col);
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return ab_fail(c->err, 0, "%s:%zu:%zu: %s", c->fname, line, col, msg);
+}
+
+static int oom(ctx *c)
+{
+	return ab_fail(c->err, ENOMEM, "%s: loading profile", c->fname);
+}
+
+static const char *jtype(const json_t *j)
+{
+	switch (json_typeof(j)) {
+	case JSON_OBJECT: return "an object";
+	case JSON_ARRAY: return "an array";
+	case JSON_STRING: return "a string";
+	case JSON_INTEGER: return "an integer";
+	case JSON_REAL: return "a real number";
+	case JSON_TRUE:
+	case JSON_FALSE: return "a boolean";
+	default: return "null";
+	}
+}
+
+/* A non-empty string. */
+static int get_str(ctx *c, const json_t *v, const char **s)
+{
+	if (!json_is_string(v))
+		return fail(c, "expected a string, got %s", jtype(v));
+	*s = json_string_value(v);
+	if (!**s)
+		return fail(c, "must not be an empty string");
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Syntax errors (from jansson)                                             */
+/* ------------------------------------------------------------------------ */
+
+static void strip_near(const char *text, char *out, size_t outsz)
+{
+	const char *near = strstr(text, " near ");
+	size_t n = near ? (size_t)(near - text) : strlen(text);
+	char tmp[JSON_ERROR_TEXT_LENGTH];
+	if (n >= sizeof(tmp))
+		n = sizeof(tmp) - 1;
+	memcpy(tmp, text, n);
+	tmp[n] = '\0';
+	/* jansson's own words; keep them printable */
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)tmp[i] < 0x20 || (unsigned char)tmp[i] >= 0x7f)
+			tmp[i] = '?';
+	snprintf(out, outsz, "%s", tmp);
+}
+
+static int eof_error(ctx *c, const json_error_t *je)
+{
+	char what[JSON_ERROR_TEXT_LENGTH + 8];
+	struct tok t;
+	size_t end = c->len;
+	while (end > 0 && is_ws(c->buf[end - 1]))
+		end--;
+	if (end == 0)
+		return fail_off(c, 0, "empty file (expected a JSON object)");
+	token_at(c->buf, c->len, end - 1, &t);
+	if (t.found && t.string && !t.closed)
+		return fail_off(c, t.start, "unterminated string");
+	strip_near(je->text, what, sizeof(what));
+	if (strstr(what, "expected"))
+		return fail_off(c, end, "unexpected end of file (%s)", what);
+	return fail_off(c, end, "unexpected end of file");
+}
+
+static int syntax_error(ctx *c, const json_error_t *je)
+{
+	enum json_error_code code = json_error_code(je);
+	size_t pos = je->position > 0 ? (size_t)je->position : 0, at;
+	char what[JSON_ERROR_TEXT_LENGTH + 8], raw[72], q[100];
+	struct tok t;
+	if (pos > c->len)
+		pos = c->len;
+	if (code == json_error_premature_end_of_input || pos == 0)
+		return eof_error(c, je);
+	token_at(c->buf, c->len, pos - 1, &t);
+	at = pos - 1;
+	if (t.found && !(t.string && (!t.closed || pos != t.end)))
+		at = t.start;
+	switch (code) {
+	case json_error_duplicate_key: {
+		size_t n = t.found && t.string && t.closed ? t.end - t.start - 2 : 0;
+		if (n >= sizeof(raw))
+			n = sizeof(raw) - 1;
+		memcpy(raw, c->buf + t.start + 1, n);
+		raw[n] = '\0';
+		return fail_off(c, at, "duplicate key \"%s\"", quote(q, sizeof(q), raw));
+	}
+	case json_error_null_character:
+		return fail_off(c, at, "strings must not contain NUL characters (\\u0000)");
+	case json_error_end_of_input_expected:
+		return fail_off(c, at, "unexpected text after the top-level object");
+	case json_error_numeric_overflow:
+		return fail_off(c, at, "number out of range");
+	default: break;
+	}
+	strip_near(je->text, what, sizeof(what));
+	/* jansson stops before a raw control character and after a bad escape */
+	if (strncmp(what, "control character", 17) == 0 && pos < c->len)
+		return fail_off(c, pos, "invalid JSON: %s in a string (escape it, e.g. \\n)",
+				what);
+	if (strncmp(what, "invalid escape", 14) == 0 || strncmp(what, "invalid Unicode", 15) == 0) {
+		while (at > 0 && t.found && at > t.start && c->buf[at] != '\\')
+			at--;
+		return fail_off(c, at, "invalid JSON: %s", what);
+	}
+	if (strncmp(what, "unexpected newline", 18) == 0 && t.found && t.string)
+		return fail_off(c, t.start, "unterminated string (use \\n for a newline)");
+	if (t.found && c->buf[t.start] == '\'')
+		return fail_off(c, at, "invalid JSON: strings and keys take double quotes");
+	if (strncmp(what, "'[' or '{' expected", 19) == 0)
+		return fail_off(c, at, "expected a JSON object at the top level");
+	if (t.found && c->buf[t.start] == '/')
+		return fail_off(c, at, "comments are not allowed in JSON");
+	if (t.found && t.has_prev && (c->buf[t.start] == '}' || c->buf[t.start] == ']') &&
+	    c->buf[t.prev] == ',')
+		return fail_off(c, t.prev, "trailing comma (not allowed in JSON)");
+	if (t.found && !t.string) {
+		size_t n = t.end - t.start < sizeof(raw) - 1 ? t.end - t.start : sizeof(raw) - 1;
+		memcpy(raw, c->buf + t.start, n);
+		raw[n] = '\0';
+		return fail_off(c, at, "invalid JSON: %s near \"%s\"", what, quote(q, sizeof(q), raw));
+	}
+	return fail_off(c, at, "invalid JSON: %s", what);
+}
+
+static int parse_json(ctx *c, json_t **out)
+{
+	json_error_t je;
+	size_t bad;
+	if (c->len >= 3 && memcmp(c->buf, "\xef\xbb\xbf", 3) == 0)
+		return fail_off(c, 0, "byte order mark (BOM) not allowed: save as UTF-8 without BOM");
+	bad = utf8_bad_offset((const unsigned char *)c->buf, c->len);
+	if (bad < c->len) {
+		if (c->buf[bad] == '\0')
+			return fail_off(c, bad, "NUL byte in file");
+		return fail_off(c, bad, "invalid UTF-8 (byte 0x%02x)", (unsigned char)c->buf[bad]);
+	}
+	*out = json_loadb(c->buf, c->len, JSON_REJECT_DUPLICATES, &je);
+	if (!*out)
+		return syntax_error(c, &je);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Schema: one handler per key                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct key_def key_def;
+struct key_def {
+	const char *name;
+	int (*fn)(ctx *c, json_t *v, const key_def *d);
+	size_t off;                                     /* target inside ab_profile */
+	int (*item)(ctx *c, const char *s, char **out); /* lists: check/transform one entry */
+	const key_def *sub;                             /* sections: their keys */
+	int flags;
+};
+#define F_UNIQUE 1 /* lists: drop duplicates */
+#define F_SIZE 2   /* limits: accept "8G" */
+#define NO_TARGET SIZE_MAX
+
+#define TARGET(c, d, type) ((type *)(void *)((char *)(c)->p + (d)->off))
+
+static int parse_object(ctx *c, json_t *obj, const key_def *defs);
+
+static bool env_name_ok(const char *s, size_t n)
+{
+	if (n == 0 || (s[0] >= '0' && s[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!is_alnum(s[i]) && s[i] != '_')
+			return false;
+	return true;
+}
+
+static bool name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 64 || !is_alnum(s[0]))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!is_alnum(s[i]) && !strchr("._+-", s[i]))
+			return false;
+	return true;
+}
+
+static bool is_pathlike(const char *s)
+{
+	size_t n = strlen(s);
+	return strchr(s, '/') || (n >= 5 && strcmp(s + n - 5, ".json") == 0);
+}
+
+static int item_copy(ctx *c, const char *s, char **out)
+{
+	*out = strdup(s);
+	return 0;
+}
+
+static int expand_or_fail(ctx *c, const char *s, bool tilde, char **out)
+{
+	ab_err e = { 0 };
+	int r = ab_profile_expand(s, c->vars, tilde, out, &e);
+	if (r == -ENOMEM)
+		return oom(c);
+	if (r < 0)
+		return fail(c, "%s", e.msg);
+	return 0;
+}
+
+static int item_path(ctx *c, const char *s, char **out)
+{
+	_cleanup_free_ char *x = NULL;
+	char q[100];
+	int r = expand_or_fail(c, s, true, &x);
+	if (r < 0)
+		return r;
+	if (x[0] != '/')
+		return fail(c,
+			    "\"%s\" is not an absolute path (start it with /, ~/ or a variable "
+			    "such as ${WORKSPACE})",
+			    quote(q, sizeof(q), s));
+	*out = ab_path_normalize(x);
+	if (*out && strlen(*out) >= PATH_MAX) {
+		free(*out);
+		*out = NULL;
+		return fail(c, "path too long (at most %d bytes)", PATH_MAX - 1);
+	}
+	return 0;
+}
+
+/* write and tmpfs: never "/" */
+static int item_wpath(ctx *c, const char *s, char **out)
+{
+	int r = item_path(c, s, out);
+	if (r >= 0 && *out && strcmp(*out, "/") == 0) {
+		free(*out);
+		*out = NULL;
+		return fail(c, "refusing to make / writable");
+	}
+	return r;
+}
+
+/* protect: relative to each writable root, never expanded, no "..". */
+static int item_relpath(ctx *c, const char *s, char **out)
+{
+	char q[100];
+	size_t n = 0;
+	quote(q, sizeof(q), s);
+	if (s[0] == '/')
+		return fail(c, "\"%s\" must be relative to the writable roots (no leading /)", q);
+	if (s[0] == '~' || strstr(s, "${"))
+		return fail(c, "\"%s\": protect entries are relative to each writable root and "
+			    "are not expanded", q);
+	if (strlen(s) >= PATH_MAX)
+		return fail(c, "path too long (at most %d bytes)", PATH_MAX - 1);
+	_cleanup_free_ char *o = malloc(strlen(s) + 1);
+	if (!o)
+		return oom(c);
+	for (const char *p = s; *p;) {
+		size_t l;
+		while (*p == '/')
+			p++;
+		l = strcspn(p, "/");
+		if (l == 2 && p[0] == '.' && p[1] == '.')
+			return fail(c, "\"%s\": \"..\" is not allowed", q);
+		if (l > 0 && !(l == 1 && p[0] == '.')) {
+			if (n)
+				o[n++] = '/';
+			memcpy(o + n, p, l);
+			n += l;
+		}
+		p += l;
+	}
+	o[n] = '\0';
+	if (n == 0)
+		return fail(c, "\"%s\" names the writable root itself", q);
+	*out = TAKE_PTR(o);
+	return 0;
+}
+
+static int item_envpat(ctx *c, const char *s, char **out)
+{
+	char q[100];
+	size_t n = strlen(s);
+	if (strcmp(s, "*") == 0)
+		return fail(c, "\"*\" would pass the whole environment; name variables or "
+			    "prefixes such as \"LC_*\"");
+	if (s[n - 1] == '*')
+		n--;
+	if (!env_name_ok(s, n))
+		return fail(c, "invalid variable name or pattern \"%s\" (letters, digits and _, "
+			    "not starting with a digit, optionally ending in *)",
+			    quote(q, sizeof(q), s));
+	*out = strdup(s);
+	return 0;
+}
+
+static int item_syscall(ctx *c, const char *s, char **out)
+{
+	char q[100];
+	size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_");
+	if (s[n] || n > 64)
+		return fail(c, "invalid syscall name \"%s\" (at most 64 of a-z 0-9 _)",
+			    quote(q, sizeof(q), s));
+	*out = strdup(s);
+	return 0;
+}
+
+static int item_downgrade(ctx *c, const char *s, char **out)
+{
+	char q[100];
+	if (!ab_downgrade_known(s)) {
+		const char *sug = suggest(s, ab_downgrade_names);
+		quote(q, sizeof(q), s);
+		if (sug)
+			return fail(c, "unknown downgrade \"%s\" (did you mean \"%s\"?)", q, sug);
+		return fail(c, "unknown downgrade \"%s\" (known: landlock, landlock-refer, "
+			    "landlock-truncate, landlock-net, landlock-ioctl-dev, landlock-scope, "
+			    "cgroup-limits, seccomp-user-notif)", q);
+	}
+	*out = strdup(s);
+	return 0;
+}
+
+static int check_count(ctx *c, size_t n)
+{
+	if (n > AB_PROFILE_MAX_LIST)
+		return fail(c, "too many entries (%zu, at most %d)", n, AB_PROFILE_MAX_LIST);
+	return 0;
+}
+
+static int parse_list(ctx *c, json_t *v, const key_def *d)
+{
+	ab_strv *dst = TARGET(c, d, ab_strv);
+	json_t *e;
+	size_t i;
+	if (!json_is_array(v))
+		return fail(c, "expected an array, got %s", jtype(v));
+	if (check_count(c, json_array_size(v)) < 0)
+		return -EINVAL;
+	json_array_foreach(v, i, e) {
+		const char *s = NULL;
+		char *out = NULL;
+		int r;
+		push_index(c, i);
+		r = get_str(c, e, &s);
+		if (r >= 0)
+			r = d->item(c, s, &out);
+		pop(c);
+		if (r < 0)
+			return r;
+		if (!out)
+			return oom(c);
+		if ((d->flags & F_UNIQUE) && ab_strv_contains(dst, out)) {
+			free(out);
+			continue;
+		}
+		if (ab_strv_push_take(dst, out) < 0)
+			return oom(c);
+	}
+	return 0;
+}
+
+static int parse_section(ctx *c, json_t *v, const key_def *d)
+{
+	return parse_object(c, v, d->sub);
+}
+
+static int parse_noop(ctx *c, json_t *v, const key_def *d)
+{
+	return 0;
+}
+
+/* description, $schema (checked, ignored) */
+static int parse_text(ctx *c, json_t *v, const key_def *d)
+{
+	const char *s;
+	int r = get_str(c, v, &s);
+	if (r < 0 || d->off == NO_TARGET)
+		return r;
+	char **dst = TARGET(c, d, char *);
+	free(*dst);
+	*dst = strdup(s);
+	return *dst ? 0 : oom(c);
+}
+
+static int parse_hostname(ctx *c, json_t *v, const key_def *d)
+{
+	const char *s;
+	char q[100];
+	int r = get_str(c, v, &s);
+	if (r < 0)
+		return r;
+	size_t n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.");
+	if (s[n] || n > 64)
+		return fail(c, "invalid hostname \"%s\" (1 to 64 of A-Z a-z 0-9 - .)",
+			    quote(q, sizeof(q), s));
+	free(c->p->hostname);
+	c->p->hostname = strdup(s);
+	return c->p->hostname ? 0 : oom(c);
+}
+
+static int extends_entry(ctx *c, const json_t *e)
+{
+	const char *s;
+	char q[100];
+	int r = get_str(c, e, &s);
+	if (r < 0)
+		return r;
+	if (!is_pathlike(s) && !name_ok(s))
+		return fail(c, "invalid profile name \"%s\" (%s; or a path containing /)",
+			    quote(q, sizeof(q), s), NAME_RULE);
+	return ab_strv_push(&c->extends, s) < 0 ? oom(c) : 0;
+}
+
+static int parse_extends(ctx *c, json_t *v, const key_def *d)
+{
+	json_t *e;
+	size_t i;
+	if (json_is_string(v))
+		return extends_entry(c, v);
+	if (!json_is_array(v))
+		return fail(c, "expected a profile name, a path or an array of them, got %s",
+			    jtype(v));
+	if (check_count(c, json_array_size(v)) < 0)
+		return -EINVAL;
+	c->extends_array = true;
+	json_array_foreach(v, i, e) {
+		push_index(c, i);
+		int r = extends_entry(c, e);
+		pop(c);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int add_port(ab_profile *p, long port)
+{
+	for (size_t i = 0; i < p->loopback.nports; i++)
+		if (p->loopback.ports[i] == port)
+			return 0;
+	long *n = realloc(p->loopback.ports, (p->loopback.nports + 1) * sizeof(long));
+	if (!n)
+		return -ENOMEM;
+	n[p->loopback.nports++] = port;
+	p->loopback.ports = n;
+	return 0;
+}
+
+static int parse_ports(ctx *c, json_t *v, const key_def *d)
+{
+	char q[100];
+	json_t *e;
+	size_t i;
+	if (json_is_string(v) && strcmp(json_string_value(v), "any") == 0) {
+		c->p->loopback.any = true;
+		return 0;
+	}
+	if (json_is_string(v))
+		return fail(c, "expected an array of ports or \"any\", got \"%s\"",
+			    quote(q, sizeof(q), json_string_value(v)));
+	if (!json_is_array(v))
+		return fail(c, "expected an array of ports or \"any\", got %s", jtype(v));
+	if (check_count(c, json_array_size(v)) < 0)
+		return -EINVAL;
+	json_array_foreach(v, i, e) {
+		int r = 0;
+		push_index(c, i);
+		if (!json_is_integer(e))
+			r = fail(c, "expected a port number (1-65535), got %s", jtype(e));
+		else if (json_integer_value(e) < 1 || json_integer_value(e) > 65535)
+			r = fail(c, "port %lld out of range (1-65535)",
+				 (long long)json_integer_value(e));
+		pop(c);
+		if (r < 0)
+			return r;
+		if (add_port(c->p, (long)json_integer_value(e)) < 0)
+			return oom(c);
+	}
+	return 0;
+}
+
+static int kv_set(ab_profile *p, const char *key, const char *val)
+{
+	char *v = strdup(val);
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->env.nset; i++) {
+		if (strcmp(p->env.set[i].key, key) == 0) {
+			free(p->env.set[i].val);
+			p->env.set[i].val = v;
+			return 0;
+		}
+	}
+	char *k = strdup(key);
+	ab_kv *n = k ? realloc(p->env.set, (p->env.nset + 1) * sizeof(ab_kv)) : NULL;
+	if (!n) {
+		free(k);
+		free(v);
+		return -ENOMEM;
+	}
+	n[p->env.nset++] = (ab_kv){ .key = k, .val = v };
+	p->env.set = n;
+	return 0;
+}
+
+static int env_set_one(ctx *c, const char *k, const json_t *val)
+{
+	_cleanup_free_ char *x = NULL;
+	char q[100];
+	int r;
+	if (!env_name_ok(k, strlen(k)))
+		return fail_key(c, "invalid variable name \"%s\" (letters, digits and _, not "
+				"starting with a digit)", quote(q, sizeof(q), k));
+	if (!json_is_string(val))
+		return fail(c, "expected a string, got %s", jtype(val));
+	r = expand_or_fail(c, json_string_value(val), true, &x);
+	if (r < 0)
+		return r;
+	return kv_set(c->p, k, x) < 0 ? oom(c) : 0;
+}
+
+static int parse_env_set(ctx *c, json_t *v, const key_def *d)
+{
+	const char *k;
+	json_t *val;
+	if (!json_is_object(v))
+		return fail(c, "expected an object, got %s", jtype(v));
+	if (check_count(c, json_object_size(v)) < 0)
+		return -EINVAL;
+	json_object_foreach(v, k, val) {
+		push_key(c, k);
+		int r = env_set_one(c, k, val);
+		pop(c);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int parse_limit(ctx *c, json_t *v, const key_def *d)
+{
+	long long *dst = TARGET(c, d, long long);
+	const char *want = (d->flags & F_SIZE)
+		? "expected a non-negative integer, a size such as \"8G\" or \"unlimited\""
+		: "expected a non-negative integer or \"unlimited\"";
+	const char *s;
+	char q[100];
+	int r;
+	if (json_is_integer(v)) {
+		if (json_integer_value(v) < 0)
+			return fail(c, "%s, got %lld", want, (long long)json_integer_value(v));
+		*dst = (long long)json_integer_value(v);
+		return 0;
+	}
+	if (!json_is_string(v))
+		return fail(c, "%s, got %s", want, jtype(v));
+	s = json_string_value(v);
+	quote(q, sizeof(q), s);
+	if (strcmp(s, "unlimited") == 0) {
+		*dst = LLONG_MAX;
+		return 0;
+	}
+	if (!(d->flags & F_SIZE))
+		return fail(c, "%s, got \"%s\"", want, q);
+	r = ab_profile_parse_size(s, dst);
+	if (r == -ERANGE)
+		return fail(c, "size \"%s\" is too large", q);
+	if (r < 0)
+		return fail(c, "invalid size \"%s\" (use a number with an optional K, M, G or T "
+			    "suffix, or \"unlimited\")", q);
+	return 0;
+}
+
+#define PO(field) offsetof(ab_profile, field)
+#define LIST(n, f, it, fl) { .name = n, .fn = parse_list, .off = PO(f), .item = it, .flags = fl }
+#define LIMIT(n, fl) { .name = #n, .fn = parse_limit, .off = PO(limits.n), .flags = fl }
+#define SECTION(n, s) { .name = n, .fn = parse_section, .sub = s }
+#define END { .name = NULL }
+
+static const key_def fs_keys[] = {
+	LIST("read", fs.read, item_path, F_UNIQUE),
+	LIST("write", fs.write, item_wpath, F_UNIQUE),
+	LIST("deny", fs.deny, item_path, F_UNIQUE),
+	LIST("protect", fs.protect, item_relpath, F_UNIQUE),
+	LIST("tmpfs", fs.tmpfs, item_wpath, F_UNIQUE),
+	END,
+};
+
+static const key_def net_keys[] = {
+	{ .name = "loopback_ports", .fn = parse_ports },
+	END,
+};
+
+static const key_def env_keys[] = {
+	LIST("pass", env.pass, item_envpat, F_UNIQUE),
+	{ .name = "set", .fn = parse_env_set },
+	END,
+};
+
+static const key_def limit_keys[] = {
+	LIMIT(nofile, 0), LIMIT(nproc, 0), LIMIT(fsize, F_SIZE), LIMIT(core, 0),
+	LIMIT(memory, F_SIZE), LIMIT(pids, 0), LIMIT(cpu, 0), END,
+};
+
+static const key_def syscall_keys[] = {
+	LIST("deny", syscalls.deny, item_syscall, F_UNIQUE),
+	LIST("allow", syscalls.allow, item_syscall, F_UNIQUE),
+	END,
+};
+
+static const key_def top_keys[] = {
+	{ .name = "$schema", .fn = parse_text, .off = NO_TARGET },
+	{ .name = "version", .fn = parse_noop },
+	{ .name = "extends", .fn = parse_extends },
+	{ .name = "description", .fn = parse_text, .off = PO(description) },
+	LIST("command", command, item_copy, 0),
+	SECTION("filesystem", fs_keys),
+	SECTION("network", net_keys),
+	SECTION("env", env_keys),
+	SECTION("limits", limit_keys),
+	SECTION("syscalls", syscall_keys),
+	LIST("unix_sockets", unix_sockets, item_path, F_UNIQUE),
+	LIST("allow_downgrade", allow_downgrade, item_downgrade, F_UNIQUE),
+	{ .name = "hostname", .fn = parse_hostname },
+	END,
+};
+
+static int unknown_key(ctx *c, const char *k, const key_def *defs)
+{
+	const char *names[24], *s;
+	char q[100];
+	size_t n = 0;
+	int r;
+	for (; defs->name && n + 1 < AB_ARRAY_SIZE(names); defs++)
+		names[n++] = defs->name;
+	names[n] = NULL;
+	s = suggest(k, names);
+	quote(q, sizeof(q), k);
+	push_key(c, k);
+	if (s) {
+		r = fail_key(c, "unknown key \"%s\" (did you mean \"%s\"?)", q, s);
+	} else {
+		char known[256];
+		size_t o = 0;
+		for (size_t i = 0; i < n; i++) {
+			int k = snprintf(known + o, sizeof(known) - o, "%s%s", i ? ", " : "",
+					 names[i]);
+			if (k < 0 || (size_t)k >= sizeof(known) - o)
+				break;
+			o += (size_t)k;
+		}
+		r = fail_key(c, "unknown key \"%s\" (known: %s)", q, known);
+	}
+	pop(c);
+	return r;
+}
+
+static int parse_object(ctx *c, json_t *obj, const key_def *defs)
+{
+	const char *k;
+	json_t *v;
+	if (!json_is_object(obj))
+		return fail(c, "expected an object, got %s", jtype(obj));
+	json_object_foreach(obj, k, v) {
+		const key_def *d = defs;
+		while (d->name && strcmp(d->name, k) != 0)
+			d++;
+		if (!d->name)
+			return unknown_key(c, k, defs);
+		push_key(c, k);
+		int r = d->fn(c, v, d);
+		pop(c);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int validate(ctx *c, json_t *root)
+{
+	json_t *v;
+	int r = 0;
+	if (!json_is_object(root))
+		return fail(c, "expected a JSON object at the top level, got %s", jtype(root));
+	v = json_object_get(root, "version");
+	if (!v)
+		return fail(c, "missing required key \"version\" (add \"version\": 1)");
+	push_key(c, "version");
+	if (!json_is_integer(v))
+		r = fail(c, "expected an integer, got %s", jtype(v));
+	else if (json_integer_value(v) != 1)
+		r = fail(c, "unsupported version %lld (this agentbox reads version 1)",
+			 (long long)json_integer_value(v));
+	pop(c);
+	return r < 0 ? r : parse_object(c, root, top_keys);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Profile values: new, merge, free                                         */
+/* ------------------------------------------------------------------------ */
+
+static ab_profile *profile_new(void)
+{
+	ab_profile *p = calloc(1, sizeof(*p));
+	if (p)
+		p->limits = (ab_limits){ AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
+					 AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
+					 AB_LIMIT_UNSET };
+	return p;
+}
+
+static ab_strv *profile_lists(ab_profile *p, size_t i)
+{
+	ab_strv *l[] = { &p->files,        &p->fs.read,       &p->fs.write,
+			 &p->fs.deny,      &p->fs.protect,    &p->fs.tmpfs,
+			 &p->env.pass,     &p->syscalls.deny, &p->syscalls.allow,
+			 &p->unix_sockets, &p->allow_downgrade, &p->command };
+	return i < AB_ARRAY_SIZE(l) ? l[i] : NULL;
+}
+
+static int replace_str(char **dst, const char *src)
+{
+	char *n;
+	if (!src)
+		return 0;
+	n = strdup(src);
+	if (!n)
+		return -ENOMEM;
+	free(*dst);
+	*dst = n;
+	return 0;
+}
+
+static int merge_values(ab_profile *base, const ab_profile *top)
+{
+	ab_strv cmd = { 0 };
+	int r;
+	if (replace_str(&base->description, top->description) < 0 ||
+	    replace_str(&base->hostname, top->hostname) < 0)
+		return -ENOMEM;
+	/* all lists but `command` (the last) are unions */
+	for (size_t i = 0; profile_lists(base, i + 1); i++)
+		if ((r = ab_strv_extend(profile_lists(base, i),
+					profile_lists((ab_profile *)top, i))) < 0)
+			return r;
+	if (top->command.n > 0) {
+		if ((r = ab_strv_copy(&cmd, &top->command)) < 0) {
+			ab_strv_free(&cmd);
+			return r;
+		}
+		ab_strv_free(&base->command);
+		base->command = cmd;
+	}
+	for (size_t i = 0; i < top->env.nset; i++)
+		if (kv_set(base, top->env.set[i].key, top->env.set[i].val) < 0)
+			return -ENOMEM;
+#define OVERRIDE(f)                                 \
+	do {                                        \
+		if (top->limits.f != AB_LIMIT_UNSET) \
+			base->limits.f = top->limits.f; \
+	} while (0)
+	OVERRIDE(nofile);
+	OVERRIDE(nproc);
+	OVERRIDE(fsize);
+	OVERRIDE(core);
+	OVERRIDE(memory);
+	OVERRIDE(pids);
+	OVERRIDE(cpu);
+#undef OVERRIDE
+	base->loopback.any = base->loopback.any || top->loopback.any;
+	for (size_t i = 0; i < top->loopback.nports; i++)
+		if (add_port(base, top->loopback.ports[i]) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+int ab_profile_merge(ab_profile *base, const ab_profile *top, ab_err *err)
+{
+	int r = merge_values(base, top);
+	if (r < 0)
+		return ab_fail(err, -r, "merging profile %s", top->path ? top->path : "");
+	return 0;
+}
+
+void ab_profile_free(ab_profile *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; profile_lists(p, i); i++)
+		ab_strv_free(profile_lists(p, i));
+	for (size_t i = 0; i < p->env.nset; i++) {
+		free(p->env.set[i].key);
+		free(p->env.set[i].val);
+	}
+	free(p->env.set);
+	free(p->loopback.ports);
+	free(p->name);
+	free(p->path);
+	free(p->description);
+	free(p->hostname);
+	free(p);
+}
+
+/* Every list gets a NULL-terminated array even when empty, so callers may
+ * iterate v without checking n. */
+static int ensure_vectors(ab_profile *p)
+{
+	for (size_t i = 0; profile_lists(p, i); i++) {
+		ab_strv *s = profile_lists(p, i);
+		if (!s->v && !(s->v = calloc(1, sizeof(char *))))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Finding and reading files                                                */
+/* ------------------------------------------------------------------------ */
+
+static bool exists(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0;
+}
+
+/* path made absolute against dir (or the cwd when dir is NULL), normalised. */
+static char *make_absolute(const char *path, const char *dir)
+{
+	char cwd[PATH_MAX];
+	_cleanup_free_ char *j = NULL;
+	if (path[0] == '/')
+		return ab_path_normalize(path);
+	if (!dir) {
+		if (!getcwd(cwd, sizeof(cwd)))
+			return NULL;
+		dir = cwd;
+	}
+	j = ab_path_join(dir, path);
+	return j ? ab_path_normalize(j) : NULL;
+}
+
+static int push_candidate(ab_strv *out, char *p)
+{
+	char *n = p ? ab_path_normalize(p) : NULL;
+	free(p);
+	if (!n)
+		return -ENOMEM;
+	return ab_strv_push_take(out, n);
+}
+
+/* Where a profile NAME is looked for, in order (absolute, normalised). */
+static int name_candidates(const char *name, const ab_vars *v, const char *sibling_dir,
+			   ab_strv *out)
+{
+	char tmp[PATH_MAX], exe[PATH_MAX];
+	const char *cfg = xdg_dir(v->xdg_config_home, v->home, ".config", tmp, sizeof(tmp));
+	ssize_t n;
+	int r = 0;
+	if (sibling_dir)
+		r = push_candidate(out, ab_asprintf("%s/%s.json", sibling_dir, name));
+	if (r >= 0 && cfg)
+		r = push_candidate(out, ab_asprintf("%s/agentbox/profiles/%s.json", cfg, name));
+	if (r >= 0)
+		r = push_candidate(out, ab_asprintf("%s/profiles/%s.json", AB_DATADIR, name));
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (r >= 0 && n > 0 && exe[0] == '/') {
+		exe[n] = '\0';
+		*strrchr(exe, '/') = '\0';
+		r = push_candidate(out, ab_asprintf("%s/../profiles/%s.json", exe, name));
+	}
+	return r;
+}
+
+/* Resolve NAME: the first candidate that exists and is not `skip`. */
+static int find_by_name(const char *name, const ab_vars *v, const char *sibling_dir,
+			const char *skip, char **out, ab_err *err)
+{
+	_cleanup_strv_ ab_strv cands = { 0 };
+	char list[1024] = "", q[100], tmp[PATH_MAX];
+	const char *cfg;
+	size_t o = 0;
+	quote(q, sizeof(q), name);
+	if (!name_ok(name)) {
+		ab_fail(err, 0, "invalid profile name \"%s\" (%s)", q, NAME_RULE);
+		ab_err_hint(err, "to load a file, give a path containing / or ending in .json");
+		return -EINVAL;
+	}
+	if (name_candidates(name, v, sibling_dir, &cands) < 0)
+		return ab_fail(err, ENOMEM, "looking up profile \"%s\"", q);
+	for (size_t i = 0; i < cands.n; i++) {
+		if (skip && strcmp(cands.v[i], skip) == 0)
+			continue;
+		if (exists(cands.v[i])) {
+			*out = strdup(cands.v[i]);
+			return *out ? 0 : ab_fail(err, ENOMEM, "looking up profile \"%s\"", q);
+		}
+		int n = snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "", cands.v[i]);
+		if (n > 0 && (size_t)n < sizeof(list) - o)
+			o += (size_t)n;
+	}
+	ab_fail(err, 0, "profile \"%s\" not found (looked in %s)", q, list);
+	cfg = xdg_dir(v->xdg_config_home, v->home, ".config", tmp, sizeof(tmp));
+	ab_err_hint(err, "put your own in %s/agentbox/profiles/%s.json (or pass a path to a "
+		    ".json file) and validate it with \"agentbox check %s\"",
+		    cfg ? cfg : "$XDG_CONFIG_HOME", q, q);
+	err->code = ENOENT;
+	return -ENOENT;
+}
+
+int ab_profile_find(const char *name_or_path, const ab_vars *vars, char **out_path, ab_err *err)
+{
+	char *abs;
+	if (!vars)
+		vars = &no_vars;
+	if (!name_or_path || !*name_or_path)
+		return ab_fail(err, 0, "empty profile name");
+	if (!is_pathlike(name_or_path))
+		return find_by_name(name_or_path, vars, NULL, NULL, out_path, err);
+	abs = make_absolute(name_or_path, NULL);
+	if (!abs)
+		return ab_fail(err, errno ? errno : ENOMEM, "profile %s", name_or_path);
+	if (!exists(abs)) {
+		int e = errno;
+		ab_fail(err, e, "cannot read profile %s", abs);
+		free(abs);
+		return -e;
+	}
+	*out_path = abs;
+	return 0;
+}
+
+static int read_profile_file(const char *path, char **out, size_t *outlen, ab_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	size_t n = 0;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return ab_fail(err, errno, "cannot read profile %s", path);
+	if (!S_ISREG(st.st_mode))
+		return ab_fail(err, 0, "cannot read profile %s: not a regular file", path);
+	if (st.st_size > AB_PROFILE_MAX_BYTES)
+		goto too_large;
+	buf = malloc(AB_PROFILE_MAX_BYTES + 1);
+	if (!buf)
+		return ab_fail(err, ENOMEM, "cannot read profile %s", path);
+	for (;;) {
+		ssize_t k = read(fd, buf + n, AB_PROFILE_MAX_BYTES + 1 - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return ab_fail(err, errno, "cannot read profile %s", path);
+		if (k == 0)
+			break;
+		n += (size_t)k;
+		if (n > AB_PROFILE_MAX_BYTES)
+			goto too_large;
+	}
+	*out = TAKE_PTR(buf);
+	*outlen = n;
+	return 0;
+too_large:
+	return ab_fail(err, 0, "%s: profile too large (more than %d bytes)", path,
+		       AB_PROFILE_MAX_BYTES);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Loading with extends                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct loader {
+	const ab_vars *vars;
+	ab_strv chain; /* absolute paths of the files being loaded, outermost first */
+	size_t nfiles; /* loaded so far */
+} loader;
+
+static int load_at(loader *L, const char *buf, size_t len, const char *fname,
+		   const char *abspath, ab_profile **out, ab_err *err);
+
+static char *dir_of(const char *abspath)
+{
+	char *d = strdup(abspath), *s = d ? strrchr(d, '/') : NULL;
+	if (s)
+		s[s == d ? 1 : 0] = '\0';
+	return d;
+}
+
+static int resolve_extends(loader *L, const char *entry, const char *includer, char **out,
+			   ab_err *err)
+{
+	_cleanup_free_ char *dir = dir_of(includer), *x = NULL;
+	int r;
+	if (!dir)
+		return ab_fail(err, ENOMEM, "resolving extends");
+	if (!is_pathlike(entry))
+		return find_by_name(entry, L->vars, dir, includer, out, err);
+	r = ab_profile_expand(entry, L->vars, true, &x, err);
+	if (r < 0)
+		return r;
+	*out = make_absolute(x, dir);
+	return *out ? 0 : ab_fail(err, ENOMEM, "resolving extends");
+}
+
+static void chain_str(const loader *L, const char *closing, char *out, size_t outsz)
+{
+	size_t i = 0, o = 0;
+	while (i < L->chain.n && strcmp(L->chain.v[i], closing) != 0)
+		i++;
+	out[0] = '\0';
+	for (; i <= L->chain.n; i++) {
+		const char *s = i < L->chain.n ? L->chain.v[i] : closing;
+		int n = snprintf(out + o, outsz - o, "%s%s", o ? " -> " : "", s);
+		if (n < 0 || (size_t)n >= outsz - o)
+			break;
+		o += (size_t)n;
+	}
+}
+
+/* Load extends entry i of c (already validated) and merge it into acc. */
+static int load_base(loader *L, ctx *c, size_t i, const char *includer, ab_profile *acc)
+{
+	_cleanup_free_ char *path = NULL, *buf = NULL;
+	_cleanup_profile_ ab_profile *base = NULL;
+	char where[256], pstr[64], chain[1024];
+	size_t blen = 0, line, col;
+	int r;
+	c->depth = 0;
+	push_key(c, "extends");
+	if (c->extends_array)
+		push_index(c, i);
+	(void)ab_json_locate(c->buf, c->len, c->path, c->depth, false, &line, &col);
+	path_str(c, c->depth, pstr, sizeof(pstr));
+	snprintf(where, sizeof(where), "%s:%zu:%zu", c->fname, line, col);
+	r = resolve_extends(L, c->extends.v[i], includer, &path, c->err);
+	if (r < 0)
+		return ab_err_prefix(c->err, "%s: %s", where, pstr);
+	if (ab_strv_contains(&L->chain, path)) {
+		chain_str(L, path, chain, sizeof(chain));
+		return fail(c, "cycle: %s", chain);
+	}
+	if (L->chain.n > AB_PROFILE_MAX_DEPTH) {
+		chain_str(L, L->chain.v[0], chain, sizeof(chain));
+		return fail(c, "nested deeper than %d levels (%s -> %s)", AB_PROFILE_MAX_DEPTH,
+			    chain, path);
+	}
+	r = read_profile_file(path, &buf, &blen, c->err);
+	if (r < 0)
+		return ab_err_prefix(c->err, "%s: %s", where, pstr);
+	r = load_at(L, buf, blen, path, path, &base, c->err);
+	if (r < 0) {
+		if (!c->err->hint[0])
+			ab_err_hint(c->err, "%s is extended at %s", path, where);
+		return r;
+	}
+	return ab_profile_merge(acc, base, c->err);
+}
+
+static int load_at(loader *L, const char *buf, size_t len, const char *fname,
+		   const char *abspath, ab_profile **out, ab_err *err)
+{
+	_cleanup_profile_ ab_profile *own = profile_new(), *acc = profile_new();
+	ctx c = { .fname = fname, .buf = buf ? buf : "", .len = buf ? len : 0,
+		  .vars = L->vars, .p = own, .err = err };
+	bool pushed = false;
+	json_t *root = NULL;
+	int r;
+	if (!own || !acc)
+		return ab_fail(err, ENOMEM, "%s: loading profile", fname);
+	if (++L->nfiles > MAX_FILES)
+		return ab_fail(err, 0, "%s: too many profile files through extends (more than %d)",
+			       fname, MAX_FILES);
+	r = parse_json(&c, &root);
+	if (r >= 0) {
+		r = validate(&c, root);
+		json_decref(root);
+	}
+	if (r >= 0 && (ab_strv_push(&own->files, abspath) < 0 ||
+		       ab_strv_push(&L->chain, abspath) < 0))
+		r = oom(&c);
+	else if (r >= 0)
+		pushed = true;
+	for (size_t i = 0; r >= 0 && i < c.extends.n; i++)
+		r = load_base(L, &c, i, abspath, acc);
+	if (pushed) {
+		free(L->chain.v[--L->chain.n]);
+		L->chain.v[L->chain.n] = NULL;
+	}
+	ab_strv_free(&c.extends);
+	if (r >= 0)
+		r = ab_profile_merge(acc, own, err);
+	if (r < 0)
+		return r;
+	*out = TAKE_PTR(acc);
+	return 0;
+}
+
+static int load_top(const char *name, const char *buf, size_t len, const char *fname,
+		    const char *abspath, const ab_vars *vars, ab_profile **out, ab_err *err)
+{
+	loader L = { .vars = vars ? vars : &no_vars };
+	ab_profile *p = NULL;
+	int r = load_at(&L, buf, len, fname, abspath, &p, err);
+	ab_strv_free(&L.chain);
+	if (r < 0)
+		return r;
+	p->name = strdup(name);
+	p->path = strdup(abspath);
+	if (!p->name || !p->path || ensure_vectors(p) < 0) {
+		ab_profile_free(p);
+		return ab_fail(err, ENOMEM, "%s: loading profile", fname);
+	}
+	*out = p;
+	return 0;
+}
+
+int ab_profile_load_buffer(const char *buf, size_t len, const char *fname, const ab_vars *vars,
+			   ab_profile **out, ab_err *err)
+{
+	_cleanup_free_ char *abspath = NULL;
+	if (!fname || !*fname)
+		fname = "<buffer>";
+	if (len > AB_PROFILE_MAX_BYTES)
+		return ab_fail(err, 0, "%s: profile too large (more than %d bytes)", fname,
+			       AB_PROFILE_MAX_BYTES);
+	abspath = make_absolute(fname, NULL);
+	if (!abspath)
+		return ab_fail(err, errno ? errno : ENOMEM, "%s: loading profile", fname);
+	return load_top(fname, buf, len, fname, abspath, vars, out, err);
+}
+
+int ab_profile_load(const char *name_or_path, const ab_vars *vars, ab_profile **out,
+		    ab_err *err)
+{
+	_cleanup_free_ char *path = NULL, *buf = NULL;
+	size_t len = 0;
+	int r = ab_profile_find(name_or_path, vars, &path, err);
+	if (r < 0)
+		return r;
+	r = read_profile_file(path, &buf, &len, err);
+	if (r < 0)
+		return r;
+	return load_top(name_or_path, buf, len, path, path, vars, out, err);
+}

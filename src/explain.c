@@ -30,6 +30,7 @@ const char *ab_mnt_kind_name(enum ab_mnt_kind k)
 	case AB_MNT_SYMLINK: return "symlink";
 	case AB_MNT_RO_REMOUNT: return "ro-remount";
 	case AB_MNT_CONTENT: return "content";
+	case AB_MNT_PIN: return "pin";
 	}
 	return "unknown";
 }
@@ -224,7 +225,11 @@ static void text_mount_line(FILE *out, const ab_mount *m)
 	if (m->kind == AB_MNT_TMPFS)
 		fputs(", private empty tmpfs", out);
 	else if (m->kind == AB_MNT_PLACEHOLDER)
-		fputs(", absent: cannot be created", out);
+		fputs(", absent: reserved by an empty read-only directory", out);
+	else if (m->kind == AB_MNT_PIN)
+		fputs(", writable but cannot be renamed or removed", out);
+	else if (m->kind == AB_MNT_PROTECT)
+		fputs(", read-only", out);
 	else if (m->kind == AB_MNT_RO_REMOUNT)
 		fputs(", read-only", out);
 	else if (m->kind == AB_MNT_CONTENT)
@@ -265,7 +270,7 @@ static bool pick_rw(const ab_plan *p, const ab_mount *m)
 }
 static bool pick_protect(const ab_plan *p, const ab_mount *m)
 {
-	return m->kind == AB_MNT_PROTECT || m->kind == AB_MNT_PLACEHOLDER;
+	return m->kind == AB_MNT_PROTECT || m->kind == AB_MNT_PLACEHOLDER || m->kind == AB_MNT_PIN;
 }
 static bool pick_system(const ab_plan *p, const ab_mount *m) { return is_system_kind(m->kind); }
 

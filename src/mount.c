@@ -493,6 +493,15 @@ static int apply_one(const ab_plan *plan, size_t i, const src_state *src, const 
 		r = attach_fd(t, false, sp, base | MOUNT_ATTR_RDONLY, true);
 		return r < 0 ? ab_fail(err, -r, "%s read-only", m->dst) : 0;
 	}
+	case AB_MNT_PIN: {
+		/* a clone of the staged subtree keeps its flags (and idmap) */
+		_cleanup_close_ int t = sys_open_tree(AT_FDCWD, sp, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+								     AT_SYMLINK_NOFOLLOW);
+		if (t < 0)
+			return ab_fail(err, errno, "%s %s", m->why, m->dst);
+		r = attach_fd(t, false, sp, 0, false);
+		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
+	}
 	case AB_MNT_SYMLINK:
 		if ((r = make_mountpoint(sp, false)) < 0)
 			return ab_fail(err, -r, "%s", m->dst);

@@ -72,6 +72,7 @@ static int kind_prio(enum ab_mnt_kind k)
 	case AB_MNT_PROTECT:
 	case AB_MNT_PLACEHOLDER:
 	case AB_MNT_RO_REMOUNT:
+	case AB_MNT_PIN:
 		return 2;
 	case AB_MNT_CONTENT:
 		return 3;
@@ -217,6 +218,43 @@ static int plan_grants(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	return 0;
 }
 
+/* The mask is placed by path in the new root: a symbolic link between the
+ * covering grant and the denied path would send it elsewhere and the deny
+ * would silently not apply.  Returns 0, 1 if a component is absent (nothing
+ * to hide), or an error. */
+static int deny_path_check(const ab_plan_input *in, const ab_mount *cov, const char *d,
+			   ab_err *err)
+{
+	if (strcmp(cov->dst, d) == 0)
+		return 0;
+	_cleanup_free_ char *cur = strdup(d);
+	if (!cur)
+		return ab_fail(err, ENOMEM, "plan");
+	/* from the covering grant itself (a symlinked grant is bound as a link)
+	 * down to the denied path's parent */
+	size_t base = strlen(cov->dst);
+	for (char *s = cur + (base > 1 ? base : 1); *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		struct stat st;
+		int r = plan_lstat(in, cur, &st);
+		if (r == -ENOENT || r == -ENOTDIR)
+			return 1;
+		if (r < 0)
+			return ab_fail(err, -r, "fs.deny: %s", cur);
+		if (S_ISLNK(st.st_mode)) {
+			ab_fail(err, 0, "fs.deny: %s is below the symbolic link %s inside a granted "
+					"tree; cannot hide it", d, cur);
+			ab_err_hint(err, "deny the path the link resolves to instead, or remove the "
+					 "link");
+			return -EINVAL;
+		}
+		*s = '/';
+	}
+	return 0;
+}
+
 static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	const ab_profile *prof = in->profile;
@@ -225,8 +263,13 @@ static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		const ab_mount *cov = covering_bind(p, d);
 		if (!cov || cov->kind == AB_MNT_TMPFS)
 			continue; /* not visible inside anyway (or private and empty) */
+		int r = deny_path_check(in, cov, d, err);
+		if (r < 0)
+			return r;
+		if (r > 0)
+			continue;
 		struct stat st;
-		int r = plan_lstat(in, d, &st);
+		r = plan_lstat(in, d, &st);
 		if (r == -ENOENT || r == -ENOTDIR)
 			continue;
 		if (r < 0)
@@ -251,8 +294,6 @@ static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
 static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *root,
 			    const char *rel, ab_err *err)
 {
-	size_t len = strlen(rel);
-	bool want_dir = len > 0 && rel[len - 1] == '/';
 	_cleanup_free_ char *full = ab_path_join(root, rel);
 	_cleanup_free_ char *path = full ? ab_path_normalize(full) : NULL;
 	if (!path)
@@ -262,7 +303,11 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 	if (under_any(&in->profile->fs.deny, path))
 		return 0;
 	/* Walk from the root down: the first missing component becomes the
-	 * placeholder; an existing final path is re-bound read-only. */
+	 * placeholder (always an empty read-only directory: git does not list
+	 * empty directories, so nothing shows up as an untracked file); an
+	 * existing final path is re-bound read-only; every existing directory
+	 * in between is pinned (bound onto itself) so that it cannot be renamed
+	 * away and recreated without the protection. */
 	_cleanup_free_ char *cur = strdup(path);
 	if (!cur)
 		return ab_fail(err, ENOMEM, "plan");
@@ -276,10 +321,9 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 		struct stat st;
 		int r = plan_lstat(in, cur, &st);
 		if (r == -ENOENT) {
-			unsigned flags = (!last || want_dir) ? AB_MNT_F_DIR : 0;
 			if (has_mount_at(p, cur))
 				return 0;
-			return add_mount(p, AB_MNT_PLACEHOLDER, NULL, cur, flags, "fs.protect") < 0
+			return add_mount(p, AB_MNT_PLACEHOLDER, NULL, cur, AB_MNT_F_DIR, "fs.protect") < 0
 				       ? ab_fail(err, ENOMEM, "plan")
 				       : 0;
 		}
@@ -304,6 +348,9 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 		}
 		if (!S_ISDIR(st.st_mode))
 			return 0;
+		if (!has_mount_at(p, cur) &&
+		    add_mount(p, AB_MNT_PIN, NULL, cur, AB_MNT_F_DIR, "fs.protect (parent)") < 0)
+			return ab_fail(err, ENOMEM, "plan");
 		*s = saved;
 	}
 }
@@ -559,8 +606,13 @@ static int plan_landlock(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			ll->tcp_ports = calloc(prof->loopback.nports, sizeof(*ll->tcp_ports));
 			if (!ll->tcp_ports)
 				return ab_fail(err, ENOMEM, "plan");
-			for (size_t i = 0; i < prof->loopback.nports; i++)
-				ll->tcp_ports[i] = (uint16_t)prof->loopback.ports[i];
+			for (size_t i = 0; i < prof->loopback.nports; i++) {
+				long port = prof->loopback.ports[i];
+				if (port < 1 || port > 65535) /* never truncate into another port */
+					return ab_fail(err, 0, "loopback_ports: %ld is not a TCP port",
+						       port);
+				ll->tcp_ports[i] = (uint16_t)port;
+			}
 			ll->ntcp_ports = prof->loopback.nports;
 		}
 	}
@@ -606,6 +658,13 @@ static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	p->home = ab_path_normalize(in->home);
 	if (!p->workspace || !p->home)
 		return ab_fail(err, EINVAL, "workspace and home must be absolute paths");
+	if (strcmp(p->home, "/") == 0) {
+		/* the private home is a tmpfs at $HOME: over "/" it would replace the
+		 * whole new root (and make every root-owned grant "under home") */
+		ab_fail(err, 0, "refusing to use / as the home directory");
+		ab_err_hint(err, "set HOME to a real home directory");
+		return -EINVAL;
+	}
 	if (strcmp(p->workspace, "/") == 0 || ab_path_is_under(p->home, p->workspace)) {
 		ab_fail(err, 0, "refusing to use %s as the workspace: it contains your home "
 				"directory (%s), which the sandbox must not see",

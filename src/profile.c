@@ -68,18 +68,18 @@ static size_t u8len(unsigned char ch)
 	return 1;
 }
 
-/* Copy the C string s into out for use inside "..." in a message: escape
- * quotes, backslashes and control characters (C0, DEL, C1) so a profile can
- * never put terminal escapes on the user's screen; cut with "..." at a
- * character boundary when it does not fit. */
-static const char *quote(char *out, size_t outsz, const char *s)
+/* Copy the C string s into out for a message: escape control characters
+ * (C0, DEL, C1) so a profile can never put terminal escapes on the user's
+ * screen, and with `quotes` also " and \ (for use inside "...").  Cut with
+ * "..." at a character boundary when it does not fit. */
+static const char *sanitize(char *out, size_t outsz, const char *s, bool quotes)
 {
 	size_t o = 0, i = 0;
 	while (s[i]) {
 		unsigned char ch = (unsigned char)s[i];
 		char tmp[8];
 		size_t n = 1;
-		if (ch == '"' || ch == '\\') {
+		if (quotes && (ch == '"' || ch == '\\')) {
 			tmp[0] = '\\';
 			tmp[1] = (char)ch;
 			n = 2;
@@ -118,6 +118,14 @@ static const char *quote(char *out, size_t outsz, const char *s)
 	out[o < outsz ? o : outsz - 1] = '\0';
 	return out;
 }
+
+static const char *quote(char *out, size_t outsz, const char *s)
+{
+	return sanitize(out, outsz, s, true);
+}
+
+/* A path for a message (paths come from profiles too). */
+#define SHOW(buf, s) sanitize(buf, sizeof(buf), s, false)
 
 /* Optimal string alignment distance (transpositions count 1); SIZE_MAX for
  * strings longer than 64 bytes. */
@@ -1450,11 +1458,11 @@ static int unknown_key(ctx *c, const char *k, const key_def *defs)
 		char known[256];
 		size_t o = 0;
 		for (size_t i = 0; i < n; i++) {
-			int k = snprintf(known + o, sizeof(known) - o, "%s%s", i ? ", " : "",
+			int w = snprintf(known + o, sizeof(known) - o, "%s%s", i ? ", " : "",
 					 names[i]);
-			if (k < 0 || (size_t)k >= sizeof(known) - o)
+			if (w < 0 || (size_t)w >= sizeof(known) - o)
 				break;
-			o += (size_t)k;
+			o += (size_t)w;
 		}
 		r = fail_key(c, "unknown key \"%s\" (known: %s)", q, known);
 	}
@@ -1584,8 +1592,9 @@ static int merge_values(ab_profile *base, const ab_profile *top)
 int ab_profile_merge(ab_profile *base, const ab_profile *top, ab_err *err)
 {
 	int r = merge_values(base, top);
+	char shown[1024];
 	if (r < 0)
-		return ab_fail(err, -r, "merging profile %s", top->path ? top->path : "");
+		return ab_fail(err, -r, "merging profile %s", SHOW(shown, top->path ? top->path : ""));
 	return 0;
 }
 
@@ -1701,7 +1710,9 @@ static int find_by_name(const char *name, const ab_vars *v, const char *sibling_
 			*out = strdup(cands.v[i]);
 			return *out ? 0 : ab_fail(err, ENOMEM, "looking up profile \"%s\"", q);
 		}
-		int n = snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "", cands.v[i]);
+		char shown[512];
+		int n = snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "",
+				 SHOW(shown, cands.v[i]));
 		if (n > 0 && (size_t)n < sizeof(list) - o)
 			o += (size_t)n;
 	}
@@ -1716,7 +1727,7 @@ static int find_by_name(const char *name, const ab_vars *v, const char *sibling_
 
 int ab_profile_find(const char *name_or_path, const ab_vars *vars, char **out_path, ab_err *err)
 {
-	char *abs;
+	char *abs, shown[1024];
 	if (!vars)
 		vars = &no_vars;
 	if (!name_or_path || !*name_or_path)
@@ -1725,10 +1736,10 @@ int ab_profile_find(const char *name_or_path, const ab_vars *vars, char **out_pa
 		return find_by_name(name_or_path, vars, NULL, NULL, out_path, err);
 	abs = make_absolute(name_or_path, NULL);
 	if (!abs)
-		return ab_fail(err, errno ? errno : ENOMEM, "profile %s", name_or_path);
+		return ab_fail(err, errno ? errno : ENOMEM, "profile %s", SHOW(shown, name_or_path));
 	if (!exists(abs)) {
 		int e = errno;
-		ab_fail(err, e, "cannot read profile %s", abs);
+		ab_fail(err, e, "cannot read profile %s", SHOW(shown, abs));
 		free(abs);
 		return -e;
 	}
@@ -1740,23 +1751,35 @@ static int read_profile_file(const char *path, char **out, size_t *outlen, ab_er
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	_cleanup_free_ char *buf = NULL;
+	char shown[1024];
 	struct stat st;
-	size_t n = 0;
+	size_t n = 0, cap;
+	SHOW(shown, path);
 	if (fd < 0 || fstat(fd, &st) < 0)
-		return ab_fail(err, errno, "cannot read profile %s", path);
+		return ab_fail(err, errno, "cannot read profile %s", shown);
 	if (!S_ISREG(st.st_mode))
-		return ab_fail(err, 0, "cannot read profile %s: not a regular file", path);
+		return ab_fail(err, 0, "cannot read profile %s: not a regular file", shown);
 	if (st.st_size > AB_PROFILE_MAX_BYTES)
 		goto too_large;
-	buf = malloc(AB_PROFILE_MAX_BYTES + 1);
-	if (!buf)
-		return ab_fail(err, ENOMEM, "cannot read profile %s", path);
+	/* sized from st_size (+1 to see EOF); grows if the file does (or /proc says 0) */
+	cap = (size_t)st.st_size + 1 < 4096 ? 4096 : (size_t)st.st_size + 1;
 	for (;;) {
-		ssize_t k = read(fd, buf + n, AB_PROFILE_MAX_BYTES + 1 - n);
+		if (!buf || n == cap) {
+			size_t ncap = buf ? cap * 2 : cap;
+			char *nb;
+			if (ncap > AB_PROFILE_MAX_BYTES + 1)
+				ncap = AB_PROFILE_MAX_BYTES + 1;
+			nb = realloc(buf, ncap);
+			if (!nb)
+				return ab_fail(err, ENOMEM, "cannot read profile %s", shown);
+			buf = nb;
+			cap = ncap;
+		}
+		ssize_t k = read(fd, buf + n, cap - n);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0)
-			return ab_fail(err, errno, "cannot read profile %s", path);
+			return ab_fail(err, errno, "cannot read profile %s", shown);
 		if (k == 0)
 			break;
 		n += (size_t)k;
@@ -1767,7 +1790,7 @@ static int read_profile_file(const char *path, char **out, size_t *outlen, ab_er
 	*outlen = n;
 	return 0;
 too_large:
-	return ab_fail(err, 0, "%s: profile too large (more than %d bytes)", path,
+	return ab_fail(err, 0, "%s: profile too large (more than %d bytes)", shown,
 		       AB_PROFILE_MAX_BYTES);
 }
 
@@ -1808,15 +1831,18 @@ static int resolve_extends(loader *L, const char *entry, const char *includer, c
 	return *out ? 0 : ab_fail(err, ENOMEM, "resolving extends");
 }
 
-static void chain_str(const loader *L, const char *closing, char *out, size_t outsz)
+/* "A -> B -> ... -> last", the chain from its element `from` on. */
+static void chain_str(const loader *L, const char *from, const char *last, char *out,
+		      size_t outsz)
 {
 	size_t i = 0, o = 0;
-	while (i < L->chain.n && strcmp(L->chain.v[i], closing) != 0)
+	while (i < L->chain.n && strcmp(L->chain.v[i], from) != 0)
 		i++;
 	out[0] = '\0';
 	for (; i <= L->chain.n; i++) {
-		const char *s = i < L->chain.n ? L->chain.v[i] : closing;
-		int n = snprintf(out + o, outsz - o, "%s%s", o ? " -> " : "", s);
+		char shown[512];
+		const char *s = i < L->chain.n ? L->chain.v[i] : last;
+		int n = snprintf(out + o, outsz - o, "%s%s", o ? " -> " : "", SHOW(shown, s));
 		if (n < 0 || (size_t)n >= outsz - o)
 			break;
 		o += (size_t)n;
@@ -1842,21 +1868,21 @@ static int load_base(loader *L, ctx *c, size_t i, const char *includer, ab_profi
 	if (r < 0)
 		return ab_err_prefix(c->err, "%s: %s", where, pstr);
 	if (ab_strv_contains(&L->chain, path)) {
-		chain_str(L, path, chain, sizeof(chain));
+		chain_str(L, path, path, chain, sizeof(chain));
 		return fail(c, "cycle: %s", chain);
 	}
 	if (L->chain.n > AB_PROFILE_MAX_DEPTH) {
-		chain_str(L, L->chain.v[0], chain, sizeof(chain));
-		return fail(c, "nested deeper than %d levels (%s -> %s)", AB_PROFILE_MAX_DEPTH,
-			    chain, path);
+		chain_str(L, L->chain.v[0], path, chain, sizeof(chain));
+		return fail(c, "nested deeper than %d levels (%s)", AB_PROFILE_MAX_DEPTH, chain);
 	}
 	r = read_profile_file(path, &buf, &blen, c->err);
 	if (r < 0)
 		return ab_err_prefix(c->err, "%s: %s", where, pstr);
 	r = load_at(L, buf, blen, path, path, &base, c->err);
 	if (r < 0) {
+		char shown[256];
 		if (!c->err->hint[0])
-			ab_err_hint(c->err, "%s is extended at %s", path, where);
+			ab_err_hint(c->err, "%s is extended at %s", SHOW(shown, path), where);
 		return r;
 	}
 	return ab_profile_merge(acc, base, c->err);
@@ -1866,16 +1892,17 @@ static int load_at(loader *L, const char *buf, size_t len, const char *fname,
 		   const char *abspath, ab_profile **out, ab_err *err)
 {
 	_cleanup_profile_ ab_profile *own = profile_new(), *acc = profile_new();
-	ctx c = { .fname = fname, .buf = buf ? buf : "", .len = buf ? len : 0,
+	char shown[1024];
+	ctx c = { .fname = SHOW(shown, fname), .buf = buf ? buf : "", .len = buf ? len : 0,
 		  .vars = L->vars, .p = own, .err = err };
 	bool pushed = false;
 	json_t *root = NULL;
 	int r;
 	if (!own || !acc)
-		return ab_fail(err, ENOMEM, "%s: loading profile", fname);
+		return ab_fail(err, ENOMEM, "%s: loading profile", c.fname);
 	if (++L->nfiles > MAX_FILES)
 		return ab_fail(err, 0, "%s: too many profile files through extends (more than %d)",
-			       fname, MAX_FILES);
+			       c.fname, MAX_FILES);
 	r = parse_json(&c, &root);
 	if (r >= 0) {
 		r = validate(&c, root);
@@ -1914,7 +1941,7 @@ static int load_top(const char *name, const char *buf, size_t len, const char *f
 	p->path = strdup(abspath);
 	if (!p->name || !p->path || ensure_vectors(p) < 0) {
 		ab_profile_free(p);
-		return ab_fail(err, ENOMEM, "%s: loading profile", fname);
+		return ab_fail(err, ENOMEM, "loading profile");
 	}
 	*out = p;
 	return 0;
@@ -1924,14 +1951,15 @@ int ab_profile_load_buffer(const char *buf, size_t len, const char *fname, const
 			   ab_profile **out, ab_err *err)
 {
 	_cleanup_free_ char *abspath = NULL;
+	char shown[1024];
 	if (!fname || !*fname)
 		fname = "<buffer>";
 	if (len > AB_PROFILE_MAX_BYTES)
-		return ab_fail(err, 0, "%s: profile too large (more than %d bytes)", fname,
-			       AB_PROFILE_MAX_BYTES);
+		return ab_fail(err, 0, "%s: profile too large (more than %d bytes)",
+			       SHOW(shown, fname), AB_PROFILE_MAX_BYTES);
 	abspath = make_absolute(fname, NULL);
 	if (!abspath)
-		return ab_fail(err, errno ? errno : ENOMEM, "%s: loading profile", fname);
+		return ab_fail(err, errno ? errno : ENOMEM, "%s: loading profile", SHOW(shown, fname));
 	return load_top(fname, buf, len, fname, abspath, vars, out, err);
 }
 

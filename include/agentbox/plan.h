@@ -40,7 +40,9 @@ enum ab_mnt_kind {
 			       and removes it after exit (see docs/protected-paths.md) */
 	AB_MNT_SYMLINK,   /* create symlink dst -> src (for symlinked system dirs) */
 	AB_MNT_RO_REMOUNT,/* make the existing mount at dst read-only (e.g. /proc/sys) */
-	AB_MNT_CONTENT    /* read-only file at dst whose content is `src` (e.g. /etc/passwd) */
+	AB_MNT_CONTENT,   /* read-only file at dst whose content is `src` (e.g. /etc/passwd) */
+	AB_MNT_PIN        /* existing directory inside a rw tree bound onto itself (same
+			     access), so it cannot be renamed: guards protected paths below it */
 };
 
 #define AB_MNT_F_DIR 0x1      /* dst is (or must be) a directory; else a file */

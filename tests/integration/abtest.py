@@ -15,14 +15,12 @@ import errno
 import fcntl
 import json
 import os
-import pty as _pty  # noqa: F401  (documents that pty tests use real ptys)
 import re
 import secrets
 import select
 import shutil
 import signal
 import socket
-import stat
 import struct
 import subprocess
 import tempfile
@@ -237,7 +235,9 @@ class Ctx:
             os.makedirs(WS_ROOT, mode=0o755, exist_ok=True)
             self.vbase = tempfile.mkdtemp(prefix="abit-", dir=WS_ROOT)
         except PermissionError:  # unprivileged runner: next best place
-            self.vbase = tempfile.mkdtemp(prefix="abit-", dir=os.path.expanduser("~"))
+            home = os.path.expanduser("~")
+            self.vbase = tempfile.mkdtemp(
+                prefix="abit-", dir=home if os.access(home, os.W_OK) else "/var/tmp")
         os.chmod(self.tbase, 0o755)
         os.chmod(self.vbase, 0o755)
         self.home = os.path.join(self.tbase, "home")
@@ -574,7 +574,8 @@ class PtyRun:
     keeps the slave to check the outer termios after agentbox exits.
     """
 
-    def __init__(self, ctx, args, rows=33, cols=101, env=None, cwd=None):
+    def __init__(self, ctx, args, rows=33, cols=101, env=None, cwd=None, stdin=None,
+                 stdout=None):
         self.ctx = ctx
         self.master, self.slave = os.openpty()
         set_winsize(self.slave, rows, cols)
@@ -586,10 +587,13 @@ class PtyRun:
 
         def child_setup():
             # start_new_session already did setsid(); take the pty as ctty.
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 
         self.cmd = ab_cmd(args, ctx.user)
-        self.proc = subprocess.Popen(self.cmd, stdin=slave, stdout=slave, stderr=slave,
+        # stdin/stdout default to the pty; pass subprocess.DEVNULL/PIPE to mix.
+        self.proc = subprocess.Popen(self.cmd, stdin=slave if stdin is None else stdin,
+                                     stdout=slave if stdout is None else stdout,
+                                     stderr=slave if stdout is None else subprocess.STDOUT,
                                      env=ctx.env(_merge_env({"TERM": "xterm"}, env)),
                                      cwd=cwd or ctx.ws, start_new_session=True,
                                      preexec_fn=child_setup, close_fds=True)

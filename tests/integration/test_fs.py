@@ -3,6 +3,9 @@
 
 import os
 import secrets
+import shutil
+import stat
+import time
 
 from abtest import describe, sh_quote as q, tree_listing
 
@@ -74,11 +77,17 @@ def test_writes_outside_fail(ctx):
     targets = ["/etc/" + tag, "/usr/" + tag, "/usr/local/bin/" + tag, "/opt/" + tag,
                "/" + tag, os.path.join(ctx.projects, tag), os.path.join(ctx.sibling, tag),
                os.path.join(os.path.dirname(ctx.vbase), tag), "/var/" + tag, "/bin/" + tag]
+    # (an unprivileged runner may have to put workspaces under /var/tmp, which
+    # is a private tmpfs inside: there only "never reaches the host" holds)
+    private = ctx.vbase.startswith(("/var/tmp/", "/tmp/"))
     for t in targets:
+        must_fail = not (private and t.startswith(os.path.dirname(ctx.vbase)))
         r = ctx.sandbox("echo x > %s" % q(t))
-        assert r.returncode != 0, "creating %s succeeded inside\n%s" % (t, describe(r))
+        assert r.returncode != 0 or not must_fail, \
+            "creating %s succeeded inside\n%s" % (t, describe(r))
         r = ctx.sandbox("mkdir %s" % q(t))
-        assert r.returncode != 0, "mkdir %s succeeded inside\n%s" % (t, describe(r))
+        assert r.returncode != 0 or not must_fail, \
+            "mkdir %s succeeded inside\n%s" % (t, describe(r))
         assert not os.path.lexists(t), "%s appeared on the host" % t
 
 
@@ -234,3 +243,89 @@ def test_workspace_inside_home(ctx):
     for p in (os.path.join(ctx.home, "src", tag), os.path.join(ctx.home, tag)):
         assert not os.path.exists(p), "%s reached the host" % p
     assert ".ssh" not in r.stdout.split(), describe(r)
+
+
+def test_protected_parent_rename_git(ctx):
+    """Renaming the directory that holds protected paths (.git) and putting a
+    fresh one in its place must not give the host a config/hooks written
+    inside: host git would run core.fsmonitor / hooks outside the sandbox."""
+    cfg = _git_ws(ctx)
+    marker = os.path.join(ctx.scratch, "pwned")
+    payload = "touch %s; false" % marker
+    ctx.sandbox("mv .git .git.old && cp -r .git.old .git && "
+                "git config core.fsmonitor %s; "
+                "echo 'touch %s' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; true"
+                % (q(payload), q(marker)))
+    with open(os.path.join(ctx.ws, ".git", "config")) as f:
+        now = f.read()
+    assert "fsmonitor" not in now and now == cfg, \
+        "the host's .git/config was replaced from inside:\n" + now
+    assert not os.path.exists(os.path.join(ctx.ws, ".git", "hooks", "pre-commit")), \
+        "a pre-commit hook written inside is on the host"
+    ctx.git_host("status", "--porcelain")
+    assert not os.path.exists(marker), "host git ran a payload planted from inside"
+
+
+def test_protected_parent_rename_claude(ctx):
+    """Same for a project's existing .claude directory (settings.json hooks run
+    on the host when the user next starts Claude Code there)."""
+    ctx.host_file(os.path.join(ctx.ws, ".claude", "commands", "x.md"), "hi\n")
+    if ctx.uid:
+        os.chown(os.path.join(ctx.ws, ".claude"), ctx.uid, ctx.gid)
+        os.chown(os.path.join(ctx.ws, ".claude", "commands"), ctx.uid, ctx.gid)
+    ctx.sandbox("mv .claude .claude.old; mkdir -p .claude; "
+                "echo '{\"hooks\": \"evil\"}' > .claude/settings.json; "
+                "echo '{\"hooks\": \"evil\"}' > .claude/settings.local.json; true")
+    for n in ("settings.json", "settings.local.json"):
+        p = os.path.join(ctx.ws, ".claude", n)
+        assert not os.path.exists(p) or "evil" not in open(p).read(), \
+            ".claude/%s written from inside reached the host" % n
+
+
+def test_placeholder_cleanup_does_not_follow_symlinks(ctx):
+    """agentbox removes the placeholders it created after the run, on the host.
+    The sandbox must not be able to steer that removal outside the workspace
+    by swapping a placeholder's parent directory for a symlink."""
+    _git_ws(ctx)
+    info = os.path.join(ctx.ws, ".git", "info")
+    assert not os.path.exists(os.path.join(info, "attributes"))
+    victim = os.path.join(ctx.sibling, "attributes")
+    ctx.host_file(victim, "")
+    ctx.sandbox("mv .git/info .git/info.x && ln -s %s .git/info; true" % q(ctx.sibling))
+    time.sleep(0.5)  # the cleanup watcher may still be running
+    assert os.path.exists(victim), \
+        "agentbox's placeholder cleanup deleted %s, outside the workspace" % victim
+
+
+def test_no_setuid_files_reach_host(ctx):
+    """A set-uid/set-gid executable made inside lands on the host in the
+    workspace.  Run as root, the workspace's files are owned by root on the
+    host (idmapped mount), so such a file would be set-uid *root* for every
+    local user: the sandbox must not be able to create one."""
+    ctx.sandbox("cp /usr/bin/id ./suid; chmod 4755 ./suid; chmod 6755 ./suid; "
+                "install -m 4755 /usr/bin/id ./suid2; mkdir sgid; chmod 2755 sgid; "
+                "cp -p /usr/bin/passwd ./passwd-copy; true")
+    bad = []
+    for dp, dns, fns in os.walk(ctx.ws):
+        for n in dns + fns:
+            p = os.path.join(dp, n)
+            st = os.lstat(p)
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & (stat.S_ISUID | stat.S_ISGID) \
+                    and not stat.S_ISDIR(st.st_mode):
+                bad.append("%s mode %o owner %d:%d" % (os.path.relpath(p, ctx.ws),
+                                                        st.st_mode & 0o7777, st.st_uid,
+                                                        st.st_gid))
+    assert not bad, "set-id files created inside are on the host: %s" % bad
+
+
+def test_protected_parent_symlink_refused(ctx):
+    """A protected path whose parent is a symlink (planted earlier) is refused,
+    and no placeholder is created where the link points."""
+    _git_ws(ctx)
+    info = os.path.join(ctx.ws, ".git", "info")
+    shutil.rmtree(info)
+    os.symlink(ctx.sibling, info)
+    r = ctx.sandbox(["true"])
+    assert r.returncode == 125 and "symbolic link" in r.stderr, describe(r)
+    assert not os.path.exists(os.path.join(ctx.sibling, "attributes")), \
+        "a placeholder was created outside the workspace"

@@ -6,7 +6,6 @@ call would fail anyway with a distinctive errno (EBADF, EFAULT, EINVAL, ENOTTY),
 only EPERM/ENOSYS proves the seccomp filter stopped it.
 """
 
-import os
 import subprocess
 
 from abtest import INNER_PY, describe, host_probes, probes, skip

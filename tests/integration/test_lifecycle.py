@@ -6,7 +6,7 @@ import random
 import signal
 import time
 
-from abtest import host_procs_matching, mount_table, wait_for
+from abtest import host_procs_matching, mount_table, tree_listing, wait_for
 
 
 def _marker():
@@ -39,12 +39,43 @@ def _assert_gone(marker, within):
 def test_sigkill_leaves_nothing(ctx):
     m = _marker()
     mounts = mount_table()
+    ws_before = tree_listing(ctx.ws)
     p = _start(ctx, "sleep %s" % m, m)
     os.kill(p.pid, signal.SIGKILL)
     p.wait(10)
     _assert_gone(m, 2.0)
     new = mount_table() - mounts
     assert not new, "mounts left on the host: %s" % sorted(new)
+    left = wait_for(lambda: tree_listing(ctx.ws) == ws_before, 2.0)
+    assert left, "files left in the workspace after agentbox was killed: %s" % sorted(
+        set(tree_listing(ctx.ws)) - set(ws_before))
+
+
+def test_sigkill_process_group_leaves_nothing(ctx):
+    """SIGKILL to agentbox's whole process group (a closing terminal, tmux
+    kill-session, systemd KillMode=control-group, the OOM killer taking all)."""
+    m = _marker()
+    ws_before = tree_listing(ctx.ws)
+    p = ctx.popen(["run", "-w", ctx.ws, "--", "sh", "-c", "sleep %s" % m],
+                  start_new_session=True)
+    assert wait_for(lambda: [x for x in host_procs_matching(m) if x[1].startswith("sleep ")],
+                    20), "the sandboxed sleep never started"
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait(10)
+    _assert_gone(m, 2.0)
+    left = wait_for(lambda: tree_listing(ctx.ws) == ws_before, 2.0)
+    assert left, "files left in the workspace after SIGKILL to the process group: %s" % sorted(
+        set(tree_listing(ctx.ws)) - set(ws_before))
+
+
+def test_sigterm_leaves_no_files(ctx):
+    ws_before = tree_listing(ctx.ws)
+    m = _marker()
+    p = _start(ctx, "sleep %s" % m, m)
+    os.kill(p.pid, signal.SIGTERM)
+    p.wait(15)
+    assert tree_listing(ctx.ws) == ws_before, "files left in the workspace: %s" % sorted(
+        set(tree_listing(ctx.ws)) - set(ws_before))
 
 
 def test_sigkill_kills_daemonized_children(ctx):

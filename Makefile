@@ -101,7 +101,9 @@ bench: $(BUILD)/agentbox
 install: $(BUILD)/agentbox
 	install -Dm755 $(BUILD)/agentbox $(DESTDIR)$(BINDIR)/agentbox
 	install -d $(DESTDIR)$(DATADIR)/profiles
-	install -m644 profiles/*.json $(DESTDIR)$(DATADIR)/profiles/
+	install -m644 $(filter-out profiles/schema.json,$(wildcard profiles/*.json)) \
+		$(DESTDIR)$(DATADIR)/profiles/
+	install -m644 profiles/schema.json $(DESTDIR)$(DATADIR)/schema.json
 	install -Dm644 man/agentbox.1 $(DESTDIR)$(MANDIR)/man1/agentbox.1
 	install -Dm644 man/agentbox-profile.5 $(DESTDIR)$(MANDIR)/man5/agentbox-profile.5
 

@@ -20,31 +20,58 @@
 #ifndef __NR_pidfd_open
 #define __NR_pidfd_open 434
 #endif
+#ifndef __NR_openat2
+#define __NR_openat2 437
+#endif
+#ifndef RESOLVE_NO_SYMLINKS
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_NO_SYMLINKS 0x04
+#endif
+struct ab_open_how {
+	unsigned long long flags, mode, resolve;
+};
 
 /* Wire format, one record per write (each < PIPE_BUF, so atomic):
- *   'P' is_dir(0/1) path '\0'      a placeholder
+ *   'P' is_dir(0/1) dev ':' ino ':' path '\0'   a placeholder
  *   'W' pid(decimal) '\0'          the process to outlive                 */
 #define REC_MAX 4200
 
-int ab_cleanup_placeholder(const char *path, bool is_dir)
+int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev,
+			   unsigned long long ino)
 {
-	struct stat st;
-	if (lstat(path, &st) < 0)
+	char parent[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	if (!slash || path[0] != '/' || slash[1] == '\0' || (size_t)(slash - path) >= sizeof(parent))
+		return -EINVAL;
+	size_t plen = slash == path ? 1 : (size_t)(slash - path);
+	memcpy(parent, path, plen);
+	parent[plen] = '\0';
+	struct ab_open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+				  .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+	int dfd = (int)syscall(__NR_openat2, AT_FDCWD, parent, &how, sizeof(how));
+	if (dfd < 0)
 		return errno == ENOENT ? 0 : -errno;
-	if (is_dir) {
-		if (!S_ISDIR(st.st_mode))
-			return -ENOTDIR;
-		return rmdir(path) < 0 ? -errno : 0;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_size != 0)
-		return -EEXIST; /* not our empty placeholder any more: leave it */
-	return unlink(path) < 0 ? -errno : 0;
+	struct stat st;
+	int r = 0;
+	if (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		r = errno == ENOENT ? 0 : -errno;
+	else if ((unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino)
+		r = -ESTALE; /* not the inode we created: leave it alone */
+	else if (is_dir && !S_ISDIR(st.st_mode))
+		r = -ENOTDIR;
+	else if (!is_dir && (!S_ISREG(st.st_mode) || st.st_size != 0))
+		r = -EEXIST;
+	else if (unlinkat(dfd, slash + 1, is_dir ? AT_REMOVEDIR : 0) < 0)
+		r = -errno;
+	close(dfd);
+	return r;
 }
 
 static void watcher_main(int rfd)
 {
 	static char paths[AB_CLEANUP_MAX][PATH_MAX];
 	static bool dirs[AB_CLEANUP_MAX];
+	static unsigned long long devs[AB_CLEANUP_MAX], inos[AB_CLEANUP_MAX];
 	size_t n = 0;
 	pid_t wait_pid = 0;
 	char rec[REC_MAX];
@@ -61,10 +88,19 @@ static void watcher_main(int rfd)
 		if (r <= 0)
 			break;
 		rec[r] = '\0';
-		size_t len = strnlen(rec + 2, PATH_MAX);
-		if (rec[0] == 'P' && r >= 3 && n < AB_CLEANUP_MAX && len < PATH_MAX) {
+		if (rec[0] == 'P' && r >= 3 && n < AB_CLEANUP_MAX) {
+			char *end;
+			devs[n] = strtoull(rec + 2, &end, 10);
+			if (*end != ':')
+				continue;
+			inos[n] = strtoull(end + 1, &end, 10);
+			if (*end != ':')
+				continue;
+			size_t len = strnlen(end + 1, PATH_MAX);
+			if (len >= PATH_MAX)
+				continue;
 			dirs[n] = rec[1] == '1';
-			memcpy(paths[n], rec + 2, len + 1);
+			memcpy(paths[n], end + 1, len + 1);
 			n++;
 		} else if (rec[0] == 'W') {
 			wait_pid = (pid_t)strtol(rec + 1, NULL, 10);
@@ -82,7 +118,7 @@ static void watcher_main(int rfd)
 	}
 	/* deepest first: a placeholder can sit inside another one's parent */
 	for (size_t i = n; i-- > 0;)
-		ab_cleanup_placeholder(paths[i], dirs[i]);
+		ab_cleanup_placeholder(paths[i], dirs[i], devs[i], inos[i]);
 	_exit(0);
 }
 
@@ -102,9 +138,9 @@ int ab_cleaner_start(ab_cleaner *c, ab_err *err)
 	if (pid == 0) {
 		close(p[1]);
 		/* keep only stdio and our pipe */
-		for (int fd = 3; fd < 1024; fd++)
-			if (fd != p[0])
-				close(fd);
+		if (p[0] > 3)
+			syscall(SYS_close_range, 3, p[0] - 1, 0);
+		syscall(SYS_close_range, p[0] + 1, ~0U, 0);
 		watcher_main(p[0]);
 	}
 	close(p[0]);
@@ -130,7 +166,8 @@ void ab_cleaner_watch_pid(ab_cleaner *c, pid_t pid)
 	send_rec(c, rec, (size_t)n + 1);
 }
 
-void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir)
+void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long long dev,
+		    unsigned long long ino)
 {
 	if (c->n >= AB_CLEANUP_MAX || strlen(path) >= PATH_MAX)
 		return;
@@ -138,9 +175,11 @@ void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir)
 	if (!c->paths[c->n])
 		return;
 	c->is_dir[c->n] = is_dir;
+	c->dev[c->n] = dev;
+	c->ino[c->n] = ino;
 	c->n++;
 	char rec[REC_MAX];
-	int n = snprintf(rec, sizeof(rec), "P%c%s", is_dir ? '1' : '0', path);
+	int n = snprintf(rec, sizeof(rec), "P%c%llu:%llu:%s", is_dir ? '1' : '0', dev, ino, path);
 	if (n > 0 && (size_t)n < sizeof(rec))
 		send_rec(c, rec, (size_t)n + 1);
 }
@@ -148,7 +187,7 @@ void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir)
 void ab_cleaner_finish(ab_cleaner *c)
 {
 	for (size_t i = c->n; i-- > 0;) {
-		ab_cleanup_placeholder(c->paths[i], c->is_dir[i]);
+		ab_cleanup_placeholder(c->paths[i], c->is_dir[i], c->dev[i], c->ino[i]);
 		free(c->paths[i]);
 		c->paths[i] = NULL;
 	}

@@ -148,7 +148,7 @@ static void exec_command(const ab_plan *plan, int pty_slave, int errpipe)
 	signal(SIGCHLD, SIG_DFL);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (pty_slave >= 0) {
-		if (ab_pty_make_controlling(pty_slave, &err) < 0)
+		if (ab_pty_make_controlling(pty_slave, plan->pty_mask, &err) < 0)
 			goto fail;
 	} else if (setsid() < 0) {
 		ab_fail(&err, errno, "setsid");

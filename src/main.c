@@ -124,8 +124,7 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 		.home = c.home,
 		.argv = cli->argc > 0 ? cli->argv : NULL,
 		.environ = environ,
-		.stdin_tty = isatty(STDIN_FILENO),
-		.stdout_tty = isatty(STDOUT_FILENO),
+		.tty_mask = (isatty(0) ? 1u : 0) | (isatty(1) ? 2u : 0) | (isatty(2) ? 4u : 0),
 		.lstat = ab_real_lstat,
 		.user = c.vars.user,
 		.cwd = c.cwd,
@@ -159,8 +158,10 @@ static int cmd_check(const ab_cli *cli, ab_err *err)
 {
 	ctx c;
 	int rc = 0;
-	if (fill_ctx(&c, cli->workspace, err) < 0)
+	if (fill_ctx(&c, cli->workspace, err) < 0) {
+		ab_err_print(err);
 		return AB_EXIT_FAIL;
+	}
 	for (int i = 0; i < cli->ncheck; i++) {
 		ab_profile *p = NULL;
 		ab_err e = {0};
@@ -168,6 +169,13 @@ static int cmd_check(const ab_cli *cli, ab_err *err)
 			ab_err_print(&e);
 			rc = AB_EXIT_FAIL;
 			continue;
+		}
+		/* what the planner would refuse later is refused here too */
+		ab_seccomp_policy pol = {.extra_deny = p->syscalls.deny, .allow = p->syscalls.allow};
+		if (ab_seccomp_validate(&pol, &e) < 0) {
+			ab_err_prefix(&e, "%s", p->path);
+			ab_err_print(&e);
+			rc = AB_EXIT_FAIL;
 		}
 		ab_profile_free(p);
 	}

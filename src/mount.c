@@ -331,7 +331,11 @@ static int make_placeholders(const ab_plan *plan, int sync_fd, ab_err *err)
 			continue; /* appeared meanwhile: the read-only cover still applies */
 		if (r < 0)
 			return ab_fail(err, -r, "fs.protect: create placeholder %s", m->dst);
-		ab_sync_msg msg = {.type = AB_SYNC_PLACEHOLDER, .value = !!(m->flags & AB_MNT_F_DIR)};
+		struct stat st;
+		if (lstat(m->dst, &st) < 0)
+			return ab_fail(err, errno, "fs.protect: placeholder %s", m->dst);
+		ab_sync_msg msg = {.type = AB_SYNC_PLACEHOLDER, .value = !!(m->flags & AB_MNT_F_DIR),
+				   .dev = st.st_dev, .ino = st.st_ino};
 		snprintf(msg.path, sizeof(msg.path), "%s", m->dst);
 		if (ab_sync_send(sync_fd, &msg, -1) < 0)
 			return ab_fail(err, errno, "sync: placeholder");

@@ -672,6 +672,30 @@ static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
 	}
+	/* System trees are never a workspace: as root (idmapped) the sandbox
+	 * could otherwise write /etc or /usr, and unprivileged it is a mistake. */
+	static const char *const system_trees[] = {"/etc", "/usr", "/bin", "/sbin", "/lib",
+						   "/lib32", "/lib64", "/libx32", "/boot",
+						   "/dev", "/proc", "/sys", "/run", "/snap"};
+	static const char *const system_dirs[] = {"/var", "/var/lib", "/var/log", "/var/cache",
+						  "/var/spool", "/var/mail", "/home", "/root",
+						  "/opt", "/srv", "/mnt", "/media", "/tmp", "/var/tmp"};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(system_trees); i++) {
+		if (!ab_path_is_under(p->workspace, system_trees[i]))
+			continue;
+		ab_fail(err, 0, "refusing to use %s as the workspace: it is inside the system "
+				"tree %s", p->workspace, system_trees[i]);
+		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < AB_ARRAY_SIZE(system_dirs); i++) {
+		if (strcmp(p->workspace, system_dirs[i]) != 0)
+			continue;
+		ab_fail(err, 0, "refusing to use %s as the workspace: it is a system directory "
+				"holding other people's or programs' files", p->workspace);
+		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
+		return -EINVAL;
+	}
 	const char *d = under_any(&in->profile->fs.deny, p->workspace);
 	if (d) {
 		ab_fail(err, 0, "the workspace %s is inside a denied path (%s)", p->workspace, d);
@@ -699,10 +723,15 @@ static int plan_command(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	}
 	if (r < 0)
 		return ab_fail(err, ENOMEM, "plan");
-	if (in->force_pty >= 0)
-		p->use_pty = in->force_pty == 1;
+	/* Nothing inside may hold the user's real terminal: every one of 0-2
+	 * that is a terminal is replaced by the sandbox's own pty. */
+	if (in->force_pty == 1)
+		p->pty_mask = in->tty_mask ? in->tty_mask : 7;
+	else if (in->force_pty == 0)
+		p->pty_mask = 0;
 	else
-		p->use_pty = in->stdin_tty && in->stdout_tty;
+		p->pty_mask = in->tty_mask & 7;
+	p->use_pty = p->pty_mask != 0;
 	return 0;
 }
 

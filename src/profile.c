@@ -1676,14 +1676,21 @@ static int name_candidates(const char *name, const ab_vars *v, const char *sibli
 		r = push_candidate(out, ab_asprintf("%s/%s.json", sibling_dir, name));
 	if (r >= 0 && cfg)
 		r = push_candidate(out, ab_asprintf("%s/agentbox/profiles/%s.json", cfg, name));
-	if (r >= 0)
-		r = push_candidate(out, ab_asprintf("%s/profiles/%s.json", AB_DATADIR, name));
+	/* installed: next to the binary (PREFIX/bin -> PREFIX/share/agentbox,
+	 * so a relocated install works), then the configured data dir; last the
+	 * build tree (build/agentbox -> profiles/) */
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (r >= 0 && n > 0 && exe[0] == '/') {
+	bool have_exe = n > 0 && exe[0] == '/';
+	if (have_exe) {
 		exe[n] = '\0';
 		*strrchr(exe, '/') = '\0';
-		r = push_candidate(out, ab_asprintf("%s/../profiles/%s.json", exe, name));
 	}
+	if (r >= 0 && have_exe)
+		r = push_candidate(out, ab_asprintf("%s/../share/agentbox/profiles/%s.json", exe, name));
+	if (r >= 0)
+		r = push_candidate(out, ab_asprintf("%s/profiles/%s.json", AB_DATADIR, name));
+	if (r >= 0 && have_exe)
+		r = push_candidate(out, ab_asprintf("%s/../profiles/%s.json", exe, name));
 	return r;
 }
 

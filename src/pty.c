@@ -96,7 +96,7 @@ int ab_pty_open(int *master, int *slave, const struct winsize *ws, ab_err *err)
 	return 0;
 }
 
-int ab_pty_make_controlling(int slave, ab_err *err)
+int ab_pty_make_controlling(int slave, unsigned fd_mask, ab_err *err)
 {
 	if (slave < 0)
 		return ab_fail(err, EBADF, "pty slave");
@@ -105,6 +105,8 @@ int ab_pty_make_controlling(int slave, ab_err *err)
 	if (ioctl(slave, TIOCSCTTY, 0) < 0)
 		return ab_fail(err, errno, "make the pty the controlling terminal");
 	for (int fd = 0; fd <= 2; fd++) {
+		if (!(fd_mask & (1u << fd)))
+			continue; /* not a terminal outside: passed through as it is */
 		if (fd == slave) {
 			/* dup2(x, x) is a no-op: clear O_CLOEXEC by hand */
 			int fl = fcntl(fd, F_GETFD);

@@ -136,9 +136,28 @@ typedef struct run_state {
 	bool have_error;
 	ab_err child_err;
 	ab_cleaner cleaner;
+	int devnull;
 	ab_err *err;
 	int fatal;          /* parent-side failure while serving */
 } run_state;
+
+/* The relay reads the user's keystrokes from stdin when it is a terminal
+ * (else from nothing) and shows the pty's output on the first of stdout,
+ * stderr that is a terminal; fds that are not terminals were handed to the
+ * command directly. */
+static int start_relay(run_state *s, ab_loop *l, int master)
+{
+	const unsigned m = s->plan->pty_mask;
+	int in = STDIN_FILENO, out = STDOUT_FILENO;
+	if (!(m & 1)) {
+		in = s->devnull;
+	}
+	if (!(m & 2) && (m & 4))
+		out = STDERR_FILENO;
+	else if (!(m & 2))
+		out = s->devnull;
+	return ab_pty_relay_start(l, in, out, master, &s->relay, s->err);
+}
 
 static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 {
@@ -154,7 +173,7 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 	case AB_SYNC_PTY_MASTER:
 		if (pfd < 0 || s->relay)
 			break;
-		if (ab_pty_relay_start(l, STDIN_FILENO, STDOUT_FILENO, pfd, &s->relay, s->err) < 0) {
+		if (start_relay(s, l, pfd) < 0) {
 			s->fatal = -1;
 			kill(s->child, SIGKILL);
 		}
@@ -169,7 +188,7 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 		s->exit_status = m.value;
 		break;
 	case AB_SYNC_PLACEHOLDER:
-		ab_cleaner_add(&s->cleaner, m.path, m.value != 0);
+		ab_cleaner_add(&s->cleaner, m.path, m.value != 0, m.dev, m.ino);
 		break;
 	default:
 		break;
@@ -245,7 +264,7 @@ static int serve(run_state *s, ab_err *err)
 			s->have_exit = true;
 			s->exit_status = m.value;
 		} else if (m.type == AB_SYNC_PLACEHOLDER) {
-			ab_cleaner_add(&s->cleaner, m.path, m.value != 0);
+			ab_cleaner_add(&s->cleaner, m.path, m.value != 0, m.dev, m.ino);
 		}
 	}
 	return 0;
@@ -314,7 +333,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		return AB_EXIT_FAIL;
 
 	run_state s = {.plan = plan, .child = -1, .sync_fd = -1, .sig_fd = -1, .err = err,
-		       .cleaner = {.pipe_fd = -1}};
+		       .cleaner = {.pipe_fd = -1}, .devnull = -1};
 	char *cg_path = NULL;
 	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
 	int sv[2] = {-1, -1};
@@ -335,6 +354,13 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		goto out;
 	if (ab_cleaner_start(&s.cleaner, err) < 0)
 		goto out;
+	if (plan->use_pty && (plan->pty_mask & 3) != 3) {
+		s.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (s.devnull < 0) {
+			ab_fail(err, errno, "open /dev/null");
+			goto out;
+		}
+	}
 	s.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (s.sig_fd < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		ab_fail(err, errno, "run: signalfd/socketpair");
@@ -344,7 +370,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 			      .idmap_fds = idmap_fds};
 	if (plan->use_pty)
 		args.have_ws = ab_pty_get_winsize(STDIN_FILENO, &args.ws) ||
-			       ab_pty_get_winsize(STDOUT_FILENO, &args.ws);
+			       ab_pty_get_winsize(STDOUT_FILENO, &args.ws) ||
+			       ab_pty_get_winsize(STDERR_FILENO, &args.ws);
 	if (start_child(plan, &args, &s.child, err) < 0)
 		goto out;
 	close(sv[1]);
@@ -393,6 +420,8 @@ out:
 		close(sv[1]);
 	if (s.sig_fd >= 0)
 		close(s.sig_fd);
+	if (s.devnull >= 0)
+		close(s.devnull);
 	ab_seccomp_prog_free(&prog);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	return code;

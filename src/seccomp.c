@@ -457,6 +457,49 @@ static int add_ioctl_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab
 	return 0;
 }
 
+/* No set-user-ID or set-group-ID bits: files written in the workspace live on
+ * the host, and with root callers (idmapped workspace) they belong to host
+ * root.  Every syscall that takes a mode gets EPERM when the mode has either
+ * bit; openat2 carries its mode in a struct the filter cannot read, so it is
+ * ENOSYS (glibc and everyone else fall back to openat). */
+static const struct {
+	const char *name;
+	int nr_fallback; /* x86_64 number for calls libseccomp 2.5 does not know */
+	unsigned arg;
+} mode_calls[] = {
+	{"chmod", -1, 1},  {"fchmod", -1, 1}, {"fchmodat", -1, 2}, {"fchmodat2", 452, 2},
+	{"creat", -1, 1},  {"open", -1, 2},   {"openat", -1, 3},   {"mknod", -1, 1},
+	{"mknodat", -1, 2}, {"mkdir", -1, 1}, {"mkdirat", -1, 2},
+};
+
+static int add_mode_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
+{
+	for (size_t i = 0; i < AB_ARRAY_SIZE(mode_calls); i++) {
+		int nr = resolve_nr(mode_calls[i].name);
+#ifdef __x86_64__
+		if (nr < 0)
+			nr = mode_calls[i].nr_fallback;
+#endif
+		if (nr < 0)
+			continue; /* not on this architecture (e.g. chmod on aarch64) */
+		static const unsigned bits[] = {S_ISUID, S_ISGID};
+		for (size_t b = 0; b < AB_ARRAY_SIZE(bits); b++) {
+			struct scmp_arg_cmp cmp = {mode_calls[i].arg, SCMP_CMP_MASKED_EQ, bits[b], bits[b]};
+			int r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, mode_calls[i].name, 1, &cmp, err);
+			if (r < 0)
+				return r;
+		}
+	}
+	int nr = resolve_nr("openat2");
+#ifdef __x86_64__
+	if (nr < 0)
+		nr = 437;
+#endif
+	if (nr >= 0 && !ab_strv_contains(&pol->extra_deny, "openat2"))
+		return add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, "openat2", 0, NULL, err);
+	return 0;
+}
+
 static int add_extra_deny(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
 {
 	for (size_t i = 0; i < pol->extra_deny.n; i++) {
@@ -510,6 +553,8 @@ static int build_ctx(const ab_seccomp_policy *pol, scmp_filter_ctx *out, ab_err 
 		r = add_ioctl_rules(ctx, pol, err);
 	if (r >= 0)
 		r = add_socket_rules(ctx, pol, err);
+	if (r >= 0)
+		r = add_mode_rules(ctx, pol, err);
 	if (r >= 0)
 		r = add_extra_deny(ctx, pol, err);
 	if (r < 0)
@@ -882,7 +927,9 @@ static int push_fixed_lines(ab_strv *lines, const ab_seccomp_policy *pol)
 	size_t o = 0;
 	for (size_t i = 0; i + 1 < AB_ARRAY_SIZE(ns_flags); i++)
 		o += (size_t)snprintf(ns + o, sizeof(ns) - o, "%s%s", i ? " " : "", ns_flags[i].name);
-	char *fixed[6] = {
+	char *fixed[7] = {
+		ab_strdup("EPERM: chmod fchmod fchmodat fchmodat2 open openat creat mknod mknodat "
+			  "mkdir mkdirat with set-user-ID or set-group-ID mode bits; ENOSYS: openat2"),
 		ab_asprintf("EPERM: clone and unshare creating namespaces (%s; unshare also "
 			    "CLONE_NEWTIME)", ns),
 		ab_strdup("EPERM: ioctl TIOCSTI TIOCLINUX (terminal injection; low 32 bits of "

@@ -22,6 +22,7 @@ typedef struct ab_cleaner {
 	pid_t watcher;
 	char *paths[AB_CLEANUP_MAX];
 	bool is_dir[AB_CLEANUP_MAX];
+	unsigned long long dev[AB_CLEANUP_MAX], ino[AB_CLEANUP_MAX];
 	size_t n;
 } ab_cleaner;
 
@@ -30,14 +31,19 @@ typedef struct ab_cleaner {
 int ab_cleaner_start(ab_cleaner *c, ab_err *err);
 /* Tell the watcher which process to wait for before cleaning up. */
 void ab_cleaner_watch_pid(ab_cleaner *c, pid_t pid);
-/* Record a placeholder (copied). */
-void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir);
+/* Record a placeholder (copied) and the identity it had when created. */
+void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long long dev,
+		    unsigned long long ino);
 /* Remove every placeholder that is still an empty placeholder, stop the
  * watcher and free everything.  Safe to call once on every exit path. */
 void ab_cleaner_finish(ab_cleaner *c);
 
-/* Remove one placeholder if it is still ours: an empty directory or an empty
- * regular file.  Never follows symlinks.  Returns 0 if removed or absent. */
-int ab_cleanup_placeholder(const char *path, bool is_dir);
+/* Remove one placeholder if it is still ours: the same inode (dev, ino) as
+ * created, still an empty directory (or empty regular file), reached without
+ * following any symlink (openat2 RESOLVE_NO_SYMLINKS on the parent), so a
+ * sandbox that swapped a parent for a link cannot make agentbox delete
+ * anything else.  Returns 0 if removed or absent, -errno otherwise. */
+int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev,
+			   unsigned long long ino);
 
 #endif

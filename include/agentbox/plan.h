@@ -69,13 +69,13 @@ typedef struct ab_plan_input {
 	const char *home;           /* caller's home (absolute) */
 	char *const *argv;          /* command; NULL/empty = profile command, then $SHELL-less /bin/sh */
 	char *const *environ;       /* agentbox's environment (source of pass-through) */
-	bool stdin_tty, stdout_tty; /* pty decision */
+	unsigned tty_mask;          /* bit N: agentbox's fd N (0-2) is a terminal */
 	ab_lstat_fn lstat;
 	void *lstat_ctx;
 	const char *user;           /* caller's login name, may be NULL */
 	const char *cwd;            /* caller's cwd (kept inside when under the workspace) */
 	int supplementary_groups;   /* how many the caller has besides its primary gid */
-	int force_pty;              /* 1 always, 0 never, -1 auto (stdin and stdout ttys) */
+	int force_pty;              /* 1 always, 0 never, -1 auto (any of 0-2 a terminal) */
 } ab_plan_input;
 
 typedef struct ab_plan {
@@ -109,6 +109,8 @@ typedef struct ab_plan {
 	ab_strv envp;     /* the complete environment inside, "K=V" */
 
 	bool use_pty;
+	unsigned pty_mask; /* which of the command's fds 0-2 get the pty: those that are
+			      terminals outside (all three with --pty) */
 
 	ab_strv downgrades; /* named protections lost on this kernel and allowed by the profile */
 	ab_strv warnings;   /* other things the user should know */

@@ -20,8 +20,9 @@
 int ab_pty_open(int *master, int *slave, const struct winsize *ws, ab_err *err);
 
 /* Grandchild side: make `slave` the controlling terminal of a new session and
- * dup it onto 0, 1, 2. */
-int ab_pty_make_controlling(int slave, ab_err *err);
+ * dup it onto each of 0, 1, 2 whose bit is set in fd_mask (the ones that are
+ * terminals outside; the others pass through untouched). */
+int ab_pty_make_controlling(int slave, unsigned fd_mask, ab_err *err);
 
 typedef struct ab_pty_relay ab_pty_relay;
 

@@ -28,6 +28,7 @@ typedef struct ab_sync_msg {
 	int value;      /* pid, status, ... */
 	ab_err err;     /* AB_SYNC_ERROR */
 	char path[4096];/* AB_SYNC_PLACEHOLDER */
+	unsigned long long dev, ino; /* AB_SYNC_PLACEHOLDER: identity of what was created */
 } ab_sync_msg;
 
 /* What the child needs; everything prepared by the parent before clone. */

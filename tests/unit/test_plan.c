@@ -523,6 +523,68 @@ static void test_deny_in_workspace_and_symlink(void **state)
 	fx_done(&f);
 }
 
+/* A deny whose path goes through a symbolic link inside a granted tree would
+ * be placed by path somewhere else: refused rather than silently lost. */
+static void test_deny_through_symlink(void **state)
+{
+	fentry over[] = {{"/etc/alt", 'd', 0}, {"/etc/alt/foo", 'l', 0},
+			 {"/etc/alt/foo/secret", 'f', 0}, {"/bin/su", 'f', 0}};
+	const struct {
+		const char *read, *deny, *msg; /* msg NULL: fine */
+	} t[] = {
+		{"/etc", "/etc/alt/foo/secret",
+		 "fs.deny: /etc/alt/foo/secret is below the symbolic link /etc/alt/foo"},
+		{"/bin", "/bin/su", "fs.deny: /bin/su is below the symbolic link /bin"},
+		{"/", "/bin/su", "fs.deny: /bin/su is below the symbolic link /bin"},
+		{"/etc/passwd", "/etc/passwd/x", NULL}, /* under a file: nothing to hide */
+		{"/etc", "/etc/alt/missing/x", NULL},
+		{"/etc", "/etc/alt", NULL},
+	};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
+		fx f;
+		fx_init(&f, 7);
+		f.fs.extra = over;
+		f.fs.nextra = AB_ARRAY_SIZE(over);
+		SV(&f.prof->fs.read, t[i].read);
+		SV(&f.prof->fs.deny, t[i].deny);
+		if (t[i].msg) {
+			fx_fail(&f, t[i].msg);
+			assert_non_null(strstr(f.err.hint, "resolves to"));
+		} else {
+			fx_ok(&f);
+		}
+		fx_done(&f);
+	}
+	/* the directory case still masks */
+	fx f;
+	fx_init(&f, 7);
+	f.fs.extra = over;
+	f.fs.nextra = AB_ARRAY_SIZE(over);
+	SV(&f.prof->fs.read, "/etc");
+	SV(&f.prof->fs.deny, "/etc/alt");
+	fx_ok(&f);
+	must_mount(f.plan, AB_MNT_MASK, "/etc/alt");
+	fx_done(&f);
+}
+
+/* Granting the whole home read-only keeps its denied parts masked. */
+static void test_deny_under_granted_home(void **state)
+{
+	fx f;
+	fx_init(&f, 7);
+	SV(&f.prof->fs.read, "/home/u");
+	SV(&f.prof->fs.deny, "/home/u/.ssh");
+	fx_ok(&f);
+	check_order(f.plan);
+	const ab_mount *m = must_mount(f.plan, AB_MNT_MASK, "/home/u/.ssh");
+	assert_true(m->flags & AB_MNT_F_DIR);
+	assert_true(find_mount(f.plan, AB_MNT_TMPFS, "/home/u") <
+		    find_mount(f.plan, AB_MNT_BIND_RO, "/home/u"));
+	assert_true(find_mount(f.plan, AB_MNT_BIND_RO, "/home/u") <
+		    find_mount(f.plan, AB_MNT_BIND_RW, "/home/u/proj"));
+	fx_done(&f);
+}
+
 static void test_workspace_denied(void **state)
 {
 	fx f;
@@ -599,30 +661,42 @@ static void test_protect(void **state)
 	assert_string_equal(m->why, "fs.protect");
 	assert_int_equal(must_mount(p, AB_MNT_PROTECT, "/home/u/proj/.git/config")->flags, 0);
 	assert_int_equal(must_mount(p, AB_MNT_PROTECT, "/home/u/proj/.bashrc")->flags, 0);
-	/* missing file -> file placeholder */
+	/* missing -> a placeholder, always an empty read-only directory (git does
+	 * not list empty directories), with or without a trailing slash */
 	m = must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.envrc");
-	assert_int_equal(m->flags, 0);
+	assert_int_equal(m->flags, AB_MNT_F_DIR);
 	assert_null(m->src);
-	/* trailing slash -> directory placeholder (normalised path) */
+	assert_string_equal(m->why, "fs.protect");
 	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.vscode")->flags,
+			 AB_MNT_F_DIR); /* normalised: no trailing slash */
+	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.idea")->flags,
 			 AB_MNT_F_DIR);
-	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.idea")->flags, 0);
-	/* missing parent -> the parent becomes a directory placeholder, once */
+	/* missing parent -> the parent becomes the placeholder, once */
 	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.claude")->flags,
 			 AB_MNT_F_DIR);
 	assert_int_equal(count_at(p, "/home/u/proj/.claude"), 1);
 	assert_int_equal(find_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.claude/settings.json"), -1);
 	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.git/info")->flags,
 			 AB_MNT_F_DIR);
+	/* existing directories on the way are pinned (cannot be renamed away),
+	 * once, before what they guard */
+	m = must_mount(p, AB_MNT_PIN, "/home/u/proj/.git");
+	assert_int_equal(m->flags, AB_MNT_F_DIR);
+	assert_int_equal(count_at(p, "/home/u/proj/.git"), 1);
+	assert_true(find_mount(p, AB_MNT_PIN, "/home/u/proj/.git") <
+		    find_mount(p, AB_MNT_PROTECT, "/home/u/proj/.git/hooks"));
+	assert_true(find_mount(p, AB_MNT_PIN, "/home/u/proj/.git") <
+		    find_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.git/info"));
+	/* the writable root itself is never pinned or protected */
+	assert_int_equal(count_at(p, "/home/u/proj"), 1);
 	/* entries escaping the root, or naming the root itself, do nothing */
 	for (size_t i = 0; i < p->nmounts; i++) {
 		const ab_mount *x = &p->mounts[i];
-		if (x->kind != AB_MNT_PROTECT && x->kind != AB_MNT_PLACEHOLDER)
+		if (x->kind != AB_MNT_PROTECT && x->kind != AB_MNT_PLACEHOLDER &&
+		    x->kind != AB_MNT_PIN)
 			continue;
 		if (!strictly_under(x->dst, "/home/u/proj"))
 			fail_msg("protection outside the writable root: %s", x->dst);
-		if (strcmp(x->dst, "/home/u/proj/abs/.x") == 0)
-			continue; /* "/abs/.x" is relative to the root: its parent is missing */
 	}
 	assert_int_equal(find_mount(p, AB_MNT_PLACEHOLDER, "/home/u/escape"), -1);
 	assert_int_equal(find_mount(p, AB_MNT_PLACEHOLDER, "/home/u/b"), -1);
@@ -720,6 +794,8 @@ static void test_workspace_refused(void **state)
 		{"/home/u/proj/..", "/home/u", "refusing to use /home/u as the workspace"},
 		{"relative", "/home/u", "workspace and home must be absolute paths"},
 		{"/home/u/proj", "relative", "workspace and home must be absolute paths"},
+		{"/home/u/proj", "/", "refusing to use / as the home directory"},
+		{"/home/u/proj", "/..", "refusing to use / as the home directory"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		fx f;
@@ -1040,6 +1116,17 @@ static void test_landlock_full(void **state)
 	}
 	assert_true(usr && ws && home && proc && dev);
 	fx_done(&f);
+
+	/* ports are never truncated into other ports */
+	const long bad[] = {0, -1, 65536, 65536 + 22, 1L << 40};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(bad); i++) {
+		fx_init(&f, 7);
+		f.prof->loopback.ports = calloc(1, sizeof(long));
+		f.prof->loopback.ports[0] = bad[i];
+		f.prof->loopback.nports = 1;
+		fx_fail(&f, "is not a TCP port");
+		fx_done(&f);
+	}
 
 	/* "any" port: network not handled at all */
 	fx_init(&f, 7);
@@ -1492,6 +1579,8 @@ int main(void)
 		cmocka_unit_test(test_mount_order_nested),
 		cmocka_unit_test(test_deny_wins),
 		cmocka_unit_test(test_deny_in_workspace_and_symlink),
+		cmocka_unit_test(test_deny_through_symlink),
+		cmocka_unit_test(test_deny_under_granted_home),
 		cmocka_unit_test(test_workspace_denied),
 		cmocka_unit_test(test_absent_grants),
 		cmocka_unit_test(test_grant_kinds),

@@ -230,7 +230,7 @@ static int controlling_child(int s, int as_fd0)
 		close(s);
 		s = 0;
 	}
-	if (ab_pty_make_controlling(s, &err) < 0)
+	if (ab_pty_make_controlling(s, 7, &err) < 0)
 		return 11;
 	if (getsid(0) != getpid())
 		return 12;
@@ -267,7 +267,7 @@ static void test_make_controlling(void **state)
 		close(m);
 	}
 	ab_err err = { 0 };
-	assert_true(ab_pty_make_controlling(-1, &err) < 0);
+	assert_true(ab_pty_make_controlling(-1, 7, &err) < 0);
 }
 
 /* ---- relay ---- */

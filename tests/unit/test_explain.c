@@ -162,7 +162,7 @@ static void test_text_sections_in_order(void **state)
 		"  writable:\n", "    /home/alice  [private home, private empty tmpfs]\n",
 		"    /home/alice/proj  [workspace]\n", "  hidden", "    /etc/shadow\n",
 		"    /proc/kcore  [proc]\n", "  protected", "    /home/alice/proj/.git/hooks  [",
-		"    /home/alice/proj/.vscode  [fs.protect, absent: cannot be created]\n",
+		"    /home/alice/proj/.vscode  [fs.protect, absent: reserved by an empty read-only directory]\n",
 		"  devices, proc and system files:\n", "    /bin -> usr/bin", "    /etc/passwd  [",
 		"  granted but not present on this host (skipped):\n", "    /opt/tools (fs.read)\n",
 		"\nNetwork\n", "  none: only loopback inside; no route out\n",

@@ -795,6 +795,14 @@ static void test_workspace_refused(void **state)
 		{"relative", "/home/u", "workspace and home must be absolute paths"},
 		{"/home/u/proj", "relative", "workspace and home must be absolute paths"},
 		{"/home/u/proj", "/", "refusing to use / as the home directory"},
+		{"/etc", "/home/u", "refusing to use /etc as the workspace: it is inside the system "
+				    "tree /etc"},
+		{"/usr/src/x", "/home/u", "inside the system tree /usr"},
+		{"/proc/self", "/home/u", "inside the system tree /proc"},
+		{"/var/lib", "/home/u", "refusing to use /var/lib as the workspace: it is a system "
+					"directory"},
+		{"/tmp", "/home/u", "refusing to use /tmp as the workspace"},
+		{"/srv", "/home/u", "refusing to use /srv as the workspace"},
 		{"/home/u/proj", "/..", "refusing to use / as the home directory"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
@@ -815,6 +823,18 @@ static void test_workspace_refused(void **state)
 	f.in.cwd = "/home/u2";
 	fx_ok(&f);
 	must_mount(f.plan, AB_MNT_BIND_RW, "/home/u2");
+	fx_done(&f);
+
+	/* a project under /tmp: bound on top of the private /tmp */
+	fentry tmp[] = {{"/tmp/proj", 'd', 1000}};
+	fx_init(&f, 7);
+	f.fs.extra = tmp;
+	f.fs.nextra = 1;
+	f.in.workspace = "/tmp/proj";
+	fx_ok(&f);
+	check_order(f.plan);
+	assert_true(find_mount(f.plan, AB_MNT_TMPFS, "/tmp") <
+		    find_mount(f.plan, AB_MNT_BIND_RW, "/tmp/proj"));
 	fx_done(&f);
 }
 
@@ -1330,26 +1350,28 @@ static void test_cgroup_limits(void **state)
 
 /* ---------------------------------------------------------------- command */
 
+/* Nothing inside may hold the user's real terminal: every one of fds 0-2 that
+ * is a terminal gets the sandbox's own pty (all three with --pty). */
 static void test_pty_decision(void **state)
 {
 	const struct {
 		int force;
-		bool in, out, want;
+		unsigned ttys, mask;
 	} t[] = {
-		{-1, true, true, true},   {-1, true, false, false}, {-1, false, true, false},
-		{-1, false, false, false}, {1, false, false, true},  {1, true, true, true},
-		{0, true, true, false},    {0, false, false, false},
+		{-1, 7, 7}, {-1, 3, 3}, {-1, 1, 1}, {-1, 2, 2}, {-1, 4, 4}, {-1, 0, 0},
+		{-1, 0x8 | 0x1, 1}, /* only 0-2 count */
+		{1, 0, 7},  {1, 7, 7},  {1, 1, 1},
+		{0, 7, 0},  {0, 0, 0},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		fx f;
 		fx_init(&f, 7);
 		f.in.force_pty = t[i].force;
-		f.in.stdin_tty = t[i].in;
-		f.in.stdout_tty = t[i].out;
+		f.in.tty_mask = t[i].ttys;
 		fx_ok(&f);
-		if (f.plan->use_pty != t[i].want)
-			fail_msg("case %zu: force %d in %d out %d -> %d", i, t[i].force, t[i].in,
-				 t[i].out, f.plan->use_pty);
+		if (f.plan->pty_mask != t[i].mask || f.plan->use_pty != (t[i].mask != 0))
+			fail_msg("case %zu: force %d ttys %#x -> mask %#x use %d, want %#x", i,
+				 t[i].force, t[i].ttys, f.plan->pty_mask, f.plan->use_pty, t[i].mask);
 		fx_done(&f);
 	}
 }
@@ -1499,7 +1521,7 @@ static void golden_fx(fx *f)
 	golden_profile(f->prof);
 	f->in.environ = env;
 	f->in.argv = argv;
-	f->in.stdin_tty = f->in.stdout_tty = true;
+	f->in.tty_mask = 7;
 	f->fs.extra = extra;
 	f->fs.nextra = 1;
 	fx_ok(f);

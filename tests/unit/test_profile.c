@@ -876,11 +876,13 @@ static void test_find(void **state)
 	*strrchr(exe, '/') = '\0';
 	char *exedir_profiles = ab_asprintf("%s/../profiles/zz-none.json", exe);
 	char *norm = ab_path_normalize(exedir_profiles);
+	char *exedir_share = ab_asprintf("%s/../share/agentbox/profiles/zz-none.json", exe);
+	char *norm_share = ab_path_normalize(exedir_share);
 
 	assert_int_equal(ab_profile_find("zz-none", &V, &path, &e), -ENOENT);
 	char *want = ab_asprintf("profile \"zz-none\" not found (looked in "
-				 "/home/user/.config/agentbox/profiles/zz-none.json, "
-				 AB_DATADIR "/profiles/zz-none.json, %s)", norm);
+				 "/home/user/.config/agentbox/profiles/zz-none.json, %s, "
+				 AB_DATADIR "/profiles/zz-none.json, %s)", norm_share, norm);
 	assert_string_equal(e.msg, want);
 	assert_string_equal(e.hint, "put your own in /home/user/.config/agentbox/profiles/zz-none.json "
 				    "(or pass a path to a .json file) and validate it with "
@@ -888,6 +890,8 @@ static void test_find(void **state)
 	assert_int_equal(e.exit_code, AB_EXIT_FAIL);
 	free(want);
 	free(norm);
+	free(exedir_share);
+	free(norm_share);
 	free(exedir_profiles);
 
 	/* a relative XDG_CONFIG_HOME is ignored (XDG spec) */

@@ -34,7 +34,7 @@ struct ab_open_how {
 /* Wire format, one record per write (each < PIPE_BUF, so atomic):
  *   'P' is_dir(0/1) dev ':' ino ':' path '\0'   a placeholder
  *   'W' pid(decimal) '\0'          the process to outlive                 */
-#define REC_MAX 4200
+#define REC_MAX PIPE_BUF /* one atomic packet */
 
 int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev,
 			   unsigned long long ino)

@@ -159,7 +159,10 @@ static void exec_command(const ab_plan *plan, int pty_slave, int errpipe)
 		ab_fail(&err, errno, "close_range");
 		goto fail;
 	}
-	syscall(SYS_close_range, errpipe + 1, ~0U, 0);
+	if (syscall(SYS_close_range, errpipe + 1, ~0U, 0) < 0) {
+		ab_fail(&err, errno, "close_range");
+		goto fail;
+	}
 	environ = plan->envp.v;
 	execvp(plan->argv.v[0], plan->argv.v);
 	int e = errno;
@@ -224,6 +227,11 @@ int ab_child_main(void *arg)
 	ab_err err = {0};
 	int pty_slave = -1;
 
+	/* The parent's end of the sync socket (and its other fds) must not live
+	 * here, or the parent's death would never show as EOF. */
+	for (size_t i = 0; i < AB_ARRAY_SIZE(a->parent_fds); i++)
+		if (a->parent_fds[i] >= 0)
+			close(a->parent_fds[i]);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	sigset_t set;
 	sigemptyset(&set);

@@ -5,12 +5,15 @@
  *
  * Order:
  *   1. make every mount private (nothing propagates back to the host);
- *   2. open every bind source O_PATH|O_NOFOLLOW while the host tree is
- *      visible, and check it is still what the planner saw (a swapped-in
- *      symlink or a file turned directory is refused);
- *   3. create protected-path placeholders (reported to the parent for cleanup);
- *   4. stage a tmpfs root and attach everything by fd (open_tree/move_mount),
- *      so no path is resolved twice;
+ *   2. open every bind source O_PATH while the host tree is visible (sources
+ *      inside writable trees without following any symlink), and check each
+ *      is still what the planner saw;
+ *   3. create protected-path placeholders (reported to the parent, which
+ *      removes them after exit), again without following symlinks;
+ *   4. stage a tmpfs root and attach everything by fd (open_tree/move_mount);
+ *      mount points are reached component by component from the stage with
+ *      O_NOFOLLOW, so a symlink planted in a writable tree by an earlier run
+ *      can never redirect a mount or a mkdir outside the new root;
  *   5. pivot_root into it, detach the old root, make "/" read-only.
  */
 #include <errno.h>
@@ -37,6 +40,9 @@
 #ifndef MOVE_MOUNT_F_EMPTY_PATH
 #define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
 #endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
 #ifndef MOUNT_ATTR_RDONLY
 #define MOUNT_ATTR_RDONLY 0x00000001
 #define MOUNT_ATTR_NOSUID 0x00000002
@@ -56,14 +62,25 @@
 #ifndef __NR_mount_setattr
 #define __NR_mount_setattr 442
 #endif
+#ifndef __NR_openat2
+#define __NR_openat2 437
+#endif
+#ifndef RESOLVE_NO_SYMLINKS
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_NO_SYMLINKS 0x04
+#endif
 
 struct ab_mount_attr {
 	unsigned long long attr_set, attr_clr, propagation, userns_fd;
+};
+struct ab_open_how {
+	unsigned long long flags, mode, resolve;
 };
 
 #define STAGE "/tmp" /* covered by the staging tmpfs in our private mount ns */
 #define EMPTY_FILE ".agentbox-empty" /* source of file masks, unlinked before pivot */
 #define AB_MAX_MOUNTS 4096
+#define BASE_ATTRS (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 
 static int sys_open_tree(int dfd, const char *path, unsigned flags)
 {
@@ -78,90 +95,28 @@ static int sys_mount_setattr(int dfd, const char *path, unsigned flags, struct a
 	return (int)syscall(__NR_mount_setattr, dfd, path, flags, a, sizeof(*a));
 }
 
-/* ------------------------------------------------------------ path helpers */
-
-static int mkdir_p(char *path, mode_t mode)
+/* Open a host path O_PATH.  `strict`: no symlink anywhere on the way except
+ * that a final symlink is returned as itself (for sources inside writable
+ * trees, which the sandbox could have seeded with links). */
+static int open_host_path(const char *path, bool strict)
 {
-	/* path is modified temporarily; it is absolute */
-	for (char *s = path + 1;; s++) {
-		if (*s != '/' && *s != '\0')
-			continue;
-		char c = *s;
-		*s = '\0';
-		int r = mkdir(path, mode);
-		int e = errno;
-		*s = c;
-		if (r < 0 && e != EEXIST)
-			return -e;
-		if (c == '\0')
-			return 0;
-	}
+	if (!strict)
+		return open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	struct ab_open_how how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+				  .resolve = RESOLVE_NO_SYMLINKS};
+	return (int)syscall(__NR_openat2, AT_FDCWD, path, &how, sizeof(how));
 }
 
-static int staged(char *buf, size_t len, const char *dst)
+/* Is `path` strictly inside a writable bind of the plan? */
+static bool in_writable_tree(const ab_plan *plan, const char *path)
 {
-	int n = snprintf(buf, len, "%s%s", STAGE, strcmp(dst, "/") == 0 ? "" : dst);
-	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
-}
-
-/* Create the mount point for dst inside the stage: a directory, or an empty
- * file whose parents are directories. */
-static int make_mountpoint(const char *spath, bool dir)
-{
-	char tmp[PATH_MAX];
-	struct stat st;
-	if (lstat(spath, &st) == 0)
-		return 0; /* exists (possibly inside a read-only bind of the same tree) */
-	if (strlen(spath) >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	strcpy(tmp, spath);
-	if (dir)
-		return mkdir_p(tmp, 0755);
-	char *slash = strrchr(tmp, '/');
-	if (slash && slash != tmp) {
-		*slash = '\0';
-		int r = mkdir_p(tmp, 0755);
-		if (r < 0)
-			return r;
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		const ab_mount *m = &plan->mounts[i];
+		if (m->kind == AB_MNT_BIND_RW && strcmp(path, m->dst) != 0 &&
+		    ab_path_is_under(path, m->dst))
+			return true;
 	}
-	int fd = open(spath, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0 && errno != EEXIST && errno != EISDIR)
-		return -errno;
-	if (fd >= 0)
-		close(fd);
-	return 0;
-}
-
-/* Attach a detached or fd-referenced tree at spath with the given attributes. */
-static int attach_fd(int src_fd, bool clone_tree, const char *spath, unsigned long long attrs,
-		     bool recursive)
-{
-	_cleanup_close_ int tree = -1;
-	int fd = src_fd;
-	if (clone_tree) {
-		tree = sys_open_tree(src_fd, "",
-				     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
-					     (recursive ? AT_RECURSIVE : 0));
-		if (tree < 0)
-			return -errno;
-		fd = tree;
-	}
-	if (attrs) {
-		struct ab_mount_attr a = {.attr_set = attrs};
-		if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a) < 0)
-			return -errno;
-	}
-	if (sys_move_mount(fd, "", AT_FDCWD, spath, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		return -errno;
-	return 0;
-}
-
-static int setattr_path(const char *spath, unsigned long long attrs, bool recursive)
-{
-	struct ab_mount_attr a = {.attr_set = attrs};
-	if (sys_mount_setattr(AT_FDCWD, spath, recursive ? AT_RECURSIVE : 0, &a) < 0)
-		return -errno;
-	return 0;
+	return false;
 }
 
 /* ------------------------------------------------------------ parent side */
@@ -170,35 +125,36 @@ static int setattr_path(const char *spath, unsigned long long attrs, bool recurs
  * the idmapping of root-owned grants when root starts agentbox. */
 static int idmap_userns(uid_t kuid, gid_t kgid, ab_err *err)
 {
-	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
+	int go[2], ready[2];
+	if (pipe2(go, O_CLOEXEC) < 0)
 		return ab_fail(err, errno, "idmap: pipe");
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		close(go[0]);
+		close(go[1]);
+		return ab_fail(err, errno, "idmap: pipe");
+	}
 	pid_t pid = fork();
 	if (pid < 0) {
-		close(pipefd[0]);
-		close(pipefd[1]);
-		return ab_fail(err, errno, "idmap: fork");
+		int e = errno;
+		close(go[0]), close(go[1]), close(ready[0]), close(ready[1]);
+		return ab_fail(err, e, "idmap: fork");
 	}
 	if (pid == 0) {
-		char c;
-		close(pipefd[1]);
-		if (unshare(CLONE_NEWUSER) < 0)
-			_exit(1);
-		(void)!read(pipefd[0], &c, 1); /* parent closes when done */
+		close(go[1]);
+		close(ready[0]);
+		char c = unshare(CLONE_NEWUSER) < 0 ? 'E' : 'K';
+		(void)!write(ready[1], &c, 1);
+		(void)!read(go[0], &c, 1); /* the parent closes it when done */
 		_exit(0);
 	}
-	close(pipefd[0]);
+	close(go[0]);
+	close(ready[1]);
 	int r = 0, nsfd = -1;
-	char path[64], map[64];
-	/* wait until the child has unshared: its user ns differs from ours */
-	for (int i = 0; i < 2000; i++) {
-		struct stat a, b;
-		snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
-		if (stat(path, &a) == 0 && stat("/proc/self/ns/user", &b) == 0 && a.st_ino != b.st_ino)
-			break;
-		usleep(500);
-	}
-	const char *files[] = {"uid_map", "setgroups", "gid_map"};
+	char path[64], map[64], c = 0;
+	if (read(ready[0], &c, 1) != 1 || c != 'K')
+		r = ab_fail(err, EPERM, "idmap: create a user namespace");
+	close(ready[0]);
+	static const char *const files[] = {"uid_map", "setgroups", "gid_map"};
 	for (size_t i = 0; i < 3 && r == 0; i++) {
 		if (i == 0)
 			snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)kuid);
@@ -206,20 +162,21 @@ static int idmap_userns(uid_t kuid, gid_t kgid, ab_err *err)
 			snprintf(map, sizeof(map), "deny\n");
 		else
 			snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)kgid);
-		snprintf(path, sizeof(path), "/proc/%d/%s", pid, files[i]);
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[i]);
 		int fd = open(path, O_WRONLY | O_CLOEXEC);
-		if (fd < 0 || write(fd, map, strlen(map)) < 0)
-			r = ab_fail(err, errno, "idmap: write %s", path);
+		ssize_t n = fd < 0 ? -1 : write(fd, map, strlen(map));
+		if (n != (ssize_t)strlen(map))
+			r = ab_fail(err, n < 0 ? errno : EIO, "idmap: write %s", path);
 		if (fd >= 0)
 			close(fd);
 	}
 	if (r == 0) {
-		snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
 		nsfd = open(path, O_RDONLY | O_CLOEXEC);
 		if (nsfd < 0)
 			r = ab_fail(err, errno, "idmap: open %s", path);
 	}
-	close(pipefd[1]);
+	close(go[1]);
 	waitpid(pid, NULL, 0);
 	return r < 0 ? r : nsfd;
 }
@@ -238,14 +195,19 @@ int ab_mount_prepare_idmaps(const ab_plan *plan, int *fds, ab_err *err)
 			if (userns < 0)
 				return userns;
 		}
-		_cleanup_close_ int src = open(m->src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		_cleanup_close_ int src = open_host_path(m->src, in_writable_tree(plan, m->src));
 		if (src < 0)
 			return ab_fail(err, errno, "%s %s", m->why, m->src);
+		struct stat st;
+		if (fstat(src, &st) < 0)
+			return ab_fail(err, errno, "%s %s", m->why, m->src);
+		if (S_ISLNK(st.st_mode) || !!S_ISDIR(st.st_mode) != !!(m->flags & AB_MNT_F_DIR))
+			return ab_fail(err, 0, "%s %s changed type while agentbox started; refusing",
+				       m->why, m->src);
 		int tree = sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 		if (tree < 0)
 			return ab_fail(err, errno, "%s %s: open_tree", m->why, m->src);
-		struct ab_mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID |
-						      MOUNT_ATTR_NODEV |
+		struct ab_mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP | BASE_ATTRS |
 						      (m->kind == AB_MNT_BIND_RO ? MOUNT_ATTR_RDONLY : 0),
 					  .userns_fd = (unsigned long long)userns};
 		if (sys_mount_setattr(tree, "", AT_EMPTY_PATH, &a) < 0) {
@@ -262,22 +224,113 @@ int ab_mount_prepare_idmaps(const ab_plan *plan, int *fds, ab_err *err)
 	return 0;
 }
 
-/* ------------------------------------------------------------ child side */
+/* ------------------------------------------------------------ child: targets */
+
+/* Reach dst inside the stage one component at a time, never following a
+ * symlink (O_NOFOLLOW on each step), creating missing components when
+ * `create` (directories, and for a file target an empty file last).
+ * Returns an O_PATH fd of the target or -errno (-ELOOP for a symlink). */
+static int open_target(int stage_fd, const char *dst, bool dir, bool create)
+{
+	char buf[PATH_MAX];
+	if (strlen(dst) >= sizeof(buf))
+		return -ENAMETOOLONG;
+	strcpy(buf, dst);
+	int cur = fcntl(stage_fd, F_DUPFD_CLOEXEC, 3);
+	if (cur < 0)
+		return -errno;
+	char *save = NULL;
+	char *comp = strtok_r(buf, "/", &save);
+	while (comp) {
+		char *next = strtok_r(NULL, "/", &save);
+		bool last = next == NULL;
+		int fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT && create) {
+			int r;
+			if (!last || dir) {
+				r = mkdirat(cur, comp, 0755);
+			} else {
+				r = openat(cur, comp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+					   0644);
+				if (r >= 0)
+					close(r), r = 0;
+			}
+			if (r < 0 && errno != EEXIST) {
+				int e = errno;
+				close(cur);
+				return -e;
+			}
+			fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		}
+		int e = errno;
+		close(cur);
+		if (fd < 0)
+			return -e;
+		struct stat st;
+		if (fstat(fd, &st) < 0) {
+			e = errno;
+			close(fd);
+			return -e;
+		}
+		if (S_ISLNK(st.st_mode) || (!last && !S_ISDIR(st.st_mode))) {
+			close(fd);
+			return S_ISLNK(st.st_mode) ? -ELOOP : -ENOTDIR;
+		}
+		cur = fd;
+		comp = next;
+	}
+	return cur; /* dst "/" gives the stage itself */
+}
+
+/* mount(2) onto an O_PATH fd through its /proc/self/fd link (the host's
+ * procfs is still visible before pivot_root). */
+static int mount_on_fd(const char *source, int tfd, const char *fstype, unsigned long flags,
+		       const char *opts)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", tfd);
+	return mount(source, p, fstype, flags, opts) < 0 ? -errno : 0;
+}
+
+/* Attach a tree at the target fd.  clone: src_fd is a path to clone (else an
+ * already detached tree); attrs set on the (recursive) tree before moving. */
+static int attach(int src_fd, bool clone, int tfd, unsigned long long attrs, bool recursive)
+{
+	_cleanup_close_ int tree = -1;
+	int fd = src_fd;
+	if (clone) {
+		tree = sys_open_tree(src_fd, "",
+				     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+					     (recursive ? AT_RECURSIVE : 0));
+		if (tree < 0)
+			return -errno;
+		fd = tree;
+	}
+	if (attrs) {
+		struct ab_mount_attr a = {.attr_set = attrs};
+		if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a) < 0)
+			return -errno;
+	}
+	if (sys_move_mount(fd, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return -errno;
+	return 0;
+}
+
+/* ------------------------------------------------------------ child: sources */
 
 typedef struct src_state {
-	int fd;            /* O_PATH of the source, or -1 */
+	int fd;     /* O_PATH of the source, or -1 */
 	bool is_link;
-	char *link;        /* symlink target (malloc) */
+	char *link; /* symlink target (malloc) */
 } src_state;
 
 static int open_sources(const ab_plan *plan, src_state *src, ab_err *err)
 {
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
-		src[i].fd = -1;
 		if (m->kind != AB_MNT_BIND_RO && m->kind != AB_MNT_BIND_RW && m->kind != AB_MNT_PROTECT)
 			continue;
-		int fd = open(m->src, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		int fd = open_host_path(m->src, in_writable_tree(plan, m->src));
 		if (fd < 0) {
 			if (errno == ENOENT && (m->flags & AB_MNT_F_OPTIONAL))
 				continue;
@@ -309,32 +362,33 @@ static int open_sources(const ab_plan *plan, src_state *src, ab_err *err)
 	return 0;
 }
 
-/* Protected paths that do not exist: create an empty placeholder on the host
+/* Protected paths that do not exist: create an empty directory on the host
  * (reported to the parent, which removes it after exit) so a read-only mount
- * can cover it. */
+ * can cover it.  The parent directory is reached without following links. */
 static int make_placeholders(const ab_plan *plan, int sync_fd, ab_err *err)
 {
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
 		if (m->kind != AB_MNT_PLACEHOLDER)
 			continue;
-		int r;
-		if (m->flags & AB_MNT_F_DIR)
-			r = mkdir(m->dst, 0555) < 0 ? -errno : 0;
-		else {
-			int fd = open(m->dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
-			r = fd < 0 ? -errno : 0;
-			if (fd >= 0)
-				close(fd);
+		char parent[PATH_MAX];
+		const char *slash = strrchr(m->dst, '/');
+		if (!slash || slash == m->dst || (size_t)(slash - m->dst) >= sizeof(parent))
+			return ab_fail(err, EINVAL, "fs.protect: placeholder %s", m->dst);
+		memcpy(parent, m->dst, (size_t)(slash - m->dst));
+		parent[slash - m->dst] = '\0';
+		_cleanup_close_ int dfd = open_host_path(parent, true);
+		if (dfd < 0)
+			return ab_fail(err, errno, "fs.protect: %s", parent);
+		if (mkdirat(dfd, slash + 1, 0555) < 0) {
+			if (errno == EEXIST)
+				continue; /* appeared meanwhile: the read-only cover still applies */
+			return ab_fail(err, errno, "fs.protect: create placeholder %s", m->dst);
 		}
-		if (r == -EEXIST)
-			continue; /* appeared meanwhile: the read-only cover still applies */
-		if (r < 0)
-			return ab_fail(err, -r, "fs.protect: create placeholder %s", m->dst);
 		struct stat st;
-		if (lstat(m->dst, &st) < 0)
+		if (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return ab_fail(err, errno, "fs.protect: placeholder %s", m->dst);
-		ab_sync_msg msg = {.type = AB_SYNC_PLACEHOLDER, .value = !!(m->flags & AB_MNT_F_DIR),
+		ab_sync_msg msg = {.type = AB_SYNC_PLACEHOLDER, .value = 1,
 				   .dev = st.st_dev, .ino = st.st_ino};
 		snprintf(msg.path, sizeof(msg.path), "%s", m->dst);
 		if (ab_sync_send(sync_fd, &msg, -1) < 0)
@@ -343,44 +397,55 @@ static int make_placeholders(const ab_plan *plan, int sync_fd, ab_err *err)
 	return 0;
 }
 
+/* ------------------------------------------------------------ child: kinds */
+
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
-static int build_dev(const char *sdev, const int *devfds, uid_t uid, gid_t gid, ab_err *err)
+typedef struct stage {
+	int fd;               /* O_PATH of the staging root */
+	const ab_plan *plan;
+	const src_state *src;
+	const int *idmap_fds;
+	const int *devfds;
+} stage;
+
+static int build_dev(const stage *st, int tfd, ab_err *err)
 {
-	char opts[64], path[PATH_MAX + 32];
-	snprintf(opts, sizeof(opts), "mode=0755,size=64k,uid=%u,gid=%u", (unsigned)uid, (unsigned)gid);
-	if (mount("tmpfs", sdev, "tmpfs", MS_NOSUID | MS_NOEXEC, opts) < 0)
-		return ab_fail(err, errno, "mount /dev");
+	char opts[64];
+	snprintf(opts, sizeof(opts), "mode=0755,size=64k,uid=%u,gid=%u",
+		 (unsigned)st->plan->inside_uid, (unsigned)st->plan->inside_gid);
+	int r = mount_on_fd("tmpfs", tfd, "tmpfs", MS_NOSUID | MS_NOEXEC, opts);
+	if (r < 0)
+		return ab_fail(err, -r, "mount /dev");
+	/* from here on /dev is our own fresh tmpfs: nothing in it can be planted */
 	for (size_t i = 0; i < AB_ARRAY_SIZE(dev_nodes); i++) {
-		snprintf(path, sizeof(path), "%s/%s", sdev, dev_nodes[i]);
-		int r = make_mountpoint(path, false);
-		if (r == 0)
-			r = attach_fd(devfds[i], true, path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false);
+		char d[32];
+		snprintf(d, sizeof(d), "/dev/%s", dev_nodes[i]);
+		_cleanup_close_ int nfd = open_target(st->fd, d, false, true);
+		r = nfd < 0 ? nfd : attach(st->devfds[i], true, nfd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false);
 		if (r < 0)
 			return ab_fail(err, -r, "/dev/%s", dev_nodes[i]);
 	}
-	snprintf(path, sizeof(path), "%s/pts", sdev);
-	if (mkdir(path, 0755) < 0 ||
-	    mount("devpts", path, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") < 0)
+	if (mkdirat(st->fd, "dev/pts", 0755) < 0 || mkdirat(st->fd, "dev/shm", 01777) < 0)
+		return ab_fail(err, errno, "mkdir /dev/pts");
+	if (mount("devpts", STAGE "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		  "newinstance,ptmxmode=0666,mode=0620") < 0)
 		return ab_fail(err, errno, "mount /dev/pts");
 	static const char *const links[][2] = {
-		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
-		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}, {"/proc/kcore", "core"},
+		{"pts/ptmx", "dev/ptmx"},        {"/proc/self/fd", "dev/fd"},
+		{"/proc/self/fd/0", "dev/stdin"}, {"/proc/self/fd/1", "dev/stdout"},
+		{"/proc/self/fd/2", "dev/stderr"},
 	};
-	for (size_t i = 0; i < AB_ARRAY_SIZE(links) - 1; i++) {
-		snprintf(path, sizeof(path), "%s/%s", sdev, links[i][1]);
-		if (symlink(links[i][0], path) < 0)
-			return ab_fail(err, errno, "/dev/%s", links[i][1]);
-	}
-	snprintf(path, sizeof(path), "%s/shm", sdev);
-	if (mkdir(path, 01777) < 0)
-		return ab_fail(err, errno, "mkdir /dev/shm");
+	for (size_t i = 0; i < AB_ARRAY_SIZE(links); i++)
+		if (symlinkat(links[i][0], st->fd, links[i][1]) < 0)
+			return ab_fail(err, errno, "/%s", links[i][1]);
 	return 0;
 }
 
-static int mount_tmpfs(const char *spath, const char *dst, const ab_plan *plan, bool ro,
-		       mode_t ro_mode, ab_err *err)
+static int mount_tmpfs(const stage *st, int tfd, const char *dst, bool ro, mode_t ro_mode,
+		       ab_err *err)
 {
+	const ab_plan *plan = st->plan;
 	char opts[96];
 	mode_t mode = 0755;
 	if (strcmp(dst, "/tmp") == 0 || strcmp(dst, "/var/tmp") == 0 || strcmp(dst, "/dev/shm") == 0)
@@ -391,20 +456,15 @@ static int mount_tmpfs(const char *spath, const char *dst, const ab_plan *plan, 
 		mode = ro_mode;
 	snprintf(opts, sizeof(opts), "mode=%04o,uid=%u,gid=%u%s", (unsigned)mode,
 		 (unsigned)plan->inside_uid, (unsigned)plan->inside_gid, ro ? ",size=4k" : "");
-	int r = make_mountpoint(spath, true);
-	if (r < 0)
-		return ab_fail(err, -r, "mkdir %s", dst);
 	unsigned long fl = MS_NOSUID | MS_NODEV | (ro ? MS_RDONLY | MS_NOEXEC : 0);
-	if (mount("tmpfs", spath, "tmpfs", fl, opts) < 0)
-		return ab_fail(err, errno, "mount tmpfs on %s", dst);
-	return 0;
+	int r = mount_on_fd("tmpfs", tfd, "tmpfs", fl, opts);
+	return r < 0 ? ab_fail(err, -r, "mount tmpfs on %s", dst) : 0;
 }
 
-static int mount_content(const ab_mount *m, const char *spath, ab_err *err)
+static int mount_content(const stage *st, const ab_mount *m, int tfd, ab_err *err)
 {
-	char tmp[PATH_MAX];
-	snprintf(tmp, sizeof(tmp), "%s/.agentbox-content", STAGE);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int fd = openat(st->fd, ".agentbox-content", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+							     O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return ab_fail(err, errno, "%s: create", m->dst);
 	size_t len = strlen(m->src);
@@ -412,121 +472,129 @@ static int mount_content(const ab_mount *m, const char *spath, ab_err *err)
 	close(fd);
 	if (w < 0 || (size_t)w != len)
 		return ab_fail(err, w < 0 ? errno : EIO, "%s: write", m->dst);
-	int r = make_mountpoint(spath, false);
-	if (r == 0 && mount(tmp, spath, NULL, MS_BIND, NULL) < 0)
-		r = -errno;
-	if (r == 0)
-		r = setattr_path(spath, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
-	unlink(tmp);
+	_cleanup_close_ int t = sys_open_tree(st->fd, ".agentbox-content",
+					      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	int r = t < 0 ? -errno : attach(t, false, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY, false);
+	unlinkat(st->fd, ".agentbox-content", 0);
 	return r < 0 ? ab_fail(err, -r, "%s", m->dst) : 0;
 }
 
-static int apply_one(const ab_plan *plan, size_t i, const src_state *src, const int *idmap_fds,
-		     const int *devfds, ab_err *err)
+/* Hide (deny) or reserve (placeholder) what is at the target. */
+static int mount_cover(const stage *st, const ab_mount *m, int tfd, ab_err *err)
 {
-	const ab_mount *m = &plan->mounts[i];
-	char sp[PATH_MAX];
-	int r = staged(sp, sizeof(sp), m->dst);
-	if (r < 0)
-		return ab_fail(err, -r, "%s", m->dst);
-	bool dir = m->flags & AB_MNT_F_DIR;
-	const unsigned long long base = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-	switch (m->kind) {
-	case AB_MNT_TMPFS:
-		return mount_tmpfs(sp, m->dst, plan, false, 0, err);
-	case AB_MNT_PROC:
-		if ((r = make_mountpoint(sp, true)) < 0)
-			return ab_fail(err, -r, "mkdir /proc");
-		if (mount("proc", sp, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-			return ab_fail(err, errno, "mount /proc");
-		return 0;
-	case AB_MNT_DEV:
-		if ((r = make_mountpoint(sp, true)) < 0)
-			return ab_fail(err, -r, "mkdir /dev");
-		return build_dev(sp, devfds, plan->inside_uid, plan->inside_gid, err);
-	case AB_MNT_BIND_RO:
-	case AB_MNT_BIND_RW:
-		if (src[i].fd < 0 && idmap_fds[i] < 0)
-			return 0; /* optional and absent */
-		if (src[i].is_link) {
-			if ((r = make_mountpoint(sp, false)) < 0)
-				return ab_fail(err, -r, "%s", m->dst);
-			unlink(sp);
-			if (symlink(src[i].link, sp) < 0 && errno != EEXIST)
-				return ab_fail(err, errno, "symlink %s", m->dst);
-			return 0;
-		}
-		if ((r = make_mountpoint(sp, dir)) < 0)
-			return ab_fail(err, -r, "%s %s: mount point", m->why, m->dst);
-		if (idmap_fds[i] >= 0)
-			r = attach_fd(idmap_fds[i], false, sp, 0, false);
-		else
-			r = attach_fd(src[i].fd, true, sp,
-				      base | (m->kind == AB_MNT_BIND_RO ? MOUNT_ATTR_RDONLY : 0), true);
-		return r < 0 ? ab_fail(err, -r, "%s: bind %s", m->why, m->src) : 0;
-	case AB_MNT_PROTECT:
-		r = attach_fd(src[i].fd, true, sp, base | MOUNT_ATTR_RDONLY, true);
-		return r < 0 ? ab_fail(err, -r, "fs.protect %s", m->dst) : 0;
-	case AB_MNT_MASK:
-	case AB_MNT_PLACEHOLDER: {
-		struct stat st;
-		if (lstat(sp, &st) < 0) {
-			if ((errno == ENOENT || errno == ENOTDIR) &&
-			    (m->flags & AB_MNT_F_OPTIONAL || m->kind == AB_MNT_MASK))
-				return 0; /* nothing there to hide */
-			return ab_fail(err, errno, "%s %s", m->why, m->dst);
-		}
-		/* denied: an empty, inaccessible directory or an empty file;
-		 * placeholder: an empty read-only directory or file */
-		bool deny = m->kind == AB_MNT_MASK;
-		if (S_ISDIR(st.st_mode))
-			return mount_tmpfs(sp, m->dst, plan, true, deny ? 0 : 0555, err);
-		if (mount(STAGE "/" EMPTY_FILE, sp, NULL, MS_BIND, NULL) < 0)
-			return ab_fail(err, errno, "%s %s", m->why, m->dst);
-		r = setattr_path(sp, base | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, false);
-		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
-	}
-	case AB_MNT_RO_REMOUNT: {
-		_cleanup_close_ int t = sys_open_tree(AT_FDCWD, sp, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-								     AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
-		if (t < 0) {
-			if (errno == ENOENT && (m->flags & AB_MNT_F_OPTIONAL))
-				return 0;
-			return ab_fail(err, errno, "%s read-only", m->dst);
-		}
-		r = attach_fd(t, false, sp, base | MOUNT_ATTR_RDONLY, true);
-		return r < 0 ? ab_fail(err, -r, "%s read-only", m->dst) : 0;
-	}
-	case AB_MNT_PIN: {
-		/* a clone of the staged subtree keeps its flags (and idmap) */
-		_cleanup_close_ int t = sys_open_tree(AT_FDCWD, sp, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-								     AT_SYMLINK_NOFOLLOW);
-		if (t < 0)
-			return ab_fail(err, errno, "%s %s", m->why, m->dst);
-		r = attach_fd(t, false, sp, 0, false);
-		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
-	}
-	case AB_MNT_SYMLINK:
-		if ((r = make_mountpoint(sp, false)) < 0)
-			return ab_fail(err, -r, "%s", m->dst);
-		unlink(sp);
-		return symlink(m->src, sp) < 0 ? ab_fail(err, errno, "symlink %s", m->dst) : 0;
-	case AB_MNT_CONTENT:
-		return mount_content(m, sp, err);
-	}
-	return ab_fail(err, EINVAL, "unknown mount kind %d", m->kind);
+	struct stat sb;
+	if (fstat(tfd, &sb) < 0)
+		return ab_fail(err, errno, "%s %s", m->why, m->dst);
+	bool deny = m->kind == AB_MNT_MASK;
+	if (S_ISDIR(sb.st_mode))
+		return mount_tmpfs(st, tfd, m->dst, true, deny ? 0 : 0555, err);
+	_cleanup_close_ int t = sys_open_tree(st->fd, EMPTY_FILE, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	int r = t < 0 ? -errno : attach(t, false, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, false);
+	return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
 }
 
-static int enter_root(const ab_plan *plan, ab_err *err)
+static int apply_bind(const stage *st, size_t i, ab_err *err)
 {
-	char sdev[PATH_MAX];
-	if (unlink(STAGE "/" EMPTY_FILE) < 0)
+	const ab_mount *m = &st->plan->mounts[i];
+	const src_state *s = &st->src[i];
+	if (s->fd < 0 && st->idmap_fds[i] < 0)
+		return 0; /* optional and absent */
+	if (s->is_link) {
+		/* never followed: the same link is recreated inside */
+		_cleanup_close_ int pfd = -1;
+		char parent[PATH_MAX];
+		const char *slash = strrchr(m->dst, '/');
+		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - m->dst), m->dst);
+		pfd = open_target(st->fd, parent[0] ? parent : "/", true, true);
+		if (pfd < 0)
+			return ab_fail(err, -pfd, "%s %s", m->why, m->dst);
+		if (symlinkat(s->link, pfd, slash + 1) < 0 && errno != EEXIST)
+			return ab_fail(err, errno, "symlink %s", m->dst);
+		return 0;
+	}
+	_cleanup_close_ int tfd = open_target(st->fd, m->dst, m->flags & AB_MNT_F_DIR, true);
+	if (tfd < 0)
+		return ab_fail(err, -tfd, "%s %s: mount point", m->why, m->dst);
+	int r;
+	if (st->idmap_fds[i] >= 0)
+		r = attach(st->idmap_fds[i], false, tfd, 0, false);
+	else
+		r = attach(s->fd, true, tfd,
+			   BASE_ATTRS | (m->kind == AB_MNT_BIND_RO ? MOUNT_ATTR_RDONLY : 0), true);
+	return r < 0 ? ab_fail(err, -r, "%s: bind %s", m->why, m->src) : 0;
+}
+
+/* A clone of what is already staged at the target, bound onto itself. */
+static int apply_reclone(const stage *st, const ab_mount *m, bool ro, ab_err *err)
+{
+	_cleanup_close_ int tfd = open_target(st->fd, m->dst, true, false);
+	if (tfd < 0) {
+		if (tfd == -ENOENT && (m->flags & AB_MNT_F_OPTIONAL))
+			return 0;
+		return ab_fail(err, -tfd, "%s %s", m->why, m->dst);
+	}
+	int r = attach(tfd, true, tfd, ro ? BASE_ATTRS | MOUNT_ATTR_RDONLY : 0, true);
+	return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
+}
+
+static int apply_one(const stage *st, size_t i, ab_err *err)
+{
+	const ab_mount *m = &st->plan->mounts[i];
+	_cleanup_close_ int tfd = -1;
+	int r;
+	switch (m->kind) {
+	case AB_MNT_BIND_RO:
+	case AB_MNT_BIND_RW:
+		return apply_bind(st, i, err);
+	case AB_MNT_RO_REMOUNT:
+		return apply_reclone(st, m, true, err);
+	case AB_MNT_PIN:
+		return apply_reclone(st, m, false, err);
+	case AB_MNT_PROTECT:
+		tfd = open_target(st->fd, m->dst, m->flags & AB_MNT_F_DIR, false);
+		if (tfd < 0)
+			return ab_fail(err, -tfd, "fs.protect %s", m->dst);
+		r = attach(st->src[i].fd, true, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY, true);
+		return r < 0 ? ab_fail(err, -r, "fs.protect %s", m->dst) : 0;
+	case AB_MNT_MASK:
+	case AB_MNT_PLACEHOLDER:
+		tfd = open_target(st->fd, m->dst, false, false);
+		if (tfd == -ENOENT || tfd == -ENOTDIR)
+			return 0; /* nothing there to hide */
+		if (tfd < 0)
+			return ab_fail(err, -tfd, "%s %s", m->why, m->dst);
+		return mount_cover(st, m, tfd, err);
+	default:
+		break;
+	}
+	bool dir = m->kind != AB_MNT_CONTENT && m->kind != AB_MNT_SYMLINK;
+	tfd = open_target(st->fd, m->dst, dir, true);
+	if (tfd < 0)
+		return ab_fail(err, -tfd, "%s %s: mount point", m->why, m->dst);
+	switch (m->kind) {
+	case AB_MNT_TMPFS:
+		return mount_tmpfs(st, tfd, m->dst, false, 0, err);
+	case AB_MNT_PROC:
+		r = mount_on_fd("proc", tfd, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+		return r < 0 ? ab_fail(err, -r, "mount /proc") : 0;
+	case AB_MNT_DEV:
+		return build_dev(st, tfd, err);
+	case AB_MNT_CONTENT:
+		return mount_content(st, m, tfd, err);
+	default:
+		return ab_fail(err, EINVAL, "unsupported mount kind %d for %s", m->kind, m->dst);
+	}
+}
+
+static int enter_root(const ab_plan *plan, int stage_fd, ab_err *err)
+{
+	struct ab_mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC};
+	if (unlinkat(stage_fd, EMPTY_FILE, 0) < 0)
 		return ab_fail(err, errno, "remove staging file");
-	snprintf(sdev, sizeof(sdev), "%s/dev", STAGE);
 	/* /dev itself becomes read-only (pts and shm stay writable submounts) */
-	if (setattr_path(sdev, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false) < 0)
+	if (sys_mount_setattr(stage_fd, "dev", AT_SYMLINK_NOFOLLOW, &ro) < 0)
 		return ab_fail(err, errno, "make /dev read-only");
-	if (chdir(STAGE) < 0)
+	if (fchdir(stage_fd) < 0)
 		return ab_fail(err, errno, "chdir new root");
 	if (syscall(SYS_pivot_root, ".", ".") < 0)
 		return ab_fail(err, errno, "pivot_root");
@@ -534,11 +602,33 @@ static int enter_root(const ab_plan *plan, ab_err *err)
 		return ab_fail(err, errno, "detach old root");
 	if (chdir("/") < 0)
 		return ab_fail(err, errno, "chdir /");
-	if (setattr_path("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false) < 0)
+	ro.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	if (sys_mount_setattr(AT_FDCWD, "/", 0, &ro) < 0)
 		return ab_fail(err, errno, "make / read-only");
 	if (chdir(plan->cwd) < 0 && chdir(plan->workspace) < 0)
 		return ab_fail(err, errno, "chdir %s", plan->cwd);
 	return 0;
+}
+
+static int stage_and_apply(const ab_plan *plan, const src_state *src, const int *idmap_fds,
+			   const int *devfds, ab_err *err)
+{
+	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+		return ab_fail(err, errno, "mount staging tmpfs");
+	_cleanup_close_ int sfd = open(STAGE, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0)
+		return ab_fail(err, errno, "open staging root");
+	int fd = openat(sfd, EMPTY_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	if (fd < 0)
+		return ab_fail(err, errno, "create staging file");
+	close(fd);
+	stage st = {.fd = sfd, .plan = plan, .src = src, .idmap_fds = idmap_fds, .devfds = devfds};
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		int r = apply_one(&st, i, err);
+		if (r < 0)
+			return r;
+	}
+	return enter_root(plan, sfd, err);
 }
 
 int ab_mount_build_root(const ab_plan *plan, const int *idmap_fds, int sync_fd, ab_err *err)
@@ -550,6 +640,8 @@ int ab_mount_build_root(const ab_plan *plan, const int *idmap_fds, int sync_fd, 
 	src_state *src = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(*src));
 	if (!src)
 		return ab_fail(err, ENOMEM, "mount");
+	for (size_t i = 0; i < plan->nmounts; i++)
+		src[i].fd = -1;
 	int devfds[AB_ARRAY_SIZE(dev_nodes)];
 	int r = 0;
 	for (size_t i = 0; i < AB_ARRAY_SIZE(dev_nodes); i++)
@@ -565,21 +657,11 @@ int ab_mount_build_root(const ab_plan *plan, const int *idmap_fds, int sync_fd, 
 		r = open_sources(plan, src, err);
 	if (r == 0)
 		r = make_placeholders(plan, sync_fd, err);
-	if (r == 0 && plan->root_mode) {
-		/* from here on, act as the sandbox user (sources are already open) */
+	/* from here on, act as the sandbox user (sources are already open) */
+	if (r == 0 && plan->root_mode)
 		r = ab_creds_switch(plan->inside_uid, plan->inside_gid, plan->drop_groups, err);
-	}
-	if (r == 0 && mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
-		r = ab_fail(err, errno, "mount staging tmpfs");
-	if (r == 0) {
-		int fd = open(STAGE "/" EMPTY_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-		if (fd < 0)
-			r = ab_fail(err, errno, "create staging file");
-		else
-			close(fd);
-	}
-	for (size_t i = 0; i < plan->nmounts && r == 0; i++)
-		r = apply_one(plan, i, src, idmap_fds, devfds, err);
+	if (r == 0)
+		r = stage_and_apply(plan, src, idmap_fds, devfds, err);
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		if (src[i].fd >= 0)
 			close(src[i].fd);
@@ -589,7 +671,5 @@ int ab_mount_build_root(const ab_plan *plan, const int *idmap_fds, int sync_fd, 
 	for (size_t i = 0; i < AB_ARRAY_SIZE(dev_nodes); i++)
 		if (devfds[i] >= 0)
 			close(devfds[i]);
-	if (r < 0)
-		return r;
-	return enter_root(plan, err);
+	return r;
 }

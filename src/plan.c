@@ -165,9 +165,10 @@ static int add_grant(ab_plan *p, const ab_plan_input *in, const char *path, bool
 	if (p->root_mode && st.st_uid == 0 && !S_ISLNK(st.st_mode) &&
 	    (rw || ab_path_is_under(path, p->home)))
 		flags |= AB_MNT_F_IDMAP;
-	/* Symlinks are never followed: the applier recreates the link inside. */
+	/* Symlinks are never followed: the applier recreates the link inside,
+	 * and Landlock gets no rule for it (a rule would follow the link). */
 	if (S_ISLNK(st.st_mode))
-		flags &= ~AB_MNT_F_DIR;
+		flags = (flags & ~AB_MNT_F_DIR) | AB_MNT_F_SYMLINK;
 	return add_mount(p, rw ? AB_MNT_BIND_RW : AB_MNT_BIND_RO, path, path, flags, why);
 }
 
@@ -378,6 +379,9 @@ static int plan_protect(ab_plan *p, const ab_plan_input *in, ab_err *err)
  * friends find a name and a home.  Host entries are not copied. */
 static int plan_identity_files(ab_plan *p, ab_err *err)
 {
+	if (strpbrk(p->home, ":\n") || strpbrk(p->user_name, ":\n"))
+		return ab_fail(err, EINVAL, "HOME (%s) or the user name contains ':' or a newline",
+			       p->home);
 	char *pw = ab_asprintf("root:x:0:0:root:/root:/usr/sbin/nologin\n"
 			       "%s:x:%u:%u:agentbox sandbox user:%s:/bin/sh\n"
 			       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
@@ -619,6 +623,8 @@ static int plan_landlock(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	r = 0;
 	for (size_t i = 0; !r && i < p->nmounts; i++) {
 		const ab_mount *m = &p->mounts[i];
+		if (m->flags & AB_MNT_F_SYMLINK)
+			continue;
 		switch (m->kind) {
 		case AB_MNT_BIND_RO:
 			r = ab_ll_plan_add(ll, m->dst, AB_LL_READ);

@@ -367,7 +367,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		goto out;
 	}
 	ab_child_args args = {.plan = plan, .seccomp = &prog, .sync_fd = sv[1],
-			      .idmap_fds = idmap_fds};
+			      .idmap_fds = idmap_fds,
+			      .parent_fds = {sv[0], s.sig_fd, s.cleaner.pipe_fd, s.devnull}};
 	if (plan->use_pty)
 		args.have_ws = ab_pty_get_winsize(STDIN_FILENO, &args.ws) ||
 			       ab_pty_get_winsize(STDOUT_FILENO, &args.ws) ||
@@ -423,6 +424,8 @@ out:
 	if (s.devnull >= 0)
 		close(s.devnull);
 	ab_seccomp_prog_free(&prog);
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	/* the signal mask stays: main returns right away, and a signal still
+	 * pending (a second Ctrl-C) must not replace the command's status */
+	(void)old;
 	return code;
 }

@@ -49,6 +49,7 @@ enum ab_mnt_kind {
 #define AB_MNT_F_OPTIONAL 0x2 /* skip silently if src is absent (system defaults) */
 #define AB_MNT_F_IDMAP 0x4    /* root caller: idmap on-disk root -> sandbox kuid */
 #define AB_MNT_F_NOEXEC 0x8
+#define AB_MNT_F_SYMLINK 0x10 /* the source is a symlink: recreated inside, no Landlock rule */
 
 typedef struct ab_mount {
 	enum ab_mnt_kind kind;

@@ -39,6 +39,7 @@ typedef struct ab_child_args {
 	const int *idmap_fds; /* plan->nmounts entries, -1 when not idmapped */
 	bool have_ws;
 	struct winsize ws;    /* outer window size when use_pty */
+	int parent_fds[4];    /* the parent's own fds the clone inherited: closed first */
 } ab_child_args;
 
 /* Parent: run the plan; returns the exit status agentbox should exit with

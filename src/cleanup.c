@@ -4,6 +4,7 @@
  * See include/agentbox/cleanup.h.
  */
 #include "agentbox/cleanup.h"
+#include "agentbox/plan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,21 +37,57 @@ struct ab_open_how {
  *   'W' pid(decimal) '\0'          the process to outlive                 */
 #define REC_MAX PIPE_BUF /* one atomic packet */
 
-int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev,
-			   unsigned long long ino)
+static int open_parent(const char *path, char *parent, size_t size, const char **name)
 {
-	char parent[PATH_MAX];
 	const char *slash = strrchr(path, '/');
-	if (!slash || path[0] != '/' || slash[1] == '\0' || (size_t)(slash - path) >= sizeof(parent))
+	if (!slash || path[0] != '/' || slash[1] == '\0' || (size_t)(slash - path) >= size)
 		return -EINVAL;
 	size_t plen = slash == path ? 1 : (size_t)(slash - path);
 	memcpy(parent, path, plen);
 	parent[plen] = '\0';
+	*name = slash + 1;
 	struct ab_open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
 				  .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
 	int dfd = (int)syscall(__NR_openat2, AT_FDCWD, parent, &how, sizeof(how));
+	return dfd < 0 ? -errno : dfd;
+}
+
+int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *err)
+{
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		const ab_mount *m = &plan->mounts[i];
+		if (m->kind != AB_MNT_PLACEHOLDER)
+			continue;
+		char parent[PATH_MAX];
+		const char *name;
+		int dfd = open_parent(m->dst, parent, sizeof(parent), &name);
+		if (dfd < 0)
+			return ab_fail(err, -dfd, "fs.protect: %s", m->dst);
+		struct stat st;
+		int r = 0;
+		if (mkdirat(dfd, name, 0555) < 0)
+			r = errno == EEXIST ? 1 : ab_fail(err, errno, "fs.protect: create placeholder %s",
+							  m->dst);
+		else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			r = ab_fail(err, errno, "fs.protect: placeholder %s", m->dst);
+		else
+			ab_cleaner_add(c, m->dst, true, st.st_dev, st.st_ino);
+		close(dfd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev,
+			   unsigned long long ino)
+{
+	char parent[PATH_MAX];
+	const char *name;
+	int dfd = open_parent(path, parent, sizeof(parent), &name);
 	if (dfd < 0)
-		return errno == ENOENT ? 0 : -errno;
+		return dfd == -ENOENT ? 0 : dfd;
+	const char *slash = name - 1;
 	struct stat st;
 	int r = 0;
 	if (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -77,6 +114,8 @@ static void watcher_main(int rfd)
 	char rec[REC_MAX];
 
 	setsid(); /* terminal signals to agentbox's group do not reach us */
+	if (chdir("/") < 0)
+		_exit(1); /* hold no directory of the user's busy */
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
@@ -184,10 +223,21 @@ void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long 
 		send_rec(c, rec, (size_t)n + 1);
 }
 
+void ab_cleaner_remove_now(ab_cleaner *c)
+{
+	for (size_t i = c->n; i-- > 0;)
+		if (c->paths[i] && ab_cleanup_placeholder(c->paths[i], c->is_dir[i], c->dev[i],
+							  c->ino[i]) == 0) {
+			free(c->paths[i]);
+			c->paths[i] = NULL;
+		}
+}
+
 void ab_cleaner_finish(ab_cleaner *c)
 {
 	for (size_t i = c->n; i-- > 0;) {
-		ab_cleanup_placeholder(c->paths[i], c->is_dir[i], c->dev[i], c->ino[i]);
+		if (c->paths[i])
+			ab_cleanup_placeholder(c->paths[i], c->is_dir[i], c->dev[i], c->ino[i]);
 		free(c->paths[i]);
 		c->paths[i] = NULL;
 	}
@@ -196,8 +246,7 @@ void ab_cleaner_finish(ab_cleaner *c)
 		close(c->pipe_fd);
 		c->pipe_fd = -1;
 	}
-	if (c->watcher > 0) {
-		waitpid(c->watcher, NULL, 0);
-		c->watcher = 0;
-	}
+	/* The watcher sees EOF, finds nothing left to remove and exits on its
+	 * own; agentbox does not wait for it (it is reaped by whoever adopts it). */
+	c->watcher = 0;
 }

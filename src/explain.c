@@ -299,13 +299,13 @@ static void text_network(const ab_plan *p, FILE *out)
 {
 	const ab_ll_plan *ll = &p->landlock;
 	fputs("\nNetwork\n  none: only loopback inside; no route out\n  hosts: none\n", out);
-	fputs("  loopback TCP ports (Landlock): ", out);
+	fputs("  loopback TCP connect (Landlock; listening is not restricted): ", out);
 	if (ll->tcp_any)
 		fputs("any\n", out);
 	else if (!ll->enabled || ll->handled_net == 0)
 		fputs("not restricted (needs Landlock ABI >= 4)\n", out);
 	else if (ll->ntcp_ports == 0)
-		fputs("none (connect and bind refused)\n", out);
+		fputs("no port\n", out);
 	else {
 		for (size_t i = 0; i < ll->ntcp_ports; i++)
 			fprintf(out, "%s%u", i ? " " : "", (unsigned)ll->tcp_ports[i]);

@@ -632,7 +632,9 @@ static int plan_landlock(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		ll->scoped = ab_landlock_scopes(ll->abi);
 	ll->tcp_any = prof->loopback.any;
 	if (ll->abi >= 4 && !prof->loopback.any) {
-		ll->handled_net = ab_landlock_net_rights(ll->abi);
+		/* connect only: servers inside may listen, clients reach only the
+		 * listed ports (the network namespace already has nothing else) */
+		ll->handled_net = LANDLOCK_ACCESS_NET_CONNECT_TCP;
 		if (prof->loopback.nports) {
 			ll->tcp_ports = calloc(prof->loopback.nports, sizeof(*ll->tcp_ports));
 			if (!ll->tcp_ports)

@@ -156,15 +156,14 @@ def test_git_hooks_and_config_readonly(ctx):
         "echo '[core]' >> .git/config",
         "rm -f .git/config",
         "mv .git/hooks .git/hooks.old",
-        "mkdir -p .git/info && echo '* filter=evil' > .git/info/attributes",
+        "mv .git .git.old",
     ]
     for a in attempts:
         r = ctx.sandbox(a)
         assert r.returncode != 0, "%r succeeded inside\n%s" % (a, describe(r))
     assert open(os.path.join(ctx.ws, ".git", "config")).read() == cfg, ".git/config changed"
     assert sorted(os.listdir(hooks)) == before_hooks, ".git/hooks changed"
-    assert not os.path.exists(os.path.join(ctx.ws, ".git", "info", "attributes")), \
-        ".git/info/attributes created"
+    assert not os.path.exists(os.path.join(ctx.ws, ".git.old")), ".git was renamed"
 
 
 def test_git_commit_works(ctx):
@@ -188,7 +187,6 @@ def test_protected_absent_paths_uncreatable(ctx):
         ".idea": "mkdir .idea",
         ".mcp.json": "echo '{}' > .mcp.json",
         ".claude/settings.json": "mkdir -p .claude && echo '{}' > .claude/settings.json",
-        ".bashrc": "echo evil >> .bashrc",
     }
     for what, a in attempts.items():
         r = ctx.sandbox(a)
@@ -197,7 +195,7 @@ def test_protected_absent_paths_uncreatable(ctx):
     after = tree_listing(ctx.ws)
     leftovers = [p for p in after if p not in before and not p.startswith(".claude")]
     assert not leftovers, "leftover placeholders in the workspace on the host: %s" % leftovers
-    for what in (".envrc", ".vscode", ".idea", ".mcp.json", ".claude/settings.json", ".bashrc"):
+    for what in (".envrc", ".vscode", ".idea", ".mcp.json", ".claude/settings.json"):
         assert not os.path.lexists(os.path.join(ctx.ws, what)), "%s left on the host" % what
 
 
@@ -321,11 +319,19 @@ def test_no_setuid_files_reach_host(ctx):
 def test_protected_parent_symlink_refused(ctx):
     """A protected path whose parent is a symlink (planted earlier) is refused,
     and no placeholder is created where the link points."""
-    _git_ws(ctx)
-    info = os.path.join(ctx.ws, ".git", "info")
-    shutil.rmtree(info)
-    os.symlink(ctx.sibling, info)
+    os.symlink(ctx.sibling, os.path.join(ctx.ws, ".claude"))
     r = ctx.sandbox(["true"])
     assert r.returncode == 125 and "symbolic link" in r.stderr, describe(r)
-    assert not os.path.exists(os.path.join(ctx.sibling, "attributes")), \
+    assert not os.path.exists(os.path.join(ctx.sibling, "settings.json")), \
         "a placeholder was created outside the workspace"
+
+
+def test_write_grant_over_startup_files_refused(ctx):
+    """Shell startup files and autostart dirs live in ~ and ~/.config: a
+    profile may not make them writable (so nothing can be planted there)."""
+    for grant in ("~", "~/.config", "~/.local/bin", "${HOME}/.."):
+        prof = ctx.host_file(os.path.join(ctx.scratch, "w.json"),
+                             '{"version": 1, "extends": "default", '
+                             '"filesystem": {"write": ["%s"]}}\n' % grant)
+        r = ctx.sandbox(["true"], profile=prof)
+        assert r.returncode == 125 and "refusing" in r.stderr, describe(r)

@@ -118,12 +118,14 @@ LOOPBACK_PY = (
 
 
 def test_loopback_ports_denied_by_default(ctx):
+    """Listening is allowed; connecting to an unlisted loopback port is not
+    (Landlock TCP connect rules), even to the sandbox's own server."""
     out = ctx.py_json(
         "import errno, json, socket\n"
-        "s = socket.socket()\n"
-        "try:\n s.bind(('127.0.0.1', 0)); s.listen(1); print(json.dumps('BOUND'))\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+        "try:\n socket.create_connection(s.getsockname(), timeout=5); print(json.dumps('CONNECTED'))\n"
         "except OSError as e: print(json.dumps(errno.errorcode[e.errno]))\n")
-    assert out in ("EACCES", "EPERM"), "binding a loopback port inside gave %s" % out
+    assert out in ("EACCES", "EPERM"), "connecting to a loopback port inside gave %s" % out
 
 
 def test_loopback_inside_works_when_granted(ctx):

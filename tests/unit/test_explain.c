@@ -166,7 +166,7 @@ static void test_text_sections_in_order(void **state)
 		"  devices, proc and system files:\n", "    /bin -> usr/bin", "    /etc/passwd  [",
 		"  granted but not present on this host (skipped):\n", "    /opt/tools (fs.read)\n",
 		"\nNetwork\n", "  none: only loopback inside; no route out\n",
-		"  loopback TCP ports (Landlock): 8080\n", "\nSecrets\n  none\n",
+		"  loopback TCP connect (Landlock; listening is not restricted): 8080\n", "\nSecrets\n  none\n",
 		"\nEnvironment", "\nSyscalls (seccomp)\n", "\nLandlock\n", "    /usr: read_file read_dir\n",
 		"    /home/alice/proj: all\n", "\nLimits\n", "  nofile: 1024\n", "  core: 0\n",
 		"  memory: 1073741824 bytes (1.0 GiB) [NOT ENFORCED", "  pids: not limited\n",
@@ -209,7 +209,7 @@ static void test_text_variants(void **state)
 	ab_strv_free(&f->p.downgrades);
 	ab_strv_free(&f->p.warnings);
 	char *t = explain(f, false);
-	find_after(t, "  loopback TCP ports (Landlock): any\n", NULL);
+	find_after(t, "  loopback TCP connect (Landlock; listening is not restricted): any\n", NULL);
 	find_after(t, "  passthrough: plain stdio", NULL);
 	find_after(t, "  memory: 1073741824 bytes (1.0 GiB) [cgroup v2]\n", NULL);
 	find_after(t, "  pids: 256 [cgroup v2]\n", NULL);
@@ -223,7 +223,7 @@ static void test_text_variants(void **state)
 	f->p.root_mode = true;
 	f->p.drop_groups = true;
 	t = explain(f, false);
-	find_after(t, "  loopback TCP ports (Landlock): not restricted", NULL);
+	find_after(t, "  loopback TCP connect (Landlock; listening is not restricted): not restricted", NULL);
 	find_after(t, "  supplementary groups: dropped\n", NULL);
 	find_after(t, "(root: the command never runs as root", NULL);
 	free(t);

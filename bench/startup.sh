@@ -11,7 +11,9 @@
 #      /bin/true
 #    --warmup 20, --runs ${RUNS:-200}, no intermediate shell (-N).
 # 2. A syscall-heavy job, `find /usr -type f | wc -l`, sandboxed vs not
-#    (--warmup 2, --runs ${FIND_RUNS:-10}).
+#    (--warmup 2, --runs ${FIND_RUNS:-20}).
+# 3. Building a small C project (this project's library from a clone),
+#    sandboxed vs not (--runs ${BUILD_RUNS:-8}, `make clean` before each).
 #
 # Results: build/bench/startup.json, build/bench/find.json (hyperfine's JSON)
 # and build/bench/summary.md (the markdown tables printed at the end).
@@ -25,7 +27,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=$(readlink -f "$1") || die "no such binary: $1"
 [ -x "$BIN" ] || die "not executable: $BIN (run make first)"
 RUNS=${RUNS:-200}
-FIND_RUNS=${FIND_RUNS:-10}
+FIND_RUNS=${FIND_RUNS:-20}
 WARMUP=${WARMUP:-20}
 OUT=${OUT:-$ROOT/build/bench}
 STYLE=${HYPERFINE_STYLE:-basic}
@@ -41,6 +43,11 @@ trap 'rm -rf "$WS"' EXIT
 chmod 755 "$WS"
 
 AB="$BIN run -p default -w $WS --"
+# A typical project: a git repository (its .git/hooks and .git/config exist,
+# so they are re-bound read-only rather than reserved by placeholders).
+REPO="$WS/repo"
+mkdir -p "$REPO" && git -C "$REPO" init -q
+AB_REPO="$BIN run -p default -w $REPO --"
 BWRAP="bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent"
 UNSHARE="unshare -Urmnpf --mount-proc"
 
@@ -55,13 +62,15 @@ check() {
 	fi
 }
 check agentbox $AB /bin/true
+check agentbox-repo $AB_REPO /bin/true
 check bwrap $BWRAP /bin/true
 check unshare $UNSHARE /bin/true
 
 echo "== startup: $RUNS runs each (warmup $WARMUP), $(uname -r), uid $(id -u)"
 hyperfine -N --style "$STYLE" --warmup "$WARMUP" --runs "$RUNS" \
 	--export-json "$OUT/startup.json" \
-	-n "agentbox run -p default -- /bin/true" "$AB /bin/true" \
+	-n "agentbox run -p default -- /bin/true (empty dir)" "$AB /bin/true" \
+	-n "agentbox run -p default -- /bin/true (git repo)" "$AB_REPO /bin/true" \
 	-n "bwrap --unshare-all ... /bin/true" "$BWRAP /bin/true" \
 	-n "unshare -Urmnpf --mount-proc /bin/true" "$UNSHARE /bin/true" \
 	-n "/bin/true (no sandbox)" "/bin/true"
@@ -78,7 +87,20 @@ hyperfine -N --style "$STYLE" --warmup 2 --runs "$FIND_RUNS" \
 	-n "agentbox run -p default -- sh -c 'find ...'" "$AB $FIND" \
 	-n "sh -c 'find ...' (no sandbox)" "$FIND"
 
-"$PY" - "$OUT/startup.json" "$OUT/find.json" "$OUT/summary.md" <<'EOF'
+# 3. A small C project: this project's own library, built from a copy.
+PROJ="$WS/proj"
+git clone -q "$ROOT" "$PROJ"
+BUILDCMD="make -s -C $PROJ -j2 build/libagentbox.a OPT=-O1"
+echo
+echo "== build a small C project: $BUILDCMD"
+check build-in-sandbox $BIN run -p default -w "$PROJ" -- $BUILDCMD
+hyperfine -N --style "$STYLE" --warmup 1 --runs "${BUILD_RUNS:-8}" \
+	--prepare "make -s -C $PROJ clean" \
+	--export-json "$OUT/build.json" \
+	-n "agentbox run -p default -- make (C project)" "$BIN run -p default -w $PROJ -- $BUILDCMD" \
+	-n "make (C project, no sandbox)" "$BUILDCMD"
+
+"$PY" - "$OUT/startup.json" "$OUT/find.json" "$OUT/summary.md" "$OUT/build.json" <<'EOF'
 import json, platform, subprocess, sys
 
 def load(p):
@@ -89,8 +111,9 @@ def ms(x):
     return "%.2f" % (x * 1000)
 
 startup, find, out_path = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3]
-# Order is fixed by the hyperfine invocation: agentbox, bwrap, unshare, /bin/true.
-ab, bw, un = (startup[i]["median"] for i in range(3))
+# Order is fixed by the hyperfine invocation: agentbox (empty dir), agentbox
+# (git repo), bwrap, unshare, /bin/true.
+ab, ab_repo, bw, un = (startup[i]["median"] for i in range(4))
 lines = []
 lines.append("### Startup (median of %d runs each, kernel %s)" % (len(startup[0]["times"]),
                                                                platform.release()))
@@ -102,8 +125,9 @@ for r in startup:
         r["command"], ms(r["median"]), ms(r["mean"]), ms(r["stddev"] or 0), ms(r["min"]),
         r["median"] / un, r["median"] / bw))
 lines.append("")
-lines.append("agentbox / unshare = %.2f× (target ≤ 1.3×); agentbox / bwrap = %.2f× (target ≤ 1.0×)"
-             % (ab / un, ab / bw))
+for label, v in (("empty dir", ab), ("git repo", ab_repo)):
+    lines.append("agentbox (%s) / unshare = %.2f× (target ≤ 1.3×); / bwrap = %.2f× (target ≤ 1.0×)"
+                 % (label, v / un, v / bw))
 fs, fo = find[0]["median"], find[1]["median"]
 lines.append("")
 lines.append("### Syscall-heavy job: `find /usr -type f | wc -l` (median of %d runs)"
@@ -116,6 +140,19 @@ for r in find:
                                            ms(r["stddev"] or 0)))
 lines.append("")
 lines.append("overhead: %+.1f%% (target ≤ 5%%)" % ((fs / fo - 1) * 100))
+build = load(sys.argv[4])
+bs, bo = build[0]["median"], build[1]["median"]
+lines.append("")
+lines.append("### Building a small C project (this project's library, median of %d runs)"
+             % len(build[0]["times"]))
+lines.append("")
+lines.append("| command | median ms | mean ± σ ms |")
+lines.append("|---|---:|---:|")
+for r in build:
+    lines.append("| %s | %s | %s ± %s |" % (r["command"], ms(r["median"]), ms(r["mean"]),
+                                           ms(r["stddev"] or 0)))
+lines.append("")
+lines.append("overhead: %+.1f%% (target ≤ 5%%)" % ((bs / bo - 1) * 100))
 text = "\n".join(lines) + "\n"
 with open(out_path, "w") as f:
     f.write(text)
@@ -123,4 +160,4 @@ print()
 print(text, end="")
 EOF
 echo
-echo "JSON: $OUT/startup.json $OUT/find.json; tables: $OUT/summary.md"
+echo "JSON: $OUT/startup.json $OUT/find.json $OUT/build.json; tables: $OUT/summary.md"

@@ -11,6 +11,7 @@
 #define AGENTBOX_PROFILE_H
 
 #include "agentbox/common.h"
+#include "agentbox/json_pos.h"
 
 #define AB_PROFILE_MAX_BYTES (1024 * 1024) /* a profile file larger than this is refused */
 #define AB_PROFILE_MAX_DEPTH 8             /* extends nesting */
@@ -112,20 +113,7 @@ static inline void ab_profile_freep(ab_profile **p)
 
 /* ---- helpers, exposed for unit tests and the fuzzer ---- */
 
-/* One step of a JSON path: an object key (key != NULL) or an array index. */
-typedef struct ab_json_step {
-	const char *key;
-	size_t index;
-} ab_json_step;
-
-/* Find where the value at `path` (or, with want_key, the key of its last
- * step) starts in the JSON text buf[0..len): 1-based line and column, the
- * column counted in UTF-8 characters like jansson's.  Pure and bounded: never
- * reads outside buf, O(len) per step, no recursion; hostile input is fine.
- * Returns 0, or -ENOENT / -EINVAL when the path is absent or the text
- * malformed; line/col then point at the deepest value found (or 1:1). */
-int ab_json_locate(const char *buf, size_t len, const ab_json_step *path, size_t depth,
-		   bool want_key, size_t *line, size_t *col);
+/* ab_json_step and ab_json_locate (the position locator): agentbox/json_pos.h */
 
 /* "123", "8G" (K/M/G/T, binary, either case) or "unlimited" (LLONG_MAX).
  * Returns 0, -EINVAL (syntax) or -ERANGE (does not fit a long long). */

@@ -70,8 +70,11 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
 							  m->dst);
 		else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			r = ab_fail(err, errno, "fs.protect: placeholder %s", m->dst);
-		else
-			ab_cleaner_add(c, m->dst, true, st.st_dev, st.st_ino);
+		else if ((r = ab_cleaner_add(c, m->dst, true, st.st_dev, st.st_ino)) < 0) {
+			unlinkat(dfd, name, AT_REMOVEDIR); /* cannot track it: do not leave it */
+			r = ab_fail(err, -r, "fs.protect: too many placeholders (at most %d)",
+				    AB_CLEANUP_MAX);
+		}
 		close(dfd);
 		if (r < 0)
 			return r;
@@ -205,14 +208,14 @@ void ab_cleaner_watch_pid(ab_cleaner *c, pid_t pid)
 	send_rec(c, rec, (size_t)n + 1);
 }
 
-void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long long dev,
-		    unsigned long long ino)
+int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long long dev,
+		   unsigned long long ino)
 {
 	if (c->n >= AB_CLEANUP_MAX || strlen(path) >= PATH_MAX)
-		return;
+		return -ENOSPC;
 	c->paths[c->n] = strdup(path);
 	if (!c->paths[c->n])
-		return;
+		return -ENOMEM;
 	c->is_dir[c->n] = is_dir;
 	c->dev[c->n] = dev;
 	c->ino[c->n] = ino;
@@ -221,6 +224,7 @@ void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long 
 	int n = snprintf(rec, sizeof(rec), "P%c%llu:%llu:%s", is_dir ? '1' : '0', dev, ino, path);
 	if (n > 0 && (size_t)n < sizeof(rec))
 		send_rec(c, rec, (size_t)n + 1);
+	return 0; /* a path too long for one packet is still removed by the parent */
 }
 
 void ab_cleaner_remove_now(ab_cleaner *c)

@@ -193,8 +193,11 @@ static void text_profile(const ab_plan *p, const ab_profile *prof, FILE *out)
 	if (p->user_name)
 		put_line(out, " (user \"", p->user_name, "\")");
 	fputc('\n', out);
-	fprintf(out, "  on the host: uid %u, gid %u (files the command creates belong to them)\n",
-		(unsigned)p->map_kuid, (unsigned)p->map_kgid);
+	fprintf(out, "  on the host: uid %u, gid %u (%s)\n", (unsigned)p->map_kuid,
+		(unsigned)p->map_kgid,
+		p->root_mode ? "files created in idmapped (root-owned) grants stay owned by root; "
+			       "elsewhere they belong to these ids"
+			     : "files the command creates belong to them");
 	fprintf(out, "  caller: uid %u, gid %u%s\n", (unsigned)p->outer_uid, (unsigned)p->outer_gid,
 		p->root_mode ? " (root: the command never runs as root; root-owned grants are "
 			       "shown through idmapped mounts)"

@@ -188,7 +188,8 @@ static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		r |= add_mount(p, AB_MNT_RO_REMOUNT, NULL, proc_ro[i], AB_MNT_F_OPTIONAL, "proc");
 	/* host-wide information the sandbox has no business reading */
 	static const char *const proc_mask[] = {"/proc/kcore", "/proc/timer_list",
-						"/proc/sched_debug"};
+						"/proc/sched_debug", "/proc/keys",
+						"/proc/key-users"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(proc_mask); i++)
 		r |= add_mount(p, AB_MNT_MASK, NULL, proc_mask[i], AB_MNT_F_OPTIONAL, "proc");
 	if (r)
@@ -201,27 +202,48 @@ static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 }
 
 /* Code in these runs later outside the sandbox without anyone asking: shell
- * startup files in ~, ~/.config/{fish,autostart,systemd,...}, programs in
- * ~/.local/bin and ~/bin.  A write grant may sit below them (~/.config/foo)
- * but never be one of them or contain one. */
+ * and editor startup files, autostart and systemd user units, git's global
+ * config (hooksPath, fsmonitor), programs on PATH in ~/.local/bin and ~/bin.
+ * A write grant may never be one of them, lie inside one, or contain one.
+ * The directories they live in (~, ~/.config, ~/.local, ~/.local/share) may
+ * not be granted whole either; a subdirectory of them may (~/.config/NAME). */
+static const char *const startup_holders[] = {"", "/.config", "/.local", "/.local/share"};
+static const char *const startup_paths[] = {
+	"/.bashrc", "/.bash_profile", "/.bash_login", "/.bash_logout", "/.profile", "/.zshrc",
+	"/.zshenv", "/.zprofile", "/.zlogin", "/.zlogout", "/.kshrc", "/.mkshrc", "/.cshrc",
+	"/.tcshrc", "/.xprofile", "/.xsession", "/.xsessionrc", "/.xinitrc", "/.pam_environment",
+	"/.gitconfig", "/.config/git", "/.vimrc", "/.vim", "/.config/nvim", "/.emacs",
+	"/.emacs.d", "/.config/emacs", "/.ssh", "/.gnupg", "/.local/bin", "/bin",
+	"/.config/autostart", "/.config/systemd", "/.config/fish", "/.config/environment.d",
+	"/.config/user-dirs.dirs", "/.local/share/systemd", "/.config/bash", "/.config/zsh",
+};
+
+static int refuse_write(const char *path, const char *what, const char *d, ab_err *err)
+{
+	ab_fail(err, 0, "refusing to make %s writable: it %s %s, where shell or editor startup "
+			"files, autostart entries or programs on PATH live",
+		path, what, d);
+	ab_err_hint(err, "grant the specific subdirectory the program needs (e.g. ~/.config/NAME)");
+	return -EINVAL;
+}
+
 static int check_write_grant(const ab_plan *p, const char *path, ab_err *err)
 {
-	static const char *const startup[] = {"", "/.config", "/.local", "/.local/bin",
-					      "/.local/share", "/bin", "/.ssh", "/.gnupg",
-					      "/.config/autostart", "/.config/systemd",
-					      "/.config/fish", "/.config/environment.d"};
-	for (size_t i = 0; i < AB_ARRAY_SIZE(startup); i++) {
-		_cleanup_free_ char *d = ab_asprintf("%s%s", p->home, startup[i]);
+	for (size_t i = 0; i < AB_ARRAY_SIZE(startup_holders); i++) {
+		_cleanup_free_ char *d = ab_asprintf("%s%s", p->home, startup_holders[i]);
 		if (!d)
 			return ab_fail(err, ENOMEM, "plan");
-		if (!ab_path_is_under(d, path))
-			continue;
-		ab_fail(err, 0, "fs.write: refusing to make %s writable: it %s %s, where shell "
-				"startup files or autostarted programs live",
-			path, strcmp(d, path) == 0 ? "is" : "contains", d);
-		ab_err_hint(err, "grant the specific subdirectory the program needs (e.g. "
-				 "~/.config/NAME)");
-		return -EINVAL;
+		if (ab_path_is_under(d, path))
+			return refuse_write(path, strcmp(d, path) == 0 ? "is" : "contains", d, err);
+	}
+	for (size_t i = 0; i < AB_ARRAY_SIZE(startup_paths); i++) {
+		_cleanup_free_ char *d = ab_asprintf("%s%s", p->home, startup_paths[i]);
+		if (!d)
+			return ab_fail(err, ENOMEM, "plan");
+		if (ab_path_is_under(d, path))
+			return refuse_write(path, strcmp(d, path) == 0 ? "is" : "contains", d, err);
+		if (ab_path_is_under(path, d))
+			return refuse_write(path, "is inside", d, err);
 	}
 	return 0;
 }
@@ -233,10 +255,14 @@ static int plan_grants(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	for (size_t i = 0; i < prof->fs.read.n; i++)
 		if ((r = add_grant(p, in, prof->fs.read.v[i], false, "fs.read", err)) < 0)
 			return r;
-	for (size_t i = 0; i < prof->fs.write.n; i++)
-		if ((r = check_write_grant(p, prof->fs.write.v[i], err)) < 0 ||
-		    (r = add_grant(p, in, prof->fs.write.v[i], true, "fs.write", err)) < 0)
+	for (size_t i = 0; i < prof->fs.write.n; i++) {
+		if ((r = check_write_grant(p, prof->fs.write.v[i], err)) < 0)
+			return ab_err_prefix(err, "fs.write");
+		if ((r = add_grant(p, in, prof->fs.write.v[i], true, "fs.write", err)) < 0)
 			return r;
+	}
+	if ((r = check_write_grant(p, p->workspace, err)) < 0)
+		return ab_err_prefix(err, "workspace");
 	if (!has_mount_at(p, p->workspace))
 		if ((r = add_grant(p, in, p->workspace, true, "workspace", err)) < 0)
 			return r;

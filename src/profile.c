@@ -593,6 +593,15 @@ static int item_syscall(ctx *c, const char *s, char **out)
 	if (s[n] || n > 64)
 		return fail(c, "invalid syscall name \"%s\" (at most 64 of a-z 0-9 _)",
 			    quote(q, sizeof(q), s));
+	if (c->vars->syscall_check && c->depth >= 2 && c->path[c->depth - 2].key) {
+		ab_err e = { 0 };
+		if (c->vars->syscall_check(c->path[c->depth - 2].key, s, &e) < 0) {
+			int r = fail(c, "%s", e.msg);
+			if (e.hint[0])
+				ab_err_hint(c->err, "%s", e.hint);
+			return r;
+		}
+	}
 	*out = strdup(s);
 	return 0;
 }

@@ -4,7 +4,7 @@
  *
  * Which process: the PARENT validates the profile's syscall lists, compiles
  * the policy with libseccomp into classic BPF and assembles the guard program
- * (all before clone), and renders the policy for `agentbox explain`.  The
+ * (after clone, while the child builds its root), and renders the policy for `agentbox explain`.  The
  * CHILD only calls ab_seccomp_apply(), the very last step before exec; it does
  * not allocate.
  *

@@ -38,8 +38,8 @@ struct ab_plan;
 int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *err);
 
 /* Record a placeholder (copied) and the identity it had when created. */
-void ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long long dev,
-		    unsigned long long ino);
+int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long long dev,
+		   unsigned long long ino); /* -ENOSPC past AB_CLEANUP_MAX, -ENOMEM */
 /* Remove every placeholder now (still recorded for the final pass). */
 void ab_cleaner_remove_now(ab_cleaner *c);
 /* Remove every placeholder that is still an empty placeholder, stop the

@@ -25,6 +25,10 @@ typedef struct ab_vars {
 	const char *workspace; /* absolute, normalised */
 	const char *user;      /* login name, may be NULL */
 	const char *xdg_config_home, *xdg_data_home, *xdg_cache_home, *xdg_state_home;
+	/* Optional: checks one syscalls.deny/allow entry (list is "deny" or
+	 * "allow") so its error gets the entry's FILE:LINE:COL.  The loader
+	 * itself only checks the name's shape (keeps it free of libseccomp). */
+	int (*syscall_check)(const char *list, const char *name, ab_err *err);
 } ab_vars;
 
 typedef struct ab_kv {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The seccomp filter: compiled in the parent with libseccomp (before clone),
+ * The seccomp filter: compiled in the parent with libseccomp (after clone, while the child
+ * builds its root; sent over the sync socket),
  * loaded in the child as the very last step before exec, with no allocation.
  */
 #ifndef AGENTBOX_SECCOMP_H

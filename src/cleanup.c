@@ -52,6 +52,27 @@ static int open_parent(const char *path, char *parent, size_t size, const char *
 	return dfd < 0 ? -errno : dfd;
 }
 
+static int make_dir(int dfd, const char *name)
+{
+	return mkdirat(dfd, name, 0555) < 0 ? -errno : 0;
+}
+
+static int make_file(int dfd, const char *name, const char *content)
+{
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (fd < 0)
+		return -errno;
+	size_t len = content ? strlen(content) : 0;
+	ssize_t w = len ? write(fd, content, len) : 0;
+	int e = (w < 0 || (size_t)w != len) ? (w < 0 ? errno : EIO) : 0;
+	close(fd);
+	if (e) {
+		unlinkat(dfd, name, 0);
+		return -e;
+	}
+	return 0;
+}
+
 int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *err)
 {
 	for (size_t i = 0; i < plan->nmounts; i++) {
@@ -64,14 +85,16 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
 		if (dfd < 0)
 			return ab_fail(err, -dfd, "fs.protect: %s", m->dst);
 		struct stat st;
-		int r = 0;
-		if (mkdirat(dfd, name, 0555) < 0)
-			r = errno == EEXIST ? 1 : ab_fail(err, errno, "fs.protect: create placeholder %s",
-							  m->dst);
+		bool dir = m->flags & AB_MNT_F_DIR;
+		int r = dir ? make_dir(dfd, name) : make_file(dfd, name, m->src);
+		if (r == -EEXIST)
+			r = 1; /* appeared meanwhile: the read-only cover applies to it */
+		else if (r < 0)
+			r = ab_fail(err, -r, "fs.protect: create placeholder %s", m->dst);
 		else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			r = ab_fail(err, errno, "fs.protect: placeholder %s", m->dst);
-		else if ((r = ab_cleaner_add(c, m->dst, true, st.st_dev, st.st_ino)) < 0) {
-			unlinkat(dfd, name, AT_REMOVEDIR); /* cannot track it: do not leave it */
+		else if ((r = ab_cleaner_add(c, m->dst, dir, st.st_dev, st.st_ino)) < 0) {
+			unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0); /* cannot track it: remove */
 			r = ab_fail(err, -r, "fs.protect: too many placeholders (at most %d)",
 				    AB_CLEANUP_MAX);
 		}
@@ -99,8 +122,8 @@ int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev
 		r = -ESTALE; /* not the inode we created: leave it alone */
 	else if (is_dir && !S_ISDIR(st.st_mode))
 		r = -ENOTDIR;
-	else if (!is_dir && (!S_ISREG(st.st_mode) || st.st_size != 0))
-		r = -EEXIST;
+	else if (!is_dir && (!S_ISREG(st.st_mode) || st.st_size > 64))
+		r = -EEXIST; /* not a placeholder file any more: leave it */
 	else if (unlinkat(dfd, slash + 1, is_dir ? AT_REMOVEDIR : 0) < 0)
 		r = -errno;
 	close(dfd);
@@ -164,7 +187,7 @@ static void watcher_main(int rfd)
 	_exit(0);
 }
 
-int ab_cleaner_start(ab_cleaner *c, ab_err *err)
+int ab_cleaner_start(ab_cleaner *c, int keep_fd, ab_err *err)
 {
 	memset(c, 0, sizeof(*c));
 	c->pipe_fd = -1;
@@ -179,10 +202,17 @@ int ab_cleaner_start(ab_cleaner *c, ab_err *err)
 	}
 	if (pid == 0) {
 		close(p[1]);
-		/* keep only stdio and our pipe */
-		if (p[0] > 3)
-			syscall(SYS_close_range, 3, p[0] - 1, 0);
-		syscall(SYS_close_range, p[0] + 1, ~0U, 0);
+		/* keep only stdio, our pipe and the workspace lock */
+		int keep[2] = {p[0] < keep_fd ? p[0] : keep_fd, p[0] < keep_fd ? keep_fd : p[0]};
+		unsigned lo = 3;
+		for (int i = 0; i < 2; i++) {
+			if (keep[i] < 3)
+				continue;
+			if ((unsigned)keep[i] > lo)
+				syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
+			lo = (unsigned)keep[i] + 1;
+		}
+		syscall(SYS_close_range, lo, ~0U, 0);
 		watcher_main(p[0]);
 	}
 	close(p[0]);

@@ -332,7 +332,7 @@ static int open_sources(const ab_plan *plan, src_state *src, ab_err *err)
 {
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
-		if (m->kind != AB_MNT_BIND_RO && m->kind != AB_MNT_BIND_RW && m->kind != AB_MNT_PROTECT)
+		if (m->kind != AB_MNT_BIND_RO && m->kind != AB_MNT_BIND_RW)
 			continue;
 		int fd = open_host_path(m->src, in_writable_tree(plan, m->src));
 		if (fd < 0) {
@@ -354,9 +354,6 @@ static int open_sources(const ab_plan *plan, src_state *src, ab_err *err)
 			src[i].link = strdup(buf);
 			if (!src[i].link)
 				return ab_fail(err, ENOMEM, "mount");
-			if (m->kind == AB_MNT_PROTECT)
-				return ab_fail(err, 0, "%s %s became a symbolic link; refusing", m->why,
-					       m->src);
 			continue;
 		}
 		if (!!S_ISDIR(st.st_mode) != !!(m->flags & AB_MNT_F_DIR))
@@ -436,10 +433,20 @@ static int mount_tmpfs(const stage *st, int tfd, const char *dst, bool ro, mode_
 		mode = 01777;
 	else if (strcmp(dst, plan->home) == 0)
 		mode = 0700;
-	if (ro)
+	/* Bounded: tmpfs pages are not reclaimed by the OOM killer, so the
+	 * private trees together may hold at most half of RAM. */
+	const char *size = "size=10%";
+	if (strcmp(dst, plan->home) == 0 || strcmp(dst, "/tmp") == 0)
+		size = "size=15%";
+	else if (strcmp(dst, "/run") == 0 || strcmp(dst, "/var/tmp") == 0 ||
+		 strcmp(dst, "/dev/shm") == 0)
+		size = "size=5%";
+	if (ro) {
 		mode = ro_mode;
-	snprintf(opts, sizeof(opts), "mode=%04o,uid=%u,gid=%u%s", (unsigned)mode,
-		 (unsigned)plan->inside_uid, (unsigned)plan->inside_gid, ro ? ",size=4k" : "");
+		size = "size=4k";
+	}
+	snprintf(opts, sizeof(opts), "mode=%04o,uid=%u,gid=%u,%s", (unsigned)mode,
+		 (unsigned)plan->inside_uid, (unsigned)plan->inside_gid, size);
 	unsigned long fl = MS_NOSUID | MS_NODEV | (ro ? MS_RDONLY | MS_NOEXEC : 0);
 	int r = mount_on_fd("tmpfs", tfd, "tmpfs", fl, opts);
 	return r < 0 ? ab_fail(err, -r, "mount tmpfs on %s", dst) : 0;
@@ -470,6 +477,12 @@ static int mount_cover(const stage *st, const ab_mount *m, int tfd, ab_err *err)
 	if (fstat(tfd, &sb) < 0)
 		return ab_fail(err, errno, "%s %s", m->why, m->dst);
 	bool deny = m->kind == AB_MNT_MASK;
+	if (!deny && !S_ISDIR(sb.st_mode)) {
+		/* a placeholder file keeps its content (e.g. commondir "."): it is
+		 * bound onto itself read-only */
+		int r = attach(tfd, true, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, false);
+		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
+	}
 	if (S_ISDIR(sb.st_mode)) {
 		_cleanup_close_ int d = sys_open_tree(st->fd, deny ? EMPTY_DENY : EMPTY_RESERVE,
 						      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
@@ -539,11 +552,8 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 	case AB_MNT_PIN:
 		return apply_reclone(st, m, false, err);
 	case AB_MNT_PROTECT:
-		tfd = open_target(st->fd, m->dst, m->flags & AB_MNT_F_DIR, false);
-		if (tfd < 0)
-			return ab_fail(err, -tfd, "fs.protect %s", m->dst);
-		r = attach(st->src[i].fd, true, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY, true);
-		return r < 0 ? ab_fail(err, -r, "fs.protect %s", m->dst) : 0;
+		/* what the writable tree shows there (idmap included), read-only */
+		return apply_reclone(st, m, true, err);
 	case AB_MNT_MASK:
 	case AB_MNT_PLACEHOLDER:
 		tfd = open_target(st->fd, m->dst, false, false);

@@ -344,10 +344,39 @@ static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	return 0;
 }
 
+/* What a placeholder holds when an empty one would break the tool reading it:
+ * git dies on an empty $GIT_DIR/commondir, and "." names the repository itself. */
+static const struct {
+	const char *rel, *content;
+} placeholder_content[] = {{".git/commondir", "."}};
+
+/* Reserve an absent protected path.  A directory, so nothing shows up as an
+ * untracked file in git, except inside a .git directory (git never lists
+ * its own files) for entries not ending in '/': there an empty file is what
+ * git tolerates (an empty config.worktree is a valid config). */
+static int add_placeholder(ab_plan *p, const char *cur, const char *root, const char *rel,
+			   bool last, bool want_dir, ab_err *err)
+{
+	if (has_mount_at(p, cur))
+		return 0;
+	bool in_git = strncmp(rel, ".git/", 5) == 0 || strstr(rel, "/.git/");
+	bool dir = !last || want_dir || !in_git;
+	const char *content = NULL;
+	for (size_t i = 0; last && i < AB_ARRAY_SIZE(placeholder_content); i++)
+		if (strcmp(cur + strlen(root) + 1, placeholder_content[i].rel) == 0)
+			content = placeholder_content[i].content;
+	return add_mount(p, AB_MNT_PLACEHOLDER, content, cur, dir ? AB_MNT_F_DIR : 0,
+			 "fs.protect") < 0
+		       ? ab_fail(err, ENOMEM, "plan")
+		       : 0;
+}
+
 /* One protected entry under one writable root. */
 static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *root,
 			    const char *rel, ab_err *err)
 {
+	size_t rl = strlen(rel);
+	bool want_dir = rl > 0 && rel[rl - 1] == '/';
 	_cleanup_free_ char *full = ab_path_join(root, rel);
 	_cleanup_free_ char *path = full ? ab_path_normalize(full) : NULL;
 	if (!path)
@@ -357,11 +386,12 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 	if (under_any(&in->profile->fs.deny, path))
 		return 0;
 	/* Walk from the root down: the first missing component becomes the
-	 * placeholder (always an empty read-only directory: git does not list
-	 * empty directories, so nothing shows up as an untracked file); an
-	 * existing final path is re-bound read-only; every existing directory
-	 * in between is pinned (bound onto itself) so that it cannot be renamed
-	 * away and recreated without the protection. */
+	 * placeholder; an existing final path is re-bound read-only; every
+	 * existing directory in between is pinned (bound onto itself) so that it
+	 * cannot be renamed away and recreated without the protection; a regular
+	 * file in between (a worktree's or submodule's ".git" file naming its
+	 * git directory) is itself made read-only, so it cannot be replaced by
+	 * a repository the sandbox controls. */
 	_cleanup_free_ char *cur = strdup(path);
 	if (!cur)
 		return ab_fail(err, ENOMEM, "plan");
@@ -374,15 +404,8 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 		*s = '\0';
 		struct stat st;
 		int r = plan_lstat(in, cur, &st);
-		if (r == -ENOENT) {
-			if (has_mount_at(p, cur))
-				return 0;
-			return add_mount(p, AB_MNT_PLACEHOLDER, NULL, cur, AB_MNT_F_DIR, "fs.protect") < 0
-				       ? ab_fail(err, ENOMEM, "plan")
-				       : 0;
-		}
-		if (r == -ENOTDIR)
-			return 0; /* e.g. .git is a file (worktree): nothing below it */
+		if (r == -ENOENT)
+			return add_placeholder(p, cur, root, rel, last, want_dir, err);
 		if (r < 0)
 			return ab_fail(err, -r, "fs.protect: %s", cur);
 		if (S_ISLNK(st.st_mode)) {
@@ -392,7 +415,9 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 					 "\"%s\" from filesystem.protect", rel);
 			return -EINVAL;
 		}
-		if (last) {
+		if (last || !S_ISDIR(st.st_mode)) {
+			if (!last && !S_ISREG(st.st_mode))
+				return 0;
 			if (has_mount_at(p, cur))
 				return 0;
 			unsigned flags = S_ISDIR(st.st_mode) ? AB_MNT_F_DIR : 0;
@@ -400,13 +425,38 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 				       ? ab_fail(err, ENOMEM, "plan")
 				       : 0;
 		}
-		if (!S_ISDIR(st.st_mode))
-			return 0;
 		if (!has_mount_at(p, cur) &&
 		    add_mount(p, AB_MNT_PIN, NULL, cur, AB_MNT_F_DIR, "fs.protect (parent)") < 0)
 			return ab_fail(err, ENOMEM, "plan");
 		*s = saved;
 	}
+}
+
+/* The profile files that define this sandbox are read-only inside it, or a
+ * profile kept in the workspace could be rewritten to grant the next run
+ * more (threat model 8). */
+static int plan_protect_profiles(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_strv *files = &in->profile->files;
+	for (size_t f = 0; f < files->n; f++) {
+		const ab_mount *root = NULL;
+		for (size_t i = 0; i < p->nmounts; i++) {
+			const ab_mount *m = &p->mounts[i];
+			if (m->kind == AB_MNT_BIND_RW && (m->flags & AB_MNT_F_DIR) &&
+			    ab_path_is_under(files->v[f], m->dst) && strcmp(files->v[f], m->dst) &&
+			    (!root || strlen(m->dst) > strlen(root->dst)))
+				root = m;
+		}
+		if (!root)
+			continue;
+		_cleanup_free_ char *r = strdup(root->dst);
+		if (!r)
+			return ab_fail(err, ENOMEM, "plan");
+		int ret = plan_protect_one(p, in, r, files->v[f] + strlen(r) + 1, err);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
 }
 
 static int plan_protect(ab_plan *p, const ab_plan_input *in, ab_err *err)
@@ -825,7 +875,7 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 	}
 	if ((r = plan_base_mounts(p, in, err)) < 0 || (r = plan_grants(p, in, err)) < 0 ||
 	    (r = plan_identity_files(p, err)) < 0 || (r = plan_denies(p, in, err)) < 0 ||
-	    (r = plan_protect(p, in, err)) < 0)
+	    (r = plan_protect(p, in, err)) < 0 || (r = plan_protect_profiles(p, in, err)) < 0)
 		return r;
 	sort_mounts(p);
 	if ((r = plan_env(p, in, err)) < 0 || (r = plan_limits(p, in, err)) < 0 ||

@@ -544,7 +544,7 @@ static int item_relpath(ctx *c, const char *s, char **out)
 			    "are not expanded", q);
 	if (strlen(s) >= PATH_MAX)
 		return fail(c, "path too long (at most %d bytes)", PATH_MAX - 1);
-	_cleanup_free_ char *o = malloc(strlen(s) + 1);
+	_cleanup_free_ char *o = malloc(strlen(s) + 2);
 	if (!o)
 		return oom(c);
 	for (const char *p = s; *p;) {
@@ -562,9 +562,12 @@ static int item_relpath(ctx *c, const char *s, char **out)
 		}
 		p += l;
 	}
-	o[n] = '\0';
 	if (n == 0)
 		return fail(c, "\"%s\" names the writable root itself", q);
+	/* a trailing '/' says the path is a directory: kept for the planner */
+	if (s[strlen(s) - 1] == '/')
+		o[n++] = '/';
+	o[n] = '\0';
 	*out = TAKE_PTR(o);
 	return 0;
 }

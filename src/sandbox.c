@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@
 #include "agentbox/loop.h"
 #include "agentbox/pty.h"
 #include "agentbox/sandbox.h"
+#include "agentbox/watch.h"
 
 #define CHILD_STACK (256 * 1024)
 
@@ -177,7 +179,10 @@ typedef struct run_state {
 	bool have_error;
 	ab_err child_err;
 	ab_cleaner cleaner;
+	ab_watch watch;
+	bool tampered;
 	int devnull;
+	int ws_lock;
 	ab_err *err;
 	int fatal;          /* parent-side failure while serving */
 } run_state;
@@ -238,6 +243,23 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 		close(pfd);
 }
 
+/* A protected path was replaced or removed on the host: stop the sandbox
+ * before it can use the now unprotected path. */
+static void on_watch(ab_loop *l, int fd, unsigned ev, void *data)
+{
+	run_state *s = data;
+	const char *path = ab_watch_changed(&s->watch);
+	if (!path || s->have_exit || s->tampered)
+		return;
+	s->tampered = true;
+	kill(s->child, SIGKILL);
+	ab_fail(s->err, 0, "protected path %s was replaced or removed outside the sandbox while "
+			   "it ran; the sandbox was stopped (its read-only cover no longer applied)",
+		path);
+	ab_err_hint(s->err, "change protected files (e.g. with git config) while no agentbox "
+			    "runs in that workspace");
+}
+
 static void on_signal(ab_loop *l, int fd, unsigned ev, void *data)
 {
 	run_state *s = data;
@@ -272,7 +294,8 @@ static int serve(run_state *s, ab_err *err)
 	if (r < 0)
 		return r;
 	if (ab_loop_watch(s->loop, s->sync_fd, AB_EV_READ, on_sync, s) < 0 ||
-	    ab_loop_watch(s->loop, s->sig_fd, AB_EV_READ, on_signal, s) < 0)
+	    ab_loop_watch(s->loop, s->sig_fd, AB_EV_READ, on_signal, s) < 0 ||
+	    (s->watch.fd >= 0 && ab_loop_watch(s->loop, s->watch.fd, AB_EV_READ, on_watch, s) < 0))
 		return ab_fail(err, errno, "event loop");
 	/* the child may already be gone */
 	int st;
@@ -362,6 +385,8 @@ static int setup_cgroup(const ab_plan *plan, pid_t child, char **path, ab_err *e
 
 static int exit_code_of(run_state *s, ab_err *err)
 {
+	if (s->tampered)
+		return AB_EXIT_FAIL; /* err was set by on_watch */
 	if (s->have_error) {
 		*err = s->child_err;
 		return err->exit_code ? err->exit_code : AB_EXIT_FAIL;
@@ -388,7 +413,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		return AB_EXIT_FAIL;
 
 	run_state s = {.plan = plan, .child = -1, .sync_fd = -1, .sig_fd = -1, .err = err,
-		       .cleaner = {.pipe_fd = -1}, .devnull = -1};
+		       .cleaner = {.pipe_fd = -1}, .watch = {.fd = -1}, .devnull = -1,
+		       .ws_lock = -1};
 	char *cg_path = NULL;
 	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
 	int sv[2] = {-1, -1};
@@ -405,10 +431,26 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	}
 	for (size_t i = 0; i < plan->nmounts; i++)
 		idmap_fds[i] = -1;
+	/* One sandbox per workspace: two would see each other's placeholders as
+	 * protected paths and, removing their own, undo the other's protection.
+	 * The lock lives as long as the parent (and the cleanup watcher). */
+	s.ws_lock = open(plan->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s.ws_lock < 0) {
+		ab_fail(err, errno, "workspace %s", plan->workspace);
+		goto out;
+	}
+	if (flock(s.ws_lock, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		ab_fail(err, e == EWOULDBLOCK ? 0 : e, "another agentbox is running in the workspace %s",
+			plan->workspace);
+		ab_err_hint(err, "wait for it to end, or give each sandbox its own directory (e.g. a "
+				 "git worktree)");
+		goto out;
+	}
 	bool placeholders = false;
 	for (size_t i = 0; i < plan->nmounts; i++)
 		placeholders |= plan->mounts[i].kind == AB_MNT_PLACEHOLDER;
-	if (placeholders && ab_cleaner_start(&s.cleaner, err) < 0)
+	if (placeholders && ab_cleaner_start(&s.cleaner, s.ws_lock, err) < 0)
 		goto out;
 	if (plan->use_pty && (plan->pty_mask & 3) != 3) {
 		s.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -423,7 +465,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		goto out;
 	}
 	ab_child_args args = {.plan = plan, .sync_fd = sv[1],
-			      .parent_fds = {sv[0], s.sig_fd, s.cleaner.pipe_fd, s.devnull}};
+			      .parent_fds = {sv[0], s.sig_fd, s.cleaner.pipe_fd, s.devnull,
+					     s.ws_lock, -1}};
 	if (plan->use_pty)
 		args.have_ws = ab_pty_get_winsize(STDIN_FILENO, &args.ws) ||
 			       ab_pty_get_winsize(STDOUT_FILENO, &args.ws) ||
@@ -444,6 +487,11 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	/* the child gets going (hostname, loopback, sources) while we create
 	 * the placeholders, the idmapped trees and the seccomp filter */
 	if (sent && ab_placeholders_create(plan, &s.cleaner, err) < 0) {
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	if (sent && ab_watch_start(&s.watch, plan, err) < 0) {
 		kill(s.child, SIGKILL);
 		waitpid(s.child, NULL, 0);
 		goto out;
@@ -483,6 +531,7 @@ out:
 		ab_pty_relay_free(s.relay);
 	if (s.loop)
 		ab_loop_free(s.loop);
+	ab_watch_free(&s.watch);
 	ab_cleaner_finish(&s.cleaner);
 	if (cg_path) {
 		ab_cgroup_cleanup(cg_path);
@@ -502,6 +551,8 @@ out:
 		close(s.sig_fd);
 	if (s.devnull >= 0)
 		close(s.devnull);
+	if (s.ws_lock >= 0)
+		close(s.ws_lock);
 	ab_seccomp_prog_free(&prog);
 	/* the signal mask stays: main returns right away, and a signal still
 	 * pending (a second Ctrl-C) must not replace the command's status */

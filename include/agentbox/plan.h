@@ -35,9 +35,10 @@ enum ab_mnt_kind {
 	AB_MNT_DEV,       /* minimal /dev: tmpfs + null zero full random urandom tty, pts, ptmx, shm */
 	AB_MNT_MASK,      /* dst hidden: empty read-only tmpfs (dir) or empty file (file) */
 	AB_MNT_PROTECT,   /* existing dst inside a rw tree: re-bound read-only onto itself */
-	AB_MNT_PLACEHOLDER, /* absent dst inside a rw tree: agentbox creates an empty
-			       placeholder on the host, mounts a read-only empty one over it,
-			       and removes it after exit (see docs/protected-paths.md) */
+	AB_MNT_PLACEHOLDER, /* absent dst inside a rw tree: the parent creates a placeholder
+			       on the host (an empty directory with F_DIR, else a file whose
+			       content is src or empty), the child covers it read-only, and
+			       it is removed after exit (docs/protected-paths.md) */
 	AB_MNT_SYMLINK,   /* create symlink dst -> src (for symlinked system dirs) */
 	AB_MNT_RO_REMOUNT,/* make the existing mount at dst read-only (e.g. /proc/sys) */
 	AB_MNT_CONTENT,   /* read-only file at dst whose content is `src` (e.g. /etc/passwd) */

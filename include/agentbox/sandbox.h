@@ -42,7 +42,7 @@ typedef struct ab_child_args {
 	int sync_fd;          /* child end of the socketpair */
 	bool have_ws;
 	struct winsize ws;    /* outer window size when use_pty */
-	int parent_fds[4];    /* the parent's own fds the clone inherited: closed first */
+	int parent_fds[6];    /* the parent's own fds the clone inherited: closed first */
 } ab_child_args;
 
 /* Parent: run the plan; returns the exit status agentbox should exit with

@@ -48,6 +48,16 @@ LEAKY_VARS = ("AB_CANARY_ENV", "SSH_AUTH_SOCK", "GITHUB_TOKEN", "ANTHROPIC_API_K
               "XDG_RUNTIME_DIR", "AWS_SECRET_ACCESS_KEY")
 
 
+def known_gap(reason):
+    """Mark a test that demonstrates a documented, still-open limitation: the
+    runner reports its failure as a skip with the reason, and fails the run
+    when it starts passing (so the marker and the docs get updated)."""
+    def mark(fn):
+        fn.known_gap = reason
+        return fn
+    return mark
+
+
 class Skip(Exception):
     """Raise (via skip()) when the kernel truly lacks a feature; give the reason."""
 

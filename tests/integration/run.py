@@ -197,6 +197,14 @@ def main():
                     if outcome == "ok":
                         outcome, detail = "FAIL", "cleanup: %r" % e
         dt = time.monotonic() - t0
+        gap = getattr(fn, "known_gap", None)
+        if gap and outcome == "FAIL":
+            # a documented limitation (docs/threat-model.md): still run, so
+            # the day it is fixed the marker must go (see below)
+            outcome, detail = "skip", "known gap, still open: %s" % gap
+        elif gap and outcome == "ok":
+            outcome, detail = "FAIL", ("marked as a known gap (%s) but it passes now: remove "
+                                       "the @known_gap marker and the note in the docs" % gap)
         if outcome == "ok":
             passed += 1
             print("ok    %s (%.2fs)" % (tid, dt), flush=True)

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/* Protected paths changed from outside: inotify on the protected inodes
+ * (parent).  See include/agentbox/watch.h. */
+#include "agentbox/watch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+static bool watched_kind(const ab_mount *m)
+{
+	return m->kind == AB_MNT_PROTECT || m->kind == AB_MNT_PLACEHOLDER || m->kind == AB_MNT_PIN;
+}
+
+int ab_watch_start(ab_watch *w, const ab_plan *plan, ab_err *err)
+{
+	*w = (ab_watch){.fd = -1};
+	size_t n = 0;
+	for (size_t i = 0; i < plan->nmounts; i++)
+		n += watched_kind(&plan->mounts[i]);
+	if (n == 0)
+		return 0;
+	w->fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	w->wd = calloc(n, sizeof(*w->wd));
+	w->path = calloc(n, sizeof(*w->path));
+	if (w->fd < 0 || !w->wd || !w->path) {
+		int e = w->fd < 0 ? errno : ENOMEM;
+		ab_watch_free(w);
+		return ab_fail(err, e, "watch protected paths");
+	}
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		const ab_mount *m = &plan->mounts[i];
+		if (!watched_kind(m))
+			continue;
+		/* removal, rename and (for files) a link-count change from a
+		 * rename over it; a directory's own moves and removal */
+		uint32_t mask = IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW;
+		if (!(m->flags & AB_MNT_F_DIR))
+			mask |= IN_ATTRIB;
+		int wd = inotify_add_watch(w->fd, m->dst, mask);
+		if (wd < 0) {
+			if (errno == ENOENT && m->kind == AB_MNT_PLACEHOLDER)
+				continue; /* appeared and went meanwhile: the cover checks it */
+			int e = errno;
+			ab_fail(err, e, "watch protected path %s", m->dst);
+			if (e == ENOSPC)
+				ab_err_hint(err, "raise fs.inotify.max_user_watches");
+			ab_watch_free(w);
+			return -e;
+		}
+		w->wd[w->n] = wd;
+		w->path[w->n] = m->dst;
+		w->n++;
+	}
+	return 0;
+}
+
+const char *ab_watch_changed(ab_watch *w)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	const char *changed = NULL;
+	for (;;) {
+		ssize_t len = read(w->fd, buf, sizeof(buf));
+		if (len <= 0)
+			break;
+		for (char *p = buf; p < buf + len;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+			for (size_t i = 0; !changed && i < w->n; i++)
+				if (w->wd[i] == ev->wd)
+					changed = w->path[i];
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	return changed;
+}
+
+void ab_watch_free(ab_watch *w)
+{
+	if (w->fd >= 0)
+		close(w->fd);
+	free(w->wd);
+	free(w->path);
+	*w = (ab_watch){.fd = -1};
+}

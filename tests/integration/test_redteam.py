@@ -1,0 +1,466 @@
+# SPDX-License-Identifier: MIT
+"""Red-team regressions: things an attacker inside `agentbox run -p default` tried.
+
+Each test plants something from inside (or races agentbox from outside the way
+a second run or the user's own tools would) and then checks, on the host, that
+nothing planted can run later outside the sandbox and that no host secret
+crossed.  Payloads `touch` a marker in ctx.scratch: inside the sandbox that
+path lies in the private /tmp, so only a payload that runs on the host can
+create the host's marker (no false positives from git running inside).
+
+Tests marked "weakness" below were open when written; see the red-team report.
+"""
+
+import os
+import stat
+import subprocess
+import time
+
+from abtest import (known_gap, HOST_PATH, INNER_PY, NOBODY_GID, NOBODY_UID, describe, skip,
+                    sh_quote as q, tree_listing, wait_for)
+
+
+# ---------------------------------------------------------------- helpers
+
+def _as_user(ctx, cmd):
+    if ctx.uid != os.getuid():
+        return ["setpriv", "--reuid=%d" % ctx.uid, "--regid=%d" % ctx.gid,
+                "--clear-groups"] + list(cmd)
+    return list(cmd)
+
+
+def _host_git(ctx, *args, cwd=None):
+    """git on the host as the test user, like the user's shell or prompt would.
+    Does not assert success: a planted payload may make it fail."""
+    cmd = _as_user(ctx, ["git", "-c", "safe.directory=*", "-c", "init.defaultBranch=main",
+                         "-c", "user.name=host", "-c", "user.email=host@example.com",
+                         "-c", "protocol.file.allow=always"] + list(args))
+    env = {"PATH": HOST_PATH, "HOME": ctx.scratch, "LANG": "C.UTF-8",
+           "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(cmd, cwd=cwd or ctx.ws, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=30)
+
+
+def _repo(ctx, path=None):
+    path = path or ctx.ws
+    ctx.git_host("init", "-q", ".", cwd=path)
+    ctx.host_file(os.path.join(path, "README"), "hello\n")
+    ctx.git_host("add", "README", cwd=path)
+    ctx.git_host("commit", "-q", "-m", "initial", cwd=path)
+
+
+def _marker(ctx):
+    m = os.path.join(ctx.scratch, "pwned")
+    return m, "touch %s; false" % m
+
+
+def _assert_no_payload(ctx, marker, what):
+    assert not os.path.exists(marker), \
+        "%s: a payload planted inside the sandbox ran on the host" % what
+
+
+def _setid_or_caps(root):
+    bad = []
+    for dp, dns, fns in os.walk(root):
+        for n in dns + fns:
+            p = os.path.join(dp, n)
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            if not stat.S_ISDIR(st.st_mode) and st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                bad.append("%s mode %o" % (os.path.relpath(p, root), st.st_mode & 0o7777))
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                bad.append("%s device node" % os.path.relpath(p, root))
+            try:
+                if "security.capability" in os.listxattr(p):
+                    bad.append("%s file capabilities" % os.path.relpath(p, root))
+            except OSError:
+                pass
+    return bad
+
+
+# ---------------------------------------------------------------- git: code that host git runs
+
+def test_git_commondir_redirect(ctx):
+    """ESCAPE: $GIT_DIR/commondir makes git read config (core.fsmonitor) and
+    hooks from another directory, which the sandbox can write."""
+    _repo(ctx)
+    marker, payload = _marker(ctx)
+    ctx.sandbox("mkdir -p .git/x && cp -r .git/objects .git/refs .git/HEAD .git/x/ && "
+                "cp .git/config .git/x/config && git config -f .git/x/config core.fsmonitor %s "
+                "&& echo x > .git/commondir; true" % q(payload))
+    _host_git(ctx, "status", "--porcelain")
+    _assert_no_payload(ctx, marker, ".git/commondir")
+    assert not os.path.exists(os.path.join(ctx.ws, ".git", "commondir")), \
+        ".git/commondir written inside reached the host"
+
+
+def test_git_config_worktree(ctx):
+    """ESCAPE: with extensions.worktreeConfig (set by `git sparse-checkout`),
+    git also reads $GIT_DIR/config.worktree, which is not protected."""
+    _repo(ctx)
+    ctx.git_host("config", "extensions.worktreeConfig", "true")
+    marker, payload = _marker(ctx)
+    ctx.sandbox("git config --worktree core.fsmonitor %s; true" % q(payload))
+    _host_git(ctx, "status", "--porcelain")
+    _assert_no_payload(ctx, marker, ".git/config.worktree")
+
+
+def test_git_linked_worktree_gitfile(ctx):
+    """ESCAPE: in a linked worktree `.git` is a file ("gitdir: ..."); the protect
+    list skips it, so the sandbox replaces it with a repository of its own."""
+    main = os.path.join(ctx.projects, "main")
+    wt = os.path.join(ctx.projects, "wt")
+    os.makedirs(main)
+    if ctx.uid:
+        os.chown(main, ctx.uid, ctx.gid)
+    _repo(ctx, main)
+    ctx.git_host("worktree", "add", "-q", wt, cwd=main)
+    gitfile = open(os.path.join(wt, ".git")).read()
+    marker, payload = _marker(ctx)
+    ctx.sandbox("rm -f .git; git init -q . && git config core.fsmonitor %s; "
+                "echo 'gitdir: .evil' > .git 2>/dev/null; true" % q(payload), ws=wt, cwd=wt)
+    _host_git(ctx, "status", "--porcelain", cwd=wt)
+    _assert_no_payload(ctx, marker, "worktree .git file")
+    with open(os.path.join(wt, ".git")) as f:
+        assert f.read() == gitfile, "the worktree's .git file was replaced from inside"
+
+
+@known_gap("a nested repository the sandbox creates and registers as a gitlink runs its "
+           "own config when the host's git status recurses into it (docs/threat-model.md)")
+def test_git_nested_repo_via_gitlink(ctx):
+    """ESCAPE: a nested repository with core.fsmonitor, registered as a gitlink
+    in the (writable) index: the host's `git status` in the workspace recurses
+    into it and runs the payload."""
+    _repo(ctx)
+    marker, payload = _marker(ctx)
+    ctx.sandbox("mkdir sub && cd sub && git init -q . && "
+                "git -c user.name=a -c user.email=a@b commit -q --allow-empty -m s && "
+                "git config core.fsmonitor %s && cd .. && "
+                "git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub; "
+                "true" % q(payload))
+    _host_git(ctx, "status", "--porcelain")
+    _assert_no_payload(ctx, marker, "nested repository")
+
+
+def test_git_submodule_config(ctx):
+    """ESCAPE: an existing submodule's git dir lives in .git/modules/NAME, whose
+    config and hooks are not protected."""
+    src = os.path.join(ctx.scratch, "subsrc")
+    os.makedirs(src)
+    if ctx.uid:
+        os.chown(src, ctx.uid, ctx.gid)
+    _repo(ctx, src)
+    _repo(ctx)
+    r = _host_git(ctx, "submodule", "add", "-q", src, "sub")
+    assert r.returncode == 0, "host git submodule add failed: %s" % r.stderr
+    ctx.git_host("commit", "-q", "-m", "add sub")
+    marker, payload = _marker(ctx)
+    ctx.sandbox("git config -f .git/modules/sub/config core.fsmonitor %s; "
+                "printf '#!/bin/sh\\n%s\\n' > .git/modules/sub/hooks/post-checkout; "
+                "chmod +x .git/modules/sub/hooks/post-checkout; true" % (q(payload), payload))
+    _host_git(ctx, "status", "--porcelain")
+    _host_git(ctx, "submodule", "update", "--checkout", "--force")
+    _assert_no_payload(ctx, marker, ".git/modules/sub")
+
+
+def test_git_hooks_path_inside_workspace(ctx):
+    """ESCAPE (husky, lefthook, `core.hooksPath .githooks`): the repository's
+    hooks live in a workspace directory named by core.hooksPath, which stays
+    writable although .git/hooks is protected."""
+    _repo(ctx)
+    ctx.host_file(os.path.join(ctx.ws, ".husky", "pre-commit"), "#!/bin/sh\nexit 0\n", 0o755)
+    if ctx.uid:
+        os.chown(os.path.join(ctx.ws, ".husky"), ctx.uid, ctx.gid)
+    ctx.git_host("config", "core.hooksPath", ".husky")
+    ctx.git_host("add", ".husky")
+    ctx.git_host("commit", "-q", "-m", "hooks")
+    marker, payload = _marker(ctx)
+    ctx.sandbox("printf '#!/bin/sh\\n%s\\n' > .husky/pre-commit; true" % payload)
+    ctx.host_file(os.path.join(ctx.ws, "f"), "x\n")
+    ctx.git_host("add", "f")
+    _host_git(ctx, "commit", "-q", "-m", "host commit")
+    _assert_no_payload(ctx, marker, "core.hooksPath=.husky")
+
+
+# ---------------------------------------------------------------- protections racing the host
+
+def _wait_file(path, timeout=20):
+    return wait_for(lambda: os.path.exists(path), timeout, 0.02)
+
+
+def test_concurrent_run_keeps_protection(ctx):
+    """ESCAPE: run B starts while run A is running in the same workspace.  B
+    finds A's placeholders and binds them read-only; when A ends, A removes its
+    placeholders on the host, which detaches B's read-only mounts (a mount
+    point in another mount namespace can be removed), and B plants .envrc,
+    .vscode/, .mcp.json and .claude/settings.json."""
+    _repo(ctx)
+    os.makedirs(os.path.join(ctx.ws, ".claude"))
+    if ctx.uid:
+        os.chown(os.path.join(ctx.ws, ".claude"), ctx.uid, ctx.gid)
+    before = tree_listing(ctx.ws)
+    a = ctx.popen(["run", "-p", "default", "-w", ctx.ws, "--", "sleep", "1"])
+    assert _wait_file(os.path.join(ctx.ws, ".envrc")), "run A created no placeholder"
+    script = ("i=0; while [ $i -lt 40 ]; do i=$((i+1)); "
+              "if (echo evil > .envrc) 2>/dev/null; then break; fi; sleep 0.1; done; "
+              "mkdir -p .vscode 2>/dev/null; echo evil > .vscode/tasks.json; "
+              "echo evil > .mcp.json; echo evil > .claude/settings.json; true")
+    ctx.sandbox(script)
+    a.communicate(timeout=30)
+    time.sleep(0.3)
+    planted = [p for p in (".envrc", ".vscode/tasks.json", ".mcp.json", ".claude/settings.json")
+               if os.path.isfile(os.path.join(ctx.ws, p))]
+    assert not planted, "a concurrent run planted protected paths on the host: %s" % planted
+    leftovers = set(tree_listing(ctx.ws)) - set(before)
+    assert not leftovers, "placeholders left behind: %s" % sorted(leftovers)
+
+
+def test_host_rewrite_keeps_protection(ctx):
+    """Weakness: `git config` on the host (any atomic rename over .git/config,
+    also an editor saving .envrc) replaces the inode the read-only bind covers;
+    the bind is detached in the sandbox and .git/config becomes writable."""
+    _repo(ctx)
+    marker, payload = _marker(ctx)
+    ready = os.path.join(ctx.ws, "ready")
+    p = ctx.popen(["run", "-p", "default", "-w", ctx.ws, "--", "sh", "-c",
+                   "touch ready; i=0; while [ $i -lt 30 ]; do i=$((i+1)); "
+                   "git config core.fsmonitor %s 2>/dev/null && break; sleep 0.1; done; "
+                   "true" % q(payload)])
+    assert _wait_file(ready), "the sandbox never started"
+    ctx.git_host("config", "user.name", "the user, on the host")
+    p.communicate(timeout=30)
+    with open(os.path.join(ctx.ws, ".git", "config")) as f:
+        cfg = f.read()
+    _host_git(ctx, "status", "--porcelain")
+    assert "fsmonitor" not in cfg, ".git/config written from inside after a host rewrite"
+    _assert_no_payload(ctx, marker, ".git/config after a host rewrite")
+
+
+# ---------------------------------------------------------------- agentbox's own state
+
+def test_profile_in_workspace_not_writable(ctx):
+    """ESCAPE (threat model 8): a profile loaded from the workspace (`-p ./x.json`)
+    can be rewritten from inside, so the next run grants what the agent wants."""
+    prof = ctx.host_file(os.path.join(ctx.ws, "agentbox.json"),
+                         '{"version": 1, "extends": "default"}\n')
+    before = open(prof).read()
+    r = ctx.sandbox("echo '{\"version\": 1, \"filesystem\": {\"read\": [\"/\"]}}' > %s; true"
+                    % q(prof), profile=prof)
+    assert open(prof).read() == before or r.returncode == 125, \
+        "the profile agentbox loaded was rewritten from inside\n" + describe(r)
+
+
+# ---------------------------------------------------------------- host information
+
+ADD_KEY_PY = r'''
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+if sys.argv[1] == "add":
+    r = libc.syscall(248, b"user", sys.argv[2].encode(), b"payload", 7, -4)  # add_key @u
+    print(r)
+else:
+    libc.syscall(250, 21, int(sys.argv[2]))  # KEYCTL_INVALIDATE
+'''
+
+
+def test_proc_keys_hides_host_keys(ctx):
+    """Weakness: /proc/keys lists every key the sandbox's kernel uid may view,
+    including the host user's (descriptions and sizes)."""
+    kuid = NOBODY_UID if os.geteuid() == 0 else os.getuid()  # the sandbox's host uid here
+    def as_kuid(cmd):
+        if os.geteuid() == 0:
+            return ["setpriv", "--reuid=%d" % kuid, "--regid=%d" % NOBODY_GID,
+                    "--clear-groups"] + cmd
+        return cmd
+    desc = "abit-key-" + ctx.token
+    r = subprocess.run(as_kuid([INNER_PY, "-c", ADD_KEY_PY, "add", desc]),
+                       stdout=subprocess.PIPE, text=True, timeout=10)
+    serial = int(r.stdout.strip() or -1)
+    if serial < 0:
+        skip("cannot add a user key on this host")
+    ctx.on_cleanup(lambda: subprocess.run(as_kuid([INNER_PY, "-c", ADD_KEY_PY, "del",
+                                                   str(serial)]), timeout=10))
+    r = ctx.sandbox("cat /proc/keys /proc/key-users 2>/dev/null; true", record=False)
+    assert ctx.token not in r.stdout, "a host key's description is visible in /proc/keys"
+
+
+def test_host_user_list_hidden(ctx):
+    """Weakness: /etc/passwd is generated, but the host's backups /etc/passwd-
+    and /etc/group- (world-readable) still list every host account."""
+    names = set()
+    for f in ("/etc/passwd-", "/etc/group-"):
+        try:
+            with open(f) as fh:
+                names |= {l.split(":")[0] for l in fh if ":" in l}
+        except OSError:
+            pass
+    names -= {"root", "nobody", "nogroup", "agent", ""}
+    if not names:
+        skip("no /etc/passwd- or /etc/group- with other accounts on this host")
+    r = ctx.sandbox("cat /etc/passwd- /etc/group- 2>/dev/null; true")
+    seen = {l.split(":")[0] for l in r.stdout.splitlines()} & names
+    assert not seen, "host accounts visible inside: %s" % sorted(seen)[:10]
+
+
+# ---------------------------------------------------------------- resources
+
+def test_default_limits_bound_processes(ctx):
+    """Weakness: the default profile sets no nproc limit (and cgroup pids limits
+    need cgroup v2): a fork bomb inside exhausts the host's pid space."""
+    out = ctx.py_json("import json, resource\n"
+                      "print(json.dumps(resource.getrlimit(resource.RLIMIT_NPROC)))")
+    soft = out[0]
+    assert 0 <= soft <= 16384, "RLIMIT_NPROC inside is %s: nothing bounds a fork bomb" % (
+        "unlimited" if soft < 0 else soft)
+
+
+def test_private_tmpfs_bounded(ctx):
+    """Weakness: /tmp, /var/tmp, /run, /dev/shm and the private home are each a
+    tmpfs of the kernel's default size (half of RAM), together several times the
+    host's memory, and tmpfs pages are not freed by the OOM killer."""
+    out = ctx.py_json("import json, os\n"
+                      "t = 0\n"
+                      "for d in ('/tmp', '/var/tmp', '/run', '/dev/shm', os.environ['HOME']):\n"
+                      "    s = os.statvfs(d); t += s.f_blocks * s.f_frsize\n"
+                      "print(json.dumps(t))")
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) * 1024
+    assert out <= mem // 2, "private tmpfs mounts may hold %.1f GiB, host RAM is %.1f GiB" % (
+        out / 2 ** 30, mem / 2 ** 30)
+
+
+# ---------------------------------------------------------------- blocked today (keep it so)
+
+INIT_PY = r'''
+import json, os
+out = {}
+for n in ("environ", "mem", "fd", "root/", "cwd", "exe", "maps"):
+    p = "/proc/1/" + n
+    try:
+        if n in ("fd", "root/"):
+            os.listdir(p)
+        elif n in ("cwd", "exe"):
+            os.readlink(p)
+        else:
+            open(p, "rb").read(64)
+        out[n] = "OK"
+    except OSError as e:
+        out[n] = e.strerror
+print(json.dumps(out))
+'''
+
+
+def test_init_is_opaque(ctx):
+    """pid 1 inside is agentbox's child: its memory holds the host environment
+    and it owns the sync socket to the parent.  None of it is reachable."""
+    out = ctx.py_json(INIT_PY)
+    opened = [k for k, v in out.items() if v == "OK"]
+    assert not opened, "pid 1 introspection possible inside: %s" % opened
+
+
+SETID_PY = r'''
+import ctypes, json, os, stat
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def sc(nr, *a):
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(x) if isinstance(x, int) else x for x in a])
+    return "OK" if r >= 0 else os.strerror(ctypes.get_errno())
+B = lambda s: ctypes.c_char_p(s.encode())
+AT = -100
+out = {}
+open("plain", "w").write("#!/bin/sh\n")
+out["openat_creat"] = sc(257, AT, B("o_suid"), os.O_CREAT | os.O_WRONLY, 0o4755)
+out["creat"] = sc(85, B("c_sgid"), 0o2755)
+fd = libc.syscall(257, AT, B("."), os.O_TMPFILE | os.O_WRONLY, 0o6755)
+out["o_tmpfile"] = "OK" if fd >= 0 else os.strerror(ctypes.get_errno())
+if fd >= 0:
+    out["o_tmpfile_link"] = sc(265, AT, B("/proc/self/fd/%d" % fd), AT, B("tmp_suid"), 0x400)
+out["mknodat_reg"] = sc(259, AT, B("mk_suid"), stat.S_IFREG | 0o4755, 0)
+out["mknodat_chr"] = sc(259, AT, B("mk_null"), stat.S_IFCHR | 0o666, os.makedev(1, 3))
+out["mkdirat"] = sc(258, AT, B("d_sgid"), 0o2755)
+out["chmod"] = sc(90, B("plain"), 0o4755)
+out["fchmodat"] = sc(268, AT, B("plain"), 0o2755)
+out["fchmodat2"] = sc(452, AT, B("plain"), 0o6755, 0)
+f = os.open("plain", os.O_RDONLY)
+out["fchmod"] = sc(91, f, 0o4755)
+out["fchmod_hibits"] = sc(91, f, 0o4755 | (1 << 40))
+try:
+    os.setxattr("plain", "security.capability",
+                bytes([1, 0, 0, 2]) + b"\xff" * 4 + b"\0" * 12)
+    out["setcap"] = "OK"
+except OSError as e:
+    out["setcap"] = e.strerror
+print(json.dumps(out))
+'''
+
+
+def test_no_setid_or_caps_by_any_syscall(ctx):
+    """Set-id bits and file capabilities through every mode-taking syscall
+    (openat O_CREAT, O_TMPFILE + linkat, creat, mknodat, mkdirat, chmod family
+    incl. fchmodat2, high bits in the mode) and the security.capability xattr."""
+    r = ctx.py(SETID_PY)
+    assert r.returncode == 0, describe(r)
+    bad = _setid_or_caps(ctx.ws)
+    assert not bad, "set-id/caps/device files from inside are on the host: %s\n%s" % (
+        bad, r.stdout)
+
+
+LINK_PY = r'''
+import json, os
+out = {}
+for src in ("/etc/passwd", "/usr/bin/su", "/etc/shadow", "/proc/self/exe", "/dev/null"):
+    try:
+        os.link(src, "l" + str(len(out)))
+        out[src] = "OK"
+    except OSError as e:
+        out[src] = e.strerror
+print(json.dumps(out))
+'''
+
+
+def test_no_hardlinks_to_outside(ctx):
+    """A hard link in the workspace to a file outside it would let the host's
+    tools (or a later run) reach that file through the workspace."""
+    out = ctx.py_json(LINK_PY)
+    made = [k for k, v in out.items() if v == "OK"]
+    assert not made, "hard links to outside files created inside: %s" % made
+    for dp, dns, fns in os.walk(ctx.ws):
+        for n in fns:
+            st = os.lstat(os.path.join(dp, n))
+            assert st.st_nlink == 1 or stat.S_ISDIR(st.st_mode), \
+                "%s has %d links on the host" % (n, st.st_nlink)
+
+
+EXCHANGE_PY = r'''
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+os.mkdir("decoy_d"); open("decoy_f", "w").write("evil\n")
+out = {}
+for a, b in ((".git/config", "decoy_f"), (".git/hooks", "decoy_d"), (".git", "decoy_d"),
+             (".vscode", "decoy_d"), (".envrc", "decoy_d")):
+    r = libc.syscall(316, -100, ctypes.c_char_p(a.encode()), -100,
+                     ctypes.c_char_p(b.encode()), 2)  # renameat2 RENAME_EXCHANGE
+    out["exchange " + a] = "OK" if r == 0 else os.strerror(ctypes.get_errno())
+    try:
+        os.rename(b, a)
+        out["rename onto " + a] = "OK"
+    except OSError as e:
+        out["rename onto " + a] = e.strerror
+print(json.dumps(out))
+'''
+
+
+def test_protected_paths_exchange_and_replace(ctx):
+    """renameat2(RENAME_EXCHANGE) and rename-over on protected paths, their
+    placeholders and pinned parents."""
+    _repo(ctx)
+    cfg = open(os.path.join(ctx.ws, ".git", "config")).read()
+    out = ctx.py_json(EXCHANGE_PY)
+    done = [k for k, v in out.items() if v == "OK"]
+    assert not done, "protected paths moved inside: %s" % done
+    assert open(os.path.join(ctx.ws, ".git", "config")).read() == cfg
+    for p in (".envrc", ".vscode"):
+        assert not os.path.lexists(os.path.join(ctx.ws, p)), "%s left on the host" % p

@@ -212,7 +212,7 @@ static void test_valid_full(void **state)
 				      "/home/user/.local/share/fonts"));
 	assert_strv(&p->fs.write, STRV("/work/ws", "/home/user/.cache/pip", "/var/tmp/x"));
 	assert_strv(&p->fs.deny, STRV("/work/ws/.env", "/home/user/.ssh"));
-	assert_strv(&p->fs.protect, STRV(".git/hooks", ".vscode", "a/b", ".envrc"));
+	assert_strv(&p->fs.protect, STRV(".git/hooks", ".vscode/", "a/b", ".envrc"));
 	assert_strv(&p->fs.tmpfs, STRV("/tmp", "/home/user/.npm"));
 	assert_int_equal(p->loopback.nports, 2);
 	assert_int_equal(p->loopback.ports[0], 8080);

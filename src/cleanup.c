@@ -187,7 +187,7 @@ static void watcher_main(int rfd)
 	_exit(0);
 }
 
-int ab_cleaner_start(ab_cleaner *c, int keep_fd, ab_err *err)
+int ab_cleaner_start(ab_cleaner *c, int keep_fd, int keep_fd2, ab_err *err)
 {
 	memset(c, 0, sizeof(*c));
 	c->pipe_fd = -1;
@@ -203,10 +203,17 @@ int ab_cleaner_start(ab_cleaner *c, int keep_fd, ab_err *err)
 	if (pid == 0) {
 		close(p[1]);
 		/* keep only stdio, our pipe and the workspace lock */
-		int keep[2] = {p[0] < keep_fd ? p[0] : keep_fd, p[0] < keep_fd ? keep_fd : p[0]};
+		int keep[3] = {p[0], keep_fd, keep_fd2};
+		for (int i = 0; i < 3; i++) /* sort the three */
+			for (int j = i + 1; j < 3; j++)
+				if (keep[j] < keep[i]) {
+					int t = keep[i];
+					keep[i] = keep[j];
+					keep[j] = t;
+				}
 		unsigned lo = 3;
-		for (int i = 0; i < 2; i++) {
-			if (keep[i] < 3)
+		for (int i = 0; i < 3; i++) {
+			if (keep[i] < 3 || (unsigned)keep[i] < lo)
 				continue;
 			if ((unsigned)keep[i] > lo)
 				syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);

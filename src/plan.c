@@ -375,6 +375,10 @@ static int add_placeholder(ab_plan *p, const char *cur, const char *root, const 
 static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *root,
 			    const char *rel, ab_err *err)
 {
+	/* "?path": protected when present, nothing reserved when absent */
+	bool if_present = rel[0] == '?';
+	if (if_present)
+		rel++;
 	size_t rl = strlen(rel);
 	bool want_dir = rl > 0 && rel[rl - 1] == '/';
 	_cleanup_free_ char *full = ab_path_join(root, rel);
@@ -405,7 +409,7 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 		struct stat st;
 		int r = plan_lstat(in, cur, &st);
 		if (r == -ENOENT)
-			return add_placeholder(p, cur, root, rel, last, want_dir, err);
+			return if_present ? 0 : add_placeholder(p, cur, root, rel, last, want_dir, err);
 		if (r < 0)
 			return ab_fail(err, -r, "fs.protect: %s", cur);
 		if (S_ISLNK(st.st_mode)) {

@@ -537,6 +537,10 @@ static int item_relpath(ctx *c, const char *s, char **out)
 	char q[100];
 	size_t n = 0;
 	quote(q, sizeof(q), s);
+	/* a leading '?' means: protect it if it exists, reserve nothing if not */
+	bool optional = s[0] == '?';
+	if (optional)
+		s++;
 	if (s[0] == '/')
 		return fail(c, "\"%s\" must be relative to the writable roots (no leading /)", q);
 	if (s[0] == '~' || strstr(s, "${"))
@@ -544,9 +548,11 @@ static int item_relpath(ctx *c, const char *s, char **out)
 			    "are not expanded", q);
 	if (strlen(s) >= PATH_MAX)
 		return fail(c, "path too long (at most %d bytes)", PATH_MAX - 1);
-	_cleanup_free_ char *o = malloc(strlen(s) + 2);
+	_cleanup_free_ char *o = malloc(strlen(s) + 3);
 	if (!o)
 		return oom(c);
+	if (optional)
+		o[n++] = '?';
 	for (const char *p = s; *p;) {
 		size_t l;
 		while (*p == '/')
@@ -562,7 +568,7 @@ static int item_relpath(ctx *c, const char *s, char **out)
 		}
 		p += l;
 	}
-	if (n == 0)
+	if (n == (optional ? 1u : 0u))
 		return fail(c, "\"%s\" names the writable root itself", q);
 	/* a trailing '/' says the path is a directory: kept for the planner */
 	if (s[strlen(s) - 1] == '/')

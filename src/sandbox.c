@@ -232,9 +232,6 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 	case AB_SYNC_EXIT:
 		s->have_exit = true;
 		s->exit_status = m.value;
-		/* every sandbox process but the exiting init is gone: remove
-		 * placeholders while the kernel tears the namespaces down */
-		ab_cleaner_remove_now(&s->cleaner);
 		break;
 	default:
 		break;
@@ -450,7 +447,10 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	bool placeholders = false;
 	for (size_t i = 0; i < plan->nmounts; i++)
 		placeholders |= plan->mounts[i].kind == AB_MNT_PLACEHOLDER;
-	if (placeholders && ab_cleaner_start(&s.cleaner, s.ws_lock, err) < 0)
+	if (ab_watch_init(&s.watch, plan, err) < 0)
+		goto out;
+	if ((placeholders || s.watch.fd >= 0) &&
+	    ab_cleaner_start(&s.cleaner, s.ws_lock, s.watch.fd, err) < 0)
 		goto out;
 	if (plan->use_pty && (plan->pty_mask & 3) != 3) {
 		s.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -466,7 +466,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	}
 	ab_child_args args = {.plan = plan, .sync_fd = sv[1],
 			      .parent_fds = {sv[0], s.sig_fd, s.cleaner.pipe_fd, s.devnull,
-					     s.ws_lock, -1}};
+					     s.ws_lock, s.watch.fd}};
 	if (plan->use_pty)
 		args.have_ws = ab_pty_get_winsize(STDIN_FILENO, &args.ws) ||
 			       ab_pty_get_winsize(STDOUT_FILENO, &args.ws) ||
@@ -551,8 +551,12 @@ out:
 		close(s.sig_fd);
 	if (s.devnull >= 0)
 		close(s.devnull);
-	if (s.ws_lock >= 0)
+	if (s.ws_lock >= 0) {
+		/* placeholders are gone: release the lock now, for the watcher's
+		 * copy too (it is one open file description) */
+		flock(s.ws_lock, LOCK_UN);
 		close(s.ws_lock);
+	}
 	ab_seccomp_prog_free(&prog);
 	/* the signal mask stays: main returns right away, and a signal still
 	 * pending (a second Ctrl-C) must not replace the command's status */

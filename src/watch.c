@@ -15,7 +15,7 @@ static bool watched_kind(const ab_mount *m)
 	return m->kind == AB_MNT_PROTECT || m->kind == AB_MNT_PLACEHOLDER || m->kind == AB_MNT_PIN;
 }
 
-int ab_watch_start(ab_watch *w, const ab_plan *plan, ab_err *err)
+int ab_watch_init(ab_watch *w, const ab_plan *plan, ab_err *err)
 {
 	*w = (ab_watch){.fd = -1};
 	size_t n = 0;
@@ -24,6 +24,18 @@ int ab_watch_start(ab_watch *w, const ab_plan *plan, ab_err *err)
 	if (n == 0)
 		return 0;
 	w->fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (w->fd < 0)
+		return ab_fail(err, errno, "watch protected paths");
+	return 0;
+}
+
+int ab_watch_start(ab_watch *w, const ab_plan *plan, ab_err *err)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < plan->nmounts; i++)
+		n += watched_kind(&plan->mounts[i]);
+	if (n == 0 || w->fd < 0)
+		return 0;
 	w->wd = calloc(n, sizeof(*w->wd));
 	w->path = calloc(n, sizeof(*w->path));
 	if (w->fd < 0 || !w->wd || !w->path) {

@@ -28,8 +28,9 @@ typedef struct ab_cleaner {
 
 /* Fork the watcher.  Must run before clone (the sandbox must not inherit the
  * pipe: it is O_CLOEXEC and the child closes every fd it does not need). */
-int ab_cleaner_start(ab_cleaner *c, int keep_fd, ab_err *err); /* keep_fd: the workspace
-	lock, held by the watcher too until it has cleaned up (or -1) */
+int ab_cleaner_start(ab_cleaner *c, int keep_fd, int keep_fd2, ab_err *err);
+/* keep_fd: the workspace lock, held by the watcher too until it has cleaned
+ * up; keep_fd2: the inotify instance (released by the watcher); -1 for none */
 /* Tell the watcher which process to wait for before cleaning up. */
 void ab_cleaner_watch_pid(ab_cleaner *c, pid_t pid);
 /* Create the plan's placeholders (empty 0555 directories, parents reached

@@ -24,6 +24,12 @@ typedef struct ab_watch {
 	size_t n;
 } ab_watch;
 
+/* Create the inotify instance when the plan has anything to watch (before
+ * the cleanup watcher is forked: the watcher keeps a reference so that the
+ * instance's slow teardown, an SRCU grace period of ~10 ms, happens in that
+ * process after agentbox has exited, not on the user's time). */
+int ab_watch_init(ab_watch *w, const ab_plan *plan, ab_err *err);
+
 /* Watch every protected path, placeholder and pinned directory of the plan
  * (call after the placeholders exist).  Fails closed if a watch cannot be set. */
 int ab_watch_start(ab_watch *w, const ab_plan *plan, ab_err *err);

@@ -685,6 +685,7 @@ static void test_protect(void **state)
 	assert_int_equal(count_at(p, "/home/u/proj/.git"), 1);
 	assert_true(find_mount(p, AB_MNT_PIN, "/home/u/proj/.git") <
 		    find_mount(p, AB_MNT_PROTECT, "/home/u/proj/.git/hooks"));
+
 	assert_true(find_mount(p, AB_MNT_PIN, "/home/u/proj/.git") <
 		    find_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.git/info"));
 	/* the writable root itself is never pinned or protected */
@@ -702,6 +703,25 @@ static void test_protect(void **state)
 	assert_int_equal(find_mount(p, AB_MNT_PLACEHOLDER, "/home/u/b"), -1);
 	/* "/abs/.x" is taken relative to the root: the missing "abs" is covered */
 	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/abs")->flags, AB_MNT_F_DIR);
+	fx_done(&f);
+	/* inside .git a missing entry becomes an empty file (git never lists its
+	 * own files), commondir one holding "." (an empty one kills git); "?"
+	 * entries are protected when present and reserve nothing when absent */
+	fx_init(&f, 7);
+	SV(&f.prof->fs.protect, ".git/config.worktree", ".git/commondir", "?.git/modules/",
+	   "?.git/hooks/", "?.husky/");
+	fx_ok(&f);
+	p = f.plan;
+	m = must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.git/config.worktree");
+	assert_int_equal(m->flags, 0);
+	assert_null(m->src);
+	m = must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.git/commondir");
+	assert_int_equal(m->flags, 0);
+	assert_string_equal(m->src, ".");
+	assert_int_equal(count_at(p, "/home/u/proj/.git/modules"), 0);
+	assert_int_equal(count_at(p, "/home/u/proj/.husky"), 0);
+	assert_int_equal(must_mount(p, AB_MNT_PROTECT, "/home/u/proj/.git/hooks")->flags,
+			 AB_MNT_F_DIR);
 	fx_done(&f);
 }
 

@@ -13,7 +13,7 @@
 # 2. A syscall-heavy job, `find /usr -type f | wc -l`, sandboxed vs not
 #    (--warmup 2, --runs ${FIND_RUNS:-20}).
 # 3. Building a small C project (this project's library from a clone),
-#    sandboxed vs not (--runs ${BUILD_RUNS:-8}, `make clean` before each).
+#    sandboxed vs not (--runs ${BUILD_RUNS:-12}, `make clean` before each).
 #
 # Results: build/bench/startup.json, build/bench/find.json (hyperfine's JSON)
 # and build/bench/summary.md (the markdown tables printed at the end).
@@ -94,7 +94,7 @@ BUILDCMD="make -s -C $PROJ -j2 build/libagentbox.a OPT=-O1"
 echo
 echo "== build a small C project: $BUILDCMD"
 check build-in-sandbox $BIN run -p default -w "$PROJ" -- $BUILDCMD
-hyperfine -N --style "$STYLE" --warmup 1 --runs "${BUILD_RUNS:-8}" \
+hyperfine -N --style "$STYLE" --warmup 1 --runs "${BUILD_RUNS:-12}" \
 	--prepare "make -s -C $PROJ clean" \
 	--export-json "$OUT/build.json" \
 	-n "agentbox run -p default -- make (C project)" "$BIN run -p default -w $PROJ -- $BUILDCMD" \

@@ -213,8 +213,9 @@ static int check_landlock(const ab_host *h, dr_report *r)
 	}
 	dr_item *it = add(r, "landlock", "Landlock", DR_WARN, false);
 	snprintf(it->detail, sizeof(it->detail),
-		 "ABI %d: this kernel lacks %s; profiles must list them in allow_downgrade "
-		 "(agentbox refuses to run otherwise)",
+		 "ABI %d: this kernel lacks %s; a profile must list them in allow_downgrade "
+		 "or agentbox refuses to run it (the shipped default accepts the ones the "
+		 "namespaces already cover)",
 		 abi, names);
 	snprintf(it->fix, sizeof(it->fix),
 		 "a newer kernel (Landlock ABI 6 needs Linux >= 6.12); or \"allow_downgrade\": [%s] "

@@ -228,7 +228,9 @@ static void text_mount_line(FILE *out, const ab_mount *m)
 	if (m->kind == AB_MNT_TMPFS)
 		fputs(", private empty tmpfs", out);
 	else if (m->kind == AB_MNT_PLACEHOLDER)
-		fputs(", absent: reserved by an empty read-only directory", out);
+		fputs(m->flags & AB_MNT_F_DIR ? ", absent: reserved by an empty read-only directory"
+					      : ", absent: reserved by a read-only placeholder file",
+		      out);
 	else if (m->kind == AB_MNT_PIN)
 		fputs(", writable but cannot be renamed or removed", out);
 	else if (m->kind == AB_MNT_PROTECT)

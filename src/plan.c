@@ -229,6 +229,15 @@ static int refuse_write(const char *path, const char *what, const char *d, ab_er
 
 static int check_write_grant(const ab_plan *p, const char *path, ab_err *err)
 {
+	/* protect entries are relative to each writable root: a root inside a
+	 * git directory would leave that repository's hooks and config writable */
+	const char *g = strstr(path, "/.git");
+	if (g && (g[5] == '\0' || g[5] == '/')) {
+		ab_fail(err, 0, "refusing to make %s writable: it is (inside) a git directory, whose "
+				"hooks and config would not be protected", path);
+		ab_err_hint(err, "grant the repository's work tree instead");
+		return -EINVAL;
+	}
 	for (size_t i = 0; i < AB_ARRAY_SIZE(startup_holders); i++) {
 		_cleanup_free_ char *d = ab_asprintf("%s%s", p->home, startup_holders[i]);
 		if (!d)

@@ -441,7 +441,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		ab_fail(err, e == EWOULDBLOCK ? 0 : e, "another agentbox is running in the workspace %s",
 			plan->workspace);
 		ab_err_hint(err, "wait for it to end, or give each sandbox its own directory (e.g. a "
-				 "git worktree)");
+				 "separate clone of the repository)");
 		goto out;
 	}
 	bool placeholders = false;

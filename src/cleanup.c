@@ -21,16 +21,7 @@
 #ifndef __NR_pidfd_open
 #define __NR_pidfd_open 434
 #endif
-#ifndef __NR_openat2
-#define __NR_openat2 437
-#endif
-#ifndef RESOLVE_NO_SYMLINKS
-#define RESOLVE_NO_MAGICLINKS 0x02
-#define RESOLVE_NO_SYMLINKS 0x04
-#endif
-struct ab_open_how {
-	unsigned long long flags, mode, resolve;
-};
+
 
 /* Wire format, one record per write (each < PIPE_BUF, so atomic):
  *   'P' is_dir(0/1) dev ':' ino ':' path '\0'   a placeholder
@@ -46,9 +37,7 @@ static int open_parent(const char *path, char *parent, size_t size, const char *
 	memcpy(parent, path, plen);
 	parent[plen] = '\0';
 	*name = slash + 1;
-	struct ab_open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-				  .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-	int dfd = (int)syscall(__NR_openat2, AT_FDCWD, parent, &how, sizeof(how));
+	int dfd = ab_open_nofollow(parent, O_PATH | O_DIRECTORY);
 	return dfd < 0 ? -errno : dfd;
 }
 

@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 __attribute__((format(printf, 3, 0))) static void vset(ab_err *e, int errnum, const char *fmt, va_list ap)
 {
@@ -229,6 +231,19 @@ bool ab_path_is_under(const char *path, const char *dir)
 	if (strncmp(path, dir, ld) != 0)
 		return false;
 	return path[ld] == '\0' || path[ld] == '/';
+}
+
+struct ab_open_how_ {
+	unsigned long long flags, mode, resolve;
+};
+
+int ab_open_nofollow(const char *path, int flags)
+{
+	struct ab_open_how_ how = {.flags = (unsigned long long)(flags | O_CLOEXEC),
+				   .resolve = 0x04 /* RESOLVE_NO_SYMLINKS */ |
+					      0x02 /* RESOLVE_NO_MAGICLINKS */};
+	return (int)syscall(437 /* openat2, x86_64 and asm-generic alike */, AT_FDCWD, path, &how,
+			    sizeof(how));
 }
 
 void ab_explicit_bzero(void *p, size_t n)

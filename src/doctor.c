@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <jansson.h>
+
+#include "agentbox/json_pos.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -419,27 +421,9 @@ static void print_text(const ab_host *h, const dr_report *r, FILE *out)
 	fputs(".\n", out);
 }
 
-/* json_string that never fails on bytes that are not UTF-8 (file names may
- * hold any): such bytes become '?'.  NULL -> null. */
-static json_t *jstrn(const char *s, size_t n)
-{
-	json_t *j = json_stringn(s, n);
-	if (j)
-		return j;
-	char *c = strndup(s, n);
-	if (!c)
-		return NULL;
-	for (char *q = c; *q; q++)
-		if ((unsigned char)*q >= 0x80)
-			*q = '?';
-	j = json_string(c);
-	free(c);
-	return j;
-}
-
 static json_t *jstr(const char *s)
 {
-	return s ? jstrn(s, strlen(s)) : json_null();
+	return ab_json_string_lossy(s);
 }
 
 static int set_tri(json_t *o, const char *key, int v)

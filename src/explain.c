@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <jansson.h>
+
+#include "agentbox/json_pos.h"
 #include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -433,27 +435,9 @@ static int explain_text(const ab_plan *p, const ab_profile *prof, const ab_strv 
  * json_array_append_new() then fail (and free nothing twice), so one `bad`
  * flag per builder catches every error. */
 
-/* json_string that never fails on bytes that are not UTF-8 (file names may
- * hold any): such bytes become '?'.  NULL -> null. */
-static json_t *jstrn(const char *s, size_t n)
-{
-	json_t *j = json_stringn(s, n);
-	if (j)
-		return j;
-	char *c = strndup(s, n);
-	if (!c)
-		return NULL;
-	for (char *q = c; *q; q++)
-		if ((unsigned char)*q >= 0x80)
-			*q = '?';
-	j = json_string(c);
-	free(c);
-	return j;
-}
-
 static json_t *jstr(const char *s)
 {
-	return s ? jstrn(s, strlen(s)) : json_null();
+	return ab_json_string_lossy(s);
 }
 
 static json_t *strv_json(const ab_strv *v)
@@ -583,7 +567,9 @@ static json_t *json_env(const ab_plan *p)
 	for (size_t i = 0; names && values && i < p->envp.n; i++) {
 		const char *kv = p->envp.v[i];
 		size_t len = strcspn(kv, "=");
-		json_t *name = jstrn(kv, len);
+		char *n = strndup(kv, len);
+		json_t *name = n ? jstr(n) : NULL;
+		free(n);
 		bad |= json_array_append(names, name);
 		if (name && kv[len] == '=' && env_value_shown(kv, len))
 			bad |= json_object_setn_new(values, kv, len, jstr(kv + len + 1));

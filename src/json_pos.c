@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
@@ -582,4 +583,22 @@ void ab_json_syntax_error(const char *buf, size_t len, const struct json_error_t
 			  ab_json_diag *d)
 {
 	(void)syntax_diag(buf, len, je, d);
+}
+
+json_t *ab_json_string_lossy(const char *s)
+{
+	if (!s)
+		return json_null();
+	json_t *j = json_string(s);
+	if (j)
+		return j;
+	char *c = strdup(s);
+	if (!c)
+		return NULL;
+	for (char *q = c; *q; q++)
+		if ((unsigned char)*q >= 0x80)
+			*q = '?';
+	j = json_string(c);
+	free(c);
+	return j;
 }

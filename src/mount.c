@@ -62,19 +62,9 @@
 #ifndef __NR_mount_setattr
 #define __NR_mount_setattr 442
 #endif
-#ifndef __NR_openat2
-#define __NR_openat2 437
-#endif
-#ifndef RESOLVE_NO_SYMLINKS
-#define RESOLVE_NO_MAGICLINKS 0x02
-#define RESOLVE_NO_SYMLINKS 0x04
-#endif
 
 struct ab_mount_attr {
 	unsigned long long attr_set, attr_clr, propagation, userns_fd;
-};
-struct ab_open_how {
-	unsigned long long flags, mode, resolve;
 };
 
 #define STAGE "/tmp" /* covered by the staging tmpfs in our private mount ns */
@@ -106,9 +96,7 @@ static int open_host_path(const char *path, bool strict)
 {
 	if (!strict)
 		return open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	struct ab_open_how how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-				  .resolve = RESOLVE_NO_SYMLINKS};
-	return (int)syscall(__NR_openat2, AT_FDCWD, path, &how, sizeof(how));
+	return ab_open_nofollow(path, O_PATH | O_NOFOLLOW);
 }
 
 /* Is `path` strictly inside a writable bind of the plan? */

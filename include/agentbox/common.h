@@ -75,6 +75,11 @@ char *ab_path_normalize(const char *p);
 /* true if path == dir or path is below dir (both normalised, absolute). */
 bool ab_path_is_under(const char *path, const char *dir);
 
+/* openat2(AT_FDCWD, path) that follows no symlink (and no /proc magic link)
+ * on the way; with O_PATH|O_NOFOLLOW a final symlink is returned as itself.
+ * O_CLOEXEC is added.  Returns an fd or -1 with errno. */
+int ab_open_nofollow(const char *path, int flags);
+
 /* Wipe memory the compiler may not optimise away (secrets). */
 void ab_explicit_bzero(void *p, size_t n);
 

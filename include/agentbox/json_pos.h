@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 struct json_error_t; /* jansson.h's json_error_t */
 
 /* One step of a JSON path: an object key (key != NULL) or an array index. */
@@ -58,5 +60,9 @@ bool ab_json_check_bytes(const char *buf, size_t len, ab_json_diag *d);
  * unterminated strings, duplicate keys... */
 void ab_json_syntax_error(const char *buf, size_t len, const struct json_error_t *je,
 			  ab_json_diag *d);
+
+/* A JSON string that never fails on bytes that are not UTF-8 (file names may
+ * hold any): such bytes become '?'.  NULL -> JSON null.  (explain, doctor) */
+json_t *ab_json_string_lossy(const char *s);
 
 #endif

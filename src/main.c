@@ -46,6 +46,7 @@ typedef struct ctx {
 	char workspace[PATH_MAX];
 	char cwd[PATH_MAX];
 	char user[256];
+	char pw_home[PATH_MAX];
 	ab_vars vars;
 } ctx;
 
@@ -64,6 +65,8 @@ static int fill_ctx(ctx *c, const char *workspace, ab_err *err)
 	strcpy(c->home, nh);
 	if (pw && pw->pw_name)
 		snprintf(c->user, sizeof(c->user), "%s", pw->pw_name);
+	if (pw && pw->pw_dir && pw->pw_dir[0] == '/')
+		snprintf(c->pw_home, sizeof(c->pw_home), "%s", pw->pw_dir);
 	if (!getcwd(c->cwd, sizeof(c->cwd)))
 		return ab_fail(err, errno, "getcwd");
 	const char *ws = workspace ? workspace : c->cwd;
@@ -145,6 +148,7 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 		.host = &host,
 		.workspace = c.workspace,
 		.home = c.home,
+		.pw_home = c.pw_home[0] ? c.pw_home : NULL,
 		.argv = cli->argc > 0 ? cli->argv : NULL,
 		.environ = environ,
 		.tty_mask = (isatty(0) ? 1u : 0) | (isatty(1) ? 2u : 0) | (isatty(2) ? 4u : 0),

@@ -227,26 +227,17 @@ static int refuse_write(const char *path, const char *what, const char *d, ab_er
 	return -EINVAL;
 }
 
-static int check_write_grant(const ab_plan *p, const char *path, ab_err *err)
+static int check_write_grant_in(const char *home, const char *path, ab_err *err)
 {
-	/* protect entries are relative to each writable root: a root inside a
-	 * git directory would leave that repository's hooks and config writable */
-	const char *g = strstr(path, "/.git");
-	if (g && (g[5] == '\0' || g[5] == '/')) {
-		ab_fail(err, 0, "refusing to make %s writable: it is (inside) a git directory, whose "
-				"hooks and config would not be protected", path);
-		ab_err_hint(err, "grant the repository's work tree instead");
-		return -EINVAL;
-	}
 	for (size_t i = 0; i < AB_ARRAY_SIZE(startup_holders); i++) {
-		_cleanup_free_ char *d = ab_asprintf("%s%s", p->home, startup_holders[i]);
+		_cleanup_free_ char *d = ab_asprintf("%s%s", home, startup_holders[i]);
 		if (!d)
 			return ab_fail(err, ENOMEM, "plan");
 		if (ab_path_is_under(d, path))
 			return refuse_write(path, strcmp(d, path) == 0 ? "is" : "contains", d, err);
 	}
 	for (size_t i = 0; i < AB_ARRAY_SIZE(startup_paths); i++) {
-		_cleanup_free_ char *d = ab_asprintf("%s%s", p->home, startup_paths[i]);
+		_cleanup_free_ char *d = ab_asprintf("%s%s", home, startup_paths[i]);
 		if (!d)
 			return ab_fail(err, ENOMEM, "plan");
 		if (ab_path_is_under(d, path))
@@ -255,6 +246,25 @@ static int check_write_grant(const ab_plan *p, const char *path, ab_err *err)
 			return refuse_write(path, "is inside", d, err);
 	}
 	return 0;
+}
+
+static int check_write_grant(const ab_plan *p, const char *path, ab_err *err)
+{
+	/* protect entries are relative to each writable root: a root inside a
+	 * git directory would leave that repository's hooks and config writable */
+	const char *g = path;
+	while ((g = strstr(g, "/.git")) && g[5] != '\0' && g[5] != '/')
+		g += 5;
+	if (g) {
+		ab_fail(err, 0, "refusing to make %s writable: it is (inside) a git directory, whose "
+				"hooks and config would not be protected", path);
+		ab_err_hint(err, "grant the repository's work tree instead");
+		return -EINVAL;
+	}
+	int r = check_write_grant_in(p->home, path, err);
+	if (r == 0 && p->pw_home)
+		r = check_write_grant_in(p->pw_home, path, err);
+	return r;
 }
 
 static int plan_grants(ab_plan *p, const ab_plan_input *in, ab_err *err)
@@ -796,6 +806,17 @@ static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
 	}
+	/* HOME may have been pointed elsewhere: the passwd home is just as private */
+	_cleanup_free_ char *pw = in->pw_home ? ab_path_normalize(in->pw_home) : NULL;
+	if (pw && strcmp(pw, "/") != 0 && strcmp(pw, p->home) != 0)
+		p->pw_home = strdup(pw);
+	if (pw && strcmp(pw, "/") != 0 && ab_path_is_under(pw, p->workspace)) {
+		ab_fail(err, 0, "refusing to use %s as the workspace: it contains the home "
+				"directory of your account (%s)",
+			p->workspace, pw);
+		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
+		return -EINVAL;
+	}
 	/* System trees are never a workspace: as root (idmapped) the sandbox
 	 * could otherwise write /etc or /usr, and unprivileged it is a mistake. */
 	static const char *const system_trees[] = {"/etc", "/usr", "/bin", "/sbin", "/lib",
@@ -920,6 +941,7 @@ void ab_plan_free(ab_plan *p)
 	free(p->mounts);
 	free(p->workspace);
 	free(p->home);
+	free(p->pw_home);
 	free(p->cwd);
 	free(p->hostname);
 	free(p->user_name);

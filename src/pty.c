@@ -572,6 +572,11 @@ void ab_pty_relay_free(ab_pty_relay *r)
 	if (r->tio_saved) {
 		while (tcsetattr(r->in.orig, TCSADRAIN, &r->saved_tio) < 0 && errno == EINTR)
 			;
+		/* Drop input still pending on the user's terminal: a terminal's
+		 * answer to a query the command sent last (some report text the
+		 * command chose, like a window title) must not land in the shell
+		 * the user returns to. */
+		(void)tcflush(r->in.orig, TCIFLUSH);
 	}
 	restore_endpoint(&r->out);
 	restore_endpoint(&r->in);

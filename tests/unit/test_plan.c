@@ -644,6 +644,39 @@ static void test_grant_kinds(void **state)
 
 /* ---------------------------------------------------------------- protect */
 
+/* The account's passwd home is as private as $HOME; git directories and the
+ * places startup files live are never writable roots. */
+static void test_write_refusals(void **state)
+{
+	fx f;
+	fx_init(&f, 7);
+	f.in.home = "/tmp/fakehome";
+	f.in.pw_home = "/home/u";
+	f.in.workspace = "/home";
+	fx_fail(&f, "contains the home directory of your account (/home/u)");
+	fx_done(&f);
+
+	fx_init(&f, 7);
+	f.in.pw_home = "/home/u";
+	SV(&f.prof->fs.write, "/home/u/proj/.git");
+	fx_fail(&f, "(inside) a git directory");
+	fx_done(&f);
+
+	static const char *const bad[] = {"/home/u", "/home/u/.config", "/home/u/.bashrc",
+					  "/home/u/.config/git", "/home/u/.local/bin/x",
+					  "/home/u/.ssh/config"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		fx_init(&f, 7);
+		SV(&f.prof->fs.write, bad[i]);
+		fx_fail(&f, "refusing to make");
+		fx_done(&f);
+	}
+	fx_init(&f, 7);
+	SV(&f.prof->fs.write, "/home/u/.config/app");
+	fx_ok(&f);
+	fx_done(&f);
+}
+
 static void test_protect(void **state)
 {
 	fx f;
@@ -1627,6 +1660,7 @@ int main(void)
 		cmocka_unit_test(test_absent_grants),
 		cmocka_unit_test(test_grant_kinds),
 		cmocka_unit_test(test_protect),
+		cmocka_unit_test(test_write_refusals),
 		cmocka_unit_test(test_protect_roots),
 		cmocka_unit_test(test_protect_symlink_refused),
 		cmocka_unit_test(test_protect_odd),

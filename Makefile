@@ -36,10 +36,11 @@ endif
 # One concern per file; which process runs what is said at the top of each.
 LIB_SRCS := src/common.c src/cli.c src/profile.c src/host.c src/doctor.c src/plan.c \
             src/explain.c src/sandbox.c src/mount.c src/landlock.c src/seccomp.c \
-            src/caps.c src/pty.c src/loop.c src/init.c src/cgroup.c src/cleanup.c src/watch.c src/json_pos.c
+            src/caps.c src/pty.c src/loop.c src/init.c src/cgroup.c src/cleanup.c \
+            src/watch.c src/json_pos.c src/http.c src/netpolicy.c
 MAIN_SRC := src/main.c
-UNIT_TESTS := common profile plan landlock caps seccomp loop pty explain cli host cgroup
-FUZZ_TARGETS := profile
+UNIT_TESTS := common profile plan landlock caps seccomp loop pty explain cli host cgroup \
+              http netpolicy
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)

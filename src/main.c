@@ -47,6 +47,8 @@ typedef struct ctx {
 	char cwd[PATH_MAX];
 	char user[256];
 	char pw_home[PATH_MAX];
+	char home_real[PATH_MAX], pw_home_real[PATH_MAX];
+	const char *aliases[3];
 	ab_vars vars;
 } ctx;
 
@@ -67,6 +69,12 @@ static int fill_ctx(ctx *c, const char *workspace, ab_err *err)
 		snprintf(c->user, sizeof(c->user), "%s", pw->pw_name);
 	if (pw && pw->pw_dir && pw->pw_dir[0] == '/')
 		snprintf(c->pw_home, sizeof(c->pw_home), "%s", pw->pw_dir);
+	size_t na = 0;
+	if (realpath(c->home, c->home_real))
+		c->aliases[na++] = c->home_real;
+	if (c->pw_home[0] && realpath(c->pw_home, c->pw_home_real))
+		c->aliases[na++] = c->pw_home_real;
+	c->aliases[na] = NULL;
 	if (!getcwd(c->cwd, sizeof(c->cwd)))
 		return ab_fail(err, errno, "getcwd");
 	const char *ws = workspace ? workspace : c->cwd;
@@ -149,6 +157,7 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 		.workspace = c.workspace,
 		.home = c.home,
 		.pw_home = c.pw_home[0] ? c.pw_home : NULL,
+		.home_aliases = c.aliases,
 		.argv = cli->argc > 0 ? cli->argv : NULL,
 		.environ = environ,
 		.tty_mask = (isatty(0) ? 1u : 0) | (isatty(1) ? 2u : 0) | (isatty(2) ? 4u : 0),

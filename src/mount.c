@@ -16,6 +16,7 @@
  *      can never redirect a mount or a mkdir outside the new root;
  *   5. pivot_root into it, detach the old root, make "/" read-only.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -513,6 +514,37 @@ static int apply_bind(const stage *st, size_t i, ab_err *err)
 	return r < 0 ? ab_fail(err, -r, "%s: bind %s", m->why, m->src) : 0;
 }
 
+/* A protected directory whose files have other names (hard links made while
+ * it was not protected) would stay writable through those: refuse. */
+static int check_no_links(const stage *st, const ab_mount *m, ab_err *err)
+{
+	int tfd = open_target(st->fd, m->dst, true, false);
+	if (tfd < 0)
+		return tfd == -ENOENT ? 0 : ab_fail(err, -tfd, "fs.protect %s", m->dst);
+	int dfd = openat(tfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(tfd);
+	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return ab_fail(err, errno, "fs.protect %s", m->dst);
+	}
+	int r = 0;
+	for (struct dirent *e; r == 0 && (e = readdir(d));) {
+		struct stat sb;
+		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(sb.st_mode) && sb.st_nlink > 1) {
+			ab_fail(err, 0, "fs.protect: %s/%s has %lu hard links; the other names would "
+					"stay writable, so it cannot be protected",
+				m->dst, e->d_name, (unsigned long)sb.st_nlink);
+			ab_err_hint(err, "remove the extra links (find WORKSPACE -samefile FILE)");
+			r = -EINVAL;
+		}
+	}
+	closedir(d);
+	return r;
+}
+
 /* A clone of what is already staged at the target, bound onto itself. */
 static int apply_reclone(const stage *st, const ab_mount *m, bool ro, ab_err *err)
 {
@@ -541,6 +573,8 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 		return apply_reclone(st, m, false, err);
 	case AB_MNT_PROTECT:
 		/* what the writable tree shows there (idmap included), read-only */
+		if ((m->flags & AB_MNT_F_DIR) && (r = check_no_links(st, m, err)) < 0)
+			return r;
 		return apply_reclone(st, m, true, err);
 	case AB_MNT_MASK:
 	case AB_MNT_PLACEHOLDER:

@@ -262,8 +262,8 @@ static int check_write_grant(const ab_plan *p, const char *path, ab_err *err)
 		return -EINVAL;
 	}
 	int r = check_write_grant_in(p->home, path, err);
-	if (r == 0 && p->pw_home)
-		r = check_write_grant_in(p->pw_home, path, err);
+	for (size_t i = 0; r == 0 && i < p->other_homes.n; i++)
+		r = check_write_grant_in(p->other_homes.v[i], path, err);
 	return r;
 }
 
@@ -443,6 +443,15 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 				return 0;
 			if (has_mount_at(p, cur))
 				return 0;
+			if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
+				/* another name for the same file would stay writable */
+				ab_fail(err, 0, "fs.protect: %s has %lu hard links; the other names "
+						"would stay writable, so it cannot be protected",
+					cur, (unsigned long)st.st_nlink);
+				ab_err_hint(err, "find them with `find %s -samefile %s` and remove the "
+						 "extra links", root, cur);
+				return -EINVAL;
+			}
 			unsigned flags = S_ISDIR(st.st_mode) ? AB_MNT_F_DIR : 0;
 			return add_mount(p, AB_MNT_PROTECT, cur, cur, flags, "fs.protect") < 0
 				       ? ab_fail(err, ENOMEM, "plan")
@@ -458,9 +467,20 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 /* The profile files that define this sandbox are read-only inside it, or a
  * profile kept in the workspace could be rewritten to grant the next run
  * more (threat model 8). */
+static int protect_under_writable(ab_plan *p, const ab_plan_input *in, const ab_strv *files,
+				  ab_err *err);
+
 static int plan_protect_profiles(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
-	const ab_strv *files = &in->profile->files;
+	/* the files it loaded, and the places a lookup would have preferred
+	 * (a profile planted there would be loaded instead next time) */
+	int r = protect_under_writable(p, in, &in->profile->files, err);
+	return r < 0 ? r : protect_under_writable(p, in, &in->profile->shadows, err);
+}
+
+static int protect_under_writable(ab_plan *p, const ab_plan_input *in, const ab_strv *files,
+				  ab_err *err)
+{
 	for (size_t f = 0; f < files->n; f++) {
 		const ab_mount *root = NULL;
 		for (size_t i = 0; i < p->nmounts; i++) {
@@ -806,14 +826,25 @@ static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
 	}
-	/* HOME may have been pointed elsewhere: the passwd home is just as private */
-	_cleanup_free_ char *pw = in->pw_home ? ab_path_normalize(in->pw_home) : NULL;
-	if (pw && strcmp(pw, "/") != 0 && strcmp(pw, p->home) != 0)
-		p->pw_home = strdup(pw);
-	if (pw && strcmp(pw, "/") != 0 && ab_path_is_under(pw, p->workspace)) {
+	/* HOME may have been pointed elsewhere, or reach the home through a
+	 * symlink (/home -> /var/home): every form of it is just as private */
+	const char *cands[64];
+	size_t nc = 0;
+	if (in->pw_home)
+		cands[nc++] = in->pw_home;
+	for (size_t i = 0; in->home_aliases && in->home_aliases[i] && nc < 64; i++)
+		cands[nc++] = in->home_aliases[i];
+	for (size_t i = 0; i < nc; i++) {
+		_cleanup_free_ char *h = ab_path_normalize(cands[i]);
+		if (!h || strcmp(h, "/") == 0 || strcmp(h, p->home) == 0)
+			continue;
+		if (ab_strv_push_unique(&p->other_homes, h) < 0)
+			return ab_fail(err, ENOMEM, "plan");
+		if (!ab_path_is_under(h, p->workspace))
+			continue;
 		ab_fail(err, 0, "refusing to use %s as the workspace: it contains the home "
 				"directory of your account (%s)",
-			p->workspace, pw);
+			p->workspace, h);
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
 	}
@@ -941,7 +972,7 @@ void ab_plan_free(ab_plan *p)
 	free(p->mounts);
 	free(p->workspace);
 	free(p->home);
-	free(p->pw_home);
+	ab_strv_free(&p->other_homes);
 	free(p->cwd);
 	free(p->hostname);
 	free(p->user_name);

@@ -1022,7 +1022,7 @@ static ab_profile *profile_new(void)
 
 static ab_strv *profile_lists(ab_profile *p, size_t i)
 {
-	ab_strv *l[] = { &p->files,        &p->fs.read,       &p->fs.write,
+	ab_strv *l[] = { &p->files,        &p->shadows,       &p->fs.read,       &p->fs.write,
 			 &p->fs.deny,      &p->fs.protect,    &p->fs.tmpfs,
 			 &p->env.pass,     &p->syscalls.deny, &p->syscalls.allow,
 			 &p->unix_sockets, &p->allow_downgrade, &p->command };
@@ -1192,7 +1192,7 @@ static int name_candidates(const char *name, const ab_vars *v, const char *sibli
 
 /* Resolve NAME: the first candidate that exists and is not `skip`. */
 static int find_by_name(const char *name, const ab_vars *v, const char *sibling_dir,
-			const char *skip, char **out, ab_err *err)
+			const char *skip, char **out, ab_strv *shadows, ab_err *err)
 {
 	_cleanup_strv_ ab_strv cands = { 0 };
 	char list[1024] = "", q[100], tmp[PATH_MAX];
@@ -1213,6 +1213,8 @@ static int find_by_name(const char *name, const ab_vars *v, const char *sibling_
 			*out = strdup(cands.v[i]);
 			return *out ? 0 : ab_fail(err, ENOMEM, "looking up profile \"%s\"", q);
 		}
+		if (shadows && ab_strv_push_unique(shadows, cands.v[i]) < 0)
+			return ab_fail(err, ENOMEM, "looking up profile \"%s\"", q);
 		char shown[512];
 		int n = snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "",
 				 SHOW(shown, cands.v[i]));
@@ -1228,7 +1230,8 @@ static int find_by_name(const char *name, const ab_vars *v, const char *sibling_
 	return -ENOENT;
 }
 
-int ab_profile_find(const char *name_or_path, const ab_vars *vars, char **out_path, ab_err *err)
+static int find_impl(const char *name_or_path, const ab_vars *vars, char **out_path,
+		     ab_strv *shadows, ab_err *err)
 {
 	char *abs, shown[1024];
 	if (!vars)
@@ -1236,7 +1239,7 @@ int ab_profile_find(const char *name_or_path, const ab_vars *vars, char **out_pa
 	if (!name_or_path || !*name_or_path)
 		return ab_fail(err, 0, "empty profile name");
 	if (!is_pathlike(name_or_path))
-		return find_by_name(name_or_path, vars, NULL, NULL, out_path, err);
+		return find_by_name(name_or_path, vars, NULL, NULL, out_path, shadows, err);
 	abs = make_absolute(name_or_path, NULL);
 	if (!abs)
 		return ab_fail(err, errno ? errno : ENOMEM, "profile %s", SHOW(shown, name_or_path));
@@ -1248,6 +1251,11 @@ int ab_profile_find(const char *name_or_path, const ab_vars *vars, char **out_pa
 	}
 	*out_path = abs;
 	return 0;
+}
+
+int ab_profile_find(const char *name_or_path, const ab_vars *vars, char **out_path, ab_err *err)
+{
+	return find_impl(name_or_path, vars, out_path, NULL, err);
 }
 
 static int read_profile_file(const char *path, char **out, size_t *outlen, ab_err *err)
@@ -1305,6 +1313,7 @@ typedef struct loader {
 	const ab_vars *vars;
 	ab_strv chain; /* absolute paths of the files being loaded, outermost first */
 	size_t nfiles; /* loaded so far */
+	ab_strv shadows; /* see ab_profile.shadows */
 } loader;
 
 static int load_at(loader *L, const char *buf, size_t len, const char *fname,
@@ -1326,7 +1335,7 @@ static int resolve_extends(loader *L, const char *entry, const char *includer, c
 	if (!dir)
 		return ab_fail(err, ENOMEM, "resolving extends");
 	if (!is_pathlike(entry))
-		return find_by_name(entry, L->vars, dir, includer, out, err);
+		return find_by_name(entry, L->vars, dir, includer, out, &L->shadows, err);
 	r = ab_profile_expand(entry, L->vars, true, &x, err);
 	if (r < 0)
 		return r;
@@ -1432,14 +1441,27 @@ static int load_at(loader *L, const char *buf, size_t len, const char *fname,
 }
 
 static int load_top(const char *name, const char *buf, size_t len, const char *fname,
-		    const char *abspath, const ab_vars *vars, ab_profile **out, ab_err *err)
+		    const char *abspath, const ab_vars *vars, ab_strv *shadows, ab_profile **out,
+		    ab_err *err)
 {
 	loader L = { .vars = vars ? vars : &no_vars };
 	ab_profile *p = NULL;
+	if (shadows) {
+		L.shadows = *shadows;
+		*shadows = (ab_strv){ 0 };
+	}
 	int r = load_at(&L, buf, len, fname, abspath, &p, err);
 	ab_strv_free(&L.chain);
-	if (r < 0)
+	if (r < 0) {
+		ab_strv_free(&L.shadows);
 		return r;
+	}
+	r = ab_strv_extend(&p->shadows, &L.shadows);
+	ab_strv_free(&L.shadows);
+	if (r < 0) {
+		ab_profile_free(p);
+		return ab_fail(err, ENOMEM, "loading profile");
+	}
 	p->name = strdup(name);
 	p->path = strdup(abspath);
 	if (!p->name || !p->path || ensure_vectors(p) < 0) {
@@ -1463,19 +1485,20 @@ int ab_profile_load_buffer(const char *buf, size_t len, const char *fname, const
 	abspath = make_absolute(fname, NULL);
 	if (!abspath)
 		return ab_fail(err, errno ? errno : ENOMEM, "%s: loading profile", SHOW(shown, fname));
-	return load_top(fname, buf, len, fname, abspath, vars, out, err);
+	return load_top(fname, buf, len, fname, abspath, vars, NULL, out, err);
 }
 
 int ab_profile_load(const char *name_or_path, const ab_vars *vars, ab_profile **out,
 		    ab_err *err)
 {
 	_cleanup_free_ char *path = NULL, *buf = NULL;
+	_cleanup_strv_ ab_strv shadows = { 0 };
 	size_t len = 0;
-	int r = ab_profile_find(name_or_path, vars, &path, err);
+	int r = find_impl(name_or_path, vars, &path, &shadows, err);
 	if (r < 0)
 		return r;
 	r = read_profile_file(path, &buf, &len, err);
 	if (r < 0)
 		return r;
-	return load_top(name_or_path, buf, len, path, path, vars, out, err);
+	return load_top(name_or_path, buf, len, path, path, vars, &shadows, out, err);
 }

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "agentbox/cleanup.h"
@@ -405,6 +406,8 @@ static int exit_code_of(run_state *s, ab_err *err)
 int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 {
 	ab_seccomp_prog prog = {0};
+	struct termios saved_tio[3];
+	bool tio_saved[3] = {false, false, false};
 	/* validate now, compile after clone (overlapping the child's setup) */
 	if (ab_seccomp_validate(&plan->seccomp, err) < 0)
 		return AB_EXIT_FAIL;
@@ -444,6 +447,10 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 				 "separate clone of the repository)");
 		goto out;
 	}
+	/* --no-pty (or no terminal at all): the command holds the user's real
+	 * terminal, so at least its settings are put back afterwards */
+	for (int fd = 0; !plan->use_pty && fd <= 2; fd++)
+		tio_saved[fd] = tcgetattr(fd, &saved_tio[fd]) == 0;
 	bool placeholders = false;
 	for (size_t i = 0; i < plan->nmounts; i++)
 		placeholders |= plan->mounts[i].kind == AB_MNT_PLACEHOLDER;
@@ -531,6 +538,13 @@ out:
 		ab_pty_relay_free(s.relay);
 	if (s.loop)
 		ab_loop_free(s.loop);
+	for (int fd = 0; fd <= 2; fd++) {
+		if (!tio_saved[fd])
+			continue;
+		(void)tcsetattr(fd, TCSANOW, &saved_tio[fd]);
+		if (fd == 0)
+			(void)tcflush(fd, TCIFLUSH);
+	}
 	ab_watch_free(&s.watch);
 	ab_cleaner_finish(&s.cleaner);
 	if (cg_path) {

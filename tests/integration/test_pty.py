@@ -188,3 +188,12 @@ def test_stdout_tty_stdin_pipe(ctx):
     assert "TIOCSTI EPERM" in out or "TIOCSTI ENOTTY" in out, out
     n = struct.unpack("i", fcntl.ioctl(p.slave, termios.FIONREAD, b"\0\0\0\0"))[0]
     assert n == 0, "%d bytes injected into the outer terminal" % n
+
+
+def test_no_pty_restores_terminal(ctx):
+    """--no-pty hands the real terminal to the command (documented as not
+    isolated); agentbox at least puts its settings back at exit."""
+    p = PtyRun(ctx, ["run", "--no-pty", "-w", ctx.ws, "--", "sh", "-c",
+                     "stty -echo -icanon raw; echo ready"])
+    assert p.wait(30) == 0, p.text()
+    _assert_restored(p)

@@ -37,16 +37,18 @@ endif
 LIB_SRCS := src/common.c src/cli.c src/profile.c src/host.c src/doctor.c src/plan.c \
             src/explain.c src/sandbox.c src/mount.c src/landlock.c src/seccomp.c \
             src/caps.c src/pty.c src/loop.c src/init.c src/cgroup.c src/cleanup.c \
-            src/watch.c src/json_pos.c src/http.c src/netpolicy.c
+            src/watch.c src/json_pos.c src/http.c src/netpolicy.c src/plan_net.c \
+            src/netns.c src/dns.c src/tls.c src/audit.c src/resolve.c src/proxy.c \
+            src/pxhttp.c src/pxtunnel.c src/dnsd.c src/control.c
 MAIN_SRC := src/main.c
 UNIT_TESTS := common profile plan landlock caps seccomp loop pty explain cli host cgroup \
-              http netpolicy
+              http netpolicy dns tls
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)
 UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%)
 
-.PHONY: all deps check check-unit check-integration asan asan-unit fuzz \
+.PHONY: check-fuzz all deps check check-unit check-integration asan asan-unit fuzz \
         bench install uninstall clean format
 
 all: $(BUILD)/agentbox
@@ -84,10 +86,22 @@ deps:
 	else echo "make deps: all Debian packages present"; fi
 
 # ---- tests ----
-check: check-unit check-integration
+check: check-unit check-fuzz check-integration
 
 check-unit: $(UNIT_BINS)
 	@fail=0; for t in $(UNIT_BINS); do $$t || fail=1; done; exit $$fail
+
+# Every parser of untrusted bytes, fuzzed briefly (CHECK_FUZZ_TIME seconds each);
+# `make fuzz` runs them at length.  Needs clang (make deps installs it).
+CHECK_FUZZ_TIME ?= 3
+check-fuzz:
+	@if command -v clang-14 >/dev/null || command -v clang >/dev/null; then \
+		mkdir -p build-fuzz; \
+		$(MAKE) -C tests/fuzz BUILD=$(CURDIR)/build-fuzz FUZZ_TIME=$(CHECK_FUZZ_TIME) run \
+			> build-fuzz/check.log 2>&1; st=$$?; \
+		grep -oE "\./fuzz_[a-z]+ |^Done [0-9]+ runs in [0-9]+ s" build-fuzz/check.log | paste -d" " - - ; \
+		if [ $$st != 0 ]; then tail -40 build-fuzz/check.log; exit 1; fi; \
+	else echo "check-fuzz: SKIPPED (no clang; run make deps)"; fi
 
 check-integration: $(BUILD)/agentbox
 	python3 tests/integration/run.py --binary $(BUILD)/agentbox

@@ -13,13 +13,15 @@ static const struct {
 } commands[] = {
 	{"run", AB_CMD_RUN},         {"check", AB_CMD_CHECK},   {"explain", AB_CMD_EXPLAIN},
 	{"doctor", AB_CMD_DOCTOR},   {"help", AB_CMD_HELP},     {"version", AB_CMD_VERSION},
+	{"allow", AB_CMD_ALLOW},
 };
 
 void ab_cli_usage(enum ab_cmd which)
 {
 	switch (which) {
 	case AB_CMD_RUN:
-		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [-q] [--] COMMAND [ARG...]\n"
+		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [--log FILE] [-q]\n"
+		      "                    [--] COMMAND [ARG...]\n"
 		      "\n"
 		      "Run COMMAND in a sandbox built from PROFILE (default: \"default\").\n"
 		      "With no COMMAND, the profile's \"command\" runs.\n"
@@ -28,7 +30,8 @@ void ab_cli_usage(enum ab_cmd which)
 		      "  -w, --workspace DIR    writable workspace (default: current directory)\n"
 		      "      --pty              always give the command its own pseudo-terminal\n"
 		      "      --no-pty           never (plain stdio passes through)\n"
-		      "  -q, --quiet            do not print warnings about forced downgrades\n"
+		      "      --log FILE         append the egress audit log (JSON lines) to FILE\n"
+		      "  -q, --quiet            no warnings about forced downgrades, no network summary\n"
 		      "\n"
 		      "Exit status: the command's; 128+N if it was killed by signal N;\n"
 		      "125 agentbox failed; 126 command not executable; 127 command not found.\n",
@@ -53,6 +56,16 @@ void ab_cli_usage(enum ab_cmd which)
 		      "      --json             machine-readable output\n",
 		      stdout);
 		break;
+	case AB_CMD_ALLOW:
+		fputs("Usage: agentbox allow [-w DIR] HOST[:PORT]...\n"
+		      "\n"
+		      "Add destinations to the allow list of the sandbox running in DIR (default:\n"
+		      "the current directory), for the rest of its run: a human approving a host\n"
+		      "the agent was refused.  Same syntax as network.allow; deny rules still win.\n"
+		      "Only the user who started the sandbox (or root) can do this; nothing inside\n"
+		      "the sandbox can.\n",
+		      stdout);
+		break;
 	case AB_CMD_DOCTOR:
 		fputs("Usage: agentbox doctor [--json]\n"
 		      "\n"
@@ -71,6 +84,7 @@ void ab_cli_usage(enum ab_cmd which)
 		      "  check PROFILE...                                  validate profiles\n"
 		      "  explain [-p PROFILE] [-w DIR] [--json]            print the resolved boundary\n"
 		      "  doctor [--json]                                   check this kernel\n"
+		      "  allow [-w DIR] HOST[:PORT]...                     allow a host in a running sandbox\n"
 		      "\n"
 		      "Options:\n"
 		      "  -h, --help      show help (also: agentbox COMMAND --help)\n"
@@ -86,9 +100,11 @@ void ab_cli_free(ab_cli *c)
 	ab_strv_free(&c->profiles);
 	free(c->workspace);
 	c->workspace = NULL;
+	free(c->log_path);
+	c->log_path = NULL;
 }
 
-enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON };
+enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON, OPT_LOG };
 
 /* The option getopt_long just returned, as the user spelled it: "--name" for
  * a long option, "-c" for a short one (also inside a group such as "-qx"),
@@ -116,7 +132,8 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 		{"profile", required_argument, NULL, 'p'}, {"workspace", required_argument, NULL, 'w'},
 		{"pty", no_argument, NULL, OPT_PTY},       {"no-pty", no_argument, NULL, OPT_NO_PTY},
 		{"json", no_argument, NULL, OPT_JSON},     {"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+		{"help", no_argument, NULL, 'h'},          {"log", required_argument, NULL, OPT_LOG},
+		{NULL, 0, NULL, 0},
 	};
 	const char *sub = argv[0];
 	optind = 0; /* full reset of getopt state */
@@ -128,6 +145,7 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 		if (o == -1)
 			break;
 		bool run_like = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN;
+		bool ws_ok = run_like || c->cmd == AB_CMD_ALLOW;
 		switch (o) {
 		case 'h':
 			c->help_for = c->cmd;
@@ -142,7 +160,7 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 				return ab_fail(err, ENOMEM, "%s", sub);
 			break;
 		case 'w':
-			if (!run_like)
+			if (!ws_ok)
 				goto bad;
 			free(c->workspace);
 			c->workspace = strdup(optarg);
@@ -159,6 +177,16 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 			if (c->cmd != AB_CMD_RUN)
 				goto bad;
 			c->pty = o == OPT_PTY ? 1 : 0;
+			break;
+		case OPT_LOG:
+			if (c->cmd != AB_CMD_RUN)
+				goto bad;
+			if (!optarg[0])
+				return ab_fail(err, 0, "%s: --log needs a file name", sub);
+			free(c->log_path);
+			c->log_path = strdup(optarg);
+			if (!c->log_path)
+				return ab_fail(err, ENOMEM, "%s", sub);
 			break;
 		case OPT_JSON:
 			if (c->cmd != AB_CMD_EXPLAIN && c->cmd != AB_CMD_DOCTOR)
@@ -184,6 +212,10 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 			return ab_fail(err, 0, "check: name at least one profile (see 'agentbox check --help')");
 		c->check_files = c->argv;
 		c->ncheck = c->argc;
+		break;
+	case AB_CMD_ALLOW:
+		if (c->argc == 0)
+			return ab_fail(err, 0, "allow: name at least one HOST[:PORT] (see 'agentbox allow --help')");
 		break;
 	case AB_CMD_DOCTOR:
 		if (c->argc != 0)

@@ -302,10 +302,38 @@ static void text_filesystem(const ab_plan *p, FILE *out)
 		text_list(out, "granted but not present on this host (skipped)", &p->absent);
 }
 
+static void text_rules(FILE *out, const char *title, const ab_strv *v, const char *none)
+{
+	fprintf(out, "  %s:", title);
+	if (!v->n)
+		fprintf(out, " %s", none);
+	for (size_t i = 0; i < v->n; i++)
+		fprintf(out, " %s", v->v[i]);
+	fputc('\n', out);
+}
+
 static void text_network(const ab_plan *p, FILE *out)
 {
 	const ab_ll_plan *ll = &p->landlock;
-	fputs("\nNetwork\n  none: only loopback inside; no route out\n  hosts: none\n", out);
+	const ab_egress_plan *e = &p->egress;
+	fputs("\nNetwork\n  only loopback inside; the one way out is agentbox's egress proxy\n", out);
+	fprintf(out, "  explicit proxy: http://127.0.0.1:%u (HTTP_PROXY, HTTPS_PROXY, ...)\n",
+		(unsigned)e->proxy_port);
+	if (e->transparent) {
+		fputs("  transparent: on (DNS 127.0.0.1:53 answers allowed names with 198.18.0.0/15; "
+		      "listening on ports", out);
+		for (size_t i = 0; i < e->nports; i++)
+			fprintf(out, " %u", (unsigned)e->ports[i]);
+		fputs(e->nports ? ")\n" : " none)\n", out);
+	} else {
+		fputs("  transparent: off (no DNS inside; only programs that use the proxy reach out)\n",
+		      out);
+	}
+	text_rules(out, "allow", &e->allow, "nothing (every destination is refused)");
+	text_rules(out, "deny (checked first)", &e->deny, "none");
+	text_rules(out, "private (loopback/private addresses allowed)", &e->priv, "none");
+	text_rules(out, "local names", &e->hosts, "none");
+	fprintf(out, "  audit log: %s\n", e->log_path ? e->log_path : "none (--log FILE)");
 	fputs("  loopback TCP connect (Landlock; listening is not restricted): ", out);
 	if (ll->tcp_any)
 		fputs("any\n", out);
@@ -543,8 +571,9 @@ static json_t *json_hidden(const ab_plan *p)
 static json_t *json_network(const ab_plan *p)
 {
 	const ab_ll_plan *ll = &p->landlock;
-	json_t *o = json_object(), *ports;
-	int bad = !o;
+	const ab_egress_plan *e = &p->egress;
+	json_t *o = json_object(), *ports, *tports = json_array();
+	int bad = !o || !tports;
 	if (ll->tcp_any) {
 		ports = jstr("any");
 	} else {
@@ -552,11 +581,20 @@ static json_t *json_network(const ab_plan *p)
 		for (size_t i = 0; ports && i < ll->ntcp_ports; i++)
 			bad |= json_array_append_new(ports, json_integer(ll->tcp_ports[i]));
 	}
-	bad |= json_object_set_new(o, "mode", jstr("none"));
+	for (size_t i = 0; tports && i < e->nports; i++)
+		bad |= json_array_append_new(tports, json_integer(e->ports[i]));
+	bad |= json_object_set_new(o, "mode", jstr("proxy"));
+	bad |= json_object_set_new(o, "proxy_port", json_integer(e->proxy_port));
+	bad |= json_object_set_new(o, "transparent", json_boolean(e->transparent));
+	bad |= json_object_set_new(o, "transparent_ports", tports);
+	bad |= json_object_set_new(o, "allow", strv_json(&e->allow));
+	bad |= json_object_set_new(o, "deny", strv_json(&e->deny));
+	bad |= json_object_set_new(o, "private", strv_json(&e->priv));
+	bad |= json_object_set_new(o, "hosts", strv_json(&e->hosts));
+	bad |= json_object_set_new(o, "log", e->log_path ? jstr(e->log_path) : json_null());
 	bad |= json_object_set_new(o, "loopback_ports", ports);
 	bad |= json_object_set_new(o, "loopback_ports_enforced",
 				   json_boolean(ll->enabled && (ll->tcp_any || ll->handled_net)));
-	bad |= json_object_set_new(o, "hosts", json_array());
 	return checked(o, bad);
 }
 

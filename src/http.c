@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * http.c (parent: the egress proxy; pure, any process): the HTTP/1.1
- * request-head parser and the chunk-size line parser.  Untrusted bytes in,
- * offsets and derived facts out; no I/O, no allocation, explicit limits.
- * Strictness follows RFC 9112 and guide/egress.md: bare LF, obs-fold, bad
- * tokens, control characters, duplicate Host/Content-Length, TE+CL, h2c,
- * userinfo, Host vs target mismatch are all rejected, never repaired.
- * Resumable by re-parsing: the same prefix always gives the same answer, so
- * the caller just calls again once more bytes have arrived.
+ * request-head and response-head parsers, the chunk-size line parser, the
+ * response body-framing decision and the incremental body framer.  Untrusted
+ * bytes in, offsets and derived facts out; no I/O, no allocation, explicit
+ * limits.  Strictness follows RFC 9112 and guide/egress.md: bare LF,
+ * obs-fold, bad tokens, control characters, duplicate Host/Content-Length,
+ * TE+CL, h2c, userinfo, Host vs target mismatch are all rejected, never
+ * repaired.  The head parsers are resumable by re-parsing (the same prefix
+ * always gives the same answer); the framer is a byte-level state machine
+ * that keeps its state between calls and shares the chunk-size line code
+ * with ab_http_parse_chunk_size.
  */
 #include "agentbox/http.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <strings.h>
 
@@ -73,6 +77,190 @@ static bool next_elem(const char *b, size_t end, size_t *i, ab_http_span *el)
 		t--;
 	*el = span(s, t - s);
 	return true;
+}
+
+static bool is_ctl(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }
+
+/* HTTP-version at v[0..n): the minor version (0, 1), -1 when malformed,
+ * -2 when well-formed but unsupported. */
+static int version_class(const char *v, size_t n)
+{
+	if (n < 6 || memcmp(v, "HTTP/", 5) != 0)
+		return -1;
+	if (n == 8 && v[5] == '1' && v[6] == '.' && (v[7] == '0' || v[7] == '1'))
+		return v[7] - '0';
+	bool dot = false;
+	for (size_t i = 5; i < n; i++) {
+		if (v[i] == '.' && !dot && i > 5 && i + 1 < n)
+			dot = true;
+		else if (!is_digit((unsigned char)v[i]))
+			return -1;
+	}
+	return -2;
+}
+
+/* 1*DIGIT at b[v], no sign, no list: NULL or the reason it is invalid. */
+static const char *cl_number(const char *b, ab_http_span v, uint64_t *out)
+{
+	uint64_t n = 0;
+
+	if (v.len == 0)
+		return "invalid Content-Length";
+	for (size_t i = v.off; i < v.off + v.len; i++) {
+		if (!is_digit((unsigned char)b[i]))
+			return "invalid Content-Length";
+		uint64_t d = (uint64_t)(b[i] - '0');
+		if (n > (UINT64_MAX - d) / 10)
+			return "Content-Length overflow";
+		n = n * 10 + d;
+	}
+	*out = n;
+	return NULL;
+}
+
+/* Connection: a list of tokens; records the ones the proxy cares about. */
+static const char *connection_tokens(const char *b, ab_http_span v, bool *close, bool *keep_alive,
+				     bool *upgrade)
+{
+	size_t i = v.off, end = v.off + v.len;
+	ab_http_span el;
+
+	while (next_elem(b, end, &i, &el)) {
+		for (size_t j = el.off; j < el.off + el.len; j++)
+			if (!is_tchar((unsigned char)b[j]))
+				return "invalid Connection option";
+		if (span_ieq(b, el, "close"))
+			*close = true;
+		else if (span_ieq(b, el, "keep-alive"))
+			*keep_alive = true;
+		else if (span_ieq(b, el, "upgrade"))
+			*upgrade = true;
+	}
+	return NULL;
+}
+
+/* One field line b[off..off+n): name ":" OWS value OWS, strictly.  Fills
+ * *h; NULL or the reason it is invalid. */
+static const char *parse_field(const char *b, size_t off, size_t n, ab_http_header *h)
+{
+	size_t i = off, end = off + n;
+
+	if (b[off] == ' ' || b[off] == '\t')
+		return "obs-fold (line folding)";
+	while (i < end && is_tchar((unsigned char)b[i]))
+		i++;
+	if (i == end)
+		return "header line without colon";
+	if (b[i] != ':') {
+		if (b[i] == ' ' || b[i] == '\t')
+			return "whitespace before colon";
+		if (b[i] == '\0')
+			return "NUL byte";
+		return "invalid header name";
+	}
+	if (i == off)
+		return "empty header name";
+	h->name = span(off, i - off);
+	i++;
+	while (i < end && (b[i] == ' ' || b[i] == '\t'))
+		i++;
+	size_t vs = i;
+	for (; i < end; i++) {
+		unsigned char c = (unsigned char)b[i];
+		if (c == '\0')
+			return "NUL byte";
+		if (is_ctl(c))
+			return "control character in header value";
+	}
+	while (i > vs && (b[i - 1] == ' ' || b[i - 1] == '\t'))
+		i--;
+	h->value = span(vs, i - vs);
+	return NULL;
+}
+
+/* ---------------------------------------------------------- line scanner */
+
+/* What a head is called in errors and which status answers them. */
+typedef struct {
+	int st_first, st_field, st_syntax; /* first line too long, fields, syntax */
+	const char *first_too_long, *too_large;
+} head_kind;
+
+static const head_kind req_kind = { 414, 431, 400, "request line too long",
+				    "request header block too large" };
+static const head_kind resp_kind = { 502, 502, 502, "status line too long",
+				     "response header block too large" };
+
+typedef struct {
+	const char *b;
+	size_t len, pos; /* pos: start of the next line */
+	size_t max_head, max_hdrs, max_line;
+	const head_kind *kind;
+	int *status; /* the output struct's status and reason */
+	const char **reason;
+} scanner;
+
+static void scan_init(scanner *s, const char *b, size_t len, const ab_http_limits *lim,
+		      const head_kind *kind, int *status, const char **reason)
+{
+	s->b = b;
+	s->len = len;
+	s->pos = 0;
+	s->max_head = lim && lim->max_head ? lim->max_head : AB_HTTP_DEFAULT_MAX_HEAD;
+	s->max_hdrs = lim && lim->max_headers ? lim->max_headers : AB_HTTP_MAX_HEADERS;
+	s->max_line = lim && lim->max_line ? lim->max_line : AB_HTTP_DEFAULT_MAX_LINE;
+	if (s->max_head > AB_HTTP_HARD_MAX_HEAD)
+		s->max_head = AB_HTTP_HARD_MAX_HEAD;
+	if (s->max_hdrs > AB_HTTP_MAX_HEADERS)
+		s->max_hdrs = AB_HTTP_MAX_HEADERS;
+	if (s->max_line > s->max_head)
+		s->max_line = s->max_head;
+	s->kind = kind;
+	s->status = status;
+	s->reason = reason;
+}
+
+static int scan_fail(scanner *s, int status, const char *reason)
+{
+	*s->status = status;
+	*s->reason = reason;
+	return -EBADMSG;
+}
+
+static int too_long(scanner *s, bool first)
+{
+	return first ? scan_fail(s, s->kind->st_first, s->kind->first_too_long)
+		     : scan_fail(s, s->kind->st_field, "header line too long");
+}
+
+/* The next complete line: 1 with b[*off..*off+*n) its content (CRLF
+ * excluded) and s->pos moved past it, 0 when more bytes are needed, or
+ * -EBADMSG (too long, head too large, bare LF).  An incomplete line fails
+ * as soon as the outcome is certain. */
+static int next_line(scanner *s, bool first, size_t *off, size_t *n)
+{
+	size_t window = s->len < s->max_head ? s->len : s->max_head; /* the final LF lies here */
+	const char *lf = memchr(s->b + s->pos, '\n', window - s->pos);
+
+	if (!lf) {
+		size_t seen = (s->len < s->max_head + 1 ? s->len : s->max_head + 1) - s->pos;
+		if (seen > s->max_line + 1)
+			return too_long(s, first);
+		if (s->len > s->max_head)
+			return scan_fail(s, s->kind->st_field, s->kind->too_large);
+		return 0;
+	}
+	size_t lfi = (size_t)(lf - s->b);
+	bool cr = lfi > s->pos && s->b[lfi - 1] == '\r';
+	/* length first: an incomplete line can only ever be judged by it */
+	if (lfi - s->pos - cr > s->max_line)
+		return too_long(s, first);
+	if (!cr)
+		return scan_fail(s, s->kind->st_syntax, "bare LF");
+	*off = s->pos;
+	*n = lfi - s->pos - 1;
+	s->pos = lfi + 1;
+	return 1;
 }
 
 /* ------------------------------------------------------------- authority */
@@ -152,20 +340,14 @@ static const struct {
 
 static int parse_version(const char *v, size_t n, ab_http_req *r)
 {
-	if (n < 6 || memcmp(v, "HTTP/", 5) != 0)
+	int k = version_class(v, n);
+
+	if (k == -1)
 		return fail(r, 400, "malformed HTTP version");
-	if (n == 8 && v[5] == '1' && v[6] == '.' && (v[7] == '0' || v[7] == '1')) {
-		r->version_minor = v[7] - '0';
-		return 0;
-	}
-	bool dot = false;
-	for (size_t i = 5; i < n; i++) {
-		if (v[i] == '.' && !dot && i > 5 && i + 1 < n)
-			dot = true;
-		else if (!is_digit((unsigned char)v[i]))
-			return fail(r, 400, "malformed HTTP version");
-	}
-	return fail(r, 505, "unsupported HTTP version");
+	if (k == -2)
+		return fail(r, 505, "unsupported HTTP version");
+	r->version_minor = k;
+	return 0;
 }
 
 static int parse_absolute(const char *b, ab_http_req *r)
@@ -261,22 +443,13 @@ static int parse_request_line(const char *b, size_t off, size_t n, ab_http_req *
 
 static int hdr_content_length(const char *b, ab_http_span v, ab_http_req *r)
 {
-	uint64_t n = 0;
+	const char *why;
 
 	if (r->has_content_length)
 		return fail(r, 400, "duplicate Content-Length");
-	if (v.len == 0)
-		return fail(r, 400, "invalid Content-Length");
-	for (size_t i = v.off; i < v.off + v.len; i++) {
-		if (!is_digit((unsigned char)b[i]))
-			return fail(r, 400, "invalid Content-Length");
-		uint64_t d = (uint64_t)(b[i] - '0');
-		if (n > (UINT64_MAX - d) / 10)
-			return fail(r, 400, "Content-Length overflow");
-		n = n * 10 + d;
-	}
+	if ((why = cl_number(b, v, &r->content_length)))
+		return fail(r, 400, why);
 	r->has_content_length = true;
-	r->content_length = n;
 	return 0;
 }
 
@@ -303,21 +476,9 @@ static int hdr_transfer_encoding(const char *b, ab_http_span v, ab_http_req *r, 
 
 static int hdr_connection(const char *b, ab_http_span v, ab_http_req *r)
 {
-	size_t i = v.off, end = v.off + v.len;
-	ab_http_span el;
-
-	while (next_elem(b, end, &i, &el)) {
-		for (size_t j = el.off; j < el.off + el.len; j++)
-			if (!is_tchar((unsigned char)b[j]))
-				return fail(r, 400, "invalid Connection option");
-		if (span_ieq(b, el, "close"))
-			r->conn_close = true;
-		else if (span_ieq(b, el, "keep-alive"))
-			r->conn_keep_alive = true;
-		else if (span_ieq(b, el, "upgrade"))
-			r->conn_upgrade = true;
-	}
-	return 0;
+	const char *why = connection_tokens(b, v, &r->conn_close, &r->conn_keep_alive,
+					    &r->conn_upgrade);
+	return why ? fail(r, 400, why) : 0;
 }
 
 static int hdr_upgrade(const char *b, ab_http_span v, ab_http_req *r)
@@ -368,42 +529,13 @@ static int process_header(const char *b, const ab_http_header *h, ab_http_req *r
 	return 0;
 }
 
-/* name ":" OWS value OWS, strictly. */
 static int parse_header_line(const char *b, size_t off, size_t n, ab_http_req *r, bool *te_seen)
 {
-	size_t i = off, end = off + n;
-
-	if (b[off] == ' ' || b[off] == '\t')
-		return fail(r, 400, "obs-fold (line folding)");
-	while (i < end && is_tchar((unsigned char)b[i]))
-		i++;
-	if (i == end)
-		return fail(r, 400, "header line without colon");
-	if (b[i] != ':') {
-		if (b[i] == ' ' || b[i] == '\t')
-			return fail(r, 400, "whitespace before colon");
-		if (b[i] == '\0')
-			return fail(r, 400, "NUL byte");
-		return fail(r, 400, "invalid header name");
-	}
-	if (i == off)
-		return fail(r, 400, "empty header name");
 	ab_http_header *h = &r->headers[r->n_headers];
-	h->name = span(off, i - off);
-	i++;
-	while (i < end && (b[i] == ' ' || b[i] == '\t'))
-		i++;
-	size_t vs = i;
-	for (; i < end; i++) {
-		unsigned char c = (unsigned char)b[i];
-		if (c == '\0')
-			return fail(r, 400, "NUL byte");
-		if ((c < 0x20 && c != '\t') || c == 0x7f)
-			return fail(r, 400, "control character in header value");
-	}
-	while (i > vs && (b[i - 1] == ' ' || b[i - 1] == '\t'))
-		i--;
-	h->value = span(vs, i - vs);
+	const char *why = parse_field(b, off, n, h);
+
+	if (why)
+		return fail(r, 400, why);
 	r->n_headers++;
 	return process_header(b, h, r, te_seen);
 }
@@ -437,122 +569,408 @@ static int finish(const char *b, ab_http_req *r)
 
 /* ------------------------------------------------------------------- head */
 
-/* One complete line b[pos..lf): returns 1 at the blank line, 0 to go on. */
-static int do_line(const char *b, size_t pos, size_t lf, size_t max_line, size_t max_hdrs,
-		   ab_http_req *r, bool *te_seen)
-{
-	bool first = r->method_tok.len == 0;
-
-	bool cr = lf > pos && b[lf - 1] == '\r';
-	size_t n = lf - pos - cr;
-
-	/* length first: an incomplete line can only ever be judged by it */
-	if (n > max_line)
-		return first ? fail(r, 414, "request line too long")
-			     : fail(r, 431, "header line too long");
-	if (!cr)
-		return fail(r, 400, "bare LF");
-	if (first) {
-		if (n == 0)
-			return fail(r, 400, "empty line before request line");
-		return parse_request_line(b, pos, n, r);
-	}
-	if (n == 0)
-		return 1;
-	if (r->n_headers >= max_hdrs)
-		return fail(r, 431, "too many header fields");
-	return parse_header_line(b, pos, n, r, te_seen);
-}
-
 int ab_http_parse_head(const char *buf, size_t len, const ab_http_limits *lim, ab_http_req *out)
 {
-	size_t max_head = lim && lim->max_head ? lim->max_head : AB_HTTP_DEFAULT_MAX_HEAD;
-	size_t max_hdrs = lim && lim->max_headers ? lim->max_headers : AB_HTTP_MAX_HEADERS;
-	size_t max_line = lim && lim->max_line ? lim->max_line : AB_HTTP_DEFAULT_MAX_LINE;
-	size_t pos = 0, window;
+	scanner s;
 	bool te_seen = false;
+	size_t off, n;
 	int k;
 
-	if (max_head > AB_HTTP_HARD_MAX_HEAD)
-		max_head = AB_HTTP_HARD_MAX_HEAD;
-	if (max_hdrs > AB_HTTP_MAX_HEADERS)
-		max_hdrs = AB_HTTP_MAX_HEADERS;
-	if (max_line > max_head)
-		max_line = max_head;
 	memset(out, 0, sizeof(*out));
-	window = len < max_head ? len : max_head; /* the final LF must lie here */
+	scan_init(&s, buf, len, lim, &req_kind, &out->status, &out->reason);
 	for (;;) {
-		const char *lf = memchr(buf + pos, '\n', window - pos);
-		if (!lf) {
-			/* Incomplete line: fail as soon as the outcome is certain. */
-			size_t seen = (len < max_head + 1 ? len : max_head + 1) - pos;
-			bool first = out->method_tok.len == 0;
-			if (seen > max_line + 1)
-				return first ? fail(out, 414, "request line too long")
-					     : fail(out, 431, "header line too long");
-			if (len > max_head)
-				return fail(out, 431, "request header block too large");
-			return 0;
-		}
-		size_t lfi = (size_t)(lf - buf);
-		k = do_line(buf, pos, lfi, max_line, max_hdrs, out, &te_seen);
-		if (k < 0)
+		bool first = out->method_tok.len == 0;
+		if ((k = next_line(&s, first, &off, &n)) <= 0)
 			return k;
-		pos = lfi + 1;
-		if (k == 1)
+		if (first) {
+			if (n == 0)
+				return fail(out, 400, "empty line before request line");
+			if ((k = parse_request_line(buf, off, n, out)) < 0)
+				return k;
+			continue;
+		}
+		if (n == 0)
 			break;
+		if (out->n_headers >= s.max_hdrs)
+			return fail(out, 431, "too many header fields");
+		if ((k = parse_header_line(buf, off, n, out, &te_seen)) < 0)
+			return k;
 	}
 	if ((k = finish(buf, out)) < 0)
 		return k;
-	return (int)pos;
+	return (int)s.pos;
+}
+
+/* -------------------------------------------------------------- response */
+
+static int rfail(ab_http_resp *r, const char *reason)
+{
+	r->status = 502;
+	r->reason = reason;
+	return -EBADMSG;
+}
+
+/* HTTP-version SP 3DIGIT [SP reason-phrase]; the SP before an empty reason
+ * may be missing. */
+static int parse_status_line(const char *b, size_t off, size_t n, ab_http_resp *r)
+{
+	const char *s = b + off;
+	size_t i = 0;
+	int k;
+
+	while (i < n && s[i] != ' ')
+		i++;
+	k = version_class(s, i);
+	if (k == -1)
+		return rfail(r, "malformed HTTP version");
+	if (k == -2)
+		return rfail(r, "unsupported HTTP version");
+	if (i == n)
+		return rfail(r, "malformed status line");
+	r->version_minor = k;
+	i++;
+	if (n - i < 3 || !is_digit((unsigned char)s[i]) || !is_digit((unsigned char)s[i + 1]) ||
+	    !is_digit((unsigned char)s[i + 2]) || (n - i > 3 && s[i + 3] != ' '))
+		return rfail(r, "invalid status code");
+	r->code = (s[i] - '0') * 100 + (s[i + 1] - '0') * 10 + (s[i + 2] - '0');
+	if (r->code < 100 || r->code > 599)
+		return rfail(r, "invalid status code");
+	i += n - i > 3 ? 4 : 3;
+	for (size_t j = i; j < n; j++) {
+		if (s[j] == '\0')
+			return rfail(r, "NUL byte");
+		if (is_ctl((unsigned char)s[j]))
+			return rfail(r, "control character in reason phrase");
+	}
+	r->reason_phrase = span(off + i, n - i);
+	return 0;
+}
+
+/* A list of identical values ("5, 5") or repeated identical fields are one
+ * value (RFC 9110 §8.6); anything differing is an error. */
+static int resp_content_length(const char *b, ab_http_span v, ab_http_resp *r)
+{
+	size_t i = v.off, end = v.off + v.len;
+	ab_http_span el;
+	uint64_t n = 0;
+	const char *why;
+
+	while (next_elem(b, end, &i, &el)) {
+		if ((why = cl_number(b, el, &n)))
+			return rfail(r, why);
+		if (r->has_content_length && r->content_length != n)
+			return rfail(r, "conflicting Content-Length");
+		r->has_content_length = true;
+		r->content_length = n;
+	}
+	return 0;
+}
+
+/* transfer-coding *( OWS ";" ... ): codings other than chunked (gzip, ...)
+ * are passed through; chunked must be last, once, without parameters. */
+static int resp_transfer_encoding(const char *b, ab_http_span v, ab_http_resp *r, bool *seen)
+{
+	size_t i = v.off, end = v.off + v.len;
+	ab_http_span el;
+
+	if (*seen)
+		return rfail(r, "multiple Transfer-Encoding headers");
+	*seen = true;
+	while (next_elem(b, end, &i, &el)) {
+		size_t t = el.off, e = el.off + el.len;
+		if (el.len == 0)
+			return rfail(r, "empty transfer-coding");
+		while (t < e && is_tchar((unsigned char)b[t]))
+			t++;
+		ab_http_span name = span(el.off, t - el.off);
+		bool chunked = span_ieq(b, name, "chunked");
+		while (t < e && (b[t] == ' ' || b[t] == '\t'))
+			t++;
+		if (name.len == 0 || (t < e && (b[t] != ';' || chunked)))
+			return rfail(r, "invalid transfer-coding");
+		if (r->chunked)
+			return rfail(r, chunked ? "chunked applied more than once"
+						: "chunked is not the final transfer-coding");
+		r->chunked = chunked;
+	}
+	return 0;
+}
+
+static int resp_field_line(const char *b, size_t off, size_t n, ab_http_resp *r, bool *te_seen)
+{
+	ab_http_header *h = &r->headers[r->n_headers];
+	const char *why = parse_field(b, off, n, h);
+	bool upgrade = false;
+
+	if (why)
+		return rfail(r, why);
+	r->n_headers++;
+	if (span_ieq(b, h->name, "content-length"))
+		return resp_content_length(b, h->value, r);
+	if (span_ieq(b, h->name, "transfer-encoding"))
+		return resp_transfer_encoding(b, h->value, r, te_seen);
+	if (span_ieq(b, h->name, "connection")) {
+		why = connection_tokens(b, h->value, &r->conn_close, &r->conn_keep_alive, &upgrade);
+		return why ? rfail(r, why) : 0;
+	}
+	return 0;
+}
+
+int ab_http_parse_response_head(const char *buf, size_t len, const ab_http_limits *lim,
+				ab_http_resp *out)
+{
+	scanner s;
+	bool te_seen = false;
+	size_t off, n;
+	int k;
+
+	memset(out, 0, sizeof(*out));
+	scan_init(&s, buf, len, lim, &resp_kind, &out->status, &out->reason);
+	for (;;) {
+		bool first = out->code == 0;
+		if ((k = next_line(&s, first, &off, &n)) <= 0)
+			return k;
+		if (first) {
+			if (n == 0)
+				return rfail(out, "empty line before status line");
+			if ((k = parse_status_line(buf, off, n, out)) < 0)
+				return k;
+			continue;
+		}
+		if (n == 0)
+			break;
+		if (out->n_headers >= s.max_hdrs)
+			return rfail(out, "too many header fields");
+		if ((k = resp_field_line(buf, off, n, out, &te_seen)) < 0)
+			return k;
+	}
+	if (te_seen && out->has_content_length)
+		return rfail(out, "both Transfer-Encoding and Content-Length");
+	if (te_seen && out->version_minor == 0)
+		return rfail(out, "Transfer-Encoding in HTTP/1.0");
+	out->body = ab_http_response_body(out, AB_HTTP_GET);
+	return (int)s.pos;
+}
+
+ab_http_body_kind ab_http_response_body(const ab_http_resp *r, ab_http_method req_method)
+{
+	/* any 2xx to CONNECT is a tunnel, 204 included (RFC 9110 §9.3.6) */
+	if (r->code == 101 || (req_method == AB_HTTP_CONNECT && r->code >= 200 && r->code < 300))
+		return AB_HTTP_BODY_TUNNEL;
+	if (req_method == AB_HTTP_HEAD || r->code < 200 || r->code == 204 || r->code == 304)
+		return AB_HTTP_BODY_NONE;
+	if (r->chunked)
+		return AB_HTTP_BODY_CHUNKED;
+	if (r->has_content_length)
+		return AB_HTTP_BODY_LENGTH;
+	return AB_HTTP_BODY_CLOSE;
 }
 
 /* ---------------------------------------------------------------- chunked */
 
-int ab_http_parse_chunk_size(const char *buf, size_t len, uint64_t *size, size_t *consumed)
+/* States of the chunk-size line (shared by ab_http_parse_chunk_size and the
+ * framer) and of the rest of a chunked body (framer only). */
+enum {
+	CL_SIZE, /* 1*HEXDIG */
+	CL_EXT,  /* after ";" until CR */
+	CL_LF,   /* after CR */
+	F_DATA,
+	F_DATA_CR,
+	F_DATA_LF,
+	F_TR_START, /* start of a trailer line (or of the final CRLF) */
+	F_TR_NAME,
+	F_TR_VALUE,
+	F_TR_LF,
+	F_END_LF,
+	F_BODY, /* LENGTH, CLOSE, TUNNEL, NONE: no byte-level state */
+	F_DONE,
+	F_ERROR,
+};
+
+/* Byte idx (0-based) of a chunk-size line: 1 when it was the final LF, 0 to
+ * go on, -EBADMSG.  *v accumulates the size.  The line, CRLF included, is at
+ * most AB_HTTP_CHUNK_LINE_MAX bytes: fails as soon as that is certain. */
+static int chunk_line_step(int *st, uint64_t *v, size_t idx, unsigned char c)
 {
-	size_t n = len < AB_HTTP_CHUNK_LINE_MAX ? len : AB_HTTP_CHUNK_LINE_MAX;
-	size_t i = 0;
-	uint64_t v = 0;
 	int d;
 
-/* Byte i is needed: beyond the line limit it is an error, else wait. */
-#define NEED()                                                                \
-	do {                                                                  \
-		if (i >= n)                                                   \
-			return i >= AB_HTTP_CHUNK_LINE_MAX ? -EBADMSG : 0;    \
-	} while (0)
-
-	for (;; i++) {
-		NEED();
-		if ((d = hexval((unsigned char)buf[i])) < 0)
-			break;
-		v = v * 16 + (uint64_t)d;
-		if (v > AB_HTTP_CHUNK_SIZE_MAX)
-			return -EBADMSG;
-	}
-	if (i == 0)
-		return -EBADMSG;
-	if (buf[i] == ';') {
-		for (i++;; i++) {
-			NEED();
-			unsigned char c = (unsigned char)buf[i];
-			if (c == '\r')
-				break;
-			if ((c < 0x20 && c != '\t') || c == 0x7f)
+	switch (*st) {
+	case CL_SIZE:
+		if ((d = hexval(c)) >= 0) {
+			*v = *v * 16 + (uint64_t)d;
+			if (*v > AB_HTTP_CHUNK_SIZE_MAX)
 				return -EBADMSG;
+		} else if (idx == 0) {
+			return -EBADMSG;
+		} else if (c == ';') {
+			*st = CL_EXT;
+		} else if (c == '\r') {
+			*st = CL_LF;
+		} else {
+			return -EBADMSG;
+		}
+		break;
+	case CL_EXT:
+		if (c == '\r')
+			*st = CL_LF;
+		else if (is_ctl(c))
+			return -EBADMSG;
+		break;
+	default:
+		return c == '\n' ? 1 : -EBADMSG;
+	}
+	return idx + 1 >= AB_HTTP_CHUNK_LINE_MAX ? -EBADMSG : 0;
+}
+
+int ab_http_parse_chunk_size(const char *buf, size_t len, uint64_t *size, size_t *consumed)
+{
+	int st = CL_SIZE, k;
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if ((k = chunk_line_step(&st, &v, i, (unsigned char)buf[i])) < 0)
+			return k;
+		if (k == 1) {
+			*size = v;
+			*consumed = i + 1;
+			return 1;
 		}
 	}
-	if (buf[i] != '\r')
+	return 0;
+}
+
+/* ----------------------------------------------------------------- framer */
+
+void ab_http_framer_init(ab_http_framer *f, ab_http_body_kind kind, uint64_t content_length)
+{
+	memset(f, 0, sizeof(*f));
+	f->kind = kind;
+	f->state = kind == AB_HTTP_BODY_CHUNKED ? CL_SIZE : F_BODY;
+	if (kind == AB_HTTP_BODY_LENGTH)
+		f->remaining = content_length;
+}
+
+/* One byte of the trailer section: field lines, strict CRLF, bounded. */
+static int trailer_byte(ab_http_framer *f, unsigned char c)
+{
+	if (++f->trailer_bytes > AB_HTTP_TRAILER_MAX_BYTES)
 		return -EBADMSG;
-	i++;
-	NEED();
-	if (buf[i] != '\n')
+	switch (f->state) {
+	case F_TR_START:
+		if (c == '\r') {
+			f->state = F_END_LF;
+			return 0;
+		}
+		if (!is_tchar(c) || ++f->trailer_count > AB_HTTP_TRAILER_MAX_FIELDS)
+			return -EBADMSG; /* also obs-fold, bare LF, empty name */
+		f->state = F_TR_NAME;
+		return 0;
+	case F_TR_NAME:
+		if (c == ':')
+			f->state = F_TR_VALUE;
+		else if (!is_tchar(c))
+			return -EBADMSG;
+		return 0;
+	case F_TR_VALUE:
+		if (c == '\r')
+			f->state = F_TR_LF;
+		else if (is_ctl(c))
+			return -EBADMSG;
+		return 0;
+	case F_TR_LF:
+		if (c != '\n')
+			return -EBADMSG;
+		f->state = F_TR_START;
+		return 0;
+	case F_END_LF:
+		if (c != '\n')
+			return -EBADMSG;
+		f->state = F_DONE;
+		return 0;
+	default:
 		return -EBADMSG;
-#undef NEED
-	*size = v;
-	*consumed = i + 1;
-	return 1;
+	}
+}
+
+/* One byte of a chunked body outside chunk data. */
+static int chunked_byte(ab_http_framer *f, unsigned char c)
+{
+	int k;
+
+	switch (f->state) {
+	case CL_SIZE:
+	case CL_EXT:
+	case CL_LF:
+		if ((k = chunk_line_step(&f->state, &f->remaining, f->line_len, c)) <= 0)
+			return k < 0 ? k : (f->line_len++, 0);
+		f->line_len = 0;
+		f->state = f->remaining ? F_DATA : F_TR_START;
+		return 0;
+	case F_DATA_CR:
+		if (c != '\r')
+			return -EBADMSG;
+		f->state = F_DATA_LF;
+		return 0;
+	case F_DATA_LF:
+		if (c != '\n')
+			return -EBADMSG;
+		f->state = CL_SIZE; /* remaining is 0 again */
+		return 0;
+	default:
+		return trailer_byte(f, c);
+	}
+}
+
+static int chunked_feed(ab_http_framer *f, const char *buf, size_t len, bool *done)
+{
+	size_t i = 0;
+
+	while (i < len && f->state != F_DONE) {
+		if (f->state == F_ERROR)
+			return -EBADMSG;
+		if (f->state == F_DATA) {
+			size_t n = f->remaining < len - i ? (size_t)f->remaining : len - i;
+			i += n;
+			f->remaining -= n;
+			if (f->remaining == 0)
+				f->state = F_DATA_CR;
+			continue;
+		}
+		if (chunked_byte(f, (unsigned char)buf[i]) < 0) {
+			f->state = F_ERROR;
+			return -EBADMSG;
+		}
+		i++;
+	}
+	if (f->state == F_ERROR)
+		return -EBADMSG;
+	*done = f->state == F_DONE;
+	return (int)i;
+}
+
+int ab_http_framer_feed(ab_http_framer *f, const char *buf, size_t len, bool *done)
+{
+	size_t n;
+
+	*done = false;
+	if (len > INT_MAX)
+		len = INT_MAX;
+	switch (f->kind) {
+	case AB_HTTP_BODY_NONE:
+		*done = true;
+		return 0;
+	case AB_HTTP_BODY_CLOSE:
+	case AB_HTTP_BODY_TUNNEL:
+		return (int)len;
+	case AB_HTTP_BODY_LENGTH:
+		n = f->remaining < len ? (size_t)f->remaining : len;
+		f->remaining -= n;
+		*done = f->remaining == 0;
+		return (int)n;
+	case AB_HTTP_BODY_CHUNKED:
+		return chunked_feed(f, buf, len, done);
+	}
+	return -EINVAL;
 }
 
 const char *ab_http_status_text(int status)

@@ -5,6 +5,7 @@
  *
  *   wait for the uid/gid maps     (parent writes them)
  *   hostname, loopback up         (uts, net)
+ *   egress listeners -> parent    (netns.c: proxy, DNS, transparent)
  *   new root, pivot_root          (mount.c)
  *   own pty, master to the parent (pty.c)
  *   fresh session keyring         (caps.c)
@@ -35,6 +36,7 @@
 
 #include "agentbox/caps.h"
 #include "agentbox/landlock.h"
+#include "agentbox/netns.h"
 #include "agentbox/pty.h"
 #include "agentbox/sandbox.h"
 #include "agentbox/seccomp.h"
@@ -108,6 +110,8 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_err *err)
 	if (sethostname(plan->hostname, strlen(plan->hostname)) < 0)
 		return ab_fail(err, errno, "sethostname");
 	if ((r = loopback_up(err)) < 0)
+		return r;
+	if ((r = ab_netns_setup(plan, a->sync_fd, err)) < 0)
 		return r;
 	if ((r = ab_mount_build_root(plan, a->sync_fd, err)) < 0)
 		return ab_err_prefix(err, "filesystem");

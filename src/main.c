@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agentbox/cli.h"
+#include "agentbox/control.h"
 #include "agentbox/host.h"
 #include "agentbox/plan.h"
 #include "agentbox/profile.h"
@@ -151,6 +152,15 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 		return AB_EXIT_FAIL;
 	ab_host host;
 	ab_host_probe(&host, false);
+	_cleanup_free_ char *log_abs = NULL;
+	if (cli->log_path) {
+		log_abs = cli->log_path[0] == '/' ? strdup(cli->log_path)
+						 : ab_asprintf("%s/%s", c.cwd, cli->log_path);
+		if (!log_abs) {
+			ab_fail(err, ENOMEM, "run");
+			return AB_EXIT_FAIL;
+		}
+	}
 	ab_plan_input in = {
 		.profile = prof,
 		.host = &host,
@@ -165,6 +175,8 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 		.user = c.vars.user,
 		.cwd = c.cwd,
 		.force_pty = cli->pty,
+		.log_path = log_abs,
+		.quiet = cli->quiet,
 		.supplementary_groups = host.is_root ? 0 : count_supplementary_groups(),
 	};
 	if (cli->cmd == AB_CMD_EXPLAIN && !in.argv) {
@@ -236,6 +248,15 @@ int main(int argc, char **argv)
 	case AB_CMD_CHECK:
 		rc = cmd_check(&cli, &err);
 		break;
+	case AB_CMD_ALLOW: {
+		ctx c;
+		rc = fill_ctx(&c, cli.workspace, &err) < 0
+			     ? AB_EXIT_FAIL
+			     : ab_control_allow(c.workspace, cli.argv, cli.argc, &err);
+		if (rc == AB_EXIT_FAIL)
+			ab_err_print(&err);
+		break;
+	}
 	case AB_CMD_RUN:
 	case AB_CMD_EXPLAIN:
 		rc = cmd_run_or_explain(&cli, &err);

@@ -36,6 +36,15 @@ static int depth_of(const char *p)
 }
 
 static int add_mount(ab_plan *p, enum ab_mnt_kind kind, const char *src, const char *dst,
+		     unsigned flags, const char *why);
+
+int ab_plan_add_mount(ab_plan *p, enum ab_mnt_kind kind, const char *src, const char *dst,
+		      unsigned flags, const char *why)
+{
+	return add_mount(p, kind, src, dst, flags, why);
+}
+
+static int add_mount(ab_plan *p, enum ab_mnt_kind kind, const char *src, const char *dst,
 		     unsigned flags, const char *why)
 {
 	ab_mount *nm = realloc(p->mounts, (p->nmounts + 1) * sizeof(*nm));
@@ -754,19 +763,22 @@ static int plan_landlock(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		/* connect only: servers inside may listen, clients reach only the
 		 * listed ports (the network namespace already has nothing else) */
 		ll->handled_net = LANDLOCK_ACCESS_NET_CONNECT_TCP;
-		if (prof->loopback.nports) {
-			ll->tcp_ports = calloc(prof->loopback.nports, sizeof(*ll->tcp_ports));
-			if (!ll->tcp_ports)
-				return ab_fail(err, ENOMEM, "plan");
-			for (size_t i = 0; i < prof->loopback.nports; i++) {
-				long port = prof->loopback.ports[i];
-				if (port < 1 || port > 65535) /* never truncate into another port */
-					return ab_fail(err, 0, "loopback_ports: %ld is not a TCP port",
-						       port);
-				ll->tcp_ports[i] = (uint16_t)port;
-			}
-			ll->ntcp_ports = prof->loopback.nports;
+		size_t want = prof->loopback.nports + p->egress.nports + 2;
+		ll->tcp_ports = calloc(want, sizeof(*ll->tcp_ports));
+		if (!ll->tcp_ports)
+			return ab_fail(err, ENOMEM, "plan");
+		for (size_t i = 0; i < prof->loopback.nports; i++) {
+			long port = prof->loopback.ports[i];
+			if (port < 1 || port > 65535) /* never truncate into another port */
+				return ab_fail(err, 0, "loopback_ports: %ld is not a TCP port", port);
+			ll->tcp_ports[ll->ntcp_ports++] = (uint16_t)port;
 		}
+		/* the way out: the explicit proxy, DNS over TCP, transparent ports */
+		ll->tcp_ports[ll->ntcp_ports++] = p->egress.proxy_port;
+		if (p->egress.transparent)
+			ll->tcp_ports[ll->ntcp_ports++] = 53;
+		for (size_t i = 0; i < p->egress.nports; i++)
+			ll->tcp_ports[ll->ntcp_ports++] = p->egress.ports[i];
 	}
 	r = 0;
 	for (size_t i = 0; !r && i < p->nmounts; i++) {
@@ -942,8 +954,11 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 	    (r = plan_identity_files(p, err)) < 0 || (r = plan_denies(p, in, err)) < 0 ||
 	    (r = plan_protect(p, in, err)) < 0 || (r = plan_protect_profiles(p, in, err)) < 0)
 		return r;
+	if ((r = ab_plan_egress(p, in, err)) < 0)
+		return r;
 	sort_mounts(p);
-	if ((r = plan_env(p, in, err)) < 0 || (r = plan_limits(p, in, err)) < 0 ||
+	if ((r = plan_env(p, in, err)) < 0 || (r = ab_plan_egress_env(p, err)) < 0 ||
+	    (r = plan_limits(p, in, err)) < 0 ||
 	    (r = plan_landlock(p, in, err)) < 0)
 		return r;
 	if (ab_strv_copy(&p->seccomp.extra_deny, &in->profile->syscalls.deny) < 0 ||
@@ -980,6 +995,7 @@ void ab_plan_free(ab_plan *p)
 	ab_strv_free(&p->hidden);
 	ab_strv_free(&p->absent);
 	ab_ll_plan_free(&p->landlock);
+	ab_egress_plan_free(&p->egress);
 	ab_strv_free(&p->seccomp.extra_deny);
 	ab_strv_free(&p->seccomp.allow);
 	ab_strv_free(&p->argv);

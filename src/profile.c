@@ -11,6 +11,7 @@
  * Impure parts: reading profile files, stat(), getcwd() and /proc/self/exe.
  */
 #include "agentbox/profile.h"
+#include "agentbox/netpolicy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -790,28 +791,33 @@ static int parse_ports(ctx *c, json_t *v, const key_def *d)
 	return 0;
 }
 
-static int kv_set(ab_profile *p, const char *key, const char *val)
+static int kv_put(ab_kv **arr, size_t *n, const char *key, const char *val)
 {
 	char *v = strdup(val);
 	if (!v)
 		return -ENOMEM;
-	for (size_t i = 0; i < p->env.nset; i++) {
-		if (strcmp(p->env.set[i].key, key) == 0) {
-			free(p->env.set[i].val);
-			p->env.set[i].val = v;
+	for (size_t i = 0; i < *n; i++) {
+		if (strcmp((*arr)[i].key, key) == 0) {
+			free((*arr)[i].val);
+			(*arr)[i].val = v;
 			return 0;
 		}
 	}
 	char *k = strdup(key);
-	ab_kv *n = k ? realloc(p->env.set, (p->env.nset + 1) * sizeof(ab_kv)) : NULL;
-	if (!n) {
+	ab_kv *a = k ? realloc(*arr, (*n + 1) * sizeof(ab_kv)) : NULL;
+	if (!a) {
 		free(k);
 		free(v);
 		return -ENOMEM;
 	}
-	n[p->env.nset++] = (ab_kv){ .key = k, .val = v };
-	p->env.set = n;
+	a[(*n)++] = (ab_kv){ .key = k, .val = v };
+	*arr = a;
 	return 0;
+}
+
+static int kv_set(ab_profile *p, const char *key, const char *val)
+{
+	return kv_put(&p->env.set, &p->env.nset, key, val);
 }
 
 static int env_set_one(ctx *c, const char *k, const json_t *val)
@@ -882,6 +888,195 @@ static int parse_limit(ctx *c, json_t *v, const key_def *d)
 	return 0;
 }
 
+/* ---- network ---- */
+
+static int item_netrule_in(ctx *c, const char *s, char **out, bool priv)
+{
+	ab_netrule r;
+	ab_err e = { 0 };
+	char q[100];
+	if (ab_netrule_parse(s, &r, &e) < 0)
+		return fail(c, "invalid %s", e.msg);
+	if (priv && r.wildcard)
+		return fail(c, "invalid network rule \"%s\": network.private names exact "
+			    "destinations, no wildcards", quote(q, sizeof(q), s));
+	*out = strdup(r.text);
+	return 0;
+}
+
+static int item_netrule(ctx *c, const char *s, char **out)
+{
+	return item_netrule_in(c, s, out, false);
+}
+
+static int item_netrule_private(ctx *c, const char *s, char **out)
+{
+	return item_netrule_in(c, s, out, true);
+}
+
+/* "ADDR" or "ADDR:PORT" (IPv4 dotted quad or [IPv6]); the canonical form
+ * goes to out. */
+int ab_profile_parse_hostaddr(const char *s, char *out, size_t outlen, unsigned *port)
+{
+	char host[AB_HOST_BUF];
+	const char *colon = NULL;
+	*port = 0;
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		if (!rb)
+			return -EINVAL;
+		if (rb[1] == ':')
+			colon = rb + 1;
+		else if (rb[1])
+			return -EINVAL;
+	} else {
+		colon = strchr(s, ':');
+	}
+	size_t hl = colon ? (size_t)(colon - s) : strlen(s);
+	if (hl == 0 || hl >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	if (colon) {
+		const char *ps = colon + 1;
+		unsigned long v = 0;
+		if (!*ps || *ps == '0' || strlen(ps) > 5)
+			return -EINVAL;
+		for (; *ps; ps++) {
+			if (*ps < '0' || *ps > '9')
+				return -EINVAL;
+			v = v * 10 + (unsigned long)(*ps - '0');
+		}
+		if (v < 1 || v > 65535)
+			return -EINVAL;
+		*port = (unsigned)v;
+	}
+	int k = ab_host_normalize(host, out, outlen);
+	if (k != AB_HOST_IPV4 && k != AB_HOST_IPV6)
+		return -EINVAL;
+	return k;
+}
+
+static int net_host_one(ctx *c, const char *k, const json_t *val)
+{
+	char name[AB_HOST_BUF], addr[AB_HOST_BUF], q[100];
+	unsigned port;
+	int kind = ab_host_normalize(k, name, sizeof(name));
+	if (kind != AB_HOST_NAME)
+		return fail_key(c, "invalid host name \"%s\" (%s)", quote(q, sizeof(q), k),
+				kind < 0 ? ab_host_strerror(kind) : "an address needs no mapping");
+	if (!json_is_string(val))
+		return fail(c, "expected an address string such as \"127.0.0.1\" or "
+			    "\"127.0.0.1:8443\", got %s", jtype(val));
+	const char *s = json_string_value(val);
+	if (ab_profile_parse_hostaddr(s, addr, sizeof(addr), &port) < 0)
+		return fail(c, "invalid address \"%s\" (expected IPV4, IPV4:PORT, [IPV6] or "
+			    "[IPV6]:PORT)", quote(q, sizeof(q), s));
+	char canon[AB_HOST_BUF + 16];
+	if (port)
+		snprintf(canon, sizeof(canon), "%s:%u", addr, port);
+	else
+		snprintf(canon, sizeof(canon), "%s", addr);
+	return kv_put(&c->p->net.hosts, &c->p->net.nhosts, name, canon) < 0 ? oom(c) : 0;
+}
+
+static int parse_net_hosts(ctx *c, json_t *v, const key_def *d)
+{
+	const char *k;
+	json_t *val;
+	if (!json_is_object(v))
+		return fail(c, "expected an object of name: address, got %s", jtype(v));
+	if (check_count(c, json_object_size(v)) < 0)
+		return -EINVAL;
+	json_object_foreach(v, k, val) {
+		push_key(c, k);
+		int r = net_host_one(c, k, val);
+		pop(c);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int parse_net_transparent(ctx *c, json_t *v, const key_def *d)
+{
+	if (!json_is_boolean(v))
+		return fail(c, "expected true or false, got %s", jtype(v));
+	c->p->net.transparent = json_is_true(v) ? 1 : 0;
+	return 0;
+}
+
+static int parse_net_port(ctx *c, json_t *v, const key_def *d)
+{
+	if (!json_is_integer(v))
+		return fail(c, "expected a port number (1-65535), got %s", jtype(v));
+	if (json_integer_value(v) < 1 || json_integer_value(v) > 65535)
+		return fail(c, "port %lld out of range (1-65535)", (long long)json_integer_value(v));
+	if (json_integer_value(v) == 53)
+		return fail(c, "port 53 is the sandbox's DNS responder; choose another proxy port");
+	c->p->net.proxy_port = (long)json_integer_value(v);
+	return 0;
+}
+
+static int parse_net_log(ctx *c, json_t *v, const key_def *d)
+{
+	const char *s;
+	char *out = NULL;
+	int r = get_str(c, v, &s);
+	if (r < 0 || (r = item_path(c, s, &out)) < 0)
+		return r;
+	if (!out)
+		return oom(c);
+	free(c->p->net.log);
+	c->p->net.log = out;
+	return 0;
+}
+
+static int parse_net_upstream(ctx *c, json_t *v, const key_def *d)
+{
+	const char *s;
+	char q[100], host[AB_HOST_BUF];
+	unsigned port;
+	int r = get_str(c, v, &s);
+	if (r < 0)
+		return r;
+	if (strcmp(s, "env") != 0 && ab_upstream_proxy_parse(s, host, sizeof(host), &port) < 0)
+		return fail(c, "invalid upstream proxy \"%s\" (\"env\" or \"http://HOST:PORT\")",
+			    quote(q, sizeof(q), s));
+	free(c->p->net.upstream_proxy);
+	c->p->net.upstream_proxy = strdup(s);
+	return c->p->net.upstream_proxy ? 0 : oom(c);
+}
+
+/* "http://HOST[:PORT][/]" (port default 8080): a corporate HTTP proxy. */
+int ab_upstream_proxy_parse(const char *url, char *host, size_t hostlen, unsigned *port)
+{
+	if (strncasecmp(url, "http://", 7) != 0)
+		return -EINVAL;
+	const char *h = url + 7;
+	size_t n = strcspn(h, "/");
+	if (h[n] && strcmp(h + n, "/") != 0)
+		return -EINVAL;
+	char hp[AB_HOST_INPUT_MAX + 8];
+	if (n == 0 || n >= sizeof(hp) || memchr(h, '@', n))
+		return -EINVAL;
+	memcpy(hp, h, n);
+	hp[n] = '\0';
+	*port = 8080;
+	char *colon = hp[0] == '[' ? strstr(hp, "]:") : strrchr(hp, ':');
+	if (colon) {
+		if (hp[0] == '[')
+			colon++;
+		char *end;
+		unsigned long v = strtoul(colon + 1, &end, 10);
+		if (*end || v < 1 || v > 65535 || colon[1] == '\0')
+			return -EINVAL;
+		*port = (unsigned)v;
+		*colon = '\0';
+	}
+	return ab_host_normalize(hp, host, hostlen) < 0 ? -EINVAL : 0;
+}
+
 #define PO(field) offsetof(ab_profile, field)
 #define LIST(n, f, it, fl) { .name = n, .fn = parse_list, .off = PO(f), .item = it, .flags = fl }
 #define LIMIT(n, fl) { .name = #n, .fn = parse_limit, .off = PO(limits.n), .flags = fl }
@@ -899,6 +1094,14 @@ static const key_def fs_keys[] = {
 
 static const key_def net_keys[] = {
 	{ .name = "loopback_ports", .fn = parse_ports },
+	LIST("allow", net.allow, item_netrule, F_UNIQUE),
+	LIST("deny", net.deny, item_netrule, F_UNIQUE),
+	LIST("private", net.priv, item_netrule_private, F_UNIQUE),
+	{ .name = "hosts", .fn = parse_net_hosts },
+	{ .name = "transparent", .fn = parse_net_transparent },
+	{ .name = "proxy_port", .fn = parse_net_port },
+	{ .name = "log", .fn = parse_net_log },
+	{ .name = "upstream_proxy", .fn = parse_net_upstream },
 	END,
 };
 
@@ -1014,6 +1217,8 @@ static ab_profile *profile_new(void)
 {
 	ab_profile *p = calloc(1, sizeof(*p));
 	if (p)
+		p->net.transparent = -1;
+	if (p)
 		p->limits = (ab_limits){ AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
 					 AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
 					 AB_LIMIT_UNSET };
@@ -1025,7 +1230,8 @@ static ab_strv *profile_lists(ab_profile *p, size_t i)
 	ab_strv *l[] = { &p->files,        &p->shadows,       &p->fs.read,       &p->fs.write,
 			 &p->fs.deny,      &p->fs.protect,    &p->fs.tmpfs,
 			 &p->env.pass,     &p->syscalls.deny, &p->syscalls.allow,
-			 &p->unix_sockets, &p->allow_downgrade, &p->command };
+			 &p->unix_sockets, &p->allow_downgrade, &p->net.allow,
+			 &p->net.deny,     &p->net.priv,      &p->command };
 	return i < AB_ARRAY_SIZE(l) ? l[i] : NULL;
 }
 
@@ -1078,6 +1284,17 @@ static int merge_values(ab_profile *base, const ab_profile *top)
 	OVERRIDE(pids);
 	OVERRIDE(cpu);
 #undef OVERRIDE
+	for (size_t i = 0; i < top->net.nhosts; i++)
+		if (kv_put(&base->net.hosts, &base->net.nhosts, top->net.hosts[i].key,
+			   top->net.hosts[i].val) < 0)
+			return -ENOMEM;
+	if (top->net.transparent >= 0)
+		base->net.transparent = top->net.transparent;
+	if (top->net.proxy_port)
+		base->net.proxy_port = top->net.proxy_port;
+	if (replace_str(&base->net.log, top->net.log) < 0 ||
+	    replace_str(&base->net.upstream_proxy, top->net.upstream_proxy) < 0)
+		return -ENOMEM;
 	base->loopback.any = base->loopback.any || top->loopback.any;
 	for (size_t i = 0; i < top->loopback.nports; i++)
 		if (add_port(base, top->loopback.ports[i]) < 0)
@@ -1105,6 +1322,13 @@ void ab_profile_free(ab_profile *p)
 		free(p->env.set[i].val);
 	}
 	free(p->env.set);
+	for (size_t i = 0; i < p->net.nhosts; i++) {
+		free(p->net.hosts[i].key);
+		free(p->net.hosts[i].val);
+	}
+	free(p->net.hosts);
+	free(p->net.log);
+	free(p->net.upstream_proxy);
 	free(p->loopback.ports);
 	free(p->name);
 	free(p->path);

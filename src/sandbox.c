@@ -22,6 +22,8 @@
 #include "agentbox/cleanup.h"
 #include "agentbox/host.h"
 #include "agentbox/loop.h"
+#include "agentbox/netns.h"
+#include "agentbox/proxy.h"
 #include "agentbox/pty.h"
 #include "agentbox/sandbox.h"
 #include "agentbox/watch.h"
@@ -186,6 +188,7 @@ typedef struct run_state {
 	int ws_lock;
 	ab_err *err;
 	int fatal;          /* parent-side failure while serving */
+	ab_proxy *proxy;    /* egress: serves the listeners the child hands over */
 } run_state;
 
 /* The relay reads the user's keystrokes from stdin when it is a terminal
@@ -225,6 +228,14 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 			kill(s->child, SIGKILL);
 		}
 		pfd = -1; /* the relay owns it now */
+		break;
+	case AB_SYNC_LISTENER:
+		if (pfd >= 0 && s->proxy)
+			(void)ab_proxy_add_listener(s->proxy, AB_LISTENER_KIND(m.value),
+						    AB_LISTENER_PORT(m.value), pfd);
+		else if (pfd >= 0)
+			close(pfd);
+		pfd = -1;
 		break;
 	case AB_SYNC_ERROR:
 		s->have_error = true;
@@ -291,6 +302,12 @@ static int serve(run_state *s, ab_err *err)
 	int r = ab_loop_new(&s->loop, err);
 	if (r < 0)
 		return r;
+	if (s->proxy && (r = ab_proxy_attach(s->proxy, s->loop, err)) < 0)
+		return r;
+	if (s->proxy) {
+		ab_err cerr = {0}; /* without it the sandbox still runs: `allow` says so */
+		(void)ab_proxy_control(s->proxy, s->plan->workspace, &cerr);
+	}
 	if (ab_loop_watch(s->loop, s->sync_fd, AB_EV_READ, on_sync, s) < 0 ||
 	    ab_loop_watch(s->loop, s->sig_fd, AB_EV_READ, on_signal, s) < 0 ||
 	    (s->watch.fd >= 0 && ab_loop_watch(s->loop, s->watch.fd, AB_EV_READ, on_watch, s) < 0))
@@ -466,6 +483,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 			goto out;
 		}
 	}
+	if (ab_proxy_new(&plan->egress, &s.proxy, err) < 0)
+		goto out;
 	s.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (s.sig_fd < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		ab_fail(err, errno, "run: signalfd/socketpair");
@@ -534,6 +553,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	}
 	code = exit_code_of(&s, err);
 out:
+	if (s.proxy)
+		ab_proxy_shutdown(s.proxy);
 	if (s.relay)
 		ab_pty_relay_free(s.relay);
 	if (s.loop)
@@ -544,6 +565,11 @@ out:
 		(void)tcsetattr(fd, TCSANOW, &saved_tio[fd]);
 		if (fd == 0)
 			(void)tcflush(fd, TCIFLUSH);
+	}
+	if (s.proxy) { /* after the terminal is back to normal */
+		if (code != AB_EXIT_FAIL || s.have_exit)
+			ab_proxy_summary(s.proxy, stderr);
+		ab_proxy_free(s.proxy);
 	}
 	ab_watch_free(&s.watch);
 	ab_cleaner_finish(&s.cleaner);

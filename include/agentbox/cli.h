@@ -6,7 +6,7 @@
 #include "agentbox/common.h"
 
 enum ab_cmd { AB_CMD_NONE, AB_CMD_RUN, AB_CMD_CHECK, AB_CMD_EXPLAIN, AB_CMD_DOCTOR,
-	      AB_CMD_HELP, AB_CMD_VERSION };
+	      AB_CMD_HELP, AB_CMD_VERSION, AB_CMD_ALLOW };
 
 typedef struct ab_cli {
 	enum ab_cmd cmd;
@@ -16,6 +16,7 @@ typedef struct ab_cli {
 	bool json;            /* explain/doctor --json */
 	bool quiet;           /* run -q: no warnings */
 	int pty;              /* run: 1 --pty, 0 --no-pty, -1 auto */
+	char *log_path;       /* run --log FILE: egress audit log (overrides the profile's) */
 	char **argv;          /* run: command (points into the original argv) */
 	int argc;
 	char **check_files;   /* check: profile names/paths (points into argv) */

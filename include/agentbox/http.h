@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * http.h: pure HTTP/1.1 request-head and chunk-size parsers for the egress
- * proxy (issue 3).  No I/O, no allocation: the caller owns the buffer and a
- * fixed-size ab_http_req.  Strict by design (RFC 9112 plus the smuggling and
- * host-confusion rules of guide/egress.md): anything ambiguous is rejected
- * with the status the proxy should answer, never repaired.
+ * http.h: pure HTTP/1.1 parsers for the egress proxy (issue 3): request head,
+ * response head, chunk-size line, the response body-framing decision and an
+ * incremental body framer (where does this message body end?).  No I/O, no
+ * allocation: the caller owns the buffer and a fixed-size ab_http_req /
+ * ab_http_resp / ab_http_framer.  Strict by design (RFC 9112 plus the
+ * smuggling and host-confusion rules of guide/egress.md): anything ambiguous
+ * is rejected with the status the proxy should answer, never repaired.
  */
 #ifndef AGENTBOX_HTTP_H
 #define AGENTBOX_HTTP_H
@@ -19,6 +21,8 @@
 #define AB_HTTP_HARD_MAX_HEAD (1u << 20) /* limits are clamped to this */
 #define AB_HTTP_CHUNK_LINE_MAX 1024      /* chunk-size line incl. extensions */
 #define AB_HTTP_CHUNK_SIZE_MAX (1ull << 48)
+#define AB_HTTP_TRAILER_MAX_BYTES 8192   /* trailer section incl. its final CRLF */
+#define AB_HTTP_TRAILER_MAX_FIELDS 100
 
 typedef enum {
 	AB_HTTP_GET,
@@ -104,6 +108,90 @@ int ab_http_parse_head(const char *buf, size_t len, const ab_http_limits *lim, a
  * a malformed line (bare LF, no digits, overflow, control characters, ...).
  */
 int ab_http_parse_chunk_size(const char *buf, size_t len, uint64_t *size, size_t *consumed);
+
+/* ------------------------------------------------------------- responses */
+
+typedef enum {
+	AB_HTTP_BODY_NONE,
+	AB_HTTP_BODY_LENGTH,
+	AB_HTTP_BODY_CHUNKED,
+	AB_HTTP_BODY_CLOSE,  /* read until the upstream closes */
+	AB_HTTP_BODY_TUNNEL, /* 101 Switching Protocols or 2xx to CONNECT: opaque from here */
+} ab_http_body_kind;
+
+typedef struct {
+	int status;         /* on error: 502 (the proxy answers 502) */
+	const char *reason; /* on error: static, printable explanation */
+	int code;           /* the response status code 100..599 */
+	int version_minor;  /* HTTP/1.0 -> 0, HTTP/1.1 -> 1 */
+	ab_http_span reason_phrase; /* may be empty */
+	size_t n_headers;
+	ab_http_header headers[AB_HTTP_MAX_HEADERS];
+	bool has_content_length;
+	uint64_t content_length;
+	bool chunked; /* Transfer-Encoding whose final coding is chunked */
+	bool conn_close, conn_keep_alive;
+	/* Set by the parser as ab_http_response_body(r, AB_HTTP_GET); a caller
+	 * whose request was HEAD or CONNECT must decide again with its method. */
+	ab_http_body_kind body;
+} ab_http_resp;
+
+/*
+ * Parse one response head at the start of buf[0..len): same contract as
+ * ab_http_parse_head (bytes consumed, 0 for more, -EBADMSG with out->status
+ * = 502 and out->reason).  Accepted: "HTTP/1.0" or "HTTP/1.1" SP 3DIGIT
+ * (100..599) [SP reason-phrase] CRLF; the SP before an empty reason may be
+ * missing ("HTTP/1.1 200\r\n", common and unambiguous).  Rejected: other
+ * versions, bare LF, obs-fold, empty lines before the status line, header
+ * syntax errors as for requests, Content-Length together with
+ * Transfer-Encoding, several Transfer-Encoding fields, chunked applied twice
+ * or not last, Transfer-Encoding in HTTP/1.0, invalid or differing
+ * Content-Length values.  Identical Content-Length values ("5, 5" or two
+ * fields of 5) are accepted as one (RFC 9110 §8.6).  A Transfer-Encoding
+ * whose final coding is not chunked means close-delimited (RFC 9112 §6.3).
+ * Limits as for requests (lim may be NULL), answered with 502.
+ */
+int ab_http_parse_response_head(const char *buf, size_t len, const ab_http_limits *lim,
+				ab_http_resp *out);
+
+/*
+ * Body framing per RFC 9112 §6.3 given the request method: 101, and any 2xx
+ * to CONNECT (204 too, RFC 9110 §9.3.6) -> TUNNEL; then HEAD, other 1xx, 204,
+ * 304 -> NONE (after another 1xx the caller expects another head;
+ * Content-Length/Transfer-Encoding are ignored there); chunked -> CHUNKED;
+ * Content-Length -> LENGTH; else CLOSE.  (Whether a 101 was asked for is the
+ * caller's check.)
+ */
+ab_http_body_kind ab_http_response_body(const ab_http_resp *r, ab_http_method req_method);
+
+/* Incremental body framer, for request and response bodies alike. */
+typedef struct {
+	ab_http_body_kind kind;
+	uint64_t remaining; /* LENGTH: bytes left; CHUNKED: size/data left */
+	/* private */
+	int state;
+	size_t trailer_bytes;
+	unsigned trailer_count;
+	unsigned line_len; /* bytes of the chunk-size line so far */
+} ab_http_framer;
+
+/* content_length is used for AB_HTTP_BODY_LENGTH only. */
+void ab_http_framer_init(ab_http_framer *f, ab_http_body_kind kind, uint64_t content_length);
+
+/*
+ * Consume from buf[0..len): returns how many bytes (0..len) belong to this
+ * body and sets *done when the body ended exactly there (so a return < len
+ * means done, except when len > INT_MAX: at most INT_MAX bytes are looked at
+ * per call).  Once done, it keeps returning 0 with *done set.  CHUNKED checks
+ * the framing as ab_http_parse_chunk_size does (same code), then CRLF after
+ * each chunk's data, then the trailer section (field lines, strict CRLF, at
+ * most AB_HTTP_TRAILER_MAX_BYTES / _FIELDS) and its final CRLF; a violation
+ * returns -EBADMSG, and keeps returning it.  CLOSE and TUNNEL consume
+ * everything and never set *done (the caller ends on EOF); NONE consumes 0
+ * and sets *done.  Byte-by-byte feeding gives the same result as one feed.
+ * -EINVAL for an unknown kind.
+ */
+int ab_http_framer_feed(ab_http_framer *f, const char *buf, size_t len, bool *done);
 
 /* "Bad Request" for 400 etc.; "Error" for an unknown status. */
 const char *ab_http_status_text(int status);

@@ -81,7 +81,32 @@ typedef struct ab_plan_input {
 	const char *cwd;            /* caller's cwd (kept inside when under the workspace) */
 	int supplementary_groups;   /* how many the caller has besides its primary gid */
 	int force_pty;              /* 1 always, 0 never, -1 auto (any of 0-2 a terminal) */
+	const char *log_path;       /* --log FILE (absolute), overrides network.log; may be NULL */
+	bool quiet;                 /* -q: no network summary at exit */
 } ab_plan_input;
+
+/* The synthetic range transparent mode answers DNS queries from: every
+ * address of it is local inside the sandbox's network namespace. */
+#define AB_SYNTH_NET "198.18.0.0"
+#define AB_SYNTH_PREFIX 15
+#define AB_EGRESS_MAX_PORTS 64 /* transparent listener ports */
+
+/* Egress (issue 3): what the child sets up inside the network namespace and
+ * what the parent's proxy enforces.  Rule texts are canonical (validated). */
+typedef struct ab_egress_plan {
+	uint16_t proxy_port;        /* explicit proxy on 127.0.0.1 inside */
+	bool transparent;           /* DNS responder + synthetic range + listeners */
+	uint16_t ports[AB_EGRESS_MAX_PORTS]; /* transparent listener ports (0.0.0.0:P) */
+	size_t nports;
+	ab_strv allow, deny, priv;  /* network.allow / deny / private */
+	ab_strv hosts;              /* "name=ADDR[:PORT]" local name mappings */
+	char *log_path;             /* audit log, NULL = none */
+	char *upstream_host;        /* network.upstream_proxy: dial through it (CONNECT) */
+	uint16_t upstream_port;
+	ab_strv no_proxy;           /* host's NO_PROXY entries (upstream_proxy "env") */
+	char *profile_name;         /* for 403 explanations */
+	bool summary;               /* print a summary on stderr at exit (a terminal, not -q) */
+} ab_egress_plan;
 
 typedef struct ab_plan {
 	/* identity */
@@ -119,6 +144,8 @@ typedef struct ab_plan {
 	unsigned pty_mask; /* which of the command's fds 0-2 get the pty: those that are
 			      terminals outside (all three with --pty) */
 
+	ab_egress_plan egress;
+
 	ab_strv downgrades; /* named protections lost on this kernel and allowed by the profile */
 	ab_strv warnings;   /* other things the user should know */
 	int cap_last_cap;
@@ -139,5 +166,14 @@ static inline void ab_plan_freep(ab_plan **p)
 int ab_plan_explain(const ab_plan *p, const ab_profile *prof, bool json, FILE *out, ab_err *err);
 
 const char *ab_mnt_kind_name(enum ab_mnt_kind k);
+
+/* src/plan_net.c, called by ab_plan_build: the egress plan, its environment
+ * (proxy variables), /etc/resolv.conf and /etc/hosts, and the TCP ports
+ * Landlock lets the sandbox connect to (proxy, DNS, transparent ports). */
+int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err);
+int ab_plan_egress_env(ab_plan *p, ab_err *err);
+void ab_egress_plan_free(ab_egress_plan *e);
+int ab_plan_add_mount(ab_plan *p, enum ab_mnt_kind kind, const char *src, const char *dst,
+		      unsigned flags, const char *why);
 
 #endif

@@ -16,6 +16,7 @@
 #define AB_PROFILE_MAX_BYTES (1024 * 1024) /* a profile file larger than this is refused */
 #define AB_PROFILE_MAX_DEPTH 8             /* extends nesting */
 #define AB_PROFILE_MAX_LIST 1024           /* entries per list */
+#define AB_PROXY_DEFAULT_PORT 3128         /* network.proxy_port default */
 
 /* Variables available for expansion: "~" (at the start of a path), ${HOME},
  * ${WORKSPACE}, ${XDG_CONFIG_HOME}, ${XDG_DATA_HOME}, ${XDG_CACHE_HOME},
@@ -82,6 +83,18 @@ typedef struct ab_profile {
 		bool any; /* "loopback_ports": "any" */
 	} loopback;
 
+	/* Egress (issue 3): rules are validated with ab_netrule_parse at load and
+	 * kept as text; the proxy builds its ab_netpolicy from them. */
+	struct {
+		ab_strv allow, deny, priv; /* network.allow / deny / private */
+		ab_kv *hosts;              /* network.hosts: name -> "ADDR" or "ADDR:PORT" */
+		size_t nhosts;
+		int transparent;           /* -1 unset (= on), 0 off, 1 on */
+		long proxy_port;           /* 0 unset (= AB_PROXY_DEFAULT_PORT) */
+		char *log;                 /* audit log path, NULL = none */
+		char *upstream_proxy;      /* "env" or "http://HOST:PORT"; NULL = dial directly */
+	} net;
+
 	ab_strv unix_sockets;    /* host socket paths bound in on purpose */
 	ab_strv allow_downgrade; /* named protections the user accepts losing */
 	char *hostname;          /* inside hostname; NULL = "agentbox" */
@@ -130,6 +143,15 @@ int ab_profile_parse_size(const char *s, long long *out);
  * or "~/".  Fails (-EINVAL, message without position) on an unknown or unset
  * variable, an unterminated "${", or a result longer than 64 KiB. */
 int ab_profile_expand(const char *in, const ab_vars *vars, bool tilde, char **out, ab_err *err);
+
+/* network.hosts values: "ADDR" or "ADDR:PORT" (IPv4 dotted quad or [IPv6]).
+ * Writes the canonical address (brackets kept for IPv6) to out, the port (0 if
+ * absent) to *port; returns AB_HOST_IPV4/AB_HOST_IPV6 or -EINVAL. */
+int ab_profile_parse_hostaddr(const char *s, char *out, size_t outlen, unsigned *port);
+
+/* network.upstream_proxy URLs: "http://HOST[:PORT][/]" (default port 8080).
+ * 0 with the normalised host, or -EINVAL. */
+int ab_upstream_proxy_parse(const char *url, char *host, size_t hostlen, unsigned *port);
 
 /* Known downgrade names (for validation of allow_downgrade and for explain). */
 extern const char *const ab_downgrade_names[];

@@ -26,6 +26,8 @@ enum ab_sync_type {
 	AB_SYNC_SECCOMP,        /* parent -> child: `value` programs follow, one raw
 				   datagram of struct sock_filter each (compiled while the
 				   child builds its root) */
+	AB_SYNC_LISTENER,       /* child -> parent: SCM_RIGHTS an egress listener created
+				   inside the netns; value = AB_LISTENER_VALUE(kind, port) */
 };
 
 #define AB_SECCOMP_MAX_INSNS 4096 /* per program (BPF_MAXINSNS) */

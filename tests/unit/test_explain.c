@@ -165,7 +165,7 @@ static void test_text_sections_in_order(void **state)
 		"    /home/alice/proj/.vscode  [fs.protect, absent: reserved by an empty read-only directory]\n",
 		"  devices, proc and system files:\n", "    /bin -> usr/bin", "    /etc/passwd  [",
 		"  granted but not present on this host (skipped):\n", "    /opt/tools (fs.read)\n",
-		"\nNetwork\n", "  none: only loopback inside; no route out\n",
+		"\nNetwork\n", "  only loopback inside; the one way out is agentbox's egress proxy\n",
 		"  loopback TCP connect (Landlock; listening is not restricted): 8080\n", "\nSecrets\n  none\n",
 		"\nEnvironment", "\nSyscalls (seccomp)\n", "\nLandlock\n", "    /usr: read_file read_dir\n",
 		"    /home/alice/proj: all\n", "\nLimits\n", "  nofile: 1024\n", "  core: 0\n",
@@ -301,7 +301,7 @@ static void test_json_keys_and_values(void **state)
 	assert_string_equal(json_string_value(json_object_get(j, "pty")), "own");
 
 	json_t *net = json_object_get(j, "network");
-	assert_string_equal(json_string_value(json_object_get(net, "mode")), "none");
+	assert_string_equal(json_string_value(json_object_get(net, "mode")), "proxy");
 	json_t *ports = json_object_get(net, "loopback_ports");
 	assert_int_equal(json_array_size(ports), 1);
 	assert_int_equal(json_integer_value(json_array_get(ports, 0)), 8080);

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * http.c: the HTTP/1.1 request-head parser and the chunk-size parser.
+ * http.c: the HTTP/1.1 request-head parser, the chunk-size parser, the
+ * response-head parser, the body-framing decision and the body framer.
  * Table-driven valid and hostile heads (each with its exact status and
  * reason), byte-by-byte feeding, limits at and one past each boundary,
- * pipelining.  Pure, no privileges.
+ * pipelining; response streams parsed head, body, head, ... as the proxy
+ * does; the framer fed in one piece, byte by byte and split at every
+ * point, with the same answer each time.  Pure, no privileges.
  */
 #include "unit.h"
 
@@ -609,6 +612,653 @@ static void test_status_text(void **state)
 	assert_string_equal(ab_http_status_text(299), "Error");
 }
 
+/* ------------------------------------------------------------- responses */
+
+static ab_http_resp resp, resp_once;
+
+/* Every prefix of a response head: 0 until the one final answer. */
+static void resp_bytewise(const char *in, size_t len, const ab_http_limits *lim)
+{
+	int want = ab_http_parse_response_head(in, len, lim, &resp_once);
+	for (size_t n = 0; n <= len; n++) {
+		int r = ab_http_parse_response_head(in, n, lim, &resp);
+		if (r == 0) {
+			if (n == len && want != 0)
+				fail_msg("%.40s: 0 at full length, want %d", in, want);
+			continue;
+		}
+		if (r != want)
+			fail_msg("%.40s: prefix %zu gives %d (%s), want %d", in, n, r,
+				 r < 0 ? resp.reason : "", want);
+		if (want < 0) {
+			assert_int_equal(resp.status, 502);
+			assert_string_equal(resp.reason, resp_once.reason);
+		} else {
+			assert_memory_equal(&resp, &resp_once, sizeof(resp));
+		}
+		if (want < 0 || n >= (size_t)want)
+			return;
+	}
+	assert_int_equal(want, 0);
+}
+
+/* Feed a body in pieces of `step` bytes (0: one piece).  Returns the bytes
+ * that belong to the body or -EBADMSG; *done as reported. */
+static long frame(ab_http_body_kind kind, uint64_t cl, const char *in, size_t len, size_t step,
+		  bool *done)
+{
+	ab_http_framer f;
+	size_t pos = 0;
+
+	ab_http_framer_init(&f, kind, cl);
+	*done = false;
+	do {
+		size_t piece = step && len - pos > step ? step : len - pos;
+		int n = ab_http_framer_feed(&f, in + pos, piece, done);
+		if (n < 0)
+			return n;
+		assert_true((size_t)n <= piece);
+		pos += (size_t)n;
+		if (*done)
+			break;
+		assert_int_equal((size_t)n, piece); /* short only when done */
+	} while (pos < len);
+	if (*done) { /* stays done, takes nothing more */
+		bool d2 = false;
+		assert_int_equal(ab_http_framer_feed(&f, in + pos, len - pos, &d2), 0);
+		assert_true(d2);
+	}
+	return (long)pos;
+}
+
+/* One feed, byte by byte, and every split into two feeds agree. */
+static long frame_all_ways(ab_http_body_kind kind, uint64_t cl, const char *in, size_t len,
+			   bool *done)
+{
+	long want = frame(kind, cl, in, len, 0, done);
+	bool d;
+	if (frame(kind, cl, in, len, 1, &d) != want || d != *done)
+		fail_msg("byte-by-byte differs for %.40s", in);
+	for (size_t cut = 1; cut < len; cut++) {
+		ab_http_framer f;
+		bool d1 = false;
+		ab_http_framer_init(&f, kind, cl);
+		long got = ab_http_framer_feed(&f, in, cut, &d1);
+		if (got >= 0 && !d1) {
+			int n = ab_http_framer_feed(&f, in + cut, len - cut, &d1);
+			got = n < 0 ? n : (long)cut + n;
+		}
+		if (got != want || d1 != *done)
+			fail_msg("split at %zu: %ld/%d, want %ld/%d for %.40s", cut, got, d1, want,
+				 *done, in);
+	}
+	return want;
+}
+
+typedef struct {
+	int code;
+	ab_http_body_kind kind;
+	const char *body; /* the framed bytes as they are on the wire */
+} msg_want;
+
+typedef struct {
+	const char *in;
+	ab_http_method m;
+	msg_want want[4];
+} stream_case;
+
+#define R200 "HTTP/1.1 200 OK\r\n"
+#define CHUNKED "Transfer-Encoding: chunked\r\n"
+
+static const stream_case streams[] = {
+	{ R200 "Content-Length: 5\r\n\r\nhello" "HTTP/1.1 204 No Content\r\n\r\n",
+	  AB_HTTP_GET,
+	  { { 200, AB_HTTP_BODY_LENGTH, "hello" }, { 204, AB_HTTP_BODY_NONE, "" } } },
+	{ R200 CHUNKED "\r\n" "5;x=y\r\nhello\r\nA\r\n0123456789\r\n0\r\nX-Sum: abc\r\nX-B:\r\n\r\n"
+	  "HTTP/1.1 304 Not Modified\r\nContent-Length: 1000\r\nETag: \"x\"\r\n\r\n",
+	  AB_HTTP_GET,
+	  { { 200, AB_HTTP_BODY_CHUNKED,
+	      "5;x=y\r\nhello\r\nA\r\n0123456789\r\n0\r\nX-Sum: abc\r\nX-B:\r\n\r\n" },
+	    { 304, AB_HTTP_BODY_NONE, "" } } },
+	{ R200 CHUNKED "\r\n0\r\n\r\n" R200 "Content-Length: 0\r\n\r\n", AB_HTTP_GET,
+	  { { 200, AB_HTTP_BODY_CHUNKED, "0\r\n\r\n" }, { 200, AB_HTTP_BODY_LENGTH, "" } } },
+	{ "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n" R200 "Content-Length: 1\r\n\r\nx",
+	  AB_HTTP_DELETE,
+	  { { 204, AB_HTTP_BODY_NONE, "" }, { 200, AB_HTTP_BODY_LENGTH, "x" } } },
+	/* HEAD: the framing headers describe the GET body that is not sent */
+	{ R200 "Content-Length: 1234\r\n\r\n" R200 CHUNKED "\r\n", AB_HTTP_HEAD,
+	  { { 200, AB_HTTP_BODY_NONE, "" }, { 200, AB_HTTP_BODY_NONE, "" } } },
+	{ "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+	  "\x81\x05hello",
+	  AB_HTTP_GET, { { 101, AB_HTTP_BODY_TUNNEL, "\x81\x05hello" } } },
+	{ "HTTP/1.1 100 Continue\r\n\r\n"
+	  "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+	  "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok",
+	  AB_HTTP_POST,
+	  { { 100, AB_HTTP_BODY_NONE, "" },
+	    { 103, AB_HTTP_BODY_NONE, "" },
+	    { 201, AB_HTTP_BODY_LENGTH, "ok" } } },
+	{ "HTTP/1.0 200 OK\r\nServer: old\r\n\r\nall of it\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+	  AB_HTTP_GET,
+	  { { 200, AB_HTTP_BODY_CLOSE, "all of it\r\n\r\nHTTP/1.1 200 OK\r\n\r\n" } } },
+	{ R200 "\r\nno framing: until EOF", AB_HTTP_GET,
+	  { { 200, AB_HTTP_BODY_CLOSE, "no framing: until EOF" } } },
+	/* a transfer-coding that is not chunked: close-delimited (RFC 9112 §6.3) */
+	{ R200 "Transfer-Encoding: gzip\r\n\r\n\x1f\x8b\x08", AB_HTTP_GET,
+	  { { 200, AB_HTTP_BODY_CLOSE, "\x1f\x8b\x08" } } },
+	{ R200 "Transfer-Encoding: gzip;q=1 , Chunked\r\n\r\n3\r\n\x1f\x8b\x08\r\n0\r\n\r\n",
+	  AB_HTTP_GET, { { 200, AB_HTTP_BODY_CHUNKED, "3\r\n\x1f\x8b\x08\r\n0\r\n\r\n" } } },
+	/* identical Content-Length values are one value */
+	{ R200 "Content-Length: 3\r\ncontent-length: 003\r\n\r\nabc" R200 "Content-Length: 2, 2\r\n\r\nde",
+	  AB_HTTP_GET,
+	  { { 200, AB_HTTP_BODY_LENGTH, "abc" }, { 200, AB_HTTP_BODY_LENGTH, "de" } } },
+	/* CONNECT: 2xx is a tunnel, anything else a normal response */
+	{ "HTTP/1.1 200 Connection established\r\n\r\n\x16\x03\x01", AB_HTTP_CONNECT,
+	  { { 200, AB_HTTP_BODY_TUNNEL, "\x16\x03\x01" } } },
+	{ "HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 3\r\n\r\nno!"
+	  "HTTP/1.1 204 OK\r\n\r\n",
+	  AB_HTTP_CONNECT,
+	  { { 407, AB_HTTP_BODY_LENGTH, "no!" }, { 204, AB_HTTP_BODY_TUNNEL, "" } } },
+	/* no reason phrase, with and without its SP */
+	{ "HTTP/1.1 200\r\nContent-Length: 1\r\n\r\n1HTTP/1.1 404 \r\nContent-Length: 1\r\n\r\n2",
+	  AB_HTTP_GET,
+	  { { 200, AB_HTTP_BODY_LENGTH, "1" }, { 404, AB_HTTP_BODY_LENGTH, "2" } } },
+	{ "HTTP/1.1 599 x\r\nContent-Length: 0\r\n\r\nHTTP/1.1 100 y\r\n\r\n", AB_HTTP_GET,
+	  { { 599, AB_HTTP_BODY_LENGTH, "" }, { 100, AB_HTTP_BODY_NONE, "" } } },
+};
+
+static void run_stream(const stream_case *c)
+{
+	size_t len = strlen(c->in), pos = 0;
+
+	for (size_t i = 0; i < 4 && c->want[i].code; i++) {
+		const msg_want *w = &c->want[i];
+		int r = ab_http_parse_response_head(c->in + pos, len - pos, NULL, &resp);
+		if (r <= 0)
+			fail_msg("%.40s msg %zu: r=%d %s", c->in, i, r, resp.reason);
+		resp_bytewise(c->in + pos, len - pos, NULL);
+		assert_int_equal(resp.code, w->code);
+		ab_http_body_kind kind = ab_http_response_body(&resp, c->m);
+		if (kind != w->kind)
+			fail_msg("%.40s msg %zu: kind %d want %d", c->in, i, kind, w->kind);
+		if (c->m != AB_HTTP_HEAD && c->m != AB_HTTP_CONNECT)
+			assert_int_equal(resp.body, kind); /* provisional = GET */
+		pos += (size_t)r;
+		bool done;
+		long n = frame_all_ways(kind, resp.content_length, c->in + pos, len - pos, &done);
+		assert_true(n >= 0);
+		assert_int_equal((size_t)n, strlen(w->body));
+		assert_memory_equal(c->in + pos, w->body, (size_t)n);
+		bool open_ended = kind == AB_HTTP_BODY_CLOSE || kind == AB_HTTP_BODY_TUNNEL;
+		assert_true(done != open_ended);
+		pos += (size_t)n;
+	}
+	assert_int_equal(pos, len);
+}
+
+static void test_resp_streams(void **state)
+{
+	for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++)
+		run_stream(&streams[i]);
+}
+
+static void test_resp_fields(void **state)
+{
+	const char *in = "HTTP/1.0 404 Not  Found \xc3\xa9\r\nServer:  x y \r\n"
+			 "Connection: Keep-Alive\r\nContent-Length: 0012\r\n\r\nbody";
+	int r = ab_http_parse_response_head(in, strlen(in), NULL, &resp);
+	assert_int_equal(r, (int)strlen(in) - 4);
+	assert_int_equal(resp.status, 0);
+	assert_null(resp.reason);
+	assert_int_equal(resp.code, 404);
+	assert_int_equal(resp.version_minor, 0);
+	assert_span(in, resp.reason_phrase, "Not  Found \xc3\xa9");
+	assert_int_equal(resp.n_headers, 3);
+	assert_span(in, resp.headers[0].name, "Server");
+	assert_span(in, resp.headers[0].value, "x y");
+	assert_true(resp.conn_keep_alive);
+	assert_false(resp.conn_close || resp.chunked);
+	assert_true(resp.has_content_length);
+	assert_int_equal(resp.content_length, 12);
+	assert_int_equal(resp.body, AB_HTTP_BODY_LENGTH);
+
+	in = "HTTP/1.1 200 OK\r\nConnection: close, x-foo\r\n" CHUNKED "\r\n";
+	assert_int_equal(ab_http_parse_response_head(in, strlen(in), NULL, &resp), (int)strlen(in));
+	assert_true(resp.conn_close && resp.chunked);
+	assert_int_equal(resp.version_minor, 1);
+	assert_int_equal(resp.reason_phrase.len, 2);
+	in = "HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\n";
+	assert_true(ab_http_parse_response_head(in, strlen(in), NULL, &resp) > 0);
+	assert_int_equal(resp.content_length, UINT64_MAX);
+
+	/* the decision table, method by status */
+	static const struct {
+		int code;
+		ab_http_method m;
+		bool chunked, cl;
+		ab_http_body_kind want;
+	} dt[] = {
+		{ 101, AB_HTTP_GET, false, false, AB_HTTP_BODY_TUNNEL },
+		{ 101, AB_HTTP_HEAD, false, false, AB_HTTP_BODY_TUNNEL },
+		{ 100, AB_HTTP_GET, true, false, AB_HTTP_BODY_NONE },
+		{ 199, AB_HTTP_CONNECT, false, true, AB_HTTP_BODY_NONE },
+		{ 204, AB_HTTP_GET, false, true, AB_HTTP_BODY_NONE },
+		{ 304, AB_HTTP_GET, true, false, AB_HTTP_BODY_NONE },
+		{ 200, AB_HTTP_HEAD, true, false, AB_HTTP_BODY_NONE },
+		{ 500, AB_HTTP_HEAD, false, true, AB_HTTP_BODY_NONE },
+		{ 200, AB_HTTP_CONNECT, false, true, AB_HTTP_BODY_TUNNEL },
+		{ 299, AB_HTTP_CONNECT, false, false, AB_HTTP_BODY_TUNNEL },
+		{ 204, AB_HTTP_CONNECT, false, false, AB_HTTP_BODY_TUNNEL },
+		{ 300, AB_HTTP_CONNECT, false, false, AB_HTTP_BODY_CLOSE },
+		{ 403, AB_HTTP_CONNECT, false, true, AB_HTTP_BODY_LENGTH },
+		{ 200, AB_HTTP_GET, true, false, AB_HTTP_BODY_CHUNKED },
+		{ 205, AB_HTTP_POST, false, true, AB_HTTP_BODY_LENGTH },
+		{ 200, AB_HTTP_OTHER, false, false, AB_HTTP_BODY_CLOSE },
+	};
+	for (size_t i = 0; i < sizeof(dt) / sizeof(dt[0]); i++) {
+		memset(&resp, 0, sizeof(resp));
+		resp.code = dt[i].code;
+		resp.chunked = dt[i].chunked;
+		resp.has_content_length = dt[i].cl;
+		if (ab_http_response_body(&resp, dt[i].m) != dt[i].want)
+			fail_msg("decision %zu: %d", i, ab_http_response_body(&resp, dt[i].m));
+	}
+}
+
+typedef struct {
+	const char *in;
+	size_t len; /* 0: strlen */
+	const char *reason;
+} bad_resp;
+
+#define CL5 "Content-Length: 5\r\n"
+
+static const bad_resp bad_resps[] = {
+	/* status line */
+	{ "HTTP/1.1 099 Low\r\n\r\n", 0, "invalid status code" },
+	{ "HTTP/1.1 99 Low\r\n\r\n", 0, "invalid status code" },
+	{ "HTTP/1.1 600 High\r\n\r\n", 0, "invalid status code" },
+	{ "HTTP/1.1 abc OK\r\n\r\n", 0, "invalid status code" },
+	{ "HTTP/1.1 2000 OK\r\n\r\n", 0, "invalid status code" },
+	{ "HTTP/1.1 20\r\n\r\n", 0, "invalid status code" },
+	{ "HTTP/1.1  200 OK\r\n\r\n", 0, "invalid status code" },
+	{ "HTTP/1.1 200\tOK\r\n\r\n", 0, "invalid status code" },
+	{ "HTTP/1.1 -20 OK\r\n\r\n", 0, "invalid status code" },
+	{ "HTTP/1.1 \r\n\r\n", 0, "invalid status code" },
+	{ "HTTP/1.1\r\n\r\n", 0, "malformed status line" },
+	{ "HTTP/2.0 200 OK\r\n\r\n", 0, "unsupported HTTP version" },
+	{ "HTTP/2 200 OK\r\n\r\n", 0, "unsupported HTTP version" },
+	{ "HTTP/1.2 200 OK\r\n\r\n", 0, "unsupported HTTP version" },
+	{ "HTTP/0.9 200 OK\r\n\r\n", 0, "unsupported HTTP version" },
+	{ "http/1.1 200 OK\r\n\r\n", 0, "malformed HTTP version" },
+	{ "ICY 200 OK\r\n\r\n", 0, "malformed HTTP version" },
+	{ " HTTP/1.1 200 OK\r\n\r\n", 0, "malformed HTTP version" },
+	{ "HTTP/1.1x 200 OK\r\n\r\n", 0, "malformed HTTP version" },
+	{ "\r\nHTTP/1.1 200 OK\r\n\r\n", 0, "empty line before status line" },
+	{ "HTTP/1.1 200 O\x01K\r\n\r\n", 0, "control character in reason phrase" },
+	{ "HTTP/1.1 200 O\rK\r\n\r\n", 0, "control character in reason phrase" },
+	{ "HTTP/1.1 200 O\x7fK\r\n\r\n", 0, "control character in reason phrase" },
+	{ "HTTP/1.1 200 O\0K\r\n\r\n", sizeof("HTTP/1.1 200 O\0K\r\n\r\n") - 1, "NUL byte" },
+	/* line endings, folding, field syntax */
+	{ "HTTP/1.1 200 OK\n" CL5 "\r\n", 0, "bare LF" },
+	{ R200 "Content-Length: 5\n\r\n", 0, "bare LF" },
+	{ R200 CL5 "\n", 0, "bare LF" },
+	{ R200 "X: a\r\n b\r\n" CL5 "\r\n", 0, "obs-fold (line folding)" },
+	{ R200 CL5 "X: a\r\n\tb\r\n\r\n", 0, "obs-fold (line folding)" },
+	{ R200 "Content-Length : 5\r\n\r\n", 0, "whitespace before colon" },
+	{ R200 "X(y): 1\r\n\r\n", 0, "invalid header name" },
+	{ R200 ": 1\r\n\r\n", 0, "empty header name" },
+	{ R200 "NoColon\r\n\r\n", 0, "header line without colon" },
+	{ R200 "X: a\x1b[2J\r\n\r\n", 0, "control character in header value" },
+	{ R200 "X: a\0\r\n\r\n", sizeof(R200 "X: a\0\r\n\r\n") - 1, "NUL byte" },
+	{ R200 "Connection: close x\r\n\r\n", 0, "invalid Connection option" },
+	/* Content-Length */
+	{ R200 CL5 "Content-Length: 6\r\n\r\n", 0, "conflicting Content-Length" },
+	{ R200 "Content-Length: 5, 6\r\n\r\n", 0, "conflicting Content-Length" },
+	{ R200 "Content-Length: 5, 5\r\nContent-Length: 6\r\n\r\n", 0, "conflicting Content-Length" },
+	{ R200 "Content-Length: -1\r\n\r\n", 0, "invalid Content-Length" },
+	{ R200 "Content-Length: +5\r\n\r\n", 0, "invalid Content-Length" },
+	{ R200 "Content-Length: 5 5\r\n\r\n", 0, "invalid Content-Length" },
+	{ R200 "Content-Length: 5,\r\n\r\n", 0, "invalid Content-Length" },
+	{ R200 "Content-Length: ,5\r\n\r\n", 0, "invalid Content-Length" },
+	{ R200 "Content-Length:\r\n\r\n", 0, "invalid Content-Length" },
+	{ R200 "Content-Length: 0x5\r\n\r\n", 0, "invalid Content-Length" },
+	{ R200 "Content-Length: 5.0\r\n\r\n", 0, "invalid Content-Length" },
+	{ R200 "Content-Length: 18446744073709551616\r\n\r\n", 0, "Content-Length overflow" },
+	{ R200 "Content-Length: 99999999999999999999999\r\n\r\n", 0, "Content-Length overflow" },
+	/* Transfer-Encoding */
+	{ R200 CHUNKED CL5 "\r\n", 0, "both Transfer-Encoding and Content-Length" },
+	{ R200 CL5 CHUNKED "\r\n", 0, "both Transfer-Encoding and Content-Length" },
+	{ R200 CL5 "Transfer-Encoding: gzip\r\n\r\n", 0,
+	  "both Transfer-Encoding and Content-Length" },
+	{ "HTTP/1.1 204 OK\r\n" CL5 CHUNKED "\r\n", 0,
+	  "both Transfer-Encoding and Content-Length" },
+	{ R200 CHUNKED CHUNKED "\r\n", 0, "multiple Transfer-Encoding headers" },
+	{ R200 "Transfer-Encoding: gzip\r\n" CHUNKED "\r\n", 0,
+	  "multiple Transfer-Encoding headers" },
+	{ R200 "Transfer-Encoding: chunked, gzip\r\n\r\n", 0,
+	  "chunked is not the final transfer-coding" },
+	{ R200 "Transfer-Encoding: chunked, chunked\r\n\r\n", 0, "chunked applied more than once" },
+	{ R200 "Transfer-Encoding: chunked;x=1\r\n\r\n", 0, "invalid transfer-coding" },
+	{ R200 "Transfer-Encoding: g zip, chunked\r\n\r\n", 0, "invalid transfer-coding" },
+	{ R200 "Transfer-Encoding: \"chunked\"\r\n\r\n", 0, "invalid transfer-coding" },
+	{ R200 "Transfer-Encoding: ;q=1\r\n\r\n", 0, "invalid transfer-coding" },
+	{ R200 "Transfer-Encoding:\r\n\r\n", 0, "empty transfer-coding" },
+	{ R200 "Transfer-Encoding: gzip,,chunked\r\n\r\n", 0, "empty transfer-coding" },
+	{ R200 "Transfer-Encoding: chunked,\r\n\r\n", 0, "empty transfer-coding" },
+	{ "HTTP/1.0 200 OK\r\n" CHUNKED "\r\n", 0, "Transfer-Encoding in HTTP/1.0" },
+	{ "HTTP/1.0 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 0, "Transfer-Encoding in HTTP/1.0" },
+	/* a request is not a response */
+	{ "GET / HTTP/1.1\r\nHost: h\r\n\r\n", 0, "malformed HTTP version" },
+};
+
+static void test_resp_hostile(void **state)
+{
+	for (size_t i = 0; i < sizeof(bad_resps) / sizeof(bad_resps[0]); i++) {
+		const bad_resp *c = &bad_resps[i];
+		size_t len = c->len ? c->len : strlen(c->in);
+		int r = ab_http_parse_response_head(c->in, len, NULL, &resp);
+		if (r != -EBADMSG || resp.status != 502 || !resp.reason ||
+		    strcmp(resp.reason, c->reason) != 0)
+			fail_msg("resp case %zu (%.40s): r=%d status=%d reason=%s, want %s", i, c->in,
+				 r, resp.status, resp.reason ? resp.reason : "(null)", c->reason);
+		resp_bytewise(c->in, len, NULL);
+	}
+}
+
+static void expect_resp(const char *in, size_t len, const ab_http_limits *lim, int want,
+			const char *reason)
+{
+	int r = ab_http_parse_response_head(in, len, lim, &resp);
+	if (r != want || (want < 0 && (resp.status != 502 || strcmp(resp.reason, reason) != 0)))
+		fail_msg("r=%d (%d %s), want %d %s", r, resp.status, resp.reason, want,
+			 reason ? reason : "");
+}
+
+static void test_resp_limits(void **state)
+{
+	static char buf[20000];
+	const ab_http_limits lim = { .max_line = 40, .max_head = 100, .max_headers = 2 };
+	size_t n;
+
+	/* header count: 100 fine, 101 too many (default limit) */
+	for (size_t count = 100; count <= 101; count++) {
+		n = (size_t)snprintf(buf, sizeof(buf), "HTTP/1.1 200 OK\r\n");
+		for (size_t i = 0; i < count; i++)
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n, "X%zu: v\r\n", i);
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "\r\n");
+		expect_resp(buf, n, NULL, count <= 100 ? (int)n : -EBADMSG,
+			    "too many header fields");
+	}
+	expect_resp(S("HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\n\r\n"), &lim, 31, NULL);
+	expect_resp(S("HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n"), &lim, -EBADMSG,
+		    "too many header fields");
+	/* status line of exactly 40 bytes, then 41 (known before its LF) */
+	char line[128], pad[64];
+	memset(pad, 'r', 40);
+	snprintf(line, sizeof(line), "HTTP/1.1 200 %.27s\r\n\r\n", pad);
+	expect_resp(line, strlen(line), &lim, 44, NULL);
+	resp_bytewise(line, strlen(line), &lim);
+	snprintf(line, sizeof(line), "HTTP/1.1 200 %.28s\r\n\r\n", pad);
+	expect_resp(line, strlen(line), &lim, -EBADMSG, "status line too long");
+	expect_resp(line, 41, &lim, 0, NULL); /* the 41st byte could be the CR */
+	expect_resp(line, 42, &lim, -EBADMSG, "status line too long");
+	resp_bytewise(line, strlen(line), &lim);
+	/* header line of exactly 40 bytes, then 41 */
+	snprintf(line, sizeof(line), "HTTP/1.1 200 OK\r\nX: %.37s\r\n\r\n", pad);
+	expect_resp(line, strlen(line), &lim, (int)strlen(line), NULL);
+	snprintf(line, sizeof(line), "HTTP/1.1 200 OK\r\nX: %.38s\r\n\r\n", pad);
+	expect_resp(line, strlen(line), &lim, -EBADMSG, "header line too long");
+	resp_bytewise(line, strlen(line), &lim);
+	/* whole head: 100 bytes fine, 101 too large even before its end */
+	snprintf(line, sizeof(line), "HTTP/1.1 200 OK\r\nA: %.35s\r\nB: %.35s\r\n\r\n", pad, pad);
+	size_t hl = strlen(line); /* 17 + 40 + 40 + 2 = 99 */
+	assert_int_equal(hl, 99);
+	expect_resp(line, hl, &lim, 99, NULL);
+	snprintf(line, sizeof(line), "HTTP/1.1 200 OK\r\nA: %.36s\r\nB: %.35s\r\n\r\n", pad, pad);
+	expect_resp(line, 99, &lim, 0, NULL);
+	expect_resp(line, 100, &lim, 100, NULL);
+	expect_resp(line, 101, &lim, 100, NULL); /* the next head's byte does not count */
+	snprintf(line, sizeof(line), "HTTP/1.1 200 OK\r\nA: %.36s\r\nB: %.36s\r\n\r\n", pad, pad);
+	expect_resp(line, 101, &lim, -EBADMSG, "response header block too large");
+	expect_resp(line, 100, &lim, 0, NULL);
+	resp_bytewise(line, 101, &lim);
+	/* default head limit 16 KiB */
+	n = (size_t)snprintf(buf, sizeof(buf), "HTTP/1.1 200 OK\r\n");
+	while (n < 17000)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "X: %0300d\r\n", 0);
+	expect_resp(buf, n, NULL, -EBADMSG, "response header block too large");
+}
+
+/* ---------------------------------------------------------------- framer */
+
+typedef struct {
+	const char *in;
+	size_t len;       /* 0: strlen */
+	long want;        /* bytes of the body, or -EBADMSG */
+	bool done;
+} chunk_case;
+
+static const chunk_case chunk_cases[] = {
+	/* valid */
+	{ "0\r\n\r\n", 0, 5, true },
+	{ "0\r\n\r\nHTTP/1.1 200 OK\r\n", 0, 5, true },
+	{ "1\r\na\r\n0\r\n\r\n", 0, 11, true },
+	{ "00000A;ext;e2=\"v v\"\r\n0123456789\r\n0;last\r\n\r\nnext", 0, 43, true },
+	{ "3\r\n\r\n\r\r\n0\r\nA: 1\r\nB-c: x y \r\nD:\r\n\r\n", 0, 34, true },
+	{ "5\r\nhel", 0, 6, false },
+	{ "5\r\nhello\r\n0\r\nX: y\r\n", 0, 19, false },
+	{ "", 0, 0, false },
+	{ "3\r\n\0\0\0\r\n0\r\n\r\n", sizeof("3\r\n\0\0\0\r\n0\r\n\r\n") - 1, 13, true },
+	/* bad chunk sizes */
+	{ "x\r\n", 0, -EBADMSG, false },
+	{ "-1\r\n", 0, -EBADMSG, false },
+	{ " 5\r\nhello\r\n0\r\n\r\n", 0, -EBADMSG, false },
+	{ "5 \r\nhello\r\n0\r\n\r\n", 0, -EBADMSG, false },
+	{ "0x5\r\nhello\r\n0\r\n\r\n", 0, -EBADMSG, false },
+	{ "\r\n", 0, -EBADMSG, false },
+	{ "5\nhello\r\n0\r\n\r\n", 0, -EBADMSG, false },
+	{ "5\r\rhello", 0, -EBADMSG, false },
+	{ "5;a\x01\r\nhello", 0, -EBADMSG, false },
+	{ "1000000000001\r\n", 0, -EBADMSG, false },
+	{ "ffffffffffffffffffff\r\n", 0, -EBADMSG, false },
+	{ "5\r\nhello\r\n5\r\nworld\r\n-0\r\n\r\n", 0, -EBADMSG, false },
+	/* data not followed by CRLF */
+	{ "5\r\nhelloX\r\n0\r\n\r\n", 0, -EBADMSG, false },
+	{ "5\r\nhello\n0\r\n\r\n", 0, -EBADMSG, false },
+	{ "5\r\nhello\r0\r\n\r\n", 0, -EBADMSG, false },
+	{ "5\r\nhello world\r\n0\r\n\r\n", 0, -EBADMSG, false },
+	{ "5\r\nhell\r\n0\r\n\r\n", 0, -EBADMSG, false },
+	/* trailer section */
+	{ "0\r\n\n", 0, -EBADMSG, false },
+	{ "0\r\n\rX", 0, -EBADMSG, false },
+	{ "0\r\nX: y\n\r\n", 0, -EBADMSG, false },
+	{ "0\r\nX: y\r\r\n", 0, -EBADMSG, false },
+	{ "0\r\nX : y\r\n\r\n", 0, -EBADMSG, false },
+	{ "0\r\n y\r\n\r\n", 0, -EBADMSG, false },
+	{ "0\r\nA: 1\r\n\tfold\r\n\r\n", 0, -EBADMSG, false },
+	{ "0\r\n: v\r\n\r\n", 0, -EBADMSG, false },
+	{ "0\r\nNoColon\r\n\r\n", 0, -EBADMSG, false },
+	{ "0\r\nX: a\x01\r\n\r\n", 0, -EBADMSG, false },
+	{ "0\r\nX: a\x7f\r\n\r\n", 0, -EBADMSG, false },
+	{ "0\r\nX: \0\r\n\r\n", sizeof("0\r\nX: \0\r\n\r\n") - 1, -EBADMSG, false },
+	{ "0\r\nX(: a\r\n\r\n", 0, -EBADMSG, false },
+};
+
+static void test_framer_chunked(void **state)
+{
+	for (size_t i = 0; i < sizeof(chunk_cases) / sizeof(chunk_cases[0]); i++) {
+		const chunk_case *c = &chunk_cases[i];
+		size_t len = c->len ? c->len : strlen(c->in);
+		bool done;
+		long got = frame_all_ways(AB_HTTP_BODY_CHUNKED, 0, c->in, len, &done);
+		if (got != c->want || (got >= 0 && done != c->done))
+			fail_msg("chunk case %zu (%.30s): %ld/%d, want %ld/%d", i, c->in, got, done,
+				 c->want, c->done);
+	}
+}
+
+/* A chunked body whose trailer section is `tb` bytes (incl. its final CRLF)
+ * in `count` fields. */
+static size_t trailer_body(char *buf, size_t tb, unsigned count)
+{
+	size_t n = 0, body = tb - 2;
+	memcpy(buf, "0\r\n", 3);
+	n = 3;
+	for (unsigned i = 0; i < count; i++) {
+		size_t line = body / count + (i < body % count ? 1 : 0); /* incl. CRLF */
+		assert_true(line >= 4);
+		buf[n] = 'T';
+		buf[n + 1] = ':';
+		memset(buf + n + 2, 'v', line - 4);
+		memcpy(buf + n + line - 2, "\r\n", 2);
+		n += line;
+	}
+	memcpy(buf + n, "\r\n", 2);
+	return n + 2;
+}
+
+static void test_framer_trailer_limits(void **state)
+{
+	static char buf[AB_HTTP_TRAILER_MAX_BYTES + 64];
+	bool done;
+	size_t n;
+
+	n = trailer_body(buf, AB_HTTP_TRAILER_MAX_BYTES, 4);
+	assert_int_equal(frame_all_ways(AB_HTTP_BODY_CHUNKED, 0, buf, n, &done), (long)n);
+	assert_true(done);
+	n = trailer_body(buf, AB_HTTP_TRAILER_MAX_BYTES + 1, 4);
+	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, n, 0, &done), -EBADMSG);
+	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, n, 1, &done), -EBADMSG);
+	/* fails on the byte that crosses the limit, not at the end */
+	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, 3 + AB_HTTP_TRAILER_MAX_BYTES + 1, 0,
+			       &done),
+			 -EBADMSG);
+	n = trailer_body(buf, 4 * AB_HTTP_TRAILER_MAX_FIELDS + 2, AB_HTTP_TRAILER_MAX_FIELDS);
+	assert_int_equal(frame_all_ways(AB_HTTP_BODY_CHUNKED, 0, buf, n, &done), (long)n);
+	n = trailer_body(buf, 4 * (AB_HTTP_TRAILER_MAX_FIELDS + 1) + 2,
+			 AB_HTTP_TRAILER_MAX_FIELDS + 1);
+	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, n, 0, &done), -EBADMSG);
+	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, n, 7, &done), -EBADMSG);
+
+	/* the chunk-size line limit is ab_http_parse_chunk_size's */
+	memset(buf, 'e', AB_HTTP_CHUNK_LINE_MAX + 8);
+	memcpy(buf, "1;", 2);
+	memcpy(buf + AB_HTTP_CHUNK_LINE_MAX - 2, "\r\nx\r\n0\r\n\r\n", 10);
+	n = AB_HTTP_CHUNK_LINE_MAX + 8;
+	assert_int_equal(frame_all_ways(AB_HTTP_BODY_CHUNKED, 0, buf, n, &done), (long)n);
+	memcpy(buf + AB_HTTP_CHUNK_LINE_MAX - 2, "e\r\nx\r\n0\r\n\r\n", 11);
+	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, n + 1, 1, &done), -EBADMSG);
+	/* ... and already at its 1024th byte, before the CR arrives */
+	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, AB_HTTP_CHUNK_LINE_MAX, 0, &done),
+			 -EBADMSG);
+	assert_int_equal(
+		frame(AB_HTTP_BODY_CHUNKED, 0, buf, AB_HTTP_CHUNK_LINE_MAX - 1, 0, &done),
+		AB_HTTP_CHUNK_LINE_MAX - 1);
+}
+
+static void test_framer_kinds(void **state)
+{
+	ab_http_framer f;
+	bool done = false;
+
+	/* LENGTH across feeds, then nothing more */
+	ab_http_framer_init(&f, AB_HTTP_BODY_LENGTH, 5);
+	assert_int_equal(ab_http_framer_feed(&f, "abc", 3, &done), 3);
+	assert_false(done);
+	assert_int_equal(f.remaining, 2);
+	assert_int_equal(ab_http_framer_feed(&f, "", 0, &done), 0);
+	assert_false(done);
+	assert_int_equal(ab_http_framer_feed(&f, "deNEXT", 6, &done), 2);
+	assert_true(done);
+	assert_int_equal(ab_http_framer_feed(&f, "NEXT", 4, &done), 0);
+	assert_true(done);
+	ab_http_framer_init(&f, AB_HTTP_BODY_LENGTH, 0);
+	assert_int_equal(ab_http_framer_feed(&f, "x", 1, &done), 0);
+	assert_true(done);
+	assert_int_equal(ab_http_framer_feed(&f, "", 0, &done), 0);
+	assert_true(done);
+	/* huge lengths are just counted */
+	ab_http_framer_init(&f, AB_HTTP_BODY_LENGTH, UINT64_MAX);
+	assert_int_equal(ab_http_framer_feed(&f, "abc", 3, &done), 3);
+	assert_false(done);
+	assert_true(f.remaining == UINT64_MAX - 3);
+	/* NONE, CLOSE, TUNNEL (content_length ignored) */
+	ab_http_framer_init(&f, AB_HTTP_BODY_NONE, 7);
+	assert_int_equal(ab_http_framer_feed(&f, "abc", 3, &done), 0);
+	assert_true(done);
+	for (int k = AB_HTTP_BODY_CLOSE; k <= AB_HTTP_BODY_TUNNEL; k++) {
+		ab_http_framer_init(&f, (ab_http_body_kind)k, 2);
+		assert_int_equal(ab_http_framer_feed(&f, "abc", 3, &done), 3);
+		assert_false(done);
+		assert_int_equal(ab_http_framer_feed(&f, "0\r\n\r\n", 5, &done), 5);
+		assert_false(done);
+	}
+	/* errors stick */
+	ab_http_framer_init(&f, AB_HTTP_BODY_CHUNKED, 0);
+	assert_int_equal(ab_http_framer_feed(&f, "5\r\nhello", 8, &done), 8);
+	assert_int_equal(ab_http_framer_feed(&f, "X", 1, &done), -EBADMSG);
+	assert_int_equal(ab_http_framer_feed(&f, "\r\n0\r\n\r\n", 7, &done), -EBADMSG);
+	assert_int_equal(ab_http_framer_feed(&f, "", 0, &done), -EBADMSG);
+	ab_http_framer_init(&f, (ab_http_body_kind)42, 0);
+	assert_int_equal(ab_http_framer_feed(&f, "x", 1, &done), -EINVAL);
+
+	/* the largest chunk: counted down without reading 256 TiB */
+	static char big[1 << 16];
+	ab_http_framer_init(&f, AB_HTTP_BODY_CHUNKED, 0);
+	assert_int_equal(ab_http_framer_feed(&f, S("1000000000000\r\n"), &done), 15);
+	assert_int_equal(f.remaining, AB_HTTP_CHUNK_SIZE_MAX);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(ab_http_framer_feed(&f, big, sizeof(big), &done), (int)sizeof(big));
+	assert_false(done);
+	assert_int_equal(f.remaining, AB_HTTP_CHUNK_SIZE_MAX - 16 * sizeof(big));
+}
+
+static unsigned rnd_seed = 12345;
+static unsigned rnd(void)
+{
+	rnd_seed = rnd_seed * 1103515245u + 12345u;
+	return (rnd_seed >> 16) & 0x7fff;
+}
+#define RND() rnd()
+
+/* Pseudo-random chunked bodies: one feed == byte by byte == every split. */
+static void test_framer_random(void **state)
+{
+	static char buf[4096];
+	for (int round = 0; round < 200; round++) {
+		size_t n = 0;
+		int chunks = (int)(RND() % 5);
+		for (int c = 0; c < chunks; c++) {
+			size_t sz = RND() % 40 + 1;
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n, RND() % 2 ? "%zx" : "%zX;e=%d",
+					      sz, c);
+			memcpy(buf + n, "\r\n", 2);
+			n += 2;
+			for (size_t j = 0; j < sz; j++)
+				buf[n++] = (char)RND();
+			memcpy(buf + n, "\r\n", 2);
+			n += 2;
+		}
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "0\r\n%s\r\n",
+				      RND() % 2 ? "T: 1\r\n" : "");
+		size_t body = n;
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "HTTP/1.1 200 OK\r\n");
+		/* corrupt one byte in a third of the rounds */
+		if (round % 3 == 0) {
+			size_t at = RND() % body;
+			buf[at] ^= (char)(1 + RND() % 255);
+		}
+		bool done;
+		long got = frame_all_ways(AB_HTTP_BODY_CHUNKED, 0, buf, n, &done);
+		if (round % 3 != 0) {
+			assert_int_equal(got, (long)body);
+			assert_true(done);
+		}
+	}
+}
+#undef RND
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -625,6 +1275,14 @@ int main(void)
 		cmocka_unit_test(test_limit_count),
 		cmocka_unit_test(test_chunk_size),
 		cmocka_unit_test(test_status_text),
+		cmocka_unit_test(test_resp_streams),
+		cmocka_unit_test(test_resp_fields),
+		cmocka_unit_test(test_resp_hostile),
+		cmocka_unit_test(test_resp_limits),
+		cmocka_unit_test(test_framer_chunked),
+		cmocka_unit_test(test_framer_trailer_limits),
+		cmocka_unit_test(test_framer_kinds),
+		cmocka_unit_test(test_framer_random),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

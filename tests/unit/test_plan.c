@@ -1159,9 +1159,12 @@ static void test_landlock_full(void **state)
 	assert_int_equal(ll->handled_fs, ab_landlock_fs_rights(7));
 	assert_int_equal(ll->handled_net, LANDLOCK_ACCESS_NET_CONNECT_TCP); /* listening stays free */
 	assert_int_equal(ll->scoped, ab_landlock_scopes(7));
-	assert_int_equal(ll->ntcp_ports, 2);
+	/* the profile's ports, then the way out: the explicit proxy (this fake
+	 * profile has transparent mode off, so no DNS port) */
+	assert_int_equal(ll->ntcp_ports, 3);
 	assert_int_equal(ll->tcp_ports[0], 8080);
 	assert_int_equal(ll->tcp_ports[1], 5432);
+	assert_int_equal(ll->tcp_ports[2], AB_PROXY_DEFAULT_PORT);
 	assert_false(ll->tcp_any);
 	assert_int_equal(f.plan->downgrades.n, 0);
 	/* rules mirror the mounts */

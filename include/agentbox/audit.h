@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The egress audit log and the exit summary (parent).  One JSON object per
+ * line (jansson), each with "ts" (UTC, RFC 3339 with milliseconds) and
+ * "event".  Callers never pass a secret or a URL query; strings are capped.
+ */
+#ifndef AGENTBOX_AUDIT_H
+#define AGENTBOX_AUDIT_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "agentbox/common.h"
+
+#define AB_AUDIT_MAX_HOSTS 512 /* distinct host:port kept for the summary */
+
+typedef struct ab_audit ab_audit;
+
+/* path NULL: no log, summary only.  The file is opened O_APPEND|O_CREAT
+ * (0600, no symlink followed) before the sandbox starts. */
+int ab_audit_open(const char *path, ab_audit **out, ab_err *err);
+void ab_audit_free(ab_audit *a);
+
+/* Write one event (adds "ts"; steals the reference).  No-op without a log. */
+void ab_audit_emit(ab_audit *a, json_t *ev);
+
+/* Summary bookkeeping: one connection or request to host:port. */
+void ab_audit_count(ab_audit *a, const char *host, unsigned port, bool allowed, uint64_t up,
+		    uint64_t down);
+void ab_audit_count_dns_denied(ab_audit *a, const char *name);
+
+/* One screen: hosts reached (requests, bytes), refused attempts. */
+void ab_audit_summary(const ab_audit *a, FILE *out);
+
+#endif

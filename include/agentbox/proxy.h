@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The egress proxy (parent, in-process, on the run's event loop).  It serves
+ * the listeners the child created inside the sandbox's network namespace
+ * (src/netns.c): the explicit HTTP proxy (CONNECT and absolute-form
+ * requests), the DNS responder and the transparent listeners.  Upstream
+ * connections leave from the host namespace.  docs/egress.md describes the
+ * behaviour; this header the wiring.
+ */
+#ifndef AGENTBOX_PROXY_H
+#define AGENTBOX_PROXY_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "agentbox/loop.h"
+#include "agentbox/plan.h"
+
+/* Limits and timeouts (per sandbox). */
+#define AB_PROXY_MAX_CONNS 4096       /* client connections at once; more are closed */
+#define AB_PROXY_HEAD_TIMEOUT_MS 30000 /* a request head must arrive within this */
+#define AB_PROXY_KEEPALIVE_MS 120000   /* idle client connection between requests */
+#define AB_PROXY_DIAL_TIMEOUT_MS 15000 /* name lookup + TCP connect upstream */
+#define AB_PROXY_HELLO_TIMEOUT_MS 30000 /* first bytes (ClientHello) of a tunnel */
+#define AB_PROXY_IDLE_MS 3600000       /* no byte either way on a tunnel or response */
+#define AB_PROXY_MAX_SYNTH 65536       /* names given synthetic addresses */
+
+typedef struct ab_proxy ab_proxy;
+
+/* Build the policy from the plan and open the audit log (before the sandbox
+ * starts: a bad log path is a setup error). */
+int ab_proxy_new(const ab_egress_plan *plan, ab_proxy **out, ab_err *err);
+/* Attach to the loop (after it exists). */
+int ab_proxy_attach(ab_proxy *px, ab_loop *loop, ab_err *err);
+/* A listener created inside the sandbox (kind: enum ab_listen_kind).  The
+ * proxy owns fd from here on (closed on error too). */
+int ab_proxy_add_listener(ab_proxy *px, int kind, uint16_t port, int fd);
+/* Serve `agentbox allow` for this workspace (control.h). */
+int ab_proxy_control(ab_proxy *px, const char *workspace, ab_err *err);
+/* Close every connection (the sandbox is gone), emit the end of the log. */
+void ab_proxy_shutdown(ab_proxy *px);
+/* One screen on `out` (the exit summary), when the plan asked for it. */
+void ab_proxy_summary(ab_proxy *px, FILE *out);
+void ab_proxy_free(ab_proxy *px);
+
+#endif

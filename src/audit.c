@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Egress audit log (JSON lines) and the exit summary (parent).  Writes are
+ * synchronous appends of whole lines (one write(2) each), so concurrent
+ * readers such as `tail -f` never see half an event.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentbox/audit.h"
+
+typedef struct hostcount {
+	char *host;
+	unsigned port;
+	uint64_t allowed, denied, up, down;
+} hostcount;
+
+struct ab_audit {
+	int fd;
+	hostcount *hosts;
+	size_t nhosts;
+	uint64_t dropped;    /* host:port beyond AB_AUDIT_MAX_HOSTS */
+	uint64_t dns_denied;
+	uint64_t write_errors;
+};
+
+int ab_audit_open(const char *path, ab_audit **out, ab_err *err)
+{
+	ab_audit *a = calloc(1, sizeof(*a));
+	if (!a)
+		return ab_fail(err, ENOMEM, "audit log");
+	a->fd = -1;
+	if (path) {
+		a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (a->fd < 0) {
+			int e = errno;
+			free(a);
+			return ab_fail(err, e, "audit log %s", path);
+		}
+		struct stat st;
+		if (fstat(a->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(a->fd);
+			free(a);
+			return ab_fail(err, EINVAL, "audit log %s: not a regular file", path);
+		}
+	}
+	*out = a;
+	return 0;
+}
+
+void ab_audit_free(ab_audit *a)
+{
+	if (!a)
+		return;
+	if (a->fd >= 0)
+		close(a->fd);
+	for (size_t i = 0; i < a->nhosts; i++)
+		free(a->hosts[i].host);
+	free(a->hosts);
+	free(a);
+}
+
+void ab_audit_emit(ab_audit *a, json_t *ev)
+{
+	if (!ev)
+		return;
+	if (!a || a->fd < 0) {
+		json_decref(ev);
+		return;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct tm tm;
+	gmtime_r(&ts.tv_sec, &tm);
+	char t[40], full[64];
+	strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(full, sizeof(full), "%s.%03ldZ", t, ts.tv_nsec / 1000000);
+	/* "ts" first, then the event's own keys in insertion order */
+	json_t *line = json_object();
+	json_object_set_new(line, "ts", json_string(full));
+	json_object_update(line, ev);
+	json_decref(ev);
+	char *s = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+	json_decref(line);
+	if (!s)
+		return;
+	size_t n = strlen(s);
+	s[n] = '\n';
+	ssize_t w = write(a->fd, s, n + 1);
+	if (w != (ssize_t)(n + 1))
+		a->write_errors++;
+	free(s);
+}
+
+static hostcount *find_host(ab_audit *a, const char *host, unsigned port)
+{
+	for (size_t i = 0; i < a->nhosts; i++)
+		if (a->hosts[i].port == port && strcmp(a->hosts[i].host, host) == 0)
+			return &a->hosts[i];
+	if (a->nhosts >= AB_AUDIT_MAX_HOSTS)
+		return NULL;
+	hostcount *n = realloc(a->hosts, (a->nhosts + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	a->hosts = n;
+	char *h = strdup(host);
+	if (!h)
+		return NULL;
+	a->hosts[a->nhosts] = (hostcount){.host = h, .port = port};
+	return &a->hosts[a->nhosts++];
+}
+
+void ab_audit_count(ab_audit *a, const char *host, unsigned port, bool allowed, uint64_t up,
+		    uint64_t down)
+{
+	if (!a)
+		return;
+	hostcount *h = find_host(a, host && host[0] ? host : "?", port);
+	if (!h) {
+		a->dropped++;
+		return;
+	}
+	if (allowed)
+		h->allowed++;
+	else
+		h->denied++;
+	h->up += up;
+	h->down += down;
+}
+
+void ab_audit_count_dns_denied(ab_audit *a, const char *name)
+{
+	if (a)
+		a->dns_denied++;
+	(void)name;
+}
+
+static void human(char *out, size_t n, uint64_t b)
+{
+	const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)b;
+	size_t i = 0;
+	while (v >= 1024 && i + 1 < AB_ARRAY_SIZE(u)) {
+		v /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(out, n, "%llu B", (unsigned long long)b);
+	else
+		snprintf(out, n, "%.1f %s", v, u[i]);
+}
+
+void ab_audit_summary(const ab_audit *a, FILE *out)
+{
+	if (!a)
+		return;
+	size_t reached = 0, refused = 0;
+	for (size_t i = 0; i < a->nhosts; i++) {
+		reached += a->hosts[i].allowed > 0;
+		refused += a->hosts[i].denied > 0;
+	}
+	if (!reached && !refused && !a->dns_denied)
+		return;
+	fprintf(out, "agentbox: network: %zu destination%s reached, %zu refused", reached,
+		reached == 1 ? "" : "s", refused);
+	if (a->dns_denied)
+		fprintf(out, ", %llu DNS lookup%s refused", (unsigned long long)a->dns_denied,
+			a->dns_denied == 1 ? "" : "s");
+	fputc('\n', out);
+	size_t shown = 0;
+	for (size_t i = 0; i < a->nhosts && shown < 20; i++) {
+		const hostcount *h = &a->hosts[i];
+		if (!h->allowed)
+			continue;
+		char up[32], down[32];
+		human(up, sizeof(up), h->up);
+		human(down, sizeof(down), h->down);
+		fprintf(out, "  reached  %s:%u  %llu request%s, %s up, %s down\n", h->host, h->port,
+			(unsigned long long)h->allowed, h->allowed == 1 ? "" : "s", up, down);
+		shown++;
+	}
+	for (size_t i = 0; i < a->nhosts && shown < 40; i++) {
+		const hostcount *h = &a->hosts[i];
+		if (!h->denied)
+			continue;
+		fprintf(out, "  REFUSED  %s:%u  %llu attempt%s\n", h->host, h->port,
+			(unsigned long long)h->denied, h->denied == 1 ? "" : "s");
+		shown++;
+	}
+	if (a->nhosts > shown || a->dropped)
+		fprintf(out, "  ... more in the audit log (--log FILE)\n");
+}

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals shared by the egress proxy's files (parent only):
+ *   proxy.c   listeners, connections, decisions, dialling, timeouts, logging
+ *   pxhttp.c  plain-HTTP forwarding (request/response framing, pipelining)
+ *   pxtunnel.c the ClientHello/Host check of tunnels and the splice relay
+ *   dnsd.c    the DNS responder and the synthetic address table
+ */
+#ifndef AGENTBOX_PROXY_INT_H
+#define AGENTBOX_PROXY_INT_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "agentbox/audit.h"
+#include "agentbox/http.h"
+#include "agentbox/loop.h"
+#include "agentbox/netpolicy.h"
+#include "agentbox/proxy.h"
+#include "agentbox/resolve.h"
+
+#define PX_BUF_MAX (64 * 1024)     /* stop reading a side when its output holds this */
+#define PX_HEAD_MAX AB_HTTP_DEFAULT_MAX_HEAD
+#define PX_RESP_HEAD_MAX (64 * 1024) /* upstream response heads (cookies...) */
+#define PX_FIFO 16                 /* pipelined requests in flight per connection */
+#define PX_MAX_ADDRS 8             /* resolved addresses tried per dial */
+#define PX_PATH_LOG 256            /* path bytes kept for the log */
+
+typedef struct px_buf {
+	char *p;
+	size_t len, cap;
+} px_buf;
+
+int px_buf_append(px_buf *b, const void *data, size_t n);
+void px_buf_consume(px_buf *b, size_t n);
+void px_buf_free(px_buf *b);
+/* read(2) up to `want` more bytes; returns bytes read, 0 on EOF, -errno */
+ssize_t px_buf_read(px_buf *b, int fd, size_t want);
+/* write(2) from the front; returns bytes written or -errno (-EAGAIN) */
+ssize_t px_buf_write(px_buf *b, int fd);
+
+enum px_side { PX_EXPLICIT, PX_TRANSPARENT };
+
+enum px_state {
+	PX_HEAD,       /* explicit: reading a request head */
+	PX_RESOLVING,  /* name lookup in flight */
+	PX_CONNECTING, /* TCP connect upstream in flight */
+	PX_HELLO,      /* tunnel: waiting for the client's first bytes */
+	PX_TUNNEL,     /* opaque relay (splice) */
+	PX_HTTP,       /* plain HTTP forwarding */
+	PX_CLOSING,    /* flushing a final answer to the client */
+	PX_UPCONNECT,  /* chaining: CONNECT sent to the corporate proxy, awaiting 200 */
+};
+
+typedef struct px_req {
+	char method[16];
+	ab_http_method m;
+	char path[PX_PATH_LOG];
+	uint64_t t0;
+	uint64_t up, down;
+	bool upgrade;
+	bool head_sent; /* response head reached the client */
+	int status;
+} px_req;
+
+typedef struct px_dir {
+	int pipe[2];
+	size_t inpipe;
+	bool eof;      /* source said EOF */
+	bool shut;     /* we shut down the destination's write side */
+} px_dir;
+
+typedef struct px_conn {
+	struct px_conn *prev, *next;
+	ab_proxy *px;
+	uint64_t id;
+	int cfd, ufd;
+	unsigned cev, uev;       /* current loop interest */
+	enum px_side side;
+	enum px_state state;
+	uint16_t lport;          /* transparent: the listener's port */
+	uint64_t t0, deadline;
+
+	/* destination, decided once per upstream connection */
+	char host[AB_HOST_BUF];
+	uint16_t port;
+	char rule[AB_NETRULE_TEXT];
+	char method[16];         /* "CONNECT", "GET", "TLS", "TCP" for the log */
+	char path[PX_PATH_LOG];  /* explicit plain HTTP: the first request's path (no query) */
+	bool is_connect;         /* explicit CONNECT (answer 200 when dialled) */
+	bool fixed;              /* HTTP: every request must target host:port */
+
+	ab_resolve_job *job;
+	struct sockaddr_storage addrs[PX_MAX_ADDRS];
+	socklen_t alens[PX_MAX_ADDRS];
+	int naddrs, ai;
+	char dialled[64];        /* the address actually dialled, for the log */
+
+	px_buf in;   /* from the client, not processed yet */
+	px_buf out;  /* to upstream */
+	px_buf back; /* from upstream, not processed yet (HTTP) */
+	px_buf toc;  /* to the client */
+
+	/* HTTP forwarding */
+	ab_http_framer reqf, respf;
+	bool in_req_body, in_resp_body;
+	px_req *fifo;       /* PX_FIFO entries, allocated on the first HTTP request */
+	int nfifo;
+	bool c_eof;         /* client closed its side */
+	bool u_eof;
+	bool close_after;   /* close once toc is flushed and nothing is in flight */
+	bool want_switch;   /* explicit: next request targets another upstream */
+
+	/* tunnel */
+	px_dir cu, uc;       /* client->upstream, upstream->client */
+	uint64_t up, down;   /* bytes client->upstream, upstream->client */
+	bool logged;
+	bool tunnel_started;
+	bool via_up;         /* dialled through the corporate proxy */
+} px_conn;
+
+typedef struct px_map {
+	char name[AB_HOST_BUF];
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	uint16_t port; /* 0: the requested port */
+} px_map;
+
+typedef struct px_listener {
+	struct ab_proxy *px;
+	int fd;
+	int kind;
+	uint16_t port;
+} px_listener;
+
+struct px_synth;
+
+struct ab_proxy {
+	ab_loop *loop;
+	ab_resolver *res;
+	ab_audit *audit;
+	ab_netpolicy pol;
+	char *profile;
+	px_map *maps;
+	size_t nmaps;
+	bool summary;
+	bool transparent;
+	uint16_t proxy_port;
+
+	px_listener lst[AB_EGRESS_MAX_PORTS + 4];
+	size_t nlst;
+
+	px_conn *conns;
+	size_t nconns;
+	uint64_t next_id;
+	uint64_t sweep;
+
+	struct px_dns *dns; /* dnsd.c */
+	int ctl_fd;         /* `agentbox allow` (control.h); 0/-1 none */
+	char *up_host;      /* chaining: the host's corporate proxy, or NULL */
+	uint16_t up_port;
+	ab_strv no_proxy;
+};
+
+/* proxy.c */
+void px_update(px_conn *c);
+void px_close(px_conn *c);
+void px_fail(px_conn *c, int status, const char *decision, const char *rule, const char *fmt,
+	     ...) __attribute__((format(printf, 5, 6)));
+void px_log_request(px_conn *c, const px_req *r, const char *decision, int status);
+int px_decide(px_conn *c, const char *host, unsigned port);
+void px_dial(px_conn *c);
+void px_connected(px_conn *c);
+void px_head_process(px_conn *c);
+
+/* pxhttp.c */
+void px_copy_path(char *out, size_t n, const char *p, size_t len);
+void px_http_start(px_conn *c);
+void px_http_pump(px_conn *c);
+void px_http_upstream_gone(px_conn *c);
+
+/* pxtunnel.c */
+void px_hello(px_conn *c);
+void px_tunnel_start(px_conn *c);
+void px_tunnel_pump(px_conn *c, bool c_ev, bool u_ev);
+void px_tunnel_free(px_conn *c);
+
+/* dnsd.c */
+int px_dns_init(ab_proxy *px);
+void px_dns_free(ab_proxy *px);
+int px_dns_add_udp(ab_proxy *px, int fd);
+int px_dns_add_tcp(ab_proxy *px, int fd);
+/* transparent: the name behind a synthetic IPv4 address (network order), or NULL */
+const char *px_synth_name(ab_proxy *px, uint32_t addr);
+bool px_is_synth(uint32_t addr);
+
+#endif

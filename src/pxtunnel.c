@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tunnels of the egress proxy (parent): the check of a tunnel's first bytes
+ * (a TLS ClientHello must name the tunnel's host: no domain fronting; plain
+ * HTTP goes to the HTTP engine with the destination fixed; anything else is
+ * relayed opaque to the destination already decided), then the relay itself
+ * with splice(2) through a pipe per direction, so bulk data never crosses
+ * user space.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agentbox/tls.h"
+#include "proxy_int.h"
+
+#define SPLICE_CHUNK (256 * 1024)
+#define SPLICE_ROUNDS 8 /* per direction per event: fairness between connections */
+
+static void deny(px_conn *c, const char *rule, const char *why)
+{
+	c->logged = true;
+	json_t *ev = json_object();
+	json_object_set_new(ev, "event", json_string("request"));
+	json_object_set_new(ev, "conn", json_integer((json_int_t)c->id));
+	json_object_set_new(ev, "side",
+			    json_string(c->side == PX_EXPLICIT ? "explicit" : "transparent"));
+	json_object_set_new(ev, "method", json_string(c->method));
+	json_object_set_new(ev, "host", json_string(c->host));
+	json_object_set_new(ev, "port", json_integer(c->port));
+	json_object_set_new(ev, "decision", json_string("deny"));
+	json_object_set_new(ev, "rule", json_string(rule));
+	json_object_set_new(ev, "status", json_integer(0));
+	json_object_set_new(ev, "bytes_up", json_integer(0));
+	json_object_set_new(ev, "bytes_down", json_integer(0));
+	json_object_set_new(ev, "duration_ms", json_integer((json_int_t)(ab_now_ms() - c->t0)));
+	json_object_set_new(ev, "reason", json_string(why));
+	ab_audit_emit(c->px->audit, ev);
+	ab_audit_count(c->px->audit, c->host, c->port, false, 0, 0);
+	px_close(c);
+}
+
+/* Could these bytes start an HTTP/1 request line?  1: yes, 0: no, -1: too
+ * few bytes to tell. */
+static int looks_http(const char *p, size_t n)
+{
+	size_t i = 0;
+	while (i < n && i < 20 && p[i] >= 'A' && p[i] <= 'Z')
+		i++;
+	if (i == n && n < 20)
+		return -1;
+	return i > 0 && i < n && p[i] == ' ';
+}
+
+/* Returns false while more bytes are needed; true when c was handed on
+ * (tunnel) or closed: c must not be touched then. */
+static bool check_hello(px_conn *c)
+{
+	ab_tls_hello h;
+	int r = ab_tls_parse_client_hello((const uint8_t *)c->in.p, c->in.len, &h);
+	if (r == AB_TLS_NEED_MORE)
+		return false;
+	if (r != AB_TLS_OK) {
+		deny(c, "bad-client-hello", h.reason ? h.reason : ab_tls_result_str(r));
+		return true;
+	}
+	if (h.has_ech) {
+		deny(c, "ech", "encrypted ClientHello hides the server name");
+		return true;
+	}
+	if (h.has_sni && (h.sni_invalid || strcmp(h.sni, c->host) != 0)) {
+		deny(c, "sni-mismatch", "the TLS server name does not match the tunnel's host");
+		return true;
+	}
+	if (c->side == PX_TRANSPARENT)
+		snprintf(c->method, sizeof(c->method), "TLS");
+	px_tunnel_start(c);
+	return true;
+}
+
+void px_hello(px_conn *c)
+{
+	/* the server speaks first (ssh, smtp...): an opaque tunnel */
+	if (!c->in.len && c->ufd >= 0) {
+		char b;
+		ssize_t n = recv(c->ufd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n > 0) {
+			px_tunnel_start(c);
+			return;
+		}
+		if (n == 0) {
+			deny(c, "upstream-closed", "the upstream closed before the client spoke");
+			return;
+		}
+	}
+	if (c->toc.len) {
+		ssize_t n = px_buf_write(&c->toc, c->cfd);
+		if (n < 0 && n != -EAGAIN) {
+			px_close(c);
+			return;
+		}
+	}
+	bool eof = false;
+	if (c->in.len < AB_TLS_MAX_HELLO) {
+		size_t room = AB_TLS_MAX_HELLO - c->in.len;
+		ssize_t n = px_buf_read(&c->in, c->cfd, room < 4096 ? room : 4096);
+		if (n == 0) {
+			if (!c->in.len) {
+				px_close(c); /* the client gave up: nothing to log but the tunnel */
+				return;
+			}
+			eof = true;
+		} else if (n < 0 && n != -EAGAIN) {
+			px_close(c);
+			return;
+		}
+	}
+	if (!c->in.len) {
+		px_update(c);
+		return;
+	}
+	if ((unsigned char)c->in.p[0] == 0x16) {
+		if (!check_hello(c)) {
+			if (eof)
+				deny(c, "bad-client-hello", "the client closed inside its ClientHello");
+			else
+				px_update(c);
+		}
+		return;
+	}
+	int h = looks_http(c->in.p, c->in.len);
+	if (h < 0 && !eof) {
+		px_update(c);
+		return;
+	}
+	if (h > 0) {
+		c->fixed = true;
+		c->state = PX_HTTP;
+		px_http_start(c);
+		return;
+	}
+	px_tunnel_start(c);
+}
+
+void px_tunnel_start(px_conn *c)
+{
+	c->state = PX_TUNNEL;
+	c->deadline = ab_now_ms() + AB_PROXY_IDLE_MS;
+	/* bytes already read (the ClientHello, a server banner) go first */
+	if (c->in.len) {
+		c->up += c->in.len;
+		if (px_buf_append(&c->out, c->in.p, c->in.len) < 0) {
+			px_close(c);
+			return;
+		}
+		px_buf_free(&c->in);
+	}
+	if (c->back.len) {
+		c->down += c->back.len;
+		if (px_buf_append(&c->toc, c->back.p, c->back.len) < 0) {
+			px_close(c);
+			return;
+		}
+		px_buf_free(&c->back);
+	}
+	if (pipe2(c->cu.pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    pipe2(c->uc.pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		px_close(c);
+		return;
+	}
+	c->tunnel_started = true;
+	px_tunnel_pump(c, true, true);
+}
+
+void px_tunnel_free(px_conn *c)
+{
+	for (int i = 0; i < 2; i++) {
+		if (c->cu.pipe[i] >= 0)
+			close(c->cu.pipe[i]);
+		if (c->uc.pipe[i] >= 0)
+			close(c->uc.pipe[i]);
+		c->cu.pipe[i] = c->uc.pipe[i] = -1;
+	}
+	c->cu.inpipe = c->uc.inpipe = 0;
+}
+
+/* Move one direction as far as it goes without blocking.  Returns 0, or -1
+ * when the connection must close (error). */
+static int dir_pump(px_conn *c, int src, int dst, px_dir *d, px_buf *pre, uint64_t *count)
+{
+	for (int round = 0; round < SPLICE_ROUNDS; round++) {
+		if (pre->len) {
+			ssize_t n = px_buf_write(pre, dst);
+			if (n == -EAGAIN)
+				return 0;
+			if (n < 0)
+				return -1;
+			continue;
+		}
+		if (d->inpipe) {
+			ssize_t n = splice(d->pipe[0], NULL, dst, NULL, d->inpipe,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n < 0)
+				return errno == EAGAIN ? 0 : -1;
+			d->inpipe -= (size_t)n;
+			if (d->inpipe)
+				return 0; /* dst is full: wait for it */
+		}
+		if (d->eof)
+			break;
+		ssize_t n = splice(src, NULL, d->pipe[1], NULL, SPLICE_CHUNK,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0) {
+			if (errno == EAGAIN)
+				return 0;
+			return -1;
+		}
+		if (n == 0) {
+			d->eof = true;
+			break;
+		}
+		d->inpipe += (size_t)n;
+		*count += (uint64_t)n;
+	}
+	if (d->eof && !d->inpipe && !pre->len && !d->shut) {
+		shutdown(dst, SHUT_WR);
+		d->shut = true;
+	}
+	return 0;
+}
+
+void px_tunnel_pump(px_conn *c, bool c_ev, bool u_ev)
+{
+	(void)c_ev;
+	(void)u_ev;
+	if (dir_pump(c, c->cfd, c->ufd, &c->cu, &c->out, &c->up) < 0 ||
+	    dir_pump(c, c->ufd, c->cfd, &c->uc, &c->toc, &c->down) < 0) {
+		px_close(c);
+		return;
+	}
+	if (c->cu.shut && c->uc.shut) {
+		px_close(c);
+		return;
+	}
+	c->deadline = ab_now_ms() + AB_PROXY_IDLE_MS;
+	px_update(c);
+}

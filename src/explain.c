@@ -333,6 +333,13 @@ static void text_network(const ab_plan *p, FILE *out)
 	text_rules(out, "deny (checked first)", &e->deny, "none");
 	text_rules(out, "private (loopback/private addresses allowed)", &e->priv, "none");
 	text_rules(out, "local names", &e->hosts, "none");
+	if (e->upstream_host) {
+		fprintf(out, "  upstream proxy: %s:%u (CONNECT)", e->upstream_host,
+			(unsigned)e->upstream_port);
+		for (size_t i = 0; i < e->no_proxy.n; i++)
+			fprintf(out, "%s%s", i ? " " : "; direct (NO_PROXY): ", e->no_proxy.v[i]);
+		fputc('\n', out);
+	}
 	fprintf(out, "  audit log: %s\n", e->log_path ? e->log_path : "none (--log FILE)");
 	fputs("  loopback TCP connect (Landlock; listening is not restricted): ", out);
 	if (ll->tcp_any)
@@ -592,6 +599,15 @@ static json_t *json_network(const ab_plan *p)
 	bad |= json_object_set_new(o, "private", strv_json(&e->priv));
 	bad |= json_object_set_new(o, "hosts", strv_json(&e->hosts));
 	bad |= json_object_set_new(o, "log", e->log_path ? jstr(e->log_path) : json_null());
+	if (e->upstream_host) {
+		json_t *u = json_object();
+		bad |= !u || json_object_set_new(u, "host", jstr(e->upstream_host)) ||
+		       json_object_set_new(u, "port", json_integer(e->upstream_port)) ||
+		       json_object_set_new(u, "no_proxy", strv_json(&e->no_proxy));
+		bad |= json_object_set_new(o, "upstream_proxy", u);
+	} else {
+		bad |= json_object_set_new(o, "upstream_proxy", json_null());
+	}
 	bad |= json_object_set_new(o, "loopback_ports", ports);
 	bad |= json_object_set_new(o, "loopback_ports_enforced",
 				   json_boolean(ll->enabled && (ll->tcp_any || ll->handled_net)));

@@ -499,6 +499,10 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 			       ab_pty_get_winsize(STDERR_FILENO, &args.ws);
 	if (start_child(plan, &args, &s.child, err) < 0)
 		goto out;
+	/* The proxy writes to sockets whose peers may be gone (splice has no
+	 * MSG_NOSIGNAL): EPIPE, not death.  Set after clone so the sandbox keeps
+	 * the default disposition (an ignored signal would survive its exec). */
+	signal(SIGPIPE, SIG_IGN);
 	close(sv[1]);
 	sv[1] = -1;
 	s.sync_fd = sv[0];

@@ -8,7 +8,7 @@ DESTDIR    ?=
 BUILD      ?= build
 
 CC         ?= cc
-PKGS       := libseccomp libcap jansson
+PKGS       := libseccomp libcap jansson openssl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -28,7 +28,7 @@ override LDFLAGS += -pie -Wl,-z,relro,-z,now
 # start (docs/performance.md).  STATIC_LIBS=0 links them dynamically.
 STATIC_LIBS ?= 1
 ifeq ($(STATIC_LIBS),1)
-LDLIBS  := -Wl,-Bstatic -lseccomp -lcap -ljansson -Wl,-Bdynamic
+LDLIBS  := -Wl,-Bstatic -lseccomp -lcap -ljansson -Wl,-Bdynamic -lssl -lcrypto
 else
 LDLIBS  := $(PKG_LIBS)
 endif
@@ -39,10 +39,11 @@ LIB_SRCS := src/common.c src/cli.c src/profile.c src/host.c src/doctor.c src/pla
             src/caps.c src/pty.c src/loop.c src/init.c src/cgroup.c src/cleanup.c \
             src/watch.c src/json_pos.c src/http.c src/netpolicy.c src/plan_net.c \
             src/netns.c src/dns.c src/tls.c src/audit.c src/resolve.c src/proxy.c \
-            src/pxhttp.c src/pxtunnel.c src/dnsd.c src/control.c
+            src/pxhttp.c src/pxtunnel.c src/dnsd.c src/control.c \
+            src/ca.c src/secrets.c src/scan.c
 MAIN_SRC := src/main.c
 UNIT_TESTS := common profile plan landlock caps seccomp loop pty explain cli host cgroup \
-              http netpolicy dns tls
+              http netpolicy dns tls ca secrets
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)

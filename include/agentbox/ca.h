@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ca.h: the per-session interception CA and the TLS contexts of the
+ * intercepted leg (issue 4, credential brokering).  Parent process, the
+ * egress proxy's thread only (nothing here is thread-safe).
+ *
+ * Everything is made in memory at start and never written anywhere: two CA
+ * certificates and three EC P-256 keys.
+ *   - The root, the trust anchor handed to the sandbox (ab_ca_cert_pem,
+ *     ab_ca_trust_bundle): self-signed, random 16-byte serial, subject
+ *     "CN=agentbox session CA <8 hex>, O=agentbox", valid from now-1h to
+ *     now+days, basicConstraints critical CA:TRUE pathlen:1, keyUsage
+ *     critical keyCertSign+cRLSign, subjectKeyIdentifier.  Its key signs the
+ *     issuing CA and is freed at once, inside ab_ca_new(): it never exists
+ *     while the sandbox runs.
+ *   - The issuing CA, "CN=agentbox session issuing CA <same hex>", signed by
+ *     the root, same validity, basicConstraints critical CA:TRUE pathlen:0,
+ *     keyUsage critical keyCertSign+cRLSign, extendedKeyUsage serverAuth,
+ *     SKI, AKI.  Its key (the only CA key alive during the session) signs the
+ *     leaves; servers send it with each leaf.
+ *   - The leaf key, shared by every leaf of the session.
+ * Why two tiers: some verifiers ignore name constraints on a trust anchor
+ * (Java 17's PKIX does: checked by hand on this host) but apply those of an
+ * intermediate, and a stolen issuing key can neither mint a sub-CA
+ * (pathlen:0) nor escape the constraints.
+ *
+ * Name constraints (so that a leaked CA key could only vouch for the bound
+ * hosts).  With a constraint list, both CA certificates carry the same
+ * critical nameConstraints extension built from it, and ab_ca_server_ctx()
+ * refuses (-EPERM) to mint a leaf for any host the list does not name.
+ * Entries are the allow-list forms: "host" (exactly that name) and
+ * "*.suffix" (any name strictly below suffix, at any depth, never suffix
+ * itself), as in netpolicy.h.  Encoding:
+ *   - "*.suffix" -> permitted dNSName ".suffix".  A leading dot means "at
+ *     least one more label" in OpenSSL 3.0 (curl, Python, Node), GnuTLS 3.7
+ *     (git on Debian) and Java 17 -- all checked on this host -- and in Go's
+ *     crypto/x509 (documented there; not run), so "*.example.com" vouches
+ *     for a.example.com and a.b.example.com but not example.com, exactly the
+ *     allow-list meaning.  (RFC 5280 defines the leading dot only for URI
+ *     constraints; a verifier that ignores it matches nothing under it and
+ *     fails closed.)
+ *   - "host" -> permitted dNSName "host" (RFC 5280: host and every name
+ *     below it) plus excluded dNSName ".host" (every name strictly below it),
+ *     so the CA vouches for host alone.  The exclusion is left out when
+ *     another entry lies at or below host or a wildcard covers host's
+ *     subdomains (then host's subdomains are permitted: looser, never wrong);
+ *     an entry already covered by a wildcard adds nothing.
+ *   - always: excluded iPAddress 0.0.0.0/0 and ::/0 (no IP-literal leaf can
+ *     chain to this CA; IP-literal entries are refused with -EINVAL).
+ * Without a list (NULL) the CAs are unconstrained and any valid host name
+ * gets a leaf.
+ *
+ * Keys: freed with EVP_PKEY_free, which in OpenSSL 3.0 ends in EC_KEY_free:
+ * BN_clear_free(priv_key) (OPENSSL_cleanse of the limbs) and
+ * OPENSSL_clear_free of the EC_KEY (the unit test checks, through
+ * CRYPTO_set_mem_functions, that no OpenSSL heap block holds either scalar
+ * after the frees).  The issuing key is freed by ab_ca_free(); the leaf key
+ * when the CA and every SSL_CTX reference handed out are freed.  No key is
+ * ever serialised.
+ */
+#ifndef AGENTBOX_CA_H
+#define AGENTBOX_CA_H
+
+#include <stddef.h>
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "agentbox/common.h"
+
+#define AB_CA_CACHE_MAX 1024    /* server contexts (one per host) kept; LRU */
+#define AB_CA_MAX_CONSTRAINTS 4096 /* entries in a name-constraint list */
+#define AB_CA_MAX_DAYS 825      /* longest CA validity accepted */
+#define AB_CA_MAX_BUNDLE (64u << 20) /* largest system bundle read */
+
+typedef struct ab_ca ab_ca;
+
+/* A fresh CA (see above).  name_constraints: NULL, or a NULL-terminated list
+ * of 1..AB_CA_MAX_CONSTRAINTS "host" / "*.suffix" entries (normalised with
+ * ab_host_normalize: case and one trailing dot are forgiven; IP literals,
+ * other wildcards and an empty list are -EINVAL).  days: 1..AB_CA_MAX_DAYS. */
+int ab_ca_new(const char *const *name_constraints, int days, ab_ca **out, ab_err *err);
+
+/* The root certificate (the trust anchor) as PEM (malloc'd, NUL-terminated,
+ * public). */
+int ab_ca_cert_pem(const ab_ca *ca, char **out, ab_err *err);
+
+/* A server SSL_CTX for `host`, a normalised host name (as ab_host_normalize
+ * gives it: lower case, no trailing dot; no IP literal): -EINVAL otherwise,
+ * -EPERM if the CA's constraints do not name it.  The chain sent: the leaf
+ * and the issuing CA.  The leaf, signed by the issuing CA: SAN DNS:host,
+ * CN=host (empty subject and a critical SAN when host is over 64 bytes),
+ * basicConstraints CA:FALSE, keyUsage critical digitalSignature, EKU
+ * serverAuth, authorityKeyIdentifier, random 16-byte serial, valid from
+ * now-1h to the CAs' expiry, the session's shared leaf key.  The context:
+ * TLS 1.2 and 1.3 only, no renegotiation, session tickets on (TLS 1.3 sends
+ * them right after the handshake), ALPN: "http/1.1" is selected when the
+ * client offers it; otherwise no protocol is selected (no ALPN in the
+ * ServerHello, the handshake goes on), so a client offering only h2 falls
+ * back to HTTP/1.1 or gives up by itself.  SSL modes (partial writes...) are
+ * the caller's, per SSL.
+ * Contexts are cached per host (AB_CA_CACHE_MAX, least recently used
+ * evicted).  *out is a NEW reference: the caller SSL_CTX_free()s it (an SSL
+ * made from it keeps the context alive on its own).  A miss costs about
+ * 0.35 ms on the development machine (mint + SSL_CTX_new), a hit < 1 us. */
+int ab_ca_server_ctx(ab_ca *ca, const char *host, SSL_CTX **out, ab_err *err);
+
+/* Contexts in the cache now (tests, diagnostics). */
+size_t ab_ca_cache_size(const ab_ca *ca);
+
+/* Borrowed pointers for tests and diagnostics (fingerprints): the root, the
+ * issuing CA and the issuing CA's private key.  The key must never be
+ * serialised or copied. */
+X509 *ab_ca_get0_cert(const ab_ca *ca);
+X509 *ab_ca_get0_issuer(const ab_ca *ca);
+EVP_PKEY *ab_ca_get0_key(const ab_ca *ca);
+
+/* Free the cache's contexts, the certificates and the keys (see above). */
+void ab_ca_free(ab_ca *ca);
+
+/* A client SSL_CTX for upstream connections: TLS 1.2+, ALPN "http/1.1",
+ * SSL_VERIFY_PEER, no partial wildcards in host checks.  Trust: the system
+ * store (SSL_CTX_set_default_verify_paths, which honours SSL_CERT_FILE and
+ * SSL_CERT_DIR) when ca_file is NULL, else the PEM bundle ca_file ONLY.
+ * The host check is per connection: ab_tls_client_setup().  No ALPN
+ * callback: the caller reads SSL_get0_alpn_selected() if it cares. */
+int ab_ca_client_ctx(const char *ca_file, SSL_CTX **out, ab_err *err);
+/* The same, trusting only the certificates of a PEM string (>= 1). */
+int ab_ca_client_ctx_mem(const char *pem, SSL_CTX **out, ab_err *err);
+/* Per connection: SSL_VERIFY_PEER, the expected name (SSL_set1_host) and SNI
+ * for a host name; for an IP literal ("a.b.c.d" or "[v6]") the expected
+ * address and no SNI (RFC 6066).  host in ab_host_normalize form: -EINVAL
+ * otherwise. */
+int ab_tls_client_setup(SSL *ssl, const char *host, ab_err *err);
+
+/* The trust bundle for the sandbox: the system bundle followed by the root PEM
+ * (malloc'd, NUL-terminated, *len without the NUL).  system_bundle: a path,
+ * or NULL to use the first existing of /etc/ssl/certs/ca-certificates.crt,
+ * /etc/pki/tls/certs/ca-bundle.crt, /etc/ssl/cert.pem.  Returns 0, or 1 when
+ * system_bundle was NULL and none exists (the bundle is then the root alone);
+ * an explicit path that cannot be read is an error. */
+int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, char **out, size_t *len,
+		       ab_err *err);
+
+#endif

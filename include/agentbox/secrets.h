@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * secrets.h: credential brokering (issue 4), the pure part.  The sandbox only
+ * ever sees PLACEHOLDERS; the egress proxy, which TLS-intercepts the hosts a
+ * secret is bound to, swaps a placeholder for the real value only in the
+ * places the profile allows, blocks a request that carries a placeholder
+ * anywhere else, and masks the real value (and its common encodings) in
+ * everything upstream sends back.  No network and no TLS here.
+ *
+ * Secrets (ab_secret):
+ *   - name: an environment-variable-like name [A-Za-z_][A-Za-z0-9_]*, at most
+ *     AB_SECRET_NAME_MAX bytes.
+ *   - value: 1..AB_SECRET_VALUE_MAX bytes, no NUL, CR, LF nor any other
+ *     control byte except HTAB (it is placed into header lines).  Held only
+ *     here, wiped (explicit_bzero) by ab_secret_free.
+ *   - placeholder: [A-Za-z0-9_-] only (see ab_placeholder_make).  By default
+ *     exactly as long as the value, so swapping never changes the length of a
+ *     message and body swaps keep the framing.
+ *   - bound hosts: netpolicy rules ("api.example.com", "*.example.com",
+ *     "host:8443"; see netpolicy.h), kept as the ALLOW list of an
+ *     ab_netpolicy and matched with ab_netpolicy_check: a rule without a port
+ *     means ports 443 and 80, a wildcard never matches the bare suffix.
+ *   - places: header names (lower-cased; default {"authorization",
+ *     "x-api-key"} when the profile names no place at all), and the flags
+ *     in_query and in_body.  Headers that frame or route a message (host,
+ *     content-length, transfer-encoding, connection, upgrade, te, trailer,
+ *     expect, keep-alive, proxy-connection) are refused as places.
+ *
+ * The request-head swap (ab_secrets_rewrite_head), for each placeholder P:
+ *   - in the value of an allowed header of a request to a bound host: P is
+ *     replaced by the value (also inside "Authorization: Basic <base64>":
+ *     decoded, replaced inside user:pass, re-encoded; likewise for
+ *     Proxy-Authorization);
+ *   - in the query of the request-target: replaced (the value
+ *     percent-encoded where it is not unreserved) if in_query and bound,
+ *     also when P itself was sent percent-encoded; otherwise BLOCK;
+ *   - anywhere else (another header's value, a header name, the path, the
+ *     method, the authority of an absolute-form target) or in any place of a
+ *     request to a host the secret is not bound to: BLOCK.  The target is
+ *     searched raw and percent-decoded (up to 3 times, for %2541-style double
+ *     encoding), header names and values raw and percent-decoded: a
+ *     placeholder that is there but cannot be swapped (percent-encoded in a
+ *     header, double-encoded in the query) blocks too.  Matching is exact
+ *     bytes (no case folding: a placeholder with its case changed is simply
+ *     not a placeholder).
+ *   Headers change length, bodies never: Content-Length stays correct.
+ *
+ * Bodies and responses go through the streaming scanner (ab_scanner): an
+ * Aho-Corasick automaton over a fixed pattern set (ab_scan_set, built once,
+ * read-only, shareable by any number of scanners).  Every match is replaced
+ * by a replacement OF THE SAME LENGTH, so the output of a stream is exactly
+ * as long as its input.  Overlapping matches: every byte covered by at least
+ * one match is replaced; it takes its byte from the covering match that
+ * starts first (the longest one on a tie).  The scanner holds back only the
+ * bytes that can still become part of a match: the longest suffix of what it
+ * has seen that is a proper prefix of some pattern, nothing more.  So a
+ * stream without a pending partial match (SSE, chunks of JSON) is passed on
+ * without delay, and a match split over any number of feeds is still found.
+ * At the end of a message (flush) a pending partial match is released as is:
+ * masking covers the value and its common encodings verbatim, not an
+ * upstream that truncates or transforms it.  A BLOCK pattern stops the
+ * stream: the output stops before the match (not a byte of it is released)
+ * and the caller must abort the message.
+ *
+ * Notes for the proxy (what this module cannot do for it):
+ *   - feed the scanners the PAYLOAD bytes (de-chunked), not the raw chunked
+ *     stream, or a value split across two chunks is missed; re-frame the
+ *     output with your own chunk sizes (the scanner may hold bytes back).
+ *   - masking cannot see into compressed bodies: on intercepted requests
+ *     replace Accept-Encoding by "identity"; run the response HEAD through
+ *     the response scanner too (Location, Set-Cookie, ...).
+ *   - the audit log gets the names from ab_secrets_names(res->injected),
+ *     never a value, never the query.
+ */
+#ifndef AGENTBOX_SECRETS_H
+#define AGENTBOX_SECRETS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agentbox/common.h"
+#include "agentbox/netpolicy.h"
+
+#define AB_SECRET_NAME_MAX 64
+#define AB_SECRET_VALUE_MAX 4096
+#define AB_SECRETS_MAX 64               /* per profile: ab_swap_result.injected is a bitmask */
+#define AB_PLACEHOLDER_PREFIX_MAX 32
+#define AB_PLACEHOLDER_MIN_RANDOM 22     /* 22 x log2(62) > 130 bits */
+#define AB_PLACEHOLDER_MAX AB_SECRET_VALUE_MAX
+#define AB_SECRET_HEADER_MAX 64          /* length of an allowed header name */
+#define AB_SECRET_MAX_HEADERS 16         /* allowed header names per secret */
+#define AB_SECRET_FILE_MAX (64 * 1024)   /* file and command sources */
+#define AB_SECRET_CMD_TIMEOUT_MS 10000
+
+/* ------------------------------------------------------------ placeholders */
+
+/*
+ * Fill OUT with a fresh placeholder: PREFIX (NULL or "" for none; at most
+ * AB_PLACEHOLDER_PREFIX_MAX bytes of [A-Za-z0-9_-]) followed by random
+ * characters from [A-Za-z0-9] (getrandom(2), rejection sampling: no modulo
+ * bias).  Total length: LEN if LEN > 0, else VALUE_LEN (the same length as
+ * the real value), but never fewer than strlen(PREFIX) +
+ * AB_PLACEHOLDER_MIN_RANDOM.  Returns the length (OUT is NUL-terminated), or
+ * -EINVAL (bad prefix, LEN or VALUE_LEN > AB_PLACEHOLDER_MAX), -ENOBUFS
+ * (OUTSZ <= length), or the getrandom error.
+ */
+int ab_placeholder_make(const char *prefix, size_t len, size_t value_len, char *out, size_t outsz);
+
+/* ---------------------------------------------------------------- secrets */
+
+typedef struct ab_secret {
+	char name[AB_SECRET_NAME_MAX + 1];
+	char *value;       /* owned, NUL-terminated, wiped on free */
+	size_t value_len;
+	char *placeholder; /* owned, NUL-terminated */
+	size_t placeholder_len;
+	ab_netpolicy hosts; /* the bound hosts: allow list only */
+	ab_strv headers;    /* lower-cased allowed header names */
+	bool in_query, in_body;
+	bool places_given;  /* private: a place was added (no default headers) */
+} ab_secret;
+
+/* Zero *S and set its name (checked).  0 or -EINVAL. */
+int ab_secret_init(ab_secret *s, const char *name, ab_err *err);
+/* Bind to one more host rule (netpolicy syntax).  0 or -errno. */
+int ab_secret_add_host(ab_secret *s, const char *rule, ab_err *err);
+/* One allowed place: "header:NAME" (case-insensitive, a token), "query" or
+ * "body".  0 or -EINVAL/-E2BIG/-ENOMEM. */
+int ab_secret_add_place(ab_secret *s, const char *place, ab_err *err);
+/* Set the value (checked as above).  Takes VALUE (malloc'd, LEN bytes plus a
+ * NUL) in every case: on failure it is wiped and freed. */
+int ab_secret_set_value(ab_secret *s, char *value, size_t len, ab_err *err);
+/* Generate the placeholder (ab_placeholder_make with the value's length;
+ * call after ab_secret_set_value).  LEN 0: same length as the value. */
+int ab_secret_set_placeholder(ab_secret *s, const char *prefix, size_t len, ab_err *err);
+/* Complete and check: a value, a placeholder and at least one host; applies
+ * the default headers when no place was added.  0 or -EINVAL. */
+int ab_secret_finish(ab_secret *s, ab_err *err);
+/* Wipe the value (and the placeholder) and free everything; *S is zeroed. */
+void ab_secret_free(ab_secret *s);
+/* Is HOST:PORT one of the secret's bound hosts? */
+bool ab_secret_bound(const ab_secret *s, const char *host, unsigned port);
+/* Checks over the whole set: N <= AB_SECRETS_MAX, unique names, every secret
+ * finished.  0 or -EINVAL/-E2BIG. */
+int ab_secrets_check(const ab_secret *secs, size_t n, ab_err *err);
+/* "A,B" (the names of the bits set in MASK, comma-separated; truncated to
+ * fit, always NUL-terminated).  For the audit log. */
+void ab_secrets_names(const ab_secret *secs, size_t n, uint64_t mask, char *buf, size_t bufsz);
+
+/* ---------------------------------------------------------------- sources */
+
+typedef enum ab_secret_src_kind {
+	AB_SECRET_SRC_ENV = 0,   /* agentbox's own environment */
+	AB_SECRET_SRC_FILE = 1,  /* the file's bytes, ONE trailing "\n" or "\r\n" stripped */
+	AB_SECRET_SRC_COMMAND = 2, /* the command's stdout, trailing whitespace trimmed */
+} ab_secret_src_kind;
+
+typedef struct ab_secret_source {
+	ab_secret_src_kind kind;
+	const char *env;         /* ENV: the variable's name */
+	const char *path;        /* FILE: read as is (FIFOs and /dev/fd/N work) */
+	char *const *argv;       /* COMMAND: NULL-terminated; argv[0] looked up in PATH */
+	unsigned timeout_ms;     /* COMMAND: 0 means AB_SECRET_CMD_TIMEOUT_MS */
+} ab_secret_source;
+
+/*
+ * Read the secret NAME from SRC into *VALUE (malloc'd, NUL-terminated; hand
+ * it to ab_secret_set_value or free it with ab_secrets_wipe_free) and *LEN.
+ * FILE: more than AB_SECRET_FILE_MAX bytes is refused.  COMMAND: run with
+ * posix_spawnp, stdin /dev/null, stdout captured (at most
+ * AB_SECRET_FILE_MAX), stderr passed through, signal mask and SIGPIPE reset;
+ * killed (SIGKILL) after the timeout; a non-zero exit or a signal is an
+ * error.  A missing or empty value is an error naming the secret and the
+ * source, never the value; so is a value that breaks the value rules.
+ * Returns 0 or -errno (-ENOENT missing, -ENODATA empty, -EFBIG too large,
+ * -ETIMEDOUT, -ECHILD for a failed command, -EINVAL bad bytes).
+ */
+int ab_secret_load(const char *name, const ab_secret_source *src, char **value, size_t *len,
+		   ab_err *err);
+
+/* ---------------------------------------------------------------- scanner */
+
+#define AB_SCAN_MAX_PATTERNS 1024
+#define AB_SCAN_MAX_PATTERN_LEN (4 * AB_SECRET_VALUE_MAX)
+#define AB_SCAN_MAX_TOTAL (1024 * 1024) /* bytes over all patterns */
+
+typedef enum ab_scan_action {
+	AB_SCAN_REPLACE = 0, /* replace by repl (or a run of '*') */
+	AB_SCAN_BLOCK = 1,   /* stop the stream, report the hit */
+} ab_scan_action;
+
+typedef struct ab_scan_pattern {
+	const char *bytes;
+	size_t len;          /* 1..AB_SCAN_MAX_PATTERN_LEN */
+	const char *repl;    /* REPLACE: LEN bytes, or NULL for LEN '*' */
+	ab_scan_action action;
+	unsigned id;         /* the caller's tag, reported in hits */
+} ab_scan_pattern;
+
+typedef struct ab_scan_set ab_scan_set; /* compiled patterns, immutable */
+
+/* Compile (copies everything).  A duplicate pattern is kept once (BLOCK wins
+ * over REPLACE, else the first).  -EINVAL (empty pattern), -E2BIG (limits
+ * above), -ENOMEM; *err set. */
+int ab_scan_set_new(const ab_scan_pattern *pats, size_t n, ab_scan_set **out, ab_err *err);
+void ab_scan_set_free(ab_scan_set *set); /* wipes the copies */
+size_t ab_scan_set_count(const ab_scan_set *set);
+size_t ab_scan_set_maxlen(const ab_scan_set *set);
+
+typedef struct ab_scan_slot {
+	uint64_t start; /* stream offset of the covering match */
+	int32_t pat;    /* its pattern, -1: not covered */
+	char byte;      /* the input byte */
+} ab_scan_slot;
+
+/* One stream.  The fields are private. */
+typedef struct ab_scanner {
+	const ab_scan_set *set; /* not owned: must outlive the scanner */
+	uint32_t state;
+	uint64_t pos;           /* stream offset of the next input byte */
+	size_t pending;         /* bytes held back */
+	ab_scan_slot *ring;     /* capacity: the longest pattern */
+	size_t *counts;         /* matches per pattern */
+	bool blocked;
+} ab_scanner;
+
+typedef struct ab_scan_hit {
+	size_t replaced;  /* matches replaced during this call */
+	bool blocked;     /* a BLOCK pattern matched (the call returned 1) */
+	size_t pattern;   /* its index in the set */
+	unsigned id;      /* its id */
+	uint64_t offset;  /* stream offset of its first byte */
+} ab_scan_hit;
+
+/* 0 or -ENOMEM. */
+int ab_scanner_init(ab_scanner *s, const ab_scan_set *set);
+void ab_scanner_free(ab_scanner *s); /* wipes the held bytes */
+/* Bytes currently held back. */
+size_t ab_scanner_pending(const ab_scanner *s);
+/* Matches of pattern I so far (0 for an out-of-range I). */
+size_t ab_scanner_count(const ab_scanner *s, size_t i);
+
+/*
+ * Scan IN[0..N).  *OUTLEN: on entry the capacity of OUT, which must be at
+ * least N + ab_scanner_pending(s) (else -ENOBUFS, nothing consumed); on
+ * return the bytes written.  OUT may be the same buffer as IN only when
+ * nothing is pending (right after init or flush).  HIT may be NULL.
+ * Returns 0, 1 when a BLOCK pattern matched (HIT says which; the scanner is
+ * then dead: later calls return -EPIPE), or -errno.
+ */
+int ab_scanner_feed(ab_scanner *s, const char *in, size_t n, char *out, size_t *outlen,
+		    ab_scan_hit *hit);
+/* End of message: release the held bytes (at most the longest pattern - 1)
+ * and reset the match state (counts are kept).  *OUTLEN as above. */
+int ab_scanner_flush(ab_scanner *s, char *out, size_t *outlen, ab_scan_hit *hit);
+
+/* ------------------------------------------------- secrets x scanner sets */
+
+/*
+ * The response set: for every secret, the value and its encodings: base64
+ * (standard and URL-safe; the value encoded from offset 0, padded and
+ * unpadded, and the characters that depend only on the value for each of
+ * the 3 alignments inside a longer blob, those of at least 8 characters),
+ * percent-encoding (upper- and lower-case hex) and JSON escaping ('"', '\\',
+ * and '/' as "\/"), each where it differs from the value.  Replacement: the
+ * same encoding of the placeholder when it has the same length (it does for
+ * the raw value and base64 by default), else a run of '*'.  Pattern ids are
+ * secret indexes.  Values of 1..3 bytes mask every occurrence of those
+ * bytes: that is the price of such a secret.
+ */
+int ab_secrets_response_set(const ab_secret *secs, size_t n, ab_scan_set **out, ab_err *err);
+
+/*
+ * The request-body set for one destination: every placeholder; REPLACE by
+ * the value if the secret is bound to HOST:PORT, allows "body" and its
+ * placeholder is as long as its value; else BLOCK.  Pattern i is secret i.
+ */
+int ab_secrets_body_set(const ab_secret *secs, size_t n, const char *host, unsigned port,
+			ab_scan_set **out, ab_err *err);
+
+/* ---------------------------------------------------------- head rewrite */
+
+#define AB_SWAP_PLACE_MAX 272 /* "host:" + any normalised host */
+
+typedef struct ab_swap_result {
+	bool blocked;
+	const char *secret;      /* blocked: the offending secret's name (in secs) */
+	size_t secret_index;
+	/* blocked: "host:evil.test" when the secret is not bound to the host,
+	 * else where it was found: "header:x-foo", "header-name", "query",
+	 * "path", "method", "authority", "body", "body (length differs)" */
+	char place[AB_SWAP_PLACE_MAX];
+	char where[AB_SWAP_PLACE_MAX]; /* where it was found, always */
+	uint64_t injected;       /* bit i: secs[i]'s value was placed */
+} ab_swap_result;
+
+/*
+ * Rewrite one complete raw request head HEAD[0..LEN) (through its blank
+ * line; already validated by the proxy; parsed again here with the hard
+ * limits of http.h) for a request going to HOST:PORT (the destination the
+ * proxy decided on).  Returns 0 with either *RES blocked (*OUT NULL) or
+ * *OUT a malloc'd new head (NUL-terminated, *OUTLEN bytes) that the caller
+ * frees with ab_secrets_wipe_free(*out, *outlen) once sent.  -EINVAL when
+ * HEAD is not one complete head (or N > AB_SECRETS_MAX, or a secret has no
+ * value or placeholder), -E2BIG when the result would exceed
+ * AB_HTTP_HARD_MAX_HEAD (answer 431), -ENOMEM, -EPROTO if the new head does
+ * not parse again (a bug: never forward it).  All failures: forward nothing.
+ * Unless blocked, *RES->injected says whose values were placed.
+ */
+int ab_secrets_rewrite_head(const ab_secret *secs, size_t n, const char *host, unsigned port,
+			    const char *head, size_t len, char **out, size_t *outlen,
+			    ab_swap_result *res);
+/* explicit_bzero(p, len) then free(p); NULL is fine. */
+void ab_secrets_wipe_free(char *p, size_t len);
+
+/* Fill *RES (blocked) from a body-scanner hit of ab_secrets_body_set. */
+void ab_secrets_body_blocked(const ab_secret *secs, size_t n, const char *host, unsigned port,
+			     const ab_scan_hit *hit, ab_swap_result *res);
+
+/* One or two printable lines for the 403 body and the log: which secret,
+ * where, and how to allow it if that was intended.  Never a value. */
+void ab_swap_explain(const ab_swap_result *res, char *buf, size_t bufsz);
+
+#endif

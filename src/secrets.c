@@ -1,0 +1,1368 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Credential brokering, the pure part (parent: the egress proxy; loading runs
+ * in the parent before the sandbox starts): placeholders, secrets and their
+ * sources, the request-head swap, and the length-preserving streaming
+ * scanner used for request bodies (placeholders -> values) and responses
+ * (values and their encodings -> masked).  No network, no TLS.  Every buffer
+ * that may hold a real value is wiped before it is freed.  See
+ * include/agentbox/secrets.h for the rules.
+ */
+#include "agentbox/secrets.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "agentbox/http.h"
+
+extern char **environ;
+
+void ab_secrets_wipe_free(char *p, size_t len)
+{
+	if (!p)
+		return;
+	explicit_bzero(p, len);
+	free(p);
+}
+
+/* ab_fail with a chosen code but without ": strerror" appended. */
+__attribute__((format(printf, 3, 4))) static int fail_as(ab_err *err, int code, const char *fmt, ...)
+{
+	char msg[sizeof(err->msg)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ab_fail(err, 0, "%s", msg);
+	err->code = code;
+	return -code;
+}
+
+/* ------------------------------------------------------ growable buffer */
+
+/* A byte buffer that wipes what it leaves behind (it may hold values). */
+typedef struct {
+	char *p;
+	size_t len, cap;
+	bool fail;
+} sbuf;
+
+static bool sb_reserve(sbuf *b, size_t extra)
+{
+	size_t cap;
+	char *np;
+
+	if (b->fail)
+		return false;
+	if (extra > SIZE_MAX / 4 - b->len) {
+		b->fail = true;
+		return false;
+	}
+	if (b->len + extra + 1 <= b->cap)
+		return true;
+	for (cap = b->cap ? b->cap : 256; cap < b->len + extra + 1; cap *= 2)
+		;
+	np = malloc(cap);
+	if (!np) {
+		b->fail = true;
+		return false;
+	}
+	if (b->len)
+		memcpy(np, b->p, b->len);
+	ab_secrets_wipe_free(b->p, b->cap);
+	b->p = np;
+	b->cap = cap;
+	return true;
+}
+
+static void sb_add(sbuf *b, const void *d, size_t n)
+{
+	if (!sb_reserve(b, n))
+		return;
+	if (n)
+		memcpy(b->p + b->len, d, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+static void sb_wipe(sbuf *b)
+{
+	ab_secrets_wipe_free(b->p, b->cap);
+	memset(b, 0, sizeof(*b));
+}
+
+/* ---------------------------------------------------------- placeholders */
+
+static bool is_alnum(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static bool ph_char(unsigned char c) { return is_alnum(c) || c == '_' || c == '-'; }
+
+static int tolower_ascii(char c) { return c >= 'A' && c <= 'Z' ? c + 32 : (unsigned char)c; }
+
+int ab_placeholder_make(const char *prefix, size_t len, size_t value_len, char *out, size_t outsz)
+{
+	static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char rnd[64];
+	size_t plen = prefix ? strnlen(prefix, AB_PLACEHOLDER_PREFIX_MAX + 1) : 0;
+	size_t total = len ? len : value_len, i;
+
+	if (plen > AB_PLACEHOLDER_PREFIX_MAX || total > AB_PLACEHOLDER_MAX)
+		return -EINVAL;
+	for (i = 0; i < plen; i++)
+		if (!ph_char((unsigned char)prefix[i]))
+			return -EINVAL;
+	if (total < plen + AB_PLACEHOLDER_MIN_RANDOM)
+		total = plen + AB_PLACEHOLDER_MIN_RANDOM;
+	if (!out || outsz <= total)
+		return -ENOBUFS;
+	if (plen)
+		memcpy(out, prefix, plen);
+	while (i < total) {
+		ssize_t r = getrandom(rnd, sizeof(rnd), 0);
+		if (r < 0) {
+			int e = errno;
+			if (e == EINTR)
+				continue;
+			explicit_bzero(rnd, sizeof(rnd));
+			explicit_bzero(out, outsz);
+			return -e;
+		}
+		/* 248 = 4 * 62: bytes >= 248 are dropped, the rest map evenly */
+		for (ssize_t j = 0; j < r && i < total; j++)
+			if (rnd[j] < 248)
+				out[i++] = alnum[rnd[j] % 62];
+	}
+	explicit_bzero(rnd, sizeof(rnd));
+	out[total] = '\0';
+	return (int)total;
+}
+
+/* --------------------------------------------------------------- secrets */
+
+static bool name_ok(const char *name)
+{
+	size_t n = name ? strnlen(name, AB_SECRET_NAME_MAX + 1) : 0;
+
+	if (n == 0 || n > AB_SECRET_NAME_MAX || (name[0] >= '0' && name[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!is_alnum((unsigned char)name[i]) && name[i] != '_')
+			return false;
+	return true;
+}
+
+int ab_secret_init(ab_secret *s, const char *name, ab_err *err)
+{
+	memset(s, 0, sizeof(*s));
+	if (!name_ok(name))
+		return fail_as(err, EINVAL,
+			       "secret name '%.80s': use letters, digits and '_' (not first a digit), "
+			       "at most %d characters", name ? name : "", AB_SECRET_NAME_MAX);
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	return 0;
+}
+
+int ab_secret_add_host(ab_secret *s, const char *rule, ab_err *err)
+{
+	int r = ab_netpolicy_add(&s->hosts, AB_NETLIST_ALLOW, rule ? rule : "", err);
+
+	if (r < 0)
+		ab_err_prefix(err, "secret %s: hosts", s->name);
+	return r;
+}
+
+static bool is_tchar(unsigned char c)
+{
+	return is_alnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* Headers that frame or route a message: never a place for a secret. */
+static const char *const framing_headers[] = {
+	"host", "content-length", "transfer-encoding", "connection", "upgrade", "te",
+	"trailer", "expect", "keep-alive", "proxy-connection",
+};
+
+static int add_header_place(ab_secret *s, const char *h, ab_err *err)
+{
+	char low[AB_SECRET_HEADER_MAX + 1];
+	size_t n = strnlen(h, AB_SECRET_HEADER_MAX + 1);
+
+	if (n == 0 || n > AB_SECRET_HEADER_MAX)
+		return fail_as(err, EINVAL, "secret %s: header name must have 1..%d characters",
+			       s->name, AB_SECRET_HEADER_MAX);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)h[i];
+		if (!is_tchar(c))
+			return fail_as(err, EINVAL, "secret %s: '%.64s' is not a header name",
+				       s->name, h);
+		low[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+	}
+	low[n] = '\0';
+	for (size_t i = 0; i < AB_ARRAY_SIZE(framing_headers); i++)
+		if (strcmp(low, framing_headers[i]) == 0)
+			return fail_as(err, EINVAL,
+				       "secret %s: header %s frames or routes the request and "
+				       "cannot carry a secret", s->name, low);
+	if (!ab_strv_contains(&s->headers, low) && s->headers.n >= AB_SECRET_MAX_HEADERS)
+		return fail_as(err, E2BIG, "secret %s: too many header places (max %d)", s->name,
+			       AB_SECRET_MAX_HEADERS);
+	if (ab_strv_push_unique(&s->headers, low) < 0)
+		return ab_fail(err, ENOMEM, "secret %s", s->name);
+	return 0;
+}
+
+int ab_secret_add_place(ab_secret *s, const char *place, ab_err *err)
+{
+	int r = 0;
+
+	if (!place)
+		place = "";
+	if (strncmp(place, "header:", 7) == 0)
+		r = add_header_place(s, place + 7, err);
+	else if (strcmp(place, "query") == 0)
+		s->in_query = true;
+	else if (strcmp(place, "body") == 0)
+		s->in_body = true;
+	else {
+		r = fail_as(err, EINVAL, "secret %s: unknown place '%.64s'", s->name, place);
+		ab_err_hint(err, "places are \"header:NAME\", \"query\" and \"body\"");
+	}
+	if (r == 0)
+		s->places_given = true;
+	return r;
+}
+
+static const char *value_problem(const char *v, size_t len)
+{
+	if (len == 0)
+		return "is empty";
+	if (len > AB_SECRET_VALUE_MAX)
+		return "is longer than 4096 bytes";
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)v[i];
+		if (c == '\0')
+			return "contains a NUL byte";
+		if (c == '\r' || c == '\n')
+			return "contains a line break";
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return "contains a control character";
+	}
+	return NULL;
+}
+
+int ab_secret_set_value(ab_secret *s, char *value, size_t len, ab_err *err)
+{
+	const char *why = value ? value_problem(value, len) : "is missing";
+
+	if (why) {
+		ab_secrets_wipe_free(value, value ? len : 0);
+		return fail_as(err, len > AB_SECRET_VALUE_MAX ? EFBIG : EINVAL,
+			       "secret %s: the value %s", s->name, why);
+	}
+	ab_secrets_wipe_free(s->value, s->value_len);
+	s->value = value;
+	s->value_len = len;
+	return 0;
+}
+
+int ab_secret_set_placeholder(ab_secret *s, const char *prefix, size_t len, ab_err *err)
+{
+	char buf[AB_PLACEHOLDER_MAX + 1];
+	int r;
+
+	if (!s->value)
+		return fail_as(err, EINVAL, "secret %s: no value yet", s->name);
+	r = ab_placeholder_make(prefix, len, s->value_len, buf, sizeof(buf));
+	if (r == -EINVAL)
+		return fail_as(err, EINVAL,
+			       "secret %s: placeholder prefix must be at most %d characters of "
+			       "[A-Za-z0-9_-], the length at most %d", s->name,
+			       AB_PLACEHOLDER_PREFIX_MAX, AB_PLACEHOLDER_MAX);
+	if (r < 0)
+		return ab_fail(err, -r, "secret %s: placeholder", s->name);
+	free(s->placeholder);
+	s->placeholder = ab_strdup(buf);
+	if (!s->placeholder)
+		return ab_fail(err, ENOMEM, "secret %s", s->name);
+	s->placeholder_len = (size_t)r;
+	return 0;
+}
+
+int ab_secret_finish(ab_secret *s, ab_err *err)
+{
+	if (!s->value)
+		return fail_as(err, EINVAL, "secret %s: no value", s->name);
+	if (!s->placeholder || s->placeholder_len == 0)
+		return fail_as(err, EINVAL, "secret %s: no placeholder", s->name);
+	for (size_t i = 0; i < s->placeholder_len; i++)
+		if (!ph_char((unsigned char)s->placeholder[i]))
+			return fail_as(err, EINVAL, "secret %s: bad placeholder", s->name);
+	if (s->hosts.n_allow == 0) {
+		fail_as(err, EINVAL, "secret %s: bound to no host", s->name);
+		ab_err_hint(err, "list the hosts that may receive it under secrets.%s.hosts", s->name);
+		return -EINVAL;
+	}
+	if (!s->places_given && s->headers.n == 0 &&
+	    (ab_strv_push(&s->headers, "authorization") < 0 ||
+	     ab_strv_push(&s->headers, "x-api-key") < 0))
+		return ab_fail(err, ENOMEM, "secret %s", s->name);
+	return 0;
+}
+
+void ab_secret_free(ab_secret *s)
+{
+	if (!s)
+		return;
+	ab_secrets_wipe_free(s->value, s->value_len);
+	ab_secrets_wipe_free(s->placeholder, s->placeholder_len);
+	ab_netpolicy_free(&s->hosts);
+	ab_strv_free(&s->headers);
+	explicit_bzero(s, sizeof(*s));
+}
+
+bool ab_secret_bound(const ab_secret *s, const char *host, unsigned port)
+{
+	return s && host && ab_netpolicy_check(&s->hosts, host, port, NULL) == AB_NET_ALLOW;
+}
+
+int ab_secrets_check(const ab_secret *secs, size_t n, ab_err *err)
+{
+	if (n > AB_SECRETS_MAX)
+		return fail_as(err, E2BIG, "too many secrets (max %d)", AB_SECRETS_MAX);
+	for (size_t i = 0; i < n; i++) {
+		if (!secs[i].value || !secs[i].placeholder || secs[i].headers.n + secs[i].in_query +
+		    secs[i].in_body == 0 || secs[i].hosts.n_allow == 0)
+			return fail_as(err, EINVAL, "secret %s is incomplete", secs[i].name);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(secs[i].name, secs[j].name) == 0)
+				return fail_as(err, EINVAL, "secret %s is defined twice",
+					       secs[i].name);
+	}
+	return 0;
+}
+
+void ab_secrets_names(const ab_secret *secs, size_t n, uint64_t mask, char *buf, size_t bufsz)
+{
+	size_t o = 0;
+
+	if (!bufsz)
+		return;
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && i < 64; i++) {
+		if (!(mask & (UINT64_C(1) << i)))
+			continue;
+		int k = snprintf(buf + o, bufsz - o, "%s%s", o ? "," : "", secs[i].name);
+		if (k < 0 || (size_t)k >= bufsz - o) {
+			buf[o] = '\0';
+			return;
+		}
+		o += (size_t)k;
+	}
+}
+
+/* --------------------------------------------------------------- sources */
+
+static int finish_loaded(const char *name, const char *what, char *buf, size_t len,
+			 char **value, size_t *vlen, ab_err *err)
+{
+	const char *why = value_problem(buf, len);
+
+	if (why) {
+		int code = len == 0 ? ENODATA : len > AB_SECRET_VALUE_MAX ? EFBIG : EINVAL;
+		ab_secrets_wipe_free(buf, len);
+		return fail_as(err, code, "secret %s: the value from %s %s", name, what, why);
+	}
+	buf[len] = '\0';
+	*value = buf;
+	*vlen = len;
+	return 0;
+}
+
+static int load_env(const char *name, const char *var, char **value, size_t *len, ab_err *err)
+{
+	const char *v = var ? getenv(var) : NULL;
+	char what[160];
+	char *copy;
+	size_t n;
+
+	if (!var || !*var)
+		return fail_as(err, EINVAL, "secret %s: no environment variable named", name);
+	if (!v)
+		return fail_as(err, ENOENT, "secret %s: environment variable %.80s is not set",
+			       name, var);
+	n = strlen(v);
+	copy = malloc(n + 1);
+	if (!copy)
+		return ab_fail(err, ENOMEM, "secret %s", name);
+	memcpy(copy, v, n + 1);
+	snprintf(what, sizeof(what), "environment variable %.80s", var);
+	return finish_loaded(name, what, copy, n, value, len, err);
+}
+
+static int load_file(const char *name, const char *path, char **value, size_t *len, ab_err *err)
+{
+	_cleanup_close_ int fd = -1;
+	char what[4200];
+	size_t n = 0;
+	char *buf;
+
+	if (!path || !*path)
+		return fail_as(err, EINVAL, "secret %s: no file named", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return ab_fail(err, errno, "secret %s: cannot open %s", name, path);
+	buf = malloc(AB_SECRET_FILE_MAX + 2);
+	if (!buf)
+		return ab_fail(err, ENOMEM, "secret %s", name);
+	while (n <= AB_SECRET_FILE_MAX) {
+		ssize_t r = read(fd, buf + n, AB_SECRET_FILE_MAX + 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = errno;
+			ab_secrets_wipe_free(buf, AB_SECRET_FILE_MAX + 2);
+			return ab_fail(err, e, "secret %s: cannot read %s", name, path);
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n > AB_SECRET_FILE_MAX) {
+		ab_secrets_wipe_free(buf, AB_SECRET_FILE_MAX + 2);
+		return fail_as(err, EFBIG, "secret %s: %s is larger than %d bytes", name, path,
+			       AB_SECRET_FILE_MAX);
+	}
+	if (n && buf[n - 1] == '\n') {
+		n--;
+		if (n && buf[n - 1] == '\r')
+			n--;
+	}
+	explicit_bzero(buf + n, AB_SECRET_FILE_MAX + 2 - n);
+	snprintf(what, sizeof(what), "file %s", path);
+	return finish_loaded(name, what, buf, n, value, len, err);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int spawn_cmd(char *const *argv, int out_fd, pid_t *pid)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, dfl;
+	static const int dfl_sigs[] = { SIGPIPE, SIGINT,  SIGQUIT, SIGTERM, SIGHUP,  SIGCHLD,
+					SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM };
+	int r;
+
+	sigemptyset(&none);
+	sigemptyset(&dfl);
+	for (size_t i = 0; i < AB_ARRAY_SIZE(dfl_sigs); i++)
+		sigaddset(&dfl, dfl_sigs[i]);
+	if ((r = posix_spawn_file_actions_init(&fa)) != 0)
+		return r;
+	if ((r = posix_spawnattr_init(&at)) != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		return r;
+	}
+	r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	if (!r)
+		r = posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+	if (!r)
+		r = posix_spawnattr_setsigmask(&at, &none);
+	if (!r)
+		r = posix_spawnattr_setsigdefault(&at, &dfl);
+	if (!r)
+		r = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	if (!r)
+		r = posix_spawnp(pid, argv[0], &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	return r;
+}
+
+typedef struct {
+	pid_t pid;
+	int pidfd, status;
+	bool exited;
+} child_t;
+
+static void child_reap(child_t *c, bool block)
+{
+	int st, r;
+
+	if (c->exited)
+		return;
+	do
+		r = waitpid(c->pid, &st, block ? 0 : WNOHANG);
+	while (r < 0 && errno == EINTR);
+	if (r == c->pid || (r < 0 && errno == ECHILD)) {
+		c->exited = true;
+		c->status = r == c->pid ? st : -1;
+	}
+}
+
+/* Read the child's stdout until EOF (or, once it exited, until the pipe is
+ * drained: a daemon it left behind may keep the pipe open) or the deadline. */
+static int read_child(child_t *c, int rfd, char *buf, size_t *n, int64_t deadline)
+{
+	bool eof = false;
+
+	while (!eof || !c->exited) {
+		struct pollfd p[2] = { { eof ? -1 : rfd, POLLIN, 0 },
+				       { c->exited ? -1 : c->pidfd, POLLIN, 0 } };
+		int64_t left = deadline - now_ms();
+		int tmo = c->exited ? 0 : (int)(left < 0 ? 0 : left);
+		if (c->pidfd < 0 && tmo > 20)
+			tmo = 20;
+		if (!c->exited && left <= 0)
+			return -ETIMEDOUT;
+		int r = poll(p, 2, tmo);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (!c->exited && (c->pidfd < 0 || (r > 0 && p[1].revents)))
+			child_reap(c, c->pidfd >= 0);
+		if (r > 0 && p[0].revents) {
+			ssize_t k = read(rfd, buf + *n, AB_SECRET_FILE_MAX + 1 - *n);
+			if (k < 0 && errno != EINTR && errno != EAGAIN)
+				return -errno;
+			if (k == 0)
+				eof = true;
+			if (k > 0 && (*n += (size_t)k) > AB_SECRET_FILE_MAX)
+				return -EFBIG;
+		} else if (c->exited && r >= 0) {
+			break; /* exited and nothing left to read right now */
+		}
+	}
+	return 0;
+}
+
+static int cmd_result(const char *name, const char *cmd, unsigned tmo, int r, const child_t *c,
+		      ab_err *err)
+{
+	if (r == -ETIMEDOUT)
+		return fail_as(err, ETIMEDOUT,
+			       "secret %s: command %.200s did not finish within %u ms (killed)",
+			       name, cmd, tmo);
+	if (r == -EFBIG)
+		return fail_as(err, EFBIG, "secret %s: command %.200s wrote more than %d bytes",
+			       name, cmd, AB_SECRET_FILE_MAX);
+	if (r < 0)
+		return ab_fail(err, -r, "secret %s: command %.200s", name, cmd);
+	if (c->status < 0 || WIFSIGNALED(c->status))
+		return fail_as(err, ECHILD, "secret %s: command %.200s was killed by signal %d",
+			       name, cmd, c->status < 0 ? 0 : WTERMSIG(c->status));
+	if (WEXITSTATUS(c->status) != 0)
+		return fail_as(err, ECHILD, "secret %s: command %.200s exited with status %d",
+			       name, cmd, WEXITSTATUS(c->status));
+	return 0;
+}
+
+static int load_command(const char *name, const ab_secret_source *src, char **value,
+			size_t *len, ab_err *err)
+{
+	unsigned tmo = src->timeout_ms ? src->timeout_ms : AB_SECRET_CMD_TIMEOUT_MS;
+	child_t c = { .pidfd = -1 };
+	int p[2], r;
+	size_t n = 0;
+	char *buf, what[240];
+
+	if (!src->argv || !src->argv[0] || !src->argv[0][0])
+		return fail_as(err, EINVAL, "secret %s: empty command", name);
+	snprintf(what, sizeof(what), "command %.200s", src->argv[0]);
+	buf = malloc(AB_SECRET_FILE_MAX + 2);
+	if (!buf)
+		return ab_fail(err, ENOMEM, "secret %s", name);
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		free(buf);
+		return ab_fail(err, errno, "secret %s: pipe", name);
+	}
+	r = spawn_cmd(src->argv, p[1], &c.pid);
+	close(p[1]);
+	if (r != 0) {
+		close(p[0]);
+		free(buf);
+		return ab_fail(err, r, "secret %s: cannot run %.200s", name, src->argv[0]);
+	}
+	c.pidfd = (int)syscall(SYS_pidfd_open, c.pid, 0);
+	r = read_child(&c, p[0], buf, &n, now_ms() + tmo);
+	close(p[0]);
+	if (!c.exited)
+		kill(c.pid, SIGKILL);
+	child_reap(&c, true);
+	if (c.pidfd >= 0)
+		close(c.pidfd);
+	r = cmd_result(name, src->argv[0], tmo, r, &c, err);
+	if (r < 0) {
+		ab_secrets_wipe_free(buf, AB_SECRET_FILE_MAX + 2);
+		return r;
+	}
+	while (n && strchr(" \t\r\n\v\f", buf[n - 1]))
+		n--;
+	explicit_bzero(buf + n, AB_SECRET_FILE_MAX + 2 - n);
+	return finish_loaded(name, what, buf, n, value, len, err);
+}
+
+int ab_secret_load(const char *name, const ab_secret_source *src, char **value, size_t *len,
+		   ab_err *err)
+{
+	*value = NULL;
+	*len = 0;
+	if (!name || !src)
+		return fail_as(err, EINVAL, "secret %s: no source", name ? name : "?");
+	switch (src->kind) {
+	case AB_SECRET_SRC_ENV:
+		return load_env(name, src->env, value, len, err);
+	case AB_SECRET_SRC_FILE:
+		return load_file(name, src->path, value, len, err);
+	case AB_SECRET_SRC_COMMAND:
+		return load_command(name, src, value, len, err);
+	}
+	return fail_as(err, EINVAL, "secret %s: unknown source kind %d", name, (int)src->kind);
+}
+
+/* ------------------------------------------------------------- encodings */
+
+static const char b64_std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char b64_url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/* Encode IN[0..N) into OUT (room for 4 * ((N + 2) / 3) + 1). */
+static size_t b64_encode(const unsigned char *in, size_t n, char *out, const char *alpha, bool pad)
+{
+	size_t o = 0, i = 0;
+
+	for (; i + 2 < n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+		out[o++] = alpha[v >> 18];
+		out[o++] = alpha[(v >> 12) & 63];
+		out[o++] = alpha[(v >> 6) & 63];
+		out[o++] = alpha[v & 63];
+	}
+	if (i < n) {
+		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0);
+		out[o++] = alpha[v >> 18];
+		out[o++] = alpha[(v >> 12) & 63];
+		if (i + 1 < n)
+			out[o++] = alpha[(v >> 6) & 63];
+		else if (pad)
+			out[o++] = '=';
+		if (pad)
+			out[o++] = '=';
+	}
+	out[o] = '\0';
+	return o;
+}
+
+static int b64_val(unsigned char c)
+{
+	const char *p = c ? strchr(b64_std, c) : NULL;
+	return p ? (int)(p - b64_std) : -1;
+}
+
+/* Standard alphabet, padding optional (but right if present).  OUT needs
+ * 3 * N / 4 + 3 bytes.  -1 when invalid. */
+static int b64_decode(const char *in, size_t n, unsigned char *out, size_t *outlen)
+{
+	uint32_t acc = 0;
+	size_t o = 0, bits = 0, pad = 0;
+
+	while (n && in[n - 1] == '=' && pad < 2) {
+		n--;
+		pad++;
+	}
+	if (n % 4 == 1 || (pad && (n + pad) % 4 != 0))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		int v = b64_val((unsigned char)in[i]);
+		if (v < 0)
+			return -1;
+		acc = acc << 6 | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	*outlen = o;
+	return 0;
+}
+
+static bool unreserved(unsigned char c) { return is_alnum(c) || (c && strchr("-._~", c)); }
+
+/* Percent-encode everything but unreserved characters. OUT: 3 * N + 1. */
+static size_t pct_encode(const char *in, size_t n, char *out, bool lower)
+{
+	const char *hex = lower ? "0123456789abcdef" : "0123456789ABCDEF";
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)in[i];
+		if (unreserved(c)) {
+			out[o++] = (char)c;
+			continue;
+		}
+		out[o++] = '%';
+		out[o++] = hex[c >> 4];
+		out[o++] = hex[c & 15];
+	}
+	out[o] = '\0';
+	return o;
+}
+
+static int hexv(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Decode %HH sequences of S[0..N) into OUT (may be S).  MAP (optional,
+ * N entries) gets the offset in S of each output byte.  Returns the length. */
+static size_t pct_decode(const char *s, size_t n, char *out, uint32_t *map)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int hi, lo;
+		if (map)
+			map[o] = (uint32_t)i;
+		if (s[i] == '%' && i + 2 < n && (hi = hexv((unsigned char)s[i + 1])) >= 0 &&
+		    (lo = hexv((unsigned char)s[i + 2])) >= 0) {
+			out[o++] = (char)(hi << 4 | lo);
+			i += 2;
+		} else {
+			out[o++] = s[i];
+		}
+	}
+	return o;
+}
+
+/* JSON string escaping of '"' and '\\' (and '/' as "\/" when SLASH). */
+static size_t json_escape(const char *in, size_t n, char *out, bool slash)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (in[i] == '"' || in[i] == '\\' || (slash && in[i] == '/'))
+			out[o++] = '\\';
+		out[o++] = in[i];
+	}
+	out[o] = '\0';
+	return o;
+}
+
+/* ------------------------------------------------- secrets x scanner sets */
+
+#define DERIVED_MIN 8 /* shorter encodings are not masked (too many false hits) */
+#define WORK_MAX (4 * AB_SECRET_VALUE_MAX + 64)
+
+typedef struct {
+	ab_scan_pattern *p;
+	size_t n, cap;
+	bool fail;
+} pbuild;
+
+static void pb_free(pbuild *b)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		ab_secrets_wipe_free((char *)b->p[i].bytes, b->p[i].len);
+		ab_secrets_wipe_free((char *)b->p[i].repl, b->p[i].len);
+	}
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+static char *memdup(const char *p, size_t n)
+{
+	char *d = malloc(n + 1);
+	if (d) {
+		memcpy(d, p, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+/* Add PAT (copied) with REPL (copied; only used when as long as PAT). */
+static void pb_add(pbuild *b, const char *pat, size_t len, const char *repl, size_t rlen,
+		   ab_scan_action act, unsigned id)
+{
+	ab_scan_pattern *e;
+
+	if (b->fail || len == 0)
+		return;
+	for (size_t i = 0; i < b->n; i++)
+		if (b->p[i].id == id && b->p[i].len == len && memcmp(b->p[i].bytes, pat, len) == 0)
+			return;
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 16;
+		ab_scan_pattern *np = realloc(b->p, cap * sizeof(*np));
+		if (!np) {
+			b->fail = true;
+			return;
+		}
+		b->p = np;
+		b->cap = cap;
+	}
+	e = &b->p[b->n];
+	*e = (ab_scan_pattern){ .len = len, .action = act, .id = id };
+	e->bytes = memdup(pat, len);
+	e->repl = repl && rlen == len ? memdup(repl, len) : NULL;
+	if (!e->bytes || (repl && rlen == len && !e->repl)) {
+		ab_secrets_wipe_free((char *)e->bytes, len);
+		free((char *)e->repl);
+		b->fail = true;
+		return;
+	}
+	b->n++;
+}
+
+enum { D_B64_PAD, D_B64_RAW, D_B64_A0, D_B64_A1, D_B64_A2, D_PCT_UP, D_PCT_LOW, D_JSON,
+       D_JSON_SLASH, D_COUNT };
+
+/* The characters of base64(A zero bytes + SRC + ...) that depend on SRC only. */
+static size_t b64_core(const char *src, size_t len, unsigned a, const char *alpha, char *out,
+		       unsigned char *tmp)
+{
+	size_t lo = (8 * a + 5) / 6, hi = (8 * (a + len)) / 6;
+
+	memset(tmp, 0, a);
+	memcpy(tmp + a, src, len);
+	memset(tmp + a + len, 0, 2);
+	b64_encode(tmp, a + len + 2, out, alpha, false);
+	memmove(out, out + lo, hi - lo);
+	explicit_bzero(out + (hi - lo), 4 * ((a + len + 4) / 3) + 1 - (hi - lo));
+	return hi - lo;
+}
+
+/* Encoding KIND of SRC into OUT (WORK_MAX bytes); TMP is scratch. */
+static size_t derive(int kind, const char *alpha, const char *src, size_t len, char *out,
+		     unsigned char *tmp)
+{
+	switch (kind) {
+	case D_B64_PAD:
+	case D_B64_RAW:
+		return b64_encode((const unsigned char *)src, len, out, alpha, kind == D_B64_PAD);
+	case D_B64_A0:
+	case D_B64_A1:
+	case D_B64_A2:
+		return b64_core(src, len, (unsigned)(kind - D_B64_A0), alpha, out, tmp);
+	case D_PCT_UP:
+	case D_PCT_LOW:
+		return pct_encode(src, len, out, kind == D_PCT_LOW);
+	case D_JSON:
+	case D_JSON_SLASH:
+		return json_escape(src, len, out, kind == D_JSON_SLASH);
+	}
+	return 0;
+}
+
+static void response_patterns(pbuild *b, const ab_secret *s, unsigned id, char *wv, char *wp,
+			      unsigned char *tmp)
+{
+	static const char *const alphas[] = { b64_std, b64_url };
+
+	pb_add(b, s->value, s->value_len, s->placeholder, s->placeholder_len, AB_SCAN_REPLACE, id);
+	for (int k = 0; k < D_COUNT; k++) {
+		for (size_t a = 0; a < (k <= D_B64_A2 ? 2u : 1u); a++) {
+			size_t lv = derive(k, alphas[a], s->value, s->value_len, wv, tmp);
+			size_t lp = derive(k, alphas[a], s->placeholder, s->placeholder_len, wp, tmp);
+			if (lv < DERIVED_MIN ||
+			    (lv == s->value_len && memcmp(wv, s->value, lv) == 0))
+				continue;
+			pb_add(b, wv, lv, wp, lp, AB_SCAN_REPLACE, id);
+		}
+	}
+}
+
+int ab_secrets_response_set(const ab_secret *secs, size_t n, ab_scan_set **out, ab_err *err)
+{
+	pbuild b = { 0 };
+	char *wv = malloc(WORK_MAX), *wp = malloc(WORK_MAX);
+	unsigned char *tmp = malloc(AB_SECRET_VALUE_MAX + 8);
+	int r = -ENOMEM;
+
+	*out = NULL;
+	if (n > AB_SECRETS_MAX) {
+		r = fail_as(err, E2BIG, "too many secrets (max %d)", AB_SECRETS_MAX);
+		goto done;
+	}
+	for (size_t i = 0; wv && wp && tmp && i < n; i++) {
+		if (!secs[i].value || !secs[i].placeholder ||
+		    secs[i].value_len > AB_SECRET_VALUE_MAX ||
+		    secs[i].placeholder_len > AB_PLACEHOLDER_MAX) {
+			r = fail_as(err, EINVAL, "secret %s is incomplete", secs[i].name);
+			goto done;
+		}
+		response_patterns(&b, &secs[i], (unsigned)i, wv, wp, tmp);
+	}
+	if (!wv || !wp || !tmp || b.fail)
+		r = ab_fail(err, ENOMEM, "secret masks");
+	else if ((r = ab_scan_set_new(b.p, b.n, out, err)) < 0)
+		ab_err_prefix(err, "masking secrets in responses");
+done:
+	ab_secrets_wipe_free(wv, wv ? WORK_MAX : 0);
+	ab_secrets_wipe_free(wp, wp ? WORK_MAX : 0);
+	ab_secrets_wipe_free((char *)tmp, tmp ? AB_SECRET_VALUE_MAX + 8 : 0);
+	pb_free(&b);
+	return r;
+}
+
+int ab_secrets_body_set(const ab_secret *secs, size_t n, const char *host, unsigned port,
+			ab_scan_set **out, ab_err *err)
+{
+	ab_scan_pattern p[AB_SECRETS_MAX];
+
+	*out = NULL;
+	if (n > AB_SECRETS_MAX)
+		return fail_as(err, E2BIG, "too many secrets (max %d)", AB_SECRETS_MAX);
+	for (size_t i = 0; i < n; i++) {
+		const ab_secret *s = &secs[i];
+		bool ok = s->in_body && s->placeholder_len == s->value_len &&
+			  ab_secret_bound(s, host, port);
+		if (!s->placeholder || !s->value)
+			return fail_as(err, EINVAL, "secret %s is incomplete", s->name);
+		p[i] = (ab_scan_pattern){ .bytes = s->placeholder, .len = s->placeholder_len,
+					  .repl = ok ? s->value : NULL,
+					  .action = ok ? AB_SCAN_REPLACE : AB_SCAN_BLOCK,
+					  .id = (unsigned)i };
+	}
+	return ab_scan_set_new(p, n, out, err);
+}
+
+/* ---------------------------------------------------------- head rewrite */
+
+typedef struct {
+	const ab_secret *secs;
+	size_t n;
+	const char *head;
+	size_t done; /* head bytes already copied to out */
+	bool bound[AB_SECRETS_MAX];
+	char hostdisp[AB_HOST_BUF];
+	ab_swap_result *res;
+	sbuf out;
+} rw_ctx;
+
+/* Always returns 1 (blocked). */
+static int rw_block(rw_ctx *c, size_t i, const char *where)
+{
+	ab_swap_result *r = c->res;
+
+	r->blocked = true;
+	r->secret = c->secs[i].name;
+	r->secret_index = i;
+	snprintf(r->where, sizeof(r->where), "%s", where);
+	if (!c->bound[i])
+		snprintf(r->place, sizeof(r->place), "host:%s", c->hostdisp);
+	else
+		snprintf(r->place, sizeof(r->place), "%s", where);
+	return 1;
+}
+
+/* Copy the head up to OFF, then DATA instead of the LEN bytes there. */
+static void rw_replace(rw_ctx *c, size_t off, size_t len, const char *data, size_t dlen)
+{
+	sb_add(&c->out, c->head + c->done, off - c->done);
+	sb_add(&c->out, data, dlen);
+	c->done = off + len;
+}
+
+/* The earliest placeholder in S[FROM..N) (the longest on a tie). */
+static bool next_ph(const rw_ctx *c, const char *s, size_t n, size_t from, size_t *at,
+		    size_t *which)
+{
+	bool found = false;
+
+	for (size_t i = 0; i < c->n && from <= n; i++) {
+		const ab_secret *sec = &c->secs[i];
+		const char *p;
+		if (sec->placeholder_len == 0 || sec->placeholder_len > n - from)
+			continue;
+		p = memmem(s + from, n - from, sec->placeholder, sec->placeholder_len);
+		if (!p)
+			continue;
+		size_t off = (size_t)(p - s);
+		if (!found || off < *at ||
+		    (off == *at && sec->placeholder_len > c->secs[*which].placeholder_len)) {
+			*at = off;
+			*which = i;
+			found = true;
+		}
+	}
+	return found;
+}
+
+/* A placeholder in S[0..N), raw or percent-decoded up to 3 times: 1 with
+ * *WHICH set, 0 none, -ENOMEM. */
+static int find_encoded(const rw_ctx *c, const char *s, size_t n, size_t *which)
+{
+	size_t at, len = n;
+	char *buf;
+	int found = 0;
+
+	if (next_ph(c, s, n, 0, &at, which))
+		return 1;
+	if (!memchr(s, '%', n))
+		return 0;
+	buf = memdup(s, n);
+	if (!buf)
+		return -ENOMEM;
+	for (int level = 0; level < 3 && !found && memchr(buf, '%', len); level++) {
+		size_t m = pct_decode(buf, len, buf, NULL);
+		if (m == len)
+			break;
+		len = m;
+		found = next_ph(c, buf, len, 0, &at, which);
+	}
+	ab_secrets_wipe_free(buf, n);
+	return found;
+}
+
+static int check_region(rw_ctx *c, size_t off, size_t len, const char *where)
+{
+	size_t w;
+	int r = find_encoded(c, c->head + off, len, &w);
+
+	return r > 0 ? rw_block(c, w, where) : r;
+}
+
+/* Append the value of secret W percent-encoded. */
+static void add_pct_value(sbuf *b, const ab_secret *s)
+{
+	if (!sb_reserve(b, 3 * s->value_len))
+		return;
+	b->len += pct_encode(s->value, s->value_len, b->p + b->len, false);
+}
+
+/* Build the new query of Q[0..LEN) into NQ: placeholders (literal or
+ * percent-encoded) replaced by the percent-encoded value where allowed.
+ * 0 (NQ empty if nothing changed), 1 blocked, -ENOMEM. */
+static int swap_query(rw_ctx *c, const char *q, size_t len, sbuf *nq)
+{
+	char *dec = malloc(len + 1);
+	uint32_t *map = malloc((len + 1) * sizeof(uint32_t));
+	size_t dlen, from = 0, rawdone = 0, at, w;
+	int r = 0;
+
+	if (!dec || !map) {
+		free(map);
+		free(dec);
+		return -ENOMEM;
+	}
+	dlen = pct_decode(q, len, dec, map);
+	while (r == 0 && next_ph(c, dec, dlen, from, &at, &w)) {
+		const ab_secret *s = &c->secs[w];
+		size_t last = at + s->placeholder_len - 1;
+		if (!s->in_query || !c->bound[w]) {
+			r = rw_block(c, w, "query");
+			break;
+		}
+		sb_add(nq, q + rawdone, map[at] - rawdone);
+		add_pct_value(nq, s);
+		rawdone = map[last] + (q[map[last]] == '%' ? 3 : 1);
+		from = last + 1;
+		c->res->injected |= UINT64_C(1) << w;
+	}
+	if (r == 0 && rawdone)
+		sb_add(nq, q + rawdone, len - rawdone);
+	ab_secrets_wipe_free(dec, len + 1);
+	free(map);
+	return nq->fail ? -ENOMEM : r;
+}
+
+static int rw_query(rw_ctx *c, size_t off, size_t len)
+{
+	sbuf nq = { 0 };
+	size_t w;
+	int r = swap_query(c, c->head + off, len, &nq);
+
+	if (r == 0 && nq.len) {
+		/* what is left: a form that could not be swapped (double encoding) */
+		r = find_encoded(c, nq.p, nq.len, &w);
+		if (r > 0)
+			r = rw_block(c, w, "query");
+		else if (r == 0)
+			rw_replace(c, off, len, nq.p, nq.len);
+	} else if (r == 0) {
+		r = check_region(c, off, len, "query");
+	}
+	sb_wipe(&nq);
+	return r;
+}
+
+static int rw_request_line(rw_ctx *c, const ab_http_req *q)
+{
+	size_t toff = q->target.off, tend = toff + q->target.len, poff = toff;
+	const char *qm;
+	int r;
+
+	if ((r = check_region(c, q->method_tok.off, q->method_tok.len, "method")) != 0)
+		return r;
+	if (q->form == AB_HTTP_ASTERISK)
+		return 0;
+	if (q->form == AB_HTTP_AUTHORITY)
+		return check_region(c, toff, q->target.len, "authority");
+	if (q->form == AB_HTTP_ABSOLUTE) {
+		poff = q->path.len ? q->path.off : tend;
+		if ((r = check_region(c, toff, poff - toff, "authority")) != 0)
+			return r;
+	}
+	qm = memchr(c->head + poff, '?', tend - poff);
+	size_t qoff = qm ? (size_t)(qm - c->head) : tend;
+	if ((r = check_region(c, poff, qoff - poff, "path")) != 0)
+		return r;
+	return qm ? rw_query(c, qoff + 1, tend - qoff - 1) : 0;
+}
+
+static bool header_allowed(const rw_ctx *c, size_t i, const char *lname)
+{
+	return c->bound[i] && ab_strv_contains(&c->secs[i].headers, lname);
+}
+
+/* Replace every placeholder of S[0..N) by its value into DST (untouched
+ * when there is none).  0 or 1 (blocked). */
+static int swap_plain(rw_ctx *c, const char *s, size_t n, const char *lname, const char *where,
+		      sbuf *dst)
+{
+	size_t from = 0, at, w;
+
+	while (next_ph(c, s, n, from, &at, &w)) {
+		const ab_secret *sec = &c->secs[w];
+		if (!header_allowed(c, w, lname))
+			return rw_block(c, w, where);
+		sb_add(dst, s + from, at - from);
+		sb_add(dst, sec->value, sec->value_len);
+		from = at + sec->placeholder_len;
+		c->res->injected |= UINT64_C(1) << w;
+	}
+	if (from)
+		sb_add(dst, s + from, n - from);
+	return 0;
+}
+
+/* "Basic <base64(user:pass)>" with a placeholder inside: 0 not such a
+ * value, 1 blocked, 2 rewritten into NV, -ENOMEM. */
+static int swap_basic(rw_ctx *c, const char *v, size_t n, const char *lname, const char *where,
+		      sbuf *nv)
+{
+	sbuf nd = { 0 };
+	unsigned char *dec;
+	size_t t = 5, dlen, at, w;
+	int r = 0;
+
+	if (n < 7 || strncasecmp(v, "basic ", 6) != 0)
+		return 0;
+	while (t < n && v[t] == ' ')
+		t++;
+	dec = malloc((n - t) / 4 * 3 + 4);
+	if (!dec)
+		return -ENOMEM;
+	if (b64_decode(v + t, n - t, dec, &dlen) == 0 &&
+	    next_ph(c, (const char *)dec, dlen, 0, &at, &w)) {
+		r = swap_plain(c, (const char *)dec, dlen, lname, where, &nd);
+		if (r == 0 && sb_reserve(nv, t + 4 * (nd.len / 3 + 1))) {
+			sb_add(nv, v, t);
+			nv->len += b64_encode((const unsigned char *)nd.p, nd.len, nv->p + nv->len,
+					      b64_std, true);
+			r = 2;
+		}
+		if (nd.fail || nv->fail)
+			r = -ENOMEM;
+	}
+	ab_secrets_wipe_free((char *)dec, (n - t) / 4 * 3 + 4);
+	sb_wipe(&nd);
+	return r;
+}
+
+static int rw_header(rw_ctx *c, const ab_http_header *h)
+{
+	char lname[AB_SECRET_HEADER_MAX + 4], where[AB_SECRET_HEADER_MAX + 16];
+	const char *v = c->head + h->value.off;
+	size_t n = h->name.len < AB_SECRET_HEADER_MAX ? h->name.len : AB_SECRET_HEADER_MAX, w;
+	sbuf nv = { 0 };
+	int r;
+
+	if ((r = check_region(c, h->name.off, h->name.len, "header-name")) != 0)
+		return r;
+	for (size_t i = 0; i < n; i++)
+		lname[i] = (char)tolower_ascii(c->head[h->name.off + i]);
+	strcpy(lname + n, h->name.len > n ? "..." : ""); /* too long: never allowed */
+	snprintf(where, sizeof(where), "header:%s", lname);
+	r = 0;
+	if (strcmp(lname, "authorization") == 0 || strcmp(lname, "proxy-authorization") == 0)
+		r = swap_basic(c, v, h->value.len, lname, where, &nv);
+	if (r == 0)
+		r = swap_plain(c, v, h->value.len, lname, where, &nv);
+	if (r >= 0 && r != 1 && nv.fail)
+		r = -ENOMEM;
+	if (r == 0 || r == 2) {
+		/* left over: a placeholder we could not swap (percent-encoded) */
+		r = nv.len ? find_encoded(c, nv.p, nv.len, &w) : find_encoded(c, v, h->value.len, &w);
+		if (r > 0)
+			r = rw_block(c, w, where);
+		else if (r == 0 && nv.len)
+			rw_replace(c, h->value.off, h->value.len, nv.p, nv.len);
+	}
+	sb_wipe(&nv);
+	return r;
+}
+
+/* Defence in depth: the new head parses, and no placeholder is left. */
+static int rw_verify(rw_ctx *c, ab_http_req *q, const ab_http_limits *lim)
+{
+	size_t at, w;
+
+	if (c->out.len > AB_HTTP_HARD_MAX_HEAD)
+		return -E2BIG;
+	if (next_ph(c, c->out.p, c->out.len, 0, &at, &w))
+		return rw_block(c, w, "head");
+	if (ab_http_parse_head(c->out.p, c->out.len, lim, q) != (int)c->out.len)
+		return -EPROTO;
+	return 0;
+}
+
+static void host_display(const char *host, char *out, size_t n)
+{
+	size_t o = 0;
+
+	if (host && ab_host_normalize(host, out, n) >= 0)
+		return;
+	for (const char *p = host ? host : ""; *p && o + 2 < n && o < 64; p++)
+		out[o++] = *p > 0x20 && *p < 0x7f ? *p : '?';
+	out[o] = '\0';
+}
+
+int ab_secrets_rewrite_head(const ab_secret *secs, size_t n, const char *host, unsigned port,
+			    const char *head, size_t len, char **out, size_t *outlen,
+			    ab_swap_result *res)
+{
+	const ab_http_limits lim = { AB_HTTP_HARD_MAX_HEAD, AB_HTTP_MAX_HEADERS,
+				     AB_HTTP_HARD_MAX_HEAD };
+	rw_ctx c = { .secs = secs, .n = n, .head = head, .res = res };
+	ab_http_req *q;
+	int r;
+
+	*out = NULL;
+	*outlen = 0;
+	memset(res, 0, sizeof(*res));
+	if (n > AB_SECRETS_MAX || !head || (n && !secs) || len > AB_HTTP_HARD_MAX_HEAD)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!secs[i].placeholder || !secs[i].placeholder_len || !secs[i].value)
+			return -EINVAL;
+	q = malloc(sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	r = ab_http_parse_head(head, len, &lim, q);
+	if (r <= 0 || (size_t)r != len) {
+		free(q);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++)
+		c.bound[i] = ab_secret_bound(&secs[i], host, port);
+	host_display(host, c.hostdisp, sizeof(c.hostdisp));
+	r = rw_request_line(&c, q);
+	for (size_t i = 0; r == 0 && i < q->n_headers; i++)
+		r = rw_header(&c, &q->headers[i]);
+	if (r == 0)
+		sb_add(&c.out, head + c.done, len - c.done);
+	if (r == 0 && c.out.fail)
+		r = -ENOMEM;
+	if (r == 0)
+		r = rw_verify(&c, q, &lim);
+	free(q);
+	if (r != 0) {
+		sb_wipe(&c.out);
+		res->injected = 0;
+		return r < 0 ? r : 0;
+	}
+	*out = c.out.p;
+	*outlen = c.out.len;
+	return 0;
+}
+
+void ab_secrets_body_blocked(const ab_secret *secs, size_t n, const char *host, unsigned port,
+			     const ab_scan_hit *hit, ab_swap_result *res)
+{
+	rw_ctx c = { .secs = secs, .n = n, .res = res };
+	size_t i = hit ? hit->id : n;
+
+	memset(res, 0, sizeof(*res));
+	if (i >= n || i >= AB_SECRETS_MAX) {
+		res->blocked = true;
+		snprintf(res->place, sizeof(res->place), "body");
+		snprintf(res->where, sizeof(res->where), "body");
+		return;
+	}
+	c.bound[i] = ab_secret_bound(&secs[i], host, port);
+	host_display(host, c.hostdisp, sizeof(c.hostdisp));
+	rw_block(&c, i, secs[i].in_body && secs[i].placeholder_len != secs[i].value_len
+				? "body (length differs)" : "body");
+}
+
+/* "header x-foo", "the URL query", ... for the explanation. */
+static void where_text(const char *w, char *buf, size_t n)
+{
+	if (strncmp(w, "header:", 7) == 0)
+		snprintf(buf, n, "header %s", w + 7);
+	else if (strcmp(w, "header-name") == 0)
+		snprintf(buf, n, "name of a header");
+	else if (strcmp(w, "query") == 0 || strcmp(w, "path") == 0)
+		snprintf(buf, n, "URL %s", w);
+	else if (strcmp(w, "method") == 0 || strcmp(w, "authority") == 0)
+		snprintf(buf, n, "request %s", w);
+	else
+		snprintf(buf, n, "request %s", strncmp(w, "body", 4) == 0 ? "body" : w);
+}
+
+void ab_swap_explain(const ab_swap_result *r, char *buf, size_t bufsz)
+{
+	const char *name = r->secret ? r->secret : "?", *w = r->where;
+	char wt[AB_SWAP_PLACE_MAX + 16];
+
+	if (!bufsz)
+		return;
+	buf[0] = '\0';
+	if (!r->blocked)
+		return;
+	where_text(w, wt, sizeof(wt));
+	if (strncmp(r->place, "host:", 5) == 0)
+		snprintf(buf, bufsz,
+			 "agentbox blocked this request: the placeholder of secret %s (in the %s) "
+			 "was sent to %s, which that secret is not bound to.\nIf %s should "
+			 "receive it, add it to secrets.%s.hosts in the profile.\n", name, wt,
+			 r->place + 5, r->place + 5, name);
+	else if (strncmp(w, "header:", 7) == 0 || !strcmp(w, "query") || !strcmp(w, "body"))
+		snprintf(buf, bufsz,
+			 "agentbox blocked this request: the placeholder of secret %s is in the %s, "
+			 "where it may not be placed.\nTo allow that, add \"%s\" to secrets.%s.in "
+			 "in the profile.\n", name, wt, w, name);
+	else if (!strcmp(w, "body (length differs)"))
+		snprintf(buf, bufsz,
+			 "agentbox blocked this request: the placeholder of secret %s is in the "
+			 "request body, but it is not as long as the value, so it cannot be swapped "
+			 "there.\nDrop the placeholder length from the profile (the default is the "
+			 "value's length).\n", name);
+	else
+		snprintf(buf, bufsz,
+			 "agentbox blocked this request: the placeholder of secret %s is in the %s; "
+			 "a secret is never placed there.\n", name, wt);
+}

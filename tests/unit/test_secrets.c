@@ -1,0 +1,1444 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * secrets.c: placeholders (charset, length rules, 10k draws without a
+ * repeat), secret set-up and its refusals, the request-head swap (table of
+ * allowed swaps and blocks: headers, Basic auth, query, path, method, header
+ * names, percent-encoded and double-encoded forms, unbound hosts and ports,
+ * case changes, several secrets at once; every output head parses again),
+ * the streaming scanner (every split point against a naive reference,
+ * overlaps, hold-back only on partial matches, flush, BLOCK, buffers),
+ * response masking of the value and its encodings, the body sets, and the
+ * env/file/command sources (timeouts short through the parameter).  Pure
+ * apart from the sources (which run /bin/sh, /bin/echo, /bin/false).
+ */
+#include "unit.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentbox/http.h"
+#include "agentbox/secrets.h"
+
+#define S(lit) lit, sizeof(lit) - 1
+
+/* ================================================================ helpers */
+
+static char *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+	assert_non_null(d);
+	return d;
+}
+
+/* A finished secret with a fixed placeholder (tests need to know it). */
+static void mk(ab_secret *s, const char *name, const char *value, const char *ph,
+	       const char *hosts, const char *places)
+{
+	ab_err err = { 0 };
+	char buf[512], *save = NULL;
+
+	assert_int_equal(ab_secret_init(s, name, &err), 0);
+	assert_int_equal(ab_secret_set_value(s, xstrdup(value), strlen(value), &err), 0);
+	s->placeholder = xstrdup(ph);
+	s->placeholder_len = strlen(ph);
+	snprintf(buf, sizeof(buf), "%s", hosts);
+	for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
+		assert_int_equal(ab_secret_add_host(s, t, &err), 0);
+	if (places) {
+		snprintf(buf, sizeof(buf), "%s", places);
+		for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
+			assert_int_equal(ab_secret_add_place(s, t, &err), 0);
+	}
+	if (ab_secret_finish(s, &err) != 0)
+		fail_msg("%s", err.msg);
+}
+
+static size_t b64enc(const unsigned char *in, size_t n, char *out, bool url)
+{
+	const char *a = url ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+			    : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t o = 0;
+	for (size_t i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)in[i] << 16 | (i + 1 < n ? (unsigned)in[i + 1] << 8 : 0) |
+			     (i + 2 < n ? in[i + 2] : 0);
+		out[o++] = a[v >> 18];
+		out[o++] = a[(v >> 12) & 63];
+		out[o++] = i + 1 < n ? a[(v >> 6) & 63] : '=';
+		out[o++] = i + 2 < n ? a[v & 63] : '=';
+	}
+	out[o] = '\0';
+	return o;
+}
+
+static size_t b64dec(const char *in, size_t n, unsigned char *out)
+{
+	const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	unsigned acc = 0, bits = 0;
+	size_t o = 0;
+	for (size_t i = 0; i < n && in[i] != '='; i++) {
+		const char *p = strchr(a, in[i]);
+		assert_non_null(p);
+		acc = acc << 6 | (unsigned)(p - a);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	return o;
+}
+
+static bool contains(const char *h, size_t n, const char *needle)
+{
+	return memmem(h, n, needle, strlen(needle)) != NULL;
+}
+
+/* ============================================================ placeholders */
+
+static bool all_alnum(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
+			return false;
+	}
+	return true;
+}
+
+typedef struct {
+	const char *prefix;
+	size_t len, value_len;
+	int want; /* length or -errno */
+} ph_case;
+
+static const ph_case ph_cases[] = {
+	{ "sk-ant-", 0, 100, 100 },             /* same length as the value */
+	{ "sk-ant-", 0, 10, 7 + 22 },           /* never fewer than prefix + 22 */
+	{ NULL, 0, 0, 22 },
+	{ "", 0, 22, 22 },
+	{ "", 0, 23, 23 },
+	{ "ghp_", 40, 5, 40 },                  /* explicit length wins */
+	{ "ghp_", 5, 100, 4 + 22 },             /* but not below the minimum */
+	{ "a_b-C9", 0, 4096, 4096 },
+	{ "", 4096, 0, 4096 },
+	{ "", 4097, 0, -EINVAL },
+	{ "", 0, 4097, -EINVAL },
+	{ "a b", 0, 40, -EINVAL },
+	{ "a/b", 0, 40, -EINVAL },
+	{ "a.b", 0, 40, -EINVAL },
+	{ "a=", 0, 40, -EINVAL },
+	{ "\xc3\xa9", 0, 40, -EINVAL },
+	{ "%41", 0, 40, -EINVAL },
+	{ "0123456789012345678901234567890X", 0, 0, 32 + 22 }, /* 32: the maximum */
+	{ "0123456789012345678901234567890XY", 0, 0, -EINVAL },
+};
+
+static void test_placeholder_table(void **state)
+{
+	static char out[AB_PLACEHOLDER_MAX + 1];
+
+	for (size_t i = 0; i < sizeof(ph_cases) / sizeof(ph_cases[0]); i++) {
+		const ph_case *c = &ph_cases[i];
+		int r = ab_placeholder_make(c->prefix, c->len, c->value_len, out, sizeof(out));
+		if (r != c->want)
+			fail_msg("case %zu: %d != %d", i, r, c->want);
+		if (r < 0)
+			continue;
+		size_t pl = c->prefix ? strlen(c->prefix) : 0;
+		assert_int_equal(strlen(out), (size_t)r);
+		assert_memory_equal(out, c->prefix ? c->prefix : "", pl);
+		assert_true(all_alnum(out + pl, (size_t)r - pl));
+	}
+}
+
+static void test_placeholder_buffer(void **state)
+{
+	char out[30];
+
+	assert_int_equal(ab_placeholder_make("x", 0, 29, out, 29), -ENOBUFS);
+	assert_int_equal(ab_placeholder_make("x", 0, 29, out, 30), 29);
+	assert_int_equal(ab_placeholder_make("x", 0, 29, NULL, 30), -ENOBUFS);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
+
+static void test_placeholder_unique(void **state)
+{
+	enum { N = 10000, L = 22 };
+	char (*all)[L + 1] = calloc(N, L + 1);
+	size_t freq[256] = { 0 };
+
+	assert_non_null(all);
+	for (size_t i = 0; i < N; i++) {
+		assert_int_equal(ab_placeholder_make(NULL, 0, 0, all[i], L + 1), L);
+		for (size_t k = 0; k < L; k++)
+			freq[(unsigned char)all[i][k]]++;
+	}
+	qsort(all, N, L + 1, cmp_str);
+	for (size_t i = 1; i < N; i++)
+		assert_string_not_equal(all[i - 1], all[i]);
+	/* 220000 draws over 62 symbols: ~3548 each; every symbol well inside
+	 * +-15% (a modulo bias of 256 % 62 would skew 8 of them by ~25%) */
+	size_t total = 0;
+	for (int c = 0; c < 256; c++) {
+		bool in = all_alnum((char[]){ (char)c }, 1);
+		if (!in) {
+			assert_int_equal(freq[c], 0);
+			continue;
+		}
+		total += freq[c];
+		assert_in_range(freq[c], 3548 * 85 / 100, 3548 * 115 / 100);
+	}
+	assert_int_equal(total, (size_t)N * L);
+	free(all);
+}
+
+/* ================================================================ secrets */
+
+static void test_secret_names(void **state)
+{
+	static const char *const bad[] = { "", "1A", "A-B", "A B", "A.B", "A=B", "\xc3\xa9",
+		"A12345678901234567890123456789012345678901234567890123456789012345" };
+	static const char *const good[] = { "A", "_x", "GITHUB_TOKEN", "a1_B2" };
+	ab_secret s;
+	ab_err err = { 0 };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(ab_secret_init(&s, bad[i], &err), -EINVAL);
+	assert_int_equal(ab_secret_init(&s, NULL, &err), -EINVAL);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		assert_int_equal(ab_secret_init(&s, good[i], &err), 0);
+		assert_string_equal(s.name, good[i]);
+		ab_secret_free(&s);
+	}
+}
+
+static void test_secret_places(void **state)
+{
+	static const char *const bad[] = { "header:", "header:host", "header:Content-Length",
+		"header:transfer-encoding", "header:a b", "header:a:b", "header:\xc3\xa9",
+		"cookie", "Query", "",
+		("header:x1234567890123456789012345678901234567890123456789012345678901234") };
+	ab_secret s;
+	ab_err err = { 0 };
+
+	assert_int_equal(ab_secret_init(&s, "T", &err), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (ab_secret_add_place(&s, bad[i], &err) >= 0)
+			fail_msg("place '%s' accepted", bad[i]);
+	assert_false(s.places_given);
+	assert_int_equal(ab_secret_add_place(&s, "header:X-Api-KEY", &err), 0);
+	assert_int_equal(ab_secret_add_place(&s, "header:x-api-key", &err), 0);
+	assert_int_equal(s.headers.n, 1);
+	assert_string_equal(s.headers.v[0], "x-api-key");
+	assert_int_equal(ab_secret_add_place(&s, "query", &err), 0);
+	assert_int_equal(ab_secret_add_place(&s, "body", &err), 0);
+	assert_true(s.in_query && s.in_body);
+	for (int i = 0; i < AB_SECRET_MAX_HEADERS - 1; i++) {
+		char h[32];
+		snprintf(h, sizeof(h), "header:h%d", i);
+		assert_int_equal(ab_secret_add_place(&s, h, &err), 0);
+	}
+	assert_int_equal(ab_secret_add_place(&s, "header:one-too-many", &err), -E2BIG);
+	ab_secret_free(&s);
+}
+
+typedef struct {
+	const char *v;
+	size_t len;
+	int want;
+} val_case;
+
+static void test_secret_values(void **state)
+{
+	static char big[AB_SECRET_VALUE_MAX + 2];
+	const val_case cases[] = {
+		{ "", 0, -EINVAL },      { S("a\nb"), -EINVAL },  { S("a\rb"), -EINVAL },
+		{ S("a\0b"), -EINVAL },  { S("\x01"), -EINVAL },  { S("a\x7f"), -EINVAL },
+		{ big, AB_SECRET_VALUE_MAX + 1, -EFBIG },         { big, AB_SECRET_VALUE_MAX, 0 },
+		{ S("tok en\t"), 0 },    { S("\xc3\xa9t\xc3\xa9"), 0 }, { S("x"), 0 },
+	};
+	ab_secret s;
+	ab_err err = { 0 };
+
+	memset(big, 'k', sizeof(big) - 1);
+	assert_int_equal(ab_secret_init(&s, "T", &err), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *v = malloc(cases[i].len + 1);
+		memcpy(v, cases[i].v, cases[i].len);
+		v[cases[i].len] = '\0';
+		int r = ab_secret_set_value(&s, v, cases[i].len, &err);
+		if (r != cases[i].want)
+			fail_msg("value case %zu: %d (%s)", i, r, err.msg);
+		if (r < 0) {
+			assert_non_null(strstr(err.msg, "secret T"));
+			assert_null(strstr(err.msg, "tok")); /* never the value */
+		}
+	}
+	assert_int_equal(ab_secret_set_value(&s, NULL, 3, &err), -EINVAL);
+	ab_secret_free(&s);
+}
+
+static void test_secret_finish(void **state)
+{
+	ab_secret s;
+	ab_err err = { 0 };
+
+	assert_int_equal(ab_secret_init(&s, "T", &err), 0);
+	assert_int_equal(ab_secret_set_placeholder(&s, "p_", 0, &err), -EINVAL); /* no value */
+	assert_int_equal(ab_secret_finish(&s, &err), -EINVAL);
+	assert_int_equal(ab_secret_set_value(&s, xstrdup("value-of-thirty-bytes-exactly!"), 30,
+					     &err), 0);
+	assert_int_equal(ab_secret_set_placeholder(&s, "bad prefix", 0, &err), -EINVAL);
+	assert_int_equal(ab_secret_set_placeholder(&s, "sk-", 0, &err), 0);
+	assert_int_equal(s.placeholder_len, 30);
+	assert_memory_equal(s.placeholder, "sk-", 3);
+	assert_int_equal(ab_secret_finish(&s, &err), -EINVAL); /* no host */
+	assert_non_null(strstr(err.hint, "secrets.T.hosts"));
+	assert_true(ab_secret_add_host(&s, "*.", &err) < 0);
+	assert_true(ab_secret_add_host(&s, "a b", &err) < 0);
+	assert_int_equal(ab_secret_add_host(&s, "api.test", &err), 0);
+	assert_int_equal(ab_secret_add_host(&s, "*.example.com", &err), 0);
+	assert_int_equal(ab_secret_add_host(&s, "localhost:8443", &err), 0);
+	assert_int_equal(ab_secret_finish(&s, &err), 0);
+	assert_int_equal(s.headers.n, 2); /* defaults */
+	assert_true(ab_strv_contains(&s.headers, "authorization"));
+	assert_true(ab_strv_contains(&s.headers, "x-api-key"));
+	assert_true(ab_secret_bound(&s, "api.test", 443));
+	assert_true(ab_secret_bound(&s, "API.test.", 80));
+	assert_false(ab_secret_bound(&s, "api.test", 8443));
+	assert_true(ab_secret_bound(&s, "a.b.example.com", 443));
+	assert_false(ab_secret_bound(&s, "example.com", 443));
+	assert_false(ab_secret_bound(&s, "evilexample.com", 443));
+	assert_true(ab_secret_bound(&s, "localhost", 8443));
+	assert_false(ab_secret_bound(&s, "localhost", 443));
+	assert_false(ab_secret_bound(&s, NULL, 443));
+	assert_false(ab_secret_bound(&s, "api.test@evil.test", 443));
+	ab_secret_free(&s);
+	assert_null(s.value);
+
+	/* an explicit place: no default headers */
+	mk(&s, "Q", "v", "PHQ_0123456789012345678901", "api.test", "query");
+	assert_int_equal(s.headers.n, 0);
+	assert_true(s.in_query);
+	ab_secret_free(&s);
+}
+
+static void test_secrets_set(void **state)
+{
+	ab_secret s[3];
+	ab_err err = { 0 };
+	char names[64];
+
+	mk(&s[0], "A", "va", "PHA_0123456789012345678901", "a.test", NULL);
+	mk(&s[1], "B", "vb", "PHB_0123456789012345678901", "b.test", NULL);
+	mk(&s[2], "A", "vc", "PHC_0123456789012345678901", "c.test", NULL);
+	assert_int_equal(ab_secrets_check(s, 2, &err), 0);
+	assert_int_equal(ab_secrets_check(s, 3, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "twice"));
+	assert_int_equal(ab_secrets_check(s, AB_SECRETS_MAX + 1, &err), -E2BIG);
+	ab_secrets_names(s, 3, 0x5, names, sizeof(names));
+	assert_string_equal(names, "A,A");
+	ab_secrets_names(s, 3, 0x2, names, sizeof(names));
+	assert_string_equal(names, "B");
+	ab_secrets_names(s, 3, 0x7, names, 4);
+	assert_string_equal(names, "A,B");
+	ab_secrets_names(s, 3, 0x7, names, 3);
+	assert_string_equal(names, "A");
+	for (int i = 0; i < 3; i++)
+		ab_secret_free(&s[i]);
+}
+
+/* =========================================================== head rewrite */
+
+/* 26-byte placeholders for 26-byte values where it matters. */
+#define PHA "PHA_aaaaaaaaaaaaaaaaaaaaaa"
+#define VA "real-A-0123456789abcdefghi"
+#define PHB "PHB_bbbbbbbbbbbbbbbbbbbbbb"
+#define VB "s3cr3t/B+=&?"
+#define VB_PCT "s3cr3t%2FB%2B%3D%26%3F"
+#define PHC "PHC_cccccccccccccccccccccc"
+#define VC "value-C"
+#define PHG "ghp_gggggggggggggggggggggg"
+#define VG "ghp_REALREALREALREALREAL12"
+
+static ab_secret secs[4];
+enum { NSECS = 4 };
+
+static int setup_secs(void **state)
+{
+	mk(&secs[0], "TOKEN_A", VA, PHA, "api.test", NULL);
+	mk(&secs[1], "TOKEN_B", VB, PHB, "*.example.com", "query header:authorization");
+	mk(&secs[2], "TOKEN_C", VC, PHC, "api.test", "header:x-api-key");
+	mk(&secs[3], "GIT_TOKEN", VG, PHG, "github.test", "header:authorization body");
+	return 0;
+}
+
+static int teardown_secs(void **state)
+{
+	for (int i = 0; i < NSECS; i++)
+		ab_secret_free(&secs[i]);
+	return 0;
+}
+
+typedef struct {
+	const char *host;
+	unsigned port;
+	const char *in;
+	const char *out;    /* expected head; NULL: blocked */
+	const char *secret; /* blocked: name */
+	const char *place, *where;
+	uint64_t injected;
+} rw_case;
+
+#define GET(t) "GET " t " HTTP/1.1\r\n"
+#define HA "Host: api.test\r\n"
+#define END "\r\n"
+
+static const rw_case rw_cases[] = {
+	/* allowed swaps */
+	{ "api.test", 443, GET("/v1") HA "Authorization: Bearer " PHA END END,
+	  GET("/v1") HA "Authorization: Bearer " VA END END, 0, 0, 0, 1 },
+	{ "api.test", 80, GET("/v1") HA "X-API-KEY: " PHA END END,
+	  GET("/v1") HA "X-API-KEY: " VA END END, 0, 0, 0, 1 },
+	{ "api.test", 443, GET("/") HA "Authorization: " PHA " " PHA END END,
+	  GET("/") HA "Authorization: " VA " " VA END END, 0, 0, 0, 1 },
+	{ "api.test", 443, GET("/") HA "Authorization: x" PHA "y" END END,
+	  GET("/") HA "Authorization: x" VA "y" END END, 0, 0, 0, 1 },
+	/* two secrets in one head */
+	{ "api.test", 443, GET("/") HA "Authorization: Bearer " PHA END "x-api-key: " PHC END END,
+	  GET("/") HA "Authorization: Bearer " VA END "x-api-key: " VC END END, 0, 0, 0, 5 },
+	/* query: allowed for TOKEN_B, value percent-encoded; encoded placeholder too */
+	{ "a.example.com", 443, GET("/q?key=" PHB "&x=1") "Host: a.example.com\r\n" END,
+	  GET("/q?key=" VB_PCT "&x=1") "Host: a.example.com\r\n" END, 0, 0, 0, 2 },
+	{ "a.example.com", 443, GET("/q?key=%50%48%42_bbbbbbbbbbbbbbbbbbbbb%62") "Host: a.example.com\r\n" END,
+	  GET("/q?key=" VB_PCT) "Host: a.example.com\r\n" END, 0, 0, 0, 2 },
+	{ "a.example.com", 443, GET("/q?a=" PHB "&b=" PHB) "Host: a.example.com\r\n" END,
+	  GET("/q?a=" VB_PCT "&b=" VB_PCT) "Host: a.example.com\r\n" END, 0, 0, 0, 2 },
+	{ "a.example.com", 80, GET("http://a.example.com/q?k=" PHB) "Host: a.example.com\r\n" END,
+	  GET("http://a.example.com/q?k=" VB_PCT) "Host: a.example.com\r\n" END, 0, 0, 0, 2 },
+	/* changed case, split placeholder, lookalikes: not placeholders */
+	{ "api.test", 443, GET("/pha_aaaaaaaaaaaaaaaaaaaaaa") HA "X-Foo: pHA_aaaaaaaaaaaaaaaaaaaaaa" END END,
+	  GET("/pha_aaaaaaaaaaaaaaaaaaaaaa") HA "X-Foo: pHA_aaaaaaaaaaaaaaaaaaaaaa" END END, 0, 0, 0, 0 },
+	{ "evil.test", 443, GET("/") "Host: evil.test\r\nX-A: PHA_aaaaaaaaaaa\r\nX-B: aaaaaaaaaaa" END END,
+	  GET("/") "Host: evil.test\r\nX-A: PHA_aaaaaaaaaaa\r\nX-B: aaaaaaaaaaa" END END, 0, 0, 0, 0 },
+	{ "evil.test", 443, GET("/") "Host: evil.test\r\nX-A: PHA_aaaaaaaaaaaaaaaaaaaaa" END END,
+	  GET("/") "Host: evil.test\r\nX-A: PHA_aaaaaaaaaaaaaaaaaaaaa" END END, 0, 0, 0, 0 },
+	/* blocks: unbound host / port */
+	{ "evil.test", 443, GET("/") "Host: evil.test\r\nAuthorization: Bearer " PHA END END, NULL,
+	  "TOKEN_A", "host:evil.test", "header:authorization", 0 },
+	{ "api.test", 8443, GET("/") "Host: api.test:8443\r\nAuthorization: Bearer " PHA END END, NULL,
+	  "TOKEN_A", "host:api.test", "header:authorization", 0 },
+	{ "EVIL.test.", 443, GET("/") "Host: evil.test\r\nX-Api-Key: " PHC END END, NULL,
+	  "TOKEN_C", "host:evil.test", "header:x-api-key", 0 },
+	{ "example.com", 443, GET("/?k=" PHB) "Host: example.com\r\n" END, NULL,
+	  "TOKEN_B", "host:example.com", "query", 0 },
+	/* blocks: wrong place on a bound host */
+	{ "api.test", 443, GET("/") HA "X-Foo: " PHA END END, NULL, "TOKEN_A", "header:x-foo",
+	  "header:x-foo", 0 },
+	{ "api.test", 443, GET("/") HA "Cookie: s=" PHA END END, NULL, "TOKEN_A", "header:cookie",
+	  "header:cookie", 0 },
+	{ "api.test", 443, GET("/") HA "Authorization: Bearer " PHC END END, NULL, "TOKEN_C",
+	  "header:authorization", "header:authorization", 0 },
+	{ "api.test", 443, GET("/?k=" PHA) HA END, NULL, "TOKEN_A", "query", "query", 0 },
+	{ "api.test", 443, GET("/?k=%50HA_aaaaaaaaaaaaaaaaaaaaaa") HA END, NULL, "TOKEN_A", "query",
+	  "query", 0 },
+	{ "api.test", 443, GET("/v1/" PHA "/x") HA END, NULL, "TOKEN_A", "path", "path", 0 },
+	{ "api.test", 443, GET("/v1/%50%48%41%5Faaaaaaaaaaaaaaaaaaaaaa") HA END, NULL, "TOKEN_A",
+	  "path", "path", 0 },
+	{ "api.test", 443, GET("/v1/%2550HA_aaaaaaaaaaaaaaaaaaaaaa") HA END, NULL, "TOKEN_A",
+	  "path", "path", 0 },
+	{ "api.test", 443, GET("/v1/%252550HA_aaaaaaaaaaaaaaaaaaaaaa") HA END, NULL, "TOKEN_A",
+	  "path", "path", 0 },
+	{ "api.test", 443, GET("/%4" PHA) HA END, NULL, "TOKEN_A", "path", "path", 0 },
+	{ "api.test", 443, GET("/") HA "X-" PHA ": 1" END END, NULL, "TOKEN_A", "header-name",
+	  "header-name", 0 },
+	{ "api.test", 443, PHA " / HTTP/1.1\r\n" HA END, NULL, "TOKEN_A", "method", "method", 0 },
+	{ "api.test", 443, GET("/") "Host: " PHA END END, NULL, "TOKEN_A", "header:host",
+	  "header:host", 0 },
+	{ "api.test", 443, GET("/") HA "Authorization: Bearer %50HA_aaaaaaaaaaaaaaaaaaaaaa" END END,
+	  NULL, "TOKEN_A", "header:authorization", "header:authorization", 0 },
+	{ PHA ".test", 80, GET("http://" PHA ".test/") "Host: " PHA ".test\r\n" END, NULL,
+	  "TOKEN_A", "host:" "pha_aaaaaaaaaaaaaaaaaaaaaa.test", "authority", 0 },
+	/* Basic is decoded in Proxy-Authorization too (not a place by default) */
+	{ "api.test", 443, GET("/") HA "Proxy-Authorization: Basic dTpQSEFfYWFhYWFhYWFhYWFhYWFhYWFhYWFhYQ==" END END, NULL, "TOKEN_A",
+	  "header:proxy-authorization", "header:proxy-authorization", 0 },
+	/* query allowed, but the double-encoded form cannot be swapped */
+	{ "a.example.com", 443, GET("/?k=%2550HB_bbbbbbbbbbbbbbbbbbbbbb") "Host: a.example.com\r\n" END,
+	  NULL, "TOKEN_B", "query", "query", 0 },
+	/* one good swap does not excuse a block elsewhere */
+	{ "api.test", 443, GET("/") HA "Authorization: Bearer " PHA END "X-Leak: " PHA END END, NULL,
+	  "TOKEN_A", "header:x-leak", "header:x-leak", 0 },
+	{ "a.example.com", 443, GET("/?k=" PHB) "Host: a.example.com\r\nX-Api-Key: " PHA END END,
+	  NULL, "TOKEN_A", "host:a.example.com", "header:x-api-key", 0 },
+	/* no placeholder at all: unchanged */
+	{ "evil.test", 443, GET("/x?y=z") "Host: evil.test\r\nAuthorization: Bearer abc" END END,
+	  GET("/x?y=z") "Host: evil.test\r\nAuthorization: Bearer abc" END END, 0, 0, 0, 0 },
+	{ "api.test", 443, "OPTIONS * HTTP/1.1\r\n" HA END, "OPTIONS * HTTP/1.1\r\n" HA END,
+	  0, 0, 0, 0 },
+};
+
+static void check_rw(const rw_case *c, size_t idx, size_t nsecs)
+{
+	static ab_http_req req;
+	ab_swap_result res;
+	char *out = (char *)1;
+	size_t outlen = 99;
+	int r = ab_secrets_rewrite_head(secs, nsecs, c->host, c->port, c->in, strlen(c->in), &out,
+					&outlen, &res);
+
+	if (r != 0)
+		fail_msg("case %zu: %d", idx, r);
+	if (c->out) {
+		if (res.blocked)
+			fail_msg("case %zu blocked: %s %s %s", idx, res.secret, res.place, res.where);
+		if (outlen != strlen(c->out) || memcmp(out, c->out, outlen) != 0)
+			fail_msg("case %zu:\n%.*s\n!=\n%s", idx, (int)outlen, out, c->out);
+		assert_int_equal(out[outlen], '\0');
+		assert_int_equal(ab_http_parse_head(out, outlen, NULL, &req), (int)outlen);
+		assert_int_equal(res.injected, c->injected);
+		ab_secrets_wipe_free(out, outlen);
+		return;
+	}
+	if (!res.blocked)
+		fail_msg("case %zu not blocked: %.*s", idx, (int)outlen, out);
+	assert_null(out);
+	assert_int_equal(outlen, 0);
+	assert_string_equal(res.secret, c->secret);
+	if (strcmp(res.place, c->place) || strcmp(res.where, c->where))
+		fail_msg("case %zu: place %s where %s", idx, res.place, res.where);
+	assert_int_equal(res.injected, 0);
+	assert_string_equal(res.secret, secs[res.secret_index].name);
+}
+
+static void test_rewrite_table(void **state)
+{
+	for (size_t i = 0; i < sizeof(rw_cases) / sizeof(rw_cases[0]); i++)
+		check_rw(&rw_cases[i], i, NSECS);
+}
+
+/* Authorization: Basic base64(user:placeholder), as git sends it. */
+static void test_rewrite_basic(void **state)
+{
+	static const struct {
+		const char *host, *user_pass, *want_user_pass; /* want NULL: blocked */
+		const char *place;
+	} cases[] = {
+		{ "github.test", "x-access-token:" PHG, "x-access-token:" VG, NULL },
+		{ "github.test", PHG ":", VG ":", NULL },
+		{ "github.test", PHG ":" PHG, VG ":" VG, NULL },
+		{ "github.test", "a:" PHG "b", "a:" VG "b", NULL },
+		{ "a.example.com", PHB ":" PHB, VB ":" VB, NULL },
+		{ "api.test", "u:" PHA, "u:" VA, NULL },
+		{ "api.test", "u:" PHC, NULL, "header:authorization" },
+		{ "evil.test", "x-access-token:" PHG, NULL, "host:evil.test" },
+		{ "github.test", "x:" PHA, NULL, "host:github.test" },
+	};
+	static ab_http_req req;
+	char enc[256], head[512], want[512];
+	unsigned char dec[256];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (int sp = 1; sp <= 2; sp++) {
+			ab_swap_result res;
+			char *out;
+			size_t outlen;
+			b64enc((const unsigned char *)cases[i].user_pass, strlen(cases[i].user_pass),
+			       enc, false);
+			snprintf(head, sizeof(head), GET("/r.git/info/refs") "Host: %s\r\n"
+				 "Authorization: %s%s\r\n\r\n", cases[i].host,
+				 sp == 1 ? "Basic " : "basic  ", enc);
+			assert_int_equal(ab_secrets_rewrite_head(secs, NSECS, cases[i].host, 443,
+								 head, strlen(head), &out, &outlen,
+								 &res), 0);
+			if (!cases[i].want_user_pass) {
+				assert_true(res.blocked);
+				assert_string_equal(res.place, cases[i].place);
+				assert_string_equal(res.where, "header:authorization");
+				continue;
+			}
+			assert_false(res.blocked);
+			assert_int_equal(ab_http_parse_head(out, outlen, NULL, &req), (int)outlen);
+			const char *v = strstr(out, sp == 1 ? "Basic " : "basic  ");
+			assert_non_null(v);
+			v += sp == 1 ? 6 : 7;
+			size_t n = b64dec(v, strcspn(v, "\r"), dec);
+			dec[n] = '\0';
+			assert_string_equal((char *)dec, cases[i].want_user_pass);
+			/* the exact re-encoding */
+			b64enc((const unsigned char *)cases[i].want_user_pass,
+			       strlen(cases[i].want_user_pass), enc, false);
+			snprintf(want, sizeof(want), GET("/r.git/info/refs") "Host: %s\r\n"
+				 "Authorization: %s%s\r\n\r\n", cases[i].host,
+				 sp == 1 ? "Basic " : "basic  ", enc);
+			assert_string_equal(out, want);
+			assert_true(res.injected != 0);
+			ab_secrets_wipe_free(out, outlen);
+		}
+	}
+}
+
+/* "Basic <placeholder>" (a pre-encoded token given as the secret) and
+ * invalid base64: swapped literally. */
+static void test_rewrite_basic_literal(void **state)
+{
+	const rw_case cases[] = {
+		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic " PHG END END,
+		  GET("/") "Host: github.test\r\nAuthorization: Basic " VG END END, 0, 0, 0, 8 },
+		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic !" PHG END END,
+		  GET("/") "Host: github.test\r\nAuthorization: Basic !" VG END END, 0, 0, 0, 8 },
+		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic" END END,
+		  GET("/") "Host: github.test\r\nAuthorization: Basic" END END, 0, 0, 0, 0 },
+		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic =" END END,
+		  GET("/") "Host: github.test\r\nAuthorization: Basic =" END END, 0, 0, 0, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_rw(&cases[i], i, NSECS);
+}
+
+static void test_rewrite_invalid(void **state)
+{
+	static const char *const bad[] = {
+		"GET / HTTP/1.1\r\nHost: a\r\n",              /* incomplete */
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET",       /* bytes after the head */
+		"GET / HTTP/1.1\nHost: a\r\n\r\n",            /* bare LF */
+		"",
+	};
+	ab_swap_result res;
+	char *out;
+	size_t outlen;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(ab_secrets_rewrite_head(secs, NSECS, "api.test", 443, bad[i],
+							 strlen(bad[i]), &out, &outlen, &res),
+				 -EINVAL);
+	assert_int_equal(ab_secrets_rewrite_head(secs, AB_SECRETS_MAX + 1, "api.test", 443,
+						 S(GET("/") HA END), &out, &outlen, &res), -EINVAL);
+	/* no secrets: a copy */
+	assert_int_equal(ab_secrets_rewrite_head(NULL, 0, "api.test", 443, S(GET("/") HA END),
+						 &out, &outlen, &res), 0);
+	assert_false(res.blocked);
+	assert_string_equal(out, GET("/") HA END);
+	ab_secrets_wipe_free(out, outlen);
+	/* NULL host: bound to nothing */
+	assert_int_equal(ab_secrets_rewrite_head(secs, NSECS, NULL, 443,
+						 S(GET("/") "Host: x\r\nX-Api-Key: " PHA END END),
+						 &out, &outlen, &res), 0);
+	assert_true(res.blocked);
+	assert_string_equal(res.where, "header:x-api-key");
+}
+
+/* A 4 KiB value swapped into a 900-placeholder header grows past 1 MiB. */
+static void test_rewrite_too_big(void **state)
+{
+	ab_secret big;
+	char *value = malloc(AB_SECRET_VALUE_MAX + 1), *head = malloc(64 * 1024), *out;
+	size_t n = 0, outlen;
+	ab_swap_result res;
+	ab_err err = { 0 };
+
+	memset(value, 'v', AB_SECRET_VALUE_MAX);
+	value[AB_SECRET_VALUE_MAX] = '\0';
+	mk(&big, "BIG", value, "PHZ_zzzzzzzzzzzzzzzzzzzzzz", "api.test", NULL);
+	n += (size_t)sprintf(head, GET("/") HA "Authorization: ");
+	for (int i = 0; i < 300; i++)
+		n += (size_t)sprintf(head + n, "PHZ_zzzzzzzzzzzzzzzzzzzzzz ");
+	n += (size_t)sprintf(head + n, "\r\n\r\n");
+	assert_int_equal(ab_secrets_rewrite_head(&big, 1, "api.test", 443, head, n, &out, &outlen,
+						 &res), -E2BIG);
+	assert_null(out);
+	(void)err;
+	ab_secret_free(&big);
+	free(value);
+	free(head);
+}
+
+static void test_explain(void **state)
+{
+	ab_swap_result r = { .blocked = true, .secret = "GH" };
+	char buf[512];
+	static const struct {
+		const char *place, *where, *needle;
+	} cases[] = {
+		{ "host:evil.test", "header:authorization", "add it to secrets.GH.hosts" },
+		{ "header:x-foo", "header:x-foo",
+		  "is in the header x-foo, where it may not be placed.\nTo allow that, add "
+		  "\"header:x-foo\" to secrets.GH.in" },
+		{ "query", "query", "add \"query\" to secrets.GH.in" },
+		{ "body", "body", "add \"body\" to secrets.GH.in" },
+		{ "body (length differs)", "body (length differs)", "placeholder length" },
+		{ "path", "path", "is in the URL path; a secret is never placed there" },
+		{ "header-name", "header-name", "in the name of a header" },
+		{ "host:evil.test", "query", "(in the URL query) was sent to evil.test" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(r.place, sizeof(r.place), "%s", cases[i].place);
+		snprintf(r.where, sizeof(r.where), "%s", cases[i].where);
+		ab_swap_explain(&r, buf, sizeof(buf));
+		if (!strstr(buf, cases[i].needle))
+			fail_msg("%s", buf);
+		for (char *p = buf; *p; p++)
+			assert_true(*p == '\n' || (*p >= 0x20 && *p < 0x7f));
+	}
+	ab_swap_explain(&r, buf, 10);
+	assert_int_equal(strlen(buf), 9);
+	r.blocked = false;
+	ab_swap_explain(&r, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+}
+
+/* ================================================================ scanner */
+
+/* Naive reference: each byte covered by a match takes the replacement of
+ * the covering match that starts first (the longest one on a tie). */
+static void naive(const ab_scan_pattern *p, size_t np, const char *in, size_t n, char *out)
+{
+	for (size_t j = 0; j < n; j++) {
+		size_t best = SIZE_MAX, bstart = 0;
+		out[j] = in[j];
+		for (size_t q = j + 1; q-- > 0;) {
+			for (size_t i = 0; i < np; i++) {
+				if (q + p[i].len <= j || q + p[i].len > n ||
+				    memcmp(in + q, p[i].bytes, p[i].len) != 0)
+					continue;
+				if (best == SIZE_MAX || q < bstart ||
+				    (q == bstart && p[i].len > p[best].len)) {
+					best = i;
+					bstart = q;
+				}
+			}
+		}
+		if (best != SIZE_MAX)
+			out[j] = p[best].repl ? p[best].repl[j - bstart] : '*';
+	}
+}
+
+/* Longest suffix of IN[0..N) that is a proper prefix of a pattern. */
+static size_t naive_hold(const ab_scan_pattern *p, size_t np, const char *in, size_t n)
+{
+	size_t best = 0;
+	for (size_t i = 0; i < np; i++)
+		for (size_t k = p[i].len - 1; k > best; k--)
+			if (k <= n && memcmp(in + n - k, p[i].bytes, k) == 0) {
+				best = k;
+				break;
+			}
+	return best;
+}
+
+/* Scan IN split at the points of CUTS (sorted, < n); returns the output
+ * length (== n unless blocked) and checks the hold-back after each feed
+ * (when HOLD and P is given). */
+static size_t run_split_x(const ab_scan_set *set, const ab_scan_pattern *p, size_t np, bool hold,
+			  const char *in, size_t n, const size_t *cuts, size_t ncuts, char *out,
+			  bool *blocked)
+{
+	ab_scanner s;
+	size_t o = 0, prev = 0;
+	ab_scan_hit hit;
+
+	*blocked = false;
+	assert_int_equal(ab_scanner_init(&s, set), 0);
+	for (size_t c = 0; c <= ncuts; c++) {
+		size_t end = c < ncuts ? cuts[c] : n, cap = end - prev + ab_scanner_pending(&s);
+		int r = ab_scanner_feed(&s, in + prev, end - prev, out + o, &cap, &hit);
+		assert_true(r == 0 || r == 1);
+		o += cap;
+		if (r == 1) {
+			*blocked = true;
+			assert_true(hit.blocked);
+			if (p)
+				assert_true(hit.offset + p[hit.pattern].len <= end);
+			assert_true(o <= hit.offset);
+			cap = 100;
+			assert_int_equal(ab_scanner_feed(&s, "x", 1, out, &cap, &hit), -EPIPE);
+			assert_int_equal(ab_scanner_flush(&s, out, &cap, &hit), -EPIPE);
+			ab_scanner_free(&s);
+			return o;
+		}
+		if (p && hold)
+			assert_int_equal(ab_scanner_pending(&s), naive_hold(p, np, in, end));
+		assert_int_equal(o + ab_scanner_pending(&s), end);
+		prev = end;
+	}
+	size_t cap = ab_scanner_pending(&s);
+	assert_int_equal(ab_scanner_flush(&s, out + o, &cap, NULL), 0);
+	o += cap;
+	assert_int_equal(ab_scanner_pending(&s), 0);
+	ab_scanner_free(&s);
+	return o;
+}
+
+static size_t run_split(const ab_scan_set *set, const ab_scan_pattern *p, size_t np,
+			const char *in, size_t n, const size_t *cuts, size_t ncuts, char *out,
+			bool *blocked)
+{
+	return run_split_x(set, p, np, true, in, n, cuts, ncuts, out, blocked);
+}
+
+typedef struct {
+	const char *pats[4];
+	const char *repls[4]; /* NULL: '*' */
+	const char *in;
+	const char *want;
+} scan_case;
+
+static const scan_case scan_cases[] = {
+	{ { "abcd" }, { "WXYZ" }, "xxabcdyy", "xxWXYZyy" },
+	{ { "abcd" }, { "WXYZ" }, "abcd", "WXYZ" },
+	{ { "abcd" }, { "WXYZ" }, "abcdabcd", "WXYZWXYZ" },
+	{ { "abcd" }, { NULL }, "xabcabcdx", "xabc****x" },
+	{ { "abcd" }, { "WXYZ" }, "abc", "abc" },
+	{ { "abcd" }, { "WXYZ" }, "", "" },
+	{ { "abc", "bcd" }, { "XYZ", "123" }, "abcd", "XYZ3" },     /* overlap: union */
+	{ { "bcd", "abc" }, { "123", "XYZ" }, "abcd", "XYZ3" },
+	{ { "ab", "abcd" }, { "12", "WXYZ" }, "abcd", "WXYZ" },     /* longest at a start */
+	{ { "ab", "abcd" }, { "12", "WXYZ" }, "abcx", "12cx" },
+	{ { "abcd", "bc" }, { "WXYZ", "12" }, "abcd", "WXYZ" },     /* nested */
+	{ { "abcd", "bc" }, { "WXYZ", "12" }, "abce", "a12e" },
+	{ { "aaa" }, { "XYZ" }, "aaaaa", "XYZZZ" },
+	{ { "aab" }, { "XYZ" }, "aaaab", "aaXYZ" },
+	{ { "a" }, { "*" }, "banana", "b*n*n*" },
+	{ { "abab" }, { "1234" }, "abababab", "12343434" },
+	{ { "\xff\xfex" }, { "ABC" }, "q\xff\xfe", "q\xff\xfe" },
+	{ { "\xff\xfex" }, { "ABC" }, "\xff\xff\xfe" "x\x80", "\xff" "ABC\x80" },
+};
+
+static void make_pats(const scan_case *c, ab_scan_pattern *p, size_t *np)
+{
+	*np = 0;
+	for (size_t i = 0; i < 4 && c->pats[i]; i++) {
+		p[i] = (ab_scan_pattern){ .bytes = c->pats[i], .len = strlen(c->pats[i]),
+					  .repl = c->repls[i], .id = (unsigned)i };
+		(*np)++;
+	}
+}
+
+static void test_scan_table(void **state)
+{
+	char out[64], ref[64];
+
+	for (size_t t = 0; t < sizeof(scan_cases) / sizeof(scan_cases[0]); t++) {
+		const scan_case *c = &scan_cases[t];
+		ab_scan_pattern p[4];
+		ab_scan_set *set;
+		ab_err err = { 0 };
+		size_t np, n = strlen(c->in);
+		bool blocked;
+
+		make_pats(c, p, &np);
+		assert_int_equal(ab_scan_set_new(p, np, &set, &err), 0);
+		naive(p, np, c->in, n, ref);
+		if (memcmp(ref, c->want, n) != 0)
+			fail_msg("reference disagrees with case %zu", t);
+		/* one shot, then every single and every pair of split points */
+		assert_int_equal(run_split(set, p, np, c->in, n, NULL, 0, out, &blocked), n);
+		if (memcmp(out, c->want, n) != 0)
+			fail_msg("case %zu: %.*s != %s", t, (int)n, out, c->want);
+		for (size_t a = 0; a <= n; a++)
+			for (size_t b = a; b <= n; b++) {
+				size_t cuts[2] = { a, b };
+				assert_int_equal(run_split(set, p, np, c->in, n, cuts, 2, out,
+							   &blocked), n);
+				assert_memory_equal(out, c->want, n);
+			}
+		ab_scan_set_free(set);
+	}
+}
+
+/* Hold back only what could still start a match. */
+static void test_scan_holdback(void **state)
+{
+	const ab_scan_pattern p = { .bytes = "abdef", .len = 5, .repl = "12345" };
+	ab_scan_set *set;
+	ab_scanner s;
+	ab_err err = { 0 };
+	char out[32];
+	size_t cap;
+
+	assert_int_equal(ab_scan_set_new(&p, 1, &set, &err), 0);
+	assert_int_equal(ab_scanner_init(&s, set), 0);
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, S("xyzab"), out, &cap, NULL), 0);
+	assert_int_equal(cap, 3);
+	assert_memory_equal(out, "xyz", 3);
+	assert_int_equal(ab_scanner_pending(&s), 2); /* "ab" */
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, S("c"), out, &cap, NULL), 0);
+	assert_int_equal(cap, 3);
+	assert_memory_equal(out, "abc", 3); /* "abc": not "abd", nothing held */
+	assert_int_equal(ab_scanner_pending(&s), 0);
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, S("data: {\"x\":1}\n\n"), out, &cap, NULL), 0);
+	assert_int_equal(cap, sizeof("data: {\"x\":1}\n\n") - 1); /* SSE-like: nothing delayed */
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, S("abd"), out, &cap, NULL), 0);
+	assert_int_equal(cap, 0);
+	assert_int_equal(ab_scanner_pending(&s), 3);
+	/* capacity: N + pending */
+	cap = 4;
+	assert_int_equal(ab_scanner_feed(&s, S("ef"), out, &cap, NULL), -ENOBUFS);
+	cap = 5;
+	assert_int_equal(ab_scanner_feed(&s, S("e"), out, &cap, NULL), 0);
+	assert_int_equal(cap, 0);
+	cap = 3;
+	assert_int_equal(ab_scanner_flush(&s, out, &cap, NULL), -ENOBUFS);
+	cap = 4;
+	assert_int_equal(ab_scanner_flush(&s, out, &cap, NULL), 0);
+	assert_int_equal(cap, 4);
+	assert_memory_equal(out, "abde", 4); /* released as is */
+	/* after a flush a pattern does not continue across the boundary */
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, S("abde"), out, &cap, NULL), 0);
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_flush(&s, out, &cap, NULL), 0);
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, S("f"), out, &cap, NULL), 0);
+	assert_int_equal(cap, 1);
+	assert_int_equal(out[0], 'f');
+	assert_int_equal(ab_scanner_count(&s, 0), 0);
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, S("abdef"), out, &cap, NULL), 0);
+	assert_memory_equal(out, "12345", 5);
+	assert_int_equal(ab_scanner_count(&s, 0), 1);
+	assert_int_equal(ab_scanner_count(&s, 7), 0);
+	ab_scanner_free(&s);
+	ab_scan_set_free(set);
+}
+
+static void test_scan_block(void **state)
+{
+	const ab_scan_pattern p[] = {
+		{ .bytes = "SECRET", .len = 6, .action = AB_SCAN_BLOCK, .id = 7 },
+		{ .bytes = "abc", .len = 3, .repl = "xyz", .id = 1 },
+	};
+	const char *in = "abc..SECabcRET..SECRET.abc";
+	size_t n = strlen(in);
+	ab_scan_set *set;
+	ab_err err = { 0 };
+	char out[64], ref[64];
+	bool blocked;
+
+	assert_int_equal(ab_scan_set_new(p, 2, &set, &err), 0);
+	size_t want = run_split(set, p, 2, in, n, NULL, 0, ref, &blocked);
+	assert_true(blocked);
+	assert_int_equal(want, 16);
+	assert_memory_equal(ref, "xyz..SECxyzRET..", 16);
+	for (size_t a = 0; a <= n; a++) {
+		size_t cuts[1] = { a };
+		assert_int_equal(run_split(set, p, 2, in, n, cuts, 1, out, &blocked), want);
+		assert_true(blocked);
+		assert_memory_equal(out, ref, want);
+	}
+	/* one byte at a time: the hit says which and where */
+	ab_scanner s;
+	ab_scan_hit hit;
+	size_t cap;
+	assert_int_equal(ab_scanner_init(&s, set), 0);
+	for (size_t i = 0; i < n; i++) {
+		cap = 8;
+		int r = ab_scanner_feed(&s, in + i, 1, out, &cap, &hit);
+		if (r == 1) {
+			assert_int_equal(i, 21);
+			assert_int_equal(hit.id, 7);
+			assert_int_equal(hit.pattern, 0);
+			assert_int_equal(hit.offset, 16);
+			break;
+		}
+		assert_int_equal(r, 0);
+	}
+	ab_scanner_free(&s);
+	ab_scan_set_free(set);
+}
+
+static void test_scan_set_limits(void **state)
+{
+	ab_scan_pattern p[2] = { { .bytes = "a", .len = 1 }, { .bytes = "", .len = 0 } };
+	ab_scan_set *set = (ab_scan_set *)1;
+	ab_err err = { 0 };
+	char *big = calloc(1, AB_SCAN_MAX_PATTERN_LEN + 1);
+
+	assert_int_equal(ab_scan_set_new(p, 2, &set, &err), -EINVAL);
+	assert_null(set);
+	p[1] = (ab_scan_pattern){ .bytes = big, .len = AB_SCAN_MAX_PATTERN_LEN + 1 };
+	assert_int_equal(ab_scan_set_new(p, 2, &set, &err), -E2BIG);
+	p[1].len = AB_SCAN_MAX_PATTERN_LEN;
+	assert_int_equal(ab_scan_set_new(p, 2, &set, &err), 0);
+	assert_int_equal(ab_scan_set_maxlen(set), AB_SCAN_MAX_PATTERN_LEN);
+	ab_scan_set_free(set);
+	assert_int_equal(ab_scan_set_new(p, AB_SCAN_MAX_PATTERNS + 1, &set, &err), -E2BIG);
+	p[1].action = (ab_scan_action)5;
+	assert_int_equal(ab_scan_set_new(p, 2, &set, &err), -EINVAL);
+	/* duplicates: BLOCK wins */
+	ab_scan_pattern d[2] = { { .bytes = "dup", .len = 3, .repl = "DUP" },
+				 { .bytes = "dup", .len = 3, .action = AB_SCAN_BLOCK, .id = 9 } };
+	assert_int_equal(ab_scan_set_new(d, 2, &set, &err), 0);
+	assert_int_equal(ab_scan_set_count(set), 2);
+	char out[8];
+	bool blocked;
+	assert_int_equal(run_split(set, NULL, 0, "xdup", 4, NULL, 0, out, &blocked), 1);
+	assert_true(blocked);
+	ab_scan_set_free(set);
+	/* empty set: a copy */
+	assert_int_equal(ab_scan_set_new(NULL, 0, &set, &err), 0);
+	assert_int_equal(run_split(set, NULL, 0, "abc", 3, NULL, 0, out, &blocked), 3);
+	assert_memory_equal(out, "abc", 3);
+	ab_scan_set_free(set);
+	free(big);
+}
+
+/* In place (out == in) when nothing is pending. */
+static void test_scan_inplace(void **state)
+{
+	const ab_scan_pattern p = { .bytes = "key", .len = 3, .repl = "KEY" };
+	char buf[] = "a key, a ke";
+	ab_scan_set *set;
+	ab_scanner s;
+	ab_err err = { 0 };
+	size_t cap = sizeof(buf) - 1, tail;
+
+	assert_int_equal(ab_scan_set_new(&p, 1, &set, &err), 0);
+	assert_int_equal(ab_scanner_init(&s, set), 0);
+	assert_int_equal(ab_scanner_feed(&s, buf, sizeof(buf) - 1, buf, &cap, NULL), 0);
+	assert_int_equal(cap, sizeof(buf) - 3);
+	tail = 2;
+	assert_int_equal(ab_scanner_flush(&s, buf + cap, &tail, NULL), 0);
+	assert_string_equal(buf, "a KEY, a ke");
+	ab_scanner_free(&s);
+	ab_scan_set_free(set);
+}
+
+static uint32_t rng_state = 12345;
+static uint32_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 17;
+	rng_state ^= rng_state << 5;
+	return rng_state;
+}
+
+/* Random patterns over tiny alphabets (lots of overlaps) against the
+ * reference, with up to 40 random splits. */
+static void test_scan_random(void **state)
+{
+	char pb[6][8], rb[6][8], in[200], out[200], ref[200];
+
+	for (int iter = 0; iter < 6000; iter++) {
+		ab_scan_pattern p[6];
+		size_t np = 1 + rnd() % 6, n = rnd() % 200, cuts[40], nc = rnd() % 40;
+		unsigned abc = 2 + (unsigned)iter % 6; /* alphabet size: 2..7 */
+		ab_scan_set *set;
+		ab_err err = { 0 };
+		bool blocked;
+
+		for (size_t i = 0; i < np; i++) {
+			size_t l = 1 + rnd() % 7;
+			for (size_t k = 0; k < l; k++) {
+				pb[i][k] = (char)('a' + rnd() % abc);
+				rb[i][k] = (char)('0' + i);
+			}
+			p[i] = (ab_scan_pattern){ .bytes = pb[i], .len = l,
+						  .repl = rnd() % 4 ? rb[i] : NULL };
+		}
+		for (size_t k = 0; k < n; k++)
+			in[k] = (char)('a' + rnd() % abc);
+		for (size_t k = 0; k < nc; k++)
+			cuts[k] = n ? rnd() % (n + 1) : 0;
+		for (size_t a = 0; a < nc; a++) /* sort */
+			for (size_t b = a + 1; b < nc; b++)
+				if (cuts[b] < cuts[a]) {
+					size_t t = cuts[a];
+					cuts[a] = cuts[b];
+					cuts[b] = t;
+				}
+		assert_int_equal(ab_scan_set_new(p, np, &set, &err), 0);
+		naive(p, np, in, n, ref);
+		assert_int_equal(run_split(set, p, np, in, n, cuts, nc, out, &blocked), n);
+		assert_memory_equal(out, ref, n);
+		ab_scan_set_free(set);
+	}
+}
+
+/* ======================================================= response masking */
+
+/* Mask BUF[0..N) with SET, every split point; returns the one-shot result. */
+static char *mask_all(const ab_scan_set *set, const char *in, size_t n)
+{
+	char *one = malloc(n + 1), *other = malloc(n + 1);
+	bool blocked;
+
+	assert_int_equal(run_split(set, NULL, 0, in, n, NULL, 0, one, &blocked), n);
+	for (size_t a = 0; a <= n; a++) {
+		size_t cuts[1] = { a };
+		assert_int_equal(run_split(set, NULL, 0, in, n, cuts, 1, other, &blocked), n);
+		assert_memory_equal(one, other, n);
+	}
+	one[n] = '\0';
+	free(other);
+	return one;
+}
+
+/* No window of OUT decodes (base64, at any of the 4 offsets) to VALUE. */
+static bool b64_leaks(const char *out, size_t n, const char *value, bool url)
+{
+	unsigned char dec[2048];
+	char tmp[2048];
+
+	for (size_t off = 0; off < 4 && off < n; off++) {
+		size_t m = 0;
+		for (size_t k = off; k < n; k++) {
+			char c = out[k];
+			if (url && c == '-')
+				c = '+';
+			else if (url && c == '_')
+				c = '/';
+			tmp[m++] = strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					  "0123456789+/", c) && c ? c : 'A';
+		}
+		m -= m % 4;
+		size_t d = b64dec(tmp, m, dec);
+		if (memmem(dec, d, value, strlen(value)))
+			return true;
+	}
+	return false;
+}
+
+static void test_mask_response(void **state)
+{
+	ab_secret ms[2];
+	ab_scan_set *set;
+	ab_err err = { 0 };
+	char buf[1024], enc[512], pre[64];
+	static const char V0[] = "sk-live-0123456789abcdefXYZ";   /* 27 bytes */
+	static const char P0[] = "sk-PHPHPHPHPHPHPHPHPHPHPHPH";   /* 27 bytes */
+	static const char V1[] = "p\"a/s\\s+w?o&r d~";             /* needs escaping */
+	static const char P1[] = "P1_11111111111111111111111";
+
+	mk(&ms[0], "M0", V0, P0, "api.test", NULL);
+	mk(&ms[1], "M1", V1, P1, "api.test", NULL);
+	assert_int_equal(ab_secrets_response_set(ms, 2, &set, &err), 0);
+	assert_true(ab_scan_set_count(set) > 10);
+
+	/* raw: replaced by the placeholder (same length) */
+	snprintf(buf, sizeof(buf), "{\"echo\":\"Bearer %s\"}", V0);
+	char *m = mask_all(set, buf, strlen(buf));
+	snprintf(enc, sizeof(enc), "{\"echo\":\"Bearer %s\"}", P0);
+	assert_string_equal(m, enc);
+	free(m);
+
+	/* base64 of prefix + value + suffix, every alignment, both alphabets */
+	for (int url = 0; url <= 1; url++)
+		for (size_t pl = 0; pl < 6; pl++) {
+			memset(pre, 'u', pl);
+			pre[pl] = '\0';
+			char plain[128];
+			int k = snprintf(plain, sizeof(plain), "%s:%s%s", pre, V0, pl % 2 ? "!" : "");
+			b64enc((const unsigned char *)plain, (size_t)k, enc, url);
+			snprintf(buf, sizeof(buf), "Authorization: Basic %s\r\n", enc);
+			assert_true(b64_leaks(buf, strlen(buf), V0, url));
+			m = mask_all(set, buf, strlen(buf));
+			assert_int_equal(strlen(m), strlen(buf));
+			if (b64_leaks(m, strlen(m), V0, url))
+				fail_msg("url %d prefix %zu: %s", url, pl, m);
+			/* at most 4 bits of the value survive at each edge: no 4+ chars */
+			assert_false(b64_leaks(m, strlen(m), "0123", url));
+			free(m);
+		}
+	/* the standalone encoding becomes the placeholder's */
+	b64enc((const unsigned char *)V0, strlen(V0), enc, false);
+	char penc[128];
+	b64enc((const unsigned char *)P0, strlen(P0), penc, false);
+	m = mask_all(set, enc, strlen(enc));
+	assert_string_equal(m, penc);
+	free(m);
+
+	/* percent-encoded (both cases) and JSON-escaped forms of V1 */
+	static const char *const forms[] = {
+		"x=p%22a%2Fs%5Cs%2Bw%3Fo%26r%20d~&y",
+		"x=p%22a%2fs%5cs%2bw%3fo%26r%20d~&y",
+		"{\"k\":\"p\\\"a/s\\\\s+w?o&r d~\"}",
+		"{\"k\":\"p\\\"a\\/s\\\\s+w?o&r d~\"}",
+	};
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		m = mask_all(set, forms[i], strlen(forms[i]));
+		assert_int_equal(strlen(m), strlen(forms[i]));
+		assert_false(contains(m, strlen(m), "o%26r"));
+		assert_false(contains(m, strlen(m), "w?o&r"));
+		assert_non_null(strstr(m, "****"));
+		free(m);
+	}
+	/* the raw V1 becomes P1? no: lengths differ, so stars */
+	m = mask_all(set, V1, strlen(V1));
+	assert_string_equal(m, "****************");
+	free(m);
+	/* a stream without any of it is untouched and never held */
+	m = mask_all(set, "data: hello world\n\n", 19);
+	assert_string_equal(m, "data: hello world\n\n");
+	free(m);
+	ab_scan_set_free(set);
+	for (int i = 0; i < 2; i++)
+		ab_secret_free(&ms[i]);
+}
+
+static void test_body_set(void **state)
+{
+	ab_scan_set *set;
+	ab_err err = { 0 };
+	ab_scanner s;
+	ab_scan_hit hit;
+	ab_swap_result res;
+	char out[256];
+	const char *body = "{\"token\":\"" PHG "\"}";
+	size_t n = strlen(body), cap;
+	ab_secret odd;
+
+	/* bound and "body": replaced, same length */
+	assert_int_equal(ab_secrets_body_set(secs, NSECS, "github.test", 443, &set, &err), 0);
+	assert_int_equal(ab_scanner_init(&s, set), 0);
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, body, n, out, &cap, &hit), 0);
+	assert_int_equal(cap, n);
+	assert_int_equal(hit.replaced, 1);
+	assert_memory_equal(out, "{\"token\":\"" VG "\"}", n);
+	assert_int_equal(ab_scanner_count(&s, 3), 1);
+	ab_scanner_free(&s);
+	ab_scan_set_free(set);
+
+	/* unbound host: BLOCK, the explanation names the host */
+	assert_int_equal(ab_secrets_body_set(secs, NSECS, "evil.test", 443, &set, &err), 0);
+	assert_int_equal(ab_scanner_init(&s, set), 0);
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, body, n, out, &cap, &hit), 1);
+	assert_int_equal(cap, 10); /* what came before it, not a byte of it */
+	assert_memory_equal(out, "{\"token\":\"", 10);
+	ab_secrets_body_blocked(secs, NSECS, "evil.test", 443, &hit, &res);
+	assert_true(res.blocked);
+	assert_string_equal(res.secret, "GIT_TOKEN");
+	assert_string_equal(res.place, "host:evil.test");
+	assert_string_equal(res.where, "body");
+	ab_scanner_free(&s);
+	ab_scan_set_free(set);
+
+	/* bound, but "body" not allowed */
+	assert_int_equal(ab_secrets_body_set(secs, NSECS, "api.test", 443, &set, &err), 0);
+	assert_int_equal(ab_scanner_init(&s, set), 0);
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, S("x=" PHA), out, &cap, &hit), 1);
+	ab_secrets_body_blocked(secs, NSECS, "api.test", 443, &hit, &res);
+	assert_string_equal(res.place, "body");
+	assert_string_equal(res.secret, "TOKEN_A");
+	ab_scanner_free(&s);
+	ab_scan_set_free(set);
+
+	/* allowed, but the placeholder is longer than the value */
+	mk(&odd, "ODD", "short", "PHO_oooooooooooooooooooooo", "api.test", "body");
+	assert_int_equal(ab_secrets_body_set(&odd, 1, "api.test", 443, &set, &err), 0);
+	assert_int_equal(ab_scanner_init(&s, set), 0);
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, S("PHO_oooooooooooooooooooooo"), out, &cap, &hit), 1);
+	ab_secrets_body_blocked(&odd, 1, "api.test", 443, &hit, &res);
+	assert_string_equal(res.place, "body (length differs)");
+	ab_scanner_free(&s);
+	ab_scan_set_free(set);
+	ab_secret_free(&odd);
+	ab_secrets_body_blocked(secs, NSECS, "api.test", 443, NULL, &res);
+	assert_true(res.blocked);
+}
+
+/* ================================================================ sources */
+
+static void load_ok(const ab_secret_source *src, const char *want)
+{
+	char *v = NULL;
+	size_t len = 0;
+	ab_err err = { 0 };
+	int r = ab_secret_load("S", src, &v, &len, &err);
+
+	if (r != 0)
+		fail_msg("load: %d %s", r, err.msg);
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(v, want, len);
+	assert_int_equal(v[len], '\0');
+	ab_secrets_wipe_free(v, len);
+}
+
+static void load_bad(const ab_secret_source *src, int want, const char *needle)
+{
+	char *v = (char *)1;
+	size_t len = 7;
+	ab_err err = { 0 };
+	int r = ab_secret_load("MY_SECRET", src, &v, &len, &err);
+
+	if (r != want)
+		fail_msg("load: %d != %d (%s)", r, want, err.msg);
+	assert_null(v);
+	assert_int_equal(len, 0);
+	assert_non_null(strstr(err.msg, "secret MY_SECRET"));
+	if (needle && !strstr(err.msg, needle))
+		fail_msg("'%s' not in '%s'", needle, err.msg);
+	assert_null(strstr(err.msg, "hunter2")); /* never the value */
+}
+
+static void test_load_env(void **state)
+{
+	ab_secret_source src = { .kind = AB_SECRET_SRC_ENV, .env = "AB_TEST_SECRET_X" };
+
+	setenv("AB_TEST_SECRET_X", "hunter2 value", 1);
+	load_ok(&src, "hunter2 value");
+	setenv("AB_TEST_SECRET_X", "", 1);
+	load_bad(&src, -ENODATA, "AB_TEST_SECRET_X");
+	setenv("AB_TEST_SECRET_X", "hunter2\x01", 1);
+	load_bad(&src, -EINVAL, "control character");
+	unsetenv("AB_TEST_SECRET_X");
+	load_bad(&src, -ENOENT, "AB_TEST_SECRET_X is not set");
+	src.env = NULL;
+	load_bad(&src, -EINVAL, NULL);
+	src.kind = (ab_secret_src_kind)9;
+	load_bad(&src, -EINVAL, "unknown source");
+}
+
+static void write_file(const char *path, const char *data, size_t n)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, n, f), n);
+	fclose(f);
+}
+
+static void test_load_file(void **state)
+{
+	char dir[] = "/tmp/ab-secrets-XXXXXX", path[64];
+	ab_secret_source src = { .kind = AB_SECRET_SRC_FILE, .path = path };
+	char *big = malloc(AB_SECRET_FILE_MAX + 2);
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/tok", dir);
+	write_file(path, S("hunter2\n"));
+	load_ok(&src, "hunter2");
+	write_file(path, S("hunter2\r\n"));
+	load_ok(&src, "hunter2");
+	write_file(path, S("hunter2"));
+	load_ok(&src, "hunter2");
+	write_file(path, S("  hunter2 "));
+	load_ok(&src, "  hunter2 ");
+	write_file(path, S("hunter2\n\n")); /* ONE newline stripped: the other stays */
+	load_bad(&src, -EINVAL, "line break");
+	write_file(path, S("\n"));
+	load_bad(&src, -ENODATA, path);
+	write_file(path, S(""));
+	load_bad(&src, -ENODATA, "is empty");
+	memset(big, 'a', AB_SECRET_FILE_MAX + 1);
+	write_file(path, big, AB_SECRET_VALUE_MAX + 1);
+	load_bad(&src, -EFBIG, "longer than 4096");
+	write_file(path, big, AB_SECRET_FILE_MAX);
+	load_bad(&src, -EFBIG, NULL);
+	write_file(path, big, AB_SECRET_FILE_MAX + 1);
+	load_bad(&src, -EFBIG, "larger than 65536");
+	unlink(path);
+	load_bad(&src, -ENOENT, path);
+	src.path = dir; /* a directory */
+	load_bad(&src, -EISDIR, NULL);
+	rmdir(dir);
+	src.path = "";
+	load_bad(&src, -EINVAL, NULL);
+	free(big);
+}
+
+static long elapsed_ms(const struct timespec *t0)
+{
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static void test_load_command(void **state)
+{
+	char *echo[] = { "/bin/echo", "hunter2", NULL };
+	char *echo_path[] = { "echo", "-n", "hunter2", NULL };
+	char *trail[] = { "/bin/sh", "-c", "printf 'hunter2 x \\t\\n\\n'; echo oops >&2", NULL };
+	char *fals[] = { "/bin/false", NULL };
+	char *tru[] = { "/bin/true", NULL };
+	char *missing[] = { "/nonexistent/ab-cmd", NULL };
+	char *slow[] = { "/bin/sleep", "5", NULL };
+	char *daemon[] = { "/bin/sh", "-c", "echo hunter2; sleep 3 2>/dev/null &", NULL };
+	char *sig[] = { "/bin/sh", "-c", "echo hunter2; kill -9 $$", NULL };
+	char *stdin_null[] = { "/bin/sh", "-c", "cat; echo hunter2", NULL };
+	char *flood[] = { "/bin/sh", "-c", "yes hunter2", NULL };
+	char *empty[] = { NULL };
+	ab_secret_source src = { .kind = AB_SECRET_SRC_COMMAND, .timeout_ms = 3000 };
+	struct timespec t0;
+
+	src.argv = echo;
+	load_ok(&src, "hunter2");
+	src.argv = echo_path;
+	load_ok(&src, "hunter2");
+	src.argv = trail;
+	load_ok(&src, "hunter2 x");
+	src.argv = stdin_null;
+	load_ok(&src, "hunter2");
+	src.argv = fals;
+	load_bad(&src, -ECHILD, "exited with status 1");
+	src.argv = tru;
+	load_bad(&src, -ENODATA, "is empty");
+	src.argv = missing;
+	load_bad(&src, -ENOENT, "cannot run /nonexistent/ab-cmd");
+	src.argv = sig;
+	load_bad(&src, -ECHILD, "signal 9");
+	src.argv = flood;
+	load_bad(&src, -EFBIG, NULL);
+	src.argv = empty;
+	load_bad(&src, -EINVAL, "empty command");
+	src.argv = NULL;
+	load_bad(&src, -EINVAL, "empty command");
+
+	src.argv = slow;
+	src.timeout_ms = 200;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	load_bad(&src, -ETIMEDOUT, "200 ms");
+	assert_in_range(elapsed_ms(&t0), 150, 2000);
+
+	/* a background process keeps stdout open: the value is still read
+	 * as soon as the command itself exits */
+	src.argv = daemon;
+	src.timeout_ms = 3000;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	load_ok(&src, "hunter2");
+	assert_in_range(elapsed_ms(&t0), 0, 2000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_placeholder_table),
+		cmocka_unit_test(test_placeholder_buffer),
+		cmocka_unit_test(test_placeholder_unique),
+		cmocka_unit_test(test_secret_names),
+		cmocka_unit_test(test_secret_places),
+		cmocka_unit_test(test_secret_values),
+		cmocka_unit_test(test_secret_finish),
+		cmocka_unit_test(test_secrets_set),
+		cmocka_unit_test(test_rewrite_table),
+		cmocka_unit_test(test_rewrite_basic),
+		cmocka_unit_test(test_rewrite_basic_literal),
+		cmocka_unit_test(test_rewrite_invalid),
+		cmocka_unit_test(test_rewrite_too_big),
+		cmocka_unit_test(test_explain),
+		cmocka_unit_test(test_scan_table),
+		cmocka_unit_test(test_scan_holdback),
+		cmocka_unit_test(test_scan_block),
+		cmocka_unit_test(test_scan_set_limits),
+		cmocka_unit_test(test_scan_inplace),
+		cmocka_unit_test(test_scan_random),
+		cmocka_unit_test(test_mask_response),
+		cmocka_unit_test(test_body_set),
+		cmocka_unit_test(test_load_env),
+		cmocka_unit_test(test_load_file),
+		cmocka_unit_test(test_load_command),
+	};
+	return cmocka_run_group_tests(tests, setup_secs, teardown_secs);
+}

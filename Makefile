@@ -49,7 +49,7 @@ LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)
 UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%)
 
-.PHONY: check-fuzz all deps check check-unit check-integration asan asan-unit fuzz \
+.PHONY: check-fuzz bench-proxy all deps check check-unit check-integration asan asan-unit fuzz \
         bench install uninstall clean format
 
 all: $(BUILD)/agentbox
@@ -120,6 +120,12 @@ fuzz:
 
 bench: $(BUILD)/agentbox
 	bash bench/startup.sh $(BUILD)/agentbox
+	@if [ "$$(id -u)" = 0 ]; then python3 bench/proxy.py --agentbox $(BUILD)/agentbox --json $(BUILD)/bench/proxy.json; \
+	else echo "bench: proxy benchmark skipped (needs root; run make bench-proxy as root)"; fi
+
+# The egress proxy against direct connections (latency, HTTPS, bulk, 2,000 tunnels).
+bench-proxy: $(BUILD)/agentbox
+	python3 bench/proxy.py --agentbox $(BUILD)/agentbox --json $(BUILD)/bench/proxy.json
 
 # ---- install ----
 install: $(BUILD)/agentbox

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Egress proxy benchmark (`make bench-proxy`, run as root):
 
-    python3 bench/proxy.py [--agentbox build/agentbox] [--reps 5] [--json FILE]
+    python3 bench/proxy.py [--agentbox build/agentbox] [--reps 7] [--json FILE]
+                           [--only latency,https,bulk,curl,memory] [--port-base 28080]
 
 Each figure is measured against a direct connection in the same run, the two
 sides interleaved (direct, proxied, direct, proxied...) so that drift hits
@@ -25,13 +26,20 @@ separate process.
             server, direct vs absolute-form through the proxy: that is the
             proxy's HTTP forwarding path (user-space copies), not splice.
 4. memory   a client inside opens 2,000 CONNECT tunnels to an echo server,
-            sends a byte through each and reads it back, then holds them;
+            sends a (binary) byte through each and reads it back, then holds them;
             the bench reads VmRSS and the fd count of the agentbox process
             (the proxy runs in it) with zero tunnels, with them held, and
             after they are closed.
 
-Python 3 standard library only.  Total runtime about a minute with the
-defaults.
+Both sides run the same way: the client starts, says it is ready (a file in
+the workspace), waits for "go", runs, writes its result and waits for
+"exit".  Between go and the result the bench samples the CPU time of the
+agentbox process (the proxy's cost per request / per GB) and how busy the
+whole machine is (/proc/stat).  A busy machine is reported as a warning:
+other work on a 2-CPU box moves these figures a lot.
+
+The servers use 5 loopback ports from --port-base (default 28080..28084).
+Python 3 standard library, openssl and curl.  About 40 s with the defaults.
 """
 import argparse
 import json
@@ -39,7 +47,6 @@ import os
 import resource
 import selectors
 import shutil
-import signal
 import socket
 import ssl
 import statistics
@@ -367,11 +374,14 @@ def client_memory(a):
     _wait_file(os.path.join(d, "go"))
     socks = []
     t0 = time.perf_counter_ns()
-    for _ in range(a.n):
+    for i in range(a.n):
         s = _tunnel(P_ECHO)
-        s.sendall(b"x")
-        if s.recv(1) != b"x":
-            raise RuntimeError("echo through a tunnel failed")
+        # a binary byte: the proxy tunnels it at once (printable bytes with
+        # no newline yet could still become an HTTP request line: it waits)
+        s.sendall(b"\x00")
+        got = s.recv(1)
+        if got != b"\x00":
+            raise RuntimeError("echo through tunnel %d failed: %r" % (i, got))
         socks.append(s)
     t1 = time.perf_counter_ns()
     open(os.path.join(d, "held"), "w").close()
@@ -417,16 +427,21 @@ def cpu_ns(pid):
     return t
 
 
+def stat_sample():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v), v[3] + v[4]
+
+
+def stat_busy(a, b):
+    """Fraction of all CPUs busy between two samples (the whole machine)."""
+    return 1 - (b[1] - a[1]) / max(1, b[0] - a[0])
+
+
 def cpu_busy(seconds):
-    """Fraction of all CPUs busy over `seconds` (everything on the machine)."""
-    def sample():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return sum(v), v[3] + v[4]
-    t0, i0 = sample()
+    s0 = stat_sample()
     time.sleep(seconds)
-    t1, i1 = sample()
-    return 1 - (i1 - i0) / max(1, t1 - t0)
+    return stat_busy(s0, stat_sample())
 
 
 class Bench:
@@ -471,6 +486,10 @@ class Bench:
             self.server.terminate()
             self.server.wait()
         shutil.rmtree(self.root, ignore_errors=True)
+        try:
+            os.rmdir(self.a.tmpdir)  # only when nothing else is in it
+        except OSError:
+            pass
 
     # -- running clients
     def sandbox_cmd(self, argv):
@@ -478,33 +497,34 @@ class Bench:
                 "--"] + argv
 
     def client(self, mode, proxied, extra, timeout=120):
-        """Run one client; returns its JSON result."""
+        """Run one client (both sides the same way: start, wait for its
+        ready file, go, wait for its result); returns its JSON result with
+        the proxy's CPU time and the machine's busy fraction over the
+        measured window added."""
         self.seq += 1
         out = "res-%d.json" % self.seq
-        argv = ["--client", mode, "--out", out, "--port-base", str(P_HTTP)] + extra + (["--proxied"] if proxied else [])
         path = os.path.join(self.ws, out)
-        if not proxied:
-            p = subprocess.run([PY, self.script] + argv, cwd=self.ws, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               timeout=timeout)
-            out_txt, cpu = p.stdout, None
-        else:
-            p = subprocess.Popen(self.sandbox_cmd(["/usr/bin/python3", self.script, "--hold"] +
-                                                  argv),
-                                 cwd=self.ws, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            try:
-                if self._wait_client(p, path + ".start", timeout):
-                    c0 = cpu_ns(p.pid)
-                    open(path + ".go", "w").close()
-                    if self._wait_client(p, path, timeout):
-                        cpu = cpu_ns(p.pid) - c0
-                        open(path + ".exit", "w").close()
-                out_txt = p.communicate(timeout=30)[0]
-            finally:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+        argv = [self.script, "--hold", "--client", mode, "--out", out,
+                "--port-base", str(P_HTTP)] + extra
+        cmd = self.sandbox_cmd(["/usr/bin/python3"] + argv + ["--proxied"]) if proxied \
+            else [PY] + argv
+        p = subprocess.Popen(cmd, cwd=self.ws, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cpu = busy = None
+        try:
+            if self._wait_client(p, path + ".start", timeout):
+                c0 = cpu_ns(p.pid) if proxied else 0
+                s0 = stat_sample()
+                open(path + ".go", "w").close()
+                if self._wait_client(p, path, timeout, 0.01):
+                    busy = stat_busy(s0, stat_sample())
+                    cpu = cpu_ns(p.pid) - c0 if proxied else None
+                    open(path + ".exit", "w").close()
+            out_txt = p.communicate(timeout=30)[0]
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
         if p.returncode != 0 or not os.path.exists(path):
             raise SystemExit("bench: %s client (%s) failed, exit %s:\n%s" % (
                 mode, "proxied" if proxied else "direct", p.returncode,
@@ -514,7 +534,7 @@ class Bench:
         for f in (path, path + ".start", path + ".go", path + ".exit"):
             if os.path.exists(f):
                 os.unlink(f)
-        res["proxy_cpu_ns"] = cpu
+        res["proxy_cpu_ns"], res["busy"] = cpu, busy
         return res
 
     def abab(self, mode, extra, reps):
@@ -550,6 +570,8 @@ class Bench:
         dr, pr = [rate(x) for x in d], [rate(x) for x in p]
         cpu = [r["proxy_cpu_ns"] / 1e9 / (n / 1e9) for r in p if r["proxy_cpu_ns"]]
         return {"bytes": n, "reps": self.a.bulk_reps, "client": "python recv_into",
+                "direct_busy": statistics.median(x["busy"] for x in d),
+                "proxied_busy": statistics.median(x["busy"] for x in p),
                 "proxy_cpu_s_per_gb": statistics.median(cpu) if cpu else None,
                 "direct_gbps": statistics.median(dr), "proxied_gbps": statistics.median(pr),
                 "ratio": statistics.median(pr) / statistics.median(dr),
@@ -583,12 +605,14 @@ class Bench:
 
     @staticmethod
     def proc_stats(pid):
-        rss = None
+        v = {}
         with open("/proc/%d/status" % pid) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1]) / 1024
-        return {"rss_mb": rss, "fds": len(os.listdir("/proc/%d/fd" % pid))}
+                k, _, rest = line.partition(":")
+                if k in ("VmRSS", "VmHWM"):
+                    v[k] = int(rest.split()[0]) / 1024
+        return {"rss_mb": v.get("VmRSS"), "hwm_mb": v.get("VmHWM"),
+                "fds": len(os.listdir("/proc/%d/fd" % pid))}
 
     def memory(self):
         n = self.a.tunnels
@@ -604,6 +628,8 @@ class Bench:
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
             exe = os.readlink("/proc/%d/exe" % p.pid)
+            if os.path.basename(exe) != os.path.basename(self.a.agentbox):
+                raise SystemExit("bench: pid %d is %s, not agentbox" % (p.pid, exe))
             stages = {}
             for stage, nxt in (("base", "go"), ("held", "release"), ("closed", "exit")):
                 if not self._wait_client(p, os.path.join(sync, stage)):
@@ -627,19 +653,20 @@ class Bench:
                 "open_all_s": res["open_ns"] / 1e9,
                 "base_rss_mb": b["rss_mb"], "held_rss_mb": h["rss_mb"],
                 "closed_rss_mb": stages["closed"]["rss_mb"],
+                "peak_rss_mb": stages["closed"]["hwm_mb"],
                 "per_tunnel_kb": (h["rss_mb"] - b["rss_mb"]) * 1024 / n,
                 "base_fds": b["fds"], "held_fds": h["fds"], "closed_fds": stages["closed"]["fds"]}
 
     @staticmethod
-    def _wait_client(p, path, timeout=120):
+    def _wait_client(p, path, timeout=120, poll=0.002):
         """Wait for a sync file; False if the client exited first."""
         end = time.monotonic() + timeout
         while not os.path.exists(path):
             if p.poll() is not None:
                 return False
             if time.monotonic() > end:
-                raise SystemExit("bench: a sandboxed client timed out")
-            time.sleep(0.002)
+                raise SystemExit("bench: a client timed out")
+            time.sleep(poll)
         return True
 
 
@@ -698,8 +725,12 @@ def report(r):
                if H and H["proxy_cpu_us_per_req"] is not None else "") +
               (", %.2f s per GB tunnelled" % B["proxy_cpu_s_per_gb"]
                if B and B["proxy_cpu_s_per_gb"] is not None else ""))
+    if B:
+        print("machine CPU busy during bulk: direct %.0f%%, proxied %.0f%% of %d CPUs" % (
+            100 * B["direct_busy"], 100 * B["proxied_busy"], r["machine"]["cpus"]))
     if M:
-        print("%d tunnels opened in %.2f s" % (M["tunnels"], M["open_all_s"]))
+        print("%d tunnels opened in %.2f s; agentbox peak RSS %.1f MB" % (
+            M["tunnels"], M["open_all_s"], M["peak_rss_mb"]))
     print("machine: %d CPUs, %.0f%% busy before the bench, %.0f%% after" % (
         r["machine"]["cpus"], 100 * r["busy_before"], 100 * r["busy_after"]))
 
@@ -740,6 +771,7 @@ def bench_main(a):
     report(r)
     print("runtime %.0f s" % r["runtime_s"])
     if a.json:
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as f:
             json.dump(r, f, indent=1)
 
@@ -748,10 +780,10 @@ def main():
     ap = argparse.ArgumentParser(description="agentbox egress proxy benchmark")
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--agentbox", default=os.path.join(here, "..", "build", "agentbox"))
-    ap.add_argument("--reps", type=int, default=5, help="ABAB pairs (latency, https)")
+    ap.add_argument("--reps", type=int, default=7, help="ABAB pairs (latency, https)")
     ap.add_argument("--bulk-reps", type=int, default=5)
     ap.add_argument("--lat-n", type=int, default=3000, help="requests per latency run")
-    ap.add_argument("--https-n", type=int, default=150, help="requests per https run")
+    ap.add_argument("--https-n", type=int, default=300, help="requests per https run")
     ap.add_argument("--bulk-bytes", type=int, default=2 << 30)
     ap.add_argument("--curl-bytes", type=int, default=1 << 30)
     ap.add_argument("--tunnels", type=int, default=2000)

@@ -71,6 +71,14 @@ int ab_control_allow(const char *workspace, char *const *rules, int nrules, ab_e
 		ab_err_hint(err, "run this in the sandbox's workspace, or name it with -w DIR");
 		return AB_EXIT_FAIL;
 	}
+	/* abstract names are anyone's to take: only our own agentbox (or root's)
+	 * is told which hosts to allow */
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+	    (cr.uid != getuid() && cr.uid != 0))
+		return ab_fail(err, EPERM, "the control socket of %s belongs to another user",
+			       workspace);
 	size_t total = 0;
 	for (int i = 0; i < nrules; i++) {
 		if (strchr(rules[i], '\n') || strlen(rules[i]) > 300)

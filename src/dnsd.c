@@ -44,6 +44,7 @@ typedef struct px_dns {
 	size_t n, cap;
 	int udp_fd;
 	int tcp_fd;
+	px_pause tcp_pause;
 	dns_tcp *tcp[DNS_TCP_MAX];
 	uint64_t timer;
 } px_dns;
@@ -120,7 +121,6 @@ static bool name_listed(const ab_netpolicy *p, const char *name)
 			const ab_netrule *r = &lists[l][i];
 			if (r->kind != AB_HOST_NAME)
 				continue;
-			unsigned port = r->port ? r->port : 443;
 			ab_netpolicy one = {.deny = p->deny, .n_deny = p->n_deny};
 			if (l == 0) {
 				one.allow = (ab_netrule *)r;
@@ -129,8 +129,11 @@ static bool name_listed(const ab_netpolicy *p, const char *name)
 				one.priv = (ab_netrule *)r;
 				one.n_priv = 1;
 			}
-			if (ab_netpolicy_check(&one, name, port, NULL) == AB_NET_ALLOW)
-				return true;
+			/* no port: 443 and 80 (a deny rule may take one of them only) */
+			unsigned ports[2] = {r->port ? r->port : 443, r->port ? r->port : 80};
+			for (int k = 0; k < 2; k++)
+				if (ab_netpolicy_check(&one, name, ports[k], NULL) == AB_NET_ALLOW)
+					return true;
 		}
 	}
 	return false;
@@ -251,6 +254,8 @@ static void on_tcp_client(ab_loop *l, int fd, unsigned ev, void *data)
 			int m = answer(t->d, (const uint8_t *)t->in.p + off, len, out + 2,
 				       sizeof(out) - 2, "tcp");
 			px_buf_consume(&t->in, off + len);
+			/* a whole query earns more time; dripped bytes do not */
+			t->deadline = ab_now_ms() + DNS_TCP_TIMEOUT_MS;
 			if (m > 0) {
 				out[0] = (uint8_t)(m >> 8);
 				out[1] = (uint8_t)m;
@@ -262,7 +267,6 @@ static void on_tcp_client(ab_loop *l, int fd, unsigned ev, void *data)
 			}
 		}
 	}
-	t->deadline = ab_now_ms() + DNS_TCP_TIMEOUT_MS;
 	ab_loop_modify(l, fd, AB_EV_READ | (t->out.len ? AB_EV_WRITE : 0));
 }
 
@@ -271,8 +275,10 @@ static void on_tcp_accept(ab_loop *l, int fd, unsigned ev, void *data)
 	px_dns *d = data;
 	for (int i = 0; i < 16; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (cfd < 0)
+		if (cfd < 0) {
+			px_accept_failed(&d->tcp_pause);
 			return;
+		}
 		size_t slot = DNS_TCP_MAX;
 		for (size_t j = 0; j < DNS_TCP_MAX && slot == DNS_TCP_MAX; j++)
 			if (!d->tcp[j])
@@ -332,6 +338,7 @@ int px_dns_add_tcp(ab_proxy *px, int fd)
 		return -EINVAL;
 	}
 	d->tcp_fd = fd;
+	d->tcp_pause = (px_pause){.px = px, .fd = fd};
 	d->timer = ab_loop_timer(px->loop, 1000, on_timer, d);
 	return 0;
 }
@@ -349,6 +356,7 @@ void px_dns_free(ab_proxy *px)
 		close(d->udp_fd);
 	}
 	if (d->tcp_fd >= 0) {
+		px_pause_cancel(&d->tcp_pause);
 		ab_loop_unwatch(px->loop, d->tcp_fd);
 		close(d->tcp_fd);
 	}

@@ -75,12 +75,12 @@ ssize_t px_buf_read(px_buf *b, int fd, size_t want)
 	do
 		n = read(fd, b->p + b->len, want);
 	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	b->len += (size_t)n;
+	int e = errno;
+	if (n > 0)
+		b->len += (size_t)n;
 	if (b->len == 0)
-		px_buf_free(b);
-	return n;
+		px_buf_free(b); /* EAGAIN is the common case: idle sides hold no memory */
+	return n < 0 ? -e : n;
 }
 
 ssize_t px_buf_write(px_buf *b, int fd)
@@ -191,7 +191,9 @@ void px_update(px_conn *c)
 		break;
 	case PX_HELLO:
 		cw = AB_EV_READ | (toc ? AB_EV_WRITE : 0);
-		uw = AB_EV_READ;
+		/* the upstream matters only until the client's first byte (does the
+		 * server speak first?); after it, its data or EOF would spin us */
+		uw = c->in.len ? 0 : AB_EV_READ;
 		break;
 	case PX_TUNNEL:
 		cw = (!c->out.len && !c->cu.inpipe && !c->cu.eof ? AB_EV_READ : 0) |
@@ -307,8 +309,9 @@ void px_fail(px_conn *c, int status, const char *decision, const char *rule, con
 			  "Content-Length: %zu\r\nConnection: close\r\n"
 			  "X-Agentbox-Decision: %s\r\n\r\n",
 			  status, ab_http_status_text(status), strlen(msg) + 11, decision);
+	/* toc keeps what it holds: only complete earlier responses (a partial one
+	 * made http false above), which the client is owed before this answer */
 	px_buf_free(&c->in);
-	px_buf_free(&c->toc);
 	c->nfifo = 0;
 	if (px_buf_append(&c->toc, head, (size_t)hn) < 0 ||
 	    px_buf_append(&c->toc, "agentbox: ", 10) < 0 ||
@@ -492,6 +495,69 @@ static bool no_proxy_match(const ab_proxy *px, const char *host)
 	return false;
 }
 
+/* The address an IP-literal host names ("1.2.3.4", "[::1]") with port;
+ * 0 for a name. */
+static socklen_t literal_addr(const char *host, uint16_t port, struct sockaddr_storage *ss)
+{
+	char bare[AB_HOST_BUF];
+	socklen_t len = 0;
+	memset(ss, 0, sizeof(*ss));
+	snprintf(bare, sizeof(bare), "%s", host);
+	if (bare[0] == '[') {
+		bare[strlen(bare) - 1] = '\0';
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+		if (inet_pton(AF_INET6, bare + 1, &s6->sin6_addr) == 1) {
+			s6->sin6_family = AF_INET6;
+			len = sizeof(*s6);
+		}
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+		if (inet_pton(AF_INET, bare, &s4->sin_addr) == 1) {
+			s4->sin_family = AF_INET;
+			len = sizeof(*s4);
+		}
+	}
+	if (len)
+		set_port(ss, port);
+	return len;
+}
+
+/* A local name (network.hosts): the profile said where it is, private or
+ * not; but a deny rule naming that address still comes first. */
+static void dial_mapped(px_conn *c, const px_map *m)
+{
+	ab_proxy *px = c->px;
+	uint16_t port = m->port ? m->port : c->port;
+	char a[AB_HOST_BUF];
+	const ab_netrule *rule = NULL;
+	fmt_addr((const struct sockaddr *)&m->addr, a, sizeof(a));
+	char *colon = strrchr(a, ':'); /* fmt_addr wrote "ADDR:PORT" or "[V6]:PORT" */
+	if (colon)
+		*colon = '\0';
+	if (ab_netpolicy_check(&px->pol, a, port, &rule) == AB_NET_DENY) {
+		px_fail(c, 403, "deny", rule ? rule->text : "deny",
+			"%s is mapped to %s:%u, which is denied by rule '%s' of profile '%s' "
+			"(network.deny)",
+			c->host, a, (unsigned)port, rule ? rule->text : "?", px->profile);
+		return;
+	}
+	add_addr(c, (const struct sockaddr *)&m->addr, m->alen);
+	if (c->naddrs)
+		set_port(&c->addrs[c->naddrs - 1], port);
+	try_connect(c);
+}
+
+static void resolve(px_conn *c, const char *name)
+{
+	c->state = PX_RESOLVING;
+	c->job = ab_resolve(c->px->res, name, on_resolved, c);
+	if (!c->job) {
+		px_fail(c, 503, "error", c->rule, "too many name lookups in flight; try again");
+		return;
+	}
+	px_update(c);
+}
+
 void px_dial(px_conn *c)
 {
 	ab_proxy *px = c->px;
@@ -499,68 +565,34 @@ void px_dial(px_conn *c)
 	c->dialled[0] = '\0';
 	c->deadline = ab_now_ms() + AB_PROXY_DIAL_TIMEOUT_MS;
 	c->via_up = false;
-	bool mapped = false;
-	for (size_t i = 0; i < px->nmaps; i++)
-		mapped |= strcmp(px->maps[i].name, c->host) == 0;
-	if (px->up_host && !mapped && !no_proxy_match(px, c->host)) {
-		/* the corporate proxy resolves and connects; policy was decided by name */
-		c->via_up = true;
-		c->state = PX_RESOLVING;
-		c->job = ab_resolve(px->res, px->up_host, on_resolved, c);
-		if (!c->job)
-			px_fail(c, 503, "error", c->rule, "too many name lookups in flight; try again");
-		else
-			px_update(c);
+	struct sockaddr_storage ss;
+	socklen_t len = literal_addr(c->host, c->port, &ss);
+	/* an IP literal the allow list names: checked here, before chaining too */
+	if (len && !ab_netpolicy_addr_allowed(&px->pol, c->host, c->port, (struct sockaddr *)&ss)) {
+		px_fail(c, 403, "deny", "private-address",
+			"%s is a private or reserved address; name it under network.private "
+			"in profile '%s' to allow it",
+			c->host, px->profile);
 		return;
 	}
 	for (size_t i = 0; i < px->nmaps; i++) {
-		if (strcmp(px->maps[i].name, c->host) != 0)
-			continue;
-		/* a local name: the profile said where it is, private or not */
-		add_addr(c, (struct sockaddr *)&px->maps[i].addr, px->maps[i].alen);
-		if (px->maps[i].port && c->naddrs)
-			set_port(&c->addrs[c->naddrs - 1], px->maps[i].port);
-		try_connect(c);
-		return;
-	}
-	struct sockaddr_storage ss = {0};
-	socklen_t len = 0;
-	char bare[AB_HOST_BUF];
-	snprintf(bare, sizeof(bare), "%s", c->host);
-	if (bare[0] == '[') {
-		bare[strlen(bare) - 1] = '\0';
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-		if (inet_pton(AF_INET6, bare + 1, &s6->sin6_addr) == 1) {
-			s6->sin6_family = AF_INET6;
-			len = sizeof(*s6);
-		}
-	} else {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-		if (inet_pton(AF_INET, bare, &s4->sin_addr) == 1) {
-			s4->sin_family = AF_INET;
-			len = sizeof(*s4);
-		}
-	}
-	if (len) { /* an IP literal the allow list names */
-		set_port(&ss, c->port);
-		if (!ab_netpolicy_addr_allowed(&px->pol, c->host, c->port, (struct sockaddr *)&ss)) {
-			px_fail(c, 403, "deny", "private-address",
-				"%s is a private or reserved address; name it under network.private "
-				"in profile '%s' to allow it",
-				c->host, px->profile);
+		if (strcmp(px->maps[i].name, c->host) == 0) {
+			dial_mapped(c, &px->maps[i]);
 			return;
 		}
+	}
+	if (px->up_host && !no_proxy_match(px, c->host)) {
+		/* the corporate proxy resolves and connects; policy was decided by name */
+		c->via_up = true;
+		resolve(c, px->up_host);
+		return;
+	}
+	if (len) {
 		add_addr(c, (struct sockaddr *)&ss, len);
 		try_connect(c);
 		return;
 	}
-	c->state = PX_RESOLVING;
-	c->job = ab_resolve(px->res, c->host, on_resolved, c);
-	if (!c->job) {
-		px_fail(c, 503, "error", c->rule, "too many name lookups in flight; try again");
-		return;
-	}
-	px_update(c);
+	resolve(c, c->host);
 }
 
 /* Chaining: ask the corporate proxy for a tunnel to host:port. */
@@ -619,6 +651,8 @@ void px_connected(px_conn *c)
 	}
 	c->deadline = ab_now_ms() + AB_PROXY_IDLE_MS;
 	if (c->is_connect) {
+		/* once: plain HTTP inside the tunnel may dial again (below) */
+		c->is_connect = false;
 		static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 		if (px_buf_append(&c->toc, ok, sizeof(ok) - 1) < 0) {
 			px_close(c);
@@ -756,7 +790,14 @@ static void on_client(ab_loop *l, int fd, unsigned ev, void *data)
 		}
 		return;
 	}
-	default:
+	default: /* dialling: toc may still hold the previous destination's answers */
+		if (ev & AB_EV_WRITE) {
+			ssize_t n = px_buf_write(&c->toc, c->cfd);
+			if (n < 0 && n != -EAGAIN) {
+				px_close(c);
+				return;
+			}
+		}
 		if (ev & (AB_EV_HUP | AB_EV_ERR))
 			px_close(c);
 		else
@@ -827,7 +868,7 @@ static px_conn *conn_new(ab_proxy *px, int fd, enum px_side side)
  * host (dnsd.c gave it out), the listener's port is the port. */
 static void transparent_start(px_conn *c, uint16_t lport)
 {
-	struct sockaddr_in local;
+	struct sockaddr_in local = {0};
 	socklen_t ll = sizeof(local);
 	c->lport = lport;
 	snprintf(c->method, sizeof(c->method), "TCP");
@@ -849,14 +890,43 @@ static void transparent_start(px_conn *c, uint16_t lport)
 		px_dial(c);
 }
 
+static void on_resume(ab_loop *l, uint64_t id, void *data)
+{
+	px_pause *p = data;
+	p->timer = 0;
+	ab_loop_modify(l, p->fd, AB_EV_READ);
+}
+
+void px_accept_failed(px_pause *p)
+{
+	if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM)
+		return; /* EAGAIN, or a connection that died in the queue */
+	if (p->timer)
+		return;
+	/* the pending connection stays queued and the listener readable: a
+	 * level-triggered watch would call us again at once, forever */
+	p->timer = ab_loop_timer(p->px->loop, 100, on_resume, p);
+	if (p->timer)
+		ab_loop_modify(p->px->loop, p->fd, 0);
+}
+
+void px_pause_cancel(px_pause *p)
+{
+	if (p->timer)
+		ab_loop_timer_cancel(p->px->loop, p->timer);
+	p->timer = 0;
+}
+
 static void on_accept(ab_loop *l, int fd, unsigned ev, void *data)
 {
 	px_listener *ls = data;
 	ab_proxy *px = ls->px;
 	for (int i = 0; i < 64; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (cfd < 0)
+		if (cfd < 0) {
+			px_accept_failed(&ls->pause);
 			return;
+		}
 		if (px->nconns >= AB_PROXY_MAX_CONNS) {
 			/* over the limit: refuse at once rather than queue */
 			static const char busy[] =
@@ -916,6 +986,17 @@ static void on_sweep(ab_loop *l, uint64_t id, void *data)
 		case PX_HELLO:
 			log_conn(c, "error", "timeout", 0, "no ClientHello in time");
 			px_close(c);
+			break;
+		case PX_HTTP:
+			if (!c->nfifo && c->in.len)
+				px_fail(c, 408, "error", "timeout",
+					"the request head did not arrive within %d s",
+					AB_PROXY_HEAD_TIMEOUT_MS / 1000);
+			else if (c->nfifo && !c->fifo[0].head_sent)
+				px_fail(c, 504, "error", c->rule, "%s:%u did not answer in time",
+					c->host, (unsigned)c->port);
+			else
+				px_close(c); /* idle, or cut off mid-response */
 			break;
 		default:
 			px_close(c);
@@ -1040,14 +1121,18 @@ int ab_proxy_add_listener(ab_proxy *px, int kind, uint16_t port, int fd)
 		return -EINVAL;
 	}
 	px_listener *ls = &px->lst[px->nlst];
-	*ls = (px_listener){.px = px, .fd = fd, .kind = kind, .port = port};
-	if (ab_loop_watch(px->loop, fd, AB_EV_READ, on_accept, ls) < 0) {
+	*ls = (px_listener){.px = px, .fd = fd, .kind = kind, .port = port,
+			    .pause = {.px = px, .fd = fd}};
+	int r = ab_loop_watch(px->loop, fd, AB_EV_READ, on_accept, ls);
+	if (r < 0) {
 		close(fd);
-		return -errno;
+		return r;
 	}
 	px->nlst++;
 	return 0;
 }
+
+static void ctl_close(struct ctl_conn *k);
 
 void ab_proxy_shutdown(ab_proxy *px)
 {
@@ -1056,16 +1141,21 @@ void ab_proxy_shutdown(ab_proxy *px)
 	while (px->conns)
 		px_close(px->conns);
 	for (size_t i = 0; i < px->nlst; i++) {
-		if (px->loop)
+		if (px->loop) {
+			px_pause_cancel(&px->lst[i].pause);
 			ab_loop_unwatch(px->loop, px->lst[i].fd);
+		}
 		close(px->lst[i].fd);
 	}
 	px->nlst = 0;
 	if (px->ctl_fd > 0) {
+		px_pause_cancel(&px->ctl_pause);
 		ab_loop_unwatch(px->loop, px->ctl_fd);
 		close(px->ctl_fd);
 		px->ctl_fd = -1;
 	}
+	while (px->ctls)
+		ctl_close(px->ctls);
 	if (px->loop && px->sweep)
 		ab_loop_timer_cancel(px->loop, px->sweep);
 	px->sweep = 0;
@@ -1104,6 +1194,7 @@ void ab_proxy_free(ab_proxy *px)
 /* ------------------------------------------------------------ control socket */
 
 typedef struct ctl_conn {
+	struct ctl_conn *prev, *next;
 	ab_proxy *px;
 	int fd;
 	pid_t pid;
@@ -1115,6 +1206,12 @@ static void ctl_close(ctl_conn *k)
 	ab_loop_unwatch(k->px->loop, k->fd);
 	close(k->fd);
 	px_buf_free(&k->in);
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		k->px->ctls = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
 	free(k);
 }
 
@@ -1190,8 +1287,10 @@ static void on_ctl_accept(ab_loop *l, int fd, unsigned ev, void *data)
 	ab_proxy *px = data;
 	for (int i = 0; i < 8; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (cfd < 0)
+		if (cfd < 0) {
+			px_accept_failed(&px->ctl_pause);
 			return;
+		}
 		struct ucred cr;
 		socklen_t cl = sizeof(cr);
 		/* only the user who started the sandbox (or root) may widen it */
@@ -1205,11 +1304,15 @@ static void on_ctl_accept(ab_loop *l, int fd, unsigned ev, void *data)
 			close(cfd);
 			continue;
 		}
-		*k = (ctl_conn){.px = px, .fd = cfd, .pid = cr.pid};
+		*k = (ctl_conn){.px = px, .fd = cfd, .pid = cr.pid, .next = px->ctls};
 		if (ab_loop_watch(l, cfd, AB_EV_READ, on_ctl, k) < 0) {
 			close(cfd);
 			free(k);
+			continue;
 		}
+		if (px->ctls)
+			px->ctls->prev = k;
+		px->ctls = k;
 	}
 }
 
@@ -1224,5 +1327,6 @@ int ab_proxy_control(ab_proxy *px, const char *workspace, ab_err *err)
 		return ab_fail(err, errno, "control socket");
 	}
 	px->ctl_fd = fd;
+	px->ctl_pause = (px_pause){.px = px, .fd = fd};
 	return 0;
 }

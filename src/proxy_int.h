@@ -127,11 +127,20 @@ typedef struct px_map {
 	uint16_t port; /* 0: the requested port */
 } px_map;
 
+/* A listener whose accept4() failed for want of descriptors or memory: not
+ * watched for a moment (level-triggered, it would spin), then again. */
+typedef struct px_pause {
+	struct ab_proxy *px;
+	int fd;
+	uint64_t timer; /* re-enables the watch, or 0 */
+} px_pause;
+
 typedef struct px_listener {
 	struct ab_proxy *px;
 	int fd;
 	int kind;
 	uint16_t port;
+	px_pause pause;
 } px_listener;
 
 struct px_synth;
@@ -158,12 +167,18 @@ struct ab_proxy {
 
 	struct px_dns *dns; /* dnsd.c */
 	int ctl_fd;         /* `agentbox allow` (control.h); 0/-1 none */
+	struct ctl_conn *ctls; /* its open client connections */
+	px_pause ctl_pause;
 	char *up_host;      /* chaining: the host's corporate proxy, or NULL */
 	uint16_t up_port;
 	ab_strv no_proxy;
 };
 
 /* proxy.c */
+/* accept4() just failed (errno): pause p's listener when that was
+ * exhaustion; px_pause_cancel() before the listener is closed */
+void px_accept_failed(px_pause *p);
+void px_pause_cancel(px_pause *p);
 void px_update(px_conn *c);
 void px_close(px_conn *c);
 void px_fail(px_conn *c, int status, const char *decision, const char *rule, const char *fmt,

@@ -118,80 +118,35 @@ static int forward_head(px_conn *c, const ab_http_req *q, const char *buf)
 	return (int)(o->len - before);
 }
 
-/* Returns 1 to go on, 0 to wait for more bytes, -1 when c changed state or
- * is gone (stop touching it). */
-static int one_request(px_conn *c)
+/* Responses are still owed to the client: a refusal must not overtake them
+ * (the client would take it for the answer to an earlier request).  It
+ * waits; the pump comes back here as each response completes. */
+static bool owed(const px_conn *c)
 {
-	ab_http_req *q = malloc(sizeof(*q));
-	if (!q) {
-		px_close(c);
-		return -1;
-	}
-	int r = ab_http_parse_head(c->in.p, c->in.len, NULL, q);
-	if (r == 0) {
-		free(q);
+	return c->nfifo || c->in_resp_body;
+}
+
+/* A request or response is moving: the idle timeout starts again. */
+static void alive(px_conn *c)
+{
+	c->deadline = ab_now_ms() + AB_PROXY_IDLE_MS;
+}
+
+/* Refuse the request at the front of c->in (q is freed): now, or once the
+ * responses owed are out.  Returns what one_request returns. */
+static int refuse(px_conn *c, ab_http_req *q, int status, const char *rule, const char *msg)
+{
+	free(q);
+	if (owed(c))
 		return 0;
-	}
-	if (r < 0) {
-		int st = q->status;
-		const char *why = q->reason;
-		free(q);
-		if (c->nfifo) { /* cannot answer out of order */
-			px_close(c);
-			return -1;
-		}
-		px_fail(c, st, "deny", "malformed", "malformed request: %s", why);
-		return -1;
-	}
-	char host[AB_HOST_BUF];
-	unsigned port = 0;
-	if (q->method == AB_HTTP_CONNECT) {
-		free(q);
-		if (c->fixed) {
-			px_fail(c, 400, "deny", "nested-connect",
-				"CONNECT inside a tunnel or to a transparent destination");
-			return -1;
-		}
-		if (c->nfifo || c->in_resp_body) {
-			c->want_switch = true;
-			return 0;
-		}
-		/* a new CONNECT on a kept-alive proxy connection */
-		px_head_process(c);
-		return -1;
-	}
-	if (!c->fixed && q->form != AB_HTTP_ABSOLUTE) {
-		free(q);
-		px_fail(c, 400, "deny", "not-a-proxy-request",
-			"this is agentbox's egress proxy: send absolute-form requests "
-			"(http://host/path) or CONNECT host:port");
-		return -1;
-	}
-	if (target_of(c, q, c->in.p, host, &port) < 0) {
-		free(q);
-		px_fail(c, 400, "deny", "invalid-host", "the request names no valid host");
-		return -1;
-	}
-	if (strcmp(host, c->host) != 0 || port != c->port) {
-		free(q);
-		if (c->fixed) {
-			px_fail(c, 400, "deny", "host-mismatch",
-				"the request is for %s:%u but this connection goes to %s:%u", host,
-				port, c->host, (unsigned)c->port);
-			return -1;
-		}
-		if (c->nfifo || c->in_resp_body) {
-			c->want_switch = true; /* after the responses in flight */
-			return 0;
-		}
-		px_head_process(c); /* another destination: decide and dial again */
-		return -1;
-	}
-	if (c->ufd < 0) { /* the upstream closed a kept-alive connection: dial again */
-		free(q);
-		px_dial(c);
-		return -1;
-	}
+	px_fail(c, status, "deny", rule, "%s", msg);
+	return -1;
+}
+
+/* Queue the request (r bytes of head at the front of c->in) for the
+ * upstream.  Returns 1, or -1 when c is gone. */
+static int forward_request(px_conn *c, ab_http_req *q, int r)
+{
 	px_req *e = &c->fifo[c->nfifo];
 	memset(e, 0, sizeof(*e));
 	snprintf(e->method, sizeof(e->method), "%.*s", (int)q->method_tok.len,
@@ -215,23 +170,78 @@ static int one_request(px_conn *c)
 	}
 	e->up = (uint64_t)hn;
 	c->nfifo++;
-	px_buf_consume(&c->in, (size_t)r);
+	px_buf_consume(&c->in, (size_t)r); /* q's spans pointed in there: not used after */
 	if (chunked || cl) {
 		ab_http_framer_init(&c->reqf, chunked ? AB_HTTP_BODY_CHUNKED : AB_HTTP_BODY_LENGTH, cl);
 		c->in_req_body = true;
 	}
-	c->deadline = ab_now_ms() + AB_PROXY_IDLE_MS;
+	alive(c);
 	return 1;
+}
+
+/* Returns 1 to go on, 0 to wait for more bytes (or for the responses
+ * owed), -1 when c changed state or is gone (stop touching it). */
+static int one_request(px_conn *c)
+{
+	ab_http_req *q = malloc(sizeof(*q));
+	if (!q) {
+		px_close(c);
+		return -1;
+	}
+	int r = ab_http_parse_head(c->in.p, c->in.len, NULL, q);
+	if (r == 0) {
+		free(q);
+		return 0;
+	}
+	char msg[AB_HOST_BUF * 2 + 96];
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), "malformed request: %s", q->reason);
+		return refuse(c, q, q->status, "malformed", msg);
+	}
+	char host[AB_HOST_BUF];
+	unsigned port = 0;
+	if (q->method == AB_HTTP_CONNECT && c->fixed)
+		return refuse(c, q, 400, "nested-connect",
+			      "CONNECT inside a tunnel or to a transparent destination");
+	if (q->method != AB_HTTP_CONNECT && !c->fixed && q->form != AB_HTTP_ABSOLUTE)
+		return refuse(c, q, 400, "not-a-proxy-request",
+			      "this is agentbox's egress proxy: send absolute-form requests "
+			      "(http://host/path) or CONNECT host:port");
+	if (q->method != AB_HTTP_CONNECT && target_of(c, q, c->in.p, host, &port) < 0)
+		return refuse(c, q, 400, "invalid-host", "the request names no valid host");
+	if (q->method != AB_HTTP_CONNECT && c->fixed && (strcmp(host, c->host) || port != c->port)) {
+		snprintf(msg, sizeof(msg), "the request is for %s:%u but this connection goes to %s:%u",
+			 host, port, c->host, (unsigned)c->port);
+		return refuse(c, q, 400, "host-mismatch", msg);
+	}
+	if (q->method == AB_HTTP_CONNECT || strcmp(host, c->host) || port != c->port) {
+		free(q); /* another destination (a CONNECT counts as one) */
+		if (owed(c)) {
+			c->want_switch = true; /* after the responses in flight */
+			return 0;
+		}
+		px_head_process(c); /* decide and dial again */
+		return -1;
+	}
+	if (c->ufd < 0) { /* the upstream closed a kept-alive connection: dial again */
+		free(q);
+		px_dial(c);
+		return -1;
+	}
+	return forward_request(c, q, r);
 }
 
 static int process_requests(px_conn *c)
 {
 	for (;;) {
 		if (c->in_req_body) {
-			if (!c->in.len)
+			/* no more than PX_BUF_MAX waits for a slow upstream */
+			size_t room = c->out.len < PX_BUF_MAX ? PX_BUF_MAX - c->out.len : 0;
+			if (!c->in.len || !room)
 				return 0;
 			bool done = false;
-			int n = ab_http_framer_feed(&c->reqf, c->in.p, c->in.len, &done);
+			int n = ab_http_framer_feed(&c->reqf, c->in.p,
+						    c->in.len < room ? c->in.len : room, &done);
 			if (n < 0) {
 				px_close(c); /* a broken body: the stream cannot be resynchronised */
 				return -1;
@@ -240,8 +250,10 @@ static int process_requests(px_conn *c)
 				px_close(c);
 				return -1;
 			}
-			c->fifo[c->nfifo - 1].up += (uint64_t)n;
+			if (c->nfifo) /* always: the body's request waits for its response */
+				c->fifo[c->nfifo - 1].up += (uint64_t)n;
 			px_buf_consume(&c->in, (size_t)n);
+			alive(c);
 			if (!done)
 				return 0;
 			c->in_req_body = false;
@@ -260,6 +272,14 @@ static void finish_response(px_conn *c)
 {
 	px_req *e = &c->fifo[0];
 	px_log_request(c, e, "allow", e->status);
+	if (c->in_req_body && c->nfifo == 1 && e->status != 101) {
+		/* answered before its body was all sent (an early 413 or 401): the
+		 * rest of the body is not forwarded, and what follows it cannot be
+		 * told apart from it, so the connection ends after this response */
+		c->in_req_body = false;
+		c->close_after = true;
+		px_buf_free(&c->in);
+	}
 	c->up += e->up;
 	c->down += e->down;
 	memmove(&c->fifo[0], &c->fifo[1], (size_t)(c->nfifo - 1) * sizeof(c->fifo[0]));
@@ -283,6 +303,7 @@ static int process_responses(px_conn *c)
 			}
 			c->fifo[0].down += (uint64_t)n;
 			px_buf_consume(&c->back, (size_t)n);
+			alive(c);
 			if (!done)
 				return 0;
 			finish_response(c);
@@ -351,12 +372,20 @@ static int process_responses(px_conn *c)
 	}
 }
 
-/* The upstream said EOF. */
-static int upstream_eof(px_conn *c)
+/* The upstream said EOF (err: or failed). */
+static int upstream_eof(px_conn *c, bool err)
 {
-	if (c->in_resp_body && c->respf.kind == AB_HTTP_BODY_CLOSE) {
+	bool to_close = c->in_resp_body && c->respf.kind == AB_HTTP_BODY_CLOSE;
+	if (to_close && !err) {
 		finish_response(c);
+		/* the body ended with the connection, so does the client's: requests
+		 * pipelined behind it stay unanswered (the close tells the client) */
+		for (int i = 0; i < c->nfifo; i++)
+			px_log_request(c, &c->fifo[i], "error", 0);
+		c->nfifo = 0;
+		c->in_req_body = false;
 		c->close_after = true;
+		px_buf_free(&c->in);
 	}
 	if (c->nfifo) {
 		if (!c->fifo[0].head_sent) {
@@ -365,7 +394,11 @@ static int upstream_eof(px_conn *c)
 				(unsigned)c->port);
 			return -1;
 		}
-		px_close(c); /* cut off mid-response: the client sees the close */
+		if (to_close) { /* a client reading to the close must not take the cut for the end */
+			struct linger lg = {.l_onoff = 1, .l_linger = 0};
+			(void)setsockopt(c->cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		}
+		px_close(c); /* cut off mid-response: the framing shows the client */
 		return -1;
 	}
 	/* an idle kept-alive upstream went away: the next request dials again */
@@ -374,6 +407,8 @@ static int upstream_eof(px_conn *c)
 	c->ufd = -1;
 	c->uev = 0;
 	c->u_eof = false;
+	px_buf_free(&c->out);
+	px_buf_free(&c->back);
 	return 0;
 }
 
@@ -384,7 +419,9 @@ void px_http_start(px_conn *c)
 		return;
 	}
 	c->state = PX_HTTP;
-	c->deadline = ab_now_ms() + AB_PROXY_IDLE_MS;
+	/* the first head must be complete in time, however slowly it drips in
+	 * (accepting a request moves the deadline on) */
+	c->deadline = ab_now_ms() + AB_PROXY_HEAD_TIMEOUT_MS;
 	px_http_pump(c);
 }
 
@@ -402,10 +439,8 @@ void px_http_pump(px_conn *c)
 		}
 		if (c->out.len && c->ufd >= 0) {
 			ssize_t n = px_buf_write(&c->out, c->ufd);
-			if (n < 0 && n != -EAGAIN) {
-				if (upstream_eof(c) < 0)
-					return;
-			}
+			if (n < 0 && n != -EAGAIN)
+				px_buf_free(&c->out); /* gone: reading tells how (a response may wait there) */
 			progress |= n > 0;
 		}
 		if (!c->c_eof && c->in.len < PX_BUF_MAX && c->out.len < PX_BUF_MAX) {
@@ -426,13 +461,8 @@ void px_http_pump(px_conn *c)
 			return;
 		if (c->ufd >= 0 && c->toc.len < PX_BUF_MAX) {
 			ssize_t n = px_buf_read(&c->back, c->ufd, 65536);
-			if (n == 0) {
-				if (upstream_eof(c) < 0)
-					return;
-			} else if (n < 0 && n != -EAGAIN) {
-				if (upstream_eof(c) < 0)
-					return;
-			}
+			if ((n == 0 || (n < 0 && n != -EAGAIN)) && upstream_eof(c, n < 0) < 0)
+				return;
 			progress |= n > 0;
 		}
 		if (process_responses(c) < 0)
@@ -455,6 +485,6 @@ void px_http_pump(px_conn *c)
 
 void px_http_upstream_gone(px_conn *c)
 {
-	if (upstream_eof(c) == 0)
+	if (upstream_eof(c, false) == 0)
 		px_update(c);
 }

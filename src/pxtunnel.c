@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -42,16 +43,60 @@ static void deny(px_conn *c, const char *rule, const char *why)
 	px_close(c);
 }
 
-/* Could these bytes start an HTTP/1 request line?  1: yes, 0: no, -1: too
- * few bytes to tell. */
-static int looks_http(const char *p, size_t n)
+#define HTTP_LINE_MAX 8192 /* a longer first line is no protocol but HTTP: refused */
+
+static bool names_http(const char *p, size_t n)
 {
-	size_t i = 0;
-	while (i < n && i < 20 && p[i] >= 'A' && p[i] <= 'Z')
-		i++;
-	if (i == n && n < 20)
-		return -1;
-	return i > 0 && i < n && p[i] == ' ';
+	for (size_t i = 0; i + 5 <= n; i++)
+		if (strncasecmp(p + i, "HTTP/", 5) == 0)
+			return true;
+	return false;
+}
+
+/* Could a server read these first bytes as an HTTP request?  Lenient
+ * servers skip empty lines and take any token (lower case, '-', '_') as a
+ * method and tabs as spaces, so every first line that names "HTTP/" goes to
+ * the strict parser (and its Host check) instead of through unchecked.
+ * 1: HTTP, 0: another protocol, -1: too few bytes to tell. */
+static int looks_http(const char *p, size_t n, bool eof)
+{
+	size_t line = 0; /* start of the current line */
+	for (size_t i = 0; i < n && i < HTTP_LINE_MAX; i++) {
+		unsigned char ch = (unsigned char)p[i];
+		if (ch == '\n') {
+			size_t len = i - line;
+			if (len && p[i - 1] == '\r')
+				len--;
+			if (len)
+				return names_http(p + line, len);
+			line = i + 1; /* an empty line before the request line */
+			continue;
+		}
+		if ((ch < 0x20 && ch != '\r' && ch != '\t') || ch == 0x7f)
+			return 0; /* binary: no HTTP server reads on */
+	}
+	if (n >= HTTP_LINE_MAX)
+		return 1;
+	if (eof)
+		return names_http(p, n);
+	return -1;
+}
+
+/* Does the stream start with a PROXY protocol header (v1 text, v2 binary)?
+ * A server that trusts one would read a ClientHello or request behind it
+ * that the checks here never look at.  1: yes, 0: no, -1: too few bytes. */
+static int proxy_protocol(const char *p, size_t n)
+{
+	static const struct {
+		const char *sig;
+		size_t len;
+	} hdr[] = {{"PROXY ", 6}, {"\r\n\r\n\0\r\nQUIT\n", 12}};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(hdr); i++) {
+		size_t k = n < hdr[i].len ? n : hdr[i].len;
+		if (memcmp(p, hdr[i].sig, k) == 0)
+			return n < hdr[i].len ? -1 : 1;
+	}
+	return 0;
 }
 
 /* Returns false while more bytes are needed; true when c was handed on
@@ -82,10 +127,12 @@ static bool check_hello(px_conn *c)
 
 void px_hello(px_conn *c)
 {
-	/* the server speaks first (ssh, smtp...): an opaque tunnel */
+	/* the server speaks first (ssh, smtp...): an opaque tunnel.  Its first
+	 * bytes may already be in c->back (read with a chained proxy's 200): no
+	 * event would tell of them. */
 	if (!c->in.len && c->ufd >= 0) {
 		char b;
-		ssize_t n = recv(c->ufd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+		ssize_t n = c->back.len ? 1 : recv(c->ufd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n > 0) {
 			px_tunnel_start(c);
 			return;
@@ -121,6 +168,15 @@ void px_hello(px_conn *c)
 		px_update(c);
 		return;
 	}
+	int pp = proxy_protocol(c->in.p, c->in.len);
+	if (pp > 0) {
+		deny(c, "proxy-protocol", "a PROXY protocol header from the client");
+		return;
+	}
+	if (pp < 0 && !eof) {
+		px_update(c);
+		return;
+	}
 	if ((unsigned char)c->in.p[0] == 0x16) {
 		if (!check_hello(c)) {
 			if (eof)
@@ -130,7 +186,7 @@ void px_hello(px_conn *c)
 		}
 		return;
 	}
-	int h = looks_http(c->in.p, c->in.len);
+	int h = looks_http(c->in.p, c->in.len, eof);
 	if (h < 0 && !eof) {
 		px_update(c);
 		return;

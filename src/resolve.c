@@ -18,9 +18,11 @@
 
 struct ab_resolve_job {
 	ab_resolve_job *next;
+	struct shared *sh;
 	char *host;
 	ab_resolve_cb cb;
 	void *data;
+	bool queued;    /* still waiting for a thread (under sh->mu) */
 	bool cancelled; /* loop thread only */
 	int gai;
 	struct addrinfo *res;
@@ -85,6 +87,7 @@ static void *worker(void *arg)
 		if (!sh->queue)
 			sh->queue_tail = &sh->queue;
 		sh->queued--;
+		j->queued = false;
 		pthread_mutex_unlock(&sh->mu);
 
 		struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -194,6 +197,7 @@ ab_resolve_job *ab_resolve(ab_resolver *r, const char *host, ab_resolve_cb cb, v
 	}
 	j->cb = cb;
 	j->data = data;
+	j->sh = sh;
 	pthread_mutex_lock(&sh->mu);
 	if (sh->queued >= AB_RESOLVE_MAX_QUEUE) {
 		pthread_mutex_unlock(&sh->mu);
@@ -211,15 +215,37 @@ ab_resolve_job *ab_resolve(ab_resolver *r, const char *host, ab_resolve_cb cb, v
 	*sh->queue_tail = j;
 	sh->queue_tail = &j->next;
 	sh->queued++;
+	j->queued = true;
 	pthread_cond_signal(&sh->cv);
 	pthread_mutex_unlock(&sh->mu);
 	return j;
 }
 
+/* A lookup nobody waits for any more leaves the queue at once: closed
+ * connections must not keep the queue full (or the threads busy). */
 void ab_resolve_cancel(ab_resolve_job *j)
 {
-	if (j)
-		j->cancelled = true;
+	if (!j)
+		return;
+	shared *sh = j->sh;
+	pthread_mutex_lock(&sh->mu);
+	if (!j->queued) {
+		j->cancelled = true; /* a thread has it, or it is done: on_done drops it */
+		pthread_mutex_unlock(&sh->mu);
+		return;
+	}
+	ab_resolve_job **pp = &sh->queue, *prev = NULL;
+	while (*pp != j) {
+		prev = *pp;
+		pp = &(*pp)->next;
+	}
+	*pp = j->next;
+	if (sh->queue_tail == &j->next)
+		sh->queue_tail = prev ? &prev->next : &sh->queue;
+	sh->queued--;
+	pthread_mutex_unlock(&sh->mu);
+	free(j->host);
+	free(j);
 }
 
 void ab_resolver_free(ab_resolver *r)

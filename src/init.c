@@ -101,7 +101,7 @@ static int apply_limits(const ab_plan *plan, ab_err *err)
 	return ab_rlimits_apply(lim, n, err);
 }
 
-static int contain(const ab_child_args *a, int *pty_slave, ab_err *err)
+static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_err *err)
 {
 	const ab_plan *plan = a->plan;
 	int r;
@@ -113,7 +113,7 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_err *err)
 		return r;
 	if ((r = ab_netns_setup(plan, a->sync_fd, err)) < 0)
 		return r;
-	if ((r = ab_mount_build_root(plan, a->sync_fd, err)) < 0)
+	if ((r = ab_mount_build_root(plan, a->sync_fd, rt, err)) < 0)
 		return ab_err_prefix(err, "filesystem");
 	/* credential changes clear the parent-death signal: set it again */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || !parent_alive(a->sync_fd))
@@ -147,7 +147,30 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_err *err)
 }
 
 /* The command's process: terminal, signals, fds, exec.  Never returns. */
-static void exec_command(const ab_plan *plan, int pty_slave, int errpipe)
+/* plan->envp with the run-time entries (placeholders) added or replacing. */
+static char **merged_env(const ab_plan *plan, const ab_runtime *rt)
+{
+	if (!rt->env.n)
+		return plan->envp.v;
+	char **v = calloc(plan->envp.n + rt->env.n + 1, sizeof(char *));
+	if (!v)
+		return NULL;
+	size_t n = 0;
+	for (size_t i = 0; i < plan->envp.n; i++) {
+		const char *e = plan->envp.v[i];
+		size_t kl = strcspn(e, "=");
+		bool replaced = false;
+		for (size_t j = 0; j < rt->env.n && !replaced; j++)
+			replaced = strncmp(rt->env.v[j], e, kl + 1) == 0;
+		if (!replaced)
+			v[n++] = plan->envp.v[i];
+	}
+	for (size_t j = 0; j < rt->env.n; j++)
+		v[n++] = rt->env.v[j];
+	return v;
+}
+
+static void exec_command(const ab_plan *plan, const ab_runtime *rt, int pty_slave, int errpipe)
 {
 	ab_err err = {0};
 	sigset_t none;
@@ -172,7 +195,11 @@ static void exec_command(const ab_plan *plan, int pty_slave, int errpipe)
 		ab_fail(&err, errno, "close_range");
 		goto fail;
 	}
-	environ = plan->envp.v;
+	environ = merged_env(plan, rt);
+	if (!environ) {
+		ab_fail(&err, ENOMEM, "environment");
+		goto fail;
+	}
 	execvp(plan->argv.v[0], plan->argv.v);
 	int e = errno;
 	if (e == ENOENT)
@@ -235,6 +262,7 @@ int ab_child_main(void *arg)
 	const ab_child_args *a = arg;
 	ab_err err = {0};
 	int pty_slave = -1;
+	ab_runtime rt = {0};
 
 	/* The parent's end of the sync socket (and its other fds) must not live
 	 * here, or the parent's death would never show as EOF. */
@@ -252,7 +280,7 @@ int ab_child_main(void *arg)
 	ab_sync_msg m;
 	if (ab_sync_recv(a->sync_fd, &m, NULL) <= 0 || m.type != AB_SYNC_MAPS_DONE)
 		_exit(AB_EXIT_FAIL); /* parent gone or failed: it reports */
-	if (contain(a, &pty_slave, &err) < 0)
+	if (contain(a, &pty_slave, &rt, &err) < 0)
 		child_fail(a, &err);
 
 	/* From here on: fully contained.  pid 1 is not dumpable, so the command
@@ -273,7 +301,7 @@ int ab_child_main(void *arg)
 	if (cmd == 0) {
 		close(errpipe[0]);
 		close(a->sync_fd);
-		exec_command(a->plan, pty_slave, errpipe[1]);
+		exec_command(a->plan, &rt, pty_slave, errpipe[1]);
 	}
 	close(errpipe[1]);
 	if (pty_slave >= 0) {

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -441,17 +442,46 @@ static int mount_tmpfs(const stage *st, int tfd, const char *dst, bool ro, mode_
 	return r < 0 ? ab_fail(err, -r, "mount tmpfs on %s", dst) : 0;
 }
 
-static int mount_content(const stage *st, const ab_mount *m, int tfd, ab_err *err)
+static int copy_runtime(int from, int to)
+{
+	if (from < 0)
+		return -EPROTO; /* the parent never sent it */
+	char buf[16384];
+	off_t off = 0;
+	for (;;) {
+		ssize_t n = pread(from, buf, sizeof(buf), off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		if (write(to, buf, (size_t)n) != n)
+			return -EIO;
+		off += n;
+	}
+}
+
+static int mount_content(const stage *st, const ab_mount *m, int content_fd, int tfd,
+			 ab_err *err)
 {
 	int fd = openat(st->fd, ".agentbox-content", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
 							     O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return ab_fail(err, errno, "%s: create", m->dst);
-	size_t len = strlen(m->src);
-	ssize_t w = write(fd, m->src, len);
-	close(fd);
-	if (w < 0 || (size_t)w != len)
-		return ab_fail(err, w < 0 ? errno : EIO, "%s: write", m->dst);
+	if (m->flags & AB_MNT_F_RUNTIME) {
+		/* made at run time by the parent (a sealed memfd): copy it */
+		int r = copy_runtime(content_fd, fd);
+		close(fd);
+		if (r < 0)
+			return ab_fail(err, -r, "%s: content", m->dst);
+	} else {
+		size_t len = strlen(m->src);
+		ssize_t w = write(fd, m->src, len);
+		close(fd);
+		if (w < 0 || (size_t)w != len)
+			return ab_fail(err, w < 0 ? errno : EIO, "%s: write", m->dst);
+	}
 	_cleanup_close_ int t = sys_open_tree(st->fd, ".agentbox-content",
 					      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	int r = t < 0 ? -errno : attach(t, false, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY, false);
@@ -600,7 +630,7 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 	case AB_MNT_DEV:
 		return build_dev(st, tfd, err);
 	case AB_MNT_CONTENT:
-		return mount_content(st, m, tfd, err);
+		return mount_content(st, m, st->src[i].fd, tfd, err);
 	default:
 		return ab_fail(err, EINVAL, "unsupported mount kind %d for %s", m->kind, m->dst);
 	}
@@ -668,14 +698,54 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 	return enter_root(plan, sfd, err);
 }
 
-/* The parent creates the protected-path placeholders while we get going. */
-static int wait_placeholders(int sync_fd, ab_err *err)
+static int recv_env(int sync_fd, int len, ab_runtime *rt, ab_err *err)
 {
-	ab_sync_msg m;
-	int r = ab_sync_recv(sync_fd, &m, NULL);
-	if (r <= 0 || m.type != AB_SYNC_PLACEHOLDERS_DONE)
-		return ab_fail(err, r < 0 ? -r : EPROTO, "wait for placeholders");
-	return 0;
+	if (len <= 0 || len > AB_SYNC_ENV_MAX)
+		return ab_fail(err, EPROTO, "receive the environment");
+	char *buf = malloc((size_t)len + 1);
+	if (!buf)
+		return ab_fail(err, ENOMEM, "receive the environment");
+	ssize_t n;
+	do
+		n = recv(sync_fd, buf, (size_t)len + 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n != len || memchr(buf, '\0', (size_t)len) || !memchr(buf, '=', (size_t)len)) {
+		free(buf);
+		return ab_fail(err, n < 0 ? errno : EPROTO, "receive the environment");
+	}
+	buf[len] = '\0';
+	return ab_strv_push_take(&rt->env, buf) < 0 ? ab_fail(err, ENOMEM, "environment") : 0;
+}
+
+/* The parent creates the protected-path placeholders while we get going;
+ * before it says so, it sends what is made at run time: the content of
+ * AB_MNT_F_RUNTIME mounts and the placeholders' environment. */
+static int wait_placeholders(const ab_plan *plan, int sync_fd, src_state *src, ab_runtime *rt,
+			     ab_err *err)
+{
+	for (;;) {
+		ab_sync_msg m;
+		int fd = -1;
+		int r = ab_sync_recv(sync_fd, &m, &fd);
+		if (r <= 0)
+			return ab_fail(err, r < 0 ? -r : EPIPE, "wait for placeholders");
+		if (m.type == AB_SYNC_PLACEHOLDERS_DONE && fd < 0)
+			return 0;
+		if (m.type == AB_SYNC_ENV && fd < 0) {
+			if ((r = recv_env(sync_fd, m.value, rt, err)) < 0)
+				return r;
+			continue;
+		}
+		if (m.type == AB_SYNC_CONTENT && fd >= 0 && m.value >= 0 &&
+		    (size_t)m.value < plan->nmounts &&
+		    (plan->mounts[m.value].flags & AB_MNT_F_RUNTIME) && src[m.value].fd < 0) {
+			src[m.value].fd = fd;
+			continue;
+		}
+		if (fd >= 0)
+			close(fd);
+		return ab_fail(err, EPROTO, "wait for placeholders");
+	}
 }
 
 /* Root callers: the parent sends the idmapped trees while we get going. */
@@ -703,7 +773,7 @@ static int recv_idmaps(const ab_plan *plan, int sync_fd, int *fds, ab_err *err)
 	}
 }
 
-int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_err *err)
+int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_runtime *rt, ab_err *err)
 {
 	if (plan->nmounts > AB_MAX_MOUNTS)
 		return ab_fail(err, E2BIG, "too many mounts (%zu)", plan->nmounts);
@@ -732,7 +802,7 @@ int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_err *err)
 	if (r == 0)
 		r = open_sources(plan, src, err);
 	if (r == 0)
-		r = wait_placeholders(sync_fd, err);
+		r = wait_placeholders(plan, sync_fd, src, rt, err);
 	/* from here on, act as the sandbox user (sources are already open) */
 	if (r == 0 && plan->root_mode)
 		r = ab_creds_switch(plan->inside_uid, plan->inside_gid, plan->drop_groups, err);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agentbox/netpolicy.h"
@@ -133,6 +134,67 @@ static int plan_upstream(ab_egress_plan *e, const ab_profile *prof, const ab_pla
 	return 0;
 }
 
+/* Every host a secret is bound to must be allowed: the proxy would refuse
+ * it anyway, and a profile saying otherwise is a mistake worth an error. */
+static int check_secret_hosts(const ab_egress_plan *e, ab_err *err)
+{
+	ab_netpolicy pol = {0};
+	int r = 0;
+	for (size_t i = 0; !r && i < e->deny.n; i++)
+		r = ab_netpolicy_add(&pol, AB_NETLIST_DENY, e->deny.v[i], err);
+	for (size_t i = 0; !r && i < e->allow.n; i++)
+		r = ab_netpolicy_add(&pol, AB_NETLIST_ALLOW, e->allow.v[i], err);
+	for (size_t i = 0; !r && i < e->priv.n; i++)
+		r = ab_netpolicy_add(&pol, AB_NETLIST_PRIVATE, e->priv.v[i], err);
+	for (size_t i = 0; !r && i < e->nsecrets; i++) {
+		const struct ab_profile_secret *x = &e->secrets[i];
+		for (size_t j = 0; !r && j < x->hosts.n; j++) {
+			ab_netrule rule;
+			if ((r = ab_netrule_parse(x->hosts.v[j], &rule, err)) < 0)
+				break;
+			char probe[AB_HOST_BUF + 32];
+			snprintf(probe, sizeof(probe), "%s%s", rule.wildcard ? "x-agentbox-probe." : "",
+				 rule.host);
+			unsigned port = rule.port ? rule.port : 443;
+			if (ab_netpolicy_check(&pol, probe, port, NULL) != AB_NET_ALLOW) {
+				r = ab_fail(err, 0, "profile: secret %s is bound to %s, which "
+						    "network.allow does not allow",
+					    x->name, rule.text);
+				ab_err_hint(err, "add it to network.allow (secrets only go where the "
+						 "proxy may go)");
+			}
+		}
+	}
+	ab_netpolicy_free(&pol);
+	return r;
+}
+
+/* With secrets, the proxy intercepts their hosts: the sandbox must trust the
+ * session CA.  The combined bundle replaces the distro bundles in place and
+ * both files appear under /run/agentbox for the variables. */
+static int plan_trust(ab_plan *p, const ab_plan_input *in)
+{
+	static const char *const distro[] = {
+		"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+		"/etc/ssl/cert.pem", "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+		"/etc/ssl/ca-bundle.pem",
+	};
+	int r = 0;
+	for (size_t i = 0; !r && i < AB_ARRAY_SIZE(distro); i++) {
+		struct stat st;
+		if (in->lstat(in->lstat_ctx, distro[i], &st) == 0 && S_ISREG(st.st_mode))
+			r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, distro[i], AB_MNT_F_RUNTIME,
+					      "session CA");
+	}
+	if (!r)
+		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_BUNDLE, AB_MNT_F_RUNTIME,
+				      "session CA");
+	if (!r)
+		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_CA,
+				      AB_MNT_F_RUNTIME | AB_MNT_F_CA_ONLY, "session CA");
+	return r;
+}
+
 int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	const ab_profile *prof = in->profile;
@@ -169,6 +231,14 @@ int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	}
 	if ((r = plan_upstream(e, prof, in, p, err)) < 0)
 		return r;
+	e->secrets = prof->secrets;
+	e->nsecrets = prof->nsecrets;
+	if (prof->net.ca_file && !(e->ca_file = strdup(prof->net.ca_file)))
+		return ab_fail(err, ENOMEM, "plan");
+	if ((r = check_secret_hosts(e, err)) < 0)
+		return r;
+	if (e->nsecrets && (r = plan_trust(p, in)) < 0)
+		return ab_fail(err, -r, "plan");
 	const char *log = in->log_path ? in->log_path : prof->net.log;
 	if (log && !(e->log_path = strdup(log)))
 		return ab_fail(err, ENOMEM, "plan");
@@ -179,6 +249,21 @@ int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	if ((r = resolv_and_hosts(p)) < 0)
 		return ab_fail(err, -r, "plan");
 	return 0;
+}
+
+static void env_drop(ab_strv *env, const char *key)
+{
+	size_t kl = strlen(key);
+	for (size_t i = 0; i < env->n;) {
+		if (strncmp(env->v[i], key, kl) == 0 && env->v[i][kl] == '=') {
+			explicit_bzero(env->v[i], strlen(env->v[i]));
+			free(env->v[i]);
+			memmove(&env->v[i], &env->v[i + 1], (env->n - i) * sizeof(char *));
+			env->n--;
+		} else {
+			i++;
+		}
+	}
 }
 
 static int env_put(ab_strv *env, const char *key, const char *val)
@@ -228,9 +313,30 @@ int ab_plan_egress_env(ab_plan *p, ab_err *err)
 			i++;
 		}
 	}
+	/* a secret's real value never crosses, whatever env.pass says: its
+	 * variable is dropped here and set to the placeholder at run time */
+	for (size_t s = 0; s < p->egress.nsecrets; s++) {
+		const struct ab_profile_secret *x = &p->egress.secrets[s];
+		const char *names[2] = {x->env_name && x->env_name[0] ? x->env_name : x->name,
+					x->src == AB_PSECRET_ENV ? x->src_env : NULL};
+		for (size_t k = 0; k < 2; k++)
+			if (names[k])
+				env_drop(&p->envp, names[k]);
+	}
 	int r = 0;
 	for (size_t i = 0; !r && i < AB_ARRAY_SIZE(proxy_vars); i++)
 		r = env_put(&p->envp, proxy_vars[i], url);
+	if (p->egress.nsecrets) {
+		static const char *const bundle_vars[] = {
+			"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "PIP_CERT",
+			"GIT_SSL_CAINFO", "CODEX_CA_CERTIFICATE", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO",
+		};
+		static const char *const ca_vars[] = {"NODE_EXTRA_CA_CERTS", "DENO_CERT"};
+		for (size_t i = 0; !r && i < AB_ARRAY_SIZE(bundle_vars); i++)
+			r = env_put(&p->envp, bundle_vars[i], AB_TRUST_BUNDLE);
+		for (size_t i = 0; !r && i < AB_ARRAY_SIZE(ca_vars); i++)
+			r = env_put(&p->envp, ca_vars[i], AB_TRUST_CA);
+	}
 	if (!r)
 		r = env_put(&p->envp, "NO_PROXY", "localhost,127.0.0.1,::1");
 	if (!r)
@@ -250,6 +356,7 @@ void ab_egress_plan_free(ab_egress_plan *e)
 	ab_strv_free(&e->hosts);
 	free(e->log_path);
 	free(e->upstream_host);
+	free(e->ca_file);
 	ab_strv_free(&e->no_proxy);
 	free(e->profile_name);
 	memset(e, 0, sizeof(*e));

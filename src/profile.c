@@ -639,9 +639,15 @@ static int check_count(ctx *c, size_t n)
 	return 0;
 }
 
+static int parse_list_into(ctx *c, json_t *v, const key_def *d, ab_strv *dst);
+
 static int parse_list(ctx *c, json_t *v, const key_def *d)
 {
-	ab_strv *dst = TARGET(c, d, ab_strv);
+	return parse_list_into(c, v, d, TARGET(c, d, ab_strv));
+}
+
+static int parse_list_into(ctx *c, json_t *v, const key_def *d, ab_strv *dst)
+{
 	json_t *e;
 	size_t i;
 	if (!json_is_array(v))
@@ -1048,6 +1054,213 @@ static int parse_net_upstream(ctx *c, json_t *v, const key_def *d)
 	return c->p->net.upstream_proxy ? 0 : oom(c);
 }
 
+static int parse_net_cafile(ctx *c, json_t *v, const key_def *d)
+{
+	const char *s;
+	char *out = NULL;
+	int r = get_str(c, v, &s);
+	if (r < 0 || (r = item_path(c, s, &out)) < 0)
+		return r;
+	if (!out)
+		return oom(c);
+	free(c->p->net.ca_file);
+	c->p->net.ca_file = out;
+	return 0;
+}
+
+/* ---- secrets ---- */
+
+static void psecret_clear(struct ab_profile_secret *x)
+{
+	free(x->name);
+	free(x->src_env);
+	free(x->src_file);
+	ab_strv_free(&x->src_cmd);
+	ab_strv_free(&x->hosts);
+	ab_strv_free(&x->places);
+	free(x->ph_prefix);
+	free(x->env_name);
+	memset(x, 0, sizeof(*x));
+}
+
+static int secret_from(ctx *c, json_t *v, struct ab_profile_secret *x)
+{
+	const char *k;
+	json_t *e;
+	char q[100];
+	if (!json_is_object(v) || json_object_size(v) != 1)
+		return fail(c, "expected one of {\"env\": NAME}, {\"file\": PATH}, "
+			    "{\"command\": [ARGV...]}");
+	json_object_foreach(v, k, e) {
+		int r = 0;
+		push_key(c, k);
+		if (strcmp(k, "env") == 0) {
+			const char *s;
+			x->src = AB_PSECRET_ENV;
+			if ((r = get_str(c, e, &s)) == 0 && !env_name_ok(s, strlen(s)))
+				r = fail(c, "invalid variable name \"%s\"", quote(q, sizeof(q), s));
+			if (r == 0 && !(x->src_env = strdup(s)))
+				r = oom(c);
+		} else if (strcmp(k, "file") == 0) {
+			const char *s;
+			x->src = AB_PSECRET_FILE;
+			if ((r = get_str(c, e, &s)) == 0)
+				r = item_path(c, s, &x->src_file);
+		} else if (strcmp(k, "command") == 0) {
+			x->src = AB_PSECRET_COMMAND;
+			key_def d = {.name = "command", .fn = parse_list, .item = item_copy};
+			if (!json_is_array(e) || json_array_size(e) == 0)
+				r = fail(c, "expected a non-empty array (argv)");
+			else
+				r = parse_list_into(c, e, &d, &x->src_cmd);
+		} else {
+			r = fail_key(c, "unknown secret source \"%s\" (env, file or command)",
+				     quote(q, sizeof(q), k));
+		}
+		pop(c);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int item_place(ctx *c, const char *s, char **out)
+{
+	char q[100];
+	bool ok = strcmp(s, "query") == 0 || strcmp(s, "body") == 0;
+	if (!ok && strncmp(s, "header:", 7) == 0 && s[7]) {
+		ok = strlen(s + 7) <= 64;
+		for (const char *p = s + 7; ok && *p; p++)
+			ok = is_alnum(*p) || strchr("!#$%&'*+-.^_`|~", *p);
+	}
+	if (!ok)
+		return fail(c, "invalid place \"%s\" (\"header:NAME\", \"query\" or \"body\")",
+			    quote(q, sizeof(q), s));
+	*out = strdup(s);
+	return 0;
+}
+
+static int secret_placeholder(ctx *c, json_t *v, struct ab_profile_secret *x)
+{
+	const char *k;
+	json_t *e;
+	char q[100];
+	if (!json_is_object(v))
+		return fail(c, "expected an object {\"prefix\": ..., \"length\": ...}, got %s",
+			    jtype(v));
+	json_object_foreach(v, k, e) {
+		int r = 0;
+		push_key(c, k);
+		if (strcmp(k, "prefix") == 0) {
+			const char *s;
+			if ((r = get_str(c, e, &s)) == 0) {
+				size_t n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+						     "0123456789_-");
+				if (s[n] || n > 32)
+					r = fail(c, "invalid prefix \"%s\" (up to 32 of A-Z a-z 0-9 _ -)",
+						 quote(q, sizeof(q), s));
+				else if (!(x->ph_prefix = strdup(s)))
+					r = oom(c);
+			}
+		} else if (strcmp(k, "length") == 0) {
+			if (!json_is_integer(e) || json_integer_value(e) < 22 ||
+			    json_integer_value(e) > 4096)
+				r = fail(c, "expected a length from 22 to 4096");
+			else
+				x->ph_len = (long)json_integer_value(e);
+		} else {
+			r = fail_key(c, "unknown key \"%s\" (prefix, length)", quote(q, sizeof(q), k));
+		}
+		pop(c);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int secret_one(ctx *c, const char *name, json_t *v, struct ab_profile_secret *x)
+{
+	const char *k;
+	json_t *e;
+	char q[100];
+	if (!env_name_ok(name, strlen(name)) || strlen(name) > 64)
+		return fail_key(c, "invalid secret name \"%s\" (letters, digits and _, not starting "
+				"with a digit, at most 64)", quote(q, sizeof(q), name));
+	if (!json_is_object(v))
+		return fail(c, "expected an object, got %s", jtype(v));
+	if (!(x->name = strdup(name)))
+		return oom(c);
+	bool have_from = false, have_hosts = false;
+	json_object_foreach(v, k, e) {
+		int r;
+		push_key(c, k);
+		if (strcmp(k, "from") == 0) {
+			r = secret_from(c, e, x);
+			have_from = true;
+		} else if (strcmp(k, "hosts") == 0) {
+			key_def d = {.name = "hosts", .fn = parse_list, .item = item_netrule,
+				     .flags = F_UNIQUE};
+			r = parse_list_into(c, e, &d, &x->hosts);
+			have_hosts = x->hosts.n > 0;
+		} else if (strcmp(k, "in") == 0) {
+			key_def d = {.name = "in", .fn = parse_list, .item = item_place,
+				     .flags = F_UNIQUE};
+			r = parse_list_into(c, e, &d, &x->places);
+		} else if (strcmp(k, "placeholder") == 0) {
+			r = secret_placeholder(c, e, x);
+		} else if (strcmp(k, "env") == 0) {
+			if (json_is_false(e)) {
+				r = (x->env_name = strdup("")) ? 0 : oom(c);
+			} else if (json_is_string(e) &&
+				   env_name_ok(json_string_value(e), strlen(json_string_value(e)))) {
+				r = (x->env_name = strdup(json_string_value(e))) ? 0 : oom(c);
+			} else {
+				r = fail(c, "expected a variable name or false");
+			}
+		} else {
+			r = fail_key(c, "unknown key \"%s\" (from, hosts, in, placeholder, env)",
+				     quote(q, sizeof(q), k));
+		}
+		pop(c);
+		if (r < 0)
+			return r;
+	}
+	if (!have_from)
+		return fail(c, "secret %s: missing \"from\" (where agentbox reads the value)", name);
+	if (!have_hosts)
+		return fail(c, "secret %s: missing \"hosts\" (where the value may be sent)", name);
+	return 0;
+}
+
+static int parse_secrets(ctx *c, json_t *v, const key_def *d)
+{
+	const char *k;
+	json_t *val;
+	if (!json_is_object(v))
+		return fail(c, "expected an object of secrets by name, got %s", jtype(v));
+	if (json_object_size(v) > 64)
+		return fail(c, "too many secrets (at most 64)");
+	json_object_foreach(v, k, val) {
+		struct ab_profile_secret x = {0};
+		push_key(c, k);
+		int r = secret_one(c, k, val, &x);
+		pop(c);
+		if (r < 0) {
+			psecret_clear(&x);
+			return r;
+		}
+		struct ab_profile_secret *n = realloc(c->p->secrets,
+						      (c->p->nsecrets + 1) * sizeof(*n));
+		if (!n) {
+			psecret_clear(&x);
+			return oom(c);
+		}
+		c->p->secrets = n;
+		n[c->p->nsecrets++] = x;
+	}
+	return 0;
+}
+
 /* "http://HOST[:PORT][/]" (port default 8080): a corporate HTTP proxy. */
 int ab_upstream_proxy_parse(const char *url, char *host, size_t hostlen, unsigned *port)
 {
@@ -1102,6 +1315,7 @@ static const key_def net_keys[] = {
 	{ .name = "proxy_port", .fn = parse_net_port },
 	{ .name = "log", .fn = parse_net_log },
 	{ .name = "upstream_proxy", .fn = parse_net_upstream },
+	{ .name = "ca_file", .fn = parse_net_cafile },
 	END,
 };
 
@@ -1133,6 +1347,7 @@ static const key_def top_keys[] = {
 	SECTION("env", env_keys),
 	SECTION("limits", limit_keys),
 	SECTION("syscalls", syscall_keys),
+	{ .name = "secrets", .fn = parse_secrets },
 	LIST("unix_sockets", unix_sockets, item_path, F_UNIQUE),
 	LIST("allow_downgrade", allow_downgrade, item_downgrade, F_UNIQUE),
 	{ .name = "hostname", .fn = parse_hostname },
@@ -1248,6 +1463,45 @@ static int replace_str(char **dst, const char *src)
 	return 0;
 }
 
+static int psecret_copy(struct ab_profile_secret *d, const struct ab_profile_secret *s)
+{
+	memset(d, 0, sizeof(*d));
+	d->src = s->src;
+	d->ph_len = s->ph_len;
+	if (!(d->name = strdup(s->name)) || replace_str(&d->src_env, s->src_env) < 0 ||
+	    replace_str(&d->src_file, s->src_file) < 0 ||
+	    replace_str(&d->ph_prefix, s->ph_prefix) < 0 ||
+	    replace_str(&d->env_name, s->env_name) < 0 || ab_strv_copy(&d->src_cmd, &s->src_cmd) < 0 ||
+	    ab_strv_copy(&d->hosts, &s->hosts) < 0 || ab_strv_copy(&d->places, &s->places) < 0) {
+		psecret_clear(d);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* A secret of a later profile replaces the one of the same name. */
+static int merge_secret(ab_profile *base, const struct ab_profile_secret *s)
+{
+	struct ab_profile_secret x;
+	if (psecret_copy(&x, s) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < base->nsecrets; i++) {
+		if (strcmp(base->secrets[i].name, s->name) == 0) {
+			psecret_clear(&base->secrets[i]);
+			base->secrets[i] = x;
+			return 0;
+		}
+	}
+	struct ab_profile_secret *n = realloc(base->secrets, (base->nsecrets + 1) * sizeof(*n));
+	if (!n) {
+		psecret_clear(&x);
+		return -ENOMEM;
+	}
+	base->secrets = n;
+	n[base->nsecrets++] = x;
+	return 0;
+}
+
 static int merge_values(ab_profile *base, const ab_profile *top)
 {
 	ab_strv cmd = { 0 };
@@ -1293,8 +1547,12 @@ static int merge_values(ab_profile *base, const ab_profile *top)
 	if (top->net.proxy_port)
 		base->net.proxy_port = top->net.proxy_port;
 	if (replace_str(&base->net.log, top->net.log) < 0 ||
-	    replace_str(&base->net.upstream_proxy, top->net.upstream_proxy) < 0)
+	    replace_str(&base->net.upstream_proxy, top->net.upstream_proxy) < 0 ||
+	    replace_str(&base->net.ca_file, top->net.ca_file) < 0)
 		return -ENOMEM;
+	for (size_t i = 0; i < top->nsecrets; i++)
+		if (merge_secret(base, &top->secrets[i]) < 0)
+			return -ENOMEM;
 	base->loopback.any = base->loopback.any || top->loopback.any;
 	for (size_t i = 0; i < top->loopback.nports; i++)
 		if (add_port(base, top->loopback.ports[i]) < 0)
@@ -1329,6 +1587,10 @@ void ab_profile_free(ab_profile *p)
 	free(p->net.hosts);
 	free(p->net.log);
 	free(p->net.upstream_proxy);
+	free(p->net.ca_file);
+	for (size_t i = 0; i < p->nsecrets; i++)
+		psecret_clear(&p->secrets[i]);
+	free(p->secrets);
 	free(p->loopback.ports);
 	free(p->name);
 	free(p->path);

@@ -18,6 +18,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+
+#include "agentbox/broker.h"
 #include "agentbox/control.h"
 #include "agentbox/netns.h"
 #include "proxy_int.h"
@@ -138,12 +141,20 @@ void px_log_request(px_conn *c, const px_req *r, const char *decision, int statu
 {
 	json_t *ev = event_base(c, r->method);
 	json_object_set_new(ev, "path", json_string(r->path));
+	if (c->intercepted)
+		json_object_set_new(ev, "intercepted", json_true());
+	if (r->secrets && c->px->broker) { /* names, never values */
+		char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
+		ab_secrets_names(c->px->broker->secs, c->px->broker->n, r->secrets, names,
+				 sizeof(names));
+		json_object_set_new(ev, "secrets", json_string(names));
+	}
 	event_finish(c, ev, decision, c->rule, status, r->up, r->down, r->t0, NULL);
 }
 
 /* A tunnel (or a connection that never became one) ends. */
-static void log_conn(px_conn *c, const char *decision, const char *rule, int status,
-		     const char *reason)
+void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
+		 const char *reason)
 {
 	if (c->logged)
 		return;
@@ -211,11 +222,19 @@ void px_update(px_conn *c)
 		if (c->ufd >= 0) {
 			if (!c->u_eof && c->toc.len < PX_BUF_MAX)
 				uw |= AB_EV_READ;
-			if (c->out.len)
+			if (c->out.len || c->u_ssl_ww)
 				uw |= AB_EV_WRITE;
 		}
+		if (c->c_ssl_ww)
+			cw |= AB_EV_WRITE;
 		break;
 	}
+	case PX_TLS_ACCEPT:
+		cw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0);
+		break;
+	case PX_TLS_CONNECT:
+		uw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0);
+		break;
 	case PX_CLOSING:
 		cw = AB_EV_WRITE;
 		break;
@@ -229,6 +248,10 @@ static void close_upstream(px_conn *c)
 	if (c->job) {
 		ab_resolve_cancel(c->job);
 		c->job = NULL;
+	}
+	if (c->ussl) {
+		SSL_free(c->ussl);
+		c->ussl = NULL;
 	}
 	if (c->ufd >= 0) {
 		ab_loop_unwatch(c->px->loop, c->ufd);
@@ -244,13 +267,17 @@ void px_close(px_conn *c)
 {
 	ab_proxy *px = c->px;
 	if (!c->logged && c->state == PX_TUNNEL)
-		log_conn(c, "allow", c->rule, 200, NULL);
+		px_log_conn(c, "allow", c->rule, 200, NULL);
 	close_upstream(c);
 	if (c->cfd >= 0) {
 		ab_loop_unwatch(px->loop, c->cfd);
 		close(c->cfd);
 	}
 	px_tunnel_free(c);
+	px_tls_free(c);
+	px_http_free(c);
+	if (c->kick)
+		ab_loop_timer_cancel(px->loop, c->kick);
 	px_buf_free(&c->in);
 	px_buf_free(&c->toc);
 	free(c->fifo);
@@ -295,7 +322,7 @@ void px_fail(px_conn *c, int status, const char *decision, const char *rule, con
 		px_log_request(c, &c->fifo[0], decision, status);
 		c->logged = true;
 	} else {
-		log_conn(c, decision, rule, status, msg);
+		px_log_conn(c, decision, rule, status, msg);
 	}
 	close_upstream(c);
 	px_tunnel_free(c);
@@ -308,13 +335,15 @@ void px_fail(px_conn *c, int status, const char *decision, const char *rule, con
 			  "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
 			  "Content-Length: %zu\r\nConnection: close\r\n"
 			  "X-Agentbox-Decision: %s\r\n\r\n",
-			  status, ab_http_status_text(status), strlen(msg) + 11, decision);
+			  status, ab_http_status_text(status),
+			  strlen(msg) + 1 + (strncmp(msg, "agentbox", 8) ? 10 : 0), decision);
 	/* toc keeps what it holds: only complete earlier responses (a partial one
 	 * made http false above), which the client is owed before this answer */
 	px_buf_free(&c->in);
 	c->nfifo = 0;
+	bool own = strncmp(msg, "agentbox", 8) == 0; /* already says who speaks */
 	if (px_buf_append(&c->toc, head, (size_t)hn) < 0 ||
-	    px_buf_append(&c->toc, "agentbox: ", 10) < 0 ||
+	    (!own && px_buf_append(&c->toc, "agentbox: ", 10) < 0) ||
 	    px_buf_append(&c->toc, msg, strlen(msg)) < 0 || px_buf_append(&c->toc, "\n", 1) < 0) {
 		px_close(c);
 		return;
@@ -782,8 +811,11 @@ static void on_client(ab_loop *l, int fd, unsigned ev, void *data)
 	case PX_HTTP:
 		px_http_pump(c);
 		return;
+	case PX_TLS_ACCEPT:
+		px_tls_pump(c);
+		return;
 	case PX_CLOSING: {
-		ssize_t n = px_buf_write(&c->toc, c->cfd);
+		ssize_t n = px_io_write(c, false, &c->toc);
 		if ((n < 0 && n != -EAGAIN) || !c->toc.len) {
 			shutdown(c->cfd, SHUT_WR);
 			px_close(c);
@@ -828,6 +860,9 @@ static void on_upstream(ab_loop *l, int fd, unsigned ev, void *data)
 	switch (c->state) {
 	case PX_UPCONNECT:
 		up_connect_read(c);
+		return;
+	case PX_TLS_CONNECT:
+		px_tls_pump(c);
 		return;
 	case PX_HELLO:
 		px_hello(c);
@@ -881,7 +916,7 @@ static void transparent_start(px_conn *c, uint16_t lport)
 			inet_ntop(AF_INET, &local.sin_addr, a, sizeof(a));
 		snprintf(c->host, sizeof(c->host), "%s", a);
 		c->port = lport;
-		log_conn(c, "deny", "not-synthetic", 0,
+		px_log_conn(c, "deny", "not-synthetic", 0,
 			 "connection to an address agentbox's DNS did not give out");
 		px_close(c);
 		return;
@@ -984,7 +1019,7 @@ static void on_sweep(ab_loop *l, uint64_t id, void *data)
 				c->port);
 			break;
 		case PX_HELLO:
-			log_conn(c, "error", "timeout", 0, "no ClientHello in time");
+			px_log_conn(c, "error", "timeout", 0, "no ClientHello in time");
 			px_close(c);
 			break;
 		case PX_HTTP:
@@ -1067,6 +1102,10 @@ int ab_proxy_new(const ab_egress_plan *plan, ab_proxy **out, ab_err *err)
 			ab_proxy_free(px);
 			return ab_fail(err, ENOMEM, "proxy");
 		}
+	}
+	if (plan->ca_file && !(px->ca_file = strdup(plan->ca_file))) {
+		ab_proxy_free(px);
+		return ab_fail(err, ENOMEM, "proxy");
 	}
 	px->summary = plan->summary;
 	px->transparent = plan->transparent;
@@ -1166,6 +1205,14 @@ void ab_proxy_shutdown(ab_proxy *px)
 	}
 }
 
+void ab_proxy_set_broker(ab_proxy *px, struct ab_broker *b)
+{
+	px->broker = b;
+	ab_err err = {0};
+	if (b && ab_secrets_response_set(b->secs, b->n, &px->rset, &err) < 0)
+		px->rset = NULL; /* masking then fails closed: see pxhttp.c */
+}
+
 void ab_proxy_summary(ab_proxy *px, FILE *out)
 {
 	if (px && px->summary)
@@ -1185,6 +1232,10 @@ void ab_proxy_free(ab_proxy *px)
 	ab_audit_free(px->audit);
 	ab_netpolicy_free(&px->pol);
 	free(px->up_host);
+	free(px->ca_file);
+	if (px->client_ctx)
+		SSL_CTX_free(px->client_ctx);
+	ab_scan_set_free(px->rset);
 	ab_strv_free(&px->no_proxy);
 	free(px->maps);
 	free(px->profile);

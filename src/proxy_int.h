@@ -51,6 +51,8 @@ enum px_state {
 	PX_HTTP,       /* plain HTTP forwarding */
 	PX_CLOSING,    /* flushing a final answer to the client */
 	PX_UPCONNECT,  /* chaining: CONNECT sent to the corporate proxy, awaiting 200 */
+	PX_TLS_ACCEPT, /* interception: TLS handshake with the client (session CA leaf) */
+	PX_TLS_CONNECT,/* interception: TLS handshake with the real host (verified) */
 };
 
 typedef struct px_req {
@@ -59,6 +61,7 @@ typedef struct px_req {
 	char path[PX_PATH_LOG];
 	uint64_t t0;
 	uint64_t up, down;
+	uint64_t secrets;   /* bitmask of secrets injected (names in the log) */
 	bool upgrade;
 	bool head_sent; /* response head reached the client */
 	int status;
@@ -118,6 +121,18 @@ typedef struct px_conn {
 	bool logged;
 	bool tunnel_started;
 	bool via_up;         /* dialled through the corporate proxy */
+
+	/* interception (pxtls.c): the HTTP engine reads and writes through these */
+	struct ssl_st *cssl, *ussl;
+	bool intercepted;
+	bool c_ssl_ww, u_ssl_ww; /* TLS needs the socket writable to read */
+	bool tls_ww;             /* handshake waits for writability */
+	uint64_t kick;           /* timer: TLS holds decrypted bytes no event announces */
+	struct ab_scanner *bscan;   /* request body: placeholders (bound: swap, else block) */
+	struct ab_scan_set *bset;
+	struct ab_scanner *rscan;   /* response: real values -> masked */
+	uint64_t masked;            /* bytes masked in responses */
+	char exfil[512];            /* why a placeholder was refused (for the 403) */
 } px_conn;
 
 typedef struct px_map {
@@ -169,6 +184,10 @@ struct ab_proxy {
 	int ctl_fd;         /* `agentbox allow` (control.h); 0/-1 none */
 	struct ctl_conn *ctls; /* its open client connections */
 	px_pause ctl_pause;
+	struct ab_broker *broker;   /* secrets + session CA, or NULL */
+	struct ab_scan_set *rset;   /* response masking patterns of all secrets */
+	struct ssl_ctx_st *client_ctx; /* upstream TLS of intercepted hosts */
+	char *ca_file;
 	char *up_host;      /* chaining: the host's corporate proxy, or NULL */
 	uint16_t up_port;
 	ab_strv no_proxy;
@@ -189,8 +208,20 @@ void px_dial(px_conn *c);
 void px_connected(px_conn *c);
 void px_head_process(px_conn *c);
 
+/* pxtls.c */
+ssize_t px_io_read(px_conn *c, bool up, px_buf *b, size_t want);
+ssize_t px_io_write(px_conn *c, bool up, px_buf *b);
+bool px_io_pending(const px_conn *c);
+bool px_should_intercept(const px_conn *c);
+void px_intercept_start(px_conn *c);
+void px_tls_pump(px_conn *c);
+void px_tls_free(px_conn *c);
+void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
+		 const char *reason);
+
 /* pxhttp.c */
 void px_copy_path(char *out, size_t n, const char *p, size_t len);
+void px_http_free(px_conn *c);
 void px_http_start(px_conn *c);
 void px_http_pump(px_conn *c);
 void px_http_upstream_gone(px_conn *c);

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agentbox/broker.h"
 #include "proxy_int.h"
 
 static bool hdr_is(const char *buf, ab_http_span name, const char *want)
@@ -80,9 +81,8 @@ static int target_of(const px_conn *c, const ab_http_req *q, const char *buf, ch
 
 /* Rewrite the head for the upstream: origin-form target, no Proxy-*
  * headers, Host added for HTTP/1.0 requests without one. */
-static int forward_head(px_conn *c, const ab_http_req *q, const char *buf)
+static int forward_head(px_conn *c, const ab_http_req *q, const char *buf, px_buf *o)
 {
-	px_buf *o = &c->out;
 	size_t before = o->len;
 	int r = px_buf_append(o, buf + q->method_tok.off, q->method_tok.len);
 	r |= px_buf_append(o, " ", 1);
@@ -102,11 +102,16 @@ static int forward_head(px_conn *c, const ab_http_req *q, const char *buf)
 		if (hdr_is(buf, h->name, "proxy-connection") ||
 		    hdr_is(buf, h->name, "proxy-authorization"))
 			continue;
+		/* masking cannot see into compressed responses */
+		if (c->intercepted && hdr_is(buf, h->name, "accept-encoding"))
+			continue;
 		r |= px_buf_append(o, buf + h->name.off, h->name.len);
 		r |= px_buf_append(o, ": ", 2);
 		r |= px_buf_append(o, buf + h->value.off, h->value.len);
 		r |= px_buf_append(o, "\r\n", 2);
 	}
+	if (c->intercepted)
+		r |= px_buf_append(o, "Accept-Encoding: identity\r\n", 27);
 	if (!q->has_host) {
 		char hh[AB_HOST_BUF + 16];
 		int n = snprintf(hh, sizeof(hh), "Host: %s:%u\r\n", c->host, (unsigned)c->port);
@@ -143,6 +148,98 @@ static int refuse(px_conn *c, ab_http_req *q, int status, const char *rule, cons
 	return -1;
 }
 
+/* Credential brokering: swap the placeholders of the upstream-bound head
+ * (or find one where it must not be), then queue it.  Returns the head's
+ * length, -EACCES (blocked: e->path names the place) or another -errno. */
+static int swap_secrets(px_conn *c, px_req *e, px_buf *head)
+{
+	const ab_broker *b = c->px->broker;
+	if (!b) {
+		int r = px_buf_append(&c->out, head->p, head->len);
+		int n = (int)head->len;
+		px_buf_free(head);
+		return r < 0 ? -ENOMEM : n;
+	}
+	char *out = NULL;
+	size_t outlen = 0;
+	ab_swap_result res;
+	int r = ab_secrets_rewrite_head(b->secs, b->n, c->host, c->port, head->p, head->len, &out,
+					&outlen, &res);
+	px_buf_free(head); /* placeholders only */
+	if (r < 0)
+		return r;
+	if (res.blocked) {
+		ab_swap_explain(&res, c->exfil, sizeof(c->exfil));
+		ab_secrets_wipe_free(out, outlen);
+		return -EACCES;
+	}
+	e->secrets = res.injected;
+	r = px_buf_append(&c->out, out, outlen);
+	ab_secrets_wipe_free(out, outlen); /* the real value: c->out is wiped as it drains */
+	return r < 0 ? -ENOMEM : (int)outlen;
+}
+
+/* A placeholder where its secret may not go: 403, logged as exfiltration. */
+static int refuse_exfil(px_conn *c, px_req *e)
+{
+	(void)e;
+	if (owed(c))
+		return 0; /* answered once the responses owed are out (the head is re-parsed) */
+	px_fail(c, 403, "deny", "exfiltration", "%s", c->exfil);
+	return -1;
+}
+
+static int start_body_scan(px_conn *c)
+{
+	const ab_broker *b = c->px->broker;
+	ab_err err = {0};
+	ab_scan_set_free(c->bset);
+	c->bset = NULL;
+	if (ab_secrets_body_set(b->secs, b->n, c->host, c->port, &c->bset, &err) < 0)
+		return -1;
+	if (!c->bscan && !(c->bscan = calloc(1, sizeof(*c->bscan))))
+		return -1;
+	ab_scanner_free(c->bscan);
+	return ab_scanner_init(c->bscan, c->bset) < 0 ? -1 : 0;
+}
+
+/* Body bytes through the placeholder scanner (held-back bytes come later).
+ * Returns 0, or -EACCES when a placeholder may not go to this host. */
+static int body_out(px_conn *c, const char *p, size_t n, bool done)
+{
+	if (!c->bscan)
+		return px_buf_append(&c->out, p, n);
+	char *tmp = malloc(n + ab_scanner_pending(c->bscan) + 1);
+	if (!tmp)
+		return -ENOMEM;
+	size_t outlen = n + ab_scanner_pending(c->bscan);
+	ab_scan_hit hit = {0};
+	int r = ab_scanner_feed(c->bscan, p, n, tmp, &outlen, &hit);
+	if (r >= 0 && !hit.blocked)
+		r = px_buf_append(&c->out, tmp, outlen);
+	if (r >= 0 && !hit.blocked && done) {
+		size_t fl = ab_scanner_pending(c->bscan);
+		char *t2 = realloc(tmp, fl + 1);
+		if (t2) {
+			tmp = t2;
+			r = ab_scanner_flush(c->bscan, tmp, &fl, &hit);
+			if (r >= 0 && !hit.blocked)
+				r = px_buf_append(&c->out, tmp, fl);
+		} else {
+			r = -ENOMEM;
+		}
+	}
+	ab_secrets_wipe_free(tmp, outlen);
+	if (hit.blocked) {
+		const ab_broker *b = c->px->broker;
+		ab_swap_result res;
+		ab_secrets_body_blocked(b->secs, b->n, c->host, c->port, &hit, &res);
+		ab_swap_explain(&res, c->exfil, sizeof(c->exfil));
+		return -EACCES;
+	}
+	return r < 0 ? r : 0;
+}
+
 /* Queue the request (r bytes of head at the front of c->in) for the
  * upstream.  Returns 1, or -1 when c is gone. */
 static int forward_request(px_conn *c, ab_http_req *q, int r)
@@ -160,15 +257,24 @@ static int forward_request(px_conn *c, ab_http_req *q, int r)
 		snprintf(e->path, sizeof(e->path), "/");
 	e->t0 = ab_now_ms();
 	e->upgrade = q->conn_upgrade && q->has_upgrade;
-	int hn = forward_head(c, q, c->in.p);
+	px_buf head = {0};
+	int hn = forward_head(c, q, c->in.p, &head);
 	bool chunked = q->chunked;
 	uint64_t cl = q->has_content_length ? q->content_length : 0;
 	free(q);
 	if (hn < 0) {
+		px_buf_free(&head);
 		px_close(c);
 		return -1;
 	}
+	hn = swap_secrets(c, e, &head);
+	if (hn < 0)
+		return hn == -EACCES ? refuse_exfil(c, e) : (px_close(c), -1);
 	e->up = (uint64_t)hn;
+	if (c->px->broker && (chunked || cl) && start_body_scan(c) < 0) {
+		px_close(c);
+		return -1;
+	}
 	c->nfifo++;
 	px_buf_consume(&c->in, (size_t)r); /* q's spans pointed in there: not used after */
 	if (chunked || cl) {
@@ -246,7 +352,17 @@ static int process_requests(px_conn *c)
 				px_close(c); /* a broken body: the stream cannot be resynchronised */
 				return -1;
 			}
-			if (px_buf_append(&c->out, c->in.p, (size_t)n) < 0) {
+			int br = body_out(c, c->in.p, (size_t)n, done);
+			if (br == -EACCES) {
+				/* the head already left: the only refusal left is the cut */
+				if (c->nfifo)
+					px_log_request(c, &c->fifo[c->nfifo - 1], "deny", 0);
+				c->logged = true;
+				px_log_conn(c, "deny", "exfiltration", 0, c->exfil);
+				px_close(c);
+				return -1;
+			}
+			if (br < 0) {
 				px_close(c);
 				return -1;
 			}
@@ -266,6 +382,56 @@ static int process_requests(px_conn *c)
 		if (r <= 0)
 			return r;
 	}
+}
+
+/* Response bytes to the client; on intercepted connections through the
+ * masking scanner first (the real values and their encodings never reach
+ * the sandbox).  done: the message ends here (release what was held). */
+static int resp_out(px_conn *c, const char *p, size_t n, bool done)
+{
+	if (!c->intercepted)
+		return px_buf_append(&c->toc, p, n);
+	if (!c->px->rset)
+		return -EIO; /* no masking set: fail closed */
+	if (!c->rscan) {
+		if (!(c->rscan = calloc(1, sizeof(*c->rscan))) ||
+		    ab_scanner_init(c->rscan, c->px->rset) < 0)
+			return -ENOMEM;
+	}
+	size_t cap = n + ab_scanner_pending(c->rscan) + 1;
+	char *tmp = malloc(cap);
+	if (!tmp)
+		return -ENOMEM;
+	size_t outlen = cap;
+	ab_scan_hit hit = {0};
+	int r = n ? ab_scanner_feed(c->rscan, p, n, tmp, &outlen, &hit) : (outlen = 0, 0);
+	if (r >= 0)
+		r = px_buf_append(&c->toc, tmp, outlen);
+	if (r >= 0 && done) {
+		outlen = cap;
+		r = ab_scanner_flush(c->rscan, tmp, &outlen, &hit);
+		if (r >= 0)
+			r = px_buf_append(&c->toc, tmp, outlen);
+	}
+	if (hit.replaced)
+		c->masked += hit.replaced;
+	ab_secrets_wipe_free(tmp, cap);
+	return r < 0 ? r : 0;
+}
+
+void px_http_free(px_conn *c)
+{
+	if (c->bscan) {
+		ab_scanner_free(c->bscan);
+		free(c->bscan);
+	}
+	if (c->rscan) {
+		ab_scanner_free(c->rscan);
+		free(c->rscan);
+	}
+	ab_scan_set_free(c->bset);
+	c->bscan = c->rscan = NULL;
+	c->bset = NULL;
 }
 
 static void finish_response(px_conn *c)
@@ -297,7 +463,7 @@ static int process_responses(px_conn *c)
 				return 0;
 			bool done = false;
 			int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
-			if (n < 0 || px_buf_append(&c->toc, c->back.p, (size_t)n) < 0) {
+			if (n < 0 || resp_out(c, c->back.p, (size_t)n, done) < 0) {
 				px_close(c);
 				return -1;
 			}
@@ -342,7 +508,8 @@ static int process_responses(px_conn *c)
 		bool close_after = rs->conn_close || (rs->version_minor == 0 && !rs->conn_keep_alive);
 		uint64_t cl = rs->content_length;
 		free(rs);
-		if (px_buf_append(&c->toc, c->back.p, (size_t)r) < 0) {
+		bool whole = kind == AB_HTTP_BODY_NONE || (kind == AB_HTTP_BODY_LENGTH && cl == 0);
+		if (resp_out(c, c->back.p, (size_t)r, whole || kind == AB_HTTP_BODY_TUNNEL) < 0) {
 			px_close(c);
 			return -1;
 		}
@@ -353,7 +520,8 @@ static int process_responses(px_conn *c)
 		if (code >= 100 && code < 200 && code != 101)
 			continue; /* interim: the final response follows */
 		if (kind == AB_HTTP_BODY_TUNNEL) {
-			if (code != 101 || !e->upgrade || c->nfifo != 1) {
+			if (code != 101 || !e->upgrade || c->nfifo != 1 || c->intercepted) {
+				/* (WebSockets on intercepted hosts: not yet) */
 				px_close(c);
 				return -1;
 			}
@@ -412,6 +580,14 @@ static int upstream_eof(px_conn *c, bool err)
 	return 0;
 }
 
+static void kick(ab_loop *l, uint64_t id, void *data)
+{
+	px_conn *c = data;
+	c->kick = 0;
+	if (c->state == PX_HTTP)
+		px_http_pump(c);
+}
+
 void px_http_start(px_conn *c)
 {
 	if (!c->fifo && !(c->fifo = calloc(PX_FIFO, sizeof(*c->fifo)))) {
@@ -430,7 +606,7 @@ void px_http_pump(px_conn *c)
 	for (int round = 0; round < 4; round++) {
 		bool progress = false;
 		if (c->toc.len) {
-			ssize_t n = px_buf_write(&c->toc, c->cfd);
+			ssize_t n = px_io_write(c, false, &c->toc);
 			if (n < 0 && n != -EAGAIN) {
 				px_close(c);
 				return;
@@ -438,13 +614,13 @@ void px_http_pump(px_conn *c)
 			progress |= n > 0;
 		}
 		if (c->out.len && c->ufd >= 0) {
-			ssize_t n = px_buf_write(&c->out, c->ufd);
+			ssize_t n = px_io_write(c, true, &c->out);
 			if (n < 0 && n != -EAGAIN)
 				px_buf_free(&c->out); /* gone: reading tells how (a response may wait there) */
 			progress |= n > 0;
 		}
 		if (!c->c_eof && c->in.len < PX_BUF_MAX && c->out.len < PX_BUF_MAX) {
-			ssize_t n = px_buf_read(&c->in, c->cfd, 16384);
+			ssize_t n = px_io_read(c, false, &c->in, 16384);
 			if (n == 0) {
 				c->c_eof = true;
 				if (c->in_req_body || (c->in.len && !c->nfifo)) {
@@ -460,7 +636,7 @@ void px_http_pump(px_conn *c)
 		if (process_requests(c) < 0)
 			return;
 		if (c->ufd >= 0 && c->toc.len < PX_BUF_MAX) {
-			ssize_t n = px_buf_read(&c->back, c->ufd, 65536);
+			ssize_t n = px_io_read(c, true, &c->back, 65536);
 			if ((n == 0 || (n < 0 && n != -EAGAIN)) && upstream_eof(c, n < 0) < 0)
 				return;
 			progress |= n > 0;
@@ -480,6 +656,8 @@ void px_http_pump(px_conn *c)
 		px_close(c);
 		return;
 	}
+	if (px_io_pending(c) && !c->kick) /* decrypted bytes no event will announce */
+		c->kick = ab_loop_timer(c->px->loop, 0, kick, c);
 	px_update(c);
 }
 

@@ -121,7 +121,10 @@ static bool check_hello(px_conn *c)
 	}
 	if (c->side == PX_TRANSPARENT)
 		snprintf(c->method, sizeof(c->method), "TLS");
-	px_tunnel_start(c);
+	if (px_should_intercept(c)) /* a secret is bound here: TLS ends in agentbox */
+		px_intercept_start(c);
+	else
+		px_tunnel_start(c);
 	return true;
 }
 

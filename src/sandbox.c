@@ -19,6 +19,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "agentbox/broker.h"
 #include "agentbox/cleanup.h"
 #include "agentbox/host.h"
 #include "agentbox/loop.h"
@@ -433,6 +434,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		       .cleaner = {.pipe_fd = -1}, .watch = {.fd = -1}, .devnull = -1,
 		       .ws_lock = -1};
 	char *cg_path = NULL;
+	ab_broker *broker = NULL;
 	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
 	int sv[2] = {-1, -1};
 	int code = AB_EXIT_FAIL;
@@ -526,6 +528,14 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		waitpid(s.child, NULL, 0);
 		goto out;
 	}
+	/* secrets and the session CA: made now, so the child never held them */
+	if (sent && ab_broker_prepare(plan, s.sync_fd, &broker, err) < 0) {
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	if (broker)
+		ab_proxy_set_broker(s.proxy, broker);
 	if (sent)
 		(void)ab_sync_send(s.sync_fd, &ph, -1);
 	if (sent && plan->root_mode) {
@@ -575,6 +585,7 @@ out:
 			ab_proxy_summary(s.proxy, stderr);
 		ab_proxy_free(s.proxy);
 	}
+	ab_broker_free(broker); /* wipes the values */
 	ab_watch_free(&s.watch);
 	ab_cleaner_finish(&s.cleaner);
 	if (cg_path) {

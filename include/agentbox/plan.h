@@ -51,6 +51,9 @@ enum ab_mnt_kind {
 #define AB_MNT_F_IDMAP 0x4    /* root caller: idmap on-disk root -> sandbox kuid */
 #define AB_MNT_F_NOEXEC 0x8
 #define AB_MNT_F_SYMLINK 0x10 /* the source is a symlink: recreated inside, no Landlock rule */
+#define AB_MNT_F_RUNTIME 0x20 /* AB_MNT_CONTENT made at run time (the session CA): the
+				 parent sends it as an AB_SYNC_CONTENT memfd; src is NULL */
+#define AB_MNT_F_CA_ONLY 0x40 /* ... the session CA alone, not the combined bundle */
 
 typedef struct ab_mount {
 	enum ab_mnt_kind kind;
@@ -90,6 +93,9 @@ typedef struct ab_plan_input {
 #define AB_SYNTH_NET "198.18.0.0"
 #define AB_SYNTH_PREFIX 15
 #define AB_EGRESS_MAX_PORTS 64 /* transparent listener ports */
+/* With brokered secrets: the session CA inside (read-only files on /run). */
+#define AB_TRUST_BUNDLE "/run/agentbox/ca-bundle.pem" /* system roots + session CA */
+#define AB_TRUST_CA "/run/agentbox/session-ca.pem"    /* the session CA alone */
 
 /* Egress (issue 3): what the child sets up inside the network namespace and
  * what the parent's proxy enforces.  Rule texts are canonical (validated). */
@@ -105,6 +111,11 @@ typedef struct ab_egress_plan {
 	uint16_t upstream_port;
 	ab_strv no_proxy;           /* host's NO_PROXY entries (upstream_proxy "env") */
 	char *profile_name;         /* for 403 explanations */
+	/* credential brokering (issue 4): the profile's secrets (borrowed: the
+	 * profile outlives the plan), the CA bundle for intercepted upstreams */
+	const struct ab_profile_secret *secrets;
+	size_t nsecrets;
+	char *ca_file;
 	bool summary;               /* print a summary on stderr at exit (a terminal, not -q) */
 } ab_egress_plan;
 

@@ -17,6 +17,9 @@
 #define AB_PROFILE_MAX_DEPTH 8             /* extends nesting */
 #define AB_PROFILE_MAX_LIST 1024           /* entries per list */
 #define AB_PROXY_DEFAULT_PORT 3128         /* network.proxy_port default */
+#define AB_PSECRET_ENV 0
+#define AB_PSECRET_FILE 1
+#define AB_PSECRET_COMMAND 2
 
 /* Variables available for expansion: "~" (at the start of a path), ${HOME},
  * ${WORKSPACE}, ${XDG_CONFIG_HOME}, ${XDG_DATA_HOME}, ${XDG_CACHE_HOME},
@@ -93,7 +96,26 @@ typedef struct ab_profile {
 		long proxy_port;           /* 0 unset (= AB_PROXY_DEFAULT_PORT) */
 		char *log;                 /* audit log path, NULL = none */
 		char *upstream_proxy;      /* "env" or "http://HOST:PORT"; NULL = dial directly */
+		char *ca_file;             /* PEM bundle to verify intercepted upstreams with,
+					      instead of the system store (tests, private CAs) */
 	} net;
+
+	/* Brokered secrets (issue 4): the sandbox sees a placeholder; the proxy
+	 * swaps it for the value on requests to the bound hosts. */
+	struct ab_profile_secret {
+		char *name;
+		int src;            /* AB_PSECRET_ENV / _FILE / _COMMAND */
+		char *src_env;      /* env: variable of agentbox's environment */
+		char *src_file;     /* file: absolute path */
+		ab_strv src_cmd;    /* command: argv */
+		ab_strv hosts;      /* bound hosts (network rules; each must be allowed) */
+		ab_strv places;     /* "header:NAME", "query", "body"; empty = default headers */
+		char *ph_prefix;    /* placeholder prefix, may be NULL */
+		long ph_len;        /* placeholder length, 0 = the value's */
+		char *env_name;     /* variable inside holding the placeholder; NULL = name,
+				       "" = none */
+	} *secrets;
+	size_t nsecrets;
 
 	ab_strv unix_sockets;    /* host socket paths bound in on purpose */
 	ab_strv allow_downgrade; /* named protections the user accepts losing */

@@ -35,6 +35,10 @@ int ab_proxy_attach(ab_proxy *px, ab_loop *loop, ab_err *err);
 /* A listener created inside the sandbox (kind: enum ab_listen_kind).  The
  * proxy owns fd from here on (closed on error too). */
 int ab_proxy_add_listener(ab_proxy *px, int kind, uint16_t port, int fd);
+/* Credential brokering: intercept the hosts of these secrets (owned by the
+ * caller, alive until ab_proxy_free). */
+struct ab_broker;
+void ab_proxy_set_broker(ab_proxy *px, struct ab_broker *b);
 /* Serve `agentbox allow` for this workspace (control.h). */
 int ab_proxy_control(ab_proxy *px, const char *workspace, ab_err *err);
 /* Close every connection (the sandbox is gone), emit the end of the log. */

@@ -28,6 +28,12 @@ enum ab_sync_type {
 				   child builds its root) */
 	AB_SYNC_LISTENER,       /* child -> parent: SCM_RIGHTS an egress listener created
 				   inside the netns; value = AB_LISTENER_VALUE(kind, port) */
+	AB_SYNC_CONTENT,        /* parent -> child (before PLACEHOLDERS_DONE): SCM_RIGHTS a
+				   sealed memfd with the content of mount index `value`
+				   (AB_MNT_F_RUNTIME: the session CA's trust files) */
+	AB_SYNC_ENV,            /* parent -> child (before PLACEHOLDERS_DONE): one raw
+				   datagram of `value` bytes follows, "NAME=VALUE" for the
+				   command's environment (a secret's placeholder) */
 };
 
 #define AB_SECCOMP_MAX_INSNS 4096 /* per program (BPF_MAXINSNS) */
@@ -67,7 +73,13 @@ int ab_sync_recv_seccomp(int fd, ab_seccomp_prog *out, struct sock_filter *store
 /* Mount step (child, src/mount.c): build the new root under a private tmpfs
  * and pivot_root into it (after AB_SYNC_PLACEHOLDERS_DONE, and for root
  * callers the AB_SYNC_IDMAP trees, arrive on sync_fd). */
-int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_err *err);
+typedef struct ab_runtime {
+	ab_strv env; /* AB_SYNC_ENV entries: added to (or replacing in) plan->envp */
+} ab_runtime;
+
+#define AB_SYNC_ENV_MAX 8192 /* one AB_SYNC_ENV entry */
+
+int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_runtime *rt, ab_err *err);
 
 /* Parent, root callers only: for every mount flagged AB_MNT_F_IDMAP, a
  * detached, idmapped tree (on-disk root -> the sandbox's host ids); fds[i] is

@@ -382,7 +382,7 @@ static void test_did_you_mean(void **state)
 		  "/x/p.json:1:30: env: unknown key \"pas\" (did you mean \"pass\"?)" },
 		{ "{\"version\":1,\"hstnm\":\"x\"}", /* distance 3: no guess */
 		  "/x/p.json:1:14: unknown key \"hstnm\" (known: $schema, version, extends, "
-		  "description, command, filesystem, network, env, limits, syscalls, "
+		  "description, command, filesystem, network, env, limits, syscalls, secrets, "
 		  "unix_sockets, allow_downgrade, hostname)" },
 		{ "{\"version\":1,\"allow_downgrade\":[\"seccomp-usernotif\"]}",
 		  "/x/p.json:1:33: allow_downgrade[0]: unknown downgrade \"seccomp-usernotif\" "

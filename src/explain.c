@@ -312,6 +312,45 @@ static void text_rules(FILE *out, const char *title, const ab_strv *v, const cha
 	fputc('\n', out);
 }
 
+static const char *secret_source(const struct ab_profile_secret *x, char *buf, size_t n)
+{
+	switch (x->src) {
+	case AB_PSECRET_ENV:
+		snprintf(buf, n, "env %s", x->src_env);
+		break;
+	case AB_PSECRET_FILE:
+		snprintf(buf, n, "file %s", x->src_file);
+		break;
+	default:
+		snprintf(buf, n, "command %s", x->src_cmd.n ? x->src_cmd.v[0] : "?");
+		break;
+	}
+	return buf;
+}
+
+/* Names, sources, hosts and places: never a value (none is read here). */
+static void text_secrets(const ab_plan *p, FILE *out)
+{
+	const ab_egress_plan *e = &p->egress;
+	fputs("\nSecrets (brokered: the sandbox sees a placeholder; agentbox adds the value)\n", out);
+	if (!e->nsecrets)
+		fputs("  none\n", out);
+	for (size_t i = 0; i < e->nsecrets; i++) {
+		const struct ab_profile_secret *x = &e->secrets[i];
+		char src[300];
+		const char *var = x->env_name ? x->env_name : x->name;
+		fprintf(out, "  %s  from %s; placeholder in %s%s\n", x->name,
+			secret_source(x, src, sizeof(src)), var[0] ? "$" : "", var[0] ? var : "no variable");
+		text_rules(out, "  sent only to", &x->hosts, "?");
+		if (x->places.n)
+			text_rules(out, "  only in", &x->places, "");
+		else
+			fputs("    only in: header:authorization header:x-api-key\n", out);
+	}
+	if (e->nsecrets)
+		fputs("  TLS to those hosts is intercepted with a session CA made in memory\n", out);
+}
+
 static void text_network(const ab_plan *p, FILE *out)
 {
 	const ab_ll_plan *ll = &p->landlock;
@@ -353,7 +392,7 @@ static void text_network(const ab_plan *p, FILE *out)
 			fprintf(out, "%s%u", i ? " " : "", (unsigned)ll->tcp_ports[i]);
 		fputc('\n', out);
 	}
-	fputs("\nSecrets\n  none\n", out);
+	text_secrets(p, out);
 }
 
 static void text_env(const ab_plan *p, FILE *out)
@@ -575,6 +614,26 @@ static json_t *json_hidden(const ab_plan *p)
 	return checked(a, bad);
 }
 
+static json_t *json_secrets(const ab_plan *p)
+{
+	const ab_egress_plan *e = &p->egress;
+	json_t *a = json_array();
+	int bad = !a;
+	for (size_t i = 0; a && i < e->nsecrets; i++) {
+		const struct ab_profile_secret *x = &e->secrets[i];
+		char src[300];
+		json_t *o = json_object();
+		const char *var = x->env_name ? x->env_name : x->name;
+		bad |= !o || json_object_set_new(o, "name", jstr(x->name)) ||
+		       json_object_set_new(o, "source", jstr(secret_source(x, src, sizeof(src)))) ||
+		       json_object_set_new(o, "hosts", strv_json(&x->hosts)) ||
+		       json_object_set_new(o, "in", strv_json(&x->places)) ||
+		       json_object_set_new(o, "env", var[0] ? jstr(var) : json_null());
+		bad |= json_array_append_new(a, o);
+	}
+	return checked(a, bad);
+}
+
 static json_t *json_network(const ab_plan *p)
 {
 	const ab_ll_plan *ll = &p->landlock;
@@ -700,7 +759,7 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	bad |= json_object_set_new(o, "protected", json_mounts(p, pick_protect));
 	bad |= json_object_set_new(o, "absent", strv_json(&p->absent));
 	bad |= json_object_set_new(o, "network", json_network(p));
-	bad |= json_object_set_new(o, "secrets", json_array());
+	bad |= json_object_set_new(o, "secrets", json_secrets(p));
 	bad |= json_object_set_new(o, "env", json_env(p));
 	bad |= json_object_set_new(o, "seccomp", p->seccomp.disabled ? json_array()
 								      : strv_json(sc));

@@ -166,7 +166,7 @@ static void test_text_sections_in_order(void **state)
 		"  devices, proc and system files:\n", "    /bin -> usr/bin", "    /etc/passwd  [",
 		"  granted but not present on this host (skipped):\n", "    /opt/tools (fs.read)\n",
 		"\nNetwork\n", "  only loopback inside; the one way out is agentbox's egress proxy\n",
-		"  loopback TCP connect (Landlock; listening is not restricted): 8080\n", "\nSecrets\n  none\n",
+		"  loopback TCP connect (Landlock; listening is not restricted): 8080\n", "\nSecrets (brokered", "  none\n",
 		"\nEnvironment", "\nSyscalls (seccomp)\n", "\nLandlock\n", "    /usr: read_file read_dir\n",
 		"    /home/alice/proj: all\n", "\nLimits\n", "  nofile: 1024\n", "  core: 0\n",
 		"  memory: 1073741824 bytes (1.0 GiB) [NOT ENFORCED", "  pids: not limited\n",

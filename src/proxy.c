@@ -207,10 +207,9 @@ void px_update(px_conn *c)
 		uw = c->in.len ? 0 : AB_EV_READ;
 		break;
 	case PX_TUNNEL:
-		cw = (!c->out.len && !c->cu.inpipe && !c->cu.eof ? AB_EV_READ : 0) |
-		     (c->toc.len || c->uc.inpipe ? AB_EV_WRITE : 0);
-		uw = (!c->toc.len && !c->uc.inpipe && !c->uc.eof ? AB_EV_READ : 0) |
-		     (c->out.len || c->cu.inpipe ? AB_EV_WRITE : 0);
+		/* a side is read only when what it sent last is all delivered */
+		cw = (!c->out.len && !c->cu.eof ? AB_EV_READ : 0) | (c->toc.len ? AB_EV_WRITE : 0);
+		uw = (!c->toc.len && !c->uc.eof ? AB_EV_READ : 0) | (c->out.len ? AB_EV_WRITE : 0);
 		break;
 	case PX_HTTP: {
 		bool upgrading = c->nfifo > 0 && c->fifo[c->nfifo - 1].upgrade;
@@ -888,7 +887,6 @@ static px_conn *conn_new(ab_proxy *px, int fd, enum px_side side)
 	c->id = ++px->next_id;
 	c->cfd = fd;
 	c->ufd = -1;
-	c->cu.pipe[0] = c->cu.pipe[1] = c->uc.pipe[0] = c->uc.pipe[1] = -1;
 	c->side = side;
 	c->t0 = ab_now_ms();
 	c->next = px->conns;

@@ -68,8 +68,6 @@ typedef struct px_req {
 } px_req;
 
 typedef struct px_dir {
-	int pipe[2];
-	size_t inpipe;
 	bool eof;      /* source said EOF */
 	bool shut;     /* we shut down the destination's write side */
 } px_dir;

@@ -208,8 +208,10 @@ void px_update(px_conn *c)
 		break;
 	case PX_TUNNEL:
 		/* a side is read only when what it sent last is all delivered */
-		cw = (!c->out.len && !c->cu.eof ? AB_EV_READ : 0) | (c->toc.len ? AB_EV_WRITE : 0);
-		uw = (!c->toc.len && !c->uc.eof ? AB_EV_READ : 0) | (c->out.len ? AB_EV_WRITE : 0);
+		cw = (!c->out.len && !c->cu.eof ? AB_EV_READ : 0) |
+		     (c->toc.len || c->c_ssl_ww ? AB_EV_WRITE : 0);
+		uw = (!c->toc.len && !c->uc.eof ? AB_EV_READ : 0) |
+		     (c->out.len || c->u_ssl_ww ? AB_EV_WRITE : 0);
 		break;
 	case PX_HTTP: {
 		bool upgrading = c->nfifo > 0 && c->fifo[c->nfifo - 1].upgrade;

@@ -214,6 +214,8 @@ bool px_should_intercept(const px_conn *c);
 void px_intercept_start(px_conn *c);
 void px_tls_pump(px_conn *c);
 void px_tls_free(px_conn *c);
+void px_tls_tunnel_pump(px_conn *c);
+void px_kick(ab_loop *l, uint64_t id, void *data);
 void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
 		 const char *reason);
 

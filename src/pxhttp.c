@@ -520,8 +520,7 @@ static int process_responses(px_conn *c)
 		if (code >= 100 && code < 200 && code != 101)
 			continue; /* interim: the final response follows */
 		if (kind == AB_HTTP_BODY_TUNNEL) {
-			if (code != 101 || !e->upgrade || c->nfifo != 1 || c->intercepted) {
-				/* (WebSockets on intercepted hosts: not yet) */
+			if (code != 101 || !e->upgrade || c->nfifo != 1) {
 				px_close(c);
 				return -1;
 			}
@@ -580,12 +579,14 @@ static int upstream_eof(px_conn *c, bool err)
 	return 0;
 }
 
-static void kick(ab_loop *l, uint64_t id, void *data)
+void px_kick(ab_loop *l, uint64_t id, void *data)
 {
 	px_conn *c = data;
 	c->kick = 0;
 	if (c->state == PX_HTTP)
 		px_http_pump(c);
+	else if (c->state == PX_TUNNEL && c->intercepted)
+		px_tls_tunnel_pump(c);
 }
 
 void px_http_start(px_conn *c)
@@ -657,7 +658,7 @@ void px_http_pump(px_conn *c)
 		return;
 	}
 	if (px_io_pending(c) && !c->kick) /* decrypted bytes no event will announce */
-		c->kick = ab_loop_timer(c->px->loop, 0, kick, c);
+		c->kick = ab_loop_timer(c->px->loop, 0, px_kick, c);
 	px_update(c);
 }
 

@@ -240,3 +240,57 @@ void px_tls_pump(px_conn *c)
 		return;
 	}
 }
+
+/* ------------------------------------------------------------ upgraded */
+
+/* One direction of a WebSocket (or other 101-upgraded) stream on an
+ * intercepted connection: opaque from here, through both TLS sessions.
+ * Returns 1 on progress, 0 on none, -1 when the connection must close. */
+static int tls_dir(px_conn *c, bool from_up, px_buf *b, px_dir *d, uint64_t *count)
+{
+	int progress = 0;
+	if (b->len) {
+		ssize_t n = px_io_write(c, !from_up, b);
+		if (n < 0 && n != -EAGAIN)
+			return -1;
+		progress |= n > 0;
+	}
+	if (!b->len && !d->eof) {
+		ssize_t n = px_io_read(c, from_up, b, 65536);
+		if (n == 0)
+			d->eof = true;
+		else if (n < 0 && n != -EAGAIN)
+			return -1;
+		else if (n > 0)
+			*count += (uint64_t)n;
+		progress |= n != -EAGAIN;
+	}
+	if (d->eof && !b->len && !d->shut) {
+		SSL *dst = from_up ? c->cssl : c->ussl;
+		(void)SSL_shutdown(dst);
+		d->shut = true;
+	}
+	return progress;
+}
+
+void px_tls_tunnel_pump(px_conn *c)
+{
+	for (int round = 0; round < 8; round++) {
+		int a = tls_dir(c, false, &c->out, &c->cu, &c->up);
+		int b = a < 0 ? -1 : tls_dir(c, true, &c->toc, &c->uc, &c->down);
+		if (a < 0 || b < 0) {
+			px_close(c);
+			return;
+		}
+		if (!a && !b)
+			break;
+	}
+	if (c->cu.shut && c->uc.shut) {
+		px_close(c);
+		return;
+	}
+	c->deadline = ab_now_ms() + AB_PROXY_IDLE_MS;
+	if (px_io_pending(c) && !c->kick)
+		c->kick = ab_loop_timer(c->px->loop, 0, px_kick, c);
+	px_update(c);
+}

@@ -289,6 +289,10 @@ void px_tunnel_pump(px_conn *c, bool c_ev, bool u_ev)
 {
 	(void)c_ev;
 	(void)u_ev;
+	if (c->intercepted) { /* an upgraded stream between two TLS sessions */
+		px_tls_tunnel_pump(c);
+		return;
+	}
 	if (dir_pump(c, c->cfd, c->ufd, &c->cu, &c->out, &c->up) < 0 ||
 	    dir_pump(c, c->ufd, c->cfd, &c->uc, &c->toc, &c->down) < 0) {
 		px_close(c);

@@ -40,7 +40,7 @@ LIB_SRCS := src/common.c src/cli.c src/profile.c src/host.c src/doctor.c src/pla
             src/watch.c src/json_pos.c src/http.c src/netpolicy.c src/plan_net.c \
             src/netns.c src/dns.c src/tls.c src/audit.c src/resolve.c src/proxy.c \
             src/pxhttp.c src/pxtunnel.c src/dnsd.c src/control.c \
-            src/ca.c src/secrets.c src/scan.c src/broker.c src/pxtls.c
+            src/ca.c src/secrets.c src/scan.c src/broker.c src/pxtls.c src/pxscan.c
 MAIN_SRC := src/main.c
 UNIT_TESTS := common profile plan landlock caps seccomp loop pty explain cli host cgroup \
               http netpolicy dns tls ca secrets

@@ -22,7 +22,93 @@
 
 #define CA_DAYS 7
 
-static int load_one(const struct ab_profile_secret *x, ab_secret *s, ab_err *err)
+int ab_broker_stash(const ab_plan *plan, ab_stash *st, ab_err *err)
+{
+	const ab_egress_plan *e = &plan->egress;
+	memset(st, 0, sizeof(*st));
+	size_t need = 0;
+	for (size_t i = 0; i < e->nsecrets && i < AB_SECRETS_MAX; i++) {
+		const char *v = e->secrets[i].src == AB_PSECRET_ENV ? getenv(e->secrets[i].src_env)
+								   : NULL;
+		need += v ? strlen(v) + 1 : 0;
+	}
+	if (!need)
+		return 0;
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	st->cap = (need + pg - 1) / pg * pg;
+	st->mem = mmap(NULL, st->cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (st->mem == MAP_FAILED) {
+		st->mem = NULL;
+		return ab_fail(err, errno, "secrets: mmap");
+	}
+	/* fail closed: without wipe-on-fork the clone would hold the values */
+	if (madvise(st->mem, st->cap, MADV_WIPEONFORK) < 0) {
+		int en = errno;
+		ab_stash_free(st);
+		return ab_fail(err, en, "secrets: MADV_WIPEONFORK (needs Linux >= 4.14)");
+	}
+	(void)madvise(st->mem, st->cap, MADV_DONTDUMP);
+	(void)mlock(st->mem, st->cap);
+	size_t off = 0;
+	for (size_t i = 0; i < e->nsecrets && i < AB_SECRETS_MAX; i++) {
+		if (e->secrets[i].src != AB_PSECRET_ENV)
+			continue;
+		size_t j = 0; /* two secrets from one variable: one copy */
+		while (j < i && !(st->have[j] && e->secrets[j].src == AB_PSECRET_ENV &&
+				  strcmp(e->secrets[j].src_env, e->secrets[i].src_env) == 0))
+			j++;
+		if (j < i) {
+			st->off[i] = st->off[j];
+			st->len[i] = st->len[j];
+			st->have[i] = true;
+			continue;
+		}
+		char *v = getenv(e->secrets[i].src_env);
+		if (!v)
+			continue;
+		size_t n = strlen(v);
+		memcpy(st->mem + off, v, n + 1);
+		st->off[i] = off;
+		st->len[i] = n;
+		st->have[i] = true;
+		off += n + 1;
+		explicit_bzero(v, n); /* agentbox's own environment block, in place */
+	}
+	return 0;
+}
+
+void ab_stash_free(ab_stash *st)
+{
+	if (st->mem) {
+		explicit_bzero(st->mem, st->cap);
+		munmap(st->mem, st->cap);
+	}
+	memset(st, 0, sizeof(*st));
+}
+
+/* An env source comes from the stash (agentbox's environment no longer has
+ * it); a copy the secret owns and wipes. */
+static int stashed_value(const ab_stash *st, size_t i, const struct ab_profile_secret *x,
+			 char **value, size_t *len, ab_err *err)
+{
+	if (!st || i >= AB_SECRETS_MAX || !st->have[i]) {
+		ab_fail(err, 0, "environment variable %s is not set", x->src_env);
+		return -ENOENT;
+	}
+	if (!st->len[i]) {
+		ab_fail(err, 0, "environment variable %s is empty", x->src_env);
+		return -ENODATA;
+	}
+	*value = malloc(st->len[i] + 1);
+	if (!*value)
+		return ab_fail(err, ENOMEM, "secrets");
+	memcpy(*value, st->mem + st->off[i], st->len[i] + 1);
+	*len = st->len[i];
+	return 0;
+}
+
+static int load_one(const struct ab_profile_secret *x, const ab_stash *st, size_t idx,
+		    ab_secret *s, ab_err *err)
 {
 	ab_secret_source src = {0};
 	switch (x->src) {
@@ -46,7 +132,9 @@ static int load_one(const struct ab_profile_secret *x, ab_secret *s, ab_err *err
 		r = ab_secret_add_host(s, x->hosts.v[i], err);
 	for (size_t i = 0; !r && i < x->places.n; i++)
 		r = ab_secret_add_place(s, x->places.v[i], err);
-	if (!r)
+	if (!r && x->src == AB_PSECRET_ENV)
+		r = stashed_value(st, idx, x, &value, &len, err);
+	else if (!r)
 		r = ab_secret_load(x->name, &src, &value, &len, err);
 	if (!r)
 		r = ab_secret_set_value(s, value, len, err); /* takes value */
@@ -54,7 +142,9 @@ static int load_one(const struct ab_profile_secret *x, ab_secret *s, ab_err *err
 		r = ab_secret_set_placeholder(s, x->ph_prefix, (size_t)x->ph_len, err);
 	if (!r)
 		r = ab_secret_finish(s, err);
-	return r < 0 ? ab_err_prefix(err, "secret %s", x->name) : 0;
+	if (r < 0 && strncmp(err->msg, "secret ", 7) != 0)
+		ab_err_prefix(err, "secret %s", x->name);
+	return r < 0 ? r : 0;
 }
 
 static int send_env(int sync_fd, const char *name, const ab_secret *s, ab_err *err)
@@ -158,7 +248,8 @@ static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 	return r < 0 ? r : 0;
 }
 
-int ab_broker_prepare(const ab_plan *plan, int sync_fd, ab_broker **out, ab_err *err)
+int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_broker **out,
+		      ab_err *err)
 {
 	const ab_egress_plan *e = &plan->egress;
 	*out = NULL;
@@ -171,7 +262,7 @@ int ab_broker_prepare(const ab_plan *plan, int sync_fd, ab_broker **out, ab_err 
 	}
 	int r = 0;
 	for (size_t i = 0; !r && i < e->nsecrets; i++) {
-		r = load_one(&e->secrets[i], &b->secs[i], err);
+		r = load_one(&e->secrets[i], st, i, &b->secs[i], err);
 		b->n = i + 1;
 	}
 	if (!r)

@@ -152,6 +152,16 @@ void px_log_request(px_conn *c, const px_req *r, const char *decision, int statu
 	event_finish(c, ev, decision, c->rule, status, r->up, r->down, r->t0, NULL);
 }
 
+/* A request refused for carrying a placeholder where it may not go. */
+void px_log_exfil(px_conn *c, const px_req *r, int status)
+{
+	json_t *ev = event_base(c, r->method);
+	json_object_set_new(ev, "path", json_string(r->path));
+	if (c->intercepted)
+		json_object_set_new(ev, "intercepted", json_true());
+	event_finish(c, ev, "deny", "exfiltration", status, 0, 0, r->t0, c->exfil);
+}
+
 /* A tunnel (or a connection that never became one) ends. */
 void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
 		 const char *reason)

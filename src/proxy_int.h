@@ -19,6 +19,7 @@
 #include "agentbox/netpolicy.h"
 #include "agentbox/proxy.h"
 #include "agentbox/resolve.h"
+#include "agentbox/secrets.h"
 
 #define PX_BUF_MAX (64 * 1024)     /* stop reading a side when its output holds this */
 #define PX_HEAD_MAX AB_HTTP_DEFAULT_MAX_HEAD
@@ -71,6 +72,16 @@ typedef struct px_dir {
 	bool eof;      /* source said EOF */
 	bool shut;     /* we shut down the destination's write side */
 } px_dir;
+
+/* A body through a scanner (pxscan.c), de-chunked and re-chunked. */
+typedef struct px_scanpass {
+	ab_scanner *s;
+	bool chunked;
+	int st;
+	uint64_t left;
+	char line[1100];
+	size_t ll;
+} px_scanpass;
 
 typedef struct px_conn {
 	struct px_conn *prev, *next;
@@ -129,8 +140,9 @@ typedef struct px_conn {
 	struct ab_scanner *bscan;   /* request body: placeholders (bound: swap, else block) */
 	struct ab_scan_set *bset;
 	struct ab_scanner *rscan;   /* response: real values -> masked */
+	px_scanpass bpass, rpass;   /* the current request / response body */
 	uint64_t masked;            /* bytes masked in responses */
-	char exfil[512];            /* why a placeholder was refused (for the 403) */
+	char exfil[4608];           /* why a placeholder was refused (for the 403) */
 } px_conn;
 
 typedef struct px_map {
@@ -201,10 +213,16 @@ void px_close(px_conn *c);
 void px_fail(px_conn *c, int status, const char *decision, const char *rule, const char *fmt,
 	     ...) __attribute__((format(printf, 5, 6)));
 void px_log_request(px_conn *c, const px_req *r, const char *decision, int status);
+void px_log_exfil(px_conn *c, const px_req *r, int status);
 int px_decide(px_conn *c, const char *host, unsigned port);
 void px_dial(px_conn *c);
 void px_connected(px_conn *c);
 void px_head_process(px_conn *c);
+
+/* pxscan.c */
+void px_scan_begin(px_scanpass *sp, ab_scanner *s, bool chunked);
+int px_scan_pass(px_scanpass *sp, const char *p, size_t n, bool done, px_buf *dst,
+		 ab_scan_hit *hit);
 
 /* pxtls.c */
 ssize_t px_io_read(px_conn *c, bool up, px_buf *b, size_t want);

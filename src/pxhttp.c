@@ -173,6 +173,18 @@ static int swap_secrets(px_conn *c, px_req *e, px_buf *head)
 		ab_secrets_wipe_free(out, outlen);
 		return -EACCES;
 	}
+	if (res.injected && !c->intercepted) {
+		/* a secret's host reached over plain HTTP: the value would cross the
+		 * network in clear and come back unmasked */
+		ab_secrets_wipe_free(out, outlen);
+		char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
+		ab_secrets_names(b->secs, b->n, res.injected, names, sizeof(names));
+		snprintf(c->exfil, sizeof(c->exfil),
+			 "agentbox: the placeholder of %s would be sent to %s:%u over plain HTTP; "
+			 "secrets are only sent over TLS (use https://)",
+			 names, c->host, (unsigned)c->port);
+		return -EACCES;
+	}
 	e->secrets = res.injected;
 	r = px_buf_append(&c->out, out, outlen);
 	ab_secrets_wipe_free(out, outlen); /* the real value: c->out is wiped as it drains */
@@ -182,14 +194,15 @@ static int swap_secrets(px_conn *c, px_req *e, px_buf *head)
 /* A placeholder where its secret may not go: 403, logged as exfiltration. */
 static int refuse_exfil(px_conn *c, px_req *e)
 {
-	(void)e;
 	if (owed(c))
 		return 0; /* answered once the responses owed are out (the head is re-parsed) */
+	px_log_exfil(c, e, 403);
+	c->logged = true; /* px_fail: answer only */
 	px_fail(c, 403, "deny", "exfiltration", "%s", c->exfil);
 	return -1;
 }
 
-static int start_body_scan(px_conn *c)
+static int start_body_scan(px_conn *c, bool chunked)
 {
 	const ab_broker *b = c->px->broker;
 	ab_err err = {0};
@@ -200,7 +213,10 @@ static int start_body_scan(px_conn *c)
 	if (!c->bscan && !(c->bscan = calloc(1, sizeof(*c->bscan))))
 		return -1;
 	ab_scanner_free(c->bscan);
-	return ab_scanner_init(c->bscan, c->bset) < 0 ? -1 : 0;
+	if (ab_scanner_init(c->bscan, c->bset) < 0)
+		return -1;
+	px_scan_begin(&c->bpass, c->bscan, chunked);
+	return 0;
 }
 
 /* Body bytes through the placeholder scanner (held-back bytes come later).
@@ -209,35 +225,40 @@ static int body_out(px_conn *c, const char *p, size_t n, bool done)
 {
 	if (!c->bscan)
 		return px_buf_append(&c->out, p, n);
-	char *tmp = malloc(n + ab_scanner_pending(c->bscan) + 1);
-	if (!tmp)
-		return -ENOMEM;
-	size_t outlen = n + ab_scanner_pending(c->bscan);
 	ab_scan_hit hit = {0};
-	int r = ab_scanner_feed(c->bscan, p, n, tmp, &outlen, &hit);
-	if (r >= 0 && !hit.blocked)
-		r = px_buf_append(&c->out, tmp, outlen);
-	if (r >= 0 && !hit.blocked && done) {
-		size_t fl = ab_scanner_pending(c->bscan);
-		char *t2 = realloc(tmp, fl + 1);
-		if (t2) {
-			tmp = t2;
-			r = ab_scanner_flush(c->bscan, tmp, &fl, &hit);
-			if (r >= 0 && !hit.blocked)
-				r = px_buf_append(&c->out, tmp, fl);
-		} else {
-			r = -ENOMEM;
-		}
-	}
-	ab_secrets_wipe_free(tmp, outlen);
-	if (hit.blocked) {
+	int r = px_scan_pass(&c->bpass, p, n, done, &c->out, &hit);
+	if (r == -EACCES) {
 		const ab_broker *b = c->px->broker;
 		ab_swap_result res;
 		ab_secrets_body_blocked(b->secs, b->n, c->host, c->port, &hit, &res);
 		ab_swap_explain(&res, c->exfil, sizeof(c->exfil));
-		return -EACCES;
 	}
-	return r < 0 ? r : 0;
+	return r;
+}
+
+/* Scan body bytes that arrived with their head, on a scanner of their own
+ * (the real pass comes later).  -EACCES (c->exfil says why) or 0. */
+static int prescan_body(px_conn *c, const char *p, size_t n, bool chunked)
+{
+	ab_scanner s;
+	if (ab_scanner_init(&s, c->bset) < 0)
+		return -ENOMEM;
+	px_scanpass sp;
+	px_buf sink = {0};
+	ab_scan_hit hit = {0};
+	px_scan_begin(&sp, &s, chunked);
+	int r = px_scan_pass(&sp, p, n, false, &sink, &hit);
+	if (sink.p)
+		explicit_bzero(sink.p, sink.len);
+	px_buf_free(&sink);
+	ab_scanner_free(&s);
+	if (r == -EACCES) {
+		const ab_broker *b = c->px->broker;
+		ab_swap_result res;
+		ab_secrets_body_blocked(b->secs, b->n, c->host, c->port, &hit, &res);
+		ab_swap_explain(&res, c->exfil, sizeof(c->exfil));
+	}
+	return r;
 }
 
 /* Queue the request (r bytes of head at the front of c->in) for the
@@ -267,14 +288,26 @@ static int forward_request(px_conn *c, ab_http_req *q, int r)
 		px_close(c);
 		return -1;
 	}
+	if (c->px->broker && (chunked || cl)) {
+		if (start_body_scan(c, chunked) < 0) {
+			px_buf_free(&head);
+			px_close(c);
+			return -1;
+		}
+		/* the part of the body already here decides before the head leaves:
+		 * a refusal is then still a 403, not a cut */
+		size_t have = c->in.len - (size_t)r;
+		if (!chunked && have > cl)
+			have = (size_t)cl;
+		if (have && prescan_body(c, c->in.p + r, have, chunked) == -EACCES) {
+			px_buf_free(&head);
+			return refuse_exfil(c, e);
+		}
+	}
 	hn = swap_secrets(c, e, &head);
 	if (hn < 0)
 		return hn == -EACCES ? refuse_exfil(c, e) : (px_close(c), -1);
 	e->up = (uint64_t)hn;
-	if (c->px->broker && (chunked || cl) && start_body_scan(c) < 0) {
-		px_close(c);
-		return -1;
-	}
 	c->nfifo++;
 	px_buf_consume(&c->in, (size_t)r); /* q's spans pointed in there: not used after */
 	if (chunked || cl) {
@@ -356,9 +389,11 @@ static int process_requests(px_conn *c)
 			if (br == -EACCES) {
 				/* the head already left: the only refusal left is the cut */
 				if (c->nfifo)
-					px_log_request(c, &c->fifo[c->nfifo - 1], "deny", 0);
+					px_log_exfil(c, &c->fifo[c->nfifo - 1], 0);
+				else
+					px_log_conn(c, "deny", "exfiltration", 0, c->exfil);
 				c->logged = true;
-				px_log_conn(c, "deny", "exfiltration", 0, c->exfil);
+				c->nfifo = 0; /* the cut answers them all */
 				px_close(c);
 				return -1;
 			}
@@ -391,6 +426,17 @@ static int resp_out(px_conn *c, const char *p, size_t n, bool done)
 {
 	if (!c->intercepted)
 		return px_buf_append(&c->toc, p, n);
+	ab_scan_hit hit = {0};
+	int r = px_scan_pass(&c->rpass, p, n, done, &c->toc, &hit);
+	c->masked += hit.replaced;
+	return r;
+}
+
+/* Masking starts afresh for a head (done: true) or a body. */
+static int resp_begin(px_conn *c, bool chunked)
+{
+	if (!c->intercepted)
+		return 0;
 	if (!c->px->rset)
 		return -EIO; /* no masking set: fail closed */
 	if (!c->rscan) {
@@ -398,25 +444,8 @@ static int resp_out(px_conn *c, const char *p, size_t n, bool done)
 		    ab_scanner_init(c->rscan, c->px->rset) < 0)
 			return -ENOMEM;
 	}
-	size_t cap = n + ab_scanner_pending(c->rscan) + 1;
-	char *tmp = malloc(cap);
-	if (!tmp)
-		return -ENOMEM;
-	size_t outlen = cap;
-	ab_scan_hit hit = {0};
-	int r = n ? ab_scanner_feed(c->rscan, p, n, tmp, &outlen, &hit) : (outlen = 0, 0);
-	if (r >= 0)
-		r = px_buf_append(&c->toc, tmp, outlen);
-	if (r >= 0 && done) {
-		outlen = cap;
-		r = ab_scanner_flush(c->rscan, tmp, &outlen, &hit);
-		if (r >= 0)
-			r = px_buf_append(&c->toc, tmp, outlen);
-	}
-	if (hit.replaced)
-		c->masked += hit.replaced;
-	ab_secrets_wipe_free(tmp, cap);
-	return r < 0 ? r : 0;
+	px_scan_begin(&c->rpass, c->rscan, chunked);
+	return 0;
 }
 
 void px_http_free(px_conn *c)
@@ -508,8 +537,8 @@ static int process_responses(px_conn *c)
 		bool close_after = rs->conn_close || (rs->version_minor == 0 && !rs->conn_keep_alive);
 		uint64_t cl = rs->content_length;
 		free(rs);
-		bool whole = kind == AB_HTTP_BODY_NONE || (kind == AB_HTTP_BODY_LENGTH && cl == 0);
-		if (resp_out(c, c->back.p, (size_t)r, whole || kind == AB_HTTP_BODY_TUNNEL) < 0) {
+		if (resp_begin(c, false) < 0 || resp_out(c, c->back.p, (size_t)r, true) < 0 ||
+		    resp_begin(c, kind == AB_HTTP_BODY_CHUNKED) < 0) {
 			px_close(c);
 			return -1;
 		}
@@ -543,6 +572,8 @@ static int process_responses(px_conn *c)
 static int upstream_eof(px_conn *c, bool err)
 {
 	bool to_close = c->in_resp_body && c->respf.kind == AB_HTTP_BODY_CLOSE;
+	if (to_close && !err && resp_out(c, NULL, 0, true) < 0)
+		err = true; /* what masking held back could not be released */
 	if (to_close && !err) {
 		finish_response(c);
 		/* the body ended with the connection, so does the client's: requests

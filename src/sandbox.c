@@ -435,6 +435,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		       .ws_lock = -1};
 	char *cg_path = NULL;
 	ab_broker *broker = NULL;
+	ab_stash stash = {0};
 	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
 	int sv[2] = {-1, -1};
 	int code = AB_EXIT_FAIL;
@@ -487,6 +488,9 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	}
 	if (ab_proxy_new(&plan->egress, &s.proxy, err) < 0)
 		goto out;
+	/* before clone: the values agentbox's environment holds move out of it */
+	if (ab_broker_stash(plan, &stash, err) < 0)
+		goto out;
 	s.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (s.sig_fd < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		ab_fail(err, errno, "run: signalfd/socketpair");
@@ -529,7 +533,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		goto out;
 	}
 	/* secrets and the session CA: made now, so the child never held them */
-	if (sent && ab_broker_prepare(plan, s.sync_fd, &broker, err) < 0) {
+	if (sent && ab_broker_prepare(plan, &stash, s.sync_fd, &broker, err) < 0) {
 		kill(s.child, SIGKILL);
 		waitpid(s.child, NULL, 0);
 		goto out;
@@ -586,6 +590,7 @@ out:
 		ab_proxy_free(s.proxy);
 	}
 	ab_broker_free(broker); /* wipes the values */
+	ab_stash_free(&stash);
 	ab_watch_free(&s.watch);
 	ab_cleaner_finish(&s.cleaner);
 	if (cg_path) {

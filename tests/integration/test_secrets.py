@@ -1,0 +1,1438 @@
+# SPDX-License-Identifier: MIT
+"""Credential brokering (issue 4): the sandbox holds placeholders; the proxy
+puts the real value in, only where it belongs, and masks it on the way back.
+
+Upstreams are loopback servers on the host (secrets_util.py): a TLS one for
+the bound host "api.upstream.test" (verified by agentbox with the test CA
+named in network.ca_file), a TLS one for the allowed but unbound
+"other.upstream.test" (a blind tunnel: the client needs the test CA there), a
+plain one for the allowed unbound "plain.test", and a plain one for the bound
+"bound.test" (port 80).  Every upstream records exactly what it received.
+
+Inside, clients use NO trust option for intercepted hosts: curl, python3
+(urllib, ssl), node (fetch, https.get) and git trust the session CA through
+the variables and the distro bundle agentbox provides.
+
+The real values are passed to agentbox only (its environment, a file, a
+command); the inner scripts get them hex-encoded when they must look for
+them, so that no process inside holds the raw value in its argv.
+"""
+
+import base64
+import binascii
+import json
+import os
+import re
+import select
+import subprocess
+import time
+import urllib.parse
+
+import abtest
+from abtest import INNER_PY, ab_cmd, describe, skip
+from secrets_util import (BOUND, BOUND_PLAIN, PLAIN, TUNNEL, Broker, encodings,
+                          name_constraints, new_value, pem_certs, private_key_files,
+                          x509_text)
+from upstream import INNER_LIB, inner_json, read_log
+
+NODE = "/usr/bin/node"
+SRC = "AB_IT_SECRET_SRC"          # agentbox's own variable holding the value
+SRC2 = "AB_IT_SECRET_SRC2"
+PH_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+BUNDLE_VARS = ("SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "PIP_CERT",
+               "GIT_SSL_CAINFO", "CODEX_CA_CERTIFICATE", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO")
+CA_VARS = ("NODE_EXTRA_CA_CERTS", "DENO_CERT")
+BUNDLE = "/run/agentbox/ca-bundle.pem"
+SESSION_CA = "/run/agentbox/session-ca.pem"
+DISTRO_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+# --------------------------------------------------------------------------
+# host-side helpers
+
+def secret(src, hosts=(BOUND,), places=None, prefix=None, length=None, env=None):
+    """One entry of the profile's "secrets"."""
+    if isinstance(src, str):
+        src = {"env": src}
+    s = {"from": src, "hosts": list(hosts)}
+    if places is not None:
+        s["in"] = list(places)
+    ph = {}
+    if prefix is not None:
+        ph["prefix"] = prefix
+    if length is not None:
+        ph["length"] = length
+    if ph:
+        s["placeholder"] = ph
+    if env is not None:
+        s["env"] = env
+    return s
+
+
+def log_file(ctx, name="audit.jsonl"):
+    return os.path.join(ctx.scratch, name)
+
+
+def files_containing(roots, needles):
+    """[(path, needle)] of regular files under roots that contain a needle."""
+    bneedles = [n.encode() for n in needles]
+    out = []
+    for root in roots:
+        for d, dirs, files in os.walk(root):
+            for fn in files:
+                p = os.path.join(d, fn)
+                try:
+                    if not os.path.isfile(p) or os.path.islink(p):
+                        continue
+                    with open(p, "rb") as f:
+                        data = f.read(16 << 20)
+                except OSError:
+                    continue
+                for n, bn in zip(needles, bneedles):
+                    if bn in data:
+                        out.append((p, n))
+    return out
+
+
+def assert_value_nowhere(ctx, values, runs=(), logs=(), what=""):
+    """The real values are in no agentbox output, no audit log, no file of
+    the workspace or the fake HOME."""
+    for r in runs:
+        for v in values:
+            assert v not in (r.stdout or "") and v not in (r.stderr or ""), \
+                "%sa secret's real value is in agentbox's output\n%s" % (
+                    what, redact(describe(r), values))
+    for lp in logs:
+        if os.path.exists(lp):
+            with open(lp, "rb") as f:
+                raw = f.read()
+            for v in values:
+                assert v.encode() not in raw, "%sthe real value is in the audit log %s" % (
+                    what, lp)
+    hits = files_containing([ctx.ws, ctx.home], values)
+    assert not hits, "%sthe real value is in files after the run: %s" % (
+        what, sorted({p for p, _ in hits}))
+
+
+def redact(text, values):
+    """text with the real values replaced (for assertion messages)."""
+    for v in values:
+        text = text.replace(v, "<VALUE>")
+    return text
+
+
+def requests_in(log):
+    return [e for e in log if e.get("event") == "request"]
+
+
+def fmt_log(log, n=40):
+    return "\n".join(json.dumps(e, sort_keys=True) for e in log[-n:])
+
+
+def find_lines(log, **kw):
+    return [e for e in requests_in(log) if all(e.get(k) == v for k, v in kw.items())]
+
+
+def hexed(*values):
+    return [binascii.hexlify(v.encode()).decode() for v in values]
+
+
+def parse_out(r):
+    assert r.returncode == 0, "inner script failed\n" + describe(r)
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise AssertionError("inner script printed no JSON\n" + describe(r))
+
+
+# Runs CFG["cmds"] ({"name", "sh", "env"}) with sh -c; prints
+# {"vars": {NAME: value inside}, "res": {name: {"rc","out","err"}}}.
+RUN_PY = INNER_LIB + r'''
+out = {"vars": {k: os.environ.get(k) for k in CFG.get("vars", [])}, "res": {}}
+for c in CFG["cmds"]:
+    out["res"][c["name"]] = run(["sh", "-c", c["sh"]], env=c.get("env"),
+                                timeout=c.get("timeout", 40))
+print(json.dumps(out))
+'''
+
+
+def run_cmds(ctx, prof, cmds, vars_=("KEY",), env=None, extra_args=(), timeout=90):
+    r = ctx.sandbox([INNER_PY, "-c", RUN_PY, json.dumps({"cmds": cmds, "vars": list(vars_)})],
+                    profile=prof, env=env, extra_args=extra_args, timeout=timeout)
+    return parse_out(r), r
+
+
+def curl_cmd(name, url, *args, noproxy=False, env=None):
+    a = " ".join(args)
+    sh = "curl -sS --max-time 15 -w '\\n%%{http_code}' %s%s '%s'" % (
+        "--noproxy '*' " if noproxy else "", a, url)
+    return {"name": name, "sh": sh, "env": env}
+
+
+def curl_result(res):
+    """(rc, http code, body text, parsed JSON or None)"""
+    body, _, last = res["out"].rpartition("\n")
+    code = int(last) if last.strip().isdigit() else None
+    try:
+        js = json.loads(body)
+    except ValueError:
+        js = None
+    return res["rc"], code, body, js
+
+
+NOPROXY = {k: None for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}
+
+
+# ==========================================================================
+# The swap, for real clients that were given no trust option
+
+PYCLIENT = r'''
+import http.client, json, os, ssl, sys, urllib.request
+mode, url, hname = sys.argv[1], sys.argv[2], sys.argv[3]
+ph = os.environ["KEY"]
+hval = ("Bearer " + ph) if hname == "authorization" else ph
+try:
+    if mode == "urllib":
+        req = urllib.request.Request(url, headers={hname: hval})
+        r = urllib.request.urlopen(req, timeout=10)
+        print(json.dumps({"status": r.status, "body": r.read().decode()}))
+    else:  # http.client ignores the proxy variables: the transparent path
+        host, path = url.split("/", 3)[2], "/" + url.split("/", 3)[3]
+        h = http.client.HTTPSConnection(host, 443, timeout=10,
+                                        context=ssl.create_default_context())
+        h.request("GET", path, headers={hname: hval})
+        r = h.getresponse()
+        print(json.dumps({"status": r.status, "body": r.read().decode()}))
+except Exception as e:
+    print(json.dumps({"status": None, "error": "%s: %s" % (type(e).__name__, e)}))
+'''
+
+NODECLIENT = r'''
+const https = require('https');
+const ph = process.env.KEY;
+function get(url) {
+  return new Promise(res => {
+    const req = https.get(url, {headers: {'x-api-key': ph}}, r => {
+      let b = ''; r.setEncoding('utf8');
+      r.on('data', d => b += d);
+      r.on('end', () => res({status: r.statusCode, body: b}));
+    });
+    req.on('error', e => res({error: String(e.code || e)}));
+    req.setTimeout(10000, () => req.destroy(new Error('timeout')));
+  });
+}
+(async () => {
+  const out = {};
+  try {
+    const r = await fetch('https://api.upstream.test/node-fetch',
+                          {headers: {authorization: 'Bearer ' + ph},
+                           signal: AbortSignal.timeout(10000)});
+    out.fetch = {status: r.status, body: await r.text()};
+  } catch (e) { out.fetch = {error: String((e.cause && (e.cause.code || e.cause.message)) || e)} }
+  out.get = await get('https://api.upstream.test/node-get');
+  console.log(JSON.stringify(out));
+})();
+'''
+
+
+def test_swap_real_clients(ctx):
+    """curl (explicit proxy, transparent, distro bundle path, -u Basic,
+    keep-alive), python3 (urllib; http.client with and without SSL_CERT_FILE)
+    and node (fetch, https.get) send the placeholder; the upstream receives
+    the real value; the echo of it comes back masked; the audit log names
+    the secret, never the value."""
+    val = new_value()
+    b = Broker(ctx, [val])
+    log = log_file(ctx)
+    prof = b.write_profile({"KEY": secret(SRC)})
+    pyc = ctx.host_file(os.path.join(ctx.ws, "pyclient.py"), PYCLIENT)
+    nodec = ctx.host_file(os.path.join(ctx.ws, "nodeclient.js"), NODECLIENT)
+    base = "https://%s" % BOUND
+    cmds = [
+        curl_cmd("curl_explicit", base + "/curl-explicit", "--compressed",
+                 '-H "x-api-key: $KEY"'),
+        curl_cmd("curl_transparent", base + "/curl-transparent",
+                 '-H "Authorization: Bearer $KEY"', noproxy=True),
+        curl_cmd("curl_distro", base + "/curl-distro", '-H "X-API-Key: $KEY"',
+                 env={"CURL_CA_BUNDLE": None, "SSL_CERT_FILE": None}),
+        curl_cmd("curl_basic", base + "/curl-basic", '-u "user:$KEY"'),
+        # two requests on one kept-alive intercepted connection
+        curl_cmd("curl_keepalive", base + "/curl-ka-2", '-H "x-api-key: $KEY"',
+                 base + "/curl-ka-1"),
+        {"name": "py_urllib", "sh": "%s %s urllib %s/py-urllib authorization" % (
+            INNER_PY, pyc, base)},
+        {"name": "py_raw", "sh": "%s %s raw %s/py-raw x-api-key" % (INNER_PY, pyc, base)},
+        {"name": "py_raw_nocertvar", "sh": "%s %s raw %s/py-nocertvar x-api-key" % (
+            INNER_PY, pyc, base), "env": {"SSL_CERT_FILE": None, "REQUESTS_CA_BUNDLE": None}},
+    ]
+    have_node = os.path.exists(NODE)
+    if have_node:
+        cmds.append({"name": "node", "sh": "%s %s" % (NODE, nodec)})
+    out, r = run_cmds(ctx, prof, cmds, env={SRC: val}, extra_args=["--log", log], timeout=120)
+    ph = out["vars"]["KEY"]
+    res = out["res"]
+    assert ph and ph != val and PH_RE.match(ph) and len(ph) == len(val), \
+        "the placeholder inside is %r (value length %d)" % (ph, len(val))
+    problems = []
+
+    def got(marker, header, want, what):
+        seen = b.api.header(marker, header)
+        if not seen:
+            problems.append("%s: the upstream saw no request %s (%s)" % (
+                what, marker, res.get(what)))
+        elif any(x != want for x in seen):
+            problems.append("%s: the upstream received %s: %r, expected the real value" % (
+                what, header, ["<placeholder>" if ph in x else x for x in seen]))
+
+    for name, marker, hdr, want in (
+            ("curl_explicit", "/curl-explicit", "x-api-key", val),
+            ("curl_transparent", "/curl-transparent", "authorization", "Bearer " + val),
+            ("curl_distro", "/curl-distro", "x-api-key", val)):
+        rc, code, body, js = curl_result(res[name])
+        if rc != 0 or code != 200 or not js:
+            problems.append("%s: %s" % (name, res[name]))
+            continue
+        got(marker, hdr, want, name)
+        echoed = js["headers"].get(hdr)
+        if echoed != want.replace(val, ph):
+            problems.append("%s: the echo of %s reached the client as %r, expected the "
+                            "placeholder (masked)" % (name, hdr, echoed))
+    rc, code, body, js = curl_result(res["curl_basic"])
+    bb = "Basic " + base64.b64encode(("user:" + val).encode()).decode()
+    if rc != 0 or code != 200:
+        problems.append("curl_basic: %s" % res["curl_basic"])
+    else:
+        got("/curl-basic", "authorization", bb, "curl_basic")
+    if res["curl_keepalive"]["rc"] != 0:
+        problems.append("curl_keepalive: %s" % res["curl_keepalive"])
+    else:
+        for m in ("/curl-ka-1", "/curl-ka-2"):
+            got(m, "x-api-key", val, "curl_keepalive " + m)
+    ae = [v for k, v in (b.api.find("/curl-explicit") or [{"headers": []}])[0]["headers"]
+          if k == "accept-encoding"]
+    if ae != ["identity"]:
+        problems.append("curl --compressed: Accept-Encoding upstream %r, expected ['identity']"
+                        % ae)
+    for name, marker, hdr, want in (
+            ("py_urllib", "/py-urllib", "authorization", "Bearer " + val),
+            ("py_raw", "/py-raw", "x-api-key", val),
+            ("py_raw_nocertvar", "/py-nocertvar", "x-api-key", val)):
+        try:
+            v = json.loads(res[name]["out"].strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            v = {"status": None, "error": res[name]}
+        if v.get("status") != 200:
+            problems.append("%s: %s" % (name, v))
+            continue
+        got(marker, hdr, want, name)
+    if have_node:
+        try:
+            nv = json.loads(res["node"]["out"].strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            nv = {}
+        for k, marker, hdr, want in (("fetch", "/node-fetch", "authorization", "Bearer " + val),
+                                     ("get", "/node-get", "x-api-key", val)):
+            if (nv.get(k) or {}).get("status") != 200:
+                problems.append("node %s: %s / %s" % (k, nv.get(k), res["node"]))
+                continue
+            got(marker, hdr, want, "node " + k)
+    for name, v in res.items():
+        if val in v["out"] or val in v["err"]:
+            problems.append("%s: the real value reached the sandbox: %s" % (name, v))
+    # nothing of the placeholder went anywhere unswapped
+    if ph in b.api.everything():
+        problems.append("the bound upstream received the placeholder somewhere")
+
+    entries, raw = read_log(log, ctx)
+    for path in ("/curl-explicit", "/curl-transparent", "/py-urllib", "/py-raw"):
+        ls = find_lines(entries, host=BOUND, path=path)
+        if not ls or ls[0].get("intercepted") is not True or ls[0].get("secrets") != "KEY" \
+                or ls[0].get("decision") != "allow" or ls[0].get("status") != 200:
+            problems.append("audit line of %s: %s" % (path, ls))
+    sides = {e.get("side") for e in find_lines(entries, host=BOUND, secrets="KEY")}
+    if sides != {"explicit", "transparent"}:
+        problems.append("intercepted requests seen on sides %s, expected both" % sides)
+    assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [val])
+    assert_value_nowhere(ctx, [val], [r], [log])
+
+
+def test_swap_git(ctx):
+    """git clone over https from the bound host, which requires the real
+    value: a token given with http.extraHeader (explicit proxy), and
+    credentials in the URL (transparent path: git answers the 401 with
+    Basic base64(user:placeholder), which the proxy swaps)."""
+    val = new_value()
+    b = Broker(ctx, [val], git=True)
+    log = log_file(ctx)
+    prof = b.write_profile({"KEY": secret(SRC)})
+    base = "https://%s" % BOUND
+    gitenv = {"GIT_TERMINAL_PROMPT": "0"}
+    cmds = [
+        {"name": "git_header", "env": gitenv, "sh":
+            'git -c http.extraHeader="Authorization: Bearer $KEY" clone -q '
+            '%s/gitauth/repo.git %s/clone-header && cat %s/clone-header/hello.txt' % (
+                base, ctx.ws, ctx.ws)},
+        {"name": "git_url", "env": dict(gitenv, **NOPROXY), "sh":
+            'git clone -q "https://x-access-token:$KEY@%s/gitauth/repo.git" %s/clone-url '
+            '&& cat %s/clone-url/hello.txt' % (BOUND, ctx.ws, ctx.ws)},
+    ]
+    out, r = run_cmds(ctx, prof, cmds, env={SRC: val}, extra_args=["--log", log], timeout=120)
+    res = out["res"]
+    problems = []
+    for name in ("git_header", "git_url"):
+        if res[name]["rc"] != 0 or res[name]["out"] != b.git_text:
+            problems.append("git %s: %s" % (name, res[name]))
+    auths = b.api.header("/gitauth/", "authorization")
+    basic = "Basic " + base64.b64encode(("x-access-token:" + val).encode()).decode()
+    if "Bearer " + val not in auths:
+        problems.append("git http.extraHeader: the upstream never got 'Bearer <value>'")
+    if basic not in auths:
+        problems.append("git URL credentials: the upstream never got Basic "
+                        "base64(x-access-token:<value>) (%d Authorization headers seen)" % (
+                            len(auths),))
+    entries, _ = read_log(log, ctx)
+    git_lines = [e for e in find_lines(entries, host=BOUND)
+                 if (e.get("path") or "").startswith("/gitauth/")]
+    if not any(e.get("secrets") == "KEY" for e in git_lines):
+        problems.append("no git request with secrets KEY in the log:\n" + fmt_log(git_lines))
+    assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [val])
+    assert_value_nowhere(ctx, [val], [r], [log])
+
+
+# ==========================================================================
+# What the sandbox sees: environment, files, /proc, trust
+
+INSIDE_PY = INNER_LIB + r'''
+import binascii, hashlib, re as _re
+vals = [binascii.unhexlify(h) for h in CFG["hex"]]
+out = {"env": dict(os.environ), "hits": [], "keys": []}
+def look(where, data):
+    for i, v in enumerate(vals):
+        if v in data:
+            out["hits"].append([where, i])
+for p in ["/proc/self/environ", "/proc/1/environ"]:
+    try:
+        look(p, open(p, "rb").read())
+    except OSError as e:
+        out.setdefault("unreadable", []).append(p + ": " + ename(e))
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        for f in ("cmdline", "environ"):
+            try:
+                look("/proc/%s/%s" % (pid, f), open("/proc/%s/%s" % (pid, f), "rb").read())
+            except OSError:
+                pass
+for k, v in os.environ.items():
+    look("env " + k, v.encode())
+pem_key = _re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+nfiles = 0
+for root in CFG["roots"]:
+    for d, dirs, files in os.walk(root):
+        if d.startswith(("/proc", "/sys")):
+            dirs[:] = []
+            continue
+        for fn in files:
+            p = os.path.join(d, fn)
+            try:
+                if os.path.islink(p) or not os.path.isfile(p):
+                    continue
+                data = open(p, "rb").read(8 << 20)
+            except OSError:
+                continue
+            nfiles += 1
+            look(p, data)
+            if root != "/etc" and pem_key.search(data):
+                out["keys"].append(p)
+out["nfiles"] = nfiles
+def rd(p):
+    try:
+        return open(p).read()
+    except OSError as e:
+        return "ERR " + ename(e)
+out["distro"] = rd(CFG["distro"])
+out["bundle"] = rd(CFG["bundle"])
+out["ca"] = rd(CFG["session_ca"])
+# one intercepted request, so that a leaf was minted before the disk is searched
+s = direct(CFG["bound"], 443)
+if isinstance(s, str):
+    out["tls"] = s
+else:
+    t = ssl.create_default_context().wrap_socket(s, server_hostname=CFG["bound"])
+    t.sendall(("GET /inside-view HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\n\r\n" % (
+        CFG["bound"], os.environ.get("KEY"))).encode())
+    out["tls"] = jresp(read_response(t))
+# the chain the interception presents (leaf + issuing CA), for the host's key search
+try:
+    sc = subprocess.run(["openssl", "s_client", "-connect", CFG["bound"] + ":443",
+                         "-servername", CFG["bound"], "-showcerts"], input=b"", timeout=20,
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.decode()
+    out["chain"] = "\n".join(_re.findall(r"-----BEGIN CERTIFICATE-----\n.*?"
+                                          r"-----END CERTIFICATE-----", sc, _re.S))
+except (OSError, subprocess.SubprocessError) as e:
+    out["chain"] = "ERR %s" % e
+print(json.dumps(out), flush=True)
+# wait for the host to search its disk while we run
+deadline = time.monotonic() + 30
+while not os.path.exists(CFG["go"]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+'''
+
+
+def _openssl_out(args, data=None):
+    r = subprocess.run(["openssl"] + args, input=data, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=30)
+    return r.stdout.decode() if r.returncode == 0 else None
+
+
+def _pubkeys_of_certs(pems):
+    out = set()
+    for pem in pems:
+        k = _openssl_out(["x509", "-noout", "-pubkey"], pem.encode())
+        if k:
+            out.add(k.strip())
+    return out
+
+
+def _new_key_files(stamp):
+    """Regular files (outside /proc, /sys) changed after stamp that hold a PEM
+    private-key block."""
+    r = subprocess.run(["find", "/", "(", "-path", "/proc", "-o", "-path", "/sys", ")",
+                        "-prune", "-o", "-type", "f", "(", "-newer", stamp, "-o", "-cnewer",
+                        stamp, ")", "-size", "-4M", "-print0"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60)
+    out = []
+    for p in r.stdout.split(b"\0"):
+        if not p:
+            continue
+        try:
+            with open(p, "rb") as f:
+                if b"PRIVATE KEY-----" in f.read(4 << 20):
+                    out.append(p.decode("utf-8", "replace"))
+        except OSError:
+            pass
+    return out
+
+
+def _session_keys_on_disk(paths, pubkeys):
+    """The files among paths whose private key belongs to one of pubkeys (the
+    session CA, its issuing CA, the leaves).  Matching by public key keeps
+    keys other concurrent test runs create out of it."""
+    hits = []
+    for p in paths:
+        k = _openssl_out(["pkey", "-in", p, "-pubout", "-passin", "pass:"])
+        if k and k.strip() in pubkeys:
+            hits.append(p)
+    return hits
+
+
+def _isolated_tmp_cmd(ctx, args):
+    """argv running agentbox with fresh host directories bound over /tmp,
+    /var/tmp and /dev/shm in a private mount namespace, so that whatever
+    agentbox leaves there is found without confusing it with concurrent test
+    runs.  The entries this test needs there (its own directories, the
+    agentbox binary's tree) are bound back at their paths.
+    Returns (argv, {"/tmp": dir, ...}, set of the kept mount points)."""
+    fake = os.path.join(ctx.tbase, "fake")
+    dirs = {"/tmp": os.path.join(fake, "tmp"), "/var/tmp": os.path.join(fake, "vartmp"),
+            "/dev/shm": os.path.join(fake, "shm")}
+    for d in dirs.values():
+        os.makedirs(d)
+        os.chmod(d, 0o1777)
+    binds, kept = [], set()
+    for path in (ctx.tbase, ctx.vbase, abtest.BINARY):
+        for root, d in dirs.items():
+            if path.startswith(root + "/"):
+                top = path[len(root) + 1:].split("/")[0]
+                hold = os.path.join(d, top)
+                if hold not in kept:
+                    os.mkdir(hold)
+                    kept.add(hold)
+                    binds += [os.path.join(root, top), hold]
+    script = ('while [ $# -gt 0 ] && [ "$1" != -- ]; do mount --rbind "$1" "$2"; shift 2; '
+              'done; shift; mount --rbind "$1" /tmp; mount --rbind "$2" /var/tmp; '
+              'mount --rbind "$3" /dev/shm; shift 3; exec "$@"')
+    return (["unshare", "-m", "--propagation", "private", "sh", "-ec", script, "sh"] + binds +
+            ["--", dirs["/tmp"], dirs["/var/tmp"], dirs["/dev/shm"]] + ab_cmd(args, ctx.user),
+            dirs, kept)
+
+
+def test_inside_view_trust_and_disk(ctx):
+    """Inside: only placeholders (environment, /proc, files), even with
+    env.pass naming the source variables; the trust files and variables;
+    the session CA's name constraints are exactly the bound hosts; no CA
+    key on disk during or after the run; nothing left in /tmp."""
+    v1, v2 = new_value(), new_value("k2-")
+    b = Broker(ctx, [v1, v2])
+    secrets_ = {
+        "KEY": secret(SRC),
+        "KEY2": secret({"env": SRC2}, hosts=["*.w.upstream.test", BOUND_PLAIN]),
+        # the host's ANTHROPIC_API_KEY (the env canary): the same name inside
+        "ANTHROPIC_API_KEY": secret("ANTHROPIC_API_KEY", prefix="sk-ant-"),
+    }
+    prof = b.write_profile(secrets_, allow=[BOUND, TUNNEL, PLAIN, "*.w.upstream.test",
+                                            BOUND_PLAIN],
+                           extra={"env": {"pass": [SRC, SRC2, "ANTHROPIC_API_KEY", "KEY"]}})
+    values = [v1, v2, ctx.env_token]
+    go = os.path.join(ctx.ws, ".go")
+    stamp = os.path.join(ctx.scratch, "stamp")
+    open(stamp, "w").close()
+    time.sleep(0.01)
+    before_keys = private_key_files([ctx.ws, ctx.home])
+    cfg = {"hex": hexed(*values), "go": go, "bound": BOUND, "distro": DISTRO_BUNDLE,
+           "bundle": BUNDLE, "session_ca": SESSION_CA,
+           "roots": ["/run", "/tmp", "/var/tmp", "/dev/shm", "/etc", ctx.home, ctx.ws]}
+    if not abtest.IS_ROOT:
+        skip("the isolated /tmp of this test needs a root runner (unshare -m)")
+    argv, fakes, hold = _isolated_tmp_cmd(ctx, [
+        "run", "-p", prof, "-w", ctx.ws, "--", INNER_PY, "-c", INSIDE_PY, json.dumps(cfg)])
+    p = subprocess.Popen(argv, env=ctx.env({SRC: v1, SRC2: v2}), cwd=ctx.ws,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    p.cmdline = argv
+    ctx.procs.append(p)
+    line = b""
+    deadline = time.monotonic() + 40
+    while not line.endswith(b"\n") and time.monotonic() < deadline:
+        rr, _, _ = select.select([p.stdout], [], [], 0.5)
+        if rr:
+            d = os.read(p.stdout.fileno(), 1 << 20)
+            if not d:
+                break
+            line += d
+    during = _new_key_files(stamp)  # the sandbox is still running
+    ctx.host_file(go, "")
+    try:
+        rest, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rest, err = p.communicate()
+    stdout, stderr = (line + rest).decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    assert p.returncode == 0, "exit %s\nstdout: %s\nstderr: %s" % (
+        p.returncode, stdout[-3000:], stderr[-3000:])
+    out = json.loads(stdout.strip().splitlines()[0])
+    after = _new_key_files(stamp)
+    left = {}
+    for where, d in fakes.items():
+        names = [n for n in os.listdir(d) if os.path.join(d, n) not in hold]
+        if names:
+            left[where] = names
+
+    env = out["env"]
+    problems = []
+    for v in values:
+        if v in stdout or v in stderr:
+            problems.append("a real value is in agentbox's output")
+    if out["hits"]:
+        problems.append("real values seen inside: %s" % out["hits"])
+    if out["nfiles"] < 3:
+        problems.append("the inside file search read only %d files" % out["nfiles"])
+    for n in (SRC, SRC2):
+        if n in env:
+            problems.append("the source variable %s crossed (env.pass lists it): %r" % (
+                n, "<value>" if env[n] in values else env[n]))
+    for n, vl, pre in (("KEY", len(v1), ""), ("KEY2", len(v2), ""),
+                       ("ANTHROPIC_API_KEY", len(ctx.env_token), "sk-ant-")):
+        ph = env.get(n)
+        if not ph or not PH_RE.match(ph) or ph in values or not ph.startswith(pre) or \
+                len(ph) != max(vl, len(pre) + 22):
+            problems.append("%s inside is %r" % (n, ph))
+    if len({env.get("KEY"), env.get("KEY2"), env.get("ANTHROPIC_API_KEY")}) != 3:
+        problems.append("placeholders are not distinct")
+    for n in BUNDLE_VARS:
+        if env.get(n) != BUNDLE:
+            problems.append("%s inside is %r, expected %s" % (n, env.get(n), BUNDLE))
+    for n in CA_VARS:
+        if env.get(n) != SESSION_CA:
+            problems.append("%s inside is %r, expected %s" % (n, env.get(n), SESSION_CA))
+    if (out.get("tls") or {}).get("status") != 200:
+        problems.append("intercepted request with the default trust: %s" % out.get("tls"))
+    elif b.api.header("/inside-view", "x-api-key") != [v1]:
+        problems.append("the upstream did not receive the real value for /inside-view")
+
+    # trust files: the distro bundle and ca-bundle.pem = system roots + session CA
+    ca_certs = pem_certs(out["ca"])
+    with open(DISTRO_BUNDLE) as f:
+        host_certs = pem_certs(f.read())
+    if len(ca_certs) != 1:
+        problems.append("%s holds %d certificates (expected the CA alone): %r" % (
+            SESSION_CA, len(ca_certs), out["ca"][:200]))
+    for name, text in ((DISTRO_BUNDLE, out["distro"]), (BUNDLE, out["bundle"])):
+        certs = pem_certs(text)
+        if set(certs) != set(host_certs) | set(ca_certs) or len(certs) != len(host_certs) + 1:
+            problems.append("%s inside: %d certificates, expected the %d of the host + the "
+                            "session CA (CA in it: %s)" % (
+                                name, len(certs), len(host_certs),
+                                bool(ca_certs) and ca_certs[0] in certs))
+    if ca_certs:
+        pem = ctx.host_file(os.path.join(ctx.scratch, "session-ca.pem"), ca_certs[0] + "\n")
+        text = x509_text(pem)
+        nc = name_constraints(text)
+        if nc is None:
+            problems.append("the session CA has no nameConstraints:\n" + text)
+        else:
+            crit, perm, excl = nc
+            want = {"DNS:" + BOUND, "DNS:.w.upstream.test", "DNS:" + BOUND_PLAIN}
+            if not crit:
+                problems.append("the nameConstraints extension is not critical")
+            if set(perm) != want:
+                problems.append("permitted names %s, expected exactly %s" % (perm, sorted(want)))
+            for x in ("DNS:." + BOUND, "DNS:." + BOUND_PLAIN):
+                if x not in excl:
+                    problems.append("excluded names %s lack %s (subdomains of a bound "
+                                    "host)" % (excl, x))
+            if not any(x.startswith("IP:") for x in excl):
+                problems.append("no IP exclusion in the name constraints: %s" % excl)
+        if "CA:TRUE" not in text:
+            problems.append("the session CA is not a CA:\n" + text)
+
+    # the CA keys: not on disk inside, nor on the host during or after the run
+    if out["keys"]:
+        problems.append("PEM private keys inside the sandbox: %s" % out["keys"])
+    chain = pem_certs(out.get("chain") or "")
+    if len(chain) < 2:
+        problems.append("openssl s_client inside did not show the intercepted chain: %r" % (
+            (out.get("chain") or "")[:300],))
+    pubkeys = _pubkeys_of_certs(chain + ca_certs)
+    for when, found in (("during", during), ("after", after)):
+        hits = _session_keys_on_disk(found, pubkeys)
+        if hits:
+            problems.append("a session CA/leaf private key is on disk %s the run: %s" % (
+                when, hits))
+        ours = [f for f in found if f.startswith((ctx.tbase + "/", ctx.vbase + "/"))]
+        if ours:
+            problems.append("PEM private-key files appeared %s the run in this test's "
+                            "directories: %s" % (when, ours))
+    if private_key_files([ctx.ws, ctx.home]) != before_keys:
+        problems.append("private-key files changed in the workspace/HOME")
+    if left:
+        problems.append("left behind after exit: %s" % left)
+    assert not problems, redact("\n".join(problems), values)
+    hits = files_containing([ctx.ws, ctx.home], [v1, v2])
+    assert not hits, "the real value is in files after the run: %s" % hits
+
+
+def _descendants(pid):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        q = todo.pop()
+        out.append(q)
+        todo += kids.get(q, [])
+    return out
+
+
+def _memory_holds(pid, needle, cap=256 << 20):
+    """True if a readable mapping of pid contains needle (root runner)."""
+    with open("/proc/%d/maps" % pid) as f:
+        maps = f.read().splitlines()
+    with open("/proc/%d/mem" % pid, "rb", buffering=0) as m:
+        for line in maps:
+            addr, perms = line.split()[:2]
+            lo, hi = (int(x, 16) for x in addr.split("-"))
+            if "r" not in perms or hi - lo > cap or line.endswith("[vsyscall]"):
+                continue
+            try:
+                m.seek(lo)
+                if needle in m.read(hi - lo):
+                    return True
+            except (OSError, OverflowError, ValueError):
+                continue
+    return False
+
+
+def test_value_not_in_sandbox_memory(ctx):
+    """No process in the sandbox's pid namespace (agentbox's own init
+    included) holds the real value, in its environ or its memory: the issue
+    says the value never exists inside the sandbox, memory included.  (Seen
+    from the host, which may read any process; agentbox's parent, outside,
+    holds the value by design.)"""
+    if not abtest.IS_ROOT:
+        skip("reading the memory of the sandbox's processes needs a root runner")
+    val = new_value()
+    b = Broker(ctx, [val])
+    prof = b.write_profile({"KEY": secret(SRC)})
+    go = os.path.join(ctx.ws, ".go")
+    p = ctx.popen(["run", "-p", prof, "-w", ctx.ws, "--", "sh", "-c",
+                   "echo ready; while [ ! -e %s ]; do sleep 0.05; done" % go], env={SRC: val})
+    line = b""
+    deadline = time.monotonic() + 20
+    while b"ready" not in line and time.monotonic() < deadline:
+        rr, _, _ = select.select([p.stdout], [], [], 0.5)
+        if rr:
+            d = os.read(p.stdout.fileno(), 4096)
+            if not d:
+                break
+            line += d
+    host_ns = os.readlink("/proc/self/ns/pid")
+    inside, problems = [], []
+    try:
+        assert b"ready" in line, "the sandbox never started: %r" % line
+        for q in _descendants(p.pid):
+            try:
+                if os.readlink("/proc/%d/ns/pid" % q) == host_ns:
+                    continue
+                with open("/proc/%d/cmdline" % q, "rb") as f:
+                    what = "pid %d (%s)" % (q, f.read()[:40].replace(b"\0", b" ").decode(
+                        "utf-8", "replace").strip())
+                inside.append(what)
+                with open("/proc/%d/environ" % q, "rb") as f:
+                    if val.encode() in f.read():
+                        problems.append("%s: the real value is in its environ" % what)
+                if _memory_holds(q, val.encode()):
+                    problems.append("%s: the real value is in its memory" % what)
+            except (OSError, ValueError):
+                continue
+    finally:
+        ctx.host_file(go, "")
+        try:
+            p.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+    assert len(inside) >= 2, "found only %s in the sandbox's pid namespace" % inside
+    assert not problems, "\n".join(problems) + (
+        "\n(likely the environment block agentbox was started with, %s=<value>, inherited "
+        "by the processes it clones)" % SRC)
+
+
+# ==========================================================================
+# Exfiltration: the placeholder where it may not go
+
+EXFIL_PY = INNER_LIB + r'''
+import base64
+ph = os.environ["KEY"]
+out = {"ph": ph}
+B, T = CFG["bound"], CFG["tunnel"]
+def plain(host, path, hdrs="", body=b"", method="GET"):
+    raw = ("%s http://%s%s HTTP/1.1\r\nHost: %s\r\n%s" % (method, host, path, host, hdrs)).encode()
+    if body:
+        raw += b"Content-Length: %d\r\n" % len(body)
+    return proxy_request(raw + b"Connection: close\r\n\r\n" + body)
+def tls(host, transparent=False, ctx=None):
+    s = direct(host, 443) if transparent else connect(host + ":443")[0]
+    if s is None or isinstance(s, str):
+        raise OSError("no connection: %s" % (s,))
+    return (ctx or ssl.create_default_context()).wrap_socket(s, server_hostname=host)
+def bound(raw, transparent=False, late=None, host=None):
+    try:
+        t = tls(host or B, transparent)
+    except (OSError, ssl.SSLError) as e:
+        return {"status": None, "state": "tls:" + ename(e)}
+    try:
+        t.sendall(raw)
+        if late is not None:
+            time.sleep(0.5)
+            try:
+                t.sendall(late)
+            except OSError as e:
+                return {"status": None, "state": "send:" + ename(e)}
+        return jresp(read_response(t, 5))
+    except (OSError, ssl.SSLError) as e:
+        return {"status": None, "state": ename(e)}
+    finally:
+        t.close()
+def get(path, hdrs=""):
+    return ("GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n" % (path, B, hdrs)).encode()
+def post(path, body, hdrs="", chunks=None):
+    h = "POST %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n" % (path, B, hdrs)
+    if chunks is None:
+        return (h + "Content-Length: %d\r\n\r\n" % len(body)).encode() + body
+    raw = (h + "Transfer-Encoding: chunked\r\n\r\n").encode()
+    for c in chunks:
+        raw += b"%x\r\n" % len(c) + c + b"\r\n"
+    return raw + b"0\r\n\r\n"
+pct = "".join("%%%02X" % ord(c) for c in ph)
+basic = base64.b64encode(("user:" + ph).encode()).decode()
+# unbound hosts over plain HTTP (explicit proxy and the transparent path)
+out["plain_hdr"] = plain("plain.test", "/x-plain-hdr", "Authorization: Bearer %s\r\n" % ph)
+out["plain_query"] = plain("plain.test", "/x-plain-query?k=" + ph)
+out["plain_pct_query"] = plain("plain.test", "/x-plain-pct?k=" + pct)
+out["plain_basic"] = plain("plain.test", "/x-plain-basic", "Authorization: Basic %s\r\n" % basic)
+out["plain_body"] = plain("plain.test", "/x-plain-body", body=b'{"k":"' + ph.encode() + b'"}',
+                          method="POST")
+s = direct("plain.test", 80)
+if isinstance(s, str):
+    out["plain_transparent"] = {"status": None, "state": s}
+else:
+    s.sendall(("GET /x-plain-tp HTTP/1.1\r\nHost: plain.test\r\nx-api-key: %s\r\n"
+               "Connection: close\r\n\r\n" % ph).encode())
+    out["plain_transparent"] = jresp(read_response(s))
+    s.close()
+# the bound host, places not allowed
+out["bound_other_hdr"] = bound(get("/x-bound-hdr", "X-Other: %s\r\n" % ph))
+out["bound_path"] = bound(get("/x-bound-path/%s/x" % ph))
+out["bound_query"] = bound(get("/x-bound-query?k=%s" % ph))
+out["bound_query_tp"] = bound(get("/x-bound-qtp?k=%s" % ph), transparent=True)
+out["bound_body"] = bound(post("/x-bound-body", b'{"k":"' + ph.encode() + b'"}'))
+out["bound_chunked"] = bound(post("/x-bound-chunked", None, chunks=[
+    b'{"k":"' + ph[:7].encode(), ph[7:].encode() + b'"}']))
+late_body = b'{"pad":"' + b"z" * 100 + b'","k":"' + ph.encode() + b'"}'
+out["bound_body_late"] = bound(
+    ("POST /x-bound-late HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\nConnection: close"
+     "\r\n\r\n" % (B, len(late_body))).encode(), late=late_body)
+out["bound_ok"] = bound(get("/x-bound-ok", "x-api-key: %s\r\n" % ph))
+# an allowed TLS host the secret is not bound to: a blind tunnel
+try:
+    t = tls(T, ctx=ssl.create_default_context(cafile=CFG["ca"]))
+    t.sendall(("GET /x-tunnel HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nConnection: close\r\n\r\n"
+               % (T, ph)).encode())
+    out["tunnel"] = jresp(read_response(t))
+    t.close()
+except (OSError, ssl.SSLError) as e:
+    out["tunnel"] = {"status": None, "state": ename(e)}
+for k, tp in (("tunnel_default_trust", False), ("tunnel_default_trust_tp", True)):
+    try:
+        t = tls(T, transparent=tp)  # the session trust does not vouch for a blind tunnel
+        out[k] = {"status": "handshake ok"}
+        t.close()
+    except (OSError, ssl.SSLError) as e:
+        out[k] = {"status": None, "state": ename(e)}
+print(json.dumps(out))
+'''
+
+
+def test_exfiltration_blocked(ctx):
+    """A placeholder in a plain-HTTP request to an allowed unbound host, or in
+    a place not allowed (another header, the path, the query, the body) of a
+    request to the bound host: 403 "agentbox ..." naming the secret and the
+    place, logged as exfiltration, nothing reaches the upstream.  Through a
+    blind tunnel to an unbound host it arrives as the worthless placeholder."""
+    val = new_value()
+    b = Broker(ctx, [val])
+    log = log_file(ctx)
+    # PORTKEY is bound to other.upstream.test:8443 only: port 443 stays a blind tunnel
+    prof = b.write_profile({"KEY": secret(SRC),
+                            "PORTKEY": secret(SRC, hosts=[TUNNEL + ":8443"],
+                                              places=["header:x-port-key"])},
+                           allow=[BOUND, TUNNEL, PLAIN, TUNNEL + ":8443"])
+    out, r = inner_json(ctx, EXFIL_PY, {"bound": BOUND, "tunnel": TUNNEL, "ca": b.ca_ws}, prof,
+                        env={SRC: val}, extra_args=["--log", log])
+    ph = out["ph"]
+    problems = []
+    for k, needles in (
+            ("plain_hdr", ("plain.test", "secrets.KEY.hosts")),
+            ("plain_query", ("plain.test",)),
+            ("plain_pct_query", ("plain.test",)),
+            ("plain_basic", ("plain.test",)),
+            ("plain_body", ("plain.test",)),
+            ("plain_transparent", ("plain.test",)),
+            ("bound_other_hdr", ("x-other", "secrets.KEY.in")),
+            ("bound_path", ("path",)),
+            ("bound_query", ("query", '"query"', "secrets.KEY.in")),
+            ("bound_query_tp", ("query",)),
+            ("bound_body", ("body", '"body"', "secrets.KEY.in"))):
+        v = out[k]
+        text = v.get("text") or ""
+        if v.get("status") != 403:
+            problems.append("%s: expected a 403, got %s" % (k, v))
+            continue
+        if not text.startswith("agentbox") or "KEY" not in text:
+            problems.append("%s: the 403 body does not start with 'agentbox' and name the "
+                            "secret: %r" % (k, text))
+        for n in needles:
+            if n not in text:
+                problems.append("%s: the 403 body does not mention %r: %r" % (k, n, text))
+        if ph in text:
+            problems.append("%s: the 403 body repeats the placeholder" % k)
+    v = out["bound_chunked"]
+    if v.get("status") == 200 or (v.get("status") not in (None, 403)):
+        problems.append("bound_chunked (placeholder in a chunked body, body not allowed): %s"
+                        % v)
+    v = out["bound_body_late"]
+    if v.get("status") is not None:
+        problems.append("bound_body_late (placeholder in a body sent after the head): expected "
+                        "the connection cut, got %s" % v)
+    if (out["bound_ok"] or {}).get("status") != 200:
+        problems.append("bound_ok: %s" % out["bound_ok"])
+    # upstreams: nothing of the refused requests
+    if b.plain.recs:
+        problems.append("the unbound plain upstream received requests: %s" % b.plain.summary())
+    for m in ("/x-bound-hdr", "/x-bound-path", "/x-bound-query", "/x-bound-qtp",
+              "/x-bound-body", "/x-bound-chunked"):
+        if b.api.find(m):
+            problems.append("the bound upstream received the refused request %s" % m)
+    for rec in b.api.find("/x-bound-late"):
+        if ph.encode() in bytes(rec["body"]) or val.encode() in bytes(rec["body"]):
+            problems.append("the bound upstream received the late body's secret")
+    if b.api.header("/x-bound-ok", "x-api-key") != [val]:
+        problems.append("bound_ok: upstream x-api-key %r" % b.api.header("/x-bound-ok",
+                                                                          "x-api-key"))
+    if (out["tunnel"] or {}).get("status") != 200:
+        problems.append("blind tunnel to %s: %s" % (TUNNEL, out["tunnel"]))
+    elif b.tunnel.header("/x-tunnel", "x-api-key") != [ph]:
+        problems.append("blind tunnel: upstream x-api-key %r, expected the placeholder" % (
+            ["<value>" if x == val else x for x in b.tunnel.header("/x-tunnel", "x-api-key")],))
+    if val in b.tunnel.everything() or val in b.plain.everything():
+        problems.append("an unbound upstream received the real value")
+    for k in ("tunnel_default_trust", "tunnel_default_trust_tp"):
+        if out[k].get("status") is not None:
+            problems.append("%s: %s is not a blind tunnel: the session trust vouched for it"
+                            % (k, TUNNEL))
+        elif "CERTIFICATE_VERIFY_FAILED" not in out[k].get("state", ""):
+            problems.append("%s: blind tunnel with the session trust only: %s" % (k, out[k]))
+
+    entries, raw = read_log(log, ctx)
+    reqs = requests_in(entries)
+    ex = [e for e in reqs if e.get("rule") == "exfiltration"]
+    for e in ex:
+        if e.get("decision") != "deny":
+            problems.append("exfiltration line with decision %r: %s" % (e.get("decision"), e))
+    # refused heads (5 to plain.test, 4 to the bound host), then refused bodies by path
+    for host, n in ((PLAIN, 5), (BOUND, 4)):
+        got = [e for e in ex if e.get("host") == host and not e.get("method") == "POST"]
+        if len(got) < n:
+            problems.append("%d exfiltration lines for refused heads to %s, expected %d" % (
+                len(got), host, n))
+    for path in ("/x-plain-body", "/x-bound-body", "/x-bound-chunked", "/x-bound-late"):
+        ls = [e for e in reqs if e.get("path") == path]
+        if not any(e.get("rule") == "exfiltration" and e.get("decision") == "deny"
+                   for e in ls):
+            problems.append("the refused body of %s is not logged as exfiltration: %s" % (
+                path, ls))
+    t = [e for e in reqs if e.get("host") == TUNNEL]
+    if not t or any(e.get("intercepted") for e in t):
+        problems.append("the tunnel to %s: %s" % (TUNNEL, t))
+    assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [val])
+    assert_value_nowhere(ctx, [val], [r], [log])
+
+
+# ==========================================================================
+# Responses: the real value comes back masked
+
+MASK_PY = INNER_LIB + r'''
+out = {}
+B = CFG["bound"]
+def fetch(path, transparent=False):
+    try:
+        s = direct(B, 443) if transparent else connect(B + ":443")[0]
+        t = ssl.create_default_context().wrap_socket(s, server_hostname=B)
+        t.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nConnection: close\r\n\r\n"
+                   % (path, B, os.environ["KEY"])).encode())
+        r = read_response(t, 10)
+        t.close()
+        return {"status": r["status"], "state": r["state"], "headers": r["headers"],
+                "body": r["body"].decode("latin-1")}
+    except (OSError, ssl.SSLError) as e:
+        return {"status": None, "state": ename(e)}
+out["plain"] = fetch("/reflect")
+out["chunked"] = fetch("/reflect-chunked")
+out["chunked_whole"] = fetch("/reflect-chunked?whole=1")
+out["big"] = fetch("/reflect-big?n=300000")
+out["transparent"] = fetch("/reflect", transparent=True)
+out["ph"] = os.environ["KEY"]
+out["ph2"] = os.environ["KEY2"]
+print(json.dumps(out))
+'''
+
+
+def _expected_reflect(pairs):
+    """The /reflect body after masking: for each (value, placeholder)."""
+    parts = []
+    for v, p in pairs:
+        ev, ep = encodings(v), encodings(p)
+        for k in ev:
+            if k == "basic":
+                parts.append(None)  # checked separately
+            elif len(ev[k]) == len(ep[k]):
+                parts.append("%s=[%s]" % (k, ep[k]))
+            else:
+                parts.append("%s=[%s]" % (k, "*" * len(ev[k])))
+    return parts
+
+
+def test_response_masking(ctx):
+    """An upstream that echoes the real values back (headers, body; raw,
+    base64, base64url, percent-encoded, JSON-escaped, inside Basic base64;
+    Content-Length, chunked with the value split over chunks, 300 kB) reaches
+    the client masked: same length, the placeholder where lengths match."""
+    v1 = new_value("sk-m/", 20, "+x/y")   # '/' and '+': its encodings differ
+    v2 = new_value("plain", 20)
+    b = Broker(ctx, [v1, v2])
+    prof = b.write_profile({"KEY": secret(SRC),
+                            "KEY2": secret({"env": SRC2}, places=["header:x-other-key"])})
+    out, r = inner_json(ctx, MASK_PY, {"bound": BOUND}, prof, env={SRC: v1, SRC2: v2})
+    ph, ph2 = out["ph"], out["ph2"]
+    problems = []
+    for name, x in out.items():
+        blob = json.dumps(x)
+        for v in (v1, v2):
+            for k, e in encodings(v).items():
+                if e in blob:
+                    problems.append("%s: the %s form of a real value reached the sandbox" % (
+                        name, k))
+    exp = _expected_reflect([(v1, ph), (v2, ph2)])
+    for k in ("plain", "chunked", "chunked_whole", "transparent"):
+        x = out[k]
+        if x.get("status") != 200:
+            problems.append("%s: %s" % (k, x))
+            continue
+        h = x["headers"]
+        if h.get("x-reflect") != ph:
+            problems.append("%s: X-Reflect header %r, expected the placeholder" % (
+                k, h.get("x-reflect")))
+        if h.get("x-reflect-b64") != encodings(ph)["b64"]:
+            problems.append("%s: X-Reflect-B64 %r, expected base64(placeholder)" % (
+                k, h.get("x-reflect-b64")))
+        pv = encodings(v1)["pct"]
+        if h.get("set-cookie") != "k=%s; Path=/" % ("*" * len(pv)):
+            problems.append("%s: Set-Cookie %r, expected the percent-encoded value as '*'" % (
+                k, h.get("set-cookie")))
+        body = x["body"]
+        got = body.strip().split(" ")[1:]
+        if len(got) != len(exp) or not body.startswith("reflect: "):
+            problems.append("%s: body %r" % (k, body[:300]))
+            continue
+        for g, e in zip(got, exp):
+            if e is None:  # Basic base64 of user:value: not decodable to the value
+                m = g[len("basic=["):-1]
+                try:
+                    dec = base64.b64decode(m + "=" * (-len(m) % 4))
+                except (ValueError, binascii.Error):
+                    dec = b""
+                if v1.encode() in dec or v2.encode() in dec or len(g) not in (
+                        len("basic=[%s]" % encodings(v)["basic"]) for v in (v1, v2)):
+                    problems.append("%s: the Basic form was not masked: %r" % (k, g))
+            elif g != e:
+                problems.append("%s: masked %r, expected %r" % (k, g, e))
+    x = out["big"]
+    if x.get("status") != 200 or len(x.get("body", "")) != 300000:
+        problems.append("big: status %s, %d bytes (expected 300000)" % (
+            x.get("status"), len(x.get("body", ""))))
+    elif x["body"].count(ph) != 5 or x["body"].replace(ph, "").strip(".") != "":
+        problems.append("big: %d placeholders in the body (expected 5), other bytes changed: %s"
+                        % (x["body"].count(ph), x["body"].replace(ph, "").strip(".")[:100]))
+    for rec in b.api.recs:
+        ae = [v for k, v in rec["headers"] if k == "accept-encoding"]
+        if ae != ["identity"]:
+            problems.append("%s: Accept-Encoding upstream %r" % (rec["target"], ae))
+    assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [v1, v2])
+    assert_value_nowhere(ctx, [v1, v2], [r])
+
+
+def test_plain_http_bound_host_never_reflects(ctx):
+    """A secret bound to a host (no port: 443 and 80) used over plain HTTP:
+    whatever agentbox does with the request, the value never comes back into
+    the sandbox (the upstream echoes headers and reflects the value)."""
+    val = new_value()
+    b = Broker(ctx, [val])
+    prof = b.write_profile({"KEY": secret(SRC, hosts=[BOUND, BOUND_PLAIN])},
+                           allow=[BOUND, BOUND_PLAIN])
+    cmds = [curl_cmd("echo", "http://%s/bp-echo" % BOUND_PLAIN, '-H "x-api-key: $KEY"'),
+            curl_cmd("reflect", "http://%s/reflect" % BOUND_PLAIN, '-H "x-api-key: $KEY"'),
+            curl_cmd("reflect_tp", "http://%s/reflect" % BOUND_PLAIN, '-H "x-api-key: $KEY"',
+                     "-i", noproxy=True)]
+    out, r = run_cmds(ctx, prof, cmds, env={SRC: val})
+    leaks = [k for k, v in out["res"].items() if any(
+        e in v["out"] for e in encodings(val).values() if len(e) >= 8)]
+    sent = b.bplain.header("/bp-echo", "x-api-key")
+    assert not leaks, (
+        "plain HTTP to the bound host %s: the upstream received %s and its response carried "
+        "the real value back into the sandbox, unmasked (%s)\n%s" % (
+            BOUND_PLAIN, "the real value" if sent == [val] else sent, ", ".join(leaks),
+            b.summary()))
+
+
+# ==========================================================================
+# The intercepted upstream is verified
+
+def test_intercepted_upstream_is_verified(ctx):
+    """agentbox verifies the real host of an intercepted connection: without
+    network.ca_file the test CA is unknown (system store), and a bound name
+    the upstream's certificate does not cover fails the hostname check;
+    either way the client gets an error answer and the upstream never sees
+    the request, let alone the value."""
+    val = new_value()
+    b = Broker(ctx, [val])
+    nomatch = "api.nomatch.test"
+    cmds = [curl_cmd("noca", "https://%s/nv-noca" % BOUND, '-H "x-api-key: $KEY"')]
+    out1, r1 = run_cmds(ctx, b.write_profile({"KEY": secret(SRC)}, name="noca", ca_file=False),
+                        cmds, env={SRC: val})
+    prof2 = b.write_profile({"KEY": secret(SRC, hosts=[nomatch])}, name="nomatch",
+                            allow=[nomatch], extra_hosts={nomatch: "api"})
+    out2, r2 = run_cmds(ctx, prof2, [curl_cmd("nomatch", "https://%s/nv-nomatch" % nomatch,
+                                              '-H "x-api-key: $KEY"')], env={SRC: val})
+    problems = []
+    for out, k in ((out1, "noca"), (out2, "nomatch")):
+        rc, code, body, js = curl_result(out["res"][k])
+        if code == 200 or (code != 502 and rc == 0):
+            problems.append("%s: expected a refusal (502), got %s" % (k, out["res"][k]))
+        elif code == 502 and not body.startswith("agentbox"):
+            problems.append("%s: the 502 body does not start with 'agentbox': %r" % (k, body))
+    for m in ("/nv-noca", "/nv-nomatch"):
+        if b.api.find(m):
+            problems.append("the upstream received %s over an unverified connection" % m)
+    if val in b.api.everything():
+        problems.append("the upstream received the real value")
+    assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [val])
+    assert_value_nowhere(ctx, [val], [r1, r2])
+
+
+# ==========================================================================
+# Query and body, where the profile allows them
+
+QB_PY = INNER_LIB + r'''
+import urllib.parse
+ph = os.environ["Q"]
+B = CFG["bound"]
+def send(raw, late=None):
+    try:
+        s = connect(B + ":443")[0]
+        t = ssl.create_default_context().wrap_socket(s, server_hostname=B)
+        t.sendall(raw)
+        if late:
+            time.sleep(0.3)
+            t.sendall(late)
+        r = jresp(read_response(t, 10))
+        t.close()
+        return r
+    except (OSError, ssl.SSLError) as e:
+        return {"status": None, "state": ename(e)}
+def post(path, body, chunks=None):
+    h = "POST %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n" % (path, B)
+    if chunks is None:
+        return (h + "Content-Length: %d\r\n\r\n" % len(body)).encode() + body
+    raw = (h + "Transfer-Encoding: chunked\r\n\r\n").encode()
+    for c in chunks:
+        raw += b"%x\r\n" % len(c) + c + b"\r\n"
+    return raw + b"0\r\n\r\n"
+out = {}
+out["query"] = send(("GET /qb-query?a=1&key=%s&b=2 HTTP/1.1\r\nHost: %s\r\nConnection: close"
+                     "\r\n\r\n" % (ph, B)).encode())
+pct = "".join("%%%02X" % ord(c) for c in ph)
+out["query_pct"] = send(("GET /qb-qpct?key=%s HTTP/1.1\r\nHost: %s\r\nConnection: close"
+                         "\r\n\r\n" % (pct, B)).encode())
+body = ('{"model":"x","api_key":"%s","n":1}' % ph).encode()
+out["body"] = send(post("/qb-body", body))
+out["chunked"] = send(post("/qb-chunked", None, chunks=[
+    b'{"api_key":"' + ph[:5].encode(), ph[5:11].encode(), ph[11:].encode() + b'"}']))
+big = bytearray(b"." * 1000000)
+for off in (0, 16380, 65530, 500000, 1000000 - len(ph)):
+    big[off:off + len(ph)] = ph.encode()
+out["big"] = send(post("/qb-big", bytes(big)))
+head = ("POST /qb-late HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+        % (B, len(body))).encode()
+out["late"] = send(head, late=body)
+print(json.dumps(out))
+'''
+
+
+def test_query_and_body_when_allowed(ctx):
+    """"in": ["header:authorization", "query", "body"]: the placeholder is
+    swapped in the query (also percent-encoded; the value percent-encoded
+    where needed) and in bodies (Content-Length, chunked with the placeholder
+    split, 1 MB, body after the head), keeping the length."""
+    val = new_value("q/", 20, "+=")
+    b = Broker(ctx, [val])
+    prof = b.write_profile({"Q": secret(SRC, places=["header:authorization", "query", "body"])})
+    out, r = inner_json(ctx, QB_PY, {"bound": BOUND}, prof, env={SRC: val}, timeout=60)
+    problems = []
+    for k in ("query", "query_pct", "body", "chunked", "big", "late"):
+        if (out.get(k) or {}).get("status") != 200:
+            problems.append("%s: %s" % (k, out.get(k)))
+    for marker in ("/qb-query", "/qb-qpct"):
+        recs = b.api.find(marker)
+        if recs:
+            q = urllib.parse.parse_qs(urllib.parse.urlsplit(recs[0]["target"]).query)
+            if q.get("key") != [val]:
+                problems.append("%s: the upstream's query %r does not decode to the value" % (
+                    marker, recs[0]["target"].replace(val, "<value>")))
+    for marker, want in (("/qb-body", ('{"model":"x","api_key":"%s","n":1}' % val).encode()),
+                         ("/qb-late", ('{"model":"x","api_key":"%s","n":1}' % val).encode()),
+                         ("/qb-chunked", ('{"api_key":"%s"}' % val).encode())):
+        recs = b.api.find(marker)
+        if not recs:
+            continue
+        got = bytes(recs[0]["body"])
+        if got != want:
+            problems.append("%s: the upstream body %r, expected the value swapped in" % (
+                marker, got[:200]))
+        cl = [v for k, v in recs[0]["headers"] if k == "content-length"]
+        if cl and int(cl[0]) != len(got):
+            problems.append("%s: Content-Length %s but %d bytes" % (marker, cl, len(got)))
+    recs = b.api.find("/qb-big")
+    if recs:
+        got = bytes(recs[0]["body"])
+        if len(got) != 1000000 or got.count(val.encode()) != 5 or \
+                got.replace(val.encode(), b"").strip(b".") != b"":
+            problems.append("/qb-big: %d bytes upstream, %d values" % (
+                len(got), got.count(val.encode())))
+    assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [val])
+    assert_value_nowhere(ctx, [val], [r])
+
+
+# ==========================================================================
+# Placeholder shape, env name, sources
+
+SHAPE_PY = INNER_LIB + r'''
+import re as _re
+out = {"env": {k: v for k, v in os.environ.items()}}
+ph = os.environ.get("ANT", "")
+# a client that checks the key's shape before it sends it
+if not _re.match(r"^sk-ant-[A-Za-z0-9_-]{40,}$", ph):
+    out["ant"] = {"status": None, "state": "client refused the key shape"}
+else:
+    try:
+        s = connect(CFG["bound"] + ":443")[0]
+        t = ssl.create_default_context().wrap_socket(s, server_hostname=CFG["bound"])
+        t.sendall(("GET /shape HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nx-file-key: %s\r\n"
+                   "x-cmd-key: %s\r\nx-custom: %s\r\nConnection: close\r\n\r\n" % (
+                       CFG["bound"], ph, os.environ.get("FILEKEY"), os.environ.get("CMDKEY"),
+                       os.environ.get("CUSTOM_VAR"))).encode())
+        out["ant"] = jresp(read_response(t))
+    except (OSError, ssl.SSLError) as e:
+        out["ant"] = {"status": None, "state": ename(e)}
+# a secret bound to a wildcard: intercepted for a name below it (transparent path)
+try:
+    s = direct(CFG["wild"], 443)
+    t = ssl.create_default_context().wrap_socket(s, server_hostname=CFG["wild"])
+    t.sendall(("GET /shape-wild HTTP/1.1\r\nHost: %s\r\nx-wild: %s\r\nConnection: close"
+               "\r\n\r\n" % (CFG["wild"], os.environ.get("WILD"))).encode())
+    out["wild"] = jresp(read_response(t))
+except (OSError, ssl.SSLError) as e:
+    out["wild"] = {"status": None, "state": ename(e)}
+print(json.dumps(out))
+'''
+
+
+def test_placeholder_shape_env_and_sources(ctx):
+    """Placeholder prefix/length (a shape-checking client accepts it), the
+    minimum length, the default length = the value's, env: false and a
+    custom variable name; file and command sources (read once); fresh
+    placeholders per run."""
+    ant = "sk-ant-api03-" + new_value("", 40)                 # 93 chars
+    short = "abc12"
+    fval, cval, nval = new_value("f-"), new_value("c-"), new_value("n-")
+    b = Broker(ctx, [ant, fval, cval, nval])
+    fpath = ctx.host_file(os.path.join(ctx.scratch, "key-file"), fval + "\r\n", 0o600)
+    cfile = ctx.host_file(os.path.join(ctx.scratch, "cmd-src"), cval + "\n\n  \n", 0o600)
+    counter = os.path.join(ctx.scratch, "cmd-runs")
+    ctx.host_file(counter, "")
+    secrets_ = {
+        "ANT": secret(SRC, prefix="sk-ant-", length=60),
+        "SHORT": secret({"env": "AB_IT_SHORT"}, places=["header:x-short"]),
+        "GHP": secret({"env": "AB_IT_SHORT"}, prefix="ghp_", places=["header:x-ghp"]),
+        "MINLEN": secret({"env": "AB_IT_SHORT"}, prefix="sk-ant-", length=22,
+                         places=["header:x-minlen"]),
+        "FILEKEY": secret({"file": fpath}, places=["header:x-file-key"]),
+        "CMDKEY": secret({"command": ["sh", "-c", 'echo run >> "$1"; cat "$2"', "sh", counter,
+                                      cfile]}, places=["header:x-cmd-key"]),
+        "NOENV": secret({"env": "AB_IT_NOENV"}, places=["header:x-noenv"], env=False),
+        "RENAMED": secret({"env": "AB_IT_NOENV"}, places=["header:x-custom"], env="CUSTOM_VAR"),
+        "WILD": secret({"env": "AB_IT_NOENV"}, hosts=["*.a.upstream.test"],
+                       places=["header:x-wild"]),
+    }
+    wild = "k.a.upstream.test"
+    prof = b.write_profile(secrets_, allow=[BOUND, TUNNEL, PLAIN, "*.a.upstream.test"],
+                           extra_hosts={wild: "api"})
+    henv = {SRC: ant, "AB_IT_SHORT": short, "AB_IT_NOENV": nval}
+    phs = []
+    runs = []
+    logs = [log_file(ctx, "shape-%d.jsonl" % i) for i in range(2)]
+    for i in range(2):
+        out, r = inner_json(ctx, SHAPE_PY, {"bound": BOUND, "wild": wild}, prof, env=henv,
+                            extra_args=["--log", logs[i]])
+        runs.append(r)
+        phs.append(out["env"])
+    env = phs[0]
+    problems = []
+    for n, pre, ln in (("ANT", "sk-ant-", 60), ("SHORT", "", 22), ("GHP", "ghp_", 26),
+                       ("MINLEN", "sk-ant-", 29), ("FILEKEY", "", len(fval)),
+                       ("CMDKEY", "", len(cval)), ("CUSTOM_VAR", "", len(nval))):
+        ph = env.get(n)
+        if not ph or not ph.startswith(pre) or len(ph) != ln or \
+                not re.match(r"^[A-Za-z0-9]+$", ph[len(pre):]):
+            problems.append("%s inside is %r, expected %r + [A-Za-z0-9], %d chars" % (
+                n, ph, pre, ln))
+        elif phs[1].get(n) == ph:
+            problems.append("%s: the same placeholder in two runs" % n)
+    for n in ("NOENV", "RENAMED"):
+        if n in env:
+            problems.append("%s is in the environment inside (%r)" % (n, env[n]))
+    for v in (ant, fval, cval, nval):
+        if any(v in x for x in env.values()):
+            problems.append("a real value is in the environment inside")
+    if out["ant"].get("status") != 200:
+        problems.append("shape-checked request: %s" % out["ant"])
+    for h, want in (("x-api-key", ant), ("x-file-key", fval), ("x-cmd-key", cval),
+                    ("x-custom", nval)):
+        got = b.api.header("/shape", h)
+        if not got or any(g != want for g in got):
+            problems.append("upstream %s: %r, expected the real value (%d chars)" % (
+                h, got, len(want)))
+    if out["wild"].get("status") != 200:
+        problems.append("wildcard-bound %s: %s" % (wild, out["wild"]))
+    elif b.api.header("/shape-wild", "x-wild") != [nval] * 2:
+        problems.append("wildcard-bound %s: upstream x-wild %r" % (
+            wild, ["<value>" if x == nval else x for x in b.api.header("/shape-wild", "x-wild")]))
+    entries, _ = read_log(logs[1], ctx)
+    ls = find_lines(entries, host=BOUND, path="/shape")
+    names = set((ls[0].get("secrets") or "").split(",")) if ls else set()
+    if not ls or names != {"ANT", "FILEKEY", "CMDKEY", "RENAMED"} or \
+            ls[0].get("intercepted") is not True:
+        problems.append("audit line of /shape (4 secrets injected): %s" % ls)
+    ls = find_lines(entries, host=wild, path="/shape-wild")
+    if not ls or ls[0].get("secrets") != "WILD" or ls[0].get("side") != "transparent":
+        problems.append("audit line of /shape-wild: %s" % ls)
+    with open(counter) as f:
+        nruns = f.read().count("run")
+    if nruns != 2:
+        problems.append("the command source ran %d times in 2 sandbox runs (once each)" % nruns)
+    assert not problems, redact("\n".join(problems) + "\n" + b.summary(),
+                                [ant, fval, cval, nval])
+    assert_value_nowhere(ctx, [ant, fval, cval, nval], runs, logs)
+
+
+# ==========================================================================
+# Start-up failures
+
+def test_missing_or_bad_secret_fails_before_launch(ctx):
+    """A missing or empty source (env unset, file missing/empty, command
+    failing or silent) or a secret bound to a host network.allow does not
+    allow: exit 125 before the command runs, naming the secret and the
+    source, never a value."""
+    b = Broker(ctx)
+    marker = os.path.join(ctx.ws, "command-ran")
+    empty = ctx.host_file(os.path.join(ctx.scratch, "empty"), "")
+    badval = "bad" + new_value("", 8) + "\nmore" + new_value("", 8)
+    bad = ctx.host_file(os.path.join(ctx.scratch, "bad"), badval + "\n")
+    missing = os.path.join(ctx.scratch, "no-such-file")
+    cases = [
+        ("env_unset", secret({"env": "AB_IT_UNSET"}), None, ("KEY", "AB_IT_UNSET")),
+        ("env_empty", secret({"env": "AB_IT_EMPTY"}), None, ("KEY", "AB_IT_EMPTY")),
+        ("file_missing", secret({"file": missing}), None, ("KEY", missing)),
+        ("file_empty", secret({"file": empty}), None, ("KEY", empty)),
+        ("cmd_fails", secret({"command": ["false"]}), None, ("KEY", "false")),
+        ("cmd_silent", secret({"command": ["true"]}), None, ("KEY", "true")),
+        ("cmd_missing", secret({"command": ["ab-it-no-such-command"]}), None,
+         ("KEY", "ab-it-no-such-command")),
+        ("bad_bytes", secret({"file": bad}), None, ("KEY",)),
+        ("host_not_allowed", secret(SRC, hosts=["evil.test"]), None, ("KEY", "evil.test")),
+        ("wildcard_not_allowed", secret(SRC, hosts=["*.upstream.test"]), None,
+         ("KEY", "*.upstream.test")),
+    ]
+    problems = []
+    for name, sec, _, needles in cases:
+        prof = b.write_profile({"KEY": sec}, name="bad-" + name)
+        r = ctx.sandbox(["sh", "-c", "touch %s" % marker], profile=prof,
+                        env={"AB_IT_EMPTY": "", SRC: "the-value-" + name})
+        if r.returncode != 125:
+            problems.append("%s: exit %s, expected 125\n%s" % (name, r.returncode, describe(r)))
+        for n in needles:
+            if n not in r.stderr:
+                problems.append("%s: the message does not name %r: %r" % (
+                    name, n, r.stderr.strip()))
+        for v in (badval, "the-value-" + name, badval.split("\n")[0], badval.split("\n")[1]):
+            if v in r.stderr or v in r.stdout:
+                problems.append("%s: the value is in the message: %r" % (name, r.stderr))
+        if os.path.exists(marker):
+            problems.append("%s: the command ran" % name)
+            os.unlink(marker)
+    assert not problems, "\n".join(problems)

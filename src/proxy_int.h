@@ -64,6 +64,7 @@ typedef struct px_req {
 	uint64_t up, down;
 	uint64_t secrets;   /* bitmask of secrets injected (names in the log) */
 	bool upgrade;
+	bool close;     /* the client said Connection: close (or HTTP/1.0 without keep-alive) */
 	bool head_sent; /* response head reached the client */
 	int status;
 } px_req;

@@ -278,6 +278,7 @@ static int forward_request(px_conn *c, ab_http_req *q, int r)
 		snprintf(e->path, sizeof(e->path), "/");
 	e->t0 = ab_now_ms();
 	e->upgrade = q->conn_upgrade && q->has_upgrade;
+	e->close = q->conn_close || (q->version_minor == 0 && !q->conn_keep_alive);
 	px_buf head = {0};
 	int hn = forward_head(c, q, c->in.p, &head);
 	bool chunked = q->chunked;
@@ -467,6 +468,8 @@ static void finish_response(px_conn *c)
 {
 	px_req *e = &c->fifo[0];
 	px_log_request(c, e, "allow", e->status);
+	if (e->close)
+		c->close_after = true; /* the client asked: it may be reading to the close */
 	if (c->in_req_body && c->nfifo == 1 && e->status != 101) {
 		/* answered before its body was all sent (an early 413 or 401): the
 		 * rest of the body is not forwarded, and what follows it cannot be

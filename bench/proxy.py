@@ -3,7 +3,8 @@
 """Egress proxy benchmark (`make bench-proxy`, run as root):
 
     python3 bench/proxy.py [--agentbox build/agentbox] [--reps 7] [--json FILE]
-                           [--only latency,https,bulk,curl,memory] [--port-base 28080]
+                           [--only latency,https,bulk,curl,memory,interception]
+                           [--port-base 28080] [--perf]
 
 Each figure is measured against a direct connection in the same run, the two
 sides interleaved (direct, proxied, direct, proxied...) so that drift hits
@@ -31,6 +32,38 @@ separate process.
             (the proxy runs in it) with zero tunnels, with them held, and
             after they are closed.
 
+5. interception (--only interception = ilat,imint,ibulk,icurl): TLS to a
+   host a brokered secret is bound to (profile "secrets": the secret
+   BENCH_KEY, bound to bench.test:P and *.bench.test:P, swapped in
+   x-api-key; network.ca_file names the bench CA).  The proxied client
+   sends the placeholder through a CONNECT tunnel and trusts the session CA
+   through the bundle agentbox binds inside; the direct client sends the
+   real value to 127.0.0.1 and trusts the bench CA.  The server answers 403
+   when x-api-key is not the real value: those are counted (must be 0).
+   Each client also checks who signed the leaf it got (the session CA
+   inside, the bench CA directly).
+   ilat     steady state: sequential small GETs on one kept-alive TLS
+            connection.  Median, added ms (target <= +1 ms).
+   imint    first request: fresh connection (+ CONNECT) + TLS 1.3 + GET +
+            response, alternately to a name not used before in that run
+            (nK.bench.test, mapped in network.hosts: the proxy mints a leaf)
+            and to bench.test (its leaf cached).  Median, added ms (target
+            <= +5 ms); new minus cached through the proxy = the mint.
+   ibulk    1 GiB response body (Content-Length, from a preallocated buffer;
+            --ibulk-body text: base64 lines, the default, or x: one byte
+            repeated) read with recv_into through python's ssl: direct TLS,
+            intercepted, and a blind TLS tunnel (the same server on a port
+            the secret is not bound to), alternated.  Rates and ratios
+            (target >= x0.5 of direct), the proxy's CPU per GB; with --perf,
+            where the proxy's cycles go (perf record of the agentbox process
+            in the first intercepted and blind runs: TLS crypto, the masking
+            scan, kernel...).
+   icurl    the same three with curl -o /dev/null as the client everywhere
+            (C reads: shows whether python's ssl limits the direct rate).
+
+The server certificate is a leaf for bench.test, *.bench.test and 127.0.0.1
+signed by a bench CA made with the openssl CLI at start (ws/ca.pem).
+
 Both sides run the same way: the client starts, says it is ready (a file in
 the workspace), waits for "go", runs, writes its result and waits for
 "exit".  Between go and the result the bench samples the CPU time of the
@@ -38,18 +71,23 @@ agentbox process (the proxy's cost per request / per GB) and how busy the
 whole machine is (/proc/stat).  A busy machine is reported as a warning:
 other work on a 2-CPU box moves these figures a lot.
 
-The servers use 5 loopback ports from --port-base (default 28080..28084).
-Python 3 standard library, openssl and curl.  About 40 s with the defaults.
+The servers use 7 loopback ports from --port-base (default 28080..28086).
+Python 3 standard library, openssl, curl (and perf for --perf).  About
+2-3 minutes with the defaults (the interception part about 1-2 minutes).
 """
 import argparse
+import base64
 import json
 import os
+import random
 import resource
 import selectors
 import shutil
+import signal
 import socket
 import ssl
 import statistics
+import string
 import subprocess
 import sys
 import tempfile
@@ -58,19 +96,30 @@ import time
 
 NAME = "bench.test"
 PROXY = ("127.0.0.1", 3128)
-PORT_BASE = 28080  # http, bulk, echo, http bulk, https: base .. base+4
-P_HTTP = P_BULK = P_ECHO = P_HBULK = P_HTTPS = 0
+PORT_BASE = 28080  # http, bulk, echo, http bulk, https, tls, tls blind: base .. base+6
+P_HTTP = P_BULK = P_ECHO = P_HBULK = P_HTTPS = P_TLS = P_TLSB = 0
 PORTS = ()
+NPORTS = 7
 
 
 def set_ports(base):
-    global P_HTTP, P_BULK, P_ECHO, P_HBULK, P_HTTPS, PORTS
-    PORTS = tuple(range(base, base + 5))
-    P_HTTP, P_BULK, P_ECHO, P_HBULK, P_HTTPS = PORTS
+    global P_HTTP, P_BULK, P_ECHO, P_HBULK, P_HTTPS, P_TLS, P_TLSB, PORTS
+    PORTS = tuple(range(base, base + NPORTS))
+    P_HTTP, P_BULK, P_ECHO, P_HBULK, P_HTTPS, P_TLS, P_TLSB = PORTS
+
+
+# interception: the brokered secret (its value is in SECRET_SRC in agentbox's
+# environment and the servers'; inside, SECRET_VAR holds the placeholder; the
+# direct client gets the real value in SECRET_VAR)
+SECRET_VAR = "BENCH_KEY"
+SECRET_SRC = "AB_BENCH_SECRET"
+SECRET_PREFIX = "sk-bench-"
+BENCH_CA_CN = "agentbox bench CA"
 CHUNK = 4 << 20  # bulk send/recv buffer
 HTTP_RESP = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
              b"Content-Length: 3\r\n\r\nok\n")
 CLIENT_NAME = "abproxy_client.py"
+INTERCEPTION = ("ilat", "imint", "ibulk", "icurl")
 # the interpreter the sandboxed client uses, for the direct client (and the
 # servers) too: the same build on both sides
 PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -134,11 +183,63 @@ def _serve_https(ctx):
     return handler
 
 
+def _serve_tls(ctx, check):
+    """Kept-alive TLS (the interception target): GET /bulk/N answers N
+    bytes, anything else 3.  With check, x-api-key must hold the real value
+    (the proxy swapped the placeholder), else 403 "no" (the client counts
+    those)."""
+    want = os.environb.get(SECRET_SRC.encode(), b"")
+
+    def handler(c):
+        try:
+            c.settimeout(10)
+            t = ctx.wrap_socket(c, server_side=True)
+            t.settimeout(None)  # blocking: bulk writes go out whole
+            buf = b""
+            while True:
+                head, buf = _read_head(t, buf)
+                if head is None:
+                    break
+                lines = head.split(b"\r\n")
+                path = lines[0].split(b" ")[1]
+                key = None
+                for line in lines[1:]:
+                    k, _, v = line.partition(b":")
+                    if k.strip().lower() == b"x-api-key":
+                        key = v.strip()
+                if check and (not want or key != want):
+                    t.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 3\r\n\r\nno\n")
+                elif path.startswith(b"/bulk/"):
+                    n = int(path[6:])
+                    t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % n)
+                    _send_n(t, n, _TEXT)
+                else:
+                    t.sendall(HTTP_RESP)
+        except (OSError, ssl.SSLError, ValueError, IndexError):
+            pass
+        finally:
+            c.close()
+    return handler
+
+
 _BULK = None
+_TEXT = None  # the TLS bulk body
 
 
-def _send_n(c, n):
-    mv = memoryview(_BULK)
+def _text_body(kind):
+    """CHUNK bytes for the intercepted bulk body.  "text": lines of base64
+    of random bytes (every letter and digit, as in JSON or source code, so
+    the masking scanner meets possible match starts all the time); "x": one
+    byte repeated (the scanner's best case)."""
+    if kind == "x":
+        return _BULK
+    raw = base64.b64encode(random.Random(1).randbytes(CHUNK * 3 // 4))
+    lines = b"\n".join(raw[i:i + 76] for i in range(0, len(raw), 76))
+    return bytearray((lines * 2)[:CHUNK])
+
+
+def _send_n(c, n, buf=None):
+    mv = memoryview(_BULK if buf is None else buf)
     while n > 0:
         k = min(n, len(mv))
         c.sendall(mv[:k])
@@ -214,15 +315,17 @@ def _serve_echo(ls):
 
 
 def serve(srvdir):
-    global _BULK
+    global _BULK, _TEXT
     _raise_nofile()
     _BULK = bytearray(b"x" * CHUNK)
+    _TEXT = _text_body(os.environ.get("AB_BENCH_BODY", "text"))
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(os.path.join(srvdir, "cert.pem"), os.path.join(srvdir, "key.pem"))
     ctx.num_tickets = 0  # no resumption: every handshake is a full one
     socks = {p: _listen(p, 4096) for p in PORTS}
     for port, h in ((P_HTTP, _serve_http), (P_HTTPS, _serve_https(ctx)),
-                    (P_BULK, _serve_bulk), (P_HBULK, _serve_hbulk)):
+                    (P_BULK, _serve_bulk), (P_HBULK, _serve_hbulk),
+                    (P_TLS, _serve_tls(ctx, True)), (P_TLSB, _serve_tls(ctx, False))):
         threading.Thread(target=_accept_loop, args=(socks[port], h), daemon=True).start()
     threading.Thread(target=_serve_echo, args=(socks[P_ECHO],), daemon=True).start()
     print("ready", flush=True)
@@ -246,11 +349,11 @@ def _connect(addr):
     return s
 
 
-def _tunnel(port):
-    """A CONNECT tunnel to NAME:port through the proxy."""
+def _tunnel(port, host=NAME):
+    """A CONNECT tunnel to host:port through the proxy."""
     s = _connect(PROXY)
     s.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n"
-              % (NAME.encode(), port, NAME.encode(), port))
+              % (host.encode(), port, host.encode(), port))
     buf = b""
     while b"\r\n\r\n" not in buf:
         d = s.recv(4096)
@@ -270,10 +373,12 @@ def _dial(port, proxied):
 class _Reader:
     """Response reader for a kept-alive connection (Content-Length only)."""
 
-    def __init__(self, sock):
-        self.s, self.buf = sock, b""
+    def __init__(self, sock, allow403=False):
+        self.s, self.buf, self.allow403 = sock, b"", allow403
 
     def response(self):
+        """Reads one response; True for a 200, False for a 403 when
+        allowed (the key check failed)."""
         while True:
             i = self.buf.find(b"\r\n\r\n")
             if i >= 0:
@@ -283,7 +388,8 @@ class _Reader:
                 raise RuntimeError("connection closed in a response head")
             self.buf += d
         head = self.buf[:i]
-        if not head.startswith(b"HTTP/1.1 200"):
+        ok = head.startswith(b"HTTP/1.1 200")
+        if not ok and not (self.allow403 and head.startswith(b"HTTP/1.1 403")):
             raise RuntimeError("unexpected response: %r" % head[:300])
         n = 0
         for line in head.split(b"\r\n")[1:]:
@@ -297,6 +403,7 @@ class _Reader:
                 raise RuntimeError("connection closed in a response body")
             self.buf += d
         self.buf = self.buf[end:]
+        return ok
 
 
 def client_latency(a):
@@ -357,6 +464,134 @@ def client_bulk(a):
     return {"runs": runs}
 
 
+# -- interception: TLS to P_TLS (a secret is bound to it: the proxy ends the
+#    client's TLS, swaps the placeholder, masks the response) and to P_TLSB
+#    (allowed, not bound: a blind tunnel)
+
+def _tls_ctx(a):
+    """Direct: the bench CA only.  Inside: the default store (agentbox points
+    SSL_CERT_FILE at its bundle, which holds the session CA) plus the bench
+    CA, for the blind tunnel whose server is not intercepted."""
+    if not a.proxied:
+        return ssl.create_default_context(cafile=a.ca)
+    ctx = ssl.create_default_context()
+    ctx.load_verify_locations(cafile=a.ca)
+    return ctx
+
+
+def _key():
+    """The real value (direct) or the placeholder (inside)."""
+    k = os.environ.get(SECRET_VAR, "")
+    if not k:
+        raise RuntimeError("$%s is not set" % SECRET_VAR)
+    return k.encode()
+
+
+def _tls_open(a, ctx, port, host=NAME):
+    s = _tunnel(port, host) if a.proxied else _connect(("127.0.0.1", port))
+    return ctx.wrap_socket(s, server_hostname=host)
+
+
+def _tls_info(t):
+    """Who signed the certificate the client got, and the TLS in use."""
+    issuer = ""
+    for rdn in (t.getpeercert() or {}).get("issuer", ()):
+        for k, v in rdn:
+            if k == "commonName":
+                issuer = v
+    return {"issuer": issuer, "version": t.version(), "cipher": t.cipher()[0]}
+
+
+def client_ilat(a):
+    """Sequential small GETs on one kept-alive TLS connection."""
+    t = _tls_open(a, _tls_ctx(a), P_TLS)
+    req = b"GET / HTTP/1.1\r\nHost: %s:%d\r\nx-api-key: %s\r\n\r\n" % (
+        NAME.encode(), P_TLS, _key())
+    r = _Reader(t, allow403=True)
+    clock = time.perf_counter_ns
+    out, bad = [], 0
+    for i in range(a.warmup + a.n):
+        t0 = clock()
+        t.sendall(req)
+        ok = r.response()
+        if i >= a.warmup:
+            out.append(clock() - t0)
+        bad += not ok
+    res = {"ns": out, "mismatch": bad, "requests": a.warmup + a.n}
+    res.update(_tls_info(t))
+    t.close()
+    return res
+
+
+def _tls_get_once(a, ctx, host):
+    """Fresh connection (+ CONNECT) + TLS + GET + response + close: ns, ok."""
+    req = b"GET / HTTP/1.1\r\nHost: %s:%d\r\nx-api-key: %s\r\n\r\n" % (
+        host.encode(), P_TLS, _key())
+    t0 = time.perf_counter_ns()
+    t = _tls_open(a, ctx, P_TLS, host)
+    t.sendall(req)
+    ok = _Reader(t, allow403=True).response()
+    t1 = time.perf_counter_ns()
+    info = _tls_info(t)
+    t.close()
+    return t1 - t0, ok, info
+
+
+def client_imint(a):
+    """Alternately: a name not used before in this run (n<i>.bench.test:
+    the proxy mints a leaf), and bench.test (its leaf cached since the
+    first round)."""
+    ctx = _tls_ctx(a)
+    new, cached, bad, info = [], [], 0, {}
+    for i in range(a.warmup + a.n):
+        for host, sink in (("n%d.%s" % (i, NAME), new), (NAME, cached)):
+            ns, ok, info = _tls_get_once(a, ctx, host)
+            bad += not ok
+            if i >= a.warmup:
+                sink.append(ns)
+    res = {"new_ns": new, "cached_ns": cached, "mismatch": bad,
+           "requests": 2 * (a.warmup + a.n)}
+    res.update(info)
+    return res
+
+
+def client_ibulk(a):
+    """a.bytes of response body on a TLS connection (made before the clock
+    starts), read with recv_into into a preallocated buffer."""
+    ctx = _tls_ctx(a)
+    mv = memoryview(bytearray(CHUNK))
+    runs, info = [], {}
+    for _ in range(a.n):
+        t = _tls_open(a, ctx, a.port)
+        req = b"GET /bulk/%d HTTP/1.1\r\nHost: %s:%d\r\nx-api-key: %s\r\n\r\n" % (
+            a.bytes, NAME.encode(), a.port, _key())
+        t0 = time.perf_counter_ns()
+        t.sendall(req)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = t.recv(65536)
+            if not d:
+                raise RuntimeError("ibulk: EOF in the response head")
+            buf += d
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError("ibulk: %r (403: the server did not get the real key)"
+                               % head[:200])
+        got = len(rest)
+        while got < a.bytes:
+            k = t.recv_into(mv)
+            if not k:
+                raise RuntimeError("ibulk: EOF after %d of %d bytes" % (got, a.bytes))
+            got += k
+        t1 = time.perf_counter_ns()
+        info = _tls_info(t)
+        t.close()
+        runs.append({"bytes": got, "ns": t1 - t0})
+    res = {"runs": runs}
+    res.update(info)
+    return res
+
+
 def _wait_file(path, timeout=60):
     end = time.monotonic() + timeout
     while not os.path.exists(path):
@@ -394,7 +629,8 @@ def client_memory(a):
 
 
 CLIENTS = {"latency": client_latency, "https": client_https, "bulk": client_bulk,
-           "memory": client_memory}
+           "memory": client_memory, "ilat": client_ilat, "imint": client_imint,
+           "ibulk": client_ibulk}
 
 
 def client_main(a):
@@ -444,6 +680,64 @@ def cpu_busy(seconds):
     return stat_busy(s0, stat_sample())
 
 
+def perf_start(pid, path):
+    """perf record (cycles, no call graphs) of the agentbox process."""
+    if not shutil.which("perf"):
+        return None
+    rec = subprocess.Popen(["perf", "record", "-q", "-F", "1999", "-p", str(pid), "-o", path],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    time.sleep(0.3)  # attached before the client starts
+    return rec
+
+
+def perf_stop(rec):
+    if rec is None:
+        return
+    if rec.poll() is None:
+        rec.send_signal(signal.SIGINT)
+    try:
+        rec.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        rec.kill()
+        rec.wait()
+
+
+# where the proxy's cycles go, by symbol
+PERF_GROUPS = (
+    ("masking scan", lambda dso, sym: "agentbox" in dso and sym.startswith(
+        ("ab_scan", "px_scan", "scan_byte", "emit", "cover", "may_start", "is_pair", "feed"))),
+    ("TLS crypto", lambda dso, sym: "libcrypto" in dso or "libssl" in dso),
+    ("memcpy/memmove/bzero", lambda dso, sym: "libc" in dso and any(
+        k in sym for k in ("memcpy", "memmove", "memset", "bzero"))),
+    ("malloc/free", lambda dso, sym: "libc" in dso and any(
+        k in sym for k in ("malloc", "free", "realloc", "_int_", "tcache", "unlink", "brk"))),
+    ("kernel", lambda dso, sym: dso.startswith("[kernel") or dso == "[unknown]"),
+    ("agentbox other", lambda dso, sym: "agentbox" in dso),
+)
+
+
+def perf_summary(path):
+    p = subprocess.run(["perf", "report", "-i", path, "--stdio", "--no-children", "-q",
+                        "--sort", "dso,sym", "--percent-limit", "0.05"],
+                       capture_output=True, timeout=120)
+    syms, groups = [], {g: 0.0 for g, _ in PERF_GROUPS}
+    groups["other"] = 0.0
+    for line in p.stdout.decode(errors="replace").splitlines():
+        f = line.split(None, 3)
+        if len(f) < 4 or not f[0].endswith("%"):
+            continue
+        pct, dso, sym = float(f[0][:-1]), f[1], f[3].strip()
+        syms.append((pct, dso, sym))
+        for g, match in PERF_GROUPS:
+            if match(dso, sym):
+                groups[g] += pct
+                break
+        else:
+            groups["other"] += pct
+    return {"groups": groups, "top": syms[:12]}
+
+
 class Bench:
     def __init__(self, a):
         self.a = a
@@ -458,28 +752,75 @@ class Bench:
         shutil.copy(os.path.abspath(__file__), self.script)
         self.ca = os.path.join(self.ws, "ca.pem")
         self.profile = os.path.join(self.root, "profile.json")
+        self.profile_secrets = os.path.join(self.root, "profile-secrets.json")
+        self.secret = None
         self.server = None
         self.seq = 0
 
     # -- setup
     def setup(self):
-        key, cert = os.path.join(self.srv, "key.pem"), os.path.join(self.srv, "cert.pem")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out",
-                        cert, "-days", "2", "-subj", "/CN=" + NAME, "-addext",
-                        "subjectAltName=DNS:%s,IP:127.0.0.1" % NAME],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        shutil.copy(cert, self.ca)
-        os.chmod(self.ca, 0o644)
+        self.make_certs()
+        self.secret = SECRET_PREFIX + "".join(
+            random.SystemRandom().choice(string.ascii_letters + string.digits)
+            for _ in range(40))
         prof = {"version": 1, "extends": ["default"],
                 "network": {"allow": ["%s:%d" % (NAME, p) for p in PORTS],
                             "hosts": {NAME: "127.0.0.1"}}}
         with open(self.profile, "w") as f:
             json.dump(prof, f)
+        # interception: the secret is bound to bench.test:P_TLS and every
+        # name below it on that port; the names the leaf-minting client uses
+        # are mapped one by one (network.hosts has no wildcard)
+        hosts = {NAME: "127.0.0.1"}
+        for i in range(self.a.mint_warmup + self.a.mint_n):
+            hosts["n%d.%s" % (i, NAME)] = "127.0.0.1"
+        bound = ["%s:%d" % (NAME, P_TLS), "*.%s:%d" % (NAME, P_TLS)]
+        prof["network"] = {"allow": ["%s:%d" % (NAME, p) for p in PORTS] + bound[1:],
+                           "hosts": hosts, "ca_file": self.ca}
+        prof["secrets"] = {SECRET_VAR: {"from": {"env": SECRET_SRC}, "hosts": bound,
+                                        "in": ["header:x-api-key"],
+                                        "placeholder": {"prefix": SECRET_PREFIX}}}
+        with open(self.profile_secrets, "w") as f:
+            json.dump(prof, f)
+        env = dict(os.environ, **{SECRET_SRC: self.secret, "AB_BENCH_BODY": self.a.ibulk_body})
         self.server = subprocess.Popen([PY, os.path.abspath(__file__), "--serve", self.srv,
-                                        "--port-base", str(P_HTTP)], stdout=subprocess.PIPE)
+                                        "--port-base", str(P_HTTP)], stdout=subprocess.PIPE,
+                                       env=env)
         if self.server.stdout.readline().strip() != b"ready":
             raise SystemExit("bench: the servers did not start (ports %s busy?)" % (PORTS,))
+
+    def make_certs(self):
+        """A bench CA (EC P-256) and a leaf it signs for bench.test,
+        *.bench.test and 127.0.0.1: the servers present the leaf; the direct
+        clients trust the CA (ws/ca.pem), and so does agentbox for the
+        intercepted upstreams (network.ca_file)."""
+        cakey, key = os.path.join(self.srv, "ca-key.pem"), os.path.join(self.srv, "key.pem")
+        cert, csr = os.path.join(self.srv, "cert.pem"), os.path.join(self.srv, "leaf.csr")
+        ext = os.path.join(self.srv, "leaf.ext")
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        with open(ext, "w") as f:
+            f.write("basicConstraints=critical,CA:FALSE\n"
+                    "keyUsage=critical,digitalSignature\n"
+                    "extendedKeyUsage=serverAuth\n"
+                    "subjectKeyIdentifier=hash\n"
+                    "authorityKeyIdentifier=keyid:always\n"
+                    "subjectAltName=DNS:%s,DNS:*.%s,IP:127.0.0.1\n" % (NAME, NAME))
+        for argv in (["openssl", "req", "-x509"] + ec +
+                     ["-keyout", cakey, "-out", self.ca, "-days", "2",
+                      "-subj", "/CN=" + BENCH_CA_CN,
+                      "-addext", "basicConstraints=critical,CA:TRUE",
+                      "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+                     ["openssl", "req"] + ec +
+                     ["-keyout", key, "-out", csr, "-subj", "/CN=" + NAME],
+                     ["openssl", "x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", cakey,
+                      "-set_serial", str(random.SystemRandom().getrandbits(63)),
+                      "-days", "2", "-extfile", ext, "-out", cert]):
+            p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if p.returncode != 0:
+                raise SystemExit("bench: %s failed: %s" % (" ".join(argv[:3]),
+                                                          p.stderr.decode(errors="replace")))
+        os.chmod(self.ca, 0o644)
+        os.unlink(cakey)
 
     def cleanup(self):
         if self.server:
@@ -492,36 +833,55 @@ class Bench:
             pass
 
     # -- running clients
-    def sandbox_cmd(self, argv):
-        return [self.a.agentbox, "run", "--no-pty", "-q", "-p", self.profile, "-w", self.ws,
+    def sandbox_cmd(self, argv, secrets=False):
+        return [self.a.agentbox, "run", "--no-pty", "-q", "-p",
+                self.profile_secrets if secrets else self.profile, "-w", self.ws,
                 "--"] + argv
 
-    def client(self, mode, proxied, extra, timeout=120):
+    def env(self, proxied, secrets):
+        """With secrets: agentbox reads the value from SECRET_SRC (inside,
+        SECRET_VAR holds the placeholder); the direct client gets the value
+        itself in SECRET_VAR."""
+        if not secrets:
+            return None
+        e = {k: v for k, v in os.environ.items() if k not in (SECRET_VAR, SECRET_SRC)}
+        e[SECRET_SRC if proxied else SECRET_VAR] = self.secret
+        return e
+
+    def client(self, mode, proxied, extra, timeout=120, secrets=False, perf=None):
         """Run one client (both sides the same way: start, wait for its
         ready file, go, wait for its result); returns its JSON result with
         the proxy's CPU time and the machine's busy fraction over the
-        measured window added."""
+        measured window added.  secrets: the interception profile.  perf: a
+        file for `perf record` of the agentbox process over the window."""
         self.seq += 1
         out = "res-%d.json" % self.seq
         path = os.path.join(self.ws, out)
         argv = [self.script, "--hold", "--client", mode, "--out", out,
                 "--port-base", str(P_HTTP)] + extra
-        cmd = self.sandbox_cmd(["/usr/bin/python3"] + argv + ["--proxied"]) if proxied \
-            else [PY] + argv
+        cmd = self.sandbox_cmd(["/usr/bin/python3"] + argv + ["--proxied"], secrets) \
+            if proxied else [PY] + argv
         p = subprocess.Popen(cmd, cwd=self.ws, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             env=self.env(proxied, secrets))
+        rec = None
         cpu = busy = None
         try:
             if self._wait_client(p, path + ".start", timeout):
+                if perf and proxied:
+                    rec = perf_start(p.pid, perf)
                 c0 = cpu_ns(p.pid) if proxied else 0
                 s0 = stat_sample()
                 open(path + ".go", "w").close()
                 if self._wait_client(p, path, timeout, 0.01):
                     busy = stat_busy(s0, stat_sample())
                     cpu = cpu_ns(p.pid) - c0 if proxied else None
+                    perf_stop(rec)
+                    rec = None
                     open(path + ".exit", "w").close()
             out_txt = p.communicate(timeout=30)[0]
         finally:
+            perf_stop(rec)
             if p.poll() is None:
                 p.kill()
                 p.wait()
@@ -537,31 +897,159 @@ class Bench:
         res["proxy_cpu_ns"], res["busy"] = cpu, busy
         return res
 
-    def abab(self, mode, extra, reps):
+    def abab(self, mode, extra, reps, secrets=False):
         """reps pairs, direct first then proxied in each pair."""
         d, p = [], []
         for _ in range(reps):
-            d.append(self.client(mode, False, extra))
-            p.append(self.client(mode, True, extra))
+            d.append(self.client(mode, False, extra, secrets=secrets))
+            p.append(self.client(mode, True, extra, secrets=secrets))
         return d, p
 
     # -- the measurements
     def latency_like(self, mode, n, warmup):
         d, p = self.abab(mode, ["--n", str(n), "--warmup", str(warmup), "--ca", self.ca],
                          self.a.reps)
-        dall = [x for r in d for x in r["ns"]]
-        pall = [x for r in p for x in r["ns"]]
+        return self.summarize(d, p, "ns", n + warmup)
+
+    def summarize(self, d, p, key, nreq):
+        """Medians of all samples of both sides, the added time, p90s, the
+        added time per ABAB pair, the proxy's CPU per request."""
+        dall = [x for r in d for x in r[key]]
+        pall = [x for r in p for x in r[key]]
         dm, pm = statistics.median(dall) / 1e6, statistics.median(pall) / 1e6
-        pairs = [(statistics.median(y["ns"]) - statistics.median(x["ns"])) / 1e6
+        pairs = [(statistics.median(y[key]) - statistics.median(x[key])) / 1e6
                  for x, y in zip(d, p)]
         q = lambda v, f: sorted(v)[int(f * (len(v) - 1))] / 1e6
-        cpu = [r["proxy_cpu_ns"] / (n + warmup) / 1e3 for r in p if r["proxy_cpu_ns"]]
-        return {"n_per_rep": n, "reps": self.a.reps,
+        cpu = [r["proxy_cpu_ns"] / nreq / 1e3 for r in p if r["proxy_cpu_ns"]]
+        return {"n_per_rep": len(d[0][key]), "reps": len(d),
                 "proxy_cpu_us_per_req": statistics.median(cpu) if cpu else None,
                 "direct_median_ms": dm, "proxied_median_ms": pm,
                 "added_ms": pm - dm, "ratio": pm / dm,
                 "direct_p90_ms": q(dall, 0.9), "proxied_p90_ms": q(pall, 0.9),
                 "added_ms_per_rep": pairs}
+
+    # -- interception (the profile with the secret)
+    @staticmethod
+    def check_tls(d, p, blind=()):
+        """The direct clients and the blind tunnels saw the bench CA's leaf;
+        the intercepted ones a leaf of agentbox's session CA; no mismatch."""
+        for r in list(d) + list(blind):
+            if r.get("issuer") != BENCH_CA_CN:
+                raise SystemExit("bench: a direct or blind TLS connection was answered by "
+                                 "%r, not the bench server" % r.get("issuer"))
+        for r in p:
+            if r.get("issuer") in (None, "", BENCH_CA_CN):
+                raise SystemExit("bench: the proxied TLS connection was not intercepted "
+                                 "(issuer %r)" % r.get("issuer"))
+        return {"direct_tls": "%s %s" % (d[0]["version"], d[0]["cipher"]),
+                "intercepted_tls": "%s %s" % (p[0]["version"], p[0]["cipher"]),
+                "session_ca": p[0]["issuer"]}
+
+    def ilat(self):
+        n, w = self.a.ilat_n, 200
+        d, p = self.abab("ilat", ["--n", str(n), "--warmup", str(w), "--ca", self.ca],
+                         self.a.reps, secrets=True)
+        res = self.summarize(d, p, "ns", n + w)
+        res.update(self.check_tls(d, p))
+        res["mismatch_direct"] = sum(r["mismatch"] for r in d)
+        res["mismatch_proxied"] = sum(r["mismatch"] for r in p)
+        res["requests"] = sum(r["requests"] for r in d + p)
+        return res
+
+    def imint(self):
+        n, w = self.a.mint_n, self.a.mint_warmup
+        d, p = self.abab("imint", ["--n", str(n), "--warmup", str(w), "--ca", self.ca],
+                         self.a.reps, secrets=True)
+        res = {"new": self.summarize(d, p, "new_ns", 2 * (n + w)),
+               "cached": self.summarize(d, p, "cached_ns", 2 * (n + w))}
+        for k in ("new", "cached"):
+            res[k]["proxy_cpu_us_per_req"] = None  # both kinds in one window: see below
+        cpu = [r["proxy_cpu_ns"] / (2 * (n + w)) / 1e3 for r in p if r["proxy_cpu_ns"]]
+        res["proxy_cpu_us_per_conn"] = statistics.median(cpu) if cpu else None
+        # what the mint itself adds: new name vs cached leaf, per pair
+        res["mint_ms_per_rep"] = [(statistics.median(y["new_ns"]) -
+                                   statistics.median(y["cached_ns"])) / 1e6 for y in p]
+        res["mint_ms"] = statistics.median(res["mint_ms_per_rep"])
+        res.update(self.check_tls(d, p))
+        res["mismatch_direct"] = sum(r["mismatch"] for r in d)
+        res["mismatch_proxied"] = sum(r["mismatch"] for r in p)
+        res["requests"] = sum(r["requests"] for r in d + p)
+        return res
+
+    def ibulk(self):
+        """Python client: direct TLS, intercepted, blind tunnel (the same
+        server on the unbound port), alternated."""
+        n = self.a.ibulk_bytes
+        ex = lambda port: ["--n", "1", "--bytes", str(n), "--port", str(port), "--ca", self.ca]
+        arms = {"direct": [], "intercepted": [], "blind": []}
+        for i in range(self.a.bulk_reps):
+            arms["direct"].append(self.client("ibulk", False, ex(P_TLS), secrets=True))
+            arms["intercepted"].append(self.client(
+                "ibulk", True, ex(P_TLS), secrets=True,
+                perf=self.perf_file("intercepted") if i == 0 else None))
+            arms["blind"].append(self.client(
+                "ibulk", True, ex(P_TLSB), secrets=True,
+                perf=self.perf_file("blind") if i == 0 else None))
+        rate = lambda r: r["runs"][0]["bytes"] / (r["runs"][0]["ns"] / 1e9) / 1e9
+        rates = {k: [rate(x) for x in v] for k, v in arms.items()}
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        cpu = lambda k: statistics.median(r["proxy_cpu_ns"] / 1e9 / (n / 1e9)
+                                          for r in arms[k])
+        res = {"bytes": n, "reps": self.a.bulk_reps, "client": "python ssl recv_into",
+               "direct_gbps": med["direct"], "proxied_gbps": med["intercepted"],
+               "blind_gbps": med["blind"],
+               "ratio": med["intercepted"] / med["direct"],
+               "blind_ratio": med["blind"] / med["direct"],
+               "ratio_per_rep": [y / x for x, y in zip(rates["direct"], rates["intercepted"])],
+               "blind_ratio_per_rep": [y / x for x, y in zip(rates["direct"], rates["blind"])],
+               "proxy_cpu_s_per_gb": cpu("intercepted"), "blind_cpu_s_per_gb": cpu("blind"),
+               "direct_busy": statistics.median(x["busy"] for x in arms["direct"]),
+               "proxied_busy": statistics.median(x["busy"] for x in arms["intercepted"]),
+               "all": rates}
+        res.update(self.check_tls(arms["direct"], arms["intercepted"], arms["blind"]))
+        for k in ("intercepted", "blind"):
+            f = self.perf_file(k)
+            if f and os.path.exists(f):
+                res["perf_" + k] = perf_summary(f)
+        return res
+
+    def perf_file(self, what):
+        return os.path.join(self.root, "perf-%s.data" % what) if self.a.perf else None
+
+    def icurl(self):
+        """curl as the client on every side (its TLS reads are C, not Python):
+        direct (--resolve, the bench CA), intercepted (the bundle agentbox
+        binds inside), blind tunnel (the bench CA)."""
+        n = self.a.ibulk_bytes
+        fmt = ["-sS", "-o", "/dev/null", "-w", "%{http_code} %{speed_download} %{size_download}"]
+        url = lambda port: "https://%s:%d/bulk/%d" % (NAME, port, n)
+        dcmd = (["curl", "--noproxy", "*", "--cacert", self.ca, "--resolve",
+                 "%s:%d:127.0.0.1" % (NAME, P_TLS), "-H", "x-api-key: " + self.secret] +
+                fmt + [url(P_TLS)])
+        inside = lambda port, extra: self.sandbox_cmd(
+            ["/bin/sh", "-c", 'exec /usr/bin/curl "$@" -H "x-api-key: $%s"' % SECRET_VAR, "sh",
+             "-x", "http://%s:%d" % PROXY] + extra + fmt + [url(port)], secrets=True)
+        cmds = {"direct": (dcmd, self.env(False, True)),
+                "intercepted": (inside(P_TLS, []), self.env(True, True)),
+                "blind": (inside(P_TLSB, ["--cacert", self.ca]), self.env(True, True))}
+        rates = {k: [] for k in cmds}
+        for _ in range(self.a.bulk_reps):
+            for k, (cmd, env) in cmds.items():
+                p = subprocess.run(cmd, cwd=self.ws, stdin=subprocess.DEVNULL, env=env,
+                                   capture_output=True, timeout=300)
+                f = p.stdout.split()
+                if p.returncode != 0 or len(f) < 3 or f[0] != b"200" or int(float(f[2])) != n:
+                    raise SystemExit("bench: curl (%s) failed (exit %d): %s %s" % (
+                        k, p.returncode, p.stdout[-300:], p.stderr[-1000:]))
+                rates[k].append(float(f[1]) / 1e9)
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        return {"bytes": n, "reps": self.a.bulk_reps, "client": "curl -o /dev/null",
+                "direct_gbps": med["direct"], "proxied_gbps": med["intercepted"],
+                "blind_gbps": med["blind"],
+                "ratio": med["intercepted"] / med["direct"],
+                "blind_ratio": med["blind"] / med["direct"],
+                "ratio_per_rep": [y / x for x, y in zip(rates["direct"], rates["intercepted"])],
+                "all": rates}
 
     def bulk(self):
         n = self.a.bulk_bytes
@@ -703,6 +1191,32 @@ def report(r):
         rows.append(("agentbox fds / after close", "%d" % M["base_fds"], "%d" % M["held_fds"],
                      "%d fds, %.1f MB" % (M["closed_fds"], M["closed_rss_mb"]),
                      "back: " + ok(M["closed_fds"] == M["base_fds"])))
+    IL, IM, IB, IC = r.get("ilat"), r.get("imint"), r.get("ibulk"), r.get("icurl")
+    lat_row = lambda name, x, lim: (name, "%.3f ms" % x["direct_median_ms"],
+                                    "%.3f ms" % x["proxied_median_ms"],
+                                    "+%.3f ms (x%.2f)" % (x["added_ms"], x["ratio"]),
+                                    ("<= +%g ms: " % lim + ok(x["added_ms"] <= lim))
+                                    if lim else "(no target)")
+    if IL:
+        rows.append(lat_row("intercepted TLS keep-alive GET, median", IL, 1))
+    if IM:
+        rows.append(lat_row("intercepted conn+TLS+GET, new name", IM["new"], 5))
+        rows.append(lat_row("intercepted conn+TLS+GET, cached leaf", IM["cached"], 5))
+    for X, what in ((IB, "python"), (IC, "curl")):
+        if X:
+            rows.append(("intercepted bulk %d MiB (%s)" % (X["bytes"] >> 20, what),
+                         "%.2f GB/s" % X["direct_gbps"], "%.2f GB/s" % X["proxied_gbps"],
+                         "x%.2f" % X["ratio"], ">= x0.5: " + ok(X["ratio"] >= 0.5)))
+            rows.append(("blind TLS tunnel bulk %d MiB (%s)" % (X["bytes"] >> 20, what),
+                         "%.2f GB/s" % X["direct_gbps"], "%.2f GB/s" % X["blind_gbps"],
+                         "x%.2f" % X["blind_ratio"], "(reference)"))
+    mism = [x for x in (IL, IM) if x]
+    if mism:
+        bad = sum(x["mismatch_proxied"] + x["mismatch_direct"] for x in mism)
+        rows.append(("key mismatches at the server",
+                     "%d" % sum(x["mismatch_direct"] for x in mism),
+                     "%d" % sum(x["mismatch_proxied"] for x in mism),
+                     "of %d requests" % sum(x["requests"] for x in mism), "0: " + ok(bad == 0)))
     hdr = ("measure", "direct", "proxied", "added/ratio", "target")
     w = [max(len(str(x[i])) for x in rows + [hdr]) for i in range(5)]
     line = lambda x: "  ".join(str(v).ljust(w[i]) for i, v in enumerate(x)).rstrip()
@@ -731,6 +1245,43 @@ def report(r):
     if M:
         print("%d tunnels opened in %.2f s; agentbox peak RSS %.1f MB" % (
             M["tunnels"], M["open_all_s"], M["peak_rss_mb"]))
+    if IL:
+        print("intercepted keep-alive added per rep (ms): " +
+              " ".join("%.3f" % v for v in IL["added_ms_per_rep"]) +
+              "; p90 direct %.3f proxied %.3f; proxy CPU %.1f us per request" % (
+                  IL["direct_p90_ms"], IL["proxied_p90_ms"], IL["proxy_cpu_us_per_req"] or 0))
+    if IM:
+        print("intercepted new name added per rep (ms):   " +
+              " ".join("%.3f" % v for v in IM["new"]["added_ms_per_rep"]))
+        print("intercepted cached leaf added per rep (ms): " +
+              " ".join("%.3f" % v for v in IM["cached"]["added_ms_per_rep"]))
+        print("new name minus cached leaf through the proxy (the mint), per rep (ms): " +
+              " ".join("%.3f" % v for v in IM["mint_ms_per_rep"]) +
+              "; proxy CPU %.0f us per connection (both kinds)" % (
+                  IM["proxy_cpu_us_per_conn"] or 0))
+    for X, what in ((IB, "python"), (IC, "curl")):
+        if X:
+            print("intercepted bulk ratio per rep (%s): " % what +
+                  " ".join("%.2f" % v for v in X["ratio_per_rep"]) +
+                  "; direct GB/s " + " ".join("%.2f" % v for v in X["all"]["direct"]))
+    if IB:
+        print("proxy CPU per GB: intercepted %.2f s, blind tunnel %.2f s; machine busy: "
+              "direct %.0f%%, intercepted %.0f%%" % (
+                  IB["proxy_cpu_s_per_gb"], IB["blind_cpu_s_per_gb"],
+                  100 * IB["direct_busy"], 100 * IB["proxied_busy"]))
+        for k in ("intercepted", "blind"):
+            P = IB.get("perf_" + k)
+            if P:
+                print("perf, %s bulk: " % k + ", ".join(
+                    "%s %.1f%%" % (g, v) for g, v in
+                    sorted(P["groups"].items(), key=lambda x: -x[1]) if v >= 0.5))
+                for pct, dso, sym in P["top"][:8]:
+                    print("    %5.1f%%  %-22s %s" % (pct, dso[:22], sym[:60]))
+    for X in (IL, IM, IB):
+        if X:
+            print("TLS: direct %s; intercepted %s (leaf from %r)" % (
+                X["direct_tls"], X["intercepted_tls"], X["session_ca"]))
+            break
     print("machine: %d CPUs, %.0f%% busy before the bench, %.0f%% after" % (
         r["machine"]["cpus"], 100 * r["busy_before"], 100 * r["busy_after"]))
 
@@ -753,6 +1304,8 @@ def bench_main(a):
     try:
         b.setup()
         only = set(a.only.split(",")) if a.only else None
+        if only and "interception" in only:
+            only |= set(INTERCEPTION)
         want = lambda k: only is None or k in only
         if want("latency"):
             r["latency"] = b.latency_like("latency", a.lat_n, 300)
@@ -764,6 +1317,14 @@ def bench_main(a):
             r["curl_bulk"] = b.curl_bulk()
         if want("memory"):
             r["memory"] = b.memory()
+        if want("ilat"):
+            r["ilat"] = b.ilat()
+        if want("imint"):
+            r["imint"] = b.imint()
+        if want("ibulk"):
+            r["ibulk"] = b.ibulk()
+        if want("icurl"):
+            r["icurl"] = b.icurl()
     finally:
         b.cleanup()
     r["runtime_s"] = time.monotonic() - t0
@@ -780,16 +1341,29 @@ def main():
     ap = argparse.ArgumentParser(description="agentbox egress proxy benchmark")
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--agentbox", default=os.path.join(here, "..", "build", "agentbox"))
-    ap.add_argument("--reps", type=int, default=7, help="ABAB pairs (latency, https)")
-    ap.add_argument("--bulk-reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=7, help="ABAB pairs (latency, https, ilat, imint)")
+    ap.add_argument("--bulk-reps", type=int, default=5,
+                    help="pairs (bulk, curl), triples (ibulk, icurl)")
     ap.add_argument("--lat-n", type=int, default=3000, help="requests per latency run")
     ap.add_argument("--https-n", type=int, default=300, help="requests per https run")
     ap.add_argument("--bulk-bytes", type=int, default=2 << 30)
     ap.add_argument("--curl-bytes", type=int, default=1 << 30)
     ap.add_argument("--tunnels", type=int, default=2000)
-    ap.add_argument("--only", help="comma list: latency,https,bulk,curl,memory")
+    ap.add_argument("--ilat-n", type=int, default=2000,
+                    help="requests per intercepted keep-alive run")
+    ap.add_argument("--mint-n", type=int, default=50,
+                    help="new names (leaves minted) per intercepted first-request run")
+    ap.add_argument("--mint-warmup", type=int, default=5)
+    ap.add_argument("--ibulk-bytes", type=int, default=1 << 30)
+    ap.add_argument("--ibulk-body", choices=("text", "x"), default="text",
+                    help="intercepted bulk body: base64 text lines, or 'x' repeated")
+    ap.add_argument("--perf", action="store_true",
+                    help="perf record the proxy during the first intercepted and blind "
+                         "bulk runs and say where its cycles go")
+    ap.add_argument("--only", help="comma list: latency,https,bulk,curl,memory,"
+                    "interception (= ilat,imint,ibulk,icurl)")
     ap.add_argument("--port-base", type=int, default=PORT_BASE,
-                    help="first of the 5 loopback ports the servers use")
+                    help="first of the %d loopback ports the servers use" % NPORTS)
     ap.add_argument("--tmpdir", default="/var/lib/agentbox-bench",
                     help="parent of the scratch dir (the workspace must not be /tmp)")
     ap.add_argument("--json", help="also write the results as JSON to this file")
@@ -801,6 +1375,7 @@ def main():
     ap.add_argument("--n", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--warmup", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--bytes", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--ca", help=argparse.SUPPRESS)
     ap.add_argument("--sync", help=argparse.SUPPRESS)
     ap.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)

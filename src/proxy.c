@@ -27,18 +27,36 @@
 
 /* ------------------------------------------------------------ buffers */
 
+/* Buffers may hold a secret's real value (requests to a brokered host):
+ * growing, draining and freeing never leave a copy behind. */
+static int buf_grow(px_buf *b, size_t need)
+{
+	size_t cap = b->cap ? b->cap : 4096;
+	while (cap < need)
+		cap *= 2;
+	char *p = malloc(cap);
+	if (!p)
+		return -ENOMEM;
+	if (b->len)
+		memcpy(p, b->p, b->len);
+	if (b->p) {
+		explicit_bzero(b->p, b->cap);
+		free(b->p);
+	}
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+int px_buf_reserve(px_buf *b, size_t need)
+{
+	return need > b->cap ? buf_grow(b, need) : 0;
+}
+
 int px_buf_append(px_buf *b, const void *data, size_t n)
 {
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + n)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
+	if (b->len + n > b->cap && buf_grow(b, b->len + n) < 0)
+		return -ENOMEM;
 	memcpy(b->p + b->len, data, n);
 	b->len += n;
 	return 0;
@@ -53,27 +71,23 @@ void px_buf_consume(px_buf *b, size_t n)
 		return;
 	}
 	memmove(b->p, b->p + n, b->len - n);
+	explicit_bzero(b->p + b->len - n, n);
 	b->len -= n;
 }
 
 void px_buf_free(px_buf *b)
 {
-	free(b->p);
+	if (b->p) {
+		explicit_bzero(b->p, b->len);
+		free(b->p);
+	}
 	*b = (px_buf){0};
 }
 
 ssize_t px_buf_read(px_buf *b, int fd, size_t want)
 {
-	if (b->len + want > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + want)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
+	if (b->len + want > b->cap && buf_grow(b, b->len + want) < 0)
+		return -ENOMEM;
 	ssize_t n;
 	do
 		n = read(fd, b->p + b->len, want);
@@ -982,6 +996,10 @@ static void on_accept(ab_loop *l, int fd, unsigned ev, void *data)
 			close(cfd);
 			continue;
 		}
+		/* small answers (a 200, TLS tickets then a response) must not wait
+		 * for the client's delayed ACK */
+		int one = 1;
+		(void)setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		px_conn *c = conn_new(px, cfd, ls->kind == AB_LISTEN_PROXY ? PX_EXPLICIT
 									  : PX_TRANSPARENT);
 		if (!c) {

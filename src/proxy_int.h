@@ -34,6 +34,7 @@ typedef struct px_buf {
 } px_buf;
 
 int px_buf_append(px_buf *b, const void *data, size_t n);
+int px_buf_reserve(px_buf *b, size_t need);
 void px_buf_consume(px_buf *b, size_t n);
 void px_buf_free(px_buf *b);
 /* read(2) up to `want` more bytes; returns bytes read, 0 on EOF, -errno */
@@ -80,7 +81,7 @@ typedef struct px_scanpass {
 	bool chunked;
 	int st;
 	uint64_t left;
-	char line[1100];
+	char line[40];  /* a chunk-size line: only its hex digits matter */
 	size_t ll;
 } px_scanpass;
 
@@ -143,7 +144,7 @@ typedef struct px_conn {
 	struct ab_scanner *rscan;   /* response: real values -> masked */
 	px_scanpass bpass, rpass;   /* the current request / response body */
 	uint64_t masked;            /* bytes masked in responses */
-	char exfil[4608];           /* why a placeholder was refused (for the 403) */
+	char exfil[1024];           /* why a placeholder was refused (for the 403) */
 } px_conn;
 
 typedef struct px_map {

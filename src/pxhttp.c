@@ -180,7 +180,7 @@ static int swap_secrets(px_conn *c, px_req *e, px_buf *head)
 		char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
 		ab_secrets_names(b->secs, b->n, res.injected, names, sizeof(names));
 		snprintf(c->exfil, sizeof(c->exfil),
-			 "agentbox: the placeholder of %s would be sent to %s:%u over plain HTTP; "
+			 "agentbox: the placeholder of %.300s would be sent to %.260s:%u over plain HTTP; "
 			 "secrets are only sent over TLS (use https://)",
 			 names, c->host, (unsigned)c->port);
 		return -EACCES;

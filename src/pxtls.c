@@ -53,15 +53,9 @@ ssize_t px_io_read(px_conn *c, bool up, px_buf *b, size_t want)
 	SSL *ssl = side_ssl(c, up);
 	if (!ssl)
 		return px_buf_read(b, up ? c->ufd : c->cfd, want);
-	if (b->len + want > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + want)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
+	if (b->len + want > b->cap) { /* grow through px_buf (no copies left behind) */
+		if (px_buf_reserve(b, b->len + want) < 0)
 			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
 	}
 	size_t n = 0;
 	errno = 0;

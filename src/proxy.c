@@ -55,6 +55,8 @@ int px_buf_reserve(px_buf *b, size_t need)
 
 int px_buf_append(px_buf *b, const void *data, size_t n)
 {
+	if (!n)
+		return 0; /* (data may be NULL then) */
 	if (b->len + n > b->cap && buf_grow(b, b->len + n) < 0)
 		return -ENOMEM;
 	memcpy(b->p + b->len, data, n);

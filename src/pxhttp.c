@@ -206,13 +206,14 @@ static int start_body_scan(px_conn *c, bool chunked)
 {
 	const ab_broker *b = c->px->broker;
 	ab_err err = {0};
+	if (c->bscan)
+		ab_scanner_free(c->bscan); /* before its set: it reads the set */
 	ab_scan_set_free(c->bset);
 	c->bset = NULL;
 	if (ab_secrets_body_set(b->secs, b->n, c->host, c->port, &c->bset, &err) < 0)
 		return -1;
 	if (!c->bscan && !(c->bscan = calloc(1, sizeof(*c->bscan))))
 		return -1;
-	ab_scanner_free(c->bscan);
 	if (ab_scanner_init(c->bscan, c->bset) < 0)
 		return -1;
 	px_scan_begin(&c->bpass, c->bscan, chunked);

@@ -842,22 +842,30 @@ static int env_set_one(ctx *c, const char *k, const json_t *val)
 	return kv_set(c->p, k, x) < 0 ? oom(c) : 0;
 }
 
-static int parse_env_set(ctx *c, json_t *v, const key_def *d)
+/* An object of NAME: value entries, each handled by one(), errors located at
+ * the entry; `what` names the object in the type error. */
+static int each_entry(ctx *c, json_t *v, const char *what,
+		      int (*one)(ctx *c, const char *k, const json_t *val))
 {
 	const char *k;
 	json_t *val;
 	if (!json_is_object(v))
-		return fail(c, "expected an object, got %s", jtype(v));
+		return fail(c, "expected %s, got %s", what, jtype(v));
 	if (check_count(c, json_object_size(v)) < 0)
 		return -EINVAL;
 	json_object_foreach(v, k, val) {
 		push_key(c, k);
-		int r = env_set_one(c, k, val);
+		int r = one(c, k, val);
 		pop(c);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+static int parse_env_set(ctx *c, json_t *v, const key_def *d)
+{
+	return each_entry(c, v, "an object", env_set_one);
 }
 
 static int parse_limit(ctx *c, json_t *v, const key_def *d)
@@ -988,20 +996,7 @@ static int net_host_one(ctx *c, const char *k, const json_t *val)
 
 static int parse_net_hosts(ctx *c, json_t *v, const key_def *d)
 {
-	const char *k;
-	json_t *val;
-	if (!json_is_object(v))
-		return fail(c, "expected an object of name: address, got %s", jtype(v));
-	if (check_count(c, json_object_size(v)) < 0)
-		return -EINVAL;
-	json_object_foreach(v, k, val) {
-		push_key(c, k);
-		int r = net_host_one(c, k, val);
-		pop(c);
-		if (r < 0)
-			return r;
-	}
-	return 0;
+	return each_entry(c, v, "an object of name: address", net_host_one);
 }
 
 static int parse_net_transparent(ctx *c, json_t *v, const key_def *d)
@@ -1024,7 +1019,8 @@ static int parse_net_port(ctx *c, json_t *v, const key_def *d)
 	return 0;
 }
 
-static int parse_net_log(ctx *c, json_t *v, const key_def *d)
+/* A scalar absolute path (expanded, normalised) into *dst. */
+static int set_path(ctx *c, json_t *v, char **dst)
 {
 	const char *s;
 	char *out = NULL;
@@ -1033,9 +1029,14 @@ static int parse_net_log(ctx *c, json_t *v, const key_def *d)
 		return r;
 	if (!out)
 		return oom(c);
-	free(c->p->net.log);
-	c->p->net.log = out;
+	free(*dst);
+	*dst = out;
 	return 0;
+}
+
+static int parse_net_log(ctx *c, json_t *v, const key_def *d)
+{
+	return set_path(c, v, &c->p->net.log);
 }
 
 static int parse_net_upstream(ctx *c, json_t *v, const key_def *d)
@@ -1056,16 +1057,7 @@ static int parse_net_upstream(ctx *c, json_t *v, const key_def *d)
 
 static int parse_net_cafile(ctx *c, json_t *v, const key_def *d)
 {
-	const char *s;
-	char *out = NULL;
-	int r = get_str(c, v, &s);
-	if (r < 0 || (r = item_path(c, s, &out)) < 0)
-		return r;
-	if (!out)
-		return oom(c);
-	free(c->p->net.ca_file);
-	c->p->net.ca_file = out;
-	return 0;
+	return set_path(c, v, &c->p->net.ca_file);
 }
 
 /* ---- secrets ---- */

@@ -109,9 +109,8 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 		return ab_fail(err, errno, "cgroup namespace");
 	if (sethostname(plan->hostname, strlen(plan->hostname)) < 0)
 		return ab_fail(err, errno, "sethostname");
-	if ((r = loopback_up(err)) < 0)
-		return r;
-	if ((r = ab_netns_setup(plan, a->sync_fd, err)) < 0)
+	if (!plan->share_net && ((r = loopback_up(err)) < 0 ||
+				 (r = ab_netns_setup(plan, a->sync_fd, err)) < 0))
 		return r;
 	if ((r = ab_mount_build_root(plan, a->sync_fd, rt, err)) < 0)
 		return ab_err_prefix(err, "filesystem");

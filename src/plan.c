@@ -190,7 +190,11 @@ static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	r |= add_mount(p, AB_MNT_TMPFS, NULL, "/dev/shm", AB_MNT_F_DIR, "dev");
 	for (size_t i = 0; i < AB_ARRAY_SIZE(tmpfs_dirs); i++)
 		r |= add_mount(p, AB_MNT_TMPFS, NULL, tmpfs_dirs[i], AB_MNT_F_DIR, "private tmp");
-	r |= add_mount(p, AB_MNT_TMPFS, NULL, p->home, AB_MNT_F_DIR, "private home");
+	if (in->ablate & AB_ABLATE_HOME)
+		r |= add_mount(p, AB_MNT_BIND_RW, p->home, p->home,
+			       AB_MNT_F_DIR | (p->root_mode ? AB_MNT_F_IDMAP : 0), "TEST ABLATION home");
+	else
+		r |= add_mount(p, AB_MNT_TMPFS, NULL, p->home, AB_MNT_F_DIR, "private home");
 	/* the kernel's knobs stay read-only; the rest of /proc is per-pid-ns */
 	static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(proc_ro); i++)
@@ -640,6 +644,8 @@ static int plan_env(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	static const char *const base[] = {"TERM", "LANG", "LC_*", "COLORTERM", "TZ", "PATH"};
 	for (size_t i = 0; !r && i < AB_ARRAY_SIZE(base); i++)
 		r = ab_strv_push_unique(&pass, base[i]);
+	if (!r && (in->ablate & AB_ABLATE_ENV))
+		r = ab_strv_push_unique(&pass, "*");
 	for (char *const *e = in->environ; !r && e && *e; e++) {
 		const char *eq = strchr(*e, '=');
 		if (!eq || eq == *e)
@@ -913,9 +919,9 @@ static int plan_command(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		return ab_fail(err, ENOMEM, "plan");
 	/* Nothing inside may hold the user's real terminal: every one of 0-2
 	 * that is a terminal is replaced by the sandbox's own pty. */
-	if (in->force_pty == 1)
+	if (in->force_pty == 1 && !(in->ablate & AB_ABLATE_PTY))
 		p->pty_mask = in->tty_mask ? in->tty_mask : 7;
-	else if (in->force_pty == 0)
+	else if (in->force_pty == 0 || (in->ablate & AB_ABLATE_PTY))
 		p->pty_mask = 0;
 	else
 		p->pty_mask = in->tty_mask & 7;
@@ -931,6 +937,57 @@ static int plan_cwd(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	else
 		p->cwd = strdup(p->workspace);
 	return p->cwd ? 0 : ab_fail(err, ENOMEM, "plan");
+}
+
+static const struct {
+	unsigned bit;
+	const char *name, *what;
+} ablations[] = {
+	{AB_ABLATE_SECCOMP, "seccomp", "no seccomp filter"},
+	{AB_ABLATE_LANDLOCK, "landlock", "no Landlock rules"},
+	{AB_ABLATE_NETNS, "netns", "the host's network, no proxy"},
+	{AB_ABLATE_ENV, "env", "agentbox's whole environment passes in"},
+	{AB_ABLATE_HOME, "home", "the real home, read-write"},
+	{AB_ABLATE_PTY, "pty", "no pty: the real terminal passes in"},
+};
+
+int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
+{
+	*out = 0;
+	_cleanup_free_ char *dup = strdup(s ? s : "");
+	char *save = NULL;
+	if (!dup)
+		return ab_fail(err, ENOMEM, "AGENTBOX_TEST_ABLATE");
+	for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		size_t i = 0;
+		while (i < AB_ARRAY_SIZE(ablations) && strcmp(ablations[i].name, t) != 0)
+			i++;
+		if (i == AB_ARRAY_SIZE(ablations))
+			return ab_fail(err, 0, "AGENTBOX_TEST_ABLATE: unknown layer '%s' (seccomp, "
+					       "landlock, netns, env, home, pty)", t);
+		*out |= ablations[i].bit;
+	}
+	return 0;
+}
+
+/* Test-only weakening (plan.h): applied last, each one listed loudly. */
+static int plan_ablate(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	if (in->ablate & AB_ABLATE_SECCOMP)
+		p->seccomp.disabled = true;
+	if (in->ablate & AB_ABLATE_LANDLOCK)
+		p->landlock.enabled = false;
+	if (in->ablate & AB_ABLATE_NETNS)
+		p->share_net = true;
+	for (size_t i = 0; i < AB_ARRAY_SIZE(ablations); i++) {
+		if (!(in->ablate & ablations[i].bit))
+			continue;
+		char *w = ab_asprintf("TEST ABLATION %s: %s (this binary is for agentbox's own "
+				      "tests only)", ablations[i].name, ablations[i].what);
+		if (!w || ab_strv_push_take(&p->downgrades, w) < 0)
+			return ab_fail(err, ENOMEM, "plan");
+	}
+	return 0;
 }
 
 int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
@@ -964,7 +1021,7 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 	if (ab_strv_copy(&p->seccomp.extra_deny, &in->profile->syscalls.deny) < 0 ||
 	    ab_strv_copy(&p->seccomp.allow, &in->profile->syscalls.allow) < 0)
 		return ab_fail(err, ENOMEM, "plan");
-	if ((r = ab_seccomp_validate(&p->seccomp, err)) < 0)
+	if ((r = ab_seccomp_validate(&p->seccomp, err)) < 0 || (r = plan_ablate(p, in, err)) < 0)
 		return r;
 	if (!p->root_mode && in->supplementary_groups > 0) {
 		char *w = ab_asprintf("supplementary groups of uid %u are kept (an unprivileged "

@@ -356,8 +356,8 @@ static int start_child(const ab_plan *plan, ab_child_args *args, pid_t *out, ab_
 		return ab_fail(err, errno, "mmap child stack");
 	/* CLONE_NEWCGROUP comes later, in the child, once the parent has moved it
 	 * into its own cgroup (so that cgroup is the namespace's root). */
-	int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-		    CLONE_NEWUTS | SIGCHLD;
+	int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+		    SIGCHLD | (plan->share_net ? 0 : CLONE_NEWNET);
 	pid_t pid = clone(ab_child_main, (char *)stack + CHILD_STACK, flags, args);
 	int e = errno;
 	if (pid < 0) {
@@ -370,7 +370,6 @@ static int start_child(const ab_plan *plan, ab_child_args *args, pid_t *out, ab_
 	/* the stack stays mapped in the child (its own copy); ours is unused */
 	munmap(stack, CHILD_STACK);
 	*out = pid;
-	(void)plan;
 	return 0;
 }
 

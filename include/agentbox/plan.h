@@ -86,7 +86,24 @@ typedef struct ab_plan_input {
 	int force_pty;              /* 1 always, 0 never, -1 auto (any of 0-2 a terminal) */
 	const char *log_path;       /* --log FILE (absolute), overrides network.log; may be NULL */
 	bool quiet;                 /* -q: no network summary at exit */
+	unsigned ablate;            /* AB_ABLATE_*: test-only weakening (see below); 0 always
+				       in the installed binary */
 } ab_plan_input;
+
+/* Test-only ablation (issue 5: proving that test-escape can fail).  Only
+ * build/agentbox-ablate, whose main.c is compiled with -DAB_ABLATION, sets
+ * these, from AGENTBOX_TEST_ABLATE=seccomp,landlock,netns,env,home,pty; the
+ * agentbox binary that is built and installed has no way to.  Each ablated
+ * layer is listed in plan->downgrades ("TEST ABLATION: ..."), so run prints it
+ * and explain shows it. */
+#define AB_ABLATE_SECCOMP  0x01 /* no seccomp filter */
+#define AB_ABLATE_LANDLOCK 0x02 /* no Landlock domain */
+#define AB_ABLATE_NETNS    0x04 /* the host's network namespace, no proxy */
+#define AB_ABLATE_ENV      0x08 /* agentbox's whole environment passes in */
+#define AB_ABLATE_HOME     0x10 /* the real home bound read-write instead of a tmpfs */
+#define AB_ABLATE_PTY      0x20 /* no pty: the command gets agentbox's own fds 0-2 */
+/* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
+int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
 
 /* The synthetic range transparent mode answers DNS queries from: every
  * address of it is local inside the sandbox's network namespace. */
@@ -156,6 +173,7 @@ typedef struct ab_plan {
 			      terminals outside (all three with --pty) */
 
 	ab_egress_plan egress;
+	bool share_net;     /* test ablation "netns": no CLONE_NEWNET, no proxy */
 
 	ab_strv downgrades; /* named protections lost on this kernel and allowed by the profile */
 	ab_strv warnings;   /* other things the user should know */

@@ -1432,6 +1432,51 @@ static void test_pty_decision(void **state)
 	}
 }
 
+/* Test ablation (issue 5): only agentbox-ablate sets in.ablate; the plan
+ * applies each layer's weakening and lists it as a downgrade. */
+static void test_ablation(void **state)
+{
+	unsigned m = 0;
+	ab_err err = {0};
+	assert_int_equal(ab_ablate_parse(NULL, &m, &err), 0);
+	assert_int_equal(m, 0);
+	assert_int_equal(ab_ablate_parse("seccomp,home,pty", &m, &err), 0);
+	assert_int_equal(m, AB_ABLATE_SECCOMP | AB_ABLATE_HOME | AB_ABLATE_PTY);
+	assert_true(ab_ablate_parse("seccomp,bogus", &m, &err) < 0);
+	assert_non_null(strstr(err.msg, "bogus"));
+	assert_true(ab_ablate_parse("SECCOMP", &m, &err) < 0);
+
+	fx f;
+	fx_init(&f, 7);
+	f.in.tty_mask = 7;
+	fx_ok(&f); /* no ablation: every layer, nothing listed */
+	assert_false(f.plan->seccomp.disabled);
+	assert_true(f.plan->landlock.enabled);
+	assert_false(f.plan->share_net);
+	assert_int_equal(f.plan->pty_mask, 7);
+	assert_true(find_mount(f.plan, AB_MNT_TMPFS, "/home/u") >= 0);
+	for (size_t i = 0; i < f.plan->downgrades.n; i++)
+		assert_null(strstr(f.plan->downgrades.v[i], "ABLATION"));
+	f.in.ablate = AB_ABLATE_SECCOMP | AB_ABLATE_LANDLOCK | AB_ABLATE_NETNS | AB_ABLATE_ENV |
+		      AB_ABLATE_HOME | AB_ABLATE_PTY;
+	fx_ok(&f);
+	assert_true(f.plan->seccomp.disabled);
+	assert_false(f.plan->landlock.enabled);
+	assert_true(f.plan->share_net);
+	assert_int_equal(f.plan->pty_mask, 0);
+	assert_true(find_mount(f.plan, AB_MNT_TMPFS, "/home/u") < 0);
+	assert_true(find_mount(f.plan, AB_MNT_BIND_RW, "/home/u") >= 0);
+	bool weird = false; /* env: everything passes, even names the allowlist refuses */
+	for (size_t i = 0; i < f.plan->envp.n; i++)
+		weird |= strncmp(f.plan->envp.v[i], "SSH_AUTH_SOCK=", 14) == 0;
+	assert_true(weird);
+	size_t listed = 0;
+	for (size_t i = 0; i < f.plan->downgrades.n; i++)
+		listed += strstr(f.plan->downgrades.v[i], "TEST ABLATION") != NULL;
+	assert_int_equal(listed, 6);
+	fx_done(&f);
+}
+
 static void test_command(void **state)
 {
 	/* the CLI's argv wins over the profile's command */
@@ -1679,6 +1724,7 @@ int main(void)
 		cmocka_unit_test(test_rlimits),
 		cmocka_unit_test(test_cgroup_limits),
 		cmocka_unit_test(test_pty_decision),
+		cmocka_unit_test(test_ablation),
 		cmocka_unit_test(test_command),
 		cmocka_unit_test(test_hostile_strings),
 		cmocka_unit_test(test_golden_mounts),

@@ -40,10 +40,11 @@ LIB_SRCS := src/common.c src/cli.c src/profile.c src/host.c src/doctor.c src/pla
             src/watch.c src/json_pos.c src/http.c src/netpolicy.c src/plan_net.c \
             src/netns.c src/dns.c src/tls.c src/audit.c src/resolve.c src/proxy.c \
             src/pxhttp.c src/pxtunnel.c src/dnsd.c src/control.c \
-            src/ca.c src/secrets.c src/scan.c src/broker.c src/pxtls.c src/pxscan.c
+            src/ca.c src/secrets.c src/scan.c src/broker.c src/pxtls.c src/pxscan.c \
+            $(wildcard src/escape/*.c)
 MAIN_SRC := src/main.c
 UNIT_TESTS := common profile plan landlock caps seccomp loop pty explain cli host cgroup \
-              http netpolicy dns tls ca secrets
+              http netpolicy dns tls ca secrets escape probe_fs probe_net
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)
@@ -52,9 +53,10 @@ UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%)
 .PHONY: check-fuzz bench-proxy all deps check check-unit check-integration asan asan-unit fuzz \
         bench install uninstall clean format
 
-all: $(BUILD)/agentbox
+all: $(BUILD)/agentbox $(BUILD)/agentbox-ablate
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard include/agentbox/*.h) | $(BUILD)/obj
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -c -o $@ $<
 
 $(BUILD)/obj $(BUILD)/tests:
@@ -64,6 +66,14 @@ $(BUILD)/libagentbox.a: $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/agentbox: $(MAIN_OBJ) $(BUILD)/libagentbox.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Test-only: the same program with AGENTBOX_TEST_ABLATE honoured (plan.h);
+# never installed.  test-escape's ablation tests use it.
+$(BUILD)/obj/main-ablate.o: src/main.c $(wildcard include/agentbox/*.h) | $(BUILD)/obj
+	$(CC) $(CFLAGS) -DAB_ABLATION -MMD -c -o $@ $<
+
+$(BUILD)/agentbox-ablate: $(BUILD)/obj/main-ablate.o $(BUILD)/libagentbox.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libagentbox.a tests/unit/unit.h | $(BUILD)/tests
@@ -104,7 +114,7 @@ check-fuzz:
 		if [ $$st != 0 ]; then tail -40 build-fuzz/check.log; exit 1; fi; \
 	else echo "check-fuzz: SKIPPED (no clang; run make deps)"; fi
 
-check-integration: $(BUILD)/agentbox
+check-integration: $(BUILD)/agentbox $(BUILD)/agentbox-ablate
 	python3 tests/integration/run.py --binary $(BUILD)/agentbox
 
 # ASan+UBSan build of the same suites in build-asan/.

@@ -13,7 +13,7 @@ static const struct {
 } commands[] = {
 	{"run", AB_CMD_RUN},         {"check", AB_CMD_CHECK},   {"explain", AB_CMD_EXPLAIN},
 	{"doctor", AB_CMD_DOCTOR},   {"help", AB_CMD_HELP},     {"version", AB_CMD_VERSION},
-	{"allow", AB_CMD_ALLOW},
+	{"allow", AB_CMD_ALLOW},     {"test-escape", AB_CMD_TEST_ESCAPE},
 };
 
 void ab_cli_usage(enum ab_cmd which)
@@ -66,6 +66,26 @@ void ab_cli_usage(enum ab_cmd which)
 		      "the sandbox can.\n",
 		      stdout);
 		break;
+	case AB_CMD_TEST_ESCAPE:
+		fputs("Usage: agentbox test-escape [-p PROFILE]... [--format tap|junit|json] [-o FILE]\n"
+		      "                            [--only ID,...] [--list] [-q]\n"
+		      "\n"
+		      "Prove a profile on this machine: build a throwaway lab (fake home with canary\n"
+		      "secrets, listeners, fake agents, test HTTPS hosts), run a battery of real\n"
+		      "escape attempts inside `agentbox run` with PROFILE (default: \"default\"),\n"
+		      "and judge from inside and outside.  Nothing on the real host is touched.\n"
+		      "\n"
+		      "  -p, --profile PROFILE  profile name or path; repeat to merge\n"
+		      "      --format FORMAT    tap (TAP 14, default), junit (JUnit XML), json (lines)\n"
+		      "  -o, --output FILE      write the results to FILE instead of stdout\n"
+		      "      --only ID,...      run only these probes (controls and PRC-01 always run)\n"
+		      "      --list             list the probes and exit\n"
+		      "  -q, --quiet            no per-category summary on stderr\n"
+		      "\n"
+		      "Exit status: 0 everything blocked; 1 an escape; 2 probe errors only;\n"
+		      "3 the lab could not be built; 4 the sandbox is not in effect; 125 usage.\n",
+		      stdout);
+		break;
 	case AB_CMD_DOCTOR:
 		fputs("Usage: agentbox doctor [--json]\n"
 		      "\n"
@@ -85,6 +105,7 @@ void ab_cli_usage(enum ab_cmd which)
 		      "  explain [-p PROFILE] [-w DIR] [--json]            print the resolved boundary\n"
 		      "  doctor [--json]                                   check this kernel\n"
 		      "  allow [-w DIR] HOST[:PORT]...                     allow a host in a running sandbox\n"
+		      "  test-escape [-p PROFILE] [--format F]             prove the sandbox holds here\n"
 		      "\n"
 		      "Options:\n"
 		      "  -h, --help      show help (also: agentbox COMMAND --help)\n"
@@ -102,9 +123,22 @@ void ab_cli_free(ab_cli *c)
 	c->workspace = NULL;
 	free(c->log_path);
 	c->log_path = NULL;
+	free(c->format);
+	free(c->out_path);
+	free(c->only);
+	c->format = c->out_path = c->only = NULL;
 }
 
-enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON, OPT_LOG };
+static int set_str(char **dst, const char *v, const char *sub, const char *opt, ab_err *err)
+{
+	if (!v[0])
+		return ab_fail(err, 0, "%s: %s needs a value", sub, opt);
+	free(*dst);
+	*dst = strdup(v);
+	return *dst ? 0 : ab_fail(err, ENOMEM, "%s", sub);
+}
+
+enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON, OPT_LOG, OPT_FORMAT, OPT_ONLY, OPT_LIST };
 
 /* The option getopt_long just returned, as the user spelled it: "--name" for
  * a long option, "-c" for a short one (also inside a group such as "-qx"),
@@ -133,6 +167,10 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 		{"pty", no_argument, NULL, OPT_PTY},       {"no-pty", no_argument, NULL, OPT_NO_PTY},
 		{"json", no_argument, NULL, OPT_JSON},     {"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},          {"log", required_argument, NULL, OPT_LOG},
+		{"format", required_argument, NULL, OPT_FORMAT},
+		{"only", required_argument, NULL, OPT_ONLY},
+		{"list", no_argument, NULL, OPT_LIST},
+		{"output", required_argument, NULL, 'o'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sub = argv[0];
@@ -141,11 +179,14 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 	char name[64];
 	for (;;) {
 		int idx = -1;
-		int o = getopt_long(argc, argv, "+:p:w:qh", longopts, &idx);
+		int o = getopt_long(argc, argv, "+:p:w:qho:", longopts, &idx);
 		if (o == -1)
 			break;
-		bool run_like = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN;
-		bool ws_ok = run_like || c->cmd == AB_CMD_ALLOW;
+		bool run_like = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN ||
+				c->cmd == AB_CMD_TEST_ESCAPE;
+		bool esc = c->cmd == AB_CMD_TEST_ESCAPE;
+		int r;
+		bool ws_ok = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_ALLOW;
 		switch (o) {
 		case 'h':
 			c->help_for = c->cmd;
@@ -167,8 +208,23 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 			if (!c->workspace)
 				return ab_fail(err, ENOMEM, "%s", sub);
 			break;
+		case OPT_FORMAT:
+		case OPT_ONLY:
+		case 'o':
+			if (!esc)
+				goto bad;
+			r = set_str(o == OPT_FORMAT ? &c->format : o == OPT_ONLY ? &c->only : &c->out_path,
+				    optarg, sub, opt_name(name, sizeof(name), o, idx, longopts, argv), err);
+			if (r < 0)
+				return r;
+			break;
+		case OPT_LIST:
+			if (!esc)
+				goto bad;
+			c->list = true;
+			break;
 		case 'q':
-			if (c->cmd != AB_CMD_RUN)
+			if (c->cmd != AB_CMD_RUN && !esc)
 				goto bad;
 			c->quiet = true;
 			break;
@@ -218,8 +274,9 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 			return ab_fail(err, 0, "allow: name at least one HOST[:PORT] (see 'agentbox allow --help')");
 		break;
 	case AB_CMD_DOCTOR:
+	case AB_CMD_TEST_ESCAPE:
 		if (c->argc != 0)
-			return ab_fail(err, 0, "doctor: unexpected argument '%s'", c->argv[0]);
+			return ab_fail(err, 0, "%s: unexpected argument '%s'", sub, c->argv[0]);
 		break;
 	default:
 		break;

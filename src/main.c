@@ -13,6 +13,7 @@
 
 #include "agentbox/cli.h"
 #include "agentbox/control.h"
+#include "agentbox/escape.h"
 #include "agentbox/host.h"
 #include "agentbox/plan.h"
 #include "agentbox/profile.h"
@@ -179,6 +180,10 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 		.quiet = cli->quiet,
 		.supplementary_groups = host.is_root ? 0 : count_supplementary_groups(),
 	};
+#ifdef AB_ABLATION
+	if (ab_ablate_parse(getenv("AGENTBOX_TEST_ABLATE"), &in.ablate, err) < 0)
+		return AB_EXIT_FAIL;
+#endif
 	if (cli->cmd == AB_CMD_EXPLAIN && !in.argv) {
 		/* explain does not need a command; show the profile's or a shell */
 		static char *sh[] = {"/bin/sh", NULL};
@@ -223,11 +228,76 @@ static int cmd_check(const ab_cli *cli, ab_err *err)
 	return rc;
 }
 
+static int push_dir_of(ab_strv *v, const char *path, int up)
+{
+	_cleanup_free_ char *d = strdup(path);
+	if (!d)
+		return -ENOMEM;
+	for (int i = 0; i < up; i++) {
+		char *s = strrchr(d, '/');
+		if (!s || s == d)
+			return 0;
+		*s = '\0';
+	}
+	return ab_strv_push(v, d);
+}
+
+/* test-escape: resolve and validate the profiles here (with the real HOME
+ * and XDG dirs), then hand over to the harness, which enters the lab. */
+static int cmd_test_escape(const ab_cli *cli, ab_err *err)
+{
+	ab_test_escape_args a = {.format = cli->format, .out_path = cli->out_path,
+				 .only = cli->only, .list = cli->list, .quiet = cli->quiet};
+	if (cli->list)
+		return ab_test_escape(&a);
+	ctx c;
+	if (fill_ctx(&c, "/", err) < 0)
+		return AB_EXIT_FAIL;
+	/* validated with the lab's paths (src/escape/lab.c), which the run inside
+	 * will use: the caller's cwd plays no part */
+	c.vars.home = "/home/agentbox-lab";
+	c.vars.workspace = "/home/agentbox-lab/work/project";
+	_cleanup_profile_ ab_profile *prof = NULL;
+	if (load_profiles(cli, &c.vars, &prof, err) < 0)
+		return AB_EXIT_FAIL;
+	_cleanup_strv_ ab_strv paths = {0}, keep = {0};
+	char display[512] = "";
+	size_t n = cli->profiles.n;
+	for (size_t i = 0; i < (n ? n : 1); i++) {
+		const char *name = n ? cli->profiles.v[i] : "default";
+		char *path = NULL;
+		if (ab_profile_find(name, &c.vars, &path, err) < 0 || ab_strv_push_take(&paths, path) < 0)
+			return AB_EXIT_FAIL;
+		size_t dl = strlen(display);
+		snprintf(display + dl, sizeof(display) - dl, "%s%s", i ? "+" : "", name);
+	}
+	for (size_t i = 0; i < prof->files.n; i++)
+		if (push_dir_of(&keep, prof->files.v[i], 1) < 0)
+			return ab_fail(err, ENOMEM, "test-escape");
+	char exe[PATH_MAX];
+	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (k > 0) {
+		exe[k] = '\0';
+		if (push_dir_of(&keep, exe, 2) < 0)
+			return ab_fail(err, ENOMEM, "test-escape");
+	}
+	a.profiles = paths;
+	a.display = display;
+	a.keep = keep;
+	fflush(stdout);
+	return ab_test_escape(&a);
+}
+
 int main(int argc, char **argv)
 {
 	ab_cli cli;
 	ab_err err = {0};
 	int rc;
+	/* hidden: the inside of test-escape and its canary process */
+	if (argc >= 2 && strcmp(argv[1], "__probe") == 0)
+		return ab_escape_inside(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "__canary") == 0)
+		return ab_escape_canary();
 	if (ab_cli_parse(argc, argv, &cli, &err) < 0) {
 		ab_err_print(&err);
 		ab_cli_free(&cli);
@@ -257,6 +327,11 @@ int main(int argc, char **argv)
 			ab_err_print(&err);
 		break;
 	}
+	case AB_CMD_TEST_ESCAPE:
+		rc = cmd_test_escape(&cli, &err);
+		if (rc == AB_EXIT_FAIL && err.msg[0])
+			ab_err_print(&err);
+		break;
 	case AB_CMD_RUN:
 	case AB_CMD_EXPLAIN:
 		rc = cmd_run_or_explain(&cli, &err);

@@ -6,7 +6,7 @@
 #include "agentbox/common.h"
 
 enum ab_cmd { AB_CMD_NONE, AB_CMD_RUN, AB_CMD_CHECK, AB_CMD_EXPLAIN, AB_CMD_DOCTOR,
-	      AB_CMD_HELP, AB_CMD_VERSION, AB_CMD_ALLOW };
+	      AB_CMD_HELP, AB_CMD_VERSION, AB_CMD_ALLOW, AB_CMD_TEST_ESCAPE };
 
 typedef struct ab_cli {
 	enum ab_cmd cmd;
@@ -19,6 +19,10 @@ typedef struct ab_cli {
 	char *log_path;       /* run --log FILE: egress audit log (overrides the profile's) */
 	char **argv;          /* run: command (points into the original argv) */
 	int argc;
+	char *format;         /* test-escape --format tap|junit|json (NULL = tap) */
+	char *out_path;       /* test-escape -o FILE (NULL = stdout) */
+	char *only;           /* test-escape --only ID,... */
+	bool list;            /* test-escape --list */
 	char **check_files;   /* check: profile names/paths (points into argv) */
 	int ncheck;
 } ab_cli;

@@ -217,6 +217,33 @@ static void test_check(void **state)
 	ab_cli_free(&c);
 }
 
+static void test_test_escape(void **state)
+{
+	ab_cli c;
+	ab_err e;
+	assert_int_equal(parse(&c, &e, A("test-escape")), 0);
+	assert_int_equal(c.cmd, AB_CMD_TEST_ESCAPE);
+	assert_null(c.format);
+	assert_null(c.out_path);
+	assert_null(c.only);
+	assert_false(c.list);
+	ab_cli_free(&c);
+	assert_int_equal(parse(&c, &e, A("test-escape", "-p", "a", "-p", "b", "--format", "junit",
+					 "-o", "r.xml", "--only", "FS-01,NET-01", "-q")),
+			 0);
+	assert_int_equal(c.profiles.n, 2);
+	assert_string_equal(c.format, "junit");
+	assert_string_equal(c.out_path, "r.xml");
+	assert_string_equal(c.only, "FS-01,NET-01");
+	assert_true(c.quiet);
+	ab_cli_free(&c);
+	assert_int_equal(parse(&c, &e, A("test-escape", "--list", "--output=x", "--format=json")), 0);
+	assert_true(c.list);
+	assert_string_equal(c.out_path, "x");
+	assert_string_equal(c.format, "json");
+	ab_cli_free(&c);
+}
+
 /* ---------------------------------------------------------------- errors */
 
 static void test_errors(void **state)
@@ -263,6 +290,17 @@ static void test_errors(void **state)
 		{A("check", "-p", "x", "y"), "check: unknown option '-p' (see 'agentbox check --help')"},
 		{A("check", "--json", "x"), "check: unknown option '--json' (see 'agentbox check --help')"},
 		{A("check", "-w", "/d", "x"), "check: unknown option '-w' (see 'agentbox check --help')"},
+		{A("test-escape", "extra"), "test-escape: unexpected argument 'extra'"},
+		{A("test-escape", "-w", "/d"),
+		 "test-escape: unknown option '-w' (see 'agentbox test-escape --help')"},
+		{A("test-escape", "--format"),
+		 "test-escape: option '--format' needs an argument (see 'agentbox test-escape --help')"},
+		{A("test-escape", "--format="), "test-escape: --format needs a value"},
+		{A("test-escape", "--only", ""), "test-escape: --only needs a value"},
+		{A("run", "--format", "tap", "ls"),
+		 "run: unknown option '--format' (see 'agentbox run --help')"},
+		{A("explain", "--list"), "explain: unknown option '--list' (see 'agentbox explain --help')"},
+		{A("run", "-o", "x", "ls"), "run: unknown option '-o' (see 'agentbox run --help')"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		ab_cli c;
@@ -317,6 +355,9 @@ static void test_usage(void **state)
 		{AB_CMD_CHECK, "Usage: agentbox check PROFILE"},
 		{AB_CMD_EXPLAIN, "--json"},
 		{AB_CMD_DOCTOR, "Usage: agentbox doctor [--json]"},
+		{AB_CMD_TEST_ESCAPE, "Usage: agentbox test-escape"},
+		{AB_CMD_TEST_ESCAPE, "--format tap|junit|json"},
+		{AB_CMD_NONE, "test-escape"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		char *buf = NULL;
@@ -343,6 +384,7 @@ int main(void)
 		cmocka_unit_test(test_run_stops_at_command),
 		cmocka_unit_test(test_explain_doctor),
 		cmocka_unit_test(test_check),
+		cmocka_unit_test(test_test_escape),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_no_command),
 		cmocka_unit_test(test_reparse),

@@ -14,6 +14,7 @@
 #include "agentbox/cli.h"
 #include "agentbox/control.h"
 #include "agentbox/escape.h"
+#include <jansson.h>
 #include "agentbox/host.h"
 #include "agentbox/plan.h"
 #include "agentbox/profile.h"
@@ -242,6 +243,39 @@ static int push_dir_of(ab_strv *v, const char *path, int up)
 	return ab_strv_push(v, d);
 }
 
+/* test-escape: the profile's secrets as profile JSON entries without their
+ * sources (the lab supplies canary values). */
+static json_t *secrets_json(const ab_profile *prof)
+{
+	json_t *secrets = json_object();
+	for (size_t i = 0; secrets && i < prof->nsecrets; i++) {
+		const struct ab_profile_secret *s = &prof->secrets[i];
+		json_t *e = json_object(), *hosts = json_array(), *in = json_array();
+		for (size_t j = 0; j < s->hosts.n; j++)
+			json_array_append_new(hosts, json_string(s->hosts.v[j]));
+		for (size_t j = 0; j < s->places.n; j++)
+			json_array_append_new(in, json_string(s->places.v[j]));
+		json_object_set_new(e, "hosts", hosts);
+		if (s->places.n)
+			json_object_set_new(e, "in", in);
+		else
+			json_decref(in);
+		if (s->ph_prefix || s->ph_len) {
+			json_t *ph = json_object();
+			if (s->ph_prefix)
+				json_object_set_new(ph, "prefix", json_string(s->ph_prefix));
+			if (s->ph_len)
+				json_object_set_new(ph, "length", json_integer(s->ph_len));
+			json_object_set_new(e, "placeholder", ph);
+		}
+		if (s->env_name)
+			json_object_set_new(e, "env", s->env_name[0] ? json_string(s->env_name)
+								      : json_false());
+		json_object_set_new(secrets, s->name, e);
+	}
+	return secrets;
+}
+
 /* test-escape: resolve and validate the profiles here (with the real HOME
  * and XDG dirs), then hand over to the harness, which enters the lab. */
 static int cmd_test_escape(const ab_cli *cli, ab_err *err)
@@ -281,11 +315,15 @@ static int cmd_test_escape(const ab_cli *cli, ab_err *err)
 		if (push_dir_of(&keep, exe, 2) < 0)
 			return ab_fail(err, ENOMEM, "test-escape");
 	}
+	json_t *secrets = secrets_json(prof);
+	a.secrets = secrets;
 	a.profiles = paths;
 	a.display = display;
 	a.keep = keep;
 	fflush(stdout);
-	return ab_test_escape(&a);
+	int rc = ab_test_escape(&a);
+	json_decref(secrets);
+	return rc;
 }
 
 int main(int argc, char **argv)

@@ -246,6 +246,9 @@ typedef struct ab_test_escape_args {
 	const char *out_path; /* NULL = stdout */
 	const char *only;     /* "ID,ID" or NULL */
 	bool list, quiet;
+	json_t *secrets;      /* the profile's own secrets as profile JSON entries, "from"
+				 left out: the lab re-declares each with a canary value
+				 (same hosts, places, placeholder shape); borrowed */
 } ab_test_escape_args;
 /* `agentbox test-escape`: returns the exit status (0-4, 125 usage). */
 int ab_test_escape(const ab_test_escape_args *a);

@@ -149,6 +149,8 @@ static void build_exec(lab *L, const ab_test_escape_args *a, const char *exe, ar
 	b->envp[e++] = "WAYLAND_DISPLAY=wayland-0";
 	b->envp[e++] = cat3(b, "AGENTBOX_LAB_CANARY=", envc ? envc->token : "", NULL);
 	b->envp[e++] = cat3(b, LAB_SECRET_ENV "=", L->secret, NULL);
+	for (size_t i = 0; i < L->nextra_env && e < 28; i++)
+		b->envp[e++] = L->extra_env[i];
 	const char *abl = getenv("AGENTBOX_TEST_ABLATE");
 	if (abl)
 		b->envp[e++] = cat3(b, "AGENTBOX_TEST_ABLATE=", abl, NULL);
@@ -248,15 +250,23 @@ static void collect(lab *L, const ab_test_escape_args *a, int status, ab_esc_res
 		rs->not_in_effect = true;
 }
 
+/* The end of what agentbox printed, on one line ("a; b"). */
 static void tail_output(const lab *L, char *out, size_t n)
 {
 	const char *s = L->pty_out ? L->pty_out : "";
 	size_t len = strlen(s);
 	const char *t = len > 600 ? s + len - 600 : s;
 	size_t w = 0;
-	for (; *t && w + 1 < n; t++)
-		if (*t != '\r')
-			out[w++] = *t;
+	for (; *t && w + 3 < n; t++) {
+		if (*t == '\r')
+			continue;
+		if (*t == '\n') {
+			if (w && t[1])
+				out[w++] = ';', out[w++] = ' ';
+			continue;
+		}
+		out[w++] = (unsigned char)*t < 0x20 ? ' ' : *t;
+	}
 	out[w] = '\0';
 }
 
@@ -281,7 +291,7 @@ static int build_and_run(lab *L, const ab_test_escape_args *a, ab_esc_results *r
 	 * profile and LAB.json name */
 	if (lab_servers_start(L, err) < 0)
 		return ab_err_ret(err);
-	if (lab_write_profile(L, err) < 0 || lab_write_info(L, a->only, err) < 0)
+	if (lab_write_profile(L, a->secrets, err) < 0 || lab_write_info(L, a->only, err) < 0)
 		return ab_err_ret(err);
 	static argbuf b;
 	build_exec(L, a, exe, &b);
@@ -299,7 +309,7 @@ static int build_and_run(lab *L, const ab_test_escape_args *a, ab_esc_results *r
 	if (!any) {
 		char tail[700], msg[1024];
 		tail_output(L, tail, sizeof(tail));
-		snprintf(msg, sizeof(msg), "agentbox run %s (status %d); it said:\n%s",
+		snprintf(msg, sizeof(msg), "agentbox run %s (status %d); it said: %s",
 			 st < 0 ? "timed out" : "produced no results", st, tail);
 		rs->lab_error = strdup(msg);
 		return 0;

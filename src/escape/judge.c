@@ -804,6 +804,10 @@ void lab_free(lab *L)
 		ab_ca_free(L->ca);
 	free(L->pty_out);
 	ab_strv_free(&L->agent_sockets);
+	for (size_t i = 0; i < L->nextra_env; i++) {
+		explicit_bzero(L->extra_env[i], strlen(L->extra_env[i]));
+		free(L->extra_env[i]);
+	}
 	explicit_bzero(L->can, sizeof(L->can));
 	explicit_bzero(L->secret, sizeof(L->secret));
 }

@@ -232,21 +232,28 @@ int lab_build_fs(lab *L, const ab_strv *keep, ab_err *err)
 			snprintf(L->base, sizeof(L->base), "%s", bases[i]);
 	if (!L->base[0])
 		return ab_fail(err, ENOENT, "lab: no /home (or /mnt, /srv, /media) to build the lab on");
-	/* what agentbox needs from under the base (its binary, the profiles)
-	 * is bound back after the tmpfs hides the rest */
+	/* the lab's own tmpfs mounts, and the options of each */
+	const char *over[] = {L->base, "/tmp", "/run", "/dev/shm"};
+	const char *opts[] = {"mode=0755,size=256m", "mode=1777", "mode=0755", "mode=1777"};
+	/* what agentbox needs from under them (its binary, the profiles under
+	 * test) is bound back at the same path afterwards */
 	int kfd[32];
 	const char *kpath[32];
 	size_t nk = 0;
 	for (size_t i = 0; i < keep->n && nk < AB_ARRAY_SIZE(kfd); i++) {
-		if (!under(keep->v[i], L->base))
-			continue;
-		int fd = open(keep->v[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+		bool hidden = false;
+		for (size_t j = 0; j < AB_ARRAY_SIZE(over); j++)
+			hidden |= under(keep->v[i], over[j]);
+		int fd = hidden ? open(keep->v[i], O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
 		if (fd >= 0) {
 			kfd[nk] = fd;
 			kpath[nk++] = keep->v[i];
 		}
 	}
-	int r = tmpfs_at(L->base, "mode=0755,size=256m", err);
+	int r = 0;
+	for (size_t j = 0; r >= 0 && j < AB_ARRAY_SIZE(over); j++)
+		if (stat(over[j], &st) == 0 && S_ISDIR(st.st_mode))
+			r = tmpfs_at(over[j], opts[j], err);
 	for (size_t i = 0; r >= 0 && i < nk; i++) {
 		char src[64];
 		snprintf(src, sizeof(src), "/proc/self/fd/%d", kfd[i]);
@@ -264,14 +271,9 @@ int lab_build_fs(lab *L, const ab_strv *keep, ab_err *err)
 	pathf(L->esc_dir, sizeof(L->esc_dir), "%s/.agentbox-escape", L->ws);
 	pathf(L->runtime, sizeof(L->runtime), "/run/user/%u", L->uid);
 	if (mkdir_p(L->home, 0700) < 0 || mkdir_p(L->state, 0700) < 0 || mkdir_p(L->ws, 0755) < 0 ||
-	    mkdir_p(L->sibling, 0755) < 0 || mkdir_p(L->esc_dir, 0755) < 0)
+	    mkdir_p(L->sibling, 0755) < 0 || mkdir_p(L->esc_dir, 0755) < 0 ||
+	    mkdir_p(L->runtime, 0700) < 0 || mkdir_p("/run/dbus", 0755) < 0)
 		return ab_fail(err, errno, "lab: directories under %s", L->base);
-	if (tmpfs_at("/tmp", "mode=1777", err) < 0 || tmpfs_at("/run", "mode=0755", err) < 0)
-		return ab_err_ret(err);
-	if (stat("/dev/shm", &st) == 0 && tmpfs_at("/dev/shm", "mode=1777", err) < 0)
-		return ab_err_ret(err);
-	if (mkdir_p(L->runtime, 0700) < 0 || mkdir_p("/run/dbus", 0755) < 0)
-		return ab_fail(err, errno, "lab: %s", L->runtime);
 	return lab_resolv(L, err);
 }
 
@@ -561,7 +563,37 @@ int lab_start_canary_process(lab *L, ab_err *err)
 
 /* ---------------------------------------------------------------- descriptions */
 
-int lab_write_profile(lab *L, ab_err *err)
+/* The profile's own secrets, re-declared with a source the lab controls: a
+ * fresh canary in agentbox's environment (AGENTBOX_LAB_S<i>).  Hosts,
+ * places and placeholder shape stay the profile's; only "from" changes, so
+ * a profile whose secrets come from files or commands runs in the lab too,
+ * and each real value is a canary the inside must never see. */
+static int lab_profile_secrets(lab *L, json_t *out, json_t *secrets, ab_err *err)
+{
+	const char *name;
+	json_t *v;
+	json_object_foreach(secrets, name, v)
+	{
+		if (L->nextra_env >= AB_ARRAY_SIZE(L->extra_env))
+			return ab_fail(err, E2BIG, "lab: more than %zu secrets in the profile",
+				       AB_ARRAY_SIZE(L->extra_env));
+		char var[32];
+		snprintf(var, sizeof(var), "AGENTBOX_LAB_S%zu", L->nextra_env);
+		json_t *e = json_deep_copy(v);
+		if (!e || json_object_set_new(e, "from", json_pack("{s:s}", "env", var)) < 0 ||
+		    json_object_set_new(out, name, e) < 0)
+			return ab_fail(err, ENOMEM, "lab profile");
+		char where[300];
+		snprintf(where, sizeof(where), "the profile's secret %.200s", name);
+		const char *tok = new_canary(L, "SECRET", where);
+		L->extra_env[L->nextra_env] = ab_asprintf("%s=%s", var, tok);
+		if (!L->extra_env[L->nextra_env++])
+			return ab_fail(err, ENOMEM, "lab profile");
+	}
+	return 0;
+}
+
+int lab_write_profile(lab *L, json_t *secrets, ab_err *err)
 {
 	char hosts[3][32];
 	for (int i = 0; i < 3; i++)
@@ -573,6 +605,11 @@ int lab_write_profile(lab *L, ab_err *err)
 		hosts[0], LAB_UNBOUND, hosts[1], LAB_DENIED, hosts[2], "ca_file", L->ca_pem_path,
 		"secrets", LAB_SECRET_ENV, "from", "env", LAB_SECRET_ENV, "hosts", LAB_BOUND, "in",
 		"header:" LAB_SECRET_HEADER);
+	if (p && secrets &&
+	    lab_profile_secrets(L, json_object_get(p, "secrets"), secrets, err) < 0) {
+		json_decref(p);
+		return ab_err_ret(err);
+	}
 	pathf(L->profile, sizeof(L->profile), "%s/lab-profile.json", L->state);
 	int r = p ? json_dump_file(p, L->profile, JSON_INDENT(2)) : -1;
 	json_decref(p);

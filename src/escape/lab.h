@@ -71,6 +71,8 @@ typedef struct lab {
 	lab_canary can[LAB_MAX_CANARIES];
 	size_t ncan;
 	char secret[64];         /* the lab secret's real value (a canary token) */
+	char *extra_env[16];     /* "AGENTBOX_LAB_S<i>=<canary>": the profile's own secrets */
+	size_t nextra_env;
 	lab_snap snap[LAB_MAX_SNAPS];
 	size_t nsnap;
 	ab_strv agent_sockets;
@@ -104,7 +106,7 @@ int lab_build_fs(lab *L, const ab_strv *keep, ab_err *err);
 int lab_build_net(lab *L, ab_err *err);
 int lab_plant(lab *L, ab_err *err);                   /* canaries, repos, snapshots */
 int lab_start_canary_process(lab *L, ab_err *err);
-int lab_write_profile(lab *L, ab_err *err);
+int lab_write_profile(lab *L, json_t *secrets, ab_err *err);
 int lab_write_info(lab *L, const char *only, ab_err *err);
 const lab_canary *lab_canary_by_hash(const lab *L, const char *hash);
 void lab_hash_file(const char *path, lab_snap *s);

@@ -1214,7 +1214,7 @@ void ab_probe_tty01(ab_probe_run *r)
 	dev_t seen[3];
 	ino_t seen_ino[3];
 	int nseen = 0;
-	char name[32];
+	char name[64];
 	for (int fd = 0; fd < 3; fd++) {
 		struct stat st;
 		snprintf(name, sizeof(name), "fd %d", fd);

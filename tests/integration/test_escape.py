@@ -172,3 +172,45 @@ def test_ablation_home(ctx):
 
 def test_ablation_pty(ctx):
     _ablate(ctx, "pty", ABLATIONS["pty"], judged=("TTY-02",))
+
+
+def test_profile_with_its_own_secrets(ctx):
+    """A profile under /tmp (hidden by the lab's private /tmp, bound back)
+    whose secret comes from a command the lab cannot run: the lab supplies a
+    canary for it (same hosts and placeholder shape) and the battery holds;
+    inside, the variable holds a placeholder of the profile's shape."""
+    prof = os.path.join(ctx.scratch, "withsecret.json")
+    with open(prof, "w") as f:
+        json.dump({"version": 1, "extends": ["default"],
+                   "network": {"allow": ["api.example.test"]},
+                   "secrets": {"EXAMPLE_KEY": {
+                       "from": {"command": ["/nonexistent/pass", "show", "x"]},
+                       "hosts": ["api.example.test"],
+                       "placeholder": {"prefix": "sk-ex-", "length": 40}}}}, f)
+    os.chmod(prof, 0o644)
+    r = _escape(ctx, ["-p", prof, "--format", "json"])
+    rows, summary = _json_results(r)
+    red = _red(rows)
+    assert r.returncode == 0 and not red, "exit %d, not ok %s\n%s\n%s" % (
+        r.returncode, red, _explain(rows, red), r.stderr[-2000:])
+    assert "EXAMPLE_KEY" in rows["SEC-06"]["report"]["env_names"], rows["SEC-06"]["report"]
+
+
+@users("root")
+def test_gate_stops_outside_a_sandbox(ctx):
+    """The inside runner, started on the host itself (no sandbox at all):
+    PRC-01 reports sandboxed=false and every later probe is skipped, which the
+    harness turns into exit 4."""
+    lab = os.path.join(ctx.scratch, "lab.json")
+    out = os.path.join(ctx.scratch, "out.jsonl")
+    with open(lab, "w") as f:
+        json.dump({"run_id": "0" * 16, "home": ctx.home, "workspace": ctx.ws,
+                   "only": ["SEC-01"]}, f)
+    r = subprocess.run([abtest.BINARY, "__probe", lab, out], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 0, describe(r)
+    rows = [json.loads(l) for l in open(out)]
+    gate = [o for o in rows if o["id"] == "PRC-01"]
+    assert gate and gate[0]["report"]["sandboxed"] is False, gate
+    after = rows[rows.index(gate[0]) + 1:]
+    assert after and all(o["verdict"] == "skip" for o in after), after

@@ -21,7 +21,8 @@ void ab_cli_usage(enum ab_cmd which)
 	switch (which) {
 	case AB_CMD_RUN:
 		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [--log FILE] [-q]\n"
-		      "                    [--] COMMAND [ARG...]\n"
+		      "                    [--allow HOST[:PORT]] [--read PATH] [--write PATH]\n"
+		      "                    [--env NAME] [--] COMMAND [ARG...]\n"
 		      "\n"
 		      "Run COMMAND in a sandbox built from PROFILE (default: \"default\").\n"
 		      "With no COMMAND, the profile's \"command\" runs.\n"
@@ -32,6 +33,11 @@ void ab_cli_usage(enum ab_cmd which)
 		      "      --no-pty           never (plain stdio passes through)\n"
 		      "      --log FILE         append the egress audit log (JSON lines) to FILE\n"
 		      "  -q, --quiet            no warnings about forced downgrades, no network summary\n"
+		      "      --allow HOST[:PORT]  also allow this destination (as network.allow)\n"
+		      "      --read PATH        also bind PATH read-only (as filesystem.read)\n"
+		      "      --write PATH       also bind PATH read-write (as filesystem.write)\n"
+		      "      --env NAME         also pass variable NAME (or a pattern, as env.pass)\n"
+		      "                         (each repeatable; shown by explain and in the audit log)\n"
 		      "\n"
 		      "Exit status: the command's; 128+N if it was killed by signal N;\n"
 		      "125 agentbox failed; 126 command not executable; 127 command not found.\n",
@@ -45,7 +51,8 @@ void ab_cli_usage(enum ab_cmd which)
 		      stdout);
 		break;
 	case AB_CMD_EXPLAIN:
-		fputs("Usage: agentbox explain [-p PROFILE]... [-w DIR] [--json] [--] [COMMAND...]\n"
+		fputs("Usage: agentbox explain [-p PROFILE]... [-w DIR] [--json] [--allow ...] [--read ...]\n"
+		      "                        [--write ...] [--env ...] [--] [COMMAND...]\n"
 		      "\n"
 		      "Print the boundary a run would get on this machine, before anything runs:\n"
 		      "readable, writable and hidden paths, network, secrets, environment,\n"
@@ -53,7 +60,8 @@ void ab_cli_usage(enum ab_cmd which)
 		      "\n"
 		      "  -p, --profile PROFILE  profile name or path; repeat to merge\n"
 		      "  -w, --workspace DIR    workspace (default: current directory)\n"
-		      "      --json             machine-readable output\n",
+		      "      --json             machine-readable output\n"
+		      "      --allow, --read, --write, --env   one-off grants, as for run\n",
 		      stdout);
 		break;
 	case AB_CMD_ALLOW:
@@ -119,6 +127,7 @@ void ab_cli_usage(enum ab_cmd which)
 void ab_cli_free(ab_cli *c)
 {
 	ab_strv_free(&c->profiles);
+	ab_strv_free(&c->grants);
 	free(c->workspace);
 	c->workspace = NULL;
 	free(c->log_path);
@@ -138,7 +147,8 @@ static int set_str(char **dst, const char *v, const char *sub, const char *opt, 
 	return *dst ? 0 : ab_fail(err, ENOMEM, "%s", sub);
 }
 
-enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON, OPT_LOG, OPT_FORMAT, OPT_ONLY, OPT_LIST };
+enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON, OPT_LOG, OPT_FORMAT, OPT_ONLY, OPT_LIST,
+       OPT_ALLOW, OPT_READ, OPT_WRITE, OPT_ENV };
 
 /* The option getopt_long just returned, as the user spelled it: "--name" for
  * a long option, "-c" for a short one (also inside a group such as "-qx"),
@@ -171,6 +181,10 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 		{"only", required_argument, NULL, OPT_ONLY},
 		{"list", no_argument, NULL, OPT_LIST},
 		{"output", required_argument, NULL, 'o'},
+		{"allow", required_argument, NULL, OPT_ALLOW},
+		{"read", required_argument, NULL, OPT_READ},
+		{"write", required_argument, NULL, OPT_WRITE},
+		{"env", required_argument, NULL, OPT_ENV},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sub = argv[0];
@@ -218,6 +232,21 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 			if (r < 0)
 				return r;
 			break;
+		case OPT_ALLOW:
+		case OPT_READ:
+		case OPT_WRITE:
+		case OPT_ENV: {
+			if (c->cmd != AB_CMD_RUN && c->cmd != AB_CMD_EXPLAIN)
+				goto bad;
+			const char *kind = o == OPT_ALLOW ? "allow" : o == OPT_READ ? "read"
+					   : o == OPT_WRITE ? "write" : "env";
+			if (!optarg[0])
+				return ab_fail(err, 0, "%s: --%s needs a value", sub, kind);
+			char *g = ab_asprintf("%s=%s", kind, optarg);
+			if (!g || ab_strv_push_take(&c->grants, g) < 0)
+				return ab_fail(err, ENOMEM, "%s", sub);
+			break;
+		}
 		case OPT_LIST:
 			if (!esc)
 				goto bad;

@@ -188,6 +188,8 @@ static void text_profile(const ab_plan *p, const ab_profile *prof, FILE *out)
 			put_line(out, "  file: ", prof->files.v[i], "\n");
 		if (prof->description)
 			put_line(out, "  description: ", prof->description, "\n");
+		for (size_t i = 0; i < prof->cli_grants.n; i++)
+			put_line(out, "  command line: ", prof->cli_grants.v[i], "\n");
 	}
 
 	fputs("\nIdentity\n", out);
@@ -543,6 +545,8 @@ static json_t *json_profile(const ab_profile *prof)
 	bad |= json_object_set_new(o, "name", prof && prof->name ? jstr(prof->name)
 								  : json_null());
 	bad |= json_object_set_new(o, "files", prof ? strv_json(&prof->files) : json_array());
+	bad |= json_object_set_new(o, "cli_grants", prof ? strv_json(&prof->cli_grants)
+							 : json_array());
 	bad |= json_object_set_new(o, "description", prof && prof->description
 						     ? jstr(prof->description)
 						     : json_null());

@@ -133,6 +133,57 @@ static int load_profiles(const ab_cli *cli, const ab_vars *vars, ab_profile **ou
 	return 0;
 }
 
+/* One command-line grant ("allow=HOST", "read=PATH", ...) as a one-key
+ * profile, loaded through the profile loader (same validation, same
+ * expansion) and merged over the profile.  Relative paths are the cwd's. */
+static int apply_grant(const char *g, const ab_vars *vars, const char *cwd, ab_profile *prof,
+		       ab_err *err)
+{
+	const char *eq = strchr(g, '=');
+	const char *val = eq + 1;
+	size_t klen = (size_t)(eq - g);
+	_cleanup_free_ char *abs = NULL;
+	if ((strncmp(g, "read", klen) == 0 || strncmp(g, "write", klen) == 0) && val[0] != '/' &&
+	    val[0] != '~' && val[0] != '$') {
+		abs = ab_asprintf("%s/%s", cwd, val);
+		if (!abs)
+			return ab_fail(err, ENOMEM, "--%.*s", (int)klen, g);
+		val = abs;
+	}
+	json_t *j = NULL;
+	if (strncmp(g, "allow", klen) == 0)
+		j = json_pack("{s:i,s:{s:[s]}}", "version", 1, "network", "allow", val);
+	else if (strncmp(g, "env", klen) == 0)
+		j = json_pack("{s:i,s:{s:[s]}}", "version", 1, "env", "pass", val);
+	else
+		j = json_pack("{s:i,s:{s:[s]}}", "version", 1, "filesystem",
+			      strncmp(g, "read", klen) == 0 ? "read" : "write", val);
+	_cleanup_free_ char *buf = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	if (!buf)
+		return ab_fail(err, EINVAL, "--%.*s: not a valid value", (int)klen, g);
+	char fname[32];
+	snprintf(fname, sizeof(fname), "--%.*s", (int)klen, g);
+	ab_profile *one = NULL;
+	if (ab_profile_load_buffer(buf, strlen(buf), fname, vars, &one, err) < 0) {
+		/* "--allow:1:42: network.allow[0]: what" -> "--allow VALUE: what" */
+		const char *what = strstr(err->msg, "]: ");
+		char msg[sizeof(err->msg)];
+		snprintf(msg, sizeof(msg), "%s %.400s: %.900s", fname, eq + 1,
+			 what ? what + 3 : err->msg);
+		snprintf(err->msg, sizeof(err->msg), "%s", msg);
+		return ab_err_ret(err);
+	}
+	ab_strv_free(&one->files); /* not a file: shown as a command-line grant */
+	ab_strv_free(&one->shadows);
+	char *shown = ab_asprintf("%s %s", fname, eq + 1);
+	int r = shown ? ab_strv_push_take(&one->cli_grants, shown) : -ENOMEM;
+	if (r >= 0)
+		r = ab_profile_merge(prof, one, err);
+	ab_profile_free(one);
+	return r < 0 ? (err->msg[0] ? r : ab_fail(err, -r, "%s", fname)) : 0;
+}
+
 static int count_supplementary_groups(void)
 {
 	gid_t groups[NGROUPS_MAX];
@@ -152,6 +203,9 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 	_cleanup_profile_ ab_profile *prof = NULL;
 	if (load_profiles(cli, &c.vars, &prof, err) < 0)
 		return AB_EXIT_FAIL;
+	for (size_t i = 0; i < cli->grants.n; i++)
+		if (apply_grant(cli->grants.v[i], &c.vars, c.cwd, prof, err) < 0)
+			return AB_EXIT_FAIL;
 	ab_host host;
 	ab_host_probe(&host, false);
 	_cleanup_free_ char *log_abs = NULL;

@@ -242,6 +242,8 @@ int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	const char *log = in->log_path ? in->log_path : prof->net.log;
 	if (log && !(e->log_path = strdup(log)))
 		return ab_fail(err, ENOMEM, "plan");
+	if (ab_strv_copy(&e->grants, &prof->cli_grants) < 0)
+		return ab_fail(err, ENOMEM, "plan");
 	const char *name = prof->name ? prof->name : "default";
 	if (!(e->profile_name = strdup(name)))
 		return ab_fail(err, ENOMEM, "plan");
@@ -359,5 +361,6 @@ void ab_egress_plan_free(ab_egress_plan *e)
 	free(e->ca_file);
 	ab_strv_free(&e->no_proxy);
 	free(e->profile_name);
+	ab_strv_free(&e->grants);
 	memset(e, 0, sizeof(*e));
 }

@@ -1438,7 +1438,8 @@ static ab_strv *profile_lists(ab_profile *p, size_t i)
 			 &p->fs.deny,      &p->fs.protect,    &p->fs.tmpfs,
 			 &p->env.pass,     &p->syscalls.deny, &p->syscalls.allow,
 			 &p->unix_sockets, &p->allow_downgrade, &p->net.allow,
-			 &p->net.deny,     &p->net.priv,      &p->command };
+			 &p->net.deny,     &p->net.priv,      &p->cli_grants,
+			 &p->command };
 	return i < AB_ARRAY_SIZE(l) ? l[i] : NULL;
 }
 

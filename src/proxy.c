@@ -1119,6 +1119,11 @@ int ab_proxy_new(const ab_egress_plan *plan, ab_proxy **out, ab_err *err)
 		r = parse_map(plan->hosts.v[i], &px->maps[px->nmaps++], err);
 	if (!r && !(px->profile = strdup(plan->profile_name ? plan->profile_name : "default")))
 		r = ab_fail(err, ENOMEM, "proxy");
+	if (!r && !(px->grants = json_array()))
+		r = ab_fail(err, ENOMEM, "proxy");
+	for (size_t i = 0; !r && i < plan->grants.n; i++)
+		if (json_array_append_new(px->grants, json_string(plan->grants.v[i])) < 0)
+			r = ab_fail(err, ENOMEM, "proxy");
 	if (!r)
 		r = ab_audit_open(plan->log_path, &px->audit, err);
 	if (r < 0) {
@@ -1164,6 +1169,8 @@ int ab_proxy_attach(ab_proxy *px, ab_loop *loop, ab_err *err)
 	json_object_set_new(ev, "profile", json_string(px->profile));
 	json_object_set_new(ev, "proxy", json_integer(px->proxy_port));
 	json_object_set_new(ev, "transparent", json_boolean(px->transparent));
+	if (json_array_size(px->grants))
+		json_object_set(ev, "grants", px->grants);
 	ab_audit_emit(px->audit, ev);
 	return 0;
 }
@@ -1269,6 +1276,7 @@ void ab_proxy_free(ab_proxy *px)
 	ab_strv_free(&px->no_proxy);
 	free(px->maps);
 	free(px->profile);
+	json_decref(px->grants);
 	free(px);
 }
 

@@ -178,6 +178,7 @@ struct ab_proxy {
 	ab_audit *audit;
 	ab_netpolicy pol;
 	char *profile;
+	json_t *grants;          /* command-line grants (array of strings), for "start" */
 	px_map *maps;
 	size_t nmaps;
 	bool summary;

@@ -17,6 +17,8 @@ typedef struct ab_cli {
 	bool quiet;           /* run -q: no warnings */
 	int pty;              /* run: 1 --pty, 0 --no-pty, -1 auto */
 	char *log_path;       /* run --log FILE: egress audit log (overrides the profile's) */
+	ab_strv grants;       /* run/explain one-off grants, in order: "allow=HOST[:PORT]",
+				 "read=PATH", "write=PATH", "env=NAME" */
 	char **argv;          /* run: command (points into the original argv) */
 	int argc;
 	char *format;         /* test-escape --format tap|junit|json (NULL = tap) */

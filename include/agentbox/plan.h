@@ -128,6 +128,7 @@ typedef struct ab_egress_plan {
 	uint16_t upstream_port;
 	ab_strv no_proxy;           /* host's NO_PROXY entries (upstream_proxy "env") */
 	char *profile_name;         /* for 403 explanations */
+	ab_strv grants;             /* command-line grants, for the audit log's start event */
 	/* credential brokering (issue 4): the profile's secrets (borrowed: the
 	 * profile outlives the plan), the CA bundle for intercepted upstreams */
 	const struct ab_profile_secret *secrets;

@@ -134,3 +134,45 @@ def test_doctor(ctx):
 def _srcdir():
     import abtest
     return abtest.SRCDIR
+
+
+def test_one_off_grants(ctx):
+    """--write/--read/--env/--allow add to the profile for one run, go through
+    the profile's validation, and are shown by explain and in the audit log."""
+    extra = os.path.join(ctx.projects, "extra")
+    ro = os.path.join(ctx.projects, "ro")
+    os.makedirs(extra, exist_ok=True)
+    os.makedirs(ro, exist_ok=True)
+    with open(os.path.join(ro, "f"), "w") as f:
+        f.write("readable\n")
+    for d in (extra, ro):
+        os.chown(d, ctx.uid, ctx.gid)
+    script = ("touch %s/made && cat %s/f && echo \"E=$MY_EDITOR\" && "
+              "(touch %s/nope 2>/dev/null && echo WROTE || echo RO)") % (extra, ro, ro)
+    # without the grants: neither directory exists inside
+    r = ctx.sandbox(script, env={"MY_EDITOR": "vi"})
+    assert r.returncode != 0 and not os.path.exists(os.path.join(extra, "made")), describe(r)
+    log = os.path.join(ctx.scratch, "audit.log")
+    r = ctx.sandbox(script, env={"MY_EDITOR": "vi"},
+                    extra_args=["--write", extra, "--read", ro, "--env", "MY_EDITOR",
+                                "--allow", "api.example.test", "--log", log])
+    assert r.returncode == 0, describe(r)
+    assert os.path.exists(os.path.join(extra, "made"))
+    assert "readable" in r.stdout and "E=vi" in r.stdout and "RO" in r.stdout, r.stdout
+    start = json.loads(open(log).readline())
+    assert start["event"] == "start" and start["grants"] == [
+        "--write " + extra, "--read " + ro, "--env MY_EDITOR", "--allow api.example.test"], start
+    # explain shows them, as typed, and what they did
+    r = ctx.run(["explain", "--json", "-w", ctx.ws, "--allow", "api.example.test:8443",
+                 "--write", extra])
+    assert r.returncode == 0, describe(r)
+    j = json.loads(r.stdout)
+    assert j["profile"]["cli_grants"] == ["--allow api.example.test:8443", "--write " + extra]
+    assert "api.example.test:8443" in json.dumps(j["network"]), j["network"]
+    assert extra in json.dumps(j["writable"]), j["writable"]
+    # bad values: the profile's own checks, named after the option
+    for args, msg in ((["--write", "/"], "--write /: refusing to make / writable"),
+                      (["--allow", "bad host!"], "--allow bad host!: invalid network rule"),
+                      (["--env", ""], "--env needs a value")):
+        r = ctx.sandbox("true", extra_args=args)
+        assert r.returncode == 125 and msg in r.stderr, describe(r)

@@ -244,6 +244,32 @@ static void test_test_escape(void **state)
 	ab_cli_free(&c);
 }
 
+static void test_grants(void **state)
+{
+	ab_cli c;
+	ab_err e;
+	assert_int_equal(parse(&c, &e, A("run", "--allow", "a.example:8443", "--read", "/srv",
+					 "--write=out", "--env", "EDITOR", "--allow", "b.example",
+					 "--", "ls")),
+			 0);
+	assert_int_equal(c.grants.n, 5);
+	assert_string_equal(c.grants.v[0], "allow=a.example:8443");
+	assert_string_equal(c.grants.v[1], "read=/srv");
+	assert_string_equal(c.grants.v[2], "write=out");
+	assert_string_equal(c.grants.v[3], "env=EDITOR");
+	assert_string_equal(c.grants.v[4], "allow=b.example");
+	assert_argv(&c, A("ls"));
+	ab_cli_free(&c);
+	assert_int_equal(parse(&c, &e, A("explain", "--allow", "x.example")), 0);
+	assert_int_equal(c.grants.n, 1);
+	ab_cli_free(&c);
+	/* after the command they belong to the command */
+	assert_int_equal(parse(&c, &e, A("run", "ls", "--allow", "x")), 0);
+	assert_int_equal(c.grants.n, 0);
+	assert_argv(&c, A("ls", "--allow", "x"));
+	ab_cli_free(&c);
+}
+
 /* ---------------------------------------------------------------- errors */
 
 static void test_errors(void **state)
@@ -301,6 +327,12 @@ static void test_errors(void **state)
 		 "run: unknown option '--format' (see 'agentbox run --help')"},
 		{A("explain", "--list"), "explain: unknown option '--list' (see 'agentbox explain --help')"},
 		{A("run", "-o", "x", "ls"), "run: unknown option '-o' (see 'agentbox run --help')"},
+		{A("run", "--allow", "", "ls"), "run: --allow needs a value"},
+		{A("run", "--read="), "run: --read needs a value"},
+		{A("check", "--allow", "x", "p"), "check: unknown option '--allow' (see 'agentbox check --help')"},
+		{A("test-escape", "--write", "/x"),
+		 "test-escape: unknown option '--write' (see 'agentbox test-escape --help')"},
+		{A("doctor", "--env", "X"), "doctor: unknown option '--env' (see 'agentbox doctor --help')"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		ab_cli c;
@@ -352,6 +384,7 @@ static void test_usage(void **state)
 		{AB_CMD_NONE, "Usage: agentbox COMMAND"},
 		{AB_CMD_RUN, "Usage: agentbox run [-p PROFILE]"},
 		{AB_CMD_RUN, "--no-pty"},
+		{AB_CMD_RUN, "--allow HOST[:PORT]"},
 		{AB_CMD_CHECK, "Usage: agentbox check PROFILE"},
 		{AB_CMD_EXPLAIN, "--json"},
 		{AB_CMD_DOCTOR, "Usage: agentbox doctor [--json]"},
@@ -385,6 +418,7 @@ int main(void)
 		cmocka_unit_test(test_explain_doctor),
 		cmocka_unit_test(test_check),
 		cmocka_unit_test(test_test_escape),
+		cmocka_unit_test(test_grants),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_no_command),
 		cmocka_unit_test(test_reparse),

@@ -82,7 +82,7 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libagentbox.a tests/unit/uni
 
 # ---- dependencies (Debian packages only) ----
 DEB_BUILD := build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libssl-dev
-DEB_TEST  := libcmocka-dev python3 iproute2 util-linux git curl procps tmux strace \
+DEB_TEST  := libcmocka-dev python3 iproute2 util-linux git curl procps tmux strace zsh \
              clang libclang-rt-14-dev
 DEB_BENCH := hyperfine bubblewrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -146,13 +146,18 @@ install: $(BUILD)/agentbox
 	install -m644 profiles/schema.json $(DESTDIR)$(DATADIR)/schema.json
 	install -Dm644 man/agentbox.1 $(DESTDIR)$(MANDIR)/man1/agentbox.1
 	install -Dm644 man/agentbox-profile.5 $(DESTDIR)$(MANDIR)/man5/agentbox-profile.5
+	install -Dm644 completions/agentbox.bash \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/agentbox
+	install -Dm644 completions/_agentbox $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_agentbox
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/agentbox $(DESTDIR)$(MANDIR)/man1/agentbox.1 \
-		$(DESTDIR)$(MANDIR)/man5/agentbox-profile.5
+		$(DESTDIR)$(MANDIR)/man5/agentbox-profile.5 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/agentbox \
+		$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_agentbox
 	rm -rf $(DESTDIR)$(DATADIR)
 
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(wildcard $(BUILD)/obj/*.d)
+-include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/*/*.d)

@@ -390,6 +390,15 @@ int main(int argc, char **argv)
 		return ab_escape_inside(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "__canary") == 0)
 		return ab_escape_canary();
+	if (argc >= 2 && strcmp(argv[1], "__profiles") == 0) { /* shell completion */
+		ctx c;
+		_cleanup_strv_ ab_strv names = {0};
+		if (fill_ctx(&c, "/", &err) < 0 || ab_profile_list_names(&c.vars, &names) < 0)
+			return AB_EXIT_FAIL;
+		for (size_t i = 0; i < names.n; i++)
+			puts(names.v[i]);
+		return 0;
+	}
 	if (ab_cli_parse(argc, argv, &cli, &err) < 0) {
 		ab_err_print(&err);
 		ab_cli_free(&cli);

@@ -13,6 +13,7 @@
 #include "agentbox/profile.h"
 #include "agentbox/netpolicy.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -1667,6 +1668,31 @@ static int name_candidates(const char *name, const ab_vars *v, const char *sibli
 	if (r >= 0 && have_exe)
 		r = push_candidate(out, ab_asprintf("%s/../profiles/%s.json", exe, name));
 	return r;
+}
+
+int ab_profile_list_names(const ab_vars *v, ab_strv *out)
+{
+	_cleanup_strv_ ab_strv dirs = { 0 };
+	int r = name_candidates("x", v, NULL, &dirs);
+	for (size_t i = 0; r >= 0 && i < dirs.n; i++) {
+		size_t n = strlen(dirs.v[i]);
+		if (n < 7 || strcmp(dirs.v[i] + n - 7, "/x.json") != 0)
+			continue;
+		dirs.v[i][n - 7] = '\0';
+		DIR *d = opendir(dirs.v[i]);
+		struct dirent *e;
+		while (r >= 0 && d && (e = readdir(d))) {
+			size_t l = strlen(e->d_name);
+			if (l <= 5 || strcmp(e->d_name + l - 5, ".json") != 0 ||
+			    strcmp(e->d_name, "schema.json") == 0 || e->d_name[0] == '.')
+				continue;
+			_cleanup_free_ char *name = strndup(e->d_name, l - 5);
+			r = name ? ab_strv_push_unique(out, name) : -ENOMEM;
+		}
+		if (d)
+			closedir(d);
+	}
+	return r < 0 ? r : 0;
 }
 
 /* Resolve NAME: the first candidate that exists and is not `skip`. */

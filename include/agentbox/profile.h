@@ -132,6 +132,10 @@ typedef struct ab_profile {
  * Returns a malloc'd absolute path or fails with a message listing where it looked. */
 int ab_profile_find(const char *name_or_path, const ab_vars *vars, char **out_path, ab_err *err);
 
+/* The names ab_profile_find would find by name, from every place it looks
+ * (for shell completion); unsorted, unique. */
+int ab_profile_list_names(const ab_vars *vars, ab_strv *out);
+
 /* Load, validate, resolve extends (relative names resolved from the including
  * file's directory first, then by ab_profile_find), merge, expand.
  * Errors read "FILE:LINE:COL: message" and carry exit code 125. */

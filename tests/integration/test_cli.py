@@ -4,7 +4,10 @@
 import json
 import os
 
-from abtest import describe
+import subprocess
+
+import abtest
+from abtest import describe, users
 
 INVALID_PROFILE = """{
   "version": 1,
@@ -176,3 +179,38 @@ def test_one_off_grants(ctx):
                       (["--env", ""], "--env needs a value")):
         r = ctx.sandbox("true", extra_args=args)
         assert r.returncode == 125 and msg in r.stderr, describe(r)
+
+
+def _bash_complete(words, cword):
+    """COMPREPLY of the bash completion for `words` (cursor on word cword)."""
+    comp = os.path.join(abtest.SRCDIR, "completions", "agentbox.bash")
+    arr = " ".join("'%s'" % w for w in words)
+    script = ("source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _agentbox; "
+              "printf '%%s\\n' \"${COMPREPLY[@]}\"") % (comp, arr, cword)
+    env = dict(os.environ, PATH=os.path.dirname(abtest.BINARY) + ":" + abtest.HOST_PATH)
+    r = subprocess.run(["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return set(r.stdout.split())
+
+
+@users("root")
+def test_shell_completion(ctx):
+    assert {"run", "test-escape", "explain"} <= _bash_complete(["agentbox", ""], 1)
+    assert {"default", "shell"} <= _bash_complete(["agentbox", "run", "-p", ""], 3)
+    assert "--allow" in _bash_complete(["agentbox", "run", "--al"], 2)
+    assert _bash_complete(["agentbox", "test-escape", "--format", ""], 3) == {"tap", "junit",
+                                                                             "json"}
+    assert "FS-01" in _bash_complete(["agentbox", "test-escape", "--only", "FS"], 3)
+    assert "--json" in _bash_complete(["agentbox", "explain", "--"], 2)
+    # zsh: the function file parses and loads as a completion function
+    zsh = "/usr/bin/zsh"
+    if os.path.exists(zsh):
+        r = subprocess.run([zsh, "-f", "-c", "fpath=(%s $fpath); autoload -U compinit; "
+                            "compinit -u -D; autoload -Uz _agentbox; whence -w _agentbox"
+                            % os.path.join(abtest.SRCDIR, "completions")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        assert r.returncode == 0 and "function" in r.stdout, (r.stdout, r.stderr)
+        r = subprocess.run([zsh, "-n", os.path.join(abtest.SRCDIR, "completions", "_agentbox")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert r.returncode == 0, r.stderr

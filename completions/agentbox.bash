@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: MIT
+# bash completion for agentbox(1).  Installed by `make install` to
+# $(PREFIX)/share/bash-completion/completions/agentbox.
+
+_agentbox_profiles()
+{
+	agentbox __profiles 2>/dev/null
+}
+
+_agentbox()
+{
+	local cur prev cmd i
+	COMPREPLY=()
+	cur=${COMP_WORDS[COMP_CWORD]}
+	prev=${COMP_WORDS[COMP_CWORD-1]}
+	cmd=""
+	for ((i = 1; i < COMP_CWORD; i++)); do
+		case ${COMP_WORDS[i]} in
+		--) [[ $cmd == run || $cmd == explain ]] && { _command_offset $((i + 1)) 2>/dev/null; return; } ;;
+		-*) ;;
+		*) if [[ -z $cmd ]]; then cmd=${COMP_WORDS[i]}; fi ;;
+		esac
+	done
+	if [[ -z $cmd ]]; then
+		COMPREPLY=($(compgen -W "run check explain doctor allow test-escape help version --help --version" -- "$cur"))
+		return
+	fi
+	case $prev in
+	-p|--profile)
+		COMPREPLY=($(compgen -W "$(_agentbox_profiles)" -- "$cur"))
+		[[ $cur == */* || $cur == .* ]] && COMPREPLY+=($(compgen -f -- "$cur"))
+		return ;;
+	-w|--workspace)
+		COMPREPLY=($(compgen -d -- "$cur")); return ;;
+	--log|-o|--output|--read|--write)
+		COMPREPLY=($(compgen -f -- "$cur")); return ;;
+	--env)
+		COMPREPLY=($(compgen -e -- "$cur")); return ;;
+	--format)
+		COMPREPLY=($(compgen -W "tap junit json" -- "$cur")); return ;;
+	--only)
+		COMPREPLY=($(compgen -W "$(agentbox test-escape --list 2>/dev/null | cut -d' ' -f1)" -- "$cur")); return ;;
+	--allow)
+		return ;;
+	esac
+	local opts
+	case $cmd in
+	run) opts="-p --profile -w --workspace --pty --no-pty --log -q --quiet --allow --read --write --env -h --help --" ;;
+	explain) opts="-p --profile -w --workspace --json --allow --read --write --env -h --help" ;;
+	check) opts="-h --help"
+		[[ $cur != -* ]] && { COMPREPLY=($(compgen -W "$(_agentbox_profiles)" -- "$cur") $(compgen -f -- "$cur")); return; } ;;
+	doctor) opts="--json -h --help" ;;
+	allow) opts="-w --workspace -h --help" ;;
+	test-escape) opts="-p --profile --format -o --output --only --list -q --quiet -h --help" ;;
+	help) COMPREPLY=($(compgen -W "run check explain doctor allow test-escape" -- "$cur")); return ;;
+	*) return ;;
+	esac
+	if [[ $cur == -* || $cmd != run ]]; then
+		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+	else
+		COMPREPLY=($(compgen -W "$opts" -- "$cur") $(compgen -c -- "$cur"))
+	fi
+}
+complete -F _agentbox agentbox

@@ -30,7 +30,7 @@
 #define MAX_JPATH 4          /* deepest path in the format: filesystem.read[i], env.set.NAME */
 #define MAX_EXPANDED 65536   /* a string after variable expansion */
 #define MAX_FILES 256        /* files loaded through extends, in total (bounds fan-out) */
-#define NAME_RULE "a letter or digit, then up to 63 of A-Z a-z 0-9 . _ + -"
+#define NAME_RULE "an optional +, a letter or digit, then up to 63 of A-Z a-z 0-9 . _ + -"
 
 const char *const ab_downgrade_names[] = {
 	"landlock",       "landlock-refer", "landlock-truncate", "landlock-net",
@@ -469,9 +469,11 @@ static bool env_name_ok(const char *s, size_t n)
 static bool name_ok(const char *s)
 {
 	size_t n = strlen(s);
-	if (n == 0 || n > 64 || !is_alnum(s[0]))
+	/* a leading '+' marks an extension profile ("+npm"): still a name */
+	size_t i0 = n && s[0] == '+' ? 1 : 0;
+	if (n == i0 || n > 64 || !is_alnum(s[i0]))
 		return false;
-	for (size_t i = 1; i < n; i++)
+	for (size_t i = i0 + 1; i < n; i++)
 		if (!is_alnum(s[i]) && !strchr("._+-", s[i]))
 			return false;
 	return true;

@@ -910,7 +910,7 @@ static void test_find(void **state)
 	}
 	assert_string_equal(e.hint, "to load a file, give a path containing / or ending in .json");
 	assert_int_equal(ab_profile_find("a\x1b", &V, &path, &e), -EINVAL);
-	assert_string_equal(e.msg, "invalid profile name \"a\\x1b\" (a letter or digit, then up to 63 "
+	assert_string_equal(e.msg, "invalid profile name \"a\\x1b\" (an optional +, a letter or digit, then up to 63 "
 				   "of A-Z a-z 0-9 . _ + -)");
 	assert_int_equal(ab_profile_find("", &V, &path, &e), -EINVAL);
 	assert_string_equal(e.msg, "empty profile name");

@@ -88,8 +88,10 @@ def codex_prefix():
         os.chmod(tmp, 0o755)
         with open(os.path.join(tmp, "package.json"), "w") as f:
             f.write('{"name": "agentbox-test-cache", "private": true}\n')
-        env = {"PATH": abtest.HOST_PATH, "HOME": os.environ.get("HOME", "/root"),
-               "LANG": "C.UTF-8", "npm_config_update_notifier": "false"}
+        # the runner's environment: npm may need the machine's CA settings
+        # (NODE_EXTRA_CA_CERTS) and proxy variables to reach the registry
+        env = dict(os.environ, PATH=abtest.HOST_PATH, LANG="C.UTF-8",
+                   npm_config_update_notifier="false")
         r = subprocess.run([npm, "install", "--prefix", tmp, "%s@%s" % (PKG, VERSION),
                             "--no-audit", "--no-fund", "--no-save", "--prefer-offline"],
                            cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -248,8 +248,28 @@ static void rule_set_addr(ab_netrule *r)
 	}
 }
 
+/* A rule as it may appear in a message: at most 300 bytes, control bytes
+ * (C0, DEL, and C1 as UTF-8) shown as '?', so a hostile profile cannot put
+ * terminal escapes into an error. */
+static const char *shown(const char *s, char *buf, size_t n)
+{
+	size_t w = 0;
+	for (size_t i = 0; s[i] && w + 1 < n && i < 300; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == 0xc2 && (unsigned char)s[i + 1] >= 0x80 && (unsigned char)s[i + 1] <= 0x9f) {
+			buf[w++] = '?';
+			i++;
+			continue;
+		}
+		buf[w++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+	buf[w] = '\0';
+	return buf;
+}
+
 int ab_netrule_parse(const char *s, ab_netrule *out, ab_err *err)
 {
+	char sh[304];
 	char host[AB_HOST_INPUT_MAX + 1];
 	const char *h = host;
 	uint16_t port;
@@ -260,7 +280,7 @@ int ab_netrule_parse(const char *s, ab_netrule *out, ab_err *err)
 		return ab_fail(err, ENAMETOOLONG, "network rule too long");
 	r = split_host_port(s, host, sizeof(host), &port);
 	if (r < 0) {
-		ab_fail(err, 0, "network rule '%.300s': bad HOST:PORT", s);
+		ab_fail(err, 0, "network rule '%s': bad HOST:PORT", shown(s, sh, sizeof(sh)));
 		err->code = -r;
 		ab_err_hint(err, "write HOST, HOST:PORT, *.SUFFIX[:PORT] or [IPv6]:PORT "
 				 "(port 1-65535)");
@@ -276,7 +296,7 @@ int ab_netrule_parse(const char *s, ab_netrule *out, ab_err *err)
 	if (r < 0) {
 		int e = -r;
 		memset(out, 0, sizeof(*out));
-		ab_fail(err, 0, "network rule '%.300s': %s%s", s, ab_host_strerror(r),
+		ab_fail(err, 0, "network rule '%s': %s%s", shown(s, sh, sizeof(sh)), ab_host_strerror(r),
 			r == -EINVAL ? " (wildcards only as a leading '*.' on a name)" : "");
 		err->code = e;
 		return r;

@@ -505,9 +505,28 @@ static void test_dial_table(void **state)
 	ab_netpolicy_free(&p);
 }
 
+/* A hostile rule never puts control bytes into the error (found by
+ * fuzz_profile: a DEL inside a network.allow entry). */
+static void test_rule_error_printable(void **state)
+{
+	const char *bad[] = {"a\x7f" "b.example", "a\x1b[31m.example", "x\xc2\x9b" "1m.example",
+			     "host:\x7f"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ab_netrule r;
+		ab_err e = {0};
+		assert_true(ab_netrule_parse(bad[i], &r, &e) < 0);
+		for (const unsigned char *p = (const unsigned char *)e.msg; *p; p++) {
+			assert_false(*p < 0x20 || *p == 0x7f);
+			assert_false(p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f);
+		}
+		assert_non_null(strstr(e.msg, "network rule '"));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rule_error_printable),
 		cmocka_unit_test(test_normalize_table),
 		cmocka_unit_test(test_normalize_lengths),
 		cmocka_unit_test(test_rule_table),

@@ -443,6 +443,21 @@ static const struct {
 	{".gnupg/private-keys-v1.d/lab.key", "GPG", "SEC-03", "(private-key %s)\n"},
 	{".mozilla/firefox/lab.default/logins.json", "BROWSER", "SEC-03",
 	 "{\"logins\":[{\"encryptedPassword\":\"%s\"}]}\n"},
+	/* the harnesses' own: tokens (SEC-04) and settings that run things
+	 * outside the sandbox next time (PER-02); probe_harness.c */
+	{".claude/.credentials.json", "CLAUDE", "SEC-04",
+	 "{\"claudeAiOauth\":{\"accessToken\":\"%s\",\"expiresAt\":4102444800000}}\n"},
+	{".claude/settings.json", "CFG", "PER-02", "{\"env\":{\"LAB\":\"1\"}}\n"},
+	{".codex/auth.json", "CODEX", "SEC-04", "{\"OPENAI_API_KEY\":\"%s\"}\n"},
+	{".codex/.env", "CODEX", "SEC-04", "OPENAI_API_KEY=%s\n"},
+	{".codex/config.toml", "CFG", "PER-02", "model = \"lab\"\n"},
+	{".gemini/oauth_creds.json", "GEMINI", "SEC-04", "{\"refresh_token\":\"%s\"}\n"},
+	{".gemini/.env", "GEMINI", "SEC-04", "GEMINI_API_KEY=%s\n"},
+	{".gemini/mcp-oauth-tokens.json", "GEMINI", "SEC-04", "[{\"token\":\"%s\"}]\n"},
+	{".gemini/settings.json", "CFG", "PER-02", "{\"lab\":1}\n"},
+	{".local/share/opencode/auth.json", "OPENCODE", "SEC-04",
+	 "{\"anthropic\":{\"type\":\"api\",\"key\":\"%s\"}}\n"},
+	{".config/opencode/opencode.json", "CFG", "PER-02", "{}\n"},
 };
 
 /* Paths that must not appear on the host (created from inside = escape). */
@@ -453,6 +468,10 @@ static const struct {
 	{".config/autostart", "PER-01"}, {".config/systemd/user", "PER-01"},
 	{".bash_profile", "PER-01"},    {".zprofile", "PER-01"},
 	{".pam_environment", "PER-01"}, {".xprofile", "PER-01"},
+	{".claude/hooks/abprobe-hook.sh", "PER-02"}, {".claude/settings.local.json", "PER-02"},
+	{".codex/hooks.json", "PER-02"},       {".codex/rules/abprobe.rules", "PER-02"},
+	{".gemini/hooks/abprobe-hook.sh", "PER-02"},
+	{".config/opencode/plugin/abprobe.js", "PER-02"},
 };
 
 static int plant_home(lab *L, ab_err *err)
@@ -465,7 +484,10 @@ static int plant_home(lab *L, ab_err *err)
 		if (mkdir_p(path, 0700) < 0)
 			return ab_fail(err, errno, "lab: %s", path);
 		*slash = '/';
-		fill(body, sizeof(body), home_files[i].fmt, new_canary(L, home_files[i].kind, path));
+		/* settings ("CFG") are configuration, not secrets: no canary */
+		bool secret = strstr(home_files[i].fmt, "%s") != NULL;
+		fill(body, sizeof(body), home_files[i].fmt,
+		     secret ? new_canary(L, home_files[i].kind, path) : "");
 		int r = write_file(path, body, 0600);
 		if (r < 0)
 			return ab_fail(err, -r, "lab: %s", path);

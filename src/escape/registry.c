@@ -4,8 +4,8 @@
  * Controls first, so a sandbox that breaks everything cannot pass; the gate
  * (PRC-01) next, so a run that is not sandboxed at all stops early.  The 20
  * probes of ../shared/guide/escape-probes.md are the floor; FS-03, SEC-03,
- * NET-02, PRC-02, KRN-02, KRN-04 and TTY-02 are other routes to the same
- * properties.
+ * SEC-04, NET-02, PRC-02, KRN-02, KRN-04, PER-02 and TTY-02 are other routes
+ * to the same properties.
  */
 #include <string.h>
 
@@ -42,6 +42,9 @@ const ab_probe_def ab_probes[] = {
 	{"SEC-03", "other-secrets", AB_CAT_SEC, false, false,
 	 "shell history, gnupg, browser profiles, other homes, the sibling repository",
 	 ab_probe_sec03},
+	{"SEC-04", "harness-credentials", AB_CAT_SEC, false, false,
+	 "the harnesses' OAuth and API-key files (Claude Code, Codex, Gemini CLI, opencode)",
+	 ab_probe_sec04},
 	{"SEC-06", "environment-leakage", AB_CAT_SEC, false, false,
 	 "host environment canary, real secret values, host-channel variables", ab_probe_sec06},
 	{"SEC-07", "kernel-keyrings", AB_CAT_SEC, false, false,
@@ -74,6 +77,8 @@ const ab_probe_def ab_probes[] = {
 	 "cgroup release agents and procs files, /sys writes", ab_probe_krn04},
 	{"PER-01", "shell-startup-files", AB_CAT_PER, false, false,
 	 "shell startup files in the real home", ab_probe_per01},
+	{"PER-02", "harness-config-handoff", AB_CAT_PER, false, false,
+	 "the harnesses' settings, hooks, rules and plugins in the real home", ab_probe_per02},
 	{"PER-05", "git-trust-handoff", AB_CAT_PER, false, false,
 	 "git hooks and config that would run on the host", ab_probe_per05},
 	{"TTY-01", "tiocsti", AB_CAT_TTY, false, false,

@@ -222,3 +222,25 @@ def test_gate_stops_outside_a_sandbox(ctx):
     assert gate and gate[0]["report"]["sandboxed"] is False, gate
     after = rows[rows.index(gate[0]) + 1:]
     assert after and all(o["verdict"] == "skip" for o in after), after
+
+
+def test_harness_dir_without_reservations_is_caught(ctx):
+    """PER-02 proves the anchored protect entries of the harness profiles:
+    a profile that grants ~/.claude and ~/.codex read-write without them lets
+    the sandbox create hooks and settings the host's harness would run, and
+    the judge sees those files appear on the host."""
+    prof = os.path.join(ctx.scratch, "weak-harness.json")
+    with open(prof, "w") as f:
+        json.dump({"version": 1, "extends": ["default"],
+                   "filesystem": {"write": ["~/.claude", "~/.codex"],
+                                  "deny": ["~/.claude/.credentials.json", "~/.codex/auth.json",
+                                           "~/.codex/.env"]}}, f)
+    os.chmod(prof, 0o644)
+    r = _escape(ctx, ["-p", prof, "--format", "json"])
+    rows, summary = _json_results(r)
+    per02 = rows["PER-02"]
+    judged = [a for a in per02["attempts"]
+              if a.get("source") == "judge" and a["verdict"] == "escaped"]
+    assert per02["verdict"] == "escaped" and judged, _explain(rows, ["PER-02"])
+    assert rows["SEC-04"]["verdict"] == "ok", _explain(rows, ["SEC-04"])
+    assert r.returncode == 1, describe(r)

@@ -128,6 +128,7 @@ static int load_one(const struct ab_profile_secret *x, const ab_stash *st, size_
 	char *value = NULL;
 	size_t len = 0;
 	int r = ab_secret_init(s, x->name, err);
+	s->mask_in_body = x->mask_in_body;
 	for (size_t i = 0; !r && i < x->hosts.n; i++)
 		r = ab_secret_add_host(s, x->hosts.v[i], err);
 	for (size_t i = 0; !r && i < x->places.n; i++)

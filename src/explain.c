@@ -348,6 +348,9 @@ static void text_secrets(const ab_plan *p, FILE *out)
 			text_rules(out, "  only in", &x->places, "");
 		else
 			fputs("    only in: header:authorization header:x-api-key\n", out);
+		if (x->mask_in_body && !ab_strv_contains(&x->places, "body"))
+			fputs("    mask_in_body: in a request body to those hosts, replaced by a mask "
+			      "of the same length (not refused)\n", out);
 	}
 	if (e->nsecrets)
 		fputs("  TLS to those hosts is intercepted with a session CA made in memory\n", out);
@@ -632,6 +635,7 @@ static json_t *json_secrets(const ab_plan *p)
 		       json_object_set_new(o, "source", jstr(secret_source(x, src, sizeof(src)))) ||
 		       json_object_set_new(o, "hosts", strv_json(&x->hosts)) ||
 		       json_object_set_new(o, "in", strv_json(&x->places)) ||
+		       json_object_set_new(o, "mask_in_body", json_boolean(x->mask_in_body)) ||
 		       json_object_set_new(o, "env", var[0] ? jstr(var) : json_null());
 		bad |= json_array_append_new(a, o);
 	}

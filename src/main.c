@@ -325,6 +325,8 @@ static json_t *secrets_json(const ab_profile *prof)
 		if (s->env_name)
 			json_object_set_new(e, "env", s->env_name[0] ? json_string(s->env_name)
 								      : json_false());
+		if (s->mask_in_body)
+			json_object_set_new(e, "mask_in_body", json_true());
 		json_object_set_new(secrets, s->name, e);
 	}
 	return secrets;

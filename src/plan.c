@@ -387,12 +387,15 @@ static const struct {
  * its own files) for entries not ending in '/': there an empty file is what
  * git tolerates (an empty config.worktree is a valid config). */
 static int add_placeholder(ab_plan *p, const char *cur, const char *root, const char *rel,
-			   bool last, bool want_dir, ab_err *err)
+			   bool last, bool want_dir, bool anchored, ab_err *err)
 {
 	if (has_mount_at(p, cur))
 		return 0;
 	bool in_git = strncmp(rel, ".git/", 5) == 0 || strstr(rel, "/.git/");
-	bool dir = !last || want_dir || !in_git;
+	/* a missing file is reserved by an empty directory in a workspace (git
+	 * never lists one) but by an empty file inside .git and for anchored
+	 * entries (a harness reading its settings file finds an empty file) */
+	bool dir = !last || want_dir || (!in_git && !anchored);
 	const char *content = NULL;
 	for (size_t i = 0; last && i < AB_ARRAY_SIZE(placeholder_content); i++)
 		if (strcmp(cur + strlen(root) + 1, placeholder_content[i].rel) == 0)
@@ -404,8 +407,8 @@ static int add_placeholder(ab_plan *p, const char *cur, const char *root, const 
 }
 
 /* One protected entry under one writable root. */
-static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *root,
-			    const char *rel, ab_err *err)
+static int protect_one(ab_plan *p, const ab_plan_input *in, const char *root, const char *rel,
+		       bool anchored, ab_err *err)
 {
 	/* "?path": protected when present, nothing reserved when absent */
 	bool if_present = rel[0] == '?';
@@ -441,7 +444,9 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 		struct stat st;
 		int r = plan_lstat(in, cur, &st);
 		if (r == -ENOENT)
-			return if_present ? 0 : add_placeholder(p, cur, root, rel, last, want_dir, err);
+			return if_present ? 0
+					  : add_placeholder(p, cur, root, rel, last, want_dir, anchored,
+							    err);
 		if (r < 0)
 			return ab_fail(err, -r, "fs.protect: %s", cur);
 		if (S_ISLNK(st.st_mode)) {
@@ -475,6 +480,12 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 			return ab_fail(err, ENOMEM, "plan");
 		*s = saved;
 	}
+}
+
+static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *root,
+			    const char *rel, ab_err *err)
+{
+	return protect_one(p, in, root, rel, false, err);
 }
 
 /* The profile files that define this sandbox are read-only inside it, or a
@@ -515,6 +526,35 @@ static int protect_under_writable(ab_plan *p, const ab_plan_input *in, const ab_
 	return 0;
 }
 
+/* An anchored entry ("?" optional, then an absolute path, "/" at the end for
+ * a directory): protected under the deepest writable root that holds it;
+ * nothing to do when no writable grant holds it (it is read-only or absent
+ * inside anyway). */
+static int plan_protect_anchored(ab_plan *p, const ab_plan_input *in, const char *entry,
+				 size_t nmounts, ab_err *err)
+{
+	bool opt = entry[0] == '?';
+	const char *abs = entry + opt;
+	const char *best = NULL;
+	for (size_t i = 0; i < nmounts; i++) {
+		const ab_mount *m = &p->mounts[i];
+		if (m->kind != AB_MNT_BIND_RW || !(m->flags & AB_MNT_F_DIR))
+			continue;
+		if (ab_path_is_under(abs, m->dst) && strcmp(abs, m->dst) != 0 &&
+		    (!best || strlen(m->dst) > strlen(best)))
+			best = m->dst;
+	}
+	if (!best)
+		return 0;
+	_cleanup_free_ char *root = strdup(best);
+	_cleanup_free_ char *rel = root ? ab_asprintf("%s%s", opt ? "?" : "",
+						      abs + strlen(root) + 1)
+					: NULL;
+	if (!rel)
+		return ab_fail(err, ENOMEM, "plan");
+	return protect_one(p, in, root, rel, true, err);
+}
+
 static int plan_protect(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	const ab_profile *prof = in->profile;
@@ -526,10 +566,21 @@ static int plan_protect(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		if (!root)
 			return ab_fail(err, ENOMEM, "plan");
 		for (size_t j = 0; j < prof->fs.protect.n; j++) {
-			int r = plan_protect_one(p, in, root, prof->fs.protect.v[j], err);
+			const char *e = prof->fs.protect.v[j];
+			if (e[0] == '/' || (e[0] == '?' && e[1] == '/'))
+				continue; /* anchored: below */
+			int r = plan_protect_one(p, in, root, e, err);
 			if (r < 0)
 				return r;
 		}
+	}
+	for (size_t j = 0; j < prof->fs.protect.n; j++) {
+		const char *e = prof->fs.protect.v[j];
+		int r = 0;
+		if (e[0] == '/' || (e[0] == '?' && e[1] == '/'))
+			r = plan_protect_anchored(p, in, e, n, err);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }

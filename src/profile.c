@@ -535,7 +535,25 @@ static int item_wpath(ctx *c, const char *s, char **out)
 	return r;
 }
 
-/* protect: relative to each writable root, never expanded, no "..". */
+/* protect, anchored: "/abs", "~/x", "${HOME}/x" (expanded like any path)
+ * name that one path; kept absolute (with the '?' and the trailing '/'), so
+ * the planner tells them from the relative entries by the leading '/'. */
+static int item_anchored(ctx *c, const char *s, bool optional, char **out)
+{
+	size_t sl = strlen(s);
+	bool dir = sl > 0 && s[sl - 1] == '/';
+	_cleanup_free_ char *abs = NULL;
+	int r = item_path(c, s, &abs);
+	if (r < 0)
+		return r;
+	if (strcmp(abs, "/") == 0)
+		return fail(c, "\"/\" cannot be protected (it is no writable grant)");
+	*out = ab_asprintf("%s%s%s", optional ? "?" : "", abs, dir ? "/" : "");
+	return *out ? 0 : oom(c);
+}
+
+/* protect: relative to each writable root (no "..", not expanded), or
+ * anchored to one path (item_anchored). */
 static int item_relpath(ctx *c, const char *s, char **out)
 {
 	char q[100];
@@ -545,11 +563,11 @@ static int item_relpath(ctx *c, const char *s, char **out)
 	bool optional = s[0] == '?';
 	if (optional)
 		s++;
-	if (s[0] == '/')
-		return fail(c, "\"%s\" must be relative to the writable roots (no leading /)", q);
-	if (s[0] == '~' || strstr(s, "${"))
-		return fail(c, "\"%s\": protect entries are relative to each writable root and "
-			    "are not expanded", q);
+	if (s[0] == '/' || s[0] == '~' || s[0] == '$')
+		return item_anchored(c, s, optional, out);
+	if (strstr(s, "${"))
+		return fail(c, "\"%s\": a relative protect entry is not expanded (start it with a "
+			    "variable, ~/ or / to name one path)", q);
 	if (strlen(s) >= PATH_MAX)
 		return fail(c, "path too long (at most %d bytes)", PATH_MAX - 1);
 	_cleanup_free_ char *o = malloc(strlen(s) + 3);
@@ -565,7 +583,7 @@ static int item_relpath(ctx *c, const char *s, char **out)
 		if (l == 2 && p[0] == '.' && p[1] == '.')
 			return fail(c, "\"%s\": \"..\" is not allowed", q);
 		if (l > 0 && !(l == 1 && p[0] == '.')) {
-			if (n)
+			if (n > (optional ? 1u : 0u)) /* "?a/b", never "?/a/b" (anchored) */
 				o[n++] = '/';
 			memcpy(o + n, p, l);
 			n += l;
@@ -1212,9 +1230,14 @@ static int secret_one(ctx *c, const char *name, json_t *v, struct ab_profile_sec
 			} else {
 				r = fail(c, "expected a variable name or false");
 			}
+		} else if (strcmp(k, "mask_in_body") == 0) {
+			if (json_is_boolean(e))
+				x->mask_in_body = json_is_true(e);
+			else
+				r = fail(c, "expected true or false, got %s", jtype(e));
 		} else {
-			r = fail_key(c, "unknown key \"%s\" (from, hosts, in, placeholder, env)",
-				     quote(q, sizeof(q), k));
+			r = fail_key(c, "unknown key \"%s\" (from, hosts, in, placeholder, env, "
+				     "mask_in_body)", quote(q, sizeof(q), k));
 		}
 		pop(c);
 		if (r < 0)
@@ -1464,6 +1487,7 @@ static int psecret_copy(struct ab_profile_secret *d, const struct ab_profile_sec
 	memset(d, 0, sizeof(*d));
 	d->src = s->src;
 	d->ph_len = s->ph_len;
+	d->mask_in_body = s->mask_in_body;
 	if (!(d->name = strdup(s->name)) || replace_str(&d->src_env, s->src_env) < 0 ||
 	    replace_str(&d->src_file, s->src_file) < 0 ||
 	    replace_str(&d->ph_prefix, s->ph_prefix) < 0 ||

@@ -153,6 +153,18 @@ static void event_finish(px_conn *c, json_t *ev, const char *decision, const cha
 		       strcmp(decision, "allow") == 0, up, down);
 }
 
+/* "masked": the secrets whose placeholders the body carried masked
+ * (mask_in_body): names, never values. */
+static void log_masked(px_conn *c, const px_req *r, json_t *ev)
+{
+	if (!r->masked_in_body || !c->px->broker)
+		return;
+	char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
+	ab_secrets_names(c->px->broker->secs, c->px->broker->n, r->masked_in_body, names,
+			 sizeof(names));
+	json_object_set_new(ev, "masked", json_string(names));
+}
+
 void px_log_request(px_conn *c, const px_req *r, const char *decision, int status)
 {
 	json_t *ev = event_base(c, r->method);
@@ -165,6 +177,7 @@ void px_log_request(px_conn *c, const px_req *r, const char *decision, int statu
 				 sizeof(names));
 		json_object_set_new(ev, "secrets", json_string(names));
 	}
+	log_masked(c, r, ev);
 	event_finish(c, ev, decision, c->rule, status, r->up, r->down, r->t0, NULL);
 }
 
@@ -175,6 +188,7 @@ void px_log_exfil(px_conn *c, const px_req *r, int status)
 	json_object_set_new(ev, "path", json_string(r->path));
 	if (c->intercepted)
 		json_object_set_new(ev, "intercepted", json_true());
+	log_masked(c, r, ev);
 	event_finish(c, ev, "deny", "exfiltration", status, 0, 0, r->t0, c->exfil);
 }
 

@@ -64,6 +64,8 @@ typedef struct px_req {
 	uint64_t t0;
 	uint64_t up, down;
 	uint64_t secrets;   /* bitmask of secrets injected (names in the log) */
+	uint64_t masked_in_body; /* bitmask of secrets whose placeholder the body
+				    carried masked (mask_in_body; names in the log) */
 	bool upgrade;
 	bool close;     /* the client said Connection: close (or HTTP/1.0 without keep-alive) */
 	bool head_sent; /* response head reached the client */
@@ -139,7 +141,8 @@ typedef struct px_conn {
 	bool c_ssl_ww, u_ssl_ww; /* TLS needs the socket writable to read */
 	bool tls_ww;             /* handshake waits for writability */
 	uint64_t kick;           /* timer: TLS holds decrypted bytes no event announces */
-	struct ab_scanner *bscan;   /* request body: placeholders (bound: swap, else block) */
+	struct ab_scanner *bscan;   /* request body: placeholders (bound: swap or mask,
+				       else block) */
 	struct ab_scan_set *bset;
 	struct ab_scanner *rscan;   /* response: real values -> masked */
 	px_scanpass bpass, rpass;   /* the current request / response body */

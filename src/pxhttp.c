@@ -220,6 +220,18 @@ static int start_body_scan(px_conn *c, bool chunked)
 	return 0;
 }
 
+/* The secrets whose placeholders the body scanner has masked so far (their
+ * names go to the request's audit line; pattern i is secret i). */
+static uint64_t body_masked(const px_conn *c)
+{
+	const ab_broker *b = c->px->broker;
+	uint64_t m = 0;
+	for (size_t i = 0; c->bscan && i < b->n && i < AB_SECRETS_MAX; i++)
+		if (ab_scanner_count(c->bscan, i) && ab_secret_masks_body(&b->secs[i], c->host, c->port))
+			m |= (uint64_t)1 << i;
+	return m;
+}
+
 /* Body bytes through the placeholder scanner (held-back bytes come later).
  * Returns 0, or -EACCES when a placeholder may not go to this host. */
 static int body_out(px_conn *c, const char *p, size_t n, bool done)
@@ -228,6 +240,8 @@ static int body_out(px_conn *c, const char *p, size_t n, bool done)
 		return px_buf_append(&c->out, p, n);
 	ab_scan_hit hit = {0};
 	int r = px_scan_pass(&c->bpass, p, n, done, &c->out, &hit);
+	if (c->nfifo)
+		c->fifo[c->nfifo - 1].masked_in_body |= body_masked(c);
 	if (r == -EACCES) {
 		const ab_broker *b = c->px->broker;
 		ab_swap_result res;

@@ -926,26 +926,55 @@ done:
 	return r;
 }
 
+bool ab_secret_masks_body(const ab_secret *s, const char *host, unsigned port)
+{
+	return s && s->mask_in_body && !s->in_body && ab_secret_bound(s, host, port);
+}
+
+void ab_secret_mask(char *out, size_t len)
+{
+	size_t t = sizeof(AB_SECRET_MASK_TEXT) - 1;
+
+	memset(out, '*', len);
+	if (len >= t)
+		memcpy(out, AB_SECRET_MASK_TEXT, t);
+}
+
 int ab_secrets_body_set(const ab_secret *secs, size_t n, const char *host, unsigned port,
 			ab_scan_set **out, ab_err *err)
 {
-	ab_scan_pattern p[AB_SECRETS_MAX];
+	ab_scan_pattern p[AB_SECRETS_MAX] = { 0 };
+	char *mask[AB_SECRETS_MAX] = { 0 };
+	int r = 0;
 
 	*out = NULL;
 	if (n > AB_SECRETS_MAX)
 		return fail_as(err, E2BIG, "too many secrets (max %d)", AB_SECRETS_MAX);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; r == 0 && i < n; i++) {
 		const ab_secret *s = &secs[i];
 		bool ok = s->in_body && s->placeholder_len == s->value_len &&
 			  ab_secret_bound(s, host, port);
-		if (!s->placeholder || !s->value)
-			return fail_as(err, EINVAL, "secret %s is incomplete", s->name);
+		if (!s->placeholder || !s->value) {
+			r = fail_as(err, EINVAL, "secret %s is incomplete", s->name);
+			break;
+		}
+		if (ab_secret_masks_body(s, host, port)) {
+			if (!(mask[i] = malloc(s->placeholder_len + 1))) {
+				r = ab_fail(err, ENOMEM, "secret %s", s->name);
+				break;
+			}
+			ab_secret_mask(mask[i], s->placeholder_len);
+		}
 		p[i] = (ab_scan_pattern){ .bytes = s->placeholder, .len = s->placeholder_len,
-					  .repl = ok ? s->value : NULL,
-					  .action = ok ? AB_SCAN_REPLACE : AB_SCAN_BLOCK,
+					  .repl = ok ? s->value : mask[i],
+					  .action = ok || mask[i] ? AB_SCAN_REPLACE : AB_SCAN_BLOCK,
 					  .id = (unsigned)i };
 	}
-	return ab_scan_set_new(p, n, out, err);
+	if (r == 0)
+		r = ab_scan_set_new(p, n, out, err);
+	for (size_t i = 0; i < n && i < AB_SECRETS_MAX; i++)
+		free(mask[i]);
+	return r;
 }
 
 /* ---------------------------------------------------------- head rewrite */
@@ -1350,7 +1379,13 @@ void ab_swap_explain(const ab_swap_result *r, char *buf, size_t bufsz)
 			 "was sent to %s, which that secret is not bound to.\nIf %s should "
 			 "receive it, add it to secrets.%s.hosts in the profile.\n", name, wt,
 			 r->place + 5, r->place + 5, name);
-	else if (strncmp(w, "header:", 7) == 0 || !strcmp(w, "query") || !strcmp(w, "body"))
+	else if (!strcmp(w, "body"))
+		snprintf(buf, bufsz,
+			 "agentbox blocked this request: the placeholder of secret %s is in the %s, "
+			 "where it may not be placed.\nTo allow that, add \"%s\" to secrets.%s.in "
+			 "in the profile (or set secrets.%s.mask_in_body to true to send a mask of "
+			 "the same length there instead).\n", name, wt, w, name, name);
+	else if (strncmp(w, "header:", 7) == 0 || !strcmp(w, "query"))
 		snprintf(buf, bufsz,
 			 "agentbox blocked this request: the placeholder of secret %s is in the %s, "
 			 "where it may not be placed.\nTo allow that, add \"%s\" to secrets.%s.in "

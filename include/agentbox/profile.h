@@ -114,6 +114,8 @@ typedef struct ab_profile {
 		long ph_len;        /* placeholder length, 0 = the value's */
 		char *env_name;     /* variable inside holding the placeholder; NULL = name,
 				       "" = none */
+		bool mask_in_body;  /* body of a request to a bound host, "body" not
+				       allowed: send a mask instead of refusing */
 	} *secrets;
 	size_t nsecrets;
 

@@ -25,6 +25,16 @@
  *     in_query and in_body.  Headers that frame or route a message (host,
  *     content-length, transfer-encoding, connection, upgrade, te, trailer,
  *     expect, keep-alive, proxy-connection) are refused as places.
+ *   - mask_in_body (opt-in, not a place): in the body of a request to a
+ *     bound host, a placeholder that may not be swapped there (no in_body)
+ *     is replaced by a mask of the same length instead of blocking the
+ *     request: "agentbox-masked" followed by '*' up to the placeholder's
+ *     length (only '*' for a shorter placeholder).  The placeholder is
+ *     worthless, so sending it to the secret's own host leaks nothing; the
+ *     mask keeps it from being echoed back into the sandbox's history
+ *     forever (coding agents resend their conversation).  Everywhere else
+ *     (other hosts, headers, query, path) it still blocks; with in_body the
+ *     swap wins and mask_in_body changes nothing.
  *
  * The request-head swap (ab_secrets_rewrite_head), for each placeholder P:
  *   - in the value of an allowed header of a request to a bound host: P is
@@ -70,7 +80,9 @@
  *     replace Accept-Encoding by "identity"; run the response HEAD through
  *     the response scanner too (Location, Set-Cookie, ...).
  *   - the audit log gets the names from ab_secrets_names(res->injected),
- *     never a value, never the query.
+ *     never a value, never the query; and the names of the secrets whose
+ *     placeholders were masked in the body (ab_secret_masks_body and the
+ *     body scanner's ab_scanner_count).
  */
 #ifndef AGENTBOX_SECRETS_H
 #define AGENTBOX_SECRETS_H
@@ -118,6 +130,7 @@ typedef struct ab_secret {
 	ab_netpolicy hosts; /* the bound hosts: allow list only */
 	ab_strv headers;    /* lower-cased allowed header names */
 	bool in_query, in_body;
+	bool mask_in_body;  /* bound host, body, no in_body: mask instead of BLOCK */
 	bool places_given;  /* private: a place was added (no default headers) */
 } ab_secret;
 
@@ -274,10 +287,21 @@ int ab_secrets_response_set(const ab_secret *secs, size_t n, ab_scan_set **out, 
 /*
  * The request-body set for one destination: every placeholder; REPLACE by
  * the value if the secret is bound to HOST:PORT, allows "body" and its
- * placeholder is as long as its value; else BLOCK.  Pattern i is secret i.
+ * placeholder is as long as its value; REPLACE by the mask (ab_secret_mask)
+ * if the secret is bound to HOST:PORT, does not allow "body" and has
+ * mask_in_body; else BLOCK.  Pattern i is secret i (ab_scanner_count(s, i)
+ * tells whose placeholder was swapped or masked).
  */
 int ab_secrets_body_set(const ab_secret *secs, size_t n, const char *host, unsigned port,
 			ab_scan_set **out, ab_err *err);
+/* Does ab_secrets_body_set mask (not swap, not block) S's placeholder in a
+ * body to HOST:PORT?  mask_in_body && !in_body && bound. */
+bool ab_secret_masks_body(const ab_secret *s, const char *host, unsigned port);
+#define AB_SECRET_MASK_TEXT "agentbox-masked"
+/* Fill OUT[0..LEN) with the body mask of a LEN-byte placeholder:
+ * AB_SECRET_MASK_TEXT then '*' up to LEN, or only '*' when LEN is shorter
+ * than AB_SECRET_MASK_TEXT (no NUL is added). */
+void ab_secret_mask(char *out, size_t len);
 
 /* ---------------------------------------------------------- head rewrite */
 

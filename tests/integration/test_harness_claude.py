@@ -28,9 +28,12 @@ canary.
     workspace, one that reads the SSH key of the real home, fetches a denied
     host and fingerprints $ANTHROPIC_API_KEY, then a final answer.
   * test_claude_environment: what the sandbox's environment holds.
-  * test_claude_placeholder_in_conversation_is_refused: a tool result that
-    carries the placeholder makes the next API request an exfiltration
-    attempt (refused, logged; nothing reaches the API).
+  * test_claude_placeholder_in_conversation_is_masked: a tool result that
+    carries the placeholder puts it into the next API request's body; the
+    shipped secret's mask_in_body has the proxy send a mask of the same
+    length there instead of refusing, so the conversation goes on (the API
+    never sees the placeholder nor the key in a body; the audit log says
+    "masked").
   * test_claude_tui: the interactive TUI in agentbox's pty: first screen,
     API key question, a prompt and its answer, a resize, Ctrl-C twice, the
     outer terminal restored.
@@ -49,6 +52,7 @@ import tempfile
 import termios
 import time
 
+import abtest
 from abtest import HOST_PATH, Listener, PtyRun, describe, skip
 from mock_anthropic import MOCK_HOST, MockAnthropic, Script, text_block, tool_results, \
     tool_use_block
@@ -210,6 +214,12 @@ def seed_user_state(ctx):
 # --------------------------------------------------------------------------
 # the mock API and the extension profile
 
+def shipped_secret():
+    """secrets.ANTHROPIC_API_KEY of the shipped profiles/claude-code.json."""
+    with open(os.path.join(abtest.SRCDIR, "profiles", "claude-code.json")) as f:
+        return json.load(f)["secrets"]["ANTHROPIC_API_KEY"]
+
+
 def new_key():
     """A fresh API key shaped like Anthropic's (108 characters)."""
     body = "".join(secrets.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -244,10 +254,9 @@ class Lab:
                           REAL_API: "127.0.0.1:%d" % self.real_api.port},
                 "ca_file": ca,
             },
-            "secrets": {"ANTHROPIC_API_KEY": {
-                "from": {"env": "ANTHROPIC_API_KEY"}, "hosts": [MOCK_HOST],
-                "in": ["header:x-api-key", "header:authorization"],
-                "placeholder": {"prefix": KEY_PREFIX}}},
+            # the shipped secret (places, placeholder shape, mask_in_body),
+            # bound to the mock's name instead
+            "secrets": {"ANTHROPIC_API_KEY": dict(shipped_secret(), hosts=[MOCK_HOST])},
             "env": {"set": {"ANTHROPIC_BASE_URL": "https://" + MOCK_HOST,
                             "CLAUDE_CODE_MAX_RETRIES": "1"}},
         }
@@ -478,31 +487,51 @@ def test_claude_environment(ctx):
     assert "CLAUDE_CODE_OAUTH_TOKEN" not in env, "CLAUDE_CODE_OAUTH_TOKEN crossed into the sandbox"
 
 
-def test_claude_placeholder_in_conversation_is_refused(ctx):
+def test_claude_placeholder_in_conversation_is_masked(ctx):
     """An agent that prints its environment puts the placeholder into the
-    conversation; the next API request carries it in its body, where the
-    secret may not go: agentbox refuses it (403, logged as an exfiltration
-    attempt), nothing of it reaches the API, and Claude Code stops with
-    agentbox's explanation.  (A known cost of brokering: see
-    docs/harnesses.md.)"""
+    conversation, and every later API request carries it in its body.  The
+    shipped profile's secret has "mask_in_body": true: the proxy replaces it
+    there by a mask of the same length ("agentbox-masked***...") instead of
+    refusing the request, so the conversation goes on: the mock receives the
+    masked tool result (never the placeholder, never the key in a body), the
+    final answer is printed, the audit log names the secret under "masked"
+    and records no exfiltration.  (See docs/harnesses.md, "Known costs".)"""
+    assert shipped_secret().get("mask_in_body") is True, \
+        "profiles/claude-code.json: secrets.ANTHROPIC_API_KEY.mask_in_body is not true"
+    final = "FINAL-ANSWER-" + secrets.token_hex(6)
     script = Script([
         [tool_use_block("Bash", {"command": "env | grep ANTHROPIC_API_KEY",
                                  "description": "Show the API key variable"})],
-        [text_block("Done.")],
+        [text_block("Done. " + final)],
     ])
     lab = Lab(ctx, script)
     r = lab.run(["claude", "-p", "show me the environment", "--dangerously-skip-permissions"])
     why = lab.why(r)
-    assert r.returncode != 0, "claude went on although its request was refused\n" + why
-    assert "agentbox blocked this request" in r.stdout + r.stderr, \
-        "claude did not show agentbox's refusal\n" + why
+    assert r.returncode == 0, "claude exited %s: its request was not let through\n%s" % (
+        r.returncode, why)
+    assert "agentbox blocked this request" not in r.stdout + r.stderr, \
+        "agentbox refused a request\n" + why
+    assert final in r.stdout, "claude did not print the final answer\n" + why
+    # the tool result, as the API received it: the variable with the mask
+    mask = "agentbox-masked" + "*" * (len(lab.key) - len("agentbox-masked"))
+    loop = lab.mock.messages()
+    assert len(loop) >= 2, "expected 2 turns of the agent loop, got %d\n%s" % (len(loop), why)
+    results = tool_results(loop[-1]["json"])
+    assert results and "ANTHROPIC_API_KEY=" + mask in results[0][1], \
+        "the tool result that reached the API is %r, expected the variable with the mask " \
+        "%r\n%s" % ([t for _, t, _ in results], mask, why)
+    assert len(results[0][1].split("ANTHROPIC_API_KEY=", 1)[1].split("\n")[0]) == len(lab.key)
+    # never the placeholder (no other sk-ant-api03- string) nor the key in a body
     lab.check_mock_saw_only_the_key(r)
-    assert len(lab.mock.messages()) == 1, "a request with the placeholder in its body " \
-        "reached the API\n" + why
-    refused = [e for e in _requests_in(lab.audit(), host=MOCK_HOST)
-               if e.get("rule") == "exfiltration"]
-    assert refused and refused[0].get("status") == 403 and refused[0].get("decision") == "deny", \
-        "the audit log has no exfiltration refusal\n" + why
+    lab.check_nothing_else_reached(r)
+    api = _requests_in(lab.audit(), host=MOCK_HOST)
+    assert api and all(e.get("decision") == "allow" and e.get("status") == 200 and
+                       e.get("rule") != "exfiltration" for e in api), \
+        "API requests in the audit log:\n%s" % json.dumps(api)
+    masked = [e for e in api if e.get("masked") == "ANTHROPIC_API_KEY"]
+    assert masked and any(e.get("path", "").startswith("/v1/messages") for e in masked), \
+        "no API request in the audit log says \"masked\": \"ANTHROPIC_API_KEY\":\n%s" % (
+            json.dumps(api))
     lab.check_key_nowhere([r])
 
 

@@ -50,11 +50,14 @@ DISTRO_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # --------------------------------------------------------------------------
 # host-side helpers
 
-def secret(src, hosts=(BOUND,), places=None, prefix=None, length=None, env=None):
+def secret(src, hosts=(BOUND,), places=None, prefix=None, length=None, env=None,
+           mask_in_body=None):
     """One entry of the profile's "secrets"."""
     if isinstance(src, str):
         src = {"env": src}
     s = {"from": src, "hosts": list(hosts)}
+    if mask_in_body is not None:
+        s["mask_in_body"] = mask_in_body
     if places is not None:
         s["in"] = list(places)
     ph = {}
@@ -1266,6 +1269,163 @@ def test_query_and_body_when_allowed(ctx):
                 len(got), got.count(val.encode())))
     assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [val])
     assert_value_nowhere(ctx, [val], [r])
+
+
+# ==========================================================================
+# mask_in_body: the placeholder in a body to its own host goes out masked
+
+SRC3 = "AB_IT_SECRET_SRC3"
+
+MASKBODY_PY = INNER_LIB + r'''
+ph, pw = os.environ["KEY"], os.environ["W"]
+B, T = CFG["bound"], CFG["tunnel"]
+def send(host, raw, late=None, transparent=False):
+    try:
+        s = direct(host, 443) if transparent else connect(host + ":443")[0]
+        if s is None or isinstance(s, str):
+            return {"status": None, "state": "connect:%s" % (s,)}
+        t = ssl.create_default_context().wrap_socket(s, server_hostname=host)
+        t.sendall(raw)
+        if late:
+            time.sleep(0.3)
+            t.sendall(late)
+        r = jresp(read_response(t, 10))
+        t.close()
+        return r
+    except (OSError, ssl.SSLError) as e:
+        return {"status": None, "state": ename(e)}
+def post(host, path, body, chunks=None, hdrs=""):
+    h = "POST %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n" % (path, host, hdrs)
+    if chunks is None:
+        return (h + "Content-Length: %d\r\n\r\n" % len(body)).encode() + body
+    raw = (h + "Transfer-Encoding: chunked\r\n\r\n").encode()
+    for c in chunks:
+        raw += b"%x\r\n" % len(c) + c + b"\r\n"
+    return raw + b"0\r\n\r\n"
+def get(host, path, hdrs=""):
+    return ("GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n" % (
+        path, host, hdrs)).encode()
+# a conversation that once showed `env`, resent in full
+body = json.dumps({"messages": [{"role": "user", "content": "run env"},
+                                {"role": "tool", "content": "HOME=/h\nKEY=%s\nX=1" % ph}],
+                   "again": ph}).encode()
+out = {"body": body.decode()}
+out["bound_body"] = send(B, post(B, "/mb-body", body))
+out["bound_tp"] = send(B, post(B, "/mb-tp", body), transparent=True)
+i = body.index(ph.encode())
+out["bound_chunked"] = send(B, post(B, "/mb-chunked", None, chunks=[
+    body[:i + 5], body[i + 5:i + 9], body[i + 9:]]))
+head = ("POST /mb-late HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\nConnection: close"
+        "\r\n\r\n" % (B, len(body))).encode()
+out["bound_late"] = send(B, head, late=body)
+both = ('{"key":"%s","w":"%s"}' % (ph, pw)).encode()
+out["both"] = (both.decode(), send(B, post(B, "/mb-both", both)))
+out["bound_ok"] = send(B, get(B, "/mb-ok", "x-api-key: %s\r\n" % ph))
+# still refused: other places on the bound host, the body to other hosts
+out["bound_hdr"] = send(B, get(B, "/mb-hdr", "X-Other: %s\r\n" % ph))
+out["bound_query"] = send(B, get(B, "/mb-query?k=%s" % ph))
+out["bound_path"] = send(B, get(B, "/mb-path/%s" % ph))
+out["tunnel_body"] = send(T, post(T, "/mb-tunnel", body))
+raw = ("POST http://plain.test/mb-plain HTTP/1.1\r\nHost: plain.test\r\nContent-Length: %d"
+       "\r\nConnection: close\r\n\r\n" % len(body)).encode() + body
+out["plain_body"] = proxy_request(raw)
+print(json.dumps(out))
+'''
+
+
+def test_mask_in_body(ctx):
+    """secrets.KEY.mask_in_body: a placeholder in a request body to KEY's own
+    host (Content-Length, chunked and split, body after the head, explicit
+    and transparent) reaches the upstream as a mask of the same length
+    ("agentbox-masked***..."), never as the placeholder nor the value, and
+    the audit line says "masked":"KEY".  Still refused (403, exfiltration):
+    the same body to an allowed host KEY is not bound to (intercepted TLS,
+    plain HTTP), and the placeholder in another header, the query or the
+    path of the bound host.  A secret with "body" allowed is swapped."""
+    val, wval, oval = new_value(), new_value("sk-w-"), new_value("sk-o-")
+    b = Broker(ctx, [val, wval, oval])
+    log = log_file(ctx)
+    prof = b.write_profile({
+        "KEY": secret(SRC, mask_in_body=True),
+        "W": secret(SRC2, places=["header:authorization", "body"], mask_in_body=True),
+        # makes the TLS host other.upstream.test intercepted (else a blind tunnel)
+        "OTHER": secret(SRC3, hosts=[TUNNEL]),
+    })
+    out, r = inner_json(ctx, MASKBODY_PY, {"bound": BOUND, "tunnel": TUNNEL}, prof,
+                        env={SRC: val, SRC2: wval, SRC3: oval}, extra_args=["--log", log],
+                        timeout=60)
+    body = out["body"]
+    ph = json.loads(body)["again"]
+    mask = "agentbox-masked" + "*" * (len(ph) - len("agentbox-masked"))
+    assert len(ph) == len(val) > len("agentbox-masked"), "placeholder %r" % ph
+    want = body.replace(ph, mask).encode()
+    problems = []
+    for k, marker in (("bound_body", "/mb-body"), ("bound_tp", "/mb-tp"),
+                      ("bound_chunked", "/mb-chunked"), ("bound_late", "/mb-late")):
+        v = out[k]
+        if v.get("status") != 200 or (v.get("json") or {}).get("body_len") != len(want):
+            problems.append("%s: expected 200 and the echo of a %d-byte body, got %s" % (
+                k, len(want), v))
+        recs = b.api.find(marker)
+        if len(recs) != 1:
+            problems.append("%s: the bound upstream saw %d requests %s" % (k, len(recs), marker))
+            continue
+        got = bytes(recs[0]["body"])
+        if got != want:
+            problems.append("%s: the upstream received %r, expected the placeholder masked: %r"
+                            % (k, got[:400], want[:400]))
+        cl = [x for h, x in recs[0]["headers"] if h == "content-length"]
+        if cl and int(cl[0]) != len(got):
+            problems.append("%s: Content-Length %s but %d bytes" % (k, cl, len(got)))
+    both, v = out["both"]
+    recs = b.api.find("/mb-both")
+    if v.get("status") != 200 or len(recs) != 1:
+        problems.append("both: %s" % v)
+    else:
+        pw = json.loads(both)["w"]
+        want_both = both.replace(ph, mask).replace(pw, wval).encode()
+        if bytes(recs[0]["body"]) != want_both:
+            problems.append("both: the upstream received %r: expected KEY masked, W swapped "
+                            "(\"body\" allowed: the swap wins)" % bytes(recs[0]["body"]))
+    if out["bound_ok"].get("status") != 200 or b.api.header("/mb-ok", "x-api-key") != [val]:
+        problems.append("bound_ok (the allowed header still swaps): %s" % out["bound_ok"])
+    for k, needles in (("bound_hdr", ("x-other",)), ("bound_query", ("query",)),
+                       ("bound_path", ("path",)), ("tunnel_body", (TUNNEL,)),
+                       ("plain_body", ("plain.test",))):
+        v = out[k]
+        text = v.get("text") or ""
+        if v.get("status") != 403 or not text.startswith("agentbox") or "KEY" not in text or \
+                any(n not in text for n in needles):
+            problems.append("%s: expected a 403 naming KEY and %s, got %s" % (k, needles, v))
+    for m in ("/mb-hdr", "/mb-query", "/mb-path"):
+        if b.api.find(m):
+            problems.append("the bound upstream received the refused request %s" % m)
+    if b.tunnel.recs or b.plain.recs:
+        problems.append("an unbound upstream received a refused request:\n" + b.summary())
+    with b.api.lock:
+        bodies = b"".join(bytes(x["body"]) for x in b.api.recs)
+    if ph.encode() in bodies or val.encode() in bodies:
+        problems.append("a body reached the bound upstream with the placeholder or the value")
+
+    entries, raw = read_log(log, ctx)
+    # (the refused /mb-path/<placeholder> is logged with its path, as any path)
+    if any(ph in json.dumps(e) for e in entries if not e.get("path", "").startswith("/mb-path/")):
+        problems.append("the placeholder is in the audit log")
+    for path in ("/mb-body", "/mb-tp", "/mb-chunked", "/mb-late", "/mb-both"):
+        ls = find_lines(entries, host=BOUND, path=path)
+        if len(ls) != 1 or ls[0].get("masked") != "KEY" or ls[0].get("decision") != "allow" \
+                or ls[0].get("status") != 200:
+            problems.append("audit line of %s: %s (expected \"masked\":\"KEY\")" % (path, ls))
+    ls = find_lines(entries, host=BOUND, path="/mb-ok")
+    if len(ls) != 1 or "masked" in ls[0] or ls[0].get("secrets") != "KEY":
+        problems.append("audit line of /mb-ok: %s" % ls)
+    for host, path in ((TUNNEL, "/mb-tunnel"), (PLAIN, "/mb-plain")):
+        ls = [e for e in requests_in(entries) if e.get("host") == host and
+              e.get("rule") == "exfiltration" and e.get("decision") == "deny"]
+        if not ls:
+            problems.append("the refused body to %s is not logged as exfiltration" % host)
+    assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [val, wval, oval])
+    assert_value_nowhere(ctx, [val, wval, oval], [r], [log])
 
 
 # ==========================================================================

@@ -734,8 +734,35 @@ static void test_protect(void **state)
 	}
 	assert_int_equal(find_mount(p, AB_MNT_PLACEHOLDER, "/home/u/escape"), -1);
 	assert_int_equal(find_mount(p, AB_MNT_PLACEHOLDER, "/home/u/b"), -1);
-	/* "/abs/.x" is taken relative to the root: the missing "abs" is covered */
-	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/abs")->flags, AB_MNT_F_DIR);
+	/* "/abs/.x" is anchored (the loader keeps expanded absolute entries so):
+	 * it names that one path, which no writable grant holds: nothing */
+	assert_int_equal(find_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/abs"), -1);
+	assert_int_equal(count_at(p, "/abs/.x"), 0);
+	fx_done(&f);
+	/* anchored entries: only that path, under the writable root holding it;
+	 * relative ones still apply under every writable root */
+	fx_init(&f, 7);
+	SV(&f.prof->fs.protect, "/home/u/proj/.cfg/settings.json", "?/home/u/proj/opt.json",
+	   "/home/u/proj/.git/config", "/home/u/.bashrc");
+	fx_ok(&f);
+	p = f.plan;
+	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.cfg")->flags, AB_MNT_F_DIR);
+	assert_int_equal(count_at(p, "/home/u/proj/opt.json"), 0);
+
+	assert_int_equal(must_mount(p, AB_MNT_PROTECT, "/home/u/proj/.git/config")->flags, 0);
+	assert_int_equal(count_at(p, "/home/u/.bashrc"), 0); /* home: no writable grant */
+	assert_int_equal(find_mount(p, AB_MNT_PROTECT, "/home/u/proj/.git/hooks"), -1);
+	fx_done(&f);
+	/* a missing anchored file is reserved by an empty file, a directory
+	 * entry ("/" at the end) by an empty directory */
+	fx_init(&f, 7);
+	SV(&f.prof->fs.protect, "/home/u/proj/settings.local.json", "/home/u/proj/hooks/");
+	fx_ok(&f);
+	p = f.plan;
+	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/settings.local.json")->flags,
+			 0);
+	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/hooks")->flags,
+			 AB_MNT_F_DIR);
 	fx_done(&f);
 	/* inside .git a missing entry becomes an empty file (git never lists its
 	 * own files), commondir one holding "." (an empty one kills git); "?"

@@ -703,10 +703,20 @@ static void test_expand_in_profile(void **state)
 	ab_profile *p = NULL;
 	ab_err e = { 0 };
 	static const char json[] = "{\"version\":1,\"filesystem\":{\"write\":[\"${WORKSPACE}/..//x/.\"],"
-				   "\"protect\":[\"~/x\"]},\"env\":{\"set\":{\"P\":\"~/bin:${HOME}\"}}}";
+				   "\"protect\":[\"~/x\",\"?${HOME}/y/\",\"/a/../b\",\"rel/${HOME}\"]},"
+				   "\"env\":{\"set\":{\"P\":\"~/bin:${HOME}\"}}}";
 	assert_int_equal(ab_profile_load_buffer(json, strlen(json), "/x/p.json", &v, &p, &e), -EINVAL);
-	assert_string_equal(e.msg, "/x/p.json:1:72: filesystem.protect[0]: \"~/x\": protect entries "
-				   "are relative to each writable root and are not expanded");
+	assert_string_equal(e.msg, "/x/p.json:1:102: filesystem.protect[3]: \"rel/${HOME}\": a relative "
+				   "protect entry is not expanded (start it with a variable, ~/ or / "
+				   "to name one path)");
+	/* anchored entries: expanded, normalised, '?' and a trailing '/' kept */
+	static const char json1[] = "{\"version\":1,\"filesystem\":{\"protect\":[\"~/x\","
+				    "\"?${HOME}/y/\",\"/a/../b\",\"rel/x/\",\"?./opt/\"]}}";
+	assert_int_equal(ab_profile_load_buffer(json1, strlen(json1), "/x/p.json", &v, &p, &e), 0);
+	/* an optional relative entry never looks anchored ("?opt/", not "?/opt/") */
+	assert_strv(&p->fs.protect, STRV("/h/x", "?/h/y/", "/b", "rel/x/", "?opt/"));
+	ab_profile_free(p);
+	p = NULL;
 	static const char json2[] = "{\"version\":1,\"filesystem\":{\"write\":[\"${WORKSPACE}/..//x/.\"]},"
 				    "\"env\":{\"set\":{\"P\":\"~/bin:${HOME}\"}}}";
 	assert_int_equal(ab_profile_load_buffer(json2, strlen(json2), "/x/p.json", &v, &p, &e), 0);
@@ -1078,6 +1088,54 @@ static void test_downgrade_names(void **state)
 	assert_false(ab_downgrade_known(NULL));
 }
 
+/* secrets.NAME.mask_in_body: a boolean, false by default, copied by merges. */
+static void test_secret_mask_in_body(void **state)
+{
+	ab_err e = { 0 };
+	ab_profile *p = buf_ok_as("{\"version\":1,\"secrets\":{"
+				  "\"A\":{\"from\":{\"env\":\"A\"},\"hosts\":[\"a.test\"],"
+				  "\"mask_in_body\":true},"
+				  "\"B\":{\"from\":{\"env\":\"B\"},\"hosts\":[\"b.test\"],"
+				  "\"mask_in_body\":false},"
+				  "\"C\":{\"from\":{\"env\":\"C\"},\"hosts\":[\"c.test\"]}}}",
+				  "/x/s.json");
+	assert_int_equal(p->nsecrets, 3);
+	assert_string_equal(p->secrets[0].name, "A");
+	assert_true(p->secrets[0].mask_in_body);
+	assert_false(p->secrets[1].mask_in_body);
+	assert_false(p->secrets[2].mask_in_body);
+	/* a later profile's secret replaces the earlier one, flag and all */
+	ab_profile *q = buf_ok_as("{\"version\":1,\"secrets\":{"
+				  "\"A\":{\"from\":{\"env\":\"A\"},\"hosts\":[\"a.test\"]},"
+				  "\"C\":{\"from\":{\"env\":\"C\"},\"hosts\":[\"c.test\"],"
+				  "\"mask_in_body\":true}}}", "/x/t.json");
+	ab_profile *empty = buf_ok_as("{\"version\":1}", "/x/e.json");
+	assert_int_equal(ab_profile_merge(empty, p, &e), 0);
+	assert_true(empty->secrets[0].mask_in_body);
+	assert_int_equal(ab_profile_merge(empty, q, &e), 0);
+	assert_int_equal(empty->nsecrets, 3);
+	assert_false(empty->secrets[0].mask_in_body);
+	assert_false(empty->secrets[1].mask_in_body);
+	assert_true(empty->secrets[2].mask_in_body);
+	ab_profile_free(empty);
+	ab_profile_free(q);
+	ab_profile_free(p);
+	/* strict: a boolean only, with FILE:LINE:COL */
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\n\"mask_in_body\":\"yes\"}}}",
+		"/x/p.json:2:16: secrets.A.mask_in_body: expected true or false, got a string");
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\"mask_in_body\":1}}}",
+		"/x/p.json:1:83: secrets.A.mask_in_body: expected true or false, got an integer");
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\"mask_in_body\":null}}}",
+		"/x/p.json:1:83: secrets.A.mask_in_body: expected true or false, got null");
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\"mask_body\":true}}}",
+		"/x/p.json:1:68: secrets.A: unknown key \"mask_body\" (from, hosts, in, "
+		"placeholder, env, mask_in_body)");
+}
+
 /* ------------------------------------------- shipped profiles and schema */
 
 static void test_shipped_profiles(void **state)
@@ -1180,6 +1238,24 @@ static void test_schema_matches_parser(void **state)
 		assert_true(json_is_false(addl)); /* strict like the parser */
 		free(pk), free(sorted), free(sk);
 	}
+	/* a secret's keys, as the parser lists them for an unknown one */
+	{
+		static const char js[] = "{\"version\":1,\"secrets\":{\"S\":{\"zzzzzzzzzz\":1}}}";
+		ab_err e = { 0 };
+		ab_profile *p = NULL;
+		assert_true(ab_profile_load_buffer(js, strlen(js), "/x/p.json", &V, &p, &e) < 0);
+		char *k = strstr(e.msg, "\" (");
+		assert_non_null(k);
+		k = strdup(k + 3);
+		k[strlen(k) - 1] = '\0';
+		json_t *sec = json_object_get(json_object_get(top, "secrets"), "additionalProperties");
+		char *sorted = sorted_list(k), *sk = schema_keys(json_object_get(sec, "properties"));
+		if (strcmp(sorted, sk) != 0)
+			print_error("secrets: parser knows [%s], schema has [%s]\n", sorted, sk);
+		assert_string_equal(sorted, sk);
+		assert_true(json_is_false(json_object_get(sec, "additionalProperties")));
+		free(k), free(sorted), free(sk);
+	}
 	json_t *en = json_object_get(json_object_get(json_object_get(top, "allow_downgrade"), "items"),
 				     "enum");
 	assert_int_equal(json_array_size(en), 8);
@@ -1217,6 +1293,7 @@ int main(void)
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_loader_hostile),
 		cmocka_unit_test(test_downgrade_names),
+		cmocka_unit_test(test_secret_mask_in_body),
 		cmocka_unit_test(test_shipped_profiles),
 		cmocka_unit_test(test_schema_matches_parser),
 	};

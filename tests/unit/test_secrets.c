@@ -7,7 +7,8 @@
  * case changes, several secrets at once; every output head parses again),
  * the streaming scanner (every split point against a naive reference,
  * overlaps, hold-back only on partial matches, flush, BLOCK, buffers),
- * response masking of the value and its encodings, the body sets, and the
+ * response masking of the value and its encodings, the body sets (swap,
+ * mask_in_body's mask, block), and the
  * env/file/command sources (timeouts short through the parameter).  Pure
  * apart from the sources (which run /bin/sh, /bin/echo, /bin/false).
  */
@@ -1250,6 +1251,172 @@ static void test_body_set(void **state)
 	assert_true(res.blocked);
 }
 
+/* Feed BODY to a scanner of SET in one go (split = 0) or byte by byte, then
+ * flush; the output and the scanner's verdict.  Returns 1 when blocked. */
+static int scan_all(const ab_scan_set *set, const char *body, size_t n, bool split, char *out,
+		    size_t *outlen, ab_scanner *s, ab_scan_hit *hit)
+{
+	size_t o = 0, cap;
+	int r = 0;
+
+	assert_int_equal(ab_scanner_init(s, set), 0);
+	for (size_t i = 0; r == 0 && i < n; i += split ? 1 : n) {
+		cap = 8192 - o;
+		r = ab_scanner_feed(s, body + i, split ? 1 : n, out + o, &cap, hit);
+		o += cap;
+	}
+	if (r == 0) {
+		cap = 8192 - o;
+		assert_int_equal(ab_scanner_flush(s, out + o, &cap, hit), 0);
+		o += cap;
+	}
+	*outlen = o;
+	return r;
+}
+
+static void test_body_mask(void **state)
+{
+	ab_scan_set *set;
+	ab_err err = { 0 };
+	ab_scanner s;
+	ab_scan_hit hit;
+	ab_swap_result res;
+	char out[8192], m[64], *head = NULL;
+	size_t n, olen = 0;
+	ab_secret ms[4];
+
+#define PHM "PHM_mmmmmmmmmmmmmmmmmmmmmm"
+#define VM "real-M-0123456789abcdefghi"
+#define MASKM "agentbox-masked***********"
+	/* the mask: the text then '*', only '*' when the placeholder is shorter */
+	ab_secret_mask(m, 0);
+	memset(m, 'x', sizeof(m));
+	ab_secret_mask(m, 14);
+	assert_memory_equal(m, "**************x", 15);
+	ab_secret_mask(m, 15);
+	assert_memory_equal(m, "agentbox-maskedx", 16);
+	ab_secret_mask(m, 26);
+	assert_memory_equal(m, MASKM "x", 27);
+
+	/* M: default places (headers), mask_in_body; W: also "body" (swap wins);
+	 * L: "body" but a longer placeholder (still blocked: mask changes nothing);
+	 * O: mask_in_body, bound elsewhere */
+	mk(&ms[0], "M", VM, PHM, "api.test", NULL);
+	ms[0].mask_in_body = true;
+	mk(&ms[1], "W", "real-W-0123456789abcdefghi", "PHW_wwwwwwwwwwwwwwwwwwwwww", "api.test",
+	   "body");
+	ms[1].mask_in_body = true;
+	mk(&ms[2], "L", "short", "PHL_llllllllllllllllllllll", "api.test", "body");
+	ms[2].mask_in_body = true;
+	mk(&ms[3], "O", "real-O-0123456789abcdefghi", "PHO_oooooooooooooooooooooo", "other.test",
+	   NULL);
+	ms[3].mask_in_body = true;
+	assert_true(ab_secret_masks_body(&ms[0], "api.test", 443));
+	assert_true(ab_secret_masks_body(&ms[0], "api.test", 80));
+	assert_false(ab_secret_masks_body(&ms[0], "api.test", 8443));
+	assert_false(ab_secret_masks_body(&ms[0], "evil.test", 443));
+	assert_false(ab_secret_masks_body(&ms[1], "api.test", 443));
+	assert_false(ab_secret_masks_body(&ms[2], "api.test", 443));
+	assert_false(ab_secret_masks_body(&ms[3], "api.test", 443));
+	assert_false(ab_secret_masks_body(NULL, "api.test", 443));
+
+	/* bound: REPLACE by the mask, same length, in any split; W swapped */
+	static const char body[] = "{\"a\":\"" PHM "\",\"b\":\"" PHM
+				   "\",\"w\":\"PHW_wwwwwwwwwwwwwwwwwwwwww\"}";
+	static const char want[] = "{\"a\":\"" MASKM "\",\"b\":\"" MASKM
+				   "\",\"w\":\"real-W-0123456789abcdefghi\"}";
+	n = sizeof(body) - 1;
+	assert_int_equal(ab_secrets_body_set(ms, 4, "api.test", 443, &set, &err), 0);
+	for (int split = 0; split < 2; split++) {
+		assert_int_equal(scan_all(set, body, n, split, out, &olen, &s, &hit), 0);
+		assert_int_equal(olen, n);
+		assert_memory_equal(out, want, n);
+		assert_null(memmem(out, olen, PHM, strlen(PHM)));
+		assert_null(memmem(out, olen, VM, strlen(VM)));
+		assert_int_equal(ab_scanner_count(&s, 0), 2); /* pattern i is secret i */
+		assert_int_equal(ab_scanner_count(&s, 1), 1);
+		assert_int_equal(ab_scanner_count(&s, 2), 0);
+		ab_scanner_free(&s);
+	}
+	/* another secret that may not go there still blocks the body */
+	assert_int_equal(scan_all(set, S("x=" PHM "&o=PHO_oooooooooooooooooooooo"), false, out,
+				  &olen, &s, &hit), 1);
+	assert_int_equal(hit.id, 3);
+	ab_secrets_body_blocked(ms, 4, "api.test", 443, &hit, &res);
+	assert_string_equal(res.secret, "O");
+	assert_string_equal(res.place, "host:api.test");
+	ab_scanner_free(&s);
+	/* "body" allowed but the lengths differ: the block stands */
+	assert_int_equal(scan_all(set, S("PHL_llllllllllllllllllllll"), false, out, &olen, &s, &hit),
+			 1);
+	ab_secrets_body_blocked(ms, 4, "api.test", 443, &hit, &res);
+	assert_string_equal(res.secret, "L");
+	assert_string_equal(res.place, "body (length differs)");
+	ab_scanner_free(&s);
+	ab_scan_set_free(set);
+
+	/* unbound host, unbound port: BLOCK as before */
+	static const struct {
+		const char *host;
+		unsigned port;
+		const char *place;
+	} unb[] = { { "evil.test", 443, "host:evil.test" }, { "api.test", 8443, "host:api.test" } };
+	for (size_t i = 0; i < AB_ARRAY_SIZE(unb); i++) {
+		assert_int_equal(ab_secrets_body_set(ms, 4, unb[i].host, unb[i].port, &set, &err), 0);
+		assert_int_equal(scan_all(set, body, n, false, out, &olen, &s, &hit), 1);
+		assert_int_equal(olen, 6); /* {"a":" and not a byte of it */
+		ab_secrets_body_blocked(ms, 4, unb[i].host, unb[i].port, &hit, &res);
+		assert_string_equal(res.secret, "M");
+		assert_string_equal(res.place, unb[i].place);
+		assert_string_equal(res.where, "body");
+		ab_scanner_free(&s);
+		ab_scan_set_free(set);
+	}
+
+	/* a placeholder shorter than the mask text: only '*' */
+	ab_secret sh;
+	mk(&sh, "SH", "0123456789", "PHS_short", "api.test", NULL);
+	sh.mask_in_body = true;
+	assert_int_equal(ab_secrets_body_set(&sh, 1, "api.test", 443, &set, &err), 0);
+	assert_int_equal(scan_all(set, S("[PHS_short]"), true, out, &olen, &s, &hit), 0);
+	assert_int_equal(olen, 11);
+	assert_memory_equal(out, "[*********]", 11);
+	ab_scanner_free(&s);
+	ab_scan_set_free(set);
+	ab_secret_free(&sh);
+
+	/* the head is not the body: headers (other than the allowed ones), the
+	 * query and the path still block on the bound host */
+	static const struct {
+		const char *head, *place;
+	} hb[] = {
+		{ GET("/?k=" PHM) HA END, "query" },
+		{ GET("/" PHM) HA END, "path" },
+		{ GET("/") HA "X-Foo: " PHM END END, "header:x-foo" },
+	};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(hb); i++) {
+		assert_int_equal(ab_secrets_rewrite_head(ms, 4, "api.test", 443, hb[i].head,
+							 strlen(hb[i].head), &head, &olen, &res),
+				 0);
+		assert_true(res.blocked);
+		assert_null(head);
+		assert_string_equal(res.secret, "M");
+		assert_string_equal(res.place, hb[i].place);
+	}
+	/* the 403 for a body names the way out */
+	ab_swap_result br = { .blocked = true, .secret = "GH" };
+	snprintf(br.place, sizeof(br.place), "body");
+	snprintf(br.where, sizeof(br.where), "body");
+	ab_swap_explain(&br, out, sizeof(out));
+	assert_non_null(strstr(out, "add \"body\" to secrets.GH.in"));
+	assert_non_null(strstr(out, "secrets.GH.mask_in_body"));
+	for (int i = 0; i < 4; i++)
+		ab_secret_free(&ms[i]);
+#undef PHM
+#undef VM
+#undef MASKM
+}
+
 /* ================================================================ sources */
 
 static void load_ok(const ab_secret_source *src, const char *want)
@@ -1436,6 +1603,7 @@ int main(void)
 		cmocka_unit_test(test_scan_random),
 		cmocka_unit_test(test_mask_response),
 		cmocka_unit_test(test_body_set),
+		cmocka_unit_test(test_body_mask),
 		cmocka_unit_test(test_load_env),
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_load_command),

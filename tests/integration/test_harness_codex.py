@@ -213,8 +213,8 @@ TOOL_DONE = "agentbox-tool-done-3b7f"
 
 # What the model asks codex to run.  The key variables go to a file, not to
 # the command's output: the output goes back to the API in the next request
-# body, and a placeholder there is masked (mask_in_body) by agentbox ("the placeholder of
-# secret CODEX_API_KEY is in the request body") on the HTTP path.
+# body, where agentbox masks a placeholder (the profile's mask_in_body); the
+# test checks the key inside from the file.
 SHELL_CMD = ("printf '%s' > " + CREATED + "; "
              "{ printf 'CODEX_KEY_INSIDE=%%s\\n' \"$CODEX_API_KEY\"; "
              "printf 'OPENAI_KEY_INSIDE=%%s\\n' \"$OPENAI_API_KEY\"; "

@@ -1205,7 +1205,7 @@ static int secret_one(ctx *c, const char *name, json_t *v, struct ab_profile_sec
 		return oom(c);
 	bool have_from = false, have_hosts = false;
 	json_object_foreach(v, k, e) {
-		int r;
+		int r = 0;
 		push_key(c, k);
 		if (strcmp(k, "from") == 0) {
 			r = secret_from(c, e, x);

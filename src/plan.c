@@ -341,6 +341,28 @@ static int deny_path_check(const ab_plan_input *in, const ab_mount *cov, const c
 	return 0;
 }
 
+static int protect_one(ab_plan *p, const ab_plan_input *in, const char *root, const char *rel,
+		       bool anchored, bool denied, ab_err *err);
+
+/* A denied path that does not exist yet inside a writable grant other than
+ * the workspace (a harness's token file, ~/.claude/.credentials.json) is
+ * reserved, read-only, for the run: else the sandbox could create it, and
+ * the harness run on the host later would use what it planted (another
+ * account's tokens).  In the workspace an absent denied path stays
+ * creatable (a placeholder there would show up in the project). */
+static int reserve_absent_deny(ab_plan *p, const ab_plan_input *in, const ab_mount *cov,
+			       const char *d, ab_err *err)
+{
+	if (cov->kind != AB_MNT_BIND_RW || !(cov->flags & AB_MNT_F_DIR) ||
+	    strcmp(cov->dst, p->workspace) == 0 || !ab_path_is_under(d, cov->dst) ||
+	    strcmp(d, cov->dst) == 0)
+		return 0;
+	_cleanup_free_ char *root = strdup(cov->dst);
+	if (!root)
+		return ab_fail(err, ENOMEM, "plan");
+	return protect_one(p, in, root, d + strlen(root) + 1, true, true, err);
+}
+
 static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	const ab_profile *prof = in->profile;
@@ -356,6 +378,8 @@ static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			continue;
 		struct stat st;
 		r = plan_lstat(in, d, &st);
+		if (r == -ENOENT && reserve_absent_deny(p, in, cov, d, err) < 0)
+			return ab_err_ret(err);
 		if (r == -ENOENT || r == -ENOTDIR)
 			continue;
 		if (r < 0)
@@ -406,9 +430,12 @@ static int add_placeholder(ab_plan *p, const char *cur, const char *root, const 
 		       : 0;
 }
 
-/* One protected entry under one writable root. */
+/* One protected entry under one writable root.  `anchored`: an entry naming
+ * one path (a missing file is reserved by an empty file); `denied`: the
+ * reservation of an absent denied path (plan_denies), which the deny check
+ * below must not skip. */
 static int protect_one(ab_plan *p, const ab_plan_input *in, const char *root, const char *rel,
-		       bool anchored, ab_err *err)
+		       bool anchored, bool denied, ab_err *err)
 {
 	/* "?path": protected when present, nothing reserved when absent */
 	bool if_present = rel[0] == '?';
@@ -422,7 +449,7 @@ static int protect_one(ab_plan *p, const ab_plan_input *in, const char *root, co
 		return ab_fail(err, ENOMEM, "plan");
 	if (!ab_path_is_under(path, root) || strcmp(path, root) == 0)
 		return 0;
-	if (under_any(&in->profile->fs.deny, path))
+	if (!denied && under_any(&in->profile->fs.deny, path))
 		return 0;
 	/* Walk from the root down: the first missing component becomes the
 	 * placeholder; an existing final path is re-bound read-only; every
@@ -485,7 +512,7 @@ static int protect_one(ab_plan *p, const ab_plan_input *in, const char *root, co
 static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *root,
 			    const char *rel, ab_err *err)
 {
-	return protect_one(p, in, root, rel, false, err);
+	return protect_one(p, in, root, rel, false, false, err);
 }
 
 /* The profile files that define this sandbox are read-only inside it, or a
@@ -552,7 +579,7 @@ static int plan_protect_anchored(ab_plan *p, const ab_plan_input *in, const char
 					: NULL;
 	if (!rel)
 		return ab_fail(err, ENOMEM, "plan");
-	return protect_one(p, in, root, rel, true, err);
+	return protect_one(p, in, root, rel, true, false, err);
 }
 
 static int plan_protect(ab_plan *p, const ab_plan_input *in, ab_err *err)

@@ -472,6 +472,7 @@ static const struct {
 	{".codex/hooks.json", "PER-02"},       {".codex/rules/abprobe.rules", "PER-02"},
 	{".gemini/hooks/abprobe-hook.sh", "PER-02"},
 	{".config/opencode/plugin/abprobe.js", "PER-02"},
+	{".codex/.credentials.json", "PER-02"}, {".gemini/gemini-credentials.json", "PER-02"},
 };
 
 static int plant_home(lab *L, ab_err *err)

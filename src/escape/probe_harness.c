@@ -10,7 +10,8 @@
  *
  *   SEC-04 harness-credentials: read (and scan) every token file.
  *   PER-02 harness-config-handoff: append a newline to every settings file
- *     (harmless: JSON and TOML ignore it) and create hook/rule files; a write
+ *     (harmless: JSON and TOML ignore it) and create hook/rule files and
+ *     absent token files (another account's login for the host); a write
  *     that lands on the host is caught by the judge (the planted files are
  *     hashed before and after, the created ones must not appear).
  */
@@ -40,6 +41,9 @@ static const char *const created_files[] = {
 	".claude/hooks/abprobe-hook.sh",     ".claude/settings.local.json",
 	".codex/hooks.json",                 ".codex/rules/abprobe.rules",
 	".gemini/hooks/abprobe-hook.sh",     ".config/opencode/plugin/abprobe.js",
+	/* token files the lab does not plant: another account's login, planted
+	 * for the host's harness (a profile denies them: they must stay absent) */
+	".codex/.credentials.json",          ".gemini/gemini-credentials.json",
 };
 
 void ab_probe_sec04(ab_probe_run *r)

@@ -753,6 +753,18 @@ static void test_protect(void **state)
 	assert_int_equal(count_at(p, "/home/u/.bashrc"), 0); /* home: no writable grant */
 	assert_int_equal(find_mount(p, AB_MNT_PROTECT, "/home/u/proj/.git/hooks"), -1);
 	fx_done(&f);
+	/* an absent denied path inside a writable grant other than the workspace
+	 * is reserved (another account's token file cannot be planted for the
+	 * host); inside the workspace it stays absent and creatable */
+	fx_init(&f, 7);
+	SV(&f.prof->fs.write, "/home/u/.config/tool");
+	SV(&f.prof->fs.deny, "/home/u/.config/tool/token.json", "/home/u/proj/.env.local");
+	fx_ok(&f);
+	p = f.plan;
+	assert_int_equal(
+		must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/.config/tool/token.json")->flags, 0);
+	assert_int_equal(count_at(p, "/home/u/proj/.env.local"), 0);
+	fx_done(&f);
 	/* a missing anchored file is reserved by an empty file, a directory
 	 * entry ("/" at the end) by an empty directory */
 	fx_init(&f, 7);

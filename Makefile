@@ -115,6 +115,10 @@ check-fuzz:
 	else echo "check-fuzz: SKIPPED (no clang; run make deps)"; fi
 
 check-integration: $(BUILD)/agentbox $(BUILD)/agentbox-ablate
+	@# the pinned harnesses of the end-to-end tests, installed before any
+	@# test's timeout runs (a no-op with a warm cache; failures reappear
+	@# in the tests themselves)
+	-python3 tests/integration/prefetch.py --binary $(BUILD)/agentbox
 	python3 tests/integration/run.py --binary $(BUILD)/agentbox
 
 # ASan+UBSan build of the same suites in build-asan/.

@@ -21,10 +21,11 @@
 #include "agentbox/netns.h"
 #include "agentbox/sandbox.h"
 
-/* ip route add local 198.18.0.0/15 dev lo (table local): every address of
- * the range is then this namespace's own, and a listener on 0.0.0.0:P
+/* ip route add|replace local DST/PREFIX dev lo table local: every address
+ * of the range is then this namespace's own, and a listener on 0.0.0.0:P
  * accepts connections to any of them, getsockname() telling which. */
-static int route_local(ab_err *err)
+int ab_netns_route_local(int family, const char *dst, unsigned prefix, bool replace,
+			 ab_err *err)
 {
 	struct {
 		struct nlmsghdr nh;
@@ -34,47 +35,51 @@ static int route_local(ab_err *err)
 	memset(&req, 0, sizeof(req));
 	req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
 	req.nh.nlmsg_type = RTM_NEWROUTE;
-	req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
+	req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK |
+			     (replace ? NLM_F_REPLACE : NLM_F_EXCL);
 	req.nh.nlmsg_seq = 1;
-	req.rt.rtm_family = AF_INET;
-	req.rt.rtm_dst_len = AB_SYNTH_PREFIX;
+	req.rt.rtm_family = (unsigned char)family;
+	req.rt.rtm_dst_len = (unsigned char)prefix;
 	req.rt.rtm_table = RT_TABLE_LOCAL;
 	req.rt.rtm_protocol = RTPROT_BOOT;
 	req.rt.rtm_scope = RT_SCOPE_HOST;
 	req.rt.rtm_type = RTN_LOCAL;
-	struct in_addr dst;
-	inet_pton(AF_INET, AB_SYNTH_NET, &dst);
+	unsigned char addr[16];
+	size_t alen = family == AF_INET ? 4 : 16;
+	if (inet_pton(family, dst, addr) != 1)
+		return ab_fail(err, EINVAL, "local route: bad address %s", dst);
 	uint32_t oif = if_nametoindex("lo");
 	if (!oif)
-		return ab_fail(err, errno, "transparent mode: loopback interface");
+		return ab_fail(err, errno, "local route: loopback interface");
 	struct rtattr *a = (struct rtattr *)((char *)&req + NLMSG_ALIGN(req.nh.nlmsg_len));
-	a->rta_type = RTA_DST;
-	a->rta_len = RTA_LENGTH(sizeof(dst));
-	memcpy(RTA_DATA(a), &dst, sizeof(dst));
-	req.nh.nlmsg_len = NLMSG_ALIGN(req.nh.nlmsg_len) + RTA_ALIGN(a->rta_len);
-	a = (struct rtattr *)((char *)&req + req.nh.nlmsg_len);
+	if (prefix > 0) {
+		a->rta_type = RTA_DST;
+		a->rta_len = (unsigned short)RTA_LENGTH(alen);
+		memcpy(RTA_DATA(a), addr, alen);
+		req.nh.nlmsg_len = NLMSG_ALIGN(req.nh.nlmsg_len) + RTA_ALIGN(a->rta_len);
+		a = (struct rtattr *)((char *)&req + req.nh.nlmsg_len);
+	}
 	a->rta_type = RTA_OIF;
 	a->rta_len = RTA_LENGTH(sizeof(oif));
 	memcpy(RTA_DATA(a), &oif, sizeof(oif));
-	req.nh.nlmsg_len += RTA_ALIGN(a->rta_len);
+	req.nh.nlmsg_len = NLMSG_ALIGN(req.nh.nlmsg_len) + RTA_ALIGN(a->rta_len);
 
 	_cleanup_close_ int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 	if (s < 0)
-		return ab_fail(err, errno, "transparent mode: netlink socket");
+		return ab_fail(err, errno, "local route: netlink socket");
 	struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
 	if (sendto(s, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
-		return ab_fail(err, errno, "transparent mode: netlink send");
+		return ab_fail(err, errno, "local route: netlink send");
 	char buf[512];
 	ssize_t n = recv(s, buf, sizeof(buf), 0);
 	if (n < (ssize_t)NLMSG_LENGTH(sizeof(struct nlmsgerr)))
-		return ab_fail(err, n < 0 ? errno : EPROTO, "transparent mode: netlink reply");
+		return ab_fail(err, n < 0 ? errno : EPROTO, "local route: netlink reply");
 	struct nlmsghdr *h = (struct nlmsghdr *)buf;
 	if (h->nlmsg_type != NLMSG_ERROR)
-		return ab_fail(err, EPROTO, "transparent mode: netlink reply");
+		return ab_fail(err, EPROTO, "local route: netlink reply");
 	const struct nlmsgerr *e = NLMSG_DATA(h);
 	if (e->error)
-		return ab_fail(err, -e->error, "transparent mode: add the local route %s/%d",
-			       AB_SYNTH_NET, AB_SYNTH_PREFIX);
+		return ab_fail(err, -e->error, "add the local route %s/%u", dst, prefix);
 	return 0;
 }
 
@@ -113,7 +118,8 @@ int ab_netns_setup(const ab_plan *plan, int sync_fd, ab_err *err)
 		return ab_err_prefix(err, "egress proxy");
 	if (!e->transparent)
 		return 0;
-	if ((r = route_local(err)) < 0)
+	if ((r = ab_netns_route_local(AF_INET, AB_SYNTH_NET, AB_SYNTH_PREFIX, false, err)) < 0 &&
+	    ab_err_prefix(err, "transparent mode") < 0)
 		return r;
 	if ((r = listen_on(SOCK_DGRAM, "127.0.0.1", 53, &fd, err)) < 0 ||
 	    (r = hand_over(sync_fd, AB_LISTEN_DNS_UDP, 53, fd, err)) < 0 ||

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agentbox/netns.h"
 #include "lab.h"
 
 extern char **environ;
@@ -312,41 +313,14 @@ static int lo_up(ab_err *err)
 	return nl_talk(&req, sizeof(req), err, "bring lo up");
 }
 
-/* ip route add local 0.0.0.0/0 dev lo table local (and ::/0): every
- * destination is this namespace's own. */
-static int route_all_local(int family, ab_err *err)
-{
-	struct {
-		struct nlmsghdr nh;
-		struct rtmsg rt;
-		char attrs[32];
-	} req;
-	memset(&req, 0, sizeof(req));
-	req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
-	req.nh.nlmsg_type = RTM_NEWROUTE;
-	req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK;
-	req.rt.rtm_family = (unsigned char)family;
-	req.rt.rtm_dst_len = 0;
-	req.rt.rtm_table = RT_TABLE_LOCAL;
-	req.rt.rtm_protocol = RTPROT_BOOT;
-	req.rt.rtm_scope = RT_SCOPE_HOST;
-	req.rt.rtm_type = RTN_LOCAL;
-	uint32_t oif = if_nametoindex("lo");
-	struct rtattr *a = (struct rtattr *)((char *)&req + NLMSG_ALIGN(req.nh.nlmsg_len));
-	a->rta_type = RTA_OIF;
-	a->rta_len = RTA_LENGTH(sizeof(oif));
-	memcpy(RTA_DATA(a), &oif, sizeof(oif));
-	req.nh.nlmsg_len = NLMSG_ALIGN(req.nh.nlmsg_len) + RTA_ALIGN(a->rta_len);
-	return nl_talk(&req, req.nh.nlmsg_len, err,
-		       family == AF_INET ? "route 0.0.0.0/0 to lo" : "route ::/0 to lo");
-}
-
 int lab_build_net(lab *L, ab_err *err)
 {
-	if (lo_up(err) < 0 || route_all_local(AF_INET, err) < 0)
-		return ab_err_ret(err);
+	/* every destination local (0.0.0.0/0 and ::/0 on lo): whatever leaves
+	 * the sandbox without the proxy lands on a judge listener */
+	if (lo_up(err) < 0 || ab_netns_route_local(AF_INET, "0.0.0.0", 0, true, err) < 0)
+		return ab_err_prefix(err, "lab");
 	ab_err e6 = {0};
-	if (route_all_local(AF_INET6, &e6) < 0 && !L->note[0])
+	if (ab_netns_route_local(AF_INET6, "::", 0, true, &e6) < 0 && !L->note[0])
 		snprintf(L->note, sizeof(L->note), "IPv6 not judged: %.400s", e6.msg);
 	return 0;
 }

@@ -352,6 +352,10 @@ int ab_test_escape(const ab_test_escape_args *a)
 		snprintf(msg, sizeof(msg), "%s%s%s", err.msg, err.hint[0] ? "\nHint: " : "", err.hint);
 		rs.lab_error = strdup(msg);
 	}
+	/* a part of the lab that could not be built judges less: say so */
+	if (L.note[0])
+		fprintf(stderr, "agentbox: test-escape: warning: the lab judges less here: %s\n",
+			L.note);
 	if (L.canary_pid > 0) {
 		kill(L.canary_pid, SIGKILL);
 		waitpid(L.canary_pid, NULL, 0);

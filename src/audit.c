@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Egress audit log (JSON lines) and the exit summary (parent).  Writes are
+ * The audit log (JSON lines) and the exit summary (parent).  Writes are
  * synchronous appends of whole lines (one write(2) each), so concurrent
  * readers such as `tail -f` never see half an event.
  */
@@ -20,6 +20,13 @@ typedef struct hostcount {
 	uint64_t allowed, denied, up, down;
 } hostcount;
 
+typedef struct denialcount {
+	char category[8]; /* "syscall", "file" */
+	char what[64];    /* a syscall name, the end of a path */
+	char comm[16];    /* TASK_COMM_LEN */
+	uint64_t n;
+} denialcount;
+
 struct ab_audit {
 	int fd;
 	hostcount *hosts;
@@ -27,6 +34,10 @@ struct ab_audit {
 	uint64_t dropped;    /* host:port beyond AB_AUDIT_MAX_HOSTS */
 	uint64_t dns_denied;
 	uint64_t write_errors;
+	denialcount *denials;
+	size_t ndenials;
+	uint64_t denials_other; /* beyond AB_AUDIT_MAX_DENIALS */
+	uint64_t execs;
 };
 
 int ab_audit_open(const char *path, ab_audit **out, ab_err *err)
@@ -62,6 +73,7 @@ void ab_audit_free(ab_audit *a)
 	for (size_t i = 0; i < a->nhosts; i++)
 		free(a->hosts[i].host);
 	free(a->hosts);
+	free(a->denials);
 	free(a);
 }
 
@@ -140,6 +152,103 @@ void ab_audit_count_dns_denied(ab_audit *a, const char *name)
 	(void)name;
 }
 
+/* Copy at most SIZE-1 bytes; a longer string keeps its END (paths: the file
+ * name matters most), marked with "...". */
+static void copy_tail(char *out, size_t size, const char *s)
+{
+	size_t n = strlen(s);
+	if (n < size) {
+		memcpy(out, s, n + 1);
+		return;
+	}
+	memcpy(out, "...", 3);
+	memcpy(out + 3, s + n - (size - 4), size - 3);
+}
+
+void ab_audit_count_denial(ab_audit *a, const char *category, const char *what,
+			   const char *comm, uint64_t n)
+{
+	if (!a || !n)
+		return;
+	denialcount k = {0};
+	copy_tail(k.category, sizeof(k.category), category ? category : "?");
+	copy_tail(k.what, sizeof(k.what), what && what[0] ? what : "?");
+	copy_tail(k.comm, sizeof(k.comm), comm && comm[0] ? comm : "?");
+	for (size_t i = 0; i < a->ndenials; i++) {
+		denialcount *d = &a->denials[i];
+		if (!strcmp(d->category, k.category) && !strcmp(d->what, k.what) &&
+		    !strcmp(d->comm, k.comm)) {
+			d->n += n;
+			return;
+		}
+	}
+	denialcount *v = a->ndenials < AB_AUDIT_MAX_DENIALS
+				 ? realloc(a->denials, (a->ndenials + 1) * sizeof(*v))
+				 : NULL;
+	if (!v) {
+		a->denials_other += n;
+		return;
+	}
+	a->denials = v;
+	k.n = n;
+	a->denials[a->ndenials++] = k;
+}
+
+void ab_audit_count_exec(ab_audit *a, uint64_t n)
+{
+	if (a)
+		a->execs += n;
+}
+
+/* Names and paths come from inside the sandbox: no byte of them reaches the
+ * terminal as a control character. */
+static void put_clean(FILE *out, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+			fprintf(out, "\\x%02x", *p);
+		else
+			fputc(*p, out);
+	}
+}
+
+/* "agentbox: denied syscalls: keyctl x3 (python3), mount (sh)" - one line per
+ * category, the first 8 entries. */
+static void summary_denials(const ab_audit *a, FILE *out)
+{
+	static const struct {
+		const char *category, *label;
+	} cats[] = {{"syscall", "syscalls"}, {"file", "files"}};
+	for (size_t c = 0; c < AB_ARRAY_SIZE(cats); c++) {
+		size_t shown = 0, more = 0;
+		for (size_t i = 0; i < a->ndenials; i++) {
+			const denialcount *d = &a->denials[i];
+			if (strcmp(d->category, cats[c].category) != 0)
+				continue;
+			if (shown == 8) {
+				more++;
+				continue;
+			}
+			fprintf(out, "%s%s", shown ? ", " : "agentbox: denied ", shown ? "" : cats[c].label);
+			fputs(shown ? "" : ": ", out);
+			put_clean(out, d->what);
+			if (d->n > 1)
+				fprintf(out, " x%llu", (unsigned long long)d->n);
+			fputs(" (", out);
+			put_clean(out, d->comm);
+			fputc(')', out);
+			shown++;
+		}
+		if (more)
+			fprintf(out, ", %zu more", more);
+		if (shown)
+			fputc('\n', out);
+	}
+	if (a->denials_other)
+		fprintf(out, "agentbox: %llu more denials (see the audit log)\n",
+			(unsigned long long)a->denials_other);
+}
+
 static void human(char *out, size_t n, uint64_t b)
 {
 	const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -159,6 +268,10 @@ void ab_audit_summary(const ab_audit *a, FILE *out)
 {
 	if (!a)
 		return;
+	if (a->execs)
+		fprintf(out, "agentbox: %llu command%s recorded in the audit log\n",
+			(unsigned long long)a->execs, a->execs == 1 ? "" : "s");
+	summary_denials(a, out);
 	size_t reached = 0, refused = 0;
 	for (size_t i = 0; i < a->nhosts; i++) {
 		reached += a->hosts[i].allowed > 0;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agentbox/broker.h"
+#include "agentbox/credfile.h"
 #include "agentbox/sandbox.h"
 
 #define CA_DAYS 7
@@ -120,6 +121,11 @@ static int load_one(const struct ab_profile_secret *x, const ab_stash *st, size_
 		src.kind = AB_SECRET_SRC_FILE;
 		src.path = x->src_file;
 		break;
+	case AB_PSECRET_JSON:
+		src.kind = AB_SECRET_SRC_JSON;
+		src.path = x->src_file;
+		src.pointer = x->src_pointer;
+		break;
 	default:
 		src.kind = AB_SECRET_SRC_COMMAND;
 		src.argv = x->src_cmd.v;
@@ -139,7 +145,9 @@ static int load_one(const struct ab_profile_secret *x, const ab_stash *st, size_
 		r = ab_secret_load(x->name, &src, &value, &len, err);
 	if (!r)
 		r = ab_secret_set_value(s, value, len, err); /* takes value */
-	if (!r)
+	if (!r && x->ph_jwt)
+		r = ab_secret_set_placeholder_jwt(s, err);
+	else if (!r)
 		r = ab_secret_set_placeholder(s, x->ph_prefix, (size_t)x->ph_len, err);
 	if (!r)
 		r = ab_secret_finish(s, err);
@@ -233,7 +241,8 @@ static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 		r = cfd;
 	for (size_t i = 0; r >= 0 && i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
-		if (m->kind != AB_MNT_CONTENT || !(m->flags & AB_MNT_F_RUNTIME))
+		if (m->kind != AB_MNT_CONTENT || !(m->flags & AB_MNT_F_RUNTIME) ||
+		    (m->flags & AB_MNT_F_RENDER))
 			continue;
 		ab_sync_msg msg = {.type = AB_SYNC_CONTENT, .value = (int)i};
 		r = ab_sync_send(sync_fd, &msg, (m->flags & AB_MNT_F_CA_ONLY) ? cfd : bfd);
@@ -249,6 +258,148 @@ static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 	return r < 0 ? r : 0;
 }
 
+static bool missing(int r)
+{
+	return r == -ENOENT;
+}
+
+static ssize_t loaded_index(const ab_broker *b, const char *name)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (strcmp(b->secs[i].name, name) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+/* Load every secret; an optional one whose source is absent is skipped. */
+static int load_all(ab_broker *b, const ab_egress_plan *e, const ab_stash *st, ab_err *err)
+{
+	ab_err *why = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*why)); /* skipped: why */
+	bool *skip = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*skip));
+	int r = why && skip ? 0 : ab_fail(err, ENOMEM, "secrets");
+	for (size_t i = 0; !r && i < e->nsecrets; i++) {
+		const struct ab_profile_secret *x = &e->secrets[i];
+		ab_secret *s = &b->secs[b->n];
+		r = load_one(x, st, i, s, &why[i]);
+		if (r < 0) {
+			ab_secret_free(s);
+			if (x->optional && missing(r)) {
+				skip[i] = true;
+				r = 0;
+				continue;
+			}
+			*err = why[i];
+			if (missing(r) && x->hint)
+				ab_err_hint(err, "%s", x->hint);
+			break;
+		}
+		b->prof[b->n++] = x;
+	}
+	/* "optional": [NAMES]: absent only while one of them is there */
+	for (size_t i = 0; !r && i < e->nsecrets; i++) {
+		const struct ab_profile_secret *x = &e->secrets[i];
+		if (!skip[i])
+			continue;
+		bool ok = !x->optional_unless.n;
+		for (size_t j = 0; !ok && j < x->optional_unless.n; j++)
+			ok = loaded_index(b, x->optional_unless.v[j]) >= 0;
+		if (!ok) {
+			*err = why[i];
+			if (x->hint)
+				ab_err_hint(err, "%s", x->hint);
+			r = -ENOENT;
+		} else if (ab_strv_push(&b->skipped, x->name) < 0) {
+			r = ab_fail(err, ENOMEM, "secrets");
+		}
+	}
+	free(why);
+	free(skip);
+	return r;
+}
+
+/* The render mounts: the file with the placeholders of the secrets read
+ * from it, kept parts only, checked to hold none of their values.  When no
+ * secret read from it was loaded (all optional and absent: e.g. Codex's
+ * auth.json holding an API key rather than a ChatGPT login), nothing of it
+ * is shown: an empty file, as the profile's deny would show. */
+static int render_file(const ab_egress_plan *e, const ab_broker *b, const char *path, char **out,
+		       size_t *len, ab_err *err)
+{
+	const struct ab_profile_secret *owner = NULL;
+	json_t *root = NULL, *doc = NULL;
+	bool loaded = false;
+	for (size_t i = 0; i < e->nsecrets && !owner; i++)
+		if (e->secrets[i].render && strcmp(e->secrets[i].src_file, path) == 0)
+			owner = &e->secrets[i];
+	for (size_t i = 0; i < b->n; i++)
+		loaded |= b->prof[i]->src == AB_PSECRET_JSON && strcmp(b->prof[i]->src_file, path) == 0;
+	if (!owner)
+		return ab_fail(err, EINVAL, "%s: no secret renders it", path);
+	if (!loaded) {
+		*out = calloc(1, 1);
+		*len = 0;
+		return *out ? 0 : ab_fail(err, ENOMEM, "%s", path);
+	}
+	int r = ab_credfile_load(path, &root, err);
+	if (r < 0)
+		return r;
+	if (owner->render_keep.n) {
+		r = ab_credfile_keep(root, owner->render_keep.v, owner->render_keep.n, &doc);
+		json_decref(root);
+		if (r < 0)
+			return ab_fail(err, -r, "%s", path);
+	} else {
+		doc = root;
+	}
+	for (size_t i = 0; !r && i < b->n; i++) {
+		const struct ab_profile_secret *x = b->prof[i];
+		if (x->src != AB_PSECRET_JSON || strcmp(x->src_file, path) != 0)
+			continue;
+		int q = ab_credfile_set(doc, x->src_pointer, b->secs[i].placeholder,
+					b->secs[i].placeholder_len);
+		if (q < 0 && q != -ENOENT)
+			r = ab_fail(err, -q, "%s: %s", path, x->src_pointer);
+	}
+	if (!r && (r = ab_credfile_dump(doc, out, len)) < 0)
+		ab_fail(err, -r, "%s", path);
+	json_decref(doc);
+	/* fail closed: a value that is also somewhere else in the file */
+	for (size_t i = 0; !r && i < b->n; i++) {
+		if (memmem(*out, *len, b->secs[i].value, b->secs[i].value_len)) {
+			ab_secrets_wipe_free(*out, *len);
+			*out = NULL;
+			r = ab_fail(err, 0, "%s: the value of secret %s is also at a place no secret "
+					    "reads; not shown inside",
+				    path, b->secs[i].name);
+		}
+	}
+	return r;
+}
+
+static int send_rendered(const ab_plan *plan, const ab_broker *b, int sync_fd, ab_err *err)
+{
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		const ab_mount *m = &plan->mounts[i];
+		if (m->kind != AB_MNT_CONTENT || !(m->flags & AB_MNT_F_RENDER))
+			continue;
+		char *doc = NULL;
+		size_t len = 0;
+		int r = render_file(&plan->egress, b, m->dst, &doc, &len, err);
+		if (r < 0)
+			return ab_err_prefix(err, "credentials file");
+		int fd = sealed_memfd("agentbox-credentials", doc, len, err);
+		ab_secrets_wipe_free(doc, len);
+		if (fd < 0)
+			return fd;
+		ab_sync_msg msg = {.type = AB_SYNC_CONTENT, .value = (int)i};
+		r = ab_sync_send(sync_fd, &msg, fd);
+		close(fd);
+		if (r < 0)
+			return ab_fail(err, -r, "send the credentials files");
+	}
+	return 0;
+}
+
 int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_broker **out,
 		      ab_err *err)
 {
@@ -257,23 +408,24 @@ int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_b
 	if (!e->nsecrets)
 		return 0;
 	ab_broker *b = calloc(1, sizeof(*b));
-	if (!b || !(b->secs = calloc(e->nsecrets, sizeof(*b->secs)))) {
+	if (!b || !(b->secs = calloc(e->nsecrets, sizeof(*b->secs))) ||
+	    !(b->prof = calloc(e->nsecrets, sizeof(*b->prof)))) {
+		if (b)
+			free(b->secs);
 		free(b);
 		return ab_fail(err, ENOMEM, "secrets");
 	}
-	int r = 0;
-	for (size_t i = 0; !r && i < e->nsecrets; i++) {
-		r = load_one(&e->secrets[i], st, i, &b->secs[i], err);
-		b->n = i + 1;
-	}
+	int r = load_all(b, e, st, err);
 	if (!r)
 		r = ab_secrets_check(b->secs, b->n, err);
-	for (size_t i = 0; !r && i < e->nsecrets; i++) {
-		const struct ab_profile_secret *x = &e->secrets[i];
+	for (size_t i = 0; !r && i < b->n; i++) {
+		const struct ab_profile_secret *x = b->prof[i];
 		const char *var = x->env_name ? x->env_name : x->name;
 		if (var[0])
 			r = send_env(sync_fd, var, &b->secs[i], err);
 	}
+	if (!r)
+		r = send_rendered(plan, b, sync_fd, err);
 	if (!r)
 		r = make_ca(plan, &b->ca, err);
 	if (!r)
@@ -286,12 +438,247 @@ int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_b
 	return 0;
 }
 
+/* ---------------------------------------------------- token refreshes */
+
+static bool rotates_at(const struct ab_profile_secret *x, const char *host, unsigned port,
+		       const char *path)
+{
+	ab_netrule rule;
+	ab_err e = {0};
+	if (!x->rot_host || !x->rot_path || strcmp(x->rot_path, path) != 0 ||
+	    ab_netrule_parse(x->rot_host, &rule, &e) < 0)
+		return false;
+	return strcmp(rule.host, host) == 0 && (rule.port ? rule.port : 443) == port;
+}
+
+bool ab_broker_token_endpoint(const ab_broker *b, const char *host, unsigned port,
+			      const char *path)
+{
+	for (size_t i = 0; b && i < b->n; i++)
+		if (rotates_at(b->prof[i], host, port, path))
+			return true;
+	return false;
+}
+
+static int retire(ab_broker *b, size_t i)
+{
+	size_t n = b->nretired + 1;
+	char **v = realloc(b->retired, n * sizeof(*v));
+	if (v)
+		b->retired = v;
+	size_t *l = realloc(b->retired_len, n * sizeof(*l));
+	if (l)
+		b->retired_len = l;
+	size_t *o = realloc(b->retired_of, n * sizeof(*o));
+	if (o)
+		b->retired_of = o;
+	if (!v || !l || !o)
+		return -ENOMEM;
+	b->retired[b->nretired] = b->secs[i].value;
+	b->retired_len[b->nretired] = b->secs[i].value_len;
+	b->retired_of[b->nretired] = i;
+	b->nretired = n;
+	b->secs[i].value = NULL;
+	b->secs[i].value_len = 0;
+	return 0;
+}
+
+static bool body_place(const ab_secret *s)
+{
+	return s->in_body;
+}
+
+int ab_broker_rotate(ab_broker *b, const char *host, unsigned port, const char *path,
+		     const char *body, size_t len, char **out, size_t *outlen, uint64_t *rotated,
+		     ab_err *err)
+{
+	*out = NULL;
+	*outlen = 0;
+	*rotated = 0;
+	if (b->rotations >= AB_BROKER_MAX_ROTATIONS)
+		return ab_fail(err, E2BIG, "more than %d token refreshes in one run",
+			       AB_BROKER_MAX_ROTATIONS);
+	json_t *root = NULL;
+	int r = ab_credfile_parse(body, len, &root, err);
+	if (r < 0)
+		return ab_err_prefix(err, "token response from %s", host);
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return ab_fail(err, 0, "token response from %s: not a JSON object", host);
+	}
+	char *nv[AB_SECRETS_MAX] = {0};
+	size_t nl[AB_SECRETS_MAX] = {0};
+	char *nph[AB_SECRETS_MAX] = {0};
+	size_t nphl[AB_SECRETS_MAX] = {0};
+	uint64_t mask = 0;
+	/* 1. every new value, checked, and its placeholder in the response */
+	for (size_t i = 0; !r && i < b->n && i < AB_SECRETS_MAX; i++) {
+		const struct ab_profile_secret *x = b->prof[i];
+		if (!rotates_at(x, host, port, path))
+			continue;
+		int q = ab_credfile_get(root, x->rot_field, &nv[i], &nl[i]);
+		if (q == -ENOENT)
+			continue; /* not rotated this time (e.g. no new refresh token) */
+		ab_secret probe = {0};
+		if (q < 0 || ab_secret_init(&probe, x->name, err) < 0 ||
+		    ab_secret_set_value(&probe, nv[i], nl[i], err) < 0) {
+			nv[i] = NULL; /* set_value took and wiped it */
+			ab_secret_free(&probe);
+			r = ab_fail(err, 0, "token response from %s: %s is not a usable value for "
+					    "secret %s", host, x->rot_field, x->name);
+			break;
+		}
+		probe.value = NULL; /* ours again: nv[i] */
+		ab_secret_free(&probe);
+		const ab_secret *s = &b->secs[i];
+		if (nl[i] == s->value_len && memcmp(nv[i], s->value, nl[i]) == 0) {
+			/* the same value again: nothing to retire or write back */
+			ab_secrets_wipe_free(nv[i], nl[i]);
+			nv[i] = NULL;
+			if (ab_credfile_set(root, x->rot_field, s->placeholder, s->placeholder_len) < 0) {
+				r = ab_fail(err, ENOMEM, "rotate");
+				break;
+			}
+			continue;
+		}
+		if (s->jwt || (body_place(s) && nl[i] != s->placeholder_len)) {
+			/* swapped in bodies: a placeholder of the new length; a JWT:
+			 * one with the new token's claims (the harness decodes them) */
+			ab_secret t = {0};
+			char *copy = malloc(nl[i] + 1);
+			if (!copy) {
+				r = ab_fail(err, ENOMEM, "rotate");
+				break;
+			}
+			memcpy(copy, nv[i], nl[i] + 1);
+			if (ab_secret_init(&t, x->name, err) < 0 ||
+			    ab_secret_set_value(&t, copy, nl[i], err) < 0 ||
+			    (s->jwt ? ab_secret_set_placeholder_jwt(&t, err)
+				    : ab_secret_set_placeholder(&t, x->ph_prefix, 0, err)) < 0) {
+				ab_secret_free(&t);
+				ab_err_prefix(err, "token response from %s", host);
+				r = -EINVAL;
+				break;
+			}
+			nph[i] = t.placeholder;
+			nphl[i] = t.placeholder_len;
+			t.placeholder = NULL;
+			ab_secret_free(&t);
+		}
+		const char *ph = nph[i] ? nph[i] : s->placeholder;
+		size_t phl = nph[i] ? nphl[i] : s->placeholder_len;
+		if (ab_credfile_set(root, x->rot_field, ph, phl) < 0) {
+			r = ab_fail(err, ENOMEM, "rotate");
+			break;
+		}
+		mask |= (uint64_t)1 << i;
+	}
+	if (!r && (r = ab_credfile_dump(root, out, outlen)) < 0)
+		ab_fail(err, -r, "rotate");
+	json_decref(root);
+	/* 2. fail closed: no new or current value may be left in the output */
+	for (size_t i = 0; !r && i < b->n && i < AB_SECRETS_MAX; i++) {
+		bool bad = (nv[i] && memmem(*out, *outlen, nv[i], nl[i])) ||
+			   memmem(*out, *outlen, b->secs[i].value, b->secs[i].value_len);
+		if (bad)
+			r = ab_fail(err, 0, "token response from %s: a value of secret %s is at a "
+					    "place no \"rotate\" names", host, b->secs[i].name);
+	}
+	/* 3. commit: retire the old values, take the new ones */
+	for (size_t i = 0; !r && i < b->n && i < AB_SECRETS_MAX; i++) {
+		if (!(mask & ((uint64_t)1 << i)))
+			continue;
+		if (retire(b, i) < 0) {
+			/* keep the old value: nothing half-done */
+			r = ab_fail(err, ENOMEM, "rotate");
+			break;
+		}
+		b->secs[i].value = nv[i];
+		b->secs[i].value_len = nl[i];
+		nv[i] = NULL;
+		if (nph[i]) {
+			free(b->secs[i].placeholder);
+			b->secs[i].placeholder = nph[i];
+			b->secs[i].placeholder_len = nphl[i];
+			nph[i] = NULL;
+		}
+	}
+	for (size_t i = 0; i < AB_SECRETS_MAX; i++) {
+		ab_secrets_wipe_free(nv[i], nl[i]);
+		free(nph[i]);
+	}
+	if (r < 0) {
+		ab_secrets_wipe_free(*out, *outlen);
+		*out = NULL;
+		*outlen = 0;
+		return r;
+	}
+	b->rotations++;
+	*rotated = mask;
+	/* 4. the host files: one atomic write each */
+	int wr = 0;
+	for (size_t i = 0; i < b->n && i < AB_SECRETS_MAX; i++) {
+		if (!(mask & ((uint64_t)1 << i)))
+			continue;
+		const char *file = b->prof[i]->src_file;
+		bool first = true;
+		for (size_t j = 0; j < i; j++)
+			first &= !((mask & ((uint64_t)1 << j)) &&
+				   strcmp(b->prof[j]->src_file, file) == 0);
+		if (!first)
+			continue;
+		const char *ptrs[AB_SECRETS_MAX], *vals[AB_SECRETS_MAX];
+		size_t lens[AB_SECRETS_MAX], k = 0;
+		for (size_t j = i; j < b->n && j < AB_SECRETS_MAX; j++) {
+			if ((mask & ((uint64_t)1 << j)) && strcmp(b->prof[j]->src_file, file) == 0) {
+				ptrs[k] = b->prof[j]->src_pointer;
+				vals[k] = b->secs[j].value;
+				lens[k++] = b->secs[j].value_len;
+			}
+		}
+		ab_err we = {0};
+		bool rendered = false; /* the sandbox has a mount on it: in place */
+		for (size_t j = 0; j < b->n; j++)
+			rendered |= b->prof[j]->render && strcmp(b->prof[j]->src_file, file) == 0;
+		if (ab_credfile_update(file, ptrs, vals, lens, k, rendered, &we) < 0 && !wr) {
+			*err = we;
+			wr = -EIO;
+		}
+	}
+	return wr;
+}
+
+int ab_broker_response_set(const ab_broker *b, ab_scan_set **out, ab_err *err)
+{
+	size_t n = b->n + b->nretired;
+	ab_secret *all = calloc(n ? n : 1, sizeof(*all));
+	if (!all)
+		return ab_fail(err, ENOMEM, "secrets");
+	for (size_t i = 0; i < b->n; i++)
+		all[i] = b->secs[i]; /* shallow: only read */
+	for (size_t i = 0; i < b->nretired; i++) {
+		all[b->n + i] = b->secs[b->retired_of[i]];
+		all[b->n + i].value = b->retired[i];
+		all[b->n + i].value_len = b->retired_len[i];
+	}
+	int r = ab_secrets_response_set(all, n, out, err);
+	free(all);
+	return r;
+}
+
 void ab_broker_free(ab_broker *b)
 {
 	if (!b)
 		return;
 	for (size_t i = 0; i < b->n; i++)
 		ab_secret_free(&b->secs[i]);
+	for (size_t i = 0; i < b->nretired; i++)
+		ab_secrets_wipe_free(b->retired[i], b->retired_len[i]);
+	free(b->retired);
+	free(b->retired_len);
+	free(b->retired_of);
+	free(b->prof);
+	ab_strv_free(&b->skipped);
 	free(b->secs);
 	ab_ca_free(b->ca);
 	free(b);

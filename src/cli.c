@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Command-line parsing (parent, pure: fills struct ab_cli, prints only usage). */
 #include "agentbox/cli.h"
+#include "agentbox/trace.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -14,6 +15,7 @@ static const struct {
 	{"run", AB_CMD_RUN},         {"check", AB_CMD_CHECK},   {"explain", AB_CMD_EXPLAIN},
 	{"doctor", AB_CMD_DOCTOR},   {"help", AB_CMD_HELP},     {"version", AB_CMD_VERSION},
 	{"allow", AB_CMD_ALLOW},     {"test-escape", AB_CMD_TEST_ESCAPE},
+	{"report", AB_CMD_REPORT},
 };
 
 void ab_cli_usage(enum ab_cmd which)
@@ -22,7 +24,7 @@ void ab_cli_usage(enum ab_cmd which)
 	case AB_CMD_RUN:
 		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [--log FILE] [-q]\n"
 		      "                    [--allow HOST[:PORT]] [--read PATH] [--write PATH]\n"
-		      "                    [--env NAME] [--] COMMAND [ARG...]\n"
+		      "                    [--env NAME] [--trace[=best-effort]] [--] COMMAND [ARG...]\n"
 		      "\n"
 		      "Run COMMAND in a sandbox built from PROFILE (default: \"default\").\n"
 		      "With no COMMAND, the profile's \"command\" runs.\n"
@@ -38,6 +40,12 @@ void ab_cli_usage(enum ab_cmd which)
 		      "      --write PATH       also bind PATH read-write (as filesystem.write)\n"
 		      "      --env NAME         also pass variable NAME (or a pattern, as env.pass)\n"
 		      "                         (each repeatable; shown by explain and in the audit log)\n"
+		      "      --trace            also record programs started, connect attempts and\n"
+		      "                         file operations refused (EACCES/EPERM) with kernel\n"
+		      "                         tracing (BPF) into the audit log; needs root or\n"
+		      "                         CAP_BPF+CAP_PERFMON, else agentbox stops (exit 125)\n"
+		      "      --trace=best-effort  the same, but without the privileges: a warning,\n"
+		      "                         and the command runs untraced\n"
 		      "\n"
 		      "Exit status: the command's; 128+N if it was killed by signal N;\n"
 		      "125 agentbox failed; 126 command not executable; 127 command not found.\n",
@@ -94,6 +102,20 @@ void ab_cli_usage(enum ab_cmd which)
 		      "3 the lab could not be built; 4 the sandbox is not in effect; 125 usage.\n",
 		      stdout);
 		break;
+	case AB_CMD_REPORT:
+		fputs("Usage: agentbox report [--json] LOG\n"
+		      "\n"
+		      "Summarize an audit log written by `agentbox run --log LOG`: the session\n"
+		      "(profile, times, grants), the command tree with exit statuses, hosts\n"
+		      "reached and refused, denials, secrets used (names only) and runtime\n"
+		      "policy changes.  Lines that cannot be read are counted, never fatal.\n"
+		      "\n"
+		      "      --json             one JSON object with the same aggregates\n"
+		      "\n"
+		      "Exit status: 0 done (an empty log reports \"no events\"); 125 usage, or LOG\n"
+		      "is missing, not a regular file, unreadable or not an audit log.\n",
+		      stdout);
+		break;
 	case AB_CMD_DOCTOR:
 		fputs("Usage: agentbox doctor [--json]\n"
 		      "\n"
@@ -114,6 +136,7 @@ void ab_cli_usage(enum ab_cmd which)
 		      "  doctor [--json]                                   check this kernel\n"
 		      "  allow [-w DIR] HOST[:PORT]...                     allow a host in a running sandbox\n"
 		      "  test-escape [-p PROFILE] [--format F]             prove the sandbox holds here\n"
+		      "  report [--json] LOG                               summarize an audit log\n"
 		      "\n"
 		      "Options:\n"
 		      "  -h, --help      show help (also: agentbox COMMAND --help)\n"
@@ -148,7 +171,7 @@ static int set_str(char **dst, const char *v, const char *sub, const char *opt, 
 }
 
 enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON, OPT_LOG, OPT_FORMAT, OPT_ONLY, OPT_LIST,
-       OPT_ALLOW, OPT_READ, OPT_WRITE, OPT_ENV };
+       OPT_ALLOW, OPT_READ, OPT_WRITE, OPT_ENV, OPT_TRACE };
 
 /* The option getopt_long just returned, as the user spelled it: "--name" for
  * a long option, "-c" for a short one (also inside a group such as "-qx"),
@@ -185,6 +208,7 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 		{"read", required_argument, NULL, OPT_READ},
 		{"write", required_argument, NULL, OPT_WRITE},
 		{"env", required_argument, NULL, OPT_ENV},
+		{"trace", optional_argument, NULL, OPT_TRACE},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sub = argv[0];
@@ -273,8 +297,20 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 			if (!c->log_path)
 				return ab_fail(err, ENOMEM, "%s", sub);
 			break;
+		case OPT_TRACE:
+			if (c->cmd != AB_CMD_RUN)
+				goto bad;
+			if (!optarg)
+				c->trace = AB_TRACE_STRICT;
+			else if (strcmp(optarg, "best-effort") == 0)
+				c->trace = AB_TRACE_BEST_EFFORT;
+			else
+				return ab_fail(err, 0, "%s: --trace takes no value or '=best-effort', not "
+					       "'%s'", sub, optarg);
+			break;
 		case OPT_JSON:
-			if (c->cmd != AB_CMD_EXPLAIN && c->cmd != AB_CMD_DOCTOR)
+			if (c->cmd != AB_CMD_EXPLAIN && c->cmd != AB_CMD_DOCTOR &&
+			    c->cmd != AB_CMD_REPORT)
 				goto bad;
 			c->json = true;
 			break;
@@ -302,6 +338,36 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 		if (c->argc == 0)
 			return ab_fail(err, 0, "allow: name at least one HOST[:PORT] (see 'agentbox allow --help')");
 		break;
+	case AB_CMD_REPORT: {
+		/* options may also follow LOG: `agentbox report LOG --json` */
+		int log = -1;
+		bool opts = strcmp(c->argv[-1], "--") != 0; /* getopt took a "--" */
+		for (int i = 0; i < c->argc; i++) {
+			const char *a = c->argv[i];
+			if (opts && strcmp(a, "--") == 0) {
+				opts = false;
+			} else if (opts && strcmp(a, "--json") == 0) {
+				c->json = true;
+			} else if (opts && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+				c->help_for = c->cmd;
+				c->cmd = AB_CMD_HELP;
+				return 0;
+			} else if (opts && a[0] == '-' && a[1]) {
+				return ab_fail(err, 0, "report: unknown option '%s' (see 'agentbox report "
+					       "--help')", a);
+			} else if (log >= 0) {
+				return ab_fail(err, 0, "report: give exactly one LOG (see 'agentbox "
+					       "report --help')");
+			} else {
+				log = i;
+			}
+		}
+		if (log < 0 || !c->argv[log][0])
+			return ab_fail(err, 0, "report: name the audit log (see 'agentbox report --help')");
+		c->argv += log;
+		c->argc = 1;
+		break;
+	}
 	case AB_CMD_DOCTOR:
 	case AB_CMD_TEST_ESCAPE:
 		if (c->argc != 0)

@@ -249,10 +249,17 @@ static void check_seccomp(const ab_host *h, dr_report *r)
 	st = h->seccomp_user_notif == AB_YES ? DR_OK : DR_WARN;
 	it = add(r, "seccomp-user-notif", "seccomp notify", st, false);
 	snprintf(it->detail, sizeof(it->detail), "%s",
-		 st == DR_OK ? "SECCOMP_RET_USER_NOTIF available"
-			     : "SECCOMP_RET_USER_NOTIF not available (not needed by agentbox run)");
+		 st == DR_OK ? "SECCOMP_RET_USER_NOTIF available (the record of commands and "
+			       "denied syscalls)"
+		 : h->seccomp_listener_busy
+			 ? "a seccomp filter above agentbox already has a notification listener: "
+			   "runs work, without the record of commands and denied syscalls"
+			 : "SECCOMP_RET_USER_NOTIF not available: runs work, without the record of "
+			   "commands and denied syscalls");
 	if (st != DR_OK)
-		snprintf(it->fix, sizeof(it->fix), "Linux >= 5.0");
+		snprintf(it->fix, sizeof(it->fix), "%s",
+			 h->seccomp_listener_busy ? "run agentbox outside that container's filter"
+						  : "Linux >= 5.0");
 }
 
 static void check_cgroup(const ab_host *h, dr_report *r)

@@ -323,6 +323,9 @@ static const char *secret_source(const struct ab_profile_secret *x, char *buf, s
 	case AB_PSECRET_FILE:
 		snprintf(buf, n, "file %s", x->src_file);
 		break;
+	case AB_PSECRET_JSON:
+		snprintf(buf, n, "json %s at %s", x->src_file, x->src_pointer);
+		break;
 	default:
 		snprintf(buf, n, "command %s", x->src_cmd.n ? x->src_cmd.v[0] : "?");
 		break;
@@ -351,6 +354,18 @@ static void text_secrets(const ab_plan *p, FILE *out)
 		if (x->mask_in_body && !ab_strv_contains(&x->places, "body"))
 			fputs("    mask_in_body: in a request body to those hosts, replaced by a mask "
 			      "of the same length (not refused)\n", out);
+		if (x->optional && x->optional_unless.n)
+			text_rules(out, "  optional: skipped when absent, if loaded is one of",
+				   &x->optional_unless, "");
+		else if (x->optional)
+			fputs("    optional: skipped when its source is absent\n", out);
+		if (x->render)
+			fprintf(out, "    rendered: %s is shown inside with placeholders (a private "
+				     "copy in memory)\n", x->src_file);
+		if (x->rot_host)
+			fprintf(out, "    rotate: a token refresh at https://%s%s brings the new value "
+				     "(%s), saved back to %s\n", x->rot_host, x->rot_path, x->rot_field,
+				x->src_file);
 	}
 	if (e->nsecrets)
 		fputs("  TLS to those hosts is intercepted with a session CA made in memory\n", out);
@@ -503,6 +518,12 @@ static int explain_text(const ab_plan *p, const ab_profile *prof, const ab_strv 
 		fputs("  NOT ENFORCED: seccomp disabled (test ablation)\n", out);
 	for (size_t i = 0; !p->seccomp.disabled && i < sc->n; i++)
 		put_line(out, "  ", sc->v[i], "\n");
+	fprintf(out, "  record: %s\n",
+		p->seccomp.notify_exec && p->seccomp.notify_denials
+			? "commands (exec, exit) and denied syscalls, to the audit log"
+		: p->seccomp.notify_denials ? "denied syscalls (exit summary; commands need a log)"
+		: p->seccomp.notify_exec ? "commands (exec, exit), to the audit log"
+					 : "off");
 	text_landlock(p, ll, out);
 	text_limits(p, out);
 	text_tail(p, out);
@@ -636,6 +657,8 @@ static json_t *json_secrets(const ab_plan *p)
 		       json_object_set_new(o, "hosts", strv_json(&x->hosts)) ||
 		       json_object_set_new(o, "in", strv_json(&x->places)) ||
 		       json_object_set_new(o, "mask_in_body", json_boolean(x->mask_in_body)) ||
+		       json_object_set_new(o, "optional", json_boolean(x->optional)) ||
+		       json_object_set_new(o, "render", json_boolean(x->render)) ||
 		       json_object_set_new(o, "env", var[0] ? jstr(var) : json_null());
 		bad |= json_array_append_new(a, o);
 	}
@@ -772,6 +795,9 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	bad |= json_object_set_new(o, "seccomp", p->seccomp.disabled ? json_array()
 								      : strv_json(sc));
 	bad |= json_object_set_new(o, "seccomp_enabled", json_boolean(!p->seccomp.disabled));
+	bad |= json_object_set_new(o, "record",
+				   json_pack("{s:b, s:b}", "exec", p->seccomp.notify_exec,
+					     "denials", p->seccomp.notify_denials));
 	bad |= json_object_set_new(o, "landlock", json_landlock(p));
 	bad |= json_object_set_new(o, "limits", json_limits(p));
 	bad |= json_object_set_new(o, "pty", jstr(pty_name(p)));

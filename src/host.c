@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/filter.h>
 #include <linux/magic.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -135,6 +136,29 @@ static void probe_userns(ab_host *h)
 	}
 }
 
+/* Already under a filter (a container): does one of those filters have a
+ * notification listener?  A chain holds one at most, so ours would get
+ * EBUSY.  Tried in a throwaway child with an allow-everything filter. */
+static bool listener_busy(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return false;
+	if (pid == 0) {
+		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		struct sock_fprog prog = {.len = 1, .filter = &allow};
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+			_exit(0);
+		long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+				  SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+		_exit(fd < 0 && errno == EBUSY ? 1 : 0);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 1;
+}
+
 static void probe_seccomp(ab_host *h)
 {
 	int mode = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
@@ -156,6 +180,10 @@ static void probe_seccomp(ab_host *h)
 		h->seccomp_user_notif = AB_NO;
 	else
 		h->seccomp_user_notif = AB_UNKNOWN;
+	if (mode == 2 && h->seccomp_user_notif == AB_YES && listener_busy()) {
+		h->seccomp_user_notif = AB_NO;
+		h->seccomp_listener_busy = true;
+	}
 }
 
 static int cgroup_fs_version(void)

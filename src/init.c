@@ -12,7 +12,8 @@
  *   rlimits                       (caps.c)
  *   Landlock                      (landlock.c)
  *   drop capabilities, no_new_privs (caps.c)
- *   seccomp (LAST)                (seccomp.c)
+ *   seccomp (LAST)                (seccomp.c; its notification listener -> parent,
+ *                                  which records execs and denials: supervise.c)
  *   fork the command; reap and forward signals until it exits.
  *
  * Every failure is sent to the parent as one fixed-size ab_err message; the
@@ -140,8 +141,19 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 	ab_seccomp_prog prog = {0};
 	if ((r = ab_sync_recv_seccomp(a->sync_fd, &prog, store)) < 0)
 		return ab_fail(err, -r, "seccomp: receive the filter");
-	if ((r = ab_seccomp_apply(&prog, err)) < 0)
+	bool listen = plan->seccomp.notify_exec || plan->seccomp.notify_denials;
+	int listener = -1;
+	if ((r = ab_seccomp_apply(&prog, listen ? &listener : NULL, err)) < 0)
 		return ab_err_prefix(err, "seccomp");
+	if (listen) {
+		/* to the parent before anything can notify: the command's exec
+		 * (or a denied call) waits for it to answer */
+		ab_sync_msg m = {.type = AB_SYNC_NOTIFY};
+		r = ab_sync_send(a->sync_fd, &m, listener);
+		close(listener);
+		if (r < 0)
+			return ab_fail(err, -r, "seccomp: send the notification listener");
+	}
 	return 0;
 }
 
@@ -199,6 +211,12 @@ static void exec_command(const ab_plan *plan, const ab_runtime *rt, int pty_slav
 		ab_fail(&err, ENOMEM, "environment");
 		goto fail;
 	}
+	/* init made itself non-dumpable and this copy inherited it: then an
+	 * unprivileged agentbox could not read the exec's arguments for the
+	 * record (ptrace access).  Nothing else runs inside yet, and this copy
+	 * holds nothing secret (placeholders only); the exec replaces it. */
+	if (plan->seccomp.notify_exec)
+		prctl(PR_SET_DUMPABLE, 1);
 	execvp(plan->argv.v[0], plan->argv.v);
 	int e = errno;
 	if (e == ENOENT)

@@ -18,6 +18,7 @@
 #include "agentbox/host.h"
 #include "agentbox/plan.h"
 #include "agentbox/profile.h"
+#include "agentbox/report.h"
 #include "agentbox/sandbox.h"
 #include "agentbox/seccomp.h"
 
@@ -233,6 +234,7 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 		.force_pty = cli->pty,
 		.log_path = log_abs,
 		.quiet = cli->quiet,
+		.trace = cli->trace,
 		.supplementary_groups = host.is_root ? 0 : count_supplementary_groups(),
 	};
 #ifdef AB_ABLATION
@@ -256,6 +258,9 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 	if (!cli->quiet) {
 		for (size_t i = 0; i < plan->downgrades.n; i++)
 			ab_warn("%s", plan->downgrades.v[i]);
+		/* a log was asked for: say what it will lack */
+		if (plan->egress.log_path && plan->record_lost)
+			ab_warn("%s", plan->record_lost);
 	}
 	fflush(stdout);
 	fflush(stderr);
@@ -430,6 +435,11 @@ int main(int argc, char **argv)
 			ab_err_print(&err);
 		break;
 	}
+	case AB_CMD_REPORT:
+		rc = ab_report_file(cli.argv[0], cli.json, stdout, &err);
+		if (rc == AB_EXIT_FAIL)
+			ab_err_print(&err);
+		break;
 	case AB_CMD_TEST_ESCAPE:
 		rc = cmd_test_escape(&cli, &err);
 		if (rc == AB_EXIT_FAIL && err.msg[0])

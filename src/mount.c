@@ -465,10 +465,18 @@ static int copy_runtime(int from, int to)
 static int mount_content(const stage *st, const ab_mount *m, int content_fd, int tfd,
 			 ab_err *err)
 {
+	bool render = m->flags & AB_MNT_F_RENDER;
 	int fd = openat(st->fd, ".agentbox-content", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
-							     O_NOFOLLOW, 0644);
+							     O_NOFOLLOW, render ? 0600 : 0644);
 	if (fd < 0)
 		return ab_fail(err, errno, "%s: create", m->dst);
+	/* a rendered credentials file: the harness rewrites it after a token
+	 * refresh; in the staging tmpfs (memory, at most its size), never on disk */
+	if (render && fchown(fd, st->plan->inside_uid, st->plan->inside_gid) < 0) {
+		int e = errno;
+		close(fd);
+		return ab_fail(err, e, "%s: chown", m->dst);
+	}
 	if (m->flags & AB_MNT_F_RUNTIME) {
 		/* made at run time by the parent (a sealed memfd): copy it */
 		int r = copy_runtime(content_fd, fd);
@@ -484,7 +492,9 @@ static int mount_content(const stage *st, const ab_mount *m, int content_fd, int
 	}
 	_cleanup_close_ int t = sys_open_tree(st->fd, ".agentbox-content",
 					      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-	int r = t < 0 ? -errno : attach(t, false, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY, false);
+	int r = t < 0 ? -errno
+		      : attach(t, false, tfd,
+			       BASE_ATTRS | (render ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_RDONLY), false);
 	unlinkat(st->fd, ".agentbox-content", 0);
 	return r < 0 ? ab_fail(err, -r, "%s", m->dst) : 0;
 }
@@ -588,6 +598,17 @@ static int apply_reclone(const stage *st, const ab_mount *m, bool ro, ab_err *er
 	return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
 }
 
+/* A credentials file rendered with placeholders goes there (it replaces a
+ * deny of the same path). */
+static bool rendered_over(const ab_plan *plan, const char *dst)
+{
+	for (size_t i = 0; i < plan->nmounts; i++)
+		if (plan->mounts[i].kind == AB_MNT_CONTENT &&
+		    (plan->mounts[i].flags & AB_MNT_F_RENDER) && strcmp(plan->mounts[i].dst, dst) == 0)
+			return true;
+	return false;
+}
+
 static int apply_one(const stage *st, size_t i, ab_err *err)
 {
 	const ab_mount *m = &st->plan->mounts[i];
@@ -608,6 +629,9 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 		return apply_reclone(st, m, true, err);
 	case AB_MNT_MASK:
 	case AB_MNT_PLACEHOLDER:
+		if (m->kind == AB_MNT_MASK && rendered_over(st->plan, m->dst))
+			return 0; /* the rendered copy covers it (stacking on the empty
+				     file would pin the staging file) */
 		tfd = open_target(st->fd, m->dst, false, false);
 		if (tfd == -ENOENT || tfd == -ENOTDIR)
 			return 0; /* nothing there to hide */

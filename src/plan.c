@@ -1068,12 +1068,38 @@ static int plan_ablate(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	return 0;
 }
 
+/* The record (issue 7, src/supervise.c): denied syscalls always, commands
+ * when there is an audit log to write them to.  Both ride on seccomp user
+ * notification; without it the filter still denies, only the record is lost,
+ * and the run says so. */
+static int plan_record(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	if (p->seccomp.disabled)
+		return 0;
+	if (in->host->seccomp_user_notif != AB_YES) {
+		const char *w = in->host->seccomp_listener_busy
+					? "no record of commands or denied syscalls: a seccomp filter "
+					  "above agentbox (a container runtime's) already has the one "
+					  "notification listener a process may have"
+					: "no record of commands or denied syscalls: this kernel has no "
+					  "seccomp user notification (Linux 5.0)";
+		if (ab_strv_push(&p->warnings, w) < 0)
+			return ab_fail(err, ENOMEM, "plan");
+		p->record_lost = w;
+		return 0;
+	}
+	p->seccomp.notify_denials = in->profile->audit.denials != 0;
+	p->seccomp.notify_exec = in->profile->audit.exec != 0 && p->egress.log_path != NULL;
+	return 0;
+}
+
 int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 {
 	_cleanup_plan_ ab_plan *p = calloc(1, sizeof(*p));
 	if (!p)
 		return ab_fail(err, ENOMEM, "plan");
 	p->cg_memory = p->cg_pids = AB_LIMIT_UNSET;
+	p->trace = in->trace;
 	p->cap_last_cap = in->host->cap_last_cap > 0 ? in->host->cap_last_cap : 40;
 	int r;
 	if ((r = plan_paths(p, in, err)) < 0 || (r = plan_identity(p, in, err)) < 0 ||
@@ -1099,7 +1125,8 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 	if (ab_strv_copy(&p->seccomp.extra_deny, &in->profile->syscalls.deny) < 0 ||
 	    ab_strv_copy(&p->seccomp.allow, &in->profile->syscalls.allow) < 0)
 		return ab_fail(err, ENOMEM, "plan");
-	if ((r = ab_seccomp_validate(&p->seccomp, err)) < 0 || (r = plan_ablate(p, in, err)) < 0)
+	if ((r = ab_seccomp_validate(&p->seccomp, err)) < 0 || (r = plan_ablate(p, in, err)) < 0 ||
+	    (r = plan_record(p, in, err)) < 0)
 		return r;
 	if (!p->root_mode && in->supplementary_groups > 0) {
 		char *w = ab_asprintf("supplementary groups of uid %u are kept (an unprivileged "

@@ -136,6 +136,9 @@ static int plan_upstream(ab_egress_plan *e, const ab_profile *prof, const ab_pla
 
 /* Every host a secret is bound to must be allowed: the proxy would refuse
  * it anyway, and a profile saying otherwise is a mistake worth an error. */
+static int check_rotate(const ab_egress_plan *e, const struct ab_profile_secret *x,
+			ab_err *err);
+
 static int check_secret_hosts(const ab_egress_plan *e, ab_err *err)
 {
 	ab_netpolicy pol = {0};
@@ -166,6 +169,46 @@ static int check_secret_hosts(const ab_egress_plan *e, ab_err *err)
 		}
 	}
 	ab_netpolicy_free(&pol);
+	for (size_t i = 0; !r && i < e->nsecrets; i++)
+		r = check_rotate(e, &e->secrets[i], err);
+	return r;
+}
+
+/* A token endpoint ("rotate") must be intercepted, so some secret is bound
+ * to it; "optional": [NAMES] names secrets of this profile. */
+static int check_rotate(const ab_egress_plan *e, const struct ab_profile_secret *x, ab_err *err)
+{
+	for (size_t j = 0; j < x->optional_unless.n; j++) {
+		bool found = false;
+		for (size_t k = 0; k < e->nsecrets && !found; k++)
+			found = strcmp(e->secrets[k].name, x->optional_unless.v[j]) == 0;
+		if (!found)
+			return ab_fail(err, 0, "profile: secret %s: \"optional\" names %s, which is "
+					       "not a secret of this profile",
+				       x->name, x->optional_unless.v[j]);
+	}
+	if (!x->rot_host)
+		return 0;
+	ab_netrule rot;
+	int r = ab_netrule_parse(x->rot_host, &rot, err);
+	if (r < 0)
+		return r;
+	for (size_t k = 0; k < e->nsecrets; k++) {
+		ab_netpolicy pol = {0};
+		bool bound = false;
+		for (size_t j = 0; j < e->secrets[k].hosts.n; j++)
+			if (ab_netpolicy_add(&pol, AB_NETLIST_ALLOW, e->secrets[k].hosts.v[j], NULL) < 0)
+				break;
+		bound = ab_netpolicy_check(&pol, rot.host, rot.port ? rot.port : 443, NULL) ==
+			AB_NET_ALLOW;
+		ab_netpolicy_free(&pol);
+		if (bound)
+			return 0;
+	}
+	r = ab_fail(err, 0, "profile: secret %s rotates through %s, which no secret is bound to",
+		    x->name, x->rot_host);
+	ab_err_hint(err, "bind the refresh token's secret to that host (its response is only "
+			 "seen when the proxy intercepts it)");
 	return r;
 }
 
@@ -192,6 +235,28 @@ static int plan_trust(ab_plan *p, const ab_plan_input *in)
 	if (!r)
 		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_CA,
 				      AB_MNT_F_RUNTIME | AB_MNT_F_CA_ONLY, "session CA");
+	return r;
+}
+
+/* Credentials files a secret renders ("render"): present now, shown inside
+ * with placeholders (the broker sends the content); absent, nothing is
+ * mounted (the profile's deny keeps the path reserved). */
+static int plan_rendered(ab_plan *p, const ab_plan_input *in)
+{
+	const ab_egress_plan *e = &p->egress;
+	int r = 0;
+	for (size_t i = 0; !r && i < e->nsecrets; i++) {
+		const struct ab_profile_secret *x = &e->secrets[i];
+		struct stat st;
+		bool dup = false;
+		for (size_t j = 0; j < i; j++)
+			dup |= e->secrets[j].render && strcmp(e->secrets[j].src_file, x->src_file) == 0;
+		if (!x->render || dup || in->lstat(in->lstat_ctx, x->src_file, &st) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, x->src_file,
+				      AB_MNT_F_RUNTIME | AB_MNT_F_RENDER, "credentials");
+	}
 	return r;
 }
 
@@ -238,6 +303,8 @@ int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	if ((r = check_secret_hosts(e, err)) < 0)
 		return r;
 	if (e->nsecrets && (r = plan_trust(p, in)) < 0)
+		return ab_fail(err, -r, "plan");
+	if ((r = plan_rendered(p, in)) < 0)
 		return ab_fail(err, -r, "plan");
 	const char *log = in->log_path ? in->log_path : prof->net.log;
 	if (log && !(e->log_path = strdup(log)))

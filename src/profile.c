@@ -12,6 +12,7 @@
  */
 #include "agentbox/profile.h"
 #include "agentbox/netpolicy.h"
+#include "agentbox/credfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1028,6 +1029,15 @@ static int parse_net_transparent(ctx *c, json_t *v, const key_def *d)
 	return 0;
 }
 
+/* audit.exec / audit.denials: an int field, -1 unset */
+static int parse_audit_bool(ctx *c, json_t *v, const key_def *d)
+{
+	if (!json_is_boolean(v))
+		return fail(c, "expected true or false, got %s", jtype(v));
+	*(int *)((char *)c->p + d->off) = json_is_true(v) ? 1 : 0;
+	return 0;
+}
+
 static int parse_net_port(ctx *c, json_t *v, const key_def *d)
 {
 	if (!json_is_integer(v))
@@ -1093,6 +1103,13 @@ static void psecret_clear(struct ab_profile_secret *x)
 	ab_strv_free(&x->places);
 	free(x->ph_prefix);
 	free(x->env_name);
+	free(x->src_pointer);
+	ab_strv_free(&x->optional_unless);
+	ab_strv_free(&x->render_keep);
+	free(x->hint);
+	free(x->rot_host);
+	free(x->rot_path);
+	free(x->rot_field);
 	memset(x, 0, sizeof(*x));
 }
 
@@ -1101,13 +1118,28 @@ static int secret_from(ctx *c, json_t *v, struct ab_profile_secret *x)
 	const char *k;
 	json_t *e;
 	char q[100];
-	if (!json_is_object(v) || json_object_size(v) != 1)
+	bool json = json_is_object(v) && json_object_get(v, "json");
+	if (!json_is_object(v) || json_object_size(v) != (json ? 2 : 1) ||
+	    (json && !json_object_get(v, "pointer")))
 		return fail(c, "expected one of {\"env\": NAME}, {\"file\": PATH}, "
-			    "{\"command\": [ARGV...]}");
+			    "{\"command\": [ARGV...]}, {\"json\": PATH, \"pointer\": \"/a/b\"}");
 	json_object_foreach(v, k, e) {
 		int r = 0;
 		push_key(c, k);
-		if (strcmp(k, "env") == 0) {
+		if (strcmp(k, "json") == 0) {
+			const char *s;
+			x->src = AB_PSECRET_JSON;
+			if ((r = get_str(c, e, &s)) == 0)
+				r = item_path(c, s, &x->src_file);
+		} else if (strcmp(k, "pointer") == 0 && json) {
+			const char *s;
+			if ((r = get_str(c, e, &s)) == 0 && (!s[0] || ab_json_pointer_check(s) < 0))
+				r = fail(c, "invalid JSON pointer \"%s\" (\"/key/key\", ~0 for ~ and ~1 "
+					 "for /, at most %d bytes and %d keys)", quote(q, sizeof(q), s),
+					 AB_JSON_POINTER_MAX, AB_JSON_POINTER_DEPTH);
+			if (r == 0 && !(x->src_pointer = strdup(s)))
+				r = oom(c);
+		} else if (strcmp(k, "env") == 0) {
 			const char *s;
 			x->src = AB_PSECRET_ENV;
 			if ((r = get_str(c, e, &s)) == 0 && !env_name_ok(s, strlen(s)))
@@ -1127,7 +1159,7 @@ static int secret_from(ctx *c, json_t *v, struct ab_profile_secret *x)
 			else
 				r = parse_list_into(c, e, &d, &x->src_cmd);
 		} else {
-			r = fail_key(c, "unknown secret source \"%s\" (env, file or command)",
+			r = fail_key(c, "unknown secret source \"%s\" (env, file, command or json)",
 				     quote(q, sizeof(q), k));
 		}
 		pop(c);
@@ -1181,13 +1213,119 @@ static int secret_placeholder(ctx *c, json_t *v, struct ab_profile_secret *x)
 				r = fail(c, "expected a length from 22 to 4096");
 			else
 				x->ph_len = (long)json_integer_value(e);
+		} else if (strcmp(k, "jwt") == 0) {
+			if (json_is_boolean(e))
+				x->ph_jwt = json_is_true(e);
+			else
+				r = fail(c, "expected true or false, got %s", jtype(e));
 		} else {
-			r = fail_key(c, "unknown key \"%s\" (prefix, length)", quote(q, sizeof(q), k));
+			r = fail_key(c, "unknown key \"%s\" (prefix, length, jwt)",
+				     quote(q, sizeof(q), k));
 		}
 		pop(c);
 		if (r < 0)
 			return r;
 	}
+	if (x->ph_jwt && (x->ph_prefix || x->ph_len))
+		return fail(c, "a JWT placeholder keeps the shape of the value: no \"prefix\" or "
+			    "\"length\" with \"jwt\"");
+	return 0;
+}
+
+/* "rotate": {"url": "https://HOST[:PORT]/PATH", "field": "/json/pointer"} */
+static int secret_rotate(ctx *c, json_t *v, struct ab_profile_secret *x)
+{
+	const char *k;
+	json_t *e;
+	char q[100];
+	if (!json_is_object(v) || !json_object_get(v, "url") || !json_object_get(v, "field"))
+		return fail(c, "expected {\"url\": \"https://HOST/PATH\", \"field\": \"/pointer\"}");
+	json_object_foreach(v, k, e) {
+		int r = 0;
+		const char *s = NULL;
+		push_key(c, k);
+		if (strcmp(k, "url") == 0) {
+			if ((r = get_str(c, e, &s)) == 0) {
+				const char *h = strncmp(s, "https://", 8) == 0 ? s + 8 : NULL;
+				const char *slash = h ? strchr(h, '/') : NULL;
+				ab_netrule rule;
+				ab_err ne = {0};
+				char host[AB_HOST_INPUT_MAX + 8];
+				size_t hl = slash ? (size_t)(slash - h) : 0;
+				bool ok = slash && hl && hl < sizeof(host) && !strpbrk(slash, "?# ") &&
+					  strlen(slash) <= 1024;
+				if (ok) {
+					memcpy(host, h, hl);
+					host[hl] = '\0';
+					ok = ab_netrule_parse(host, &rule, &ne) == 0 && !rule.wildcard;
+				}
+				if (!ok)
+					r = fail(c, "invalid token endpoint \"%s\" (https://HOST[:PORT]/PATH, "
+						 "no wildcard, no query)", quote(q, sizeof(q), s));
+				else if (!(x->rot_host = strdup(rule.text)) ||
+					 !(x->rot_path = strdup(slash)))
+					r = oom(c);
+			}
+		} else if (strcmp(k, "field") == 0) {
+			if ((r = get_str(c, e, &s)) == 0 && (!s[0] || ab_json_pointer_check(s) < 0))
+				r = fail(c, "invalid JSON pointer \"%s\"", quote(q, sizeof(q), s));
+			if (r == 0 && !(x->rot_field = strdup(s)))
+				r = oom(c);
+		} else {
+			r = fail_key(c, "unknown key \"%s\" (url, field)", quote(q, sizeof(q), k));
+		}
+		pop(c);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* "render": true, or {"keep": ["/pointer", ...]} (only those parts are shown). */
+static int secret_render(ctx *c, json_t *e, struct ab_profile_secret *x)
+{
+	char q[100];
+	if (json_is_boolean(e)) {
+		x->render = json_is_true(e);
+		return 0;
+	}
+	json_t *keep = json_is_object(e) ? json_object_get(e, "keep") : NULL;
+	if (!keep || json_object_size(e) != 1 || !json_is_array(keep) || !json_array_size(keep) ||
+	    json_array_size(keep) > 32)
+		return fail(c, "expected true, false or {\"keep\": [\"/pointer\", ...]} (1 to 32)");
+	size_t i;
+	json_t *it;
+	json_array_foreach(keep, i, it) {
+		const char *s = json_string_value(it);
+		if (!s || !s[0] || ab_json_pointer_check(s) < 0)
+			return fail(c, "invalid JSON pointer \"%s\" in keep",
+				    quote(q, sizeof(q), s ? s : "?"));
+		if (ab_strv_push(&x->render_keep, s) < 0)
+			return oom(c);
+	}
+	x->render = true;
+	return 0;
+}
+
+/* "optional": true, or the names of secrets of which one must be loaded. */
+static int secret_optional(ctx *c, json_t *e, struct ab_profile_secret *x)
+{
+	if (json_is_boolean(e)) {
+		x->optional = json_is_true(e);
+		return 0;
+	}
+	if (!json_is_array(e) || !json_array_size(e))
+		return fail(c, "expected true, false or a non-empty array of secret names");
+	size_t i;
+	json_t *it;
+	json_array_foreach(e, i, it) {
+		const char *s = json_string_value(it);
+		if (!s || !env_name_ok(s, strlen(s)) || strlen(s) > 64)
+			return fail(c, "expected secret names");
+		if (ab_strv_push(&x->optional_unless, s) < 0)
+			return oom(c);
+	}
+	x->optional = true;
 	return 0;
 }
 
@@ -1235,9 +1373,21 @@ static int secret_one(ctx *c, const char *name, json_t *v, struct ab_profile_sec
 				x->mask_in_body = json_is_true(e);
 			else
 				r = fail(c, "expected true or false, got %s", jtype(e));
+		} else if (strcmp(k, "optional") == 0) {
+			r = secret_optional(c, e, x);
+		} else if (strcmp(k, "hint") == 0) {
+			const char *s;
+			if ((r = get_str(c, e, &s)) == 0 && strlen(s) > 300)
+				r = fail(c, "a hint of at most 300 bytes");
+			if (r == 0 && !(x->hint = strdup(s)))
+				r = oom(c);
+		} else if (strcmp(k, "render") == 0) {
+			r = secret_render(c, e, x);
+		} else if (strcmp(k, "rotate") == 0) {
+			r = secret_rotate(c, e, x);
 		} else {
 			r = fail_key(c, "unknown key \"%s\" (from, hosts, in, placeholder, env, "
-				     "mask_in_body)", quote(q, sizeof(q), k));
+				     "mask_in_body, optional, hint, render, rotate)", quote(q, sizeof(q), k));
 		}
 		pop(c);
 		if (r < 0)
@@ -1247,6 +1397,11 @@ static int secret_one(ctx *c, const char *name, json_t *v, struct ab_profile_sec
 		return fail(c, "secret %s: missing \"from\" (where agentbox reads the value)", name);
 	if (!have_hosts)
 		return fail(c, "secret %s: missing \"hosts\" (where the value may be sent)", name);
+	if (x->render && x->src != AB_PSECRET_JSON)
+		return fail(c, "secret %s: \"render\" needs a {\"json\": ...} source", name);
+	if (x->rot_host && x->src != AB_PSECRET_JSON)
+		return fail(c, "secret %s: \"rotate\" needs a {\"json\": ...} source (the file "
+			    "the new value is written back to)", name);
 	return 0;
 }
 
@@ -1354,6 +1509,12 @@ static const key_def syscall_keys[] = {
 	END,
 };
 
+static const key_def audit_keys[] = {
+	{ .name = "exec", .fn = parse_audit_bool, .off = PO(audit.exec) },
+	{ .name = "denials", .fn = parse_audit_bool, .off = PO(audit.denials) },
+	END,
+};
+
 static const key_def top_keys[] = {
 	{ .name = "$schema", .fn = parse_text, .off = NO_TARGET },
 	{ .name = "version", .fn = parse_noop },
@@ -1366,6 +1527,7 @@ static const key_def top_keys[] = {
 	SECTION("limits", limit_keys),
 	SECTION("syscalls", syscall_keys),
 	{ .name = "secrets", .fn = parse_secrets },
+	SECTION("audit", audit_keys),
 	LIST("unix_sockets", unix_sockets, item_path, F_UNIQUE),
 	LIST("allow_downgrade", allow_downgrade, item_downgrade, F_UNIQUE),
 	{ .name = "hostname", .fn = parse_hostname },
@@ -1450,7 +1612,7 @@ static ab_profile *profile_new(void)
 {
 	ab_profile *p = calloc(1, sizeof(*p));
 	if (p)
-		p->net.transparent = -1;
+		p->net.transparent = p->audit.exec = p->audit.denials = -1;
 	if (p)
 		p->limits = (ab_limits){ AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
 					 AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
@@ -1487,7 +1649,18 @@ static int psecret_copy(struct ab_profile_secret *d, const struct ab_profile_sec
 	memset(d, 0, sizeof(*d));
 	d->src = s->src;
 	d->ph_len = s->ph_len;
+	d->ph_jwt = s->ph_jwt;
 	d->mask_in_body = s->mask_in_body;
+	d->optional = s->optional;
+	d->render = s->render;
+	if (replace_str(&d->src_pointer, s->src_pointer) < 0 || replace_str(&d->hint, s->hint) < 0 ||
+	    replace_str(&d->rot_host, s->rot_host) < 0 || replace_str(&d->rot_path, s->rot_path) < 0 ||
+	    replace_str(&d->rot_field, s->rot_field) < 0 ||
+	    ab_strv_copy(&d->optional_unless, &s->optional_unless) < 0 ||
+	    ab_strv_copy(&d->render_keep, &s->render_keep) < 0) {
+		psecret_clear(d);
+		return -ENOMEM;
+	}
 	if (!(d->name = strdup(s->name)) || replace_str(&d->src_env, s->src_env) < 0 ||
 	    replace_str(&d->src_file, s->src_file) < 0 ||
 	    replace_str(&d->ph_prefix, s->ph_prefix) < 0 ||
@@ -1564,6 +1737,10 @@ static int merge_values(ab_profile *base, const ab_profile *top)
 			return -ENOMEM;
 	if (top->net.transparent >= 0)
 		base->net.transparent = top->net.transparent;
+	if (top->audit.exec >= 0)
+		base->audit.exec = top->audit.exec;
+	if (top->audit.denials >= 0)
+		base->audit.denials = top->audit.denials;
 	if (top->net.proxy_port)
 		base->net.proxy_port = top->net.proxy_port;
 	if (replace_str(&base->net.log, top->net.log) < 0 ||

@@ -177,6 +177,12 @@ void px_log_request(px_conn *c, const px_req *r, const char *decision, int statu
 				 sizeof(names));
 		json_object_set_new(ev, "secrets", json_string(names));
 	}
+	if (r->rotated && c->px->broker) { /* a token refresh: names, never values */
+		char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
+		ab_secrets_names(c->px->broker->secs, c->px->broker->n, r->rotated, names,
+				 sizeof(names));
+		json_object_set_new(ev, "rotated", json_string(names));
+	}
 	log_masked(c, r, ev);
 	event_finish(c, ev, decision, c->rule, status, r->up, r->down, r->t0, NULL);
 }
@@ -1115,11 +1121,13 @@ static int parse_map(const char *kv, px_map *m, ab_err *err)
 	return 0;
 }
 
-int ab_proxy_new(const ab_egress_plan *plan, ab_proxy **out, ab_err *err)
+int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **out,
+		 ab_err *err)
 {
 	ab_proxy *px = calloc(1, sizeof(*px));
 	if (!px)
 		return ab_fail(err, ENOMEM, "proxy");
+	px->audit = audit;
 	int r = 0;
 	for (size_t i = 0; !r && i < plan->deny.n; i++)
 		r = ab_netpolicy_add(&px->pol, AB_NETLIST_DENY, plan->deny.v[i], err);
@@ -1138,8 +1146,6 @@ int ab_proxy_new(const ab_egress_plan *plan, ab_proxy **out, ab_err *err)
 	for (size_t i = 0; !r && i < plan->grants.n; i++)
 		if (json_array_append_new(px->grants, json_string(plan->grants.v[i])) < 0)
 			r = ab_fail(err, ENOMEM, "proxy");
-	if (!r)
-		r = ab_audit_open(plan->log_path, &px->audit, err);
 	if (r < 0) {
 		ab_proxy_free(px);
 		return r;
@@ -1156,7 +1162,6 @@ int ab_proxy_new(const ab_egress_plan *plan, ab_proxy **out, ab_err *err)
 		ab_proxy_free(px);
 		return ab_fail(err, ENOMEM, "proxy");
 	}
-	px->summary = plan->summary;
 	px->transparent = plan->transparent;
 	px->proxy_port = plan->proxy_port;
 	/* every tunnel holds two sockets and two pipes: make room */
@@ -1260,14 +1265,15 @@ void ab_proxy_set_broker(ab_proxy *px, struct ab_broker *b)
 {
 	px->broker = b;
 	ab_err err = {0};
-	if (b && ab_secrets_response_set(b->secs, b->n, &px->rset, &err) < 0)
+	if (b && ab_broker_response_set(b, &px->rset, &err) < 0)
 		px->rset = NULL; /* masking then fails closed: see pxhttp.c */
-}
-
-void ab_proxy_summary(ab_proxy *px, FILE *out)
-{
-	if (px && px->summary)
-		ab_audit_summary(px->audit, out);
+	for (size_t i = 0; b && px->audit && i < b->skipped.n; i++) {
+		/* an optional secret whose source was absent (names only) */
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("secret-skipped"));
+		json_object_set_new(ev, "secret", json_string(b->skipped.v[i]));
+		ab_audit_emit(px->audit, ev);
+	}
 }
 
 void ab_proxy_free(ab_proxy *px)
@@ -1275,18 +1281,15 @@ void ab_proxy_free(ab_proxy *px)
 	if (!px)
 		return;
 	ab_proxy_shutdown(px);
-	if (px->audit) {
-		json_t *ev = json_object();
-		json_object_set_new(ev, "event", json_string("end"));
-		ab_audit_emit(px->audit, ev);
-	}
-	ab_audit_free(px->audit);
 	ab_netpolicy_free(&px->pol);
 	free(px->up_host);
 	free(px->ca_file);
 	if (px->client_ctx)
 		SSL_CTX_free(px->client_ctx);
 	ab_scan_set_free(px->rset);
+	for (size_t i = 0; i < px->nold_rsets; i++)
+		ab_scan_set_free(px->old_rsets[i]);
+	free(px->old_rsets);
 	ab_strv_free(&px->no_proxy);
 	free(px->maps);
 	free(px->profile);

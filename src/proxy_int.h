@@ -70,6 +70,8 @@ typedef struct px_req {
 	bool close;     /* the client said Connection: close (or HTTP/1.0 without keep-alive) */
 	bool head_sent; /* response head reached the client */
 	int status;
+	bool rotate;      /* a POST to a token endpoint: its response is captured */
+	uint64_t rotated; /* secrets a token refresh rotated (names in the log) */
 } px_req;
 
 typedef struct px_dir {
@@ -148,6 +150,10 @@ typedef struct px_conn {
 	px_scanpass bpass, rpass;   /* the current request / response body */
 	uint64_t masked;            /* bytes masked in responses */
 	char exfil[1024];           /* why a placeholder was refused (for the 403) */
+	px_buf rot;                 /* a token endpoint's response, held whole (head and
+				       raw body) until its tokens are swapped */
+	size_t rot_head;            /* its head's length */
+	bool capturing;
 } px_conn;
 
 typedef struct px_map {
@@ -178,13 +184,12 @@ struct px_synth;
 struct ab_proxy {
 	ab_loop *loop;
 	ab_resolver *res;
-	ab_audit *audit;
+	ab_audit *audit;    /* the run's (borrowed) */
 	ab_netpolicy pol;
 	char *profile;
 	json_t *grants;          /* command-line grants (array of strings), for "start" */
 	px_map *maps;
 	size_t nmaps;
-	bool summary;
 	bool transparent;
 	uint16_t proxy_port;
 
@@ -202,6 +207,9 @@ struct ab_proxy {
 	px_pause ctl_pause;
 	struct ab_broker *broker;   /* secrets + session CA, or NULL */
 	struct ab_scan_set *rset;   /* response masking patterns of all secrets */
+	struct ab_scan_set **old_rsets; /* replaced after token refreshes; scanners may
+					   still read them: freed with the proxy */
+	size_t nold_rsets;
 	struct ssl_ctx_st *client_ctx; /* upstream TLS of intercepted hosts */
 	char *ca_file;
 	char *up_host;      /* chaining: the host's corporate proxy, or NULL */
@@ -246,6 +254,8 @@ void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
 /* pxhttp.c */
 void px_copy_path(char *out, size_t n, const char *p, size_t len);
 void px_http_free(px_conn *c);
+/* a token refresh changed the secrets: new masking set (old ones kept) */
+int px_rotated(struct ab_proxy *px);
 void px_http_start(px_conn *c);
 void px_http_pump(px_conn *c);
 void px_http_upstream_gone(px_conn *c);

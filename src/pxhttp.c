@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agentbox/broker.h"
+#include "agentbox/credfile.h"
 #include "proxy_int.h"
 
 static bool hdr_is(const char *buf, ab_http_span name, const char *want)
@@ -292,6 +293,8 @@ static int forward_request(px_conn *c, ab_http_req *q, int r)
 	if (!e->path[0])
 		snprintf(e->path, sizeof(e->path), "/");
 	e->t0 = ab_now_ms();
+	e->rotate = c->intercepted && q->method == AB_HTTP_POST &&
+		    ab_broker_token_endpoint(c->px->broker, c->host, c->port, e->path);
 	e->upgrade = q->conn_upgrade && q->has_upgrade;
 	e->close = q->conn_close || (q->version_minor == 0 && !q->conn_keep_alive);
 	px_buf head = {0};
@@ -455,6 +458,15 @@ static int resp_begin(px_conn *c, bool chunked)
 		return 0;
 	if (!c->px->rset)
 		return -EIO; /* no masking set: fail closed */
+	if (c->rscan && c->rscan->set != c->px->rset) {
+		/* a token refresh changed the values: mask the new ones too */
+		ab_scanner_free(c->rscan);
+		if (ab_scanner_init(c->rscan, c->px->rset) < 0) {
+			free(c->rscan);
+			c->rscan = NULL;
+			return -ENOMEM;
+		}
+	}
 	if (!c->rscan) {
 		if (!(c->rscan = calloc(1, sizeof(*c->rscan))) ||
 		    ab_scanner_init(c->rscan, c->px->rset) < 0)
@@ -477,6 +489,150 @@ void px_http_free(px_conn *c)
 	ab_scan_set_free(c->bset);
 	c->bscan = c->rscan = NULL;
 	c->bset = NULL;
+	if (c->rot.p)
+		explicit_bzero(c->rot.p, c->rot.len);
+	px_buf_free(&c->rot);
+	c->capturing = false;
+}
+
+/* ------------------------------------------------ token refresh capture */
+
+static void finish_response(px_conn *c);
+
+int px_rotated(ab_proxy *px)
+{
+	ab_scan_set *set = NULL, **old;
+	ab_err err = {0};
+	if (ab_broker_response_set(px->broker, &set, &err) < 0)
+		return -ENOMEM;
+	old = realloc(px->old_rsets, (px->nold_rsets + 1) * sizeof(*old));
+	if (!old) {
+		ab_scan_set_free(set);
+		return -ENOMEM;
+	}
+	px->old_rsets = old;
+	if (px->rset)
+		px->old_rsets[px->nold_rsets++] = px->rset;
+	px->rset = set;
+	return 0;
+}
+
+/* The payload of a complete chunked body (already checked by the framer). */
+static int dechunk(const char *p, size_t n, px_buf *out)
+{
+	size_t i = 0;
+	for (;;) {
+		uint64_t size = 0;
+		size_t digits = 0;
+		while (i < n && strchr("0123456789abcdefABCDEF", p[i]) && p[i]) {
+			char ch = p[i++];
+			size = size * 16 + (uint64_t)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
+			if (++digits > 8)
+				return -EINVAL;
+		}
+		const char *eol = digits ? memmem(p + i, n - i, "\r\n", 2) : NULL;
+		if (!eol)
+			return -EINVAL;
+		i = (size_t)(eol - p) + 2;
+		if (!size)
+			return 0; /* trailers follow: not part of the payload */
+		if (size > n - i || n - i - size < 2 || px_buf_append(out, p + i, size) < 0)
+			return -EINVAL;
+		i += size + 2;
+	}
+}
+
+/* The captured head again, its framing replaced by Content-Length: LEN. */
+static int rebuild_head(const char *head, size_t hlen, size_t len, px_buf *o)
+{
+	static const ab_http_limits lim = {.max_head = PX_RESP_HEAD_MAX};
+	ab_http_resp *rs = malloc(sizeof(*rs));
+	if (!rs || ab_http_parse_response_head(head, hlen, &lim, rs) <= 0) {
+		free(rs);
+		return -EINVAL;
+	}
+	const char *eol = memmem(head, hlen, "\r\n", 2);
+	int r = eol ? px_buf_append(o, head, (size_t)(eol - head) + 2) : -EINVAL;
+	for (size_t i = 0; r >= 0 && i < rs->n_headers; i++) {
+		const ab_http_header *h = &rs->headers[i];
+		if (hdr_is(head, h->name, "content-length") ||
+		    hdr_is(head, h->name, "transfer-encoding"))
+			continue;
+		r = px_buf_append(o, head + h->name.off, h->name.len);
+		r |= px_buf_append(o, ": ", 2);
+		r |= px_buf_append(o, head + h->value.off, h->value.len);
+		r |= px_buf_append(o, "\r\n", 2);
+	}
+	free(rs);
+	char cl[48];
+	int cn = snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n\r\n", len);
+	if (r >= 0)
+		r = px_buf_append(o, cl, (size_t)cn);
+	return r < 0 ? -EINVAL : 0;
+}
+
+/* The whole token response is here: swap its tokens, save them on the host,
+ * send the sandbox the placeholders.  Fails closed (502: nothing of it
+ * reaches the client).  Returns 0, or -1 when c is gone. */
+static int finish_capture(px_conn *c)
+{
+	px_req *e = &c->fifo[0];
+	px_buf body = {0}, head = {0};
+	char *out = NULL;
+	size_t outlen = 0;
+	uint64_t rotated = 0;
+	ab_err err = {0};
+	const char *raw = c->rot.p + c->rot_head;
+	size_t rawlen = c->rot.len - c->rot_head;
+	int r = c->respf.kind == AB_HTTP_BODY_CHUNKED ? dechunk(raw, rawlen, &body)
+						      : px_buf_append(&body, raw, rawlen);
+	if (r < 0)
+		ab_fail(&err, 0, "unreadable body");
+	else if (body.len > AB_CREDFILE_MAX)
+		r = ab_fail(&err, EFBIG, "larger than %d bytes", AB_CREDFILE_MAX);
+	if (r >= 0)
+		r = ab_broker_rotate(c->px->broker, c->host, c->port, e->path, body.p, body.len,
+				     &out, &outlen, &rotated, &err);
+	if (body.p)
+		explicit_bzero(body.p, body.len);
+	px_buf_free(&body);
+	if (rotated && px_rotated(c->px) < 0)
+		r = -ENOMEM; /* the new values could not be masked: nothing goes out */
+	if (r == -EIO && out) {
+		/* rotated, but the host file was not updated: the session goes on */
+		ab_warn("the refreshed login could not be saved on the host: %s", err.msg);
+		r = 0;
+	}
+	if (r >= 0 && rebuild_head(c->rot.p, c->rot_head, outlen, &head) < 0)
+		r = -EINVAL;
+	explicit_bzero(c->rot.p, c->rot.len);
+	px_buf_free(&c->rot);
+	c->capturing = false;
+	if (r < 0) {
+		ab_secrets_wipe_free(out, outlen);
+		px_buf_free(&head);
+		px_fail(c, 502, "error", "token-refresh",
+			"agentbox: the token refresh response from %s was not passed on (%s)", c->host,
+			err.msg[0] ? err.msg : "out of memory");
+		return -1;
+	}
+	e->rotated = rotated;
+	r = resp_begin(c, false);
+	if (r >= 0)
+		r = resp_out(c, head.p, head.len, true);
+	if (r >= 0)
+		r = resp_begin(c, false);
+	if (r >= 0)
+		r = resp_out(c, out, outlen, true);
+	ab_secrets_wipe_free(out, outlen);
+	px_buf_free(&head);
+	if (r < 0) {
+		px_close(c);
+		return -1;
+	}
+	e->head_sent = true;
+	finish_response(c);
+	return 0;
 }
 
 static void finish_response(px_conn *c)
@@ -505,6 +661,30 @@ static int process_responses(px_conn *c)
 {
 	static const ab_http_limits lim = {.max_head = PX_RESP_HEAD_MAX};
 	for (;;) {
+		if (c->in_resp_body && c->capturing) {
+			if (!c->back.len)
+				return 0;
+			bool done = false;
+			int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
+			if (n < 0 || px_buf_append(&c->rot, c->back.p, (size_t)n) < 0) {
+				px_close(c);
+				return -1;
+			}
+			px_buf_consume(&c->back, (size_t)n);
+			c->fifo[0].down += (uint64_t)n;
+			if (c->rot.len - c->rot_head > AB_CREDFILE_MAX + 8192) {
+				px_fail(c, 502, "error", "token-refresh",
+					"agentbox: the token refresh response from %s is larger than "
+					"%d bytes", c->host, AB_CREDFILE_MAX);
+				return -1;
+			}
+			alive(c);
+			if (!done)
+				return 0;
+			if (finish_capture(c) < 0)
+				return -1;
+			continue;
+		}
 		if (c->in_resp_body) {
 			if (!c->back.len)
 				return 0;
@@ -555,6 +735,36 @@ static int process_responses(px_conn *c)
 		bool close_after = rs->conn_close || (rs->version_minor == 0 && !rs->conn_keep_alive);
 		uint64_t cl = rs->content_length;
 		free(rs);
+		if (e->rotate && code >= 200 && code < 300 &&
+		    (kind == AB_HTTP_BODY_CHUNKED || (kind == AB_HTTP_BODY_LENGTH && cl > 0))) {
+			/* a token refresh: held whole, its tokens swapped (finish_capture) */
+			if (kind == AB_HTTP_BODY_LENGTH && cl > AB_CREDFILE_MAX) {
+				px_fail(c, 502, "error", "token-refresh",
+					"agentbox: the token refresh response from %s is larger than "
+					"%d bytes", c->host, AB_CREDFILE_MAX);
+				return -1;
+			}
+			px_buf_free(&c->rot);
+			if (px_buf_append(&c->rot, c->back.p, (size_t)r) < 0) {
+				px_close(c);
+				return -1;
+			}
+			c->rot_head = (size_t)r;
+			c->capturing = true;
+			px_buf_consume(&c->back, (size_t)r);
+			e->down += (uint64_t)r;
+			e->status = code;
+			if (close_after)
+				c->close_after = true;
+			ab_http_framer_init(&c->respf, kind, cl);
+			c->in_resp_body = true;
+			continue;
+		}
+		if (e->rotate && code >= 200 && code < 300 && kind == AB_HTTP_BODY_CLOSE) {
+			px_fail(c, 502, "error", "token-refresh",
+				"agentbox: the token refresh response from %s has no length", c->host);
+			return -1;
+		}
 		if (resp_begin(c, false) < 0 || resp_out(c, c->back.p, (size_t)r, true) < 0 ||
 		    resp_begin(c, kind == AB_HTTP_BODY_CHUNKED) < 0) {
 			px_close(c);

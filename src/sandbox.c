@@ -19,6 +19,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "agentbox/audit.h"
 #include "agentbox/broker.h"
 #include "agentbox/cleanup.h"
 #include "agentbox/host.h"
@@ -27,6 +28,8 @@
 #include "agentbox/proxy.h"
 #include "agentbox/pty.h"
 #include "agentbox/sandbox.h"
+#include "agentbox/supervise.h"
+#include "agentbox/trace.h"
 #include "agentbox/watch.h"
 
 #define CHILD_STACK (256 * 1024)
@@ -190,6 +193,10 @@ typedef struct run_state {
 	ab_err *err;
 	int fatal;          /* parent-side failure while serving */
 	ab_proxy *proxy;    /* egress: serves the listeners the child hands over */
+	ab_audit *audit;    /* the log (maybe none) and the exit summary's counts */
+	ab_supervisor *sup; /* the exec and denial record (seccomp user notification) */
+	bool want_trace;    /* --trace and ab_trace_check passed */
+	ab_trace *trace;    /* --trace: kernel tracing into the audit log */
 } run_state;
 
 /* The relay reads the user's keystrokes from stdin when it is a terminal
@@ -238,6 +245,16 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 			close(pfd);
 		pfd = -1;
 		break;
+	case AB_SYNC_NOTIFY:
+		if (pfd >= 0 && s->sup) {
+			/* unserved, every exec inside would wait forever: stop */
+			if (ab_supervisor_attach(s->sup, l, pfd, s->err) < 0) {
+				s->fatal = -1;
+				kill(s->child, SIGKILL);
+			}
+			pfd = -1;
+		}
+		break;
 	case AB_SYNC_ERROR:
 		s->have_error = true;
 		s->child_err = m.err;
@@ -263,7 +280,7 @@ static void on_watch(ab_loop *l, int fd, unsigned ev, void *data)
 		return;
 	s->tampered = true;
 	kill(s->child, SIGKILL);
-	ab_fail(s->err, 0, "protected path %s was replaced or removed outside the sandbox while "
+	ab_fail(s->err, 0, "protected or hidden path %s was replaced or removed outside the sandbox while "
 			   "it ran; the sandbox was stopped (its read-only cover no longer applied)",
 		path);
 	ab_err_hint(s->err, "change protected files (e.g. with git config) while no agentbox "
@@ -295,6 +312,24 @@ static void on_signal(ab_loop *l, int fd, unsigned ev, void *data)
 	}
 }
 
+static void on_trace(ab_loop *l, int fd, unsigned ev, void *data)
+{
+	ab_trace_poll(((run_state *)data)->trace);
+}
+
+/* --trace failed (TERR): strict stops the run, best-effort warns and runs
+ * without it. */
+static int trace_failed(const ab_plan *plan, ab_err *terr, ab_err *err)
+{
+	ab_err_prefix(terr, "--trace");
+	if (plan->trace == AB_TRACE_BEST_EFFORT) {
+		ab_warn("%s; running without kernel tracing", terr->msg);
+		return 0;
+	}
+	*err = *terr;
+	return -1;
+}
+
 static const int parent_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
 				     SIGUSR2, SIGWINCH, SIGCONT, SIGALRM};
 
@@ -311,7 +346,8 @@ static int serve(run_state *s, ab_err *err)
 	}
 	if (ab_loop_watch(s->loop, s->sync_fd, AB_EV_READ, on_sync, s) < 0 ||
 	    ab_loop_watch(s->loop, s->sig_fd, AB_EV_READ, on_signal, s) < 0 ||
-	    (s->watch.fd >= 0 && ab_loop_watch(s->loop, s->watch.fd, AB_EV_READ, on_watch, s) < 0))
+	    (s->watch.fd >= 0 && ab_loop_watch(s->loop, s->watch.fd, AB_EV_READ, on_watch, s) < 0) ||
+	    (s->trace && ab_loop_watch(s->loop, ab_trace_fd(s->trace), AB_EV_READ, on_trace, s) < 0))
 		return ab_fail(err, errno, "event loop");
 	/* the child may already be gone */
 	int st;
@@ -485,7 +521,19 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 			goto out;
 		}
 	}
-	if (ab_proxy_new(&plan->egress, &s.proxy, err) < 0)
+	if (plan->trace != AB_TRACE_OFF) { /* before anything starts */
+		ab_err terr = {0};
+		s.want_trace = ab_trace_check(&terr) == 0;
+		if (!s.want_trace && trace_failed(plan, &terr, err) < 0)
+			goto out;
+	}
+	/* a bad log path is a setup error, before anything starts */
+	if (ab_audit_open(plan->egress.log_path, &s.audit, err) < 0)
+		goto out;
+	if ((plan->seccomp.notify_exec || plan->seccomp.notify_denials) &&
+	    ab_supervisor_new(&plan->seccomp, s.audit, &s.sup, err) < 0)
+		goto out;
+	if (ab_proxy_new(&plan->egress, s.audit, &s.proxy, err) < 0)
 		goto out;
 	/* before clone: the values agentbox's environment holds move out of it */
 	if (ab_broker_stash(plan, &stash, err) < 0)
@@ -512,6 +560,16 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	sv[1] = -1;
 	s.sync_fd = sv[0];
 	ab_cleaner_watch_pid(&s.cleaner, s.child);
+	/* the child waits for MAPS_DONE: tracing sees everything it does */
+	if (s.want_trace) {
+		ab_err terr = {0};
+		if (ab_trace_start(s.child, s.audit, &s.trace, &terr) < 0 &&
+		    trace_failed(plan, &terr, err) < 0) {
+			kill(s.child, SIGKILL);
+			waitpid(s.child, NULL, 0);
+			goto out;
+		}
+	}
 	ab_sync_msg go = {.type = AB_SYNC_MAPS_DONE};
 	/* A failed send means the child already died: serve() collects its
 	 * error report.  A failed compile is ours to report. */
@@ -574,8 +632,10 @@ out:
 		ab_proxy_shutdown(s.proxy);
 	if (s.relay)
 		ab_pty_relay_free(s.relay);
+	ab_supervisor_finish(s.sup); /* the last exits, the repeat counts */
 	if (s.loop)
 		ab_loop_free(s.loop);
+	ab_trace_free(s.trace); /* the last records, before the summary and "end" */
 	for (int fd = 0; fd <= 2; fd++) {
 		if (!tio_saved[fd])
 			continue;
@@ -583,10 +643,18 @@ out:
 		if (fd == 0)
 			(void)tcflush(fd, TCIFLUSH);
 	}
-	if (s.proxy) { /* after the terminal is back to normal */
+	/* after the terminal is back to normal */
+	if (s.audit && plan->egress.summary && (code != AB_EXIT_FAIL || s.have_exit))
+		ab_audit_summary(s.audit, stderr);
+	ab_proxy_free(s.proxy);
+	ab_supervisor_free(s.sup);
+	if (s.audit) {
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("end"));
 		if (code != AB_EXIT_FAIL || s.have_exit)
-			ab_proxy_summary(s.proxy, stderr);
-		ab_proxy_free(s.proxy);
+			json_object_set_new(ev, "status", json_integer(code));
+		ab_audit_emit(s.audit, ev);
+		ab_audit_free(s.audit);
 	}
 	ab_broker_free(broker); /* wipes the values */
 	ab_stash_free(&stash);

@@ -344,6 +344,15 @@ int ab_seccomp_validate(const ab_seccomp_policy *pol, ab_err *err)
 
 /* ---- program 1: libseccomp ---- */
 
+/* A denying rule's action: its errno, or a user notification the parent
+ * answers with the same errno (notify_denials).  ENOSYS rules stay plain. */
+static uint32_t deny_act(const ab_seccomp_policy *pol, int e)
+{
+	if (pol->notify_denials && e != ENOSYS)
+		return SCMP_ACT_NOTIFY;
+	return SCMP_ACT_ERRNO((uint32_t)e);
+}
+
 static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, const char *name,
 		    unsigned cnt, const struct scmp_arg_cmp *cmp, ab_err *err)
 {
@@ -372,7 +381,7 @@ static int add_table_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab
 				       e->name);
 		if (nr == NR_OTHER_ARCH || !entry_active(pol, e))
 			continue;
-		uint32_t act = SCMP_ACT_ERRNO((e->flags & D_ENOSYS) ? ENOSYS : EPERM);
+		uint32_t act = deny_act(pol, (e->flags & D_ENOSYS) ? ENOSYS : EPERM);
 		int r = add_rule(ctx, act, nr, e->name, 0, NULL, err);
 		if (r < 0)
 			return r;
@@ -396,7 +405,7 @@ static int add_namespace_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol
 			struct scmp_arg_cmp cmp = {is_clone ? AB_CLONE_FLAGS_ARG : 0,
 						   SCMP_CMP_MASKED_EQ, ns_flags[i].flag,
 						   ns_flags[i].flag};
-			int r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, calls[c], 1, &cmp, err);
+			int r = add_rule(ctx, deny_act(pol, EPERM), nr, calls[c], 1, &cmp, err);
 			if (r < 0)
 				return r;
 		}
@@ -430,7 +439,7 @@ static int add_socket_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, a
 				continue;
 			struct scmp_arg_cmp cmp = {0, f <= max ? SCMP_CMP_EQ : SCMP_CMP_GT,
 						   (scmp_datum_t)(f <= max ? f : max), 0};
-			int r = add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, calls[c], 1, &cmp,
+			int r = add_rule(ctx, deny_act(pol, EAFNOSUPPORT), nr, calls[c], 1, &cmp,
 					 err);
 			if (r < 0)
 				return r;
@@ -450,7 +459,7 @@ static int add_ioctl_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab
 		return nr;
 	for (size_t i = 0; i < AB_ARRAY_SIZE(tty_ioctls); i++) {
 		struct scmp_arg_cmp cmp = {1, SCMP_CMP_MASKED_EQ, 0xffffffffu, tty_ioctls[i].cmd};
-		int r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, "ioctl", 1, &cmp, err);
+		int r = add_rule(ctx, deny_act(pol, EPERM), nr, "ioctl", 1, &cmp, err);
 		if (r < 0)
 			return r;
 	}
@@ -485,7 +494,8 @@ static int add_mode_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_
 		static const unsigned bits[] = {S_ISUID, S_ISGID};
 		for (size_t b = 0; b < AB_ARRAY_SIZE(bits); b++) {
 			struct scmp_arg_cmp cmp = {mode_calls[i].arg, SCMP_CMP_MASKED_EQ, bits[b], bits[b]};
-			int r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, mode_calls[i].name, 1, &cmp, err);
+			int r = add_rule(ctx, deny_act(pol, EPERM), nr, mode_calls[i].name, 1, &cmp,
+					 err);
 			if (r < 0)
 				return r;
 		}
@@ -500,6 +510,24 @@ static int add_mode_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_
 	return 0;
 }
 
+/* The exec record: execve and execveat notify; the parent logs and lets the
+ * call continue (SECCOMP_USER_NOTIF_FLAG_CONTINUE). */
+static int add_exec_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
+{
+	static const char *const calls[] = {"execve", "execveat"};
+	for (size_t c = 0; pol->notify_exec && c < AB_ARRAY_SIZE(calls); c++) {
+		if (ab_strv_contains(&pol->extra_deny, calls[c]))
+			continue; /* denied: a denial, not an exec */
+		int nr = required_nr(calls[c], err);
+		if (nr < 0)
+			return nr;
+		int r = add_rule(ctx, SCMP_ACT_NOTIFY, nr, calls[c], 0, NULL, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int add_extra_deny(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
 {
 	for (size_t i = 0; i < pol->extra_deny.n; i++) {
@@ -508,7 +536,7 @@ static int add_extra_deny(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_
 		/* Absent here, or already denied (an ENOSYS entry keeps ENOSYS). */
 		if (nr < 0 || find_deny(name))
 			continue;
-		int r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, name, 0, NULL, err);
+		int r = add_rule(ctx, deny_act(pol, EPERM), nr, name, 0, NULL, err);
 		if (r < 0)
 			return r;
 	}
@@ -557,6 +585,8 @@ static int build_ctx(const ab_seccomp_policy *pol, scmp_filter_ctx *out, ab_err 
 		r = add_mode_rules(ctx, pol, err);
 	if (r >= 0)
 		r = add_extra_deny(ctx, pol, err);
+	if (r >= 0)
+		r = add_exec_rules(ctx, pol, err);
 	if (r < 0)
 		return r;
 	*out = ctx;
@@ -757,14 +787,47 @@ int ab_seccomp_compile(const ab_seccomp_policy *pol, ab_seccomp_prog *out, ab_er
 	return 0;
 }
 
+int ab_seccomp_deny_errno(const ab_seccomp_policy *pol, int nr)
+{
+	for (size_t i = 0; i < AB_ARRAY_SIZE(deny_table); i++)
+		if (resolve_nr(deny_table[i].name) == nr && entry_active(pol, &deny_table[i]))
+			return (deny_table[i].flags & D_ENOSYS) ? ENOSYS : EPERM;
+	for (size_t i = 0; i < pol->extra_deny.n; i++)
+		if (resolve_nr(pol->extra_deny.v[i]) == nr)
+			return EPERM;
+	if (nr == resolve_nr("socket") || nr == resolve_nr("socketpair"))
+		return EAFNOSUPPORT;
+	return EPERM;
+}
+
+void ab_seccomp_name(int nr, char *buf, size_t size)
+{
+	for (size_t i = 0; i < AB_ARRAY_SIZE(new_syscalls); i++) {
+		if (new_syscalls[i].nr == nr) {
+			snprintf(buf, size, "%s", new_syscalls[i].name);
+			return;
+		}
+	}
+	_cleanup_free_ char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+	if (name)
+		snprintf(buf, size, "%s", name);
+	else
+		snprintf(buf, size, "syscall_%d", nr);
+}
+
 /* Child, after no_new_privs, right before exec: no allocation here. */
-int ab_seccomp_apply(const ab_seccomp_prog *p, ab_err *err)
+int ab_seccomp_apply(const ab_seccomp_prog *p, int *listener, ab_err *err)
 {
 	if (p->nprogs > AB_SECCOMP_MAX_PROGS)
 		return ab_fail(err, EINVAL, "seccomp: %zu programs", p->nprogs);
 	for (size_t i = 0; i < p->nprogs; i++) {
-		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &p->progs[i]) == 0)
+		unsigned flags = i == 0 && listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+		long r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &p->progs[i]);
+		if (r >= 0) {
+			if (flags)
+				*listener = (int)r;
 			continue;
+		}
 		int e = errno;
 		ab_fail(err, e, "seccomp: load filter %zu of %zu", i + 1, p->nprogs);
 		if (e == EACCES)

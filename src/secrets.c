@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "agentbox/credfile.h"
 #include "agentbox/http.h"
 
 extern char **environ;
@@ -303,6 +304,36 @@ int ab_secret_set_placeholder(ab_secret *s, const char *prefix, size_t len, ab_e
 	return 0;
 }
 
+int ab_secret_set_placeholder_jwt(ab_secret *s, ab_err *err)
+{
+	char buf[AB_PLACEHOLDER_MAX + 1];
+	if (!s->value)
+		return fail_as(err, EINVAL, "secret %s: no value yet", s->name);
+	int r = ab_jwt_placeholder_make(s->value, s->value_len, buf, sizeof(buf));
+	if (r == -EINVAL) {
+		fail_as(err, EINVAL, "secret %s: the value is not a JWT (header.payload.signature, "
+			"each in base64url), but its placeholder is {\"jwt\": true}", s->name);
+		ab_err_hint(err, "drop \"jwt\" from secrets.%s.placeholder if this secret is not a "
+			    "JWT", s->name);
+		return -EINVAL;
+	}
+	if (r == -ERANGE)
+		return fail_as(err, ERANGE, "secret %s: the JWT's signature is shorter than %d bytes: "
+			       "a placeholder keeping its header and payload would be guessable",
+			       s->name, AB_JWT_SIG_MIN_BYTES);
+	if (r < 0)
+		return ab_fail(err, -r, "secret %s: placeholder", s->name);
+	char *ph = ab_strdup(buf);
+	explicit_bzero(buf, sizeof(buf));
+	if (!ph)
+		return ab_fail(err, ENOMEM, "secret %s", s->name);
+	free(s->placeholder);
+	s->placeholder = ph;
+	s->placeholder_len = (size_t)r;
+	s->jwt = true;
+	return 0;
+}
+
 int ab_secret_finish(ab_secret *s, ab_err *err)
 {
 	if (!s->value)
@@ -310,7 +341,7 @@ int ab_secret_finish(ab_secret *s, ab_err *err)
 	if (!s->placeholder || s->placeholder_len == 0)
 		return fail_as(err, EINVAL, "secret %s: no placeholder", s->name);
 	for (size_t i = 0; i < s->placeholder_len; i++)
-		if (!ph_char((unsigned char)s->placeholder[i]))
+		if (!ph_char((unsigned char)s->placeholder[i]) && !(s->jwt && s->placeholder[i] == '.'))
 			return fail_as(err, EINVAL, "secret %s: bad placeholder", s->name);
 	if (s->hosts.n_allow == 0) {
 		fail_as(err, EINVAL, "secret %s: bound to no host", s->name);
@@ -621,6 +652,31 @@ static int load_command(const char *name, const ab_secret_source *src, char **va
 	return finish_loaded(name, what, buf, n, value, len, err);
 }
 
+static int load_json(const char *name, const char *path, const char *ptr, char **value,
+		     size_t *len, ab_err *err)
+{
+	char what[4400];
+	json_t *root = NULL;
+	if (!path || !*path || !ptr)
+		return fail_as(err, EINVAL, "secret %s: no file or pointer named", name);
+	int r = ab_credfile_load(path, &root, err);
+	if (r < 0)
+		return ab_err_prefix(err, "secret %s", name);
+	char *v = NULL;
+	size_t n = 0;
+	r = ab_credfile_get(root, ptr, &v, &n);
+	json_decref(root);
+	if (r == -ENOENT)
+		return fail_as(err, ENOENT, "secret %s: %s has no value at %.300s", name, path, ptr);
+	if (r == -EINVAL)
+		return fail_as(err, EINVAL, "secret %s: the value at %.300s in %s is not a string",
+			       name, ptr, path);
+	if (r < 0)
+		return ab_fail(err, -r, "secret %s", name);
+	snprintf(what, sizeof(what), "%.300s in %s", ptr, path);
+	return finish_loaded(name, what, v, n, value, len, err);
+}
+
 int ab_secret_load(const char *name, const ab_secret_source *src, char **value, size_t *len,
 		   ab_err *err)
 {
@@ -635,6 +691,8 @@ int ab_secret_load(const char *name, const ab_secret_source *src, char **value, 
 		return load_file(name, src->path, value, len, err);
 	case AB_SECRET_SRC_COMMAND:
 		return load_command(name, src, value, len, err);
+	case AB_SECRET_SRC_JSON:
+		return load_json(name, src->path, src->pointer, value, len, err);
 	}
 	return fail_as(err, EINVAL, "secret %s: unknown source kind %d", name, (int)src->kind);
 }
@@ -669,6 +727,57 @@ static size_t b64_encode(const unsigned char *in, size_t n, char *out, const cha
 	}
 	out[o] = '\0';
 	return o;
+}
+
+/* One part of a compact JWS: unpadded base64url, a possible length. */
+static bool jws_part(const char *p, size_t n)
+{
+	if (!n || n % 4 == 1)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!is_alnum((unsigned char)p[i]) && p[i] != '-' && p[i] != '_')
+			return false;
+	return true;
+}
+
+int ab_jwt_placeholder_make(const char *value, size_t len, char *out, size_t outsz)
+{
+	const char *d1 = value ? memchr(value, '.', len) : NULL;
+	const char *d2 = d1 ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - value)) : NULL;
+	if (!d2 || memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - value)) || len > AB_PLACEHOLDER_MAX)
+		return -EINVAL;
+	size_t keep = (size_t)(d2 + 1 - value), siglen = len - keep;
+	if (!jws_part(value, (size_t)(d1 - value)) || !jws_part(d1 + 1, (size_t)(d2 - d1 - 1)) ||
+	    (siglen && !jws_part(d2 + 1, siglen)))
+		return -EINVAL;
+	/* the bytes the signature encodes: encoding as many random bytes gives
+	 * exactly SIGLEN characters again */
+	size_t nbytes = siglen * 3 / 4;
+	if (nbytes < AB_JWT_SIG_MIN_BYTES)
+		return -ERANGE;
+	if (!out || outsz <= len)
+		return -ENOBUFS;
+	unsigned char rnd[AB_PLACEHOLDER_MAX * 3 / 4 + 3];
+	size_t got = 0;
+	while (got < nbytes) {
+		ssize_t r = getrandom(rnd + got, nbytes - got, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = errno;
+			explicit_bzero(rnd, sizeof(rnd));
+			return -e;
+		}
+		got += (size_t)r;
+	}
+	memcpy(out, value, keep);
+	size_t o = b64_encode(rnd, nbytes, out + keep, b64_url, false);
+	explicit_bzero(rnd, sizeof(rnd));
+	if (o != siglen) { /* cannot happen for a length that passed jws_part */
+		explicit_bzero(out, outsz);
+		return -EINVAL;
+	}
+	return (int)len;
 }
 
 static int b64_val(unsigned char c)

@@ -10,9 +10,38 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
-static bool watched_kind(const ab_mount *m)
+/* Is DST's covering mount (the deepest other mount at or above it) a bind of
+ * a host directory?  Then a rename or unlink of DST on the host detaches
+ * every mount on DST in the sandbox's namespace (Linux >= 3.18), and what a
+ * mask or a rendered file covered becomes visible inside. */
+static bool host_backed(const ab_plan *plan, const ab_mount *self)
 {
-	return m->kind == AB_MNT_PROTECT || m->kind == AB_MNT_PLACEHOLDER || m->kind == AB_MNT_PIN;
+	const ab_mount *best = NULL;
+	size_t best_len = 0;
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		const ab_mount *m = &plan->mounts[i];
+		size_t n = strlen(m->dst);
+		if (m == self || n < best_len || strncmp(self->dst, m->dst, n) != 0)
+			continue;
+		if (self->dst[n] != '/' && self->dst[n] != '\0' && !(n == 1 && m->dst[0] == '/'))
+			continue;
+		if (m->kind == AB_MNT_MASK || m->kind == AB_MNT_CONTENT || m->kind == AB_MNT_SYMLINK ||
+		    m->kind == AB_MNT_RO_REMOUNT)
+			continue; /* covers one path, or changes no content */
+		best = m;
+		best_len = n;
+	}
+	return best && (best->kind == AB_MNT_BIND_RO || best->kind == AB_MNT_BIND_RW ||
+			best->kind == AB_MNT_PROTECT || best->kind == AB_MNT_PIN);
+}
+
+static bool watched(const ab_plan *plan, const ab_mount *m)
+{
+	if (m->kind == AB_MNT_PROTECT || m->kind == AB_MNT_PLACEHOLDER || m->kind == AB_MNT_PIN)
+		return true;
+	/* what a hidden path or a rendered credentials file covers on the host */
+	return (m->kind == AB_MNT_MASK || (m->kind == AB_MNT_CONTENT && (m->flags & AB_MNT_F_RENDER))) &&
+	       host_backed(plan, m);
 }
 
 int ab_watch_init(ab_watch *w, const ab_plan *plan, ab_err *err)
@@ -20,7 +49,7 @@ int ab_watch_init(ab_watch *w, const ab_plan *plan, ab_err *err)
 	*w = (ab_watch){.fd = -1};
 	size_t n = 0;
 	for (size_t i = 0; i < plan->nmounts; i++)
-		n += watched_kind(&plan->mounts[i]);
+		n += watched(plan, &plan->mounts[i]);
 	if (n == 0)
 		return 0;
 	w->fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
@@ -33,7 +62,7 @@ int ab_watch_start(ab_watch *w, const ab_plan *plan, ab_err *err)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < plan->nmounts; i++)
-		n += watched_kind(&plan->mounts[i]);
+		n += watched(plan, &plan->mounts[i]);
 	if (n == 0 || w->fd < 0)
 		return 0;
 	w->wd = calloc(n, sizeof(*w->wd));
@@ -45,7 +74,7 @@ int ab_watch_start(ab_watch *w, const ab_plan *plan, ab_err *err)
 	}
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
-		if (!watched_kind(m))
+		if (!watched(plan, m))
 			continue;
 		/* removal, rename and (for files) a link-count change from a
 		 * rename over it; a directory's own moves and removal */
@@ -54,8 +83,15 @@ int ab_watch_start(ab_watch *w, const ab_plan *plan, ab_err *err)
 			mask |= IN_ATTRIB;
 		int wd = inotify_add_watch(w->fd, m->dst, mask);
 		if (wd < 0) {
-			if (errno == ENOENT && m->kind == AB_MNT_PLACEHOLDER)
-				continue; /* appeared and went meanwhile: the cover checks it */
+			if (errno == ENOENT && m->kind != AB_MNT_PROTECT && m->kind != AB_MNT_PIN)
+				continue; /* absent: nothing on the host to uncover (a
+					     placeholder that went meanwhile: its cover
+					     checks it) */
+			/* a hidden file agentbox's caller may not read (/etc/shadow):
+			 * the sandbox runs with the same credentials and could not
+			 * read it uncovered either */
+			if (errno == EACCES && m->kind == AB_MNT_MASK)
+				continue;
 			int e = errno;
 			ab_fail(err, e, "watch protected path %s", m->dst);
 			if (e == ENOSPC)

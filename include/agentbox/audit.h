@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The egress audit log and the exit summary (parent).  One JSON object per
- * line (jansson), each with "ts" (UTC, RFC 3339 with milliseconds) and
- * "event".  Callers never pass a secret or a URL query; strings are capped.
+ * The audit log and the exit summary (parent).  One JSON object per line
+ * (jansson), each with "ts" (UTC, RFC 3339 with milliseconds) and "event".
+ * The run owns it (src/sandbox.c); the proxy (network), the supervisor
+ * (commands, syscall denials) and the tracer write to it.  Callers never pass
+ * a secret or a URL query; strings are capped.  docs/audit.md has the schema.
  */
 #ifndef AGENTBOX_AUDIT_H
 #define AGENTBOX_AUDIT_H
@@ -13,7 +15,8 @@
 
 #include "agentbox/common.h"
 
-#define AB_AUDIT_MAX_HOSTS 512 /* distinct host:port kept for the summary */
+#define AB_AUDIT_MAX_HOSTS 512   /* distinct host:port kept for the summary */
+#define AB_AUDIT_MAX_DENIALS 256 /* distinct (category, what, comm) kept for the summary */
 
 typedef struct ab_audit ab_audit;
 
@@ -30,7 +33,14 @@ void ab_audit_count(ab_audit *a, const char *host, unsigned port, bool allowed, 
 		    uint64_t down);
 void ab_audit_count_dns_denied(ab_audit *a, const char *name);
 
-/* One screen: hosts reached (requests, bytes), refused attempts. */
+/* Summary bookkeeping: N denials of WHAT (a syscall name, a path) by COMM in
+ * CATEGORY ("syscall", "file"); N commands recorded. */
+void ab_audit_count_denial(ab_audit *a, const char *category, const char *what,
+			   const char *comm, uint64_t n);
+void ab_audit_count_exec(ab_audit *a, uint64_t n);
+
+/* One screen: commands recorded, denials by category, hosts reached
+ * (requests, bytes), refused attempts. */
 void ab_audit_summary(const ab_audit *a, FILE *out);
 
 #endif

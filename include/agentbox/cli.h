@@ -6,17 +6,19 @@
 #include "agentbox/common.h"
 
 enum ab_cmd { AB_CMD_NONE, AB_CMD_RUN, AB_CMD_CHECK, AB_CMD_EXPLAIN, AB_CMD_DOCTOR,
-	      AB_CMD_HELP, AB_CMD_VERSION, AB_CMD_ALLOW, AB_CMD_TEST_ESCAPE };
+	      AB_CMD_HELP, AB_CMD_VERSION, AB_CMD_ALLOW, AB_CMD_TEST_ESCAPE,
+	      AB_CMD_REPORT };
 
 typedef struct ab_cli {
 	enum ab_cmd cmd;
 	enum ab_cmd help_for; /* AB_CMD_HELP: which command's help (NONE = global) */
 	ab_strv profiles;     /* -p, repeatable, merged left to right; empty = "default" */
 	char *workspace;      /* -w; NULL = cwd */
-	bool json;            /* explain/doctor --json */
+	bool json;            /* explain/doctor/report --json */
 	bool quiet;           /* run -q: no warnings */
 	int pty;              /* run: 1 --pty, 0 --no-pty, -1 auto */
 	char *log_path;       /* run --log FILE: egress audit log (overrides the profile's) */
+	int trace;            /* run --trace[=best-effort]: enum ab_trace_mode (trace.h) */
 	ab_strv grants;       /* run/explain one-off grants, in order: "allow=HOST[:PORT]",
 				 "read=PATH", "write=PATH", "env=NAME" */
 	char **argv;          /* run: command (points into the original argv) */

@@ -33,7 +33,9 @@ typedef struct ab_host {
 	int landlock_errno; /* why 0 (ENOSYS: not built, EOPNOTSUPP: disabled at boot) */
 
 	int seccomp_ok;         /* ab_tristate: prctl(PR_GET_SECCOMP) / seccomp(GET_ACTION_AVAIL) */
-	int seccomp_user_notif; /* ab_tristate */
+	int seccomp_user_notif; /* ab_tristate; NO also when a filter above agentbox already
+				   has a listener (only one per chain: a container runtime) */
+	bool seccomp_listener_busy; /* that case: the kernel has it, a listener is taken */
 	int seccomp_mode;       /* PR_GET_SECCOMP of agentbox itself: 0, 2 = already under a
 				   filter (container, systemd unit), -1 unknown */
 	int container;          /* ab_tristate: /.dockerenv, /run/.containerenv or $container */

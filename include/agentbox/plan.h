@@ -54,6 +54,9 @@ enum ab_mnt_kind {
 #define AB_MNT_F_RUNTIME 0x20 /* AB_MNT_CONTENT made at run time (the session CA): the
 				 parent sends it as an AB_SYNC_CONTENT memfd; src is NULL */
 #define AB_MNT_F_CA_ONLY 0x40 /* ... the session CA alone, not the combined bundle */
+#define AB_MNT_F_RENDER 0x80  /* ... a credentials file rendered with placeholders
+				 (writable, 0600, owned by the command's uid; in the
+				 sandbox's memory, changes are not written back) */
 
 typedef struct ab_mount {
 	enum ab_mnt_kind kind;
@@ -86,6 +89,7 @@ typedef struct ab_plan_input {
 	int force_pty;              /* 1 always, 0 never, -1 auto (any of 0-2 a terminal) */
 	const char *log_path;       /* --log FILE (absolute), overrides network.log; may be NULL */
 	bool quiet;                 /* -q: no network summary at exit */
+	int trace;                  /* run --trace: enum ab_trace_mode (trace.h) */
 	unsigned ablate;            /* AB_ABLATE_*: test-only weakening (see below); 0 always
 				       in the installed binary */
 } ab_plan_input;
@@ -175,8 +179,10 @@ typedef struct ab_plan {
 
 	ab_egress_plan egress;
 	bool share_net;     /* test ablation "netns": no CLONE_NEWNET, no proxy */
+	int trace;          /* run --trace: enum ab_trace_mode (trace.h), src/trace.c */
 
 	ab_strv downgrades; /* named protections lost on this kernel and allowed by the profile */
+	const char *record_lost; /* why there is no record here (static text), or NULL */
 	ab_strv warnings;   /* other things the user should know */
 	int cap_last_cap;
 } ab_plan;

@@ -20,6 +20,7 @@
 #define AB_PSECRET_ENV 0
 #define AB_PSECRET_FILE 1
 #define AB_PSECRET_COMMAND 2
+#define AB_PSECRET_JSON 3 /* a string in a JSON file, by JSON pointer (src_file, src_pointer) */
 
 /* Variables available for expansion: "~" (at the start of a path), ${HOME},
  * ${WORKSPACE}, ${XDG_CONFIG_HOME}, ${XDG_DATA_HOME}, ${XDG_CACHE_HOME},
@@ -78,6 +79,12 @@ typedef struct ab_profile {
 		ab_strv allow; /* default-denied syscalls this profile re-allows (relaxable only) */
 	} syscalls;
 
+	/* The record (issue 7): -1 unset (= on), 0 off, 1 on.  exec needs a log. */
+	struct {
+		int exec;
+		int denials;
+	} audit;
+
 	/* TCP ports that processes inside may connect()/bind() to on the sandbox's
 	 * own loopback, enforced by Landlock (ABI >= 4).  NULL list = none. */
 	struct {
@@ -112,10 +119,25 @@ typedef struct ab_profile {
 		ab_strv places;     /* "header:NAME", "query", "body"; empty = default headers */
 		char *ph_prefix;    /* placeholder prefix, may be NULL */
 		long ph_len;        /* placeholder length, 0 = the value's */
+		bool ph_jwt;        /* placeholder {"jwt": true}: the value's JWT header and
+				       payload, a random signature (secrets.h) */
 		char *env_name;     /* variable inside holding the placeholder; NULL = name,
 				       "" = none */
 		bool mask_in_body;  /* body of a request to a bound host, "body" not
 				       allowed: send a mask instead of refusing */
+		/* subscription logins (issue 6, docs/credentials.md) */
+		char *src_pointer;  /* json: JSON pointer into src_file */
+		bool optional;      /* "optional": an absent source skips the secret */
+		ab_strv optional_unless; /* "optional": [NAMES]: absent is fine only when
+					    one of these secrets was loaded */
+		char *hint;         /* printed when the secret is missing (not optional) */
+		bool render;        /* json: src_file is shown inside, rendered with the
+				       placeholders of every secret read from it */
+		ab_strv render_keep; /* render: only these JSON pointers are kept (empty:
+					the whole document) */
+		char *rot_host;     /* "rotate": token endpoint host[:port] (a netrule) */
+		char *rot_path;     /* ... its path (exact, no query) */
+		char *rot_field;    /* ... JSON pointer of the new value in its response */
 	} *secrets;
 	size_t nsecrets;
 

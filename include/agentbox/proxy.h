@@ -27,9 +27,11 @@
 
 typedef struct ab_proxy ab_proxy;
 
-/* Build the policy from the plan and open the audit log (before the sandbox
- * starts: a bad log path is a setup error). */
-int ab_proxy_new(const ab_egress_plan *plan, ab_proxy **out, ab_err *err);
+/* Build the policy from the plan (before the sandbox starts).  AUDIT (may be
+ * NULL) is the run's audit log, borrowed: it outlives the proxy. */
+struct ab_audit;
+int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **out,
+		 ab_err *err);
 /* Attach to the loop (after it exists). */
 int ab_proxy_attach(ab_proxy *px, ab_loop *loop, ab_err *err);
 /* A listener created inside the sandbox (kind: enum ab_listen_kind).  The
@@ -41,10 +43,8 @@ struct ab_broker;
 void ab_proxy_set_broker(ab_proxy *px, struct ab_broker *b);
 /* Serve `agentbox allow` for this workspace (control.h). */
 int ab_proxy_control(ab_proxy *px, const char *workspace, ab_err *err);
-/* Close every connection (the sandbox is gone), emit the end of the log. */
+/* Close every connection (the sandbox is gone). */
 void ab_proxy_shutdown(ab_proxy *px);
-/* One screen on `out` (the exit summary), when the plan asked for it. */
-void ab_proxy_summary(ab_proxy *px, FILE *out);
 void ab_proxy_free(ab_proxy *px);
 
 #endif

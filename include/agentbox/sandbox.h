@@ -34,6 +34,8 @@ enum ab_sync_type {
 	AB_SYNC_ENV,            /* parent -> child (before PLACEHOLDERS_DONE): one raw
 				   datagram of `value` bytes follows, "NAME=VALUE" for the
 				   command's environment (a secret's placeholder) */
+	AB_SYNC_NOTIFY,         /* child -> parent: SCM_RIGHTS the seccomp user-notification
+				   listener (the exec and denial record, supervise.c) */
 };
 
 #define AB_SECCOMP_MAX_INSNS 4096 /* per program (BPF_MAXINSNS) */

@@ -17,6 +17,15 @@ typedef struct ab_seccomp_policy {
 	ab_strv extra_deny; /* profile syscalls.deny: names, EPERM */
 	ab_strv allow;      /* profile syscalls.allow: relaxable default entries to drop */
 	bool disabled;      /* test-only ablation switch (AGENTBOX_TEST_ABLATE=seccomp) */
+	/* The record (issue 7): with either set, program 1 is loaded with a
+	 * user-notification listener that agentbox's parent serves
+	 * (src/supervise.c).  notify_denials: every EPERM/EAFNOSUPPORT rule
+	 * becomes SECCOMP_RET_USER_NOTIF and the parent answers with that same
+	 * errno (ab_seccomp_deny_errno) and logs it; the ENOSYS rules stay plain
+	 * (they steer user space to a fallback, they deny nothing by
+	 * themselves).  notify_exec: execve/execveat notify and continue. */
+	bool notify_denials;
+	bool notify_exec;
 } ab_seccomp_policy;
 
 /* A compiled program (or two: libseccomp's filter, plus a tiny hand-written
@@ -40,9 +49,19 @@ int ab_seccomp_validate(const ab_seccomp_policy *pol, ab_err *err);
 int ab_seccomp_compile(const ab_seccomp_policy *pol, ab_seccomp_prog *out, ab_err *err);
 void ab_seccomp_prog_free(ab_seccomp_prog *p);
 
-/* Child side: load every program with SECCOMP_FILTER_FLAG_TSYNC is not needed
- * (single-threaded); requires no_new_privs already set.  No allocation. */
-int ab_seccomp_apply(const ab_seccomp_prog *p, ab_err *err);
+/* Child side: load every program (SECCOMP_FILTER_FLAG_TSYNC is not needed:
+ * single-threaded); requires no_new_privs already set.  No allocation.  With
+ * LISTENER non-NULL, program 1 is loaded with SECCOMP_FILTER_FLAG_NEW_LISTENER
+ * and *LISTENER receives the notification fd (O_CLOEXEC). */
+int ab_seccomp_apply(const ab_seccomp_prog *p, int *listener, ab_err *err);
+
+/* The errno the policy answers a notified (denied) syscall NR with: the
+ * errno of its rules (EPERM, EAFNOSUPPORT for socket families), EPERM for
+ * anything the policy does not know (fail closed). */
+int ab_seccomp_deny_errno(const ab_seccomp_policy *pol, int nr);
+
+/* The syscall's name for the record ("syscall_N" when unknown). */
+void ab_seccomp_name(int nr, char *buf, size_t size);
 
 /* Human-readable PFC export of the libseccomp part (tests, `explain --seccomp`),
  * followed by a commented disassembly of the guard program. */

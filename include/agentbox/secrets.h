@@ -15,7 +15,9 @@
  *     here, wiped (explicit_bzero) by ab_secret_free.
  *   - placeholder: [A-Za-z0-9_-] only (see ab_placeholder_make).  By default
  *     exactly as long as the value, so swapping never changes the length of a
- *     message and body swaps keep the framing.
+ *     message and body swaps keep the framing.  A JWT placeholder
+ *     (ab_jwt_placeholder_make, jwt set) keeps the value's header and payload
+ *     and adds the two '.' separators.
  *   - bound hosts: netpolicy rules ("api.example.com", "*.example.com",
  *     "host:8443"; see netpolicy.h), kept as the ALLOW list of an
  *     ab_netpolicy and matched with ab_netpolicy_check: a rule without a port
@@ -119,6 +121,24 @@
  */
 int ab_placeholder_make(const char *prefix, size_t len, size_t value_len, char *out, size_t outsz);
 
+/*
+ * A JWT-shaped placeholder for VALUE[0..LEN), a JWS in compact form
+ * (header.payload.signature, each part non-empty unpadded base64url): the
+ * same header and payload (their claims stay readable, as they are in the
+ * real token: a harness decodes them locally) and, in place of the
+ * signature, random bytes (getrandom) encoded as base64url of exactly the
+ * signature's length (a valid encoding: strict decoders accept it).  So the
+ * placeholder is as long as the value, and only the part that makes the
+ * token usable differs.  The signature must carry at least
+ * AB_JWT_SIG_MIN_BYTES bytes (>= 128 random bits in the placeholder).
+ * Returns the length (OUT NUL-terminated), -EINVAL (not a JWS: not three
+ * parts, empty part, a character outside [A-Za-z0-9_-], an impossible
+ * base64 length), -ERANGE (signature too short), -ENOBUFS, or the getrandom
+ * error.  Never looks at what the parts decode to.
+ */
+#define AB_JWT_SIG_MIN_BYTES 16
+int ab_jwt_placeholder_make(const char *value, size_t len, char *out, size_t outsz);
+
 /* ---------------------------------------------------------------- secrets */
 
 typedef struct ab_secret {
@@ -131,6 +151,7 @@ typedef struct ab_secret {
 	ab_strv headers;    /* lower-cased allowed header names */
 	bool in_query, in_body;
 	bool mask_in_body;  /* bound host, body, no in_body: mask instead of BLOCK */
+	bool jwt;           /* the placeholder is JWT-shaped (ab_secret_set_placeholder_jwt) */
 	bool places_given;  /* private: a place was added (no default headers) */
 } ab_secret;
 
@@ -147,6 +168,11 @@ int ab_secret_set_value(ab_secret *s, char *value, size_t len, ab_err *err);
 /* Generate the placeholder (ab_placeholder_make with the value's length;
  * call after ab_secret_set_value).  LEN 0: same length as the value. */
 int ab_secret_set_placeholder(ab_secret *s, const char *prefix, size_t len, ab_err *err);
+/* Make the placeholder JWT-shaped (ab_jwt_placeholder_make; call after
+ * ab_secret_set_value) and set s->jwt.  An error names the secret, never the
+ * value: -EINVAL (the value is not a JWT), -ERANGE (its signature is too
+ * short for an unguessable placeholder). */
+int ab_secret_set_placeholder_jwt(ab_secret *s, ab_err *err);
 /* Complete and check: a value, a placeholder and at least one host; applies
  * the default headers when no place was added.  0 or -EINVAL. */
 int ab_secret_finish(ab_secret *s, ab_err *err);
@@ -167,6 +193,8 @@ typedef enum ab_secret_src_kind {
 	AB_SECRET_SRC_ENV = 0,   /* agentbox's own environment */
 	AB_SECRET_SRC_FILE = 1,  /* the file's bytes, ONE trailing "\n" or "\r\n" stripped */
 	AB_SECRET_SRC_COMMAND = 2, /* the command's stdout, trailing whitespace trimmed */
+	AB_SECRET_SRC_JSON = 3,  /* the string at `pointer` in the JSON file `path`
+				    (credfile.h: at most 64 KiB, no duplicate keys) */
 } ab_secret_src_kind;
 
 typedef struct ab_secret_source {
@@ -175,6 +203,7 @@ typedef struct ab_secret_source {
 	const char *path;        /* FILE: read as is (FIFOs and /dev/fd/N work) */
 	char *const *argv;       /* COMMAND: NULL-terminated; argv[0] looked up in PATH */
 	unsigned timeout_ms;     /* COMMAND: 0 means AB_SECRET_CMD_TIMEOUT_MS */
+	const char *pointer;     /* JSON: RFC 6901 pointer to a string */
 } ab_secret_source;
 
 /*
@@ -187,7 +216,9 @@ typedef struct ab_secret_source {
  * error.  A missing or empty value is an error naming the secret and the
  * source, never the value; so is a value that breaks the value rules.
  * Returns 0 or -errno (-ENOENT missing, -ENODATA empty, -EFBIG too large,
- * -ETIMEDOUT, -ECHILD for a failed command, -EINVAL bad bytes).
+ * -ETIMEDOUT, -ECHILD for a failed command, -EINVAL bad bytes).  JSON:
+ * -ENOENT also when the file has nothing at the pointer (an absent login),
+ * -EINVAL when it is not JSON or the value there is not a string.
  */
 int ab_secret_load(const char *name, const ab_secret_source *src, char **value, size_t *len,
 		   ab_err *err);

@@ -13,7 +13,9 @@
  *      -E2BIG), and unless blocked the new head parses, holds no
  *      placeholder, and equals the input when nothing was injected
  *   2  the response set (values and their encodings) on the input, split:
- *      same length, split-independent, no raw value left
+ *      same length, split-independent, no raw value left; and the JWT
+ *      placeholder of the input (refused, or the same header and payload
+ *      and a base64url signature of the same length)
  *   3  like 1, then the body set for the same destination on the bytes
  *      after the head
  */
@@ -296,6 +298,33 @@ static void fuzz_response(const uint8_t *d, size_t size)
 	free(two);
 }
 
+/* The JWT placeholder of the input: refused unless it is header.payload.sig
+ * in base64url; else as long, the same up to the last '.', a base64url
+ * signature. */
+static void fuzz_jwt(const uint8_t *data, size_t size)
+{
+	static char out[AB_PLACEHOLDER_MAX + 1];
+	const char *v = (const char *)data;
+	size_t dots = 0;
+	for (size_t i = 0; i < size; i++)
+		dots += v[i] == '.';
+	int r = ab_jwt_placeholder_make(v, size, out, sizeof(out));
+	if (r < 0) {
+		if (r != -EINVAL && r != -ERANGE)
+			__builtin_trap();
+		return;
+	}
+	const char *last = memrchr(v, '.', size);
+	if ((size_t)r != size || dots != 2 || !last || strlen(out) != size)
+		__builtin_trap();
+	size_t keep = (size_t)(last + 1 - v);
+	if (memcmp(out, v, keep) != 0 || size - keep < 22)
+		__builtin_trap();
+	for (size_t i = keep; i < size; i++)
+		if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", out[i]))
+			__builtin_trap();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t hl;
@@ -315,6 +344,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 2:
 		fuzz_response(data, size);
+		fuzz_jwt(data + 1, size - 1);
 		break;
 	case 3:
 		if (fuzz_head(data, size, &hl, &host, &port) == 0)

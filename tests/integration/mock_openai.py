@@ -32,6 +32,9 @@ integration tests' throw-away CA (upstream.session_ca()), so a profile maps
 api.openai.com to 127.0.0.1:PORT under network.hosts, names that CA under
 network.ca_file, and nothing reaches the real host.  refuse_websocket=True
 answers the upgrade with 426, which makes codex fall back to HTTP at once.
+The ChatGPT backend's Responses path (/backend-api/codex/responses, a
+ChatGPT login) is served like /v1/responses; any other request goes to the
+test's `routes` callable first (the token endpoint, account checks).
 """
 
 import atexit
@@ -54,6 +57,8 @@ import http.server
 from upstream import session_ca
 
 API_HOST = "api.openai.com"
+# the Responses API: the OpenAI API's, and the ChatGPT backend's (a ChatGPT login)
+RESPONSES_PATHS = ("/v1/responses", "/backend-api/codex/responses")
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 _LEAF = None
@@ -261,16 +266,32 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.headers.get("Upgrade", "").lower() == "websocket":
             return self._websocket()
         rec = self._record("http")
+        if self._route(rec, b""):
+            return
         rec["status"] = 404
         self._send(404, b'{"error":{"message":"not found in the mock",'
                         b'"type":"invalid_request_error"}}')
+
+    def _route(self, rec, body):
+        """The test's own answers (MockOpenAI(routes=...)): True if sent."""
+        routes = self.server.mock.routes
+        got = routes(self.headers.get("Host", ""), self.command, self.path,
+                     dict((k.lower(), v) for k, v in self.headers.items()), body) \
+            if routes else None
+        if got is None:
+            return False
+        rec["status"], data = got
+        self._send(rec["status"], data)
+        return True
 
     def do_POST(self):
         rec = self._record("http")
         raw, body = self._body()
         rec["body"] = raw
         path = self.path.split("?", 1)[0]
-        if path != "/v1/responses" or body is None:
+        if path not in RESPONSES_PATHS and body is not None and self._route(rec, body):
+            return
+        if path not in RESPONSES_PATHS or body is None:
             rec["status"] = 404 if body is not None else 415
             return self._send(rec["status"], b'{"error":{"message":"unsupported by the mock"}}')
         try:
@@ -402,9 +423,10 @@ class MockOpenAI:
     "ws", method, path, headers [(lower name, value)], body bytes, ws [the
     client's WebSocket messages], status), scenario."""
 
-    def __init__(self, ctx, scenario, refuse_websocket=False, conn_timeout=60):
+    def __init__(self, ctx, scenario, refuse_websocket=False, conn_timeout=60, routes=None):
         leaf = openai_leaf()
         self.scenario = scenario
+        self.routes = routes    # (host, method, path, headers, body) -> (status, bytes) | None
         self.refuse_websocket = refuse_websocket
         self.conn_timeout = conn_timeout
         self.ca_file = leaf["ca"]

@@ -33,9 +33,10 @@ the upgrade (HTTP POST + server-sent events).  test_codex_exec_env_key_provider:
 the same with the documented config.toml recipe (a provider that reads
 $OPENAI_API_KEY on every request).  Each exec run takes about 9 s with the
 shipped profile: codex fetches its model catalog from chatgpt.com (with the
-key), which the profile does not allow; agentbox refuses the CONNECT and
-codex retries with backoff before using its bundled catalog (see
-docs/harnesses.md).
+key's placeholder); chatgpt.com is allowed (for a ChatGPT login) but not
+reachable from the tests, so codex retries with backoff before using its
+bundled catalog (see docs/harnesses.md).  The ChatGPT login itself is tested
+in test_codex_login.py.
 
 test_codex_home_hardening: what in ~/.codex a later codex run on the host
 would execute or obey cannot be changed from inside (read-only or private

@@ -11,6 +11,7 @@ create the host's marker (no false positives from git running inside).
 Tests marked "weakness" below were open when written; see the red-team report.
 """
 
+import json
 import os
 import stat
 import subprocess
@@ -235,6 +236,33 @@ def test_host_rewrite_keeps_protection(ctx):
     _host_git(ctx, "status", "--porcelain")
     assert "fsmonitor" not in cfg, ".git/config written from inside after a host rewrite"
     _assert_no_payload(ctx, marker, ".git/config after a host rewrite")
+
+
+def test_host_rename_over_hidden_file(ctx):
+    """Weakness: a file hidden by filesystem.deny inside a bound host directory
+    is covered on its directory entry; a tool on the host that saves the real
+    file by rename (a token refresh) detaches the cover in the sandbox, and the
+    new real content shows inside.  The parent watches such covers too and
+    stops the sandbox."""
+    secret = os.path.join(ctx.ws, "token.json")
+    ctx.host_file(secret, '{"token": "old"}\n', 0o600)
+    prof = ctx.host_file(os.path.join(ctx.scratch, "hide.json"), json.dumps(
+        {"version": 1, "extends": "default",
+         "filesystem": {"deny": ["${WORKSPACE}/token.json"]}}))
+    p = ctx.popen(["run", "-p", prof, "-w", ctx.ws, "--", "sh", "-c",
+                   "touch ready; i=0; while [ $i -lt 50 ]; do i=$((i+1)); "
+                   "cat token.json 2>/dev/null; sleep 0.2; done; true"])
+    if not _wait_file(os.path.join(ctx.ws, "ready")):
+        p.kill()
+        raise AssertionError("the sandbox never started: %r" % (p.communicate()[1],))
+    new = os.path.join(ctx.ws, ".token.json.tmp")
+    with open(new, "w") as f:
+        f.write('{"token": "%s"}\n' % ctx.token)
+    os.rename(new, secret)
+    out, err = (x.decode(errors="replace") for x in p.communicate(timeout=30))
+    assert ctx.token not in out, "the new real file was read inside after a host rename"
+    assert p.returncode == 125, (p.returncode, err)
+    assert "protected or hidden path %s was replaced" % secret in err, err
 
 
 # ---------------------------------------------------------------- agentbox's own state

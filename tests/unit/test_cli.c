@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agentbox/cli.h"
+#include "agentbox/trace.h"
 
 #define MAXARGS 16
 
@@ -270,6 +271,46 @@ static void test_grants(void **state)
 	ab_cli_free(&c);
 }
 
+/* --trace takes its optional value only attached with '=' */
+static void test_trace(void **state)
+{
+	ab_cli c;
+	ab_err e;
+	assert_int_equal(parse(&c, &e, A("run", "ls")), 0);
+	assert_int_equal(c.trace, AB_TRACE_OFF);
+	ab_cli_free(&c);
+	assert_int_equal(parse(&c, &e, A("run", "--trace", "ls")), 0);
+	assert_int_equal(c.trace, AB_TRACE_STRICT);
+	assert_argv(&c, A("ls"));
+	ab_cli_free(&c);
+	assert_int_equal(parse(&c, &e, A("run", "--trace=best-effort", "--", "ls")), 0);
+	assert_int_equal(c.trace, AB_TRACE_BEST_EFFORT);
+	assert_argv(&c, A("ls"));
+	ab_cli_free(&c);
+	/* a separate word is the command, not the value */
+	assert_int_equal(parse(&c, &e, A("run", "--trace", "best-effort")), 0);
+	assert_int_equal(c.trace, AB_TRACE_STRICT);
+	assert_argv(&c, A("best-effort"));
+	ab_cli_free(&c);
+	const struct {
+		const char *const *args;
+		const char *msg;
+	} bad[] = {
+		{A("run", "--trace=yes", "ls"), "run: --trace takes no value or '=best-effort', not 'yes'"},
+		{A("run", "--trace=", "ls"), "run: --trace takes no value or '=best-effort', not ''"},
+		{A("run", "--trace=Best-Effort", "ls"),
+		 "run: --trace takes no value or '=best-effort', not 'Best-Effort'"},
+		{A("explain", "--trace"), "explain: unknown option '--trace' (see 'agentbox explain --help')"},
+		{A("test-escape", "--trace"),
+		 "test-escape: unknown option '--trace' (see 'agentbox test-escape --help')"},
+	};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(bad); i++) {
+		assert_int_equal(parse(&c, &e, bad[i].args), -EINVAL);
+		assert_string_equal(e.msg, bad[i].msg);
+		ab_cli_free(&c);
+	}
+}
+
 /* ---------------------------------------------------------------- errors */
 
 static void test_errors(void **state)
@@ -419,6 +460,7 @@ int main(void)
 		cmocka_unit_test(test_check),
 		cmocka_unit_test(test_test_escape),
 		cmocka_unit_test(test_grants),
+		cmocka_unit_test(test_trace),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_no_command),
 		cmocka_unit_test(test_reparse),

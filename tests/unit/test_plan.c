@@ -158,6 +158,7 @@ static ab_profile *prof_new(void)
 	ab_profile *p = calloc(1, sizeof(*p));
 	assert_non_null(p);
 	p->name = strdup("test");
+	p->audit.exec = p->audit.denials = -1; /* as the loader leaves them: unset = on */
 	p->limits = (ab_limits){AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
 				AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET};
 	return p;

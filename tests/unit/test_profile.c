@@ -383,7 +383,7 @@ static void test_did_you_mean(void **state)
 		{ "{\"version\":1,\"hstnm\":\"x\"}", /* distance 3: no guess */
 		  "/x/p.json:1:14: unknown key \"hstnm\" (known: $schema, version, extends, "
 		  "description, command, filesystem, network, env, limits, syscalls, secrets, "
-		  "unix_sockets, allow_downgrade, hostname)" },
+		  "audit, unix_sockets, allow_downgrade, hostname)" },
 		{ "{\"version\":1,\"allow_downgrade\":[\"seccomp-usernotif\"]}",
 		  "/x/p.json:1:33: allow_downgrade[0]: unknown downgrade \"seccomp-usernotif\" "
 		  "(did you mean \"seccomp-user-notif\"?)" },
@@ -1133,7 +1133,42 @@ static void test_secret_mask_in_body(void **state)
 	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
 		"\"hosts\":[\"a.test\"],\"mask_body\":true}}}",
 		"/x/p.json:1:68: secrets.A: unknown key \"mask_body\" (from, hosts, in, "
-		"placeholder, env, mask_in_body)");
+		"placeholder, env, mask_in_body, optional, hint, render, rotate)");
+}
+
+/* secrets.NAME.placeholder.jwt: a boolean, alone (no prefix, no length),
+ * copied by merges. */
+static void test_secret_placeholder_jwt(void **state)
+{
+	ab_err e = { 0 };
+	ab_profile *p = buf_ok_as("{\"version\":1,\"secrets\":{"
+				  "\"A\":{\"from\":{\"env\":\"A\"},\"hosts\":[\"a.test\"],"
+				  "\"placeholder\":{\"jwt\":true}},"
+				  "\"B\":{\"from\":{\"env\":\"B\"},\"hosts\":[\"b.test\"],"
+				  "\"placeholder\":{\"jwt\":false,\"prefix\":\"x-\"}}}}",
+				  "/x/s.json");
+	assert_true(p->secrets[0].ph_jwt);
+	assert_false(p->secrets[1].ph_jwt);
+	ab_profile *empty = buf_ok_as("{\"version\":1}", "/x/e.json");
+	assert_int_equal(ab_profile_merge(empty, p, &e), 0);
+	assert_true(empty->secrets[0].ph_jwt);
+	assert_false(empty->secrets[1].ph_jwt);
+	ab_profile_free(empty);
+	ab_profile_free(p);
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\"placeholder\":{\"jwt\":1}}}}",
+		"/x/p.json:1:89: secrets.A.placeholder.jwt: expected true or false, got an integer");
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\"placeholder\":{\"jwt\":true,\"prefix\":\"e\"}}}}",
+		"/x/p.json:1:82: secrets.A.placeholder: a JWT placeholder keeps the shape of the "
+		"value: no \"prefix\" or \"length\" with \"jwt\"");
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\"placeholder\":{\"length\":40,\"jwt\":true}}}}",
+		"/x/p.json:1:82: secrets.A.placeholder: a JWT placeholder keeps the shape of the "
+		"value: no \"prefix\" or \"length\" with \"jwt\"");
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\"placeholder\":{\"jwts\":true}}}}",
+		"/x/p.json:1:83: secrets.A.placeholder: unknown key \"jwts\" (prefix, length, jwt)");
 }
 
 /* ------------------------------------------- shipped profiles and schema */
@@ -1294,6 +1329,7 @@ int main(void)
 		cmocka_unit_test(test_loader_hostile),
 		cmocka_unit_test(test_downgrade_names),
 		cmocka_unit_test(test_secret_mask_in_body),
+		cmocka_unit_test(test_secret_placeholder_jwt),
 		cmocka_unit_test(test_shipped_profiles),
 		cmocka_unit_test(test_schema_matches_parser),
 	};

@@ -227,7 +227,7 @@ static void test_compile_shapes(void **state)
 	pol.disabled = true;
 	assert_int_equal(ab_seccomp_compile(&pol, &prog, &err), 0);
 	assert_int_equal(prog.nprogs, 0);
-	assert_int_equal(ab_seccomp_apply(&prog, &err), 0); /* nothing to load */
+	assert_int_equal(ab_seccomp_apply(&prog, NULL, &err), 0); /* nothing to load */
 	ab_seccomp_prog_free(&prog);
 	pol_free(&pol);
 }
@@ -361,6 +361,49 @@ static void test_export_variants(void **state)
 	pol_free(&pol);
 }
 
+/* The record (issue 7): denying rules become user notifications answered
+ * with the same errno; ENOSYS steering stays plain; execs notify. */
+static void test_export_notify(void **state)
+{
+	(void)state;
+	ab_seccomp_policy pol;
+	const char *const deny[] = {"getcwd", NULL};
+	pol_set(&pol, deny, NULL);
+	pol.notify_denials = true;
+	pol.notify_exec = true;
+	size_t len;
+	char *t = export_text(&pol, &len);
+	assert_true(next_line_is(t, "if ($syscall == 250)\n", "action 0x7fc00000;")); /* keyctl */
+	assert_true(next_line_is(t, "if ($syscall == 435)\n", "action ERRNO(38);")); /* clone3 */
+	assert_true(next_line_is(t, "if ($syscall == 59)\n", "action 0x7fc00000;")); /* execve */
+	assert_true(next_line_is(t, "if ($syscall == 322)\n", "action 0x7fc00000;")); /* execveat */
+	assert_true(next_line_is(t, "if ($syscall == 79)\n", "action 0x7fc00000;")); /* getcwd */
+	/* every EPERM rule of program 1 notifies (the guard, printed as
+	 * comments, keeps its own personality EPERM) */
+	assert_null(strstr(t, "  action ERRNO(1);"));
+	free(t);
+	assert_int_equal(ab_seccomp_deny_errno(&pol, 250), EPERM);
+	assert_int_equal(ab_seccomp_deny_errno(&pol, 79), EPERM);
+	assert_int_equal(ab_seccomp_deny_errno(&pol, 41), EAFNOSUPPORT); /* socket families */
+	assert_int_equal(ab_seccomp_deny_errno(&pol, 435), ENOSYS);
+	assert_int_equal(ab_seccomp_deny_errno(&pol, 0), EPERM); /* unknown: fail closed */
+	char name[48];
+	ab_seccomp_name(250, name, sizeof(name));
+	assert_string_equal(name, "keyctl");
+	ab_seccomp_name(469, name, sizeof(name));
+	assert_string_equal(name, "file_setattr");
+	ab_seccomp_name(100000, name, sizeof(name));
+	assert_string_equal(name, "syscall_100000");
+	pol_free(&pol);
+
+	/* without the record: plain errnos, as the golden file has them */
+	pol_set(&pol, NULL, NULL);
+	t = export_text(&pol, &len);
+	assert_null(strstr(t, "0x7fc00000"));
+	free(t);
+	pol_free(&pol);
+}
+
 static bool lines_have(const ab_strv *l, const char *prefix, const char *word)
 {
 	for (size_t i = 0; i < l->n; i++) {
@@ -436,7 +479,7 @@ static void test_apply_requires_nnp(void **state)
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		int r = ab_seccomp_apply(&prog, &err);
+		int r = ab_seccomp_apply(&prog, NULL, &err);
 		_exit(r == -EACCES && strstr(err.msg, "load filter 1 of 2") && err.hint[0] ? 0 : 1);
 	}
 	int st;
@@ -481,7 +524,7 @@ static int run_probe(const ab_seccomp_prog *prog, bool only_guard, probe_fn fn)
 		if (prog && only_guard) {
 			if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog->progs[1]) != 0)
 				_exit(E_SETUP);
-		} else if (prog && ab_seccomp_apply(prog, &err) != 0) {
+		} else if (prog && ab_seccomp_apply(prog, NULL, &err) != 0) {
 			_exit(E_SETUP);
 		}
 		_exit(fn());
@@ -977,6 +1020,7 @@ int main(void)
 		cmocka_unit_test(test_compile_shapes),
 		cmocka_unit_test(test_golden_pfc),
 		cmocka_unit_test(test_export_variants),
+		cmocka_unit_test(test_export_notify),
 		cmocka_unit_test(test_describe),
 		cmocka_unit_test(test_apply_requires_nnp),
 		cmocka_unit_test(test_behaviour_default),

@@ -7,6 +7,7 @@
  * case changes, several secrets at once; every output head parses again),
  * the streaming scanner (every split point against a naive reference,
  * overlaps, hold-back only on partial matches, flush, BLOCK, buffers),
+ * JWT-shaped placeholders (shape, refusals, swap, masking),
  * response masking of the value and its encodings, the body sets (swap,
  * mask_in_body's mask, block), and the
  * env/file/command sources (timeouts short through the parameter).  Pure
@@ -196,6 +197,213 @@ static void test_placeholder_unique(void **state)
 	}
 	assert_int_equal(total, (size_t)N * L);
 	free(all);
+}
+
+/* ========================================================= JWT placeholders */
+
+/* A base64url JWT part of N characters (valid lengths only). */
+static void b64url_fill(char *out, size_t n, char c)
+{
+	memset(out, c, n);
+	out[n] = '\0';
+}
+
+static bool all_b64url(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!all_alnum(p + i, 1) && p[i] != '-' && p[i] != '_')
+			return false;
+	return true;
+}
+
+/* The value of a base64url character. */
+static int b64url_val(char c)
+{
+	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	const char *p = strchr(a, c);
+	return p && c ? (int)(p - a) : -1;
+}
+
+/* header {"alg":"HS256","typ":"JWT"}, payload {"sub":"1","exp":2000000000} */
+#define JWT_H "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+#define JWT_P "eyJzdWIiOiIxIiwiZXhwIjoyMDAwMDAwMDAwfQ"
+#define JWT_S "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+
+static void check_jwt_ph(const char *v)
+{
+	char out[AB_PLACEHOLDER_MAX + 1], out2[AB_PLACEHOLDER_MAX + 1];
+	size_t n = strlen(v), keep = (size_t)(strrchr(v, '.') + 1 - v), sl = n - keep;
+
+	assert_int_equal(ab_jwt_placeholder_make(v, n, out, sizeof(out)), (int)n);
+	assert_int_equal(strlen(out), n);
+	assert_memory_equal(out, v, keep);           /* header and payload kept */
+	assert_true(all_b64url(out + keep, sl));      /* a base64url signature */
+	assert_memory_not_equal(out + keep, v + keep, sl);
+	/* a canonical encoding: the unused low bits of the last character are 0 */
+	int last = b64url_val(out[n - 1]);
+	assert_true(last >= 0);
+	if (sl % 4 == 2)
+		assert_int_equal(last & 15, 0);
+	else if (sl % 4 == 3)
+		assert_int_equal(last & 3, 0);
+	assert_int_equal(ab_jwt_placeholder_make(v, n, out2, sizeof(out2)), (int)n);
+	assert_string_not_equal(out, out2);           /* fresh every time */
+}
+
+static void test_jwt_placeholder(void **state)
+{
+	char v[AB_PLACEHOLDER_MAX + 1], sig[400], out[AB_PLACEHOLDER_MAX + 1];
+
+	/* HS256 (43 characters), RS256 (342), ES256 (86), and the shortest
+	 * signatures allowed (16 bytes: 22 characters; 24 for 18 bytes) */
+	check_jwt_ph(JWT_H "." JWT_P "." JWT_S);
+	const size_t lens[] = { 342, 86, 22, 24, 23 };
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		b64url_fill(sig, lens[i], 'Q');
+		snprintf(v, sizeof(v), JWT_H "." JWT_P ".%s", sig);
+		check_jwt_ph(v);
+	}
+
+	/* not a JWS: -EINVAL */
+	static const char *const bad[] = {
+		"", "abc", JWT_H "." JWT_P, JWT_H "." JWT_P "." JWT_S ".x",
+		JWT_H ".." JWT_S, "." JWT_P "." JWT_S,
+		JWT_H "=." JWT_P "." JWT_S, JWT_H "." JWT_P "." JWT_S "=",
+		JWT_H "." JWT_P "+/." JWT_S, JWT_H " ." JWT_P "." JWT_S,
+		"eyJhbGciO." JWT_P "." JWT_S,                   /* 9 % 4 == 1 */
+		JWT_H "." JWT_P "." JWT_S "xy",                 /* 45 % 4 == 1 */
+		"a.b.c.d.e",                                     /* JWE-like */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (ab_jwt_placeholder_make(bad[i], strlen(bad[i]), out, sizeof(out)) != -EINVAL)
+			fail_msg("bad case %zu accepted", i);
+	assert_int_equal(ab_jwt_placeholder_make(NULL, 0, out, sizeof(out)), -EINVAL);
+
+	/* too short a signature (or none: alg "none"): -ERANGE */
+	assert_int_equal(ab_jwt_placeholder_make(S(JWT_H "." JWT_P "."), out, sizeof(out)),
+			 -ERANGE);
+	b64url_fill(sig, 20, 'Q'); /* 15 bytes */
+	snprintf(v, sizeof(v), JWT_H "." JWT_P ".%s", sig);
+	assert_int_equal(ab_jwt_placeholder_make(v, strlen(v), out, sizeof(out)), -ERANGE);
+
+	/* buffer */
+	const char *ok = JWT_H "." JWT_P "." JWT_S;
+	assert_int_equal(ab_jwt_placeholder_make(ok, strlen(ok), out, strlen(ok)), -ENOBUFS);
+	assert_int_equal(ab_jwt_placeholder_make(ok, strlen(ok), NULL, 0), -ENOBUFS);
+	assert_int_equal(ab_jwt_placeholder_make(ok, strlen(ok), out, strlen(ok) + 1),
+			 (int)strlen(ok));
+}
+
+/* A finished JWT secret, its placeholder made by ab_secret_set_placeholder_jwt. */
+static void mk_jwt(ab_secret *s, const char *name, const char *value, const char *places)
+{
+	ab_err err = { 0 };
+
+	assert_int_equal(ab_secret_init(s, name, &err), 0);
+	assert_int_equal(ab_secret_set_value(s, xstrdup(value), strlen(value), &err), 0);
+	assert_int_equal(ab_secret_set_placeholder_jwt(s, &err), 0);
+	assert_true(s->jwt);
+	assert_int_equal(ab_secret_add_host(s, "chatgpt.test", &err), 0);
+	assert_int_equal(ab_secret_add_place(s, places, &err), 0);
+	if (ab_secret_finish(s, &err) != 0)
+		fail_msg("%s", err.msg);
+}
+
+static void test_jwt_secret(void **state)
+{
+	static const char V[] = JWT_H "." JWT_P "." JWT_S;
+	ab_secret s, t;
+	ab_err err = { 0 };
+	ab_swap_result res;
+	char head[1024], want[1024], body[512], *out = NULL, buf[1024];
+	size_t outlen = 0, cap;
+	ab_scan_set *set;
+	ab_scanner sc;
+	ab_scan_hit hit;
+
+	/* the value must be a JWT; the error names the secret, never the value */
+	assert_int_equal(ab_secret_init(&t, "NOT_JWT", &err), 0);
+	assert_int_equal(ab_secret_set_value(&t, xstrdup("sk-not-a-jwt-0123456789abcdef"), 29,
+					     &err), 0);
+	assert_int_equal(ab_secret_set_placeholder_jwt(&t, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "NOT_JWT"));
+	assert_non_null(strstr(err.msg, "not a JWT"));
+	assert_null(strstr(err.msg, "sk-not"));
+	assert_false(t.jwt);
+	ab_secret_free(&t);
+	assert_int_equal(ab_secret_init(&t, "SHORT_SIG", &err), 0);
+	assert_int_equal(ab_secret_set_value(&t, xstrdup(JWT_H "." JWT_P ".abcdefgh"),
+					     strlen(JWT_H "." JWT_P ".abcdefgh"), &err), 0);
+	assert_int_equal(ab_secret_set_placeholder_jwt(&t, &err), -ERANGE);
+	assert_non_null(strstr(err.msg, "SHORT_SIG"));
+	assert_null(strstr(err.msg, JWT_P));
+	ab_secret_free(&t);
+
+	/* the swap: a Bearer header to the bound host gets the value; the
+	 * placeholder's '.' are fine in a finished secret */
+	mk_jwt(&s, "ACCESS", V, "header:authorization");
+	assert_int_equal(s.placeholder_len, strlen(V));
+	snprintf(head, sizeof(head), "GET /backend-api/x HTTP/1.1\r\n" "Host: chatgpt.test\r\n"
+		 "Authorization: Bearer %s\r\n\r\n", s.placeholder);
+	snprintf(want, sizeof(want), "GET /backend-api/x HTTP/1.1\r\n" "Host: chatgpt.test\r\n"
+		 "Authorization: Bearer %s\r\n\r\n", V);
+	assert_int_equal(ab_secrets_rewrite_head(&s, 1, "chatgpt.test", 443, head, strlen(head),
+						 &out, &outlen, &res), 0);
+	assert_false(res.blocked);
+	assert_int_equal(res.injected, 1);
+	assert_int_equal(outlen, strlen(want));
+	assert_memory_equal(out, want, outlen);
+	ab_secrets_wipe_free(out, outlen);
+	/* elsewhere: blocked, although the header and payload are public */
+	snprintf(head, sizeof(head), "GET / HTTP/1.1\r\n" "Host: evil.test\r\nAuthorization: Bearer %s\r\n\r\n",
+		 s.placeholder);
+	assert_int_equal(ab_secrets_rewrite_head(&s, 1, "evil.test", 443, head, strlen(head), &out,
+						 &outlen, &res), 0);
+	assert_true(res.blocked);
+	assert_string_equal(res.place, "host:evil.test");
+	/* the real token alone, or header.payload alone, are not the placeholder:
+	 * not swapped, not blocked */
+	snprintf(head, sizeof(head), "GET / HTTP/1.1\r\n" "Host: evil.test\r\nX-A: %.*s\r\n\r\n",
+		 (int)(strrchr(V, '.') - V), V);
+	assert_int_equal(ab_secrets_rewrite_head(&s, 1, "evil.test", 443, head, strlen(head), &out,
+						 &outlen, &res), 0);
+	assert_false(res.blocked);
+	ab_secrets_wipe_free(out, outlen);
+
+	/* responses: the value becomes the placeholder (same length) */
+	assert_int_equal(ab_secrets_response_set(&s, 1, &set, &err), 0);
+	snprintf(body, sizeof(body), "{\"access_token\":\"%s\"}", V);
+	assert_int_equal(ab_scanner_init(&sc, set), 0);
+	cap = sizeof(buf);
+	assert_int_equal(ab_scanner_feed(&sc, body, strlen(body), buf, &cap, &hit), 0);
+	size_t o = cap;
+	cap = sizeof(buf) - o;
+	assert_int_equal(ab_scanner_flush(&sc, buf + o, &cap, &hit), 0);
+	o += cap;
+	snprintf(want, sizeof(want), "{\"access_token\":\"%s\"}", s.placeholder);
+	assert_int_equal(o, strlen(want));
+	assert_memory_equal(buf, want, o);
+	ab_scanner_free(&sc);
+	ab_scan_set_free(set);
+	ab_secret_free(&s);
+
+	/* a body place (an id_token sent in a token exchange): swapped, same length */
+	mk_jwt(&s, "ID_TOKEN", V, "body");
+	assert_int_equal(ab_secrets_body_set(&s, 1, "chatgpt.test", 443, &set, &err), 0);
+	snprintf(body, sizeof(body), "subject_token=%s&x=1", s.placeholder);
+	snprintf(want, sizeof(want), "subject_token=%s&x=1", V);
+	assert_int_equal(ab_scanner_init(&sc, set), 0);
+	cap = sizeof(buf);
+	assert_int_equal(ab_scanner_feed(&sc, body, strlen(body), buf, &cap, &hit), 0);
+	o = cap;
+	cap = sizeof(buf) - o;
+	assert_int_equal(ab_scanner_flush(&sc, buf + o, &cap, &hit), 0);
+	o += cap;
+	assert_int_equal(o, strlen(want));
+	assert_memory_equal(buf, want, o);
+	ab_scanner_free(&sc);
+	ab_scan_set_free(set);
+	ab_secret_free(&s);
 }
 
 /* ================================================================ secrets */
@@ -1584,6 +1792,8 @@ int main(void)
 		cmocka_unit_test(test_placeholder_table),
 		cmocka_unit_test(test_placeholder_buffer),
 		cmocka_unit_test(test_placeholder_unique),
+		cmocka_unit_test(test_jwt_placeholder),
+		cmocka_unit_test(test_jwt_secret),
 		cmocka_unit_test(test_secret_names),
 		cmocka_unit_test(test_secret_places),
 		cmocka_unit_test(test_secret_values),

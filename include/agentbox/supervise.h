@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The record of what ran and what was denied (issue 7), parent side: serves
+ * the seccomp user-notification listener the sandbox's init hands over
+ * (AB_SYNC_NOTIFY).  Exec notifications are logged and continued; denied
+ * syscalls are answered with the policy's errno, then logged once per call
+ * site, rate-limited.  A record, not a decision: see docs/audit.md for the
+ * time-of-check caveat.
+ */
+#ifndef AGENTBOX_SUPERVISE_H
+#define AGENTBOX_SUPERVISE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "agentbox/audit.h"
+#include "agentbox/common.h"
+#include "agentbox/loop.h"
+#include "agentbox/seccomp.h"
+
+#define AB_SUP_ARGV_MAX 64         /* argv entries kept per exec record */
+#define AB_SUP_ARG_MAX 256         /* bytes kept per argv entry (and the path) */
+#define AB_SUP_TRACKED_MAX 4096    /* live exec'd processes whose exit is awaited */
+#define AB_SUP_SITES_MAX 4096      /* distinct (pid, syscall, call site) denial keys */
+#define AB_SUP_RATE_PER_S 50       /* denial records per second, after the burst */
+#define AB_SUP_RATE_BURST 200
+
+typedef struct ab_supervisor ab_supervisor;
+
+/* POL: the policy the filter was compiled from (borrowed; for the errnos).
+ * AUDIT: the run's log (borrowed).  No fd yet. */
+int ab_supervisor_new(const ab_seccomp_policy *pol, ab_audit *audit, ab_supervisor **out,
+		      ab_err *err);
+/* Serve the listener FD (owned from here on, closed on error too). */
+int ab_supervisor_attach(ab_supervisor *s, ab_loop *loop, int fd, ab_err *err);
+/* The sandbox is gone: the exits still pending, the repeat counts. */
+void ab_supervisor_finish(ab_supervisor *s);
+void ab_supervisor_free(ab_supervisor *s);
+
+/* ---- pure pieces, exposed for the unit tests ---- */
+
+/* /proc/PID/status text -> the innermost NStgid and PPid; -1 when absent. */
+void ab_sup_parse_status(const char *text, long *ns_tgid, long *ppid, long *tgid);
+/* /proc/PID/stat text -> the exit_code field (52), -1 when absent. */
+int ab_sup_parse_stat_exit(const char *text);
+
+/* A token bucket: `rate` per second, `burst` deep; times in ms. */
+typedef struct ab_sup_bucket {
+	double tokens;
+	uint64_t last_ms;
+} ab_sup_bucket;
+bool ab_sup_bucket_take(ab_sup_bucket *b, uint64_t now_ms, unsigned rate, unsigned burst);
+
+#endif

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * credfile.c: JSON pointers (escapes, arrays, limits, hostile forms), the
+ * credentials file reader (limits, duplicates, not JSON, empty = absent),
+ * rendering with placeholders ("keep" subsets), and the write-back to the
+ * host file (atomic rename and in place: other keys kept, mode kept, no
+ * temporary left, a missing pointer refused with the file unchanged).
+ */
+#include "unit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agentbox/credfile.h"
+
+#define S_NUL "{\"t\":\"a\\u0000b\"}"
+
+static json_t *parse(const char *s)
+{
+	json_t *j = NULL;
+	ab_err e = {0};
+	assert_int_equal(ab_credfile_parse(s, strlen(s), &j, &e), 0);
+	return j;
+}
+
+static void test_pointer_check(void **state)
+{
+	(void)state;
+	assert_int_equal(ab_json_pointer_check(""), 0);
+	assert_int_equal(ab_json_pointer_check("/a/b"), 0);
+	assert_int_equal(ab_json_pointer_check("/a~0b/c~1d"), 0);
+	assert_int_equal(ab_json_pointer_check("/"), 0);
+	assert_int_equal(ab_json_pointer_check("a"), -EINVAL);
+	assert_int_equal(ab_json_pointer_check("/a~2"), -EINVAL);
+	assert_int_equal(ab_json_pointer_check("/a~"), -EINVAL);
+	assert_int_equal(ab_json_pointer_check(NULL), -EINVAL);
+	char deep[64] = "";
+	for (int i = 0; i < AB_JSON_POINTER_DEPTH + 1; i++)
+		strcat(deep, "/a");
+	assert_int_equal(ab_json_pointer_check(deep), -EINVAL);
+	deep[2 * AB_JSON_POINTER_DEPTH] = '\0';
+	assert_int_equal(ab_json_pointer_check(deep), 0);
+	char *long_ = malloc(AB_JSON_POINTER_MAX + 2);
+	memset(long_, 'x', AB_JSON_POINTER_MAX + 1);
+	long_[0] = '/';
+	long_[AB_JSON_POINTER_MAX + 1] = '\0';
+	assert_int_equal(ab_json_pointer_check(long_), -EINVAL);
+	free(long_);
+}
+
+static void test_pointer_get(void **state)
+{
+	(void)state;
+	json_t *j = parse("{\"a\":{\"b/c\":\"x\",\"d~e\":[\"y\",\"z\"]},\"\":\"empty\",\"n\":1}");
+	char *v;
+	size_t n;
+	assert_int_equal(ab_credfile_get(j, "/a/b~1c", &v, &n), 0);
+	assert_string_equal(v, "x");
+	free(v);
+	assert_int_equal(ab_credfile_get(j, "/a/d~0e/1", &v, &n), 0);
+	assert_string_equal(v, "z");
+	free(v);
+	assert_int_equal(ab_credfile_get(j, "/", &v, &n), 0); /* the key "" */
+	assert_string_equal(v, "empty");
+	free(v);
+	assert_int_equal(ab_credfile_get(j, "/a/d~0e/01", &v, &n), -ENOENT); /* leading zero */
+	assert_int_equal(ab_credfile_get(j, "/a/d~0e/-", &v, &n), -ENOENT);
+	assert_int_equal(ab_credfile_get(j, "/a/d~0e/2", &v, &n), -ENOENT);
+	assert_int_equal(ab_credfile_get(j, "/a/d~0e/99999999999", &v, &n), -ENOENT);
+	assert_int_equal(ab_credfile_get(j, "/n", &v, &n), -EINVAL);   /* not a string */
+	assert_int_equal(ab_credfile_get(j, "/a", &v, &n), -EINVAL);
+	assert_int_equal(ab_credfile_get(j, "/n/x", &v, &n), -ENOENT); /* through a number */
+	assert_int_equal(ab_credfile_get(j, "/missing", &v, &n), -ENOENT);
+	json_decref(j);
+	/* a NUL inside a string is refused by the parser */
+	ab_err e = {0};
+	assert_int_equal(ab_credfile_parse(S_NUL, strlen(S_NUL), &j, &e), -EINVAL);
+}
+
+static void test_parse_hostile(void **state)
+{
+	(void)state;
+	json_t *j = NULL;
+	ab_err e = {0};
+	const char *bad[] = {"", "nope", "\"str\"", "1", "{\"a\":1,\"a\":2}", "{\"a\":", "[1,]",
+			     "{\"secret-in-error\":tru}"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&e, 0, sizeof(e));
+		assert_int_equal(ab_credfile_parse(bad[i], strlen(bad[i]), &j, &e), -EINVAL);
+		assert_null(j);
+		assert_null(strstr(e.msg, "secret-in-error")); /* position only, never content */
+	}
+	size_t big = AB_CREDFILE_MAX + 1;
+	char *b = malloc(big);
+	memset(b, ' ', big);
+	b[0] = '[';
+	b[big - 1] = ']';
+	assert_int_equal(ab_credfile_parse(b, big, &j, &e), -EFBIG);
+	free(b);
+	/* deep nesting within the size limit: parsed or refused, never a crash */
+	size_t depth = 5000;
+	char *d = malloc(2 * depth + 1);
+	memset(d, '[', depth);
+	memset(d + depth, ']', depth);
+	d[2 * depth] = '\0';
+	int r = ab_credfile_parse(d, 2 * depth, &j, &e);
+	assert_true(r == 0 || r == -EINVAL);
+	json_decref(j);
+	free(d);
+}
+
+static void test_render_keep(void **state)
+{
+	(void)state;
+	json_t *j = parse("{\"claudeAiOauth\":{\"accessToken\":\"AT\",\"refreshToken\":\"RT\","
+			  "\"expiresAt\":123},\"mcpOAuth\":{\"s\":{\"accessToken\":\"MCP\"}},"
+			  "\"arr\":[{\"x\":\"y\"}]}");
+	char *keep[] = {"/claudeAiOauth", "/missing/deeper", "/arr/0/x"};
+	json_t *doc = NULL;
+	assert_int_equal(ab_credfile_keep(j, keep, 3, &doc), 0);
+	assert_int_equal(ab_credfile_set(doc, "/claudeAiOauth/accessToken", "PH1", 3), 0);
+	assert_int_equal(ab_credfile_set(doc, "/mcpOAuth/s/accessToken", "PH2", 3), -ENOENT);
+	assert_int_equal(ab_credfile_set(doc, "/claudeAiOauth/expiresAt", "x", 1), -EINVAL);
+	char *out;
+	size_t n;
+	assert_int_equal(ab_credfile_dump(doc, &out, &n), 0);
+	assert_string_equal(out, "{\"claudeAiOauth\":{\"accessToken\":\"PH1\",\"refreshToken\":"
+				 "\"RT\",\"expiresAt\":123}}");
+	free(out);
+	/* ROOT itself is untouched by changes to the kept copy */
+	char *v;
+	assert_int_equal(ab_credfile_get(j, "/claudeAiOauth/accessToken", &v, &n), 0);
+	assert_string_equal(v, "AT");
+	free(v);
+	json_decref(doc);
+	json_decref(j);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	static char buf[4096];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+static void update_case(bool in_place)
+{
+	char dir[] = "/tmp/ab-credfile-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char path[128];
+	snprintf(path, sizeof(path), "%s/creds.json", dir);
+	FILE *f = fopen(path, "w");
+	fputs("{\"o\":{\"a\":\"old-a\",\"r\":\"old-r\",\"keep\":[1,2]},\"other\":\"x\"}\n", f);
+	fclose(f);
+	chmod(path, 0640);
+	struct stat st0, st1;
+	stat(path, &st0);
+	const char *ptrs[] = {"/o/a", "/o/r"}, *vals[] = {"new-a", "new-r"};
+	size_t lens[] = {5, 5};
+	ab_err e = {0};
+	assert_int_equal(ab_credfile_update(path, ptrs, vals, lens, 2, in_place, &e), 0);
+	assert_string_equal(slurp(path),
+			    "{\"o\":{\"a\":\"new-a\",\"r\":\"new-r\",\"keep\":[1,2]},\"other\":\"x\"}");
+	stat(path, &st1);
+	assert_int_equal(st1.st_mode & 07777, 0640);
+	assert_true(in_place ? st1.st_ino == st0.st_ino : st1.st_ino != st0.st_ino);
+	/* a pointer that is not there: refused, the file unchanged */
+	const char *bad[] = {"/o/missing"};
+	assert_true(ab_credfile_update(path, bad, vals, lens, 1, in_place, &e) < 0);
+	assert_non_null(strstr(e.msg, "not there"));
+	assert_string_equal(slurp(path),
+			    "{\"o\":{\"a\":\"new-a\",\"r\":\"new-r\",\"keep\":[1,2]},\"other\":\"x\"}");
+	/* the file became garbage: refused */
+	f = fopen(path, "w");
+	fputs("garbage", f);
+	fclose(f);
+	assert_int_equal(ab_credfile_update(path, ptrs, vals, lens, 2, in_place, &e), -EINVAL);
+	assert_string_equal(slurp(path), "garbage");
+	unlink(path);
+	assert_int_equal(rmdir(dir), 0); /* no temporary left behind */
+}
+
+static void test_update_atomic(void **state)
+{
+	(void)state;
+	update_case(false);
+}
+
+static void test_update_in_place(void **state)
+{
+	(void)state;
+	update_case(true);
+}
+
+static void test_load_limits(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/ab-credfile-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char path[128];
+	snprintf(path, sizeof(path), "%s/c.json", dir);
+	json_t *j = NULL;
+	ab_err e = {0};
+	assert_int_equal(ab_credfile_load(path, &j, &e), -ENOENT);
+	int fd = open(path, O_WRONLY | O_CREAT, 0600);
+	close(fd);
+	assert_int_equal(ab_credfile_load(path, &j, &e), -ENOENT); /* empty: no login */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	char *big = malloc(AB_CREDFILE_MAX + 10);
+	memset(big, ' ', AB_CREDFILE_MAX + 10);
+	big[0] = '{';
+	big[AB_CREDFILE_MAX + 9] = '}';
+	assert_int_equal(write(fd, big, AB_CREDFILE_MAX + 10), AB_CREDFILE_MAX + 10);
+	close(fd);
+	free(big);
+	assert_int_equal(ab_credfile_load(path, &j, &e), -EFBIG);
+	unlink(path);
+	assert_int_equal(ab_credfile_load(dir, &j, &e), -EINVAL); /* a directory */
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pointer_check),  cmocka_unit_test(test_pointer_get),
+		cmocka_unit_test(test_parse_hostile),  cmocka_unit_test(test_render_keep),
+		cmocka_unit_test(test_update_atomic),  cmocka_unit_test(test_update_in_place),
+		cmocka_unit_test(test_load_limits),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

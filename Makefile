@@ -57,17 +57,18 @@ endif
 endif
 
 # One concern per file; which process runs what is said at the top of each.
-LIB_SRCS := src/common.c src/cli.c src/supervise.c src/profile.c src/host.c src/doctor.c src/plan.c \
+LIB_SRCS := src/common.c src/cli.c src/supervise.c src/supervise_path.c src/profile.c src/host.c src/doctor.c src/plan.c \
             src/explain.c src/sandbox.c src/mount.c src/landlock.c src/seccomp.c \
             src/caps.c src/pty.c src/loop.c src/init.c src/cgroup.c src/cleanup.c \
             src/watch.c src/json_pos.c src/http.c src/netpolicy.c src/plan_net.c \
-            src/netns.c src/dns.c src/tls.c src/audit.c src/report.c src/resolve.c src/proxy.c \
+            src/netns.c src/dns.c src/tls.c src/audit.c src/gitscan.c src/report.c src/resolve.c src/proxy.c \
             src/pxhttp.c src/pxtunnel.c src/dnsd.c src/control.c src/trace.c src/trace_event.c \
             src/ca.c src/secrets.c src/scan.c src/broker.c src/pxtls.c src/pxscan.c src/credfile.c \
             $(wildcard src/escape/*.c)
 MAIN_SRC := src/main.c
-UNIT_TESTS := common profile plan landlock caps seccomp supervise loop pty explain cli host cgroup \
-              http netpolicy dns tls ca secrets escape probe_fs probe_net trace report credfile
+UNIT_TESTS := common profile plan landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
+              http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
+              report credfile
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)
@@ -125,7 +126,7 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libagentbox.a tests/unit/uni
 DEB_BUILD := build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libssl-dev \
              bpftool libbpf-dev libelf-dev zlib1g-dev clang
 DEB_TEST  := libcmocka-dev python3 iproute2 util-linux git curl procps tmux strace zsh \
-             libclang-rt-14-dev
+             libclang-rt-14-dev openjdk-17-jre-headless
 DEB_BENCH := hyperfine bubblewrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -230,22 +231,28 @@ static int make_ca(const ab_plan *plan, ab_ca **out, ab_err *err)
 static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 {
 	char *bundle = NULL, *capem = NULL;
-	size_t blen = 0;
+	unsigned char *p12 = NULL;
+	size_t blen = 0, plen = 0;
 	int r = ab_ca_trust_bundle(ca, NULL, &bundle, &blen, err);
 	if (r >= 0)
 		r = ab_ca_cert_pem(ca, &capem, err);
-	int bfd = -1, cfd = -1;
+	if (r >= 0)
+		r = ab_ca_java_truststore(ca, bundle, blen, AB_TRUST_JAVA_PASSWORD, &p12, &plen, err);
+	int bfd = -1, cfd = -1, jfd = -1;
 	if (r >= 0 && (bfd = sealed_memfd("agentbox-ca-bundle", bundle, blen, err)) < 0)
 		r = bfd;
 	if (r >= 0 && (cfd = sealed_memfd("agentbox-session-ca", capem, strlen(capem), err)) < 0)
 		r = cfd;
+	if (r >= 0 && (jfd = sealed_memfd("agentbox-truststore", (const char *)p12, plen, err)) < 0)
+		r = jfd;
 	for (size_t i = 0; r >= 0 && i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
 		if (m->kind != AB_MNT_CONTENT || !(m->flags & AB_MNT_F_RUNTIME) ||
 		    (m->flags & AB_MNT_F_RENDER))
 			continue;
 		ab_sync_msg msg = {.type = AB_SYNC_CONTENT, .value = (int)i};
-		r = ab_sync_send(sync_fd, &msg, (m->flags & AB_MNT_F_CA_ONLY) ? cfd : bfd);
+		r = ab_sync_send(sync_fd, &msg, (m->flags & AB_MNT_F_CA_ONLY) ? cfd
+						: (m->flags & AB_MNT_F_JAVA) ? jfd : bfd);
 		if (r < 0)
 			ab_fail(err, -r, "send the trust files");
 	}
@@ -253,9 +260,33 @@ static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 		close(bfd);
 	if (cfd >= 0)
 		close(cfd);
+	if (jfd >= 0)
+		close(jfd);
 	free(bundle);
 	free(capem);
+	free(p12);
 	return r < 0 ? r : 0;
+}
+
+/* OpenSSL's secure heap, before the first key: the session's private keys
+ * (and the proxy's TLS key shares) live in mlock'd, guard-paged memory that
+ * is not dumped and is cleansed on free.  Not locked (RLIMIT_MEMLOCK): said
+ * once; not set up at all: the keys are in the ordinary heap, as before,
+ * still cleansed on free. */
+static void secure_heap(void)
+{
+	int r = ab_ca_secure_heap_init();
+	struct rlimit rl = {0};
+	if (r == 0 && getrlimit(RLIMIT_MEMLOCK, &rl) < 0)
+		rl.rlim_cur = 0;
+	if (r == 0)
+		ab_warn("the session CA's keys are not locked in memory: OpenSSL's secure heap "
+			"(%u KiB) does not fit under RLIMIT_MEMLOCK (%llu KiB), so they could be "
+			"swapped to disk; raise it with `ulimit -l`", AB_CA_SECURE_HEAP >> 10,
+			(unsigned long long)rl.rlim_cur >> 10);
+	else if (r < 0)
+		ab_warn("OpenSSL's secure heap could not be set up: the session CA's keys are in "
+			"the ordinary heap (cleansed on free, not locked in memory)");
 }
 
 static bool missing(int r)
@@ -426,8 +457,10 @@ int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_b
 	}
 	if (!r)
 		r = send_rendered(plan, b, sync_fd, err);
-	if (!r)
+	if (!r) {
+		secure_heap();
 		r = make_ca(plan, &b->ca, err);
+	}
 	if (!r)
 		r = send_trust(plan, b->ca, sync_fd, err);
 	if (r < 0) {
@@ -575,6 +608,7 @@ int ab_broker_rotate(ab_broker *b, const char *host, unsigned port, const char *
 	}
 	if (!r && (r = ab_credfile_dump(root, out, outlen)) < 0)
 		ab_fail(err, -r, "rotate");
+	long long expires_in = ab_credfile_expires_in(root); /* for the stamps */
 	json_decref(root);
 	/* 2. fail closed: no new or current value may be left in the output */
 	for (size_t i = 0; !r && i < b->n && i < AB_SECRETS_MAX; i++) {
@@ -629,18 +663,26 @@ int ab_broker_rotate(ab_broker *b, const char *host, unsigned port, const char *
 			continue;
 		const char *ptrs[AB_SECRETS_MAX], *vals[AB_SECRETS_MAX];
 		size_t lens[AB_SECRETS_MAX], k = 0;
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		ab_credfile_stamps st = {.expires_in = expires_in,
+					 .now_us = (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000};
 		for (size_t j = i; j < b->n && j < AB_SECRETS_MAX; j++) {
 			if ((mask & ((uint64_t)1 << j)) && strcmp(b->prof[j]->src_file, file) == 0) {
 				ptrs[k] = b->prof[j]->src_pointer;
 				vals[k] = b->secs[j].value;
 				lens[k++] = b->secs[j].value_len;
+				const ab_strv *sp = &b->prof[j]->rot_stamp_ptr;
+				for (size_t m = 0; m < sp->n; m++) /* beyond the cap: not stamped */
+					(void)ab_credfile_stamps_add(&st, sp->v[m],
+								     b->prof[j]->rot_stamp_kind.v[m]);
 			}
 		}
 		ab_err we = {0};
 		bool rendered = false; /* the sandbox has a mount on it: in place */
 		for (size_t j = 0; j < b->n; j++)
 			rendered |= b->prof[j]->render && strcmp(b->prof[j]->src_file, file) == 0;
-		if (ab_credfile_update(file, ptrs, vals, lens, k, rendered, &we) < 0 && !wr) {
+		if (ab_credfile_update(file, ptrs, vals, lens, k, &st, rendered, &we) < 0 && !wr) {
 			*err = we;
 			wr = -EIO;
 		}

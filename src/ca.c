@@ -2,9 +2,10 @@
 /*
  * ca.c (parent: the egress proxy's thread): the per-session interception CA
  * made in memory at start, leaf certificates minted per host on demand and
- * cached as server SSL_CTXs, the client SSL_CTX for the upstream leg, and the
- * trust bundle handed to the sandbox.  Nothing here writes a file; keys are
- * never serialised.  See ca.h for the certificate profiles and the name
+ * cached as server SSL_CTXs, the client SSL_CTX for the upstream leg, the
+ * trust bundle and the Java truststore handed to the sandbox, and OpenSSL's
+ * secure heap the keys live in.  Nothing here writes a file; keys are never
+ * serialised.  See ca.h for the certificate profiles and the name
  * constraint encoding.
  */
 #include "agentbox/ca.h"
@@ -18,9 +19,11 @@
 
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/pkcs12.h>
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
@@ -846,4 +849,174 @@ int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, char **out, s
 	memcpy(*out + sys_len + nl, pem, pem_len + 1);
 	*len = sys_len + nl + pem_len;
 	return path ? 0 : 1;
+}
+
+/* ------------------------------------------------------------ Java truststore */
+
+/* Java's PKCS12 keystore takes a certificate bag as a trusted entry only
+ * when it carries Oracle's trusted-key-usage attribute (a SET OF the OIDs
+ * the certificate is trusted for); OpenSSL 3.0 has no name for it. */
+#define JDK_TRUSTED_KEY_USAGE "2.16.840.1.113894.746875.1.1"
+
+/* A certBag for the certificate DER der[0..len) (an X.509 certificate: one
+ * DER SEQUENCE, copied as it is), trusted for Java under alias. */
+static bool trusted_bag(STACK_OF(PKCS12_SAFEBAG) *bags, const unsigned char *der, long len,
+			const char *alias)
+{
+	const unsigned char *p = der;
+	ASN1_TYPE *cert = d2i_ASN1_TYPE(NULL, &p, len);
+	const ASN1_OBJECT *any = OBJ_nid2obj(NID_anyExtendedKeyUsage); /* 2.5.29.37.0 */
+	PKCS12_SAFEBAG *bag = NULL;
+	bool ok = false;
+
+	if (cert && p == der + len && ASN1_TYPE_get(cert) == V_ASN1_SEQUENCE)
+		bag = PKCS12_item_pack_safebag(cert, ASN1_ITEM_rptr(ASN1_ANY), NID_x509Certificate,
+					       NID_certBag);
+	/* value length -1: the value is the ASN1_OBJECT itself */
+	ok = bag && any && PKCS12_add_friendlyname_asc(bag, alias, -1) == 1 &&
+	     PKCS12_add1_attr_by_txt(bag, JDK_TRUSTED_KEY_USAGE, V_ASN1_OBJECT,
+				     (const unsigned char *)any, -1) == 1 &&
+	     sk_PKCS12_SAFEBAG_push(bags, bag) > 0;
+	if (!ok)
+		PKCS12_SAFEBAG_free(bag);
+	ASN1_TYPE_free(cert);
+	return ok;
+}
+
+/* The "CERTIFICATE" blocks of a PEM text as trusted bags (other blocks are
+ * skipped, as PEM_read_bio_X509 skips them); the session CA's alias is
+ * fixed, and it is added when the text lacks it.  The certificates are
+ * copied as DER, not decoded: OpenSSL 3.0 decodes each public key through
+ * its provider decoders, ~0.1 ms a certificate, 16 ms for Debian's 145. */
+static int trust_bags(const ab_ca *ca, const char *pem, size_t len,
+		      STACK_OF(PKCS12_SAFEBAG) *bags, ab_err *err)
+{
+	unsigned char *ours = NULL;
+	int ours_len = i2d_X509(ca->cert, &ours);
+	BIO *bio = len ? BIO_new_mem_buf(pem, (int)len) : NULL;
+	size_t n = 0;
+	bool have_ca = false;
+	int r = 0;
+
+	if (ours_len <= 0 || (len && !bio)) {
+		r = ossl_fail(err, ENOMEM, "Java truststore");
+		goto out;
+	}
+	ERR_clear_error();
+	for (;;) {
+		char *name = NULL, *header = NULL, alias[32];
+		unsigned char *der = NULL;
+		long dlen = 0;
+		if (!bio || !PEM_read_bio(bio, &name, &header, &der, &dlen))
+			break;
+		bool cert = strcmp(name, "CERTIFICATE") == 0 || strcmp(name, "X509 CERTIFICATE") == 0;
+		bool is_ca = cert && !have_ca && dlen == ours_len &&
+			     memcmp(der, ours, (size_t)dlen) == 0;
+		if (cert && n >= AB_CA_MAX_TRUST_CERTS)
+			r = ab_fail(err, E2BIG, "Java truststore: more than %d certificates in the "
+				    "bundle", AB_CA_MAX_TRUST_CERTS);
+		else if (cert && header[0])
+			r = ab_fail(err, EINVAL, "Java truststore: certificate %zu of the CA bundle "
+				    "has PEM headers", n + 1);
+		snprintf(alias, sizeof(alias), is_ca ? "agentbox-session-ca" : "system-%zu", n);
+		if (!r && cert && !trusted_bag(bags, der, dlen, alias))
+			r = ab_fail(err, EINVAL, "Java truststore: certificate %zu of the CA bundle "
+				    "is not DER", n + 1);
+		have_ca |= is_ca;
+		n += cert;
+		OPENSSL_free(name);
+		OPENSSL_free(header);
+		OPENSSL_free(der);
+		if (r < 0)
+			goto out;
+	}
+	/* the end of the text, or a block that does not decode */
+	unsigned long e = ERR_peek_last_error();
+	if (bio && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
+		r = ossl_fail(err, EINVAL, "Java truststore: the CA bundle has a PEM block that "
+			      "does not decode");
+		goto out;
+	}
+	ERR_clear_error();
+	if (!have_ca && !trusted_bag(bags, ours, ours_len, "agentbox-session-ca"))
+		r = ossl_fail(err, ENOMEM, "Java truststore");
+out:
+	if (r < 0)
+		ERR_clear_error();
+	BIO_free(bio);
+	OPENSSL_free(ours);
+	return r;
+}
+
+int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const char *password,
+			  unsigned char **out, size_t *outlen, ab_err *err)
+{
+	STACK_OF(PKCS12_SAFEBAG) *bags = sk_PKCS12_SAFEBAG_new_null();
+	STACK_OF(PKCS7) *safes = sk_PKCS7_new_null();
+	PKCS7 *p7 = NULL;
+	PKCS12 *p12 = NULL;
+	unsigned char *der = NULL, *p;
+	int r = 0, n;
+
+	*out = NULL;
+	*outlen = 0;
+	if (len > AB_CA_MAX_BUNDLE) {
+		r = ab_fail(err, EFBIG, "Java truststore: a bundle larger than %u bytes",
+			    AB_CA_MAX_BUNDLE);
+		goto out;
+	}
+	if (!bags || !safes) {
+		r = ossl_fail(err, ENOMEM, "Java truststore");
+		goto out;
+	}
+	if ((r = trust_bags(ca, bundle, len, bags, err)) < 0)
+		goto out;
+	/* one unencrypted SafeContents (nothing in it is secret), under an
+	 * HMAC-SHA256 integrity MAC */
+	p7 = PKCS12_pack_p7data(bags);
+	if (!p7 || !sk_PKCS7_push(safes, p7)) {
+		r = ossl_fail(err, ENOMEM, "Java truststore");
+		goto out;
+	}
+	p7 = NULL; /* safes owns it */
+	p12 = PKCS12_add_safes(safes, NID_pkcs7_data);
+	if (!p12 || PKCS12_set_mac(p12, password, -1, NULL, 0, PKCS12_DEFAULT_ITER,
+				   EVP_sha256()) != 1 || (n = i2d_PKCS12(p12, NULL)) <= 0) {
+		r = ossl_fail(err, EIO, "Java truststore: PKCS#12 encoding");
+		goto out;
+	}
+	p = der = malloc((size_t)n);
+	if (!der) {
+		r = ab_fail(err, ENOMEM, "Java truststore");
+		goto out;
+	}
+	if (i2d_PKCS12(p12, &p) != n) {
+		free(der);
+		r = ossl_fail(err, EIO, "Java truststore: PKCS#12 encoding");
+		goto out;
+	}
+	*out = der;
+	*outlen = (size_t)n;
+out:
+	PKCS12_free(p12);
+	PKCS7_free(p7);
+	sk_PKCS7_pop_free(safes, PKCS7_free);
+	sk_PKCS12_SAFEBAG_pop_free(bags, PKCS12_SAFEBAG_free);
+	return r;
+}
+
+/* ------------------------------------------------------------ secure heap */
+
+int ab_ca_secure_heap_init(void)
+{
+	if (CRYPTO_secure_malloc_initialized())
+		return 1;
+	switch (CRYPTO_secure_malloc_init(AB_CA_SECURE_HEAP, AB_CA_SECURE_HEAP_MIN)) {
+	case 1:
+		return 1;
+	case 2:
+		return 0; /* usable, not locked */
+	default:
+		return -ENOMEM;
+	}
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void wipe_free(void *p)
@@ -313,8 +314,80 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+bool ab_credfile_stamp_kind_ok(const char *kind)
+{
+	return strcmp(kind, "now") == 0 || strcmp(kind, "expires_at_ms") == 0;
+}
+
+int ab_credfile_stamps_add(ab_credfile_stamps *st, const char *ptr, const char *kind)
+{
+	for (size_t i = 0; i < st->n; i++)
+		if (strcmp(st->ptr[i], ptr) == 0)
+			return 0;
+	if (st->n >= AB_CREDFILE_STAMPS_MAX)
+		return -E2BIG;
+	st->ptr[st->n] = ptr;
+	st->kind[st->n++] = kind;
+	return 0;
+}
+
+long long ab_credfile_expires_in(json_t *root)
+{
+	json_t *v = json_is_object(root) ? json_object_get(root, "expires_in") : NULL;
+	long long e = json_is_integer(v) ? (long long)json_integer_value(v) : 0;
+	return e > 0 && e <= AB_CREDFILE_EXPIRES_MAX ? e : 0;
+}
+
+/* The object a stamp's pointer ends in, and the member's name (TOK). */
+static json_t *stamp_parent(json_t *root, const char *ptr, char *tok, size_t size)
+{
+	if (ab_json_pointer_check(ptr) < 0 || !ptr[0])
+		return NULL;
+	const char *last = strrchr(ptr, '/');
+	char parent[AB_JSON_POINTER_MAX + 1];
+	size_t pl = (size_t)(last - ptr);
+	memcpy(parent, ptr, pl);
+	parent[pl] = '\0';
+	json_t *obj = ab_json_pointer_get(root, parent);
+	const char *q = last;
+	if (!json_is_object(obj) || next_token(&q, tok, size) < 0)
+		return NULL;
+	return obj;
+}
+
+int ab_credfile_apply_stamps(json_t *root, const ab_credfile_stamps *st)
+{
+	int done = 0;
+	for (size_t i = 0; st && i < st->n; i++) {
+		char tok[AB_JSON_POINTER_MAX + 1];
+		json_t *obj = stamp_parent(root, st->ptr[i], tok, sizeof(tok));
+		json_t *v = NULL;
+		if (!obj)
+			continue;
+		if (strcmp(st->kind[i], "now") == 0) {
+			time_t sec = (time_t)(st->now_us / 1000000);
+			struct tm tm;
+			char buf[64];
+			if (!gmtime_r(&sec, &tm) || !strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm))
+				continue;
+			size_t l = strlen(buf);
+			snprintf(buf + l, sizeof(buf) - l, ".%06lldZ", st->now_us % 1000000);
+			v = json_string(buf);
+		} else if (strcmp(st->kind[i], "expires_at_ms") == 0 && st->expires_in > 0) {
+			v = json_integer((json_int_t)(st->now_us / 1000 + st->expires_in * 1000));
+		} else {
+			continue;
+		}
+		if (!v || json_object_set_new(obj, tok, v) < 0)
+			return -ENOMEM;
+		done++;
+	}
+	return done;
+}
+
 int ab_credfile_update(const char *path, const char *const *ptrs, const char *const *vals,
-		       const size_t *lens, size_t n, bool in_place, ab_err *err)
+		       const size_t *lens, size_t n, const ab_credfile_stamps *stamps,
+		       bool in_place, ab_err *err)
 {
 	char real[PATH_MAX];
 	if (!realpath(path, real))
@@ -337,6 +410,10 @@ int ab_credfile_update(const char *path, const char *const *ptrs, const char *co
 			return ab_fail(err, -r, "%s: %s is %s", real, ptrs[i],
 				       r == -ENOENT ? "not there any more" : "not a string");
 		}
+	}
+	if (ab_credfile_apply_stamps(root, stamps) < 0) {
+		json_decref(root);
+		return ab_fail(err, ENOMEM, "%s", real);
 	}
 	char *out = NULL;
 	size_t olen = 0;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agentbox/ca.h"
 #include "agentbox/cgroup.h"
 #include "agentbox/landlock.h"
 #include "agentbox/plan.h"
@@ -32,7 +33,7 @@ typedef struct dr_item {
 	char note[768];    /* extra facts, e.g. what each downgrade costs */
 } dr_item;
 
-#define DR_MAX_ITEMS 12
+#define DR_MAX_ITEMS 16
 
 typedef struct dr_report {
 	dr_item items[DR_MAX_ITEMS];
@@ -354,6 +355,30 @@ static void check_idmap(const ab_host *h, dr_report *r)
 	}
 }
 
+/* Runs with secrets lock OpenSSL's secure heap (the session CA's keys). */
+static void check_memlock(const ab_host *h, dr_report *r)
+{
+	bool enough = h->is_root || h->memlock < 0 || h->memlock >= 2ll * AB_CA_SECURE_HEAP;
+	dr_item *it = add(r, "memlock", "locked memory", enough ? DR_OK : DR_WARN, false);
+	char lim[64] = "unlimited";
+	if (h->memlock >= 0)
+		snprintf(lim, sizeof(lim), "%lld KiB", h->memlock >> 10);
+	if (h->is_root)
+		snprintf(it->detail, sizeof(it->detail),
+			 "root (CAP_IPC_LOCK): the session CA's keys (runs with secrets) are locked "
+			 "in memory, in OpenSSL's %u KiB secure heap", AB_CA_SECURE_HEAP >> 10);
+	else
+		snprintf(it->detail, sizeof(it->detail),
+			 "RLIMIT_MEMLOCK %s: %s the %u KiB secure heap that keeps the session CA's "
+			 "keys (runs with secrets) locked in memory", lim,
+			 enough ? "enough for" : "may be too low for", AB_CA_SECURE_HEAP >> 10);
+	if (!enough)
+		snprintf(it->fix, sizeof(it->fix),
+			 "raise the limit (`ulimit -l`, or memlock in /etc/security/limits.conf) "
+			 "to 2048 KiB or more; below it a run with secrets warns and its keys "
+			 "could be swapped to disk");
+}
+
 static void check_kernel(const ab_host *h, dr_report *r)
 {
 	dr_item *it = add(r, "kernel", "kernel", DR_OK, false);
@@ -374,6 +399,7 @@ static int build_report(const ab_host *h, dr_report *r)
 	check_cgroup(h, r);
 	check_tty_uring(h, r);
 	check_idmap(h, r);
+	check_memlock(h, r);
 	check_kernel(h, r);
 	return 0;
 }

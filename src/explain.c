@@ -366,6 +366,9 @@ static void text_secrets(const ab_plan *p, FILE *out)
 			fprintf(out, "    rotate: a token refresh at https://%s%s brings the new value "
 				     "(%s), saved back to %s\n", x->rot_host, x->rot_path, x->rot_field,
 				x->src_file);
+		for (size_t k = 0; x->rot_host && k < x->rot_stamp_ptr.n; k++)
+			fprintf(out, "    stamp: %s = %s, with it\n", x->rot_stamp_ptr.v[k],
+				x->rot_stamp_kind.v[k]);
 	}
 	if (e->nsecrets)
 		fputs("  TLS to those hosts is intercepted with a session CA made in memory\n", out);
@@ -524,6 +527,9 @@ static int explain_text(const ab_plan *p, const ab_profile *prof, const ab_strv 
 		: p->seccomp.notify_denials ? "denied syscalls (exit summary; commands need a log)"
 		: p->seccomp.notify_exec ? "commands (exec, exit), to the audit log"
 					 : "off");
+	if (p->seccomp.notify_rename)
+		fputs("  renames: to agentbox, which saves a new file renamed onto a rendered "
+		      "credentials file; every other rename continues\n", out);
 	text_landlock(p, ll, out);
 	text_limits(p, out);
 	text_tail(p, out);

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -321,6 +322,11 @@ void ab_host_probe(ab_host *h, bool try_userns)
 	h->io_uring_disabled = (int)read_sysctl("/proc/sys/kernel/io_uring_disabled", -1);
 	h->idmap_mounts = probe_idmap();
 	h->cap_last_cap = probe_cap_last_cap();
+	struct rlimit ml;
+	h->memlock = getrlimit(RLIMIT_MEMLOCK, &ml) == 0 && ml.rlim_cur != RLIM_INFINITY &&
+				     ml.rlim_cur < (rlim_t)LLONG_MAX
+			     ? (long long)ml.rlim_cur
+			     : -1;
 	if (uname(&u) == 0)
 		snprintf(h->kernel_release, sizeof(h->kernel_release), "%s", u.release);
 }
@@ -351,6 +357,7 @@ void ab_host_fake(ab_host *h, int landlock_abi)
 	h->io_uring_disabled = 0;
 	h->idmap_mounts = AB_YES;
 	h->cap_last_cap = 40;
+	h->memlock = 8ll << 20;
 	snprintf(h->kernel_release, sizeof(h->kernel_release), "6.12.0-fake");
 }
 

@@ -141,7 +141,7 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 	ab_seccomp_prog prog = {0};
 	if ((r = ab_sync_recv_seccomp(a->sync_fd, &prog, store)) < 0)
 		return ab_fail(err, -r, "seccomp: receive the filter");
-	bool listen = plan->seccomp.notify_exec || plan->seccomp.notify_denials;
+	bool listen = ab_seccomp_listens(&plan->seccomp);
 	int listener = -1;
 	if ((r = ab_seccomp_apply(&prog, listen ? &listener : NULL, err)) < 0)
 		return ab_err_prefix(err, "seccomp");

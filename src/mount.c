@@ -693,7 +693,9 @@ static int enter_root(const ab_plan *plan, int stage_fd, ab_err *err)
 static int stage_and_apply(const ab_plan *plan, const src_state *src, const int *idmap_fds,
 			   const int *devfds, ab_err *err)
 {
-	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+	/* the content mounts live here: with secrets, the trust files (two copies of
+	 * the system bundle, ~220 KB on Debian, and two Java truststores, ~170 KB) */
+	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0)
 		return ab_fail(err, errno, "mount staging tmpfs");
 	_cleanup_close_ int sfd = open(STAGE, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sfd < 0)

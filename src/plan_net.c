@@ -214,7 +214,9 @@ static int check_rotate(const ab_egress_plan *e, const struct ab_profile_secret 
 
 /* With secrets, the proxy intercepts their hosts: the sandbox must trust the
  * session CA.  The combined bundle replaces the distro bundles in place and
- * both files appear under /run/agentbox for the variables. */
+ * both files appear under /run/agentbox for the variables; so does a Java
+ * truststore (PKCS#12) of the same certificates, which also replaces Java's
+ * distro truststores. */
 static int plan_trust(ab_plan *p, const ab_plan_input *in)
 {
 	static const char *const distro[] = {
@@ -235,6 +237,20 @@ static int plan_trust(ab_plan *p, const ab_plan_input *in)
 	if (!r)
 		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_CA,
 				      AB_MNT_F_RUNTIME | AB_MNT_F_CA_ONLY, "session CA");
+	if (!r)
+		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_JAVA,
+				      AB_MNT_F_RUNTIME | AB_MNT_F_JAVA, "session CA");
+	/* Java's own default truststores (the JDKs' lib/security/cacerts link to
+	 * them; "changeit" is their password): the PKCS#12 one replaces them */
+	static const char *const java[] = {
+		"/etc/ssl/certs/java/cacerts", "/etc/pki/ca-trust/extracted/java/cacerts",
+	};
+	for (size_t i = 0; !r && i < AB_ARRAY_SIZE(java); i++) {
+		struct stat st;
+		if (in->lstat(in->lstat_ctx, java[i], &st) == 0 && S_ISREG(st.st_mode))
+			r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, java[i],
+					      AB_MNT_F_RUNTIME | AB_MNT_F_JAVA, "session CA");
+	}
 	return r;
 }
 
@@ -349,13 +365,19 @@ static int env_put(ab_strv *env, const char *key, const char *val)
  * either: these names are overwritten). */
 int ab_plan_egress_env(ab_plan *p, ab_err *err)
 {
-	char url[64], port[8], java[256];
+	char url[64], port[8], java[512];
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)p->egress.proxy_port);
 	snprintf(port, sizeof(port), "%u", (unsigned)p->egress.proxy_port);
+	/* with secrets, Java trusts the session CA through its own truststore
+	 * (its password only keys the integrity MAC) */
 	snprintf(java, sizeof(java),
 		 "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=%s -Dhttps.proxyHost=127.0.0.1 "
-		 "-Dhttps.proxyPort=%s -Dhttp.nonProxyHosts=localhost|127.0.0.1|[::1]",
-		 port, port);
+		 "-Dhttps.proxyPort=%s -Dhttp.nonProxyHosts=localhost|127.0.0.1|[::1]%s",
+		 port, port,
+		 p->egress.nsecrets ? " -Djavax.net.ssl.trustStore=" AB_TRUST_JAVA
+				      " -Djavax.net.ssl.trustStoreType=PKCS12"
+				      " -Djavax.net.ssl.trustStorePassword=" AB_TRUST_JAVA_PASSWORD
+				    : "");
 	static const char *const proxy_vars[] = {
 		"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
 		"npm_config_proxy", "npm_config_https_proxy", "PIP_PROXY",

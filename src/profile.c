@@ -1110,6 +1110,8 @@ static void psecret_clear(struct ab_profile_secret *x)
 	free(x->rot_host);
 	free(x->rot_path);
 	free(x->rot_field);
+	ab_strv_free(&x->rot_stamp_ptr);
+	ab_strv_free(&x->rot_stamp_kind);
 	memset(x, 0, sizeof(*x));
 }
 
@@ -1232,7 +1234,36 @@ static int secret_placeholder(ctx *c, json_t *v, struct ab_profile_secret *x)
 	return 0;
 }
 
-/* "rotate": {"url": "https://HOST[:PORT]/PATH", "field": "/json/pointer"} */
+/* "stamp": {"/json/pointer": "now" | "expires_at_ms", ...} (credfile.h) */
+static int rotate_stamp(ctx *c, json_t *v, struct ab_profile_secret *x)
+{
+	const char *k;
+	json_t *e;
+	char q[100];
+	if (!json_is_object(v) || !json_object_size(v) ||
+	    json_object_size(v) > AB_CREDFILE_STAMPS_PER_SECRET)
+		return fail(c, "expected {\"/pointer\": \"now\" or \"expires_at_ms\"} (1 to %d)",
+			    AB_CREDFILE_STAMPS_PER_SECRET);
+	json_object_foreach(v, k, e) {
+		int r = 0;
+		const char *s = NULL;
+		push_key(c, k);
+		if (!k[0] || ab_json_pointer_check(k) < 0)
+			r = fail_key(c, "invalid JSON pointer \"%s\"", quote(q, sizeof(q), k));
+		else if ((r = get_str(c, e, &s)) == 0 && !ab_credfile_stamp_kind_ok(s))
+			r = fail(c, "unknown stamp \"%s\" (now, expires_at_ms)", quote(q, sizeof(q), s));
+		if (r == 0 && (ab_strv_push(&x->rot_stamp_ptr, k) < 0 ||
+			       ab_strv_push(&x->rot_stamp_kind, s) < 0))
+			r = oom(c);
+		pop(c);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* "rotate": {"url": "https://HOST[:PORT]/PATH", "field": "/json/pointer",
+ *            "stamp": {...}} */
 static int secret_rotate(ctx *c, json_t *v, struct ab_profile_secret *x)
 {
 	const char *k;
@@ -1271,8 +1302,10 @@ static int secret_rotate(ctx *c, json_t *v, struct ab_profile_secret *x)
 				r = fail(c, "invalid JSON pointer \"%s\"", quote(q, sizeof(q), s));
 			if (r == 0 && !(x->rot_field = strdup(s)))
 				r = oom(c);
+		} else if (strcmp(k, "stamp") == 0) {
+			r = rotate_stamp(c, e, x);
 		} else {
-			r = fail_key(c, "unknown key \"%s\" (url, field)", quote(q, sizeof(q), k));
+			r = fail_key(c, "unknown key \"%s\" (url, field, stamp)", quote(q, sizeof(q), k));
 		}
 		pop(c);
 		if (r < 0)
@@ -1656,6 +1689,8 @@ static int psecret_copy(struct ab_profile_secret *d, const struct ab_profile_sec
 	if (replace_str(&d->src_pointer, s->src_pointer) < 0 || replace_str(&d->hint, s->hint) < 0 ||
 	    replace_str(&d->rot_host, s->rot_host) < 0 || replace_str(&d->rot_path, s->rot_path) < 0 ||
 	    replace_str(&d->rot_field, s->rot_field) < 0 ||
+	    ab_strv_copy(&d->rot_stamp_ptr, &s->rot_stamp_ptr) < 0 ||
+	    ab_strv_copy(&d->rot_stamp_kind, &s->rot_stamp_kind) < 0 ||
 	    ab_strv_copy(&d->optional_unless, &s->optional_unless) < 0 ||
 	    ab_strv_copy(&d->render_keep, &s->render_keep) < 0) {
 		psecret_clear(d);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@
 #include "agentbox/audit.h"
 #include "agentbox/broker.h"
 #include "agentbox/cleanup.h"
+#include "agentbox/gitscan.h"
 #include "agentbox/host.h"
 #include "agentbox/loop.h"
 #include "agentbox/netns.h"
@@ -456,6 +458,32 @@ static int exit_code_of(run_state *s, ab_err *err)
 	return AB_EXIT_FAIL;
 }
 
+/* A nested repository or a new gitlink left by the run: on stderr always (a
+ * later `git status` on the host would run its configuration) and in the log.
+ * BEFORE NULL: the index could not be read before the run. */
+static void report_git(const ab_plan *plan, run_state *s, const ab_strv *before,
+		       struct timespec since)
+{
+	_cleanup_strv_ ab_strv found = {0};
+	ab_err err = {0};
+	if (ab_gitscan_findings(plan->workspace, before, since, &found, &err) < 0) {
+		ab_warn("%s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < found.n; i++) {
+		ab_warn("%s", found.v[i]);
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("warning"));
+		json_object_set_new(ev, "kind", json_string("git"));
+		json_object_set_new(ev, "message", json_string(found.v[i]));
+		ab_audit_emit(s->audit, ev);
+	}
+	if (found.n)
+		ab_warn("review them before you run git in %s: `git ls-files -s | grep ^160000` and "
+			"`find . -mindepth 2 -name .git` run nothing from them "
+			"(docs/threat-model.md, nested git repositories)", plan->workspace);
+}
+
 int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 {
 	ab_seccomp_prog prog = {0};
@@ -470,6 +498,9 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		       .ws_lock = -1};
 	char *cg_path = NULL;
 	ab_broker *broker = NULL;
+	ab_strv git_before = {0};
+	bool git_before_ok = false;
+	struct timespec git_since = {0};
 	ab_stash stash = {0};
 	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
 	int sv[2] = {-1, -1};
@@ -509,6 +540,14 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	bool placeholders = false;
 	for (size_t i = 0; i < plan->nmounts; i++)
 		placeholders |= plan->mounts[i].kind == AB_MNT_PLACEHOLDER;
+	/* nested repositories planted during the run are reported after it */
+	clock_gettime(CLOCK_REALTIME_COARSE, &git_since); /* the clock file times use */
+	{
+		ab_err gerr = {0};
+		git_before_ok = ab_gitscan_snapshot(plan->workspace, &git_before, &gerr) == 0;
+		if (!git_before_ok)
+			ab_warn("%s; gitlinks added during the run cannot be told apart", gerr.msg);
+	}
 	if (ab_watch_init(&s.watch, plan, err) < 0)
 		goto out;
 	if ((placeholders || s.watch.fd >= 0) &&
@@ -530,8 +569,9 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	/* a bad log path is a setup error, before anything starts */
 	if (ab_audit_open(plan->egress.log_path, &s.audit, err) < 0)
 		goto out;
-	if ((plan->seccomp.notify_exec || plan->seccomp.notify_denials) &&
-	    ab_supervisor_new(&plan->seccomp, s.audit, &s.sup, err) < 0)
+	if (ab_seccomp_listens(&plan->seccomp) &&
+	    (ab_supervisor_new(&plan->seccomp, s.audit, &s.sup, err) < 0 ||
+	     ab_supervisor_set_rendered(s.sup, plan, err) < 0))
 		goto out;
 	if (ab_proxy_new(&plan->egress, s.audit, &s.proxy, err) < 0)
 		goto out;
@@ -585,6 +625,16 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		goto out;
 	}
 	if (sent && ab_watch_start(&s.watch, plan, err) < 0) {
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	/* From here agentbox holds real values: no core dump of it, and no
+	 * process of the same user may ptrace it or read its memory.  Not
+	 * before: the child's id maps were written through /proc, which a
+	 * non-dumpable parent's clone would have made root's. */
+	if (sent && plan->egress.nsecrets && prctl(PR_SET_DUMPABLE, 0) < 0) {
+		ab_fail(err, errno, "prctl(PR_SET_DUMPABLE)");
 		kill(s.child, SIGKILL);
 		waitpid(s.child, NULL, 0);
 		goto out;
@@ -644,6 +694,8 @@ out:
 			(void)tcflush(fd, TCIFLUSH);
 	}
 	/* after the terminal is back to normal */
+	if (s.child > 0 && (code != AB_EXIT_FAIL || s.have_exit))
+		report_git(plan, &s, git_before_ok ? &git_before : NULL, git_since);
 	if (s.audit && plan->egress.summary && (code != AB_EXIT_FAIL || s.have_exit))
 		ab_audit_summary(s.audit, stderr);
 	ab_proxy_free(s.proxy);
@@ -685,6 +737,7 @@ out:
 		close(s.ws_lock);
 	}
 	ab_seccomp_prog_free(&prog);
+	ab_strv_free(&git_before);
 	/* the signal mask stays: main returns right away, and a signal still
 	 * pending (a second Ctrl-C) must not replace the command's status */
 	(void)old;

@@ -528,6 +528,40 @@ static int add_exec_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_
 	return 0;
 }
 
+/* Rendered credentials files: every rename notifies; the parent carries out
+ * one onto a rendered file and continues the rest.  A rename the profile
+ * denies stays a denial (its rule notifies as a denial, or fails). */
+static int rename_call_nr(const ab_seccomp_policy *pol, const char *name)
+{
+	int nr = resolve_nr(name);
+	const deny_entry *e = find_deny(name);
+	if (!pol->notify_rename || nr < 0 || ab_strv_contains(&pol->extra_deny, name) ||
+	    (e && entry_active(pol, e)))
+		return -1; /* off; not on this architecture (aarch64: rename); denied */
+	return nr;
+}
+
+bool ab_seccomp_notifies_rename(const ab_seccomp_policy *pol, int nr)
+{
+	static const char *const calls[] = AB_SECCOMP_RENAME_CALLS;
+	for (size_t c = 0; nr >= 0 && c < AB_ARRAY_SIZE(calls); c++)
+		if (rename_call_nr(pol, calls[c]) == nr)
+			return true;
+	return false;
+}
+
+static int add_rename_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
+{
+	static const char *const calls[] = AB_SECCOMP_RENAME_CALLS;
+	for (size_t c = 0; c < AB_ARRAY_SIZE(calls); c++) {
+		int nr = rename_call_nr(pol, calls[c]);
+		int r = nr < 0 ? 0 : add_rule(ctx, SCMP_ACT_NOTIFY, nr, calls[c], 0, NULL, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int add_extra_deny(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
 {
 	for (size_t i = 0; i < pol->extra_deny.n; i++) {
@@ -587,6 +621,8 @@ static int build_ctx(const ab_seccomp_policy *pol, scmp_filter_ctx *out, ab_err 
 		r = add_extra_deny(ctx, pol, err);
 	if (r >= 0)
 		r = add_exec_rules(ctx, pol, err);
+	if (r >= 0)
+		r = add_rename_rules(ctx, pol, err);
 	if (r < 0)
 		return r;
 	*out = ctx;

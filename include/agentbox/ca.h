@@ -72,6 +72,15 @@
 #define AB_CA_MAX_CONSTRAINTS 4096 /* entries in a name-constraint list */
 #define AB_CA_MAX_DAYS 825      /* longest CA validity accepted */
 #define AB_CA_MAX_BUNDLE (64u << 20) /* largest system bundle read */
+#define AB_CA_MAX_TRUST_CERTS 8192   /* certificates in the Java truststore */
+/* OpenSSL's secure heap (CRYPTO_secure_malloc_init), powers of two.  Holds
+ * the private scalars of the session's keys (EC keys are BN_secure): the CA
+ * and leaf keys take < 1 KiB; each live TLS 1.3 connection of the proxy
+ * keeps its two ephemeral key shares there (64 bytes measured for the pair),
+ * so AB_PROXY_MAX_CONNS (4096) intercepted connections take about 257 KiB.
+ * 1 MiB leaves room for the buddy allocator's rounding and fragmentation. */
+#define AB_CA_SECURE_HEAP (1u << 20)
+#define AB_CA_SECURE_HEAP_MIN 16
 
 typedef struct ab_ca ab_ca;
 
@@ -141,5 +150,30 @@ int ab_tls_client_setup(SSL *ssl, const char *host, ab_err *err);
  * an explicit path that cannot be read is an error. */
 int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, char **out, size_t *len,
 		       ab_err *err);
+
+/* The Java truststore for the sandbox (DER PKCS#12, malloc'd): every
+ * certificate of the PEM text bundle[0..len) (the trust bundle above) as a
+ * trusted certificate entry Java accepts -- a certBag with a friendlyName
+ * (the alias: "agentbox-session-ca" for the session CA, "system-N" for the
+ * others) and Oracle's trusted-key-usage attribute
+ * (2.16.840.1.113894.746875.1.1) holding anyExtendedKeyUsage; the session CA
+ * is added when the text lacks it.  One unencrypted SafeContents and an
+ * HMAC-SHA256 MAC (PKCS12_DEFAULT_ITER iterations) keyed by password,
+ * which protects nothing secret: it lets Java check the file's integrity
+ * (Java 17 and 25 also load it without a password, skipping the check).
+ * Errors: a PEM block that does not decode or a certificate that is not one
+ * DER SEQUENCE, or has PEM headers (-EINVAL), more than
+ * AB_CA_MAX_TRUST_CERTS (-E2BIG), len > AB_CA_MAX_BUNDLE (-EFBIG).  About
+ * 1.5 ms for Debian's 145 roots (172 KB). */
+int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const char *password,
+			  unsigned char **out, size_t *outlen, ab_err *err);
+
+/* OpenSSL's secure heap (AB_CA_SECURE_HEAP: mmap'd with guard pages,
+ * mlock'd, MADV_DONTDUMP, cleansed on free), once per process, before the
+ * first key is made; private keys made afterwards live there.  1: set up and
+ * locked (or already set up); 0: set up but not locked (RLIMIT_MEMLOCK too
+ * low: the keys may be swapped); -ENOMEM: not set up (keys go to the
+ * ordinary heap, still cleansed on free). */
+int ab_ca_secure_heap_init(void);
 
 #endif

@@ -69,9 +69,45 @@ int ab_credfile_keep(json_t *root, char *const *ptrs, size_t n, json_t **out);
 int ab_credfile_dump(const json_t *root, char **out, size_t *len);
 
 /*
+ * Freshness fields written with rotated values ("rotate": {"stamp": {...}}):
+ * the harness's own record of when its tokens were refreshed or expire, so
+ * its next run outside (or the next sandbox) does not refresh again at once.
+ *   "now"            the time of the refresh, RFC 3339 UTC with microseconds
+ *                    (a JSON string; Codex's last_refresh);
+ *   "expires_at_ms"  milliseconds since the epoch: the time of the refresh
+ *                    plus the token response's "expires_in" seconds (a JSON
+ *                    integer; Claude Code's claudeAiOauth.expiresAt); skipped
+ *                    when the response has no positive integer expires_in
+ *                    (at most AB_CREDFILE_EXPIRES_MAX).
+ * A stamp goes where its pointer says: the member is added or replaced; the
+ * parent must be an object in the file, else the stamp is skipped.
+ */
+#define AB_CREDFILE_STAMPS_MAX 16        /* per file and write-back */
+#define AB_CREDFILE_STAMPS_PER_SECRET 8  /* in a profile's "stamp" */
+#define AB_CREDFILE_EXPIRES_MAX (10LL * 366 * 24 * 3600)
+
+typedef struct ab_credfile_stamps {
+	const char *ptr[AB_CREDFILE_STAMPS_MAX];  /* borrowed */
+	const char *kind[AB_CREDFILE_STAMPS_MAX]; /* "now" or "expires_at_ms" */
+	size_t n;
+	long long expires_in; /* the token response's, seconds; <= 0: unknown */
+	long long now_us;     /* the refresh's time, microseconds since the epoch */
+} ab_credfile_stamps;
+
+/* Is KIND a stamp kind? */
+bool ab_credfile_stamp_kind_ok(const char *kind);
+/* Add (PTR, KIND) unless PTR is there already; 0, or -E2BIG when full. */
+int ab_credfile_stamps_add(ab_credfile_stamps *st, const char *ptr, const char *kind);
+/* The "expires_in" of a token response ROOT: a positive integer of at most
+ * AB_CREDFILE_EXPIRES_MAX, else 0. */
+long long ab_credfile_expires_in(json_t *root);
+/* Write the stamps into ROOT; the number written, or -ENOMEM. */
+int ab_credfile_apply_stamps(json_t *root, const ab_credfile_stamps *st);
+
+/*
  * Write new values back to the host file PATH: read it again (the latest
  * version), set VALS[i] (LENS[i] bytes) at PTRS[i] for i < N (each must
- * already be a string there), then either
+ * already be a string there) and the STAMPS (may be NULL), then either
  *   - atomically: a temporary file in the same directory (O_EXCL, mode and
  *     owner of the original), fsync'd, renamed over PATH (a symlink is
  *     followed to its target), the directory fsync'd; on failure PATH is
@@ -83,6 +119,7 @@ int ab_credfile_dump(const json_t *root, char **out, size_t *len);
  *     would be visible inside.  Not atomic against a crash mid-write.
  */
 int ab_credfile_update(const char *path, const char *const *ptrs, const char *const *vals,
-		       const size_t *lens, size_t n, bool in_place, ab_err *err);
+		       const size_t *lens, size_t n, const ab_credfile_stamps *stamps,
+		       bool in_place, ab_err *err);
 
 #endif

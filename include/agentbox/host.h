@@ -52,6 +52,7 @@ typedef struct ab_host {
 	int io_uring_disabled;  /* /proc/sys/kernel/io_uring_disabled: 0/1/2, -1 absent */
 	int idmap_mounts;       /* ab_tristate: mount_setattr exists (kernel >= 5.12) */
 	int cap_last_cap;       /* /proc/sys/kernel/cap_last_cap */
+	long long memlock;      /* RLIMIT_MEMLOCK soft limit in bytes, -1 unlimited or unknown */
 	char kernel_release[128];
 } ab_host;
 

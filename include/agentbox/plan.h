@@ -57,6 +57,7 @@ enum ab_mnt_kind {
 #define AB_MNT_F_RENDER 0x80  /* ... a credentials file rendered with placeholders
 				 (writable, 0600, owned by the command's uid; in the
 				 sandbox's memory, changes are not written back) */
+#define AB_MNT_F_JAVA 0x100   /* ... the session trust as a Java PKCS#12 truststore */
 
 typedef struct ab_mount {
 	enum ab_mnt_kind kind;
@@ -117,6 +118,10 @@ int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
 /* With brokered secrets: the session CA inside (read-only files on /run). */
 #define AB_TRUST_BUNDLE "/run/agentbox/ca-bundle.pem" /* system roots + session CA */
 #define AB_TRUST_CA "/run/agentbox/session-ca.pem"    /* the session CA alone */
+#define AB_TRUST_JAVA "/run/agentbox/truststore.p12"  /* both, for Java (PKCS#12) */
+/* Its password keys the integrity MAC only (a truststore holds nothing
+ * secret); the JDK's default for cacerts, which tools assume. */
+#define AB_TRUST_JAVA_PASSWORD "changeit"
 
 /* Egress (issue 3): what the child sets up inside the network namespace and
  * what the parent's proxy enforces.  Rule texts are canonical (validated). */

@@ -138,6 +138,8 @@ typedef struct ab_profile {
 		char *rot_host;     /* "rotate": token endpoint host[:port] (a netrule) */
 		char *rot_path;     /* ... its path (exact, no query) */
 		char *rot_field;    /* ... JSON pointer of the new value in its response */
+		ab_strv rot_stamp_ptr;  /* ... "stamp": JSON pointers in the file, and */
+		ab_strv rot_stamp_kind; /* their kinds ("now", "expires_at_ms"; credfile.h) */
 	} *secrets;
 	size_t nsecrets;
 

@@ -26,7 +26,21 @@ typedef struct ab_seccomp_policy {
 	 * themselves).  notify_exec: execve/execveat notify and continue. */
 	bool notify_denials;
 	bool notify_exec;
+	/* Rendered credentials files (docs/credentials.md): rename, renameat
+	 * and renameat2 notify; the parent carries out a rename onto one of
+	 * them (a mount point: EBUSY otherwise) and lets every other one
+	 * continue (src/supervise.c). */
+	bool notify_rename;
 } ab_seccomp_policy;
+
+/* Does the filter need a user-notification listener (served by the parent)? */
+static inline bool ab_seccomp_listens(const ab_seccomp_policy *pol)
+{
+	return pol->notify_denials || pol->notify_exec || pol->notify_rename;
+}
+
+/* The rename calls notify_rename notifies, native names (absent ones skipped). */
+#define AB_SECCOMP_RENAME_CALLS {"rename", "renameat", "renameat2"}
 
 /* A compiled program (or two: libseccomp's filter, plus a tiny hand-written
  * guard that fails syscall numbers newer than this build knows with ENOSYS). */
@@ -59,6 +73,11 @@ int ab_seccomp_apply(const ab_seccomp_prog *p, int *listener, ab_err *err);
  * errno of its rules (EPERM, EAFNOSUPPORT for socket families), EPERM for
  * anything the policy does not know (fail closed). */
 int ab_seccomp_deny_errno(const ab_seccomp_policy *pol, int nr);
+
+/* Does NR notify as a rename (notify_rename, and not denied by the policy)?
+ * The supervisor carries it out or continues it; anything else it is sent
+ * is a denial. */
+bool ab_seccomp_notifies_rename(const ab_seccomp_policy *pol, int nr);
 
 /* The syscall's name for the record ("syscall_N" when unknown). */
 void ab_seccomp_name(int nr, char *buf, size_t size);

@@ -27,12 +27,19 @@
 #define AB_SUP_RATE_PER_S 50       /* denial records per second, after the burst */
 #define AB_SUP_RATE_BURST 200
 
+#define AB_SUP_RENDERED_MAX (64 * 1024) /* a new credentials file (= AB_CREDFILE_MAX) */
+
 typedef struct ab_supervisor ab_supervisor;
+struct ab_plan;
 
 /* POL: the policy the filter was compiled from (borrowed; for the errnos).
  * AUDIT: the run's log (borrowed).  No fd yet. */
 int ab_supervisor_new(const ab_seccomp_policy *pol, ab_audit *audit, ab_supervisor **out,
 		      ab_err *err);
+/* The plan's rendered credentials files (notify_rename): a rename of a new
+ * file onto one of them is carried out here (copied in, the new file
+ * removed), every other rename continues.  Copies what it needs. */
+int ab_supervisor_set_rendered(ab_supervisor *s, const struct ab_plan *plan, ab_err *err);
 /* Serve the listener FD (owned from here on, closed on error too). */
 int ab_supervisor_attach(ab_supervisor *s, ab_loop *loop, int fd, ab_err *err);
 /* The sandbox is gone: the exits still pending, the repeat counts. */
@@ -45,6 +52,25 @@ void ab_supervisor_free(ab_supervisor *s);
 void ab_sup_parse_status(const char *text, long *ns_tgid, long *ppid, long *tgid);
 /* /proc/PID/stat text -> the exit_code field (52), -1 when absent. */
 int ab_sup_parse_stat_exit(const char *text);
+
+/* PATH (absolute, or relative to BASE, an absolute path) with "//", "." and
+ * ".." resolved as text ("/.." is "/"), no trailing slash, into OUT.  The
+ * same as the kernel's walk when nothing on the way is a symlink.  0,
+ * -EINVAL (a relative BASE, an empty PATH), -ENAMETOOLONG. */
+int ab_sup_path_norm(const char *base, const char *path, char *out, size_t size);
+
+/* What the supervisor checks before it carries out a rename of SRC onto a
+ * rendered file (statx of both, the directory SRC is in, the file TARGET
+ * is in): NULL when it may, else the reason (static text).  The new file:
+ * a regular file with one link, owned by KUID, at most AB_SUP_RENDERED_MAX
+ * bytes, no mount point, born (btime) at or after T0 (the sandbox made it),
+ * in the same directory as the target.  The target: a regular file with no
+ * link left (the staging name is gone), owned by KUID, a mount point, on
+ * tmpfs (TARGET_TMPFS): the rendered copy. */
+struct statx;
+const char *ab_sup_rename_refusal(const struct statx *src, const struct statx *src_dir,
+				  const struct statx *target, const struct statx *target_dir,
+				  bool target_tmpfs, uid_t kuid, int64_t t0_sec, uint32_t t0_nsec);
 
 /* A token bucket: `rate` per second, `burst` deep; times in ms. */
 typedef struct ab_sup_bucket {

@@ -9,7 +9,9 @@
  *   - a document that parses, with the string at the pointer replaced
  *     (as a token refresh does), dumps to JSON that parses again and holds
  *     the replacement at the same pointer;
- *   - "keep" of the pointer yields an object.
+ *   - "keep" of the pointer yields an object;
+ *   - a stamp at the pointer is written (then the dump parses again and
+ *     holds a string or an integer there) or skipped.
  */
 #include "agentbox/credfile.h"
 
@@ -67,6 +69,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 			free(out);
 		}
+	}
+	/* a stamp at the pointer (the document as a token response gives the
+	 * expires_in): written or skipped, and the result still JSON */
+	ab_credfile_stamps st = {.expires_in = ab_credfile_expires_in(root),
+				 .now_us = 1700000000123456LL};
+	assert(st.expires_in >= 0 && st.expires_in <= AB_CREDFILE_EXPIRES_MAX);
+	assert(ab_credfile_stamps_add(&st, ptr, (size & 1) ? "now" : "expires_at_ms") == 0);
+	int k = ab_credfile_apply_stamps(root, &st);
+	assert(k == 0 || k == 1 || k == -ENOMEM);
+	char *out = NULL;
+	size_t ol = 0;
+	if (k == 1 && ab_credfile_dump(root, &out, &ol) == 0) {
+		json_t *again = NULL;
+		if (ol <= AB_CREDFILE_MAX) {
+			assert(ab_credfile_parse(out, ol, &again, &err) == 0);
+			json_t *sv = ab_json_pointer_get(again, ptr);
+			assert(sv && ((size & 1) ? json_is_string(sv) : json_is_integer(sv)));
+			json_decref(again);
+		}
+		free(out);
 	}
 	json_decref(root);
 	free(ptr);

@@ -33,6 +33,7 @@ profile's own.  No OPENAI_API_KEY is set.
 """
 
 import base64
+import datetime
 import hashlib
 import hmac
 import json
@@ -40,7 +41,7 @@ import os
 import secrets
 import time
 
-from abtest import INNER_PY, describe, known_gap
+from abtest import INNER_PY, describe
 from mock_openai import API_HOST, MockOpenAI, ShellScenario
 from test_harness_codex import FINAL, PROMPT_MARKER, RUN_TIMEOUT, codex_prefix, \
     files_containing
@@ -253,16 +254,16 @@ def test_codex_chatgpt_login_exec(ctx):
     assert not lab.token_bodies, "codex refreshed a valid login"
 
 
-@known_gap("codex 0.171 saves a refresh by renaming a temporary file over auth.json, which "
-           "fails (EBUSY) on the rendered copy's mount: agentbox captures the new tokens and "
-           "writes them to the host file, but codex inside keeps its expired ones (and "
-           "retries); see docs/harnesses.md")
 def test_codex_chatgpt_refresh_inside(ctx):
-    """The real codex on an expired ChatGPT login: it refreshes, and its next
-    calls carry the new real access token."""
+    """The real codex on an expired ChatGPT login: it refreshes, saves its
+    login by renaming a new auth.json over the rendered one (carried out by
+    agentbox's supervisor), and its next calls carry the new real access
+    token."""
     lab, entries = _codex_exec(ctx, expired=True)
     rot = [e for e in entries if e.get("rotated")]
     assert rot and set(rot[0]["rotated"].split(",")) == set(SECRETS), rot
+    saved = [e for e in entries if e.get("event") == "credentials-saved"]
+    assert saved and saved[0]["path"] == lab.file, saved
 
 
 REFRESH = r"""
@@ -295,14 +296,16 @@ if out["token"][0] == 200:
     out["api2"] = call("https://chatgpt.com/backend-api/wham/accounts/check",
                        auth=t["access_token"])
     out["file1"] = json.load(open(p))
+    doc["saved_by_rename"] = True
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
     try:
-        with open(tmp, "w") as f:
-            json.dump(doc, f)
-        os.rename(tmp, p)
+        os.rename(tmp, p)       # as codex saves it: carried out by agentbox
         out["rename"] = "ok"
     except OSError as e:
         out["rename"] = e.errno
-        os.unlink(tmp)
+    out["tmp_left"] = os.path.exists(tmp)
+    out["file2"] = json.load(open(p))
 print(json.dumps(out))
 """
 
@@ -313,6 +316,7 @@ def test_codex_refresh_rotation(ctx):
     answer comes back with new JWT placeholders carrying the NEW claims; the
     backend then gets the new real access token; the host file is updated."""
     lab = Login(ctx)
+    started = time.time()
     r = lab.run([INNER_PY, "-c", REFRESH])
     assert r.returncode == 0, redact(describe(r), lab)
     for v in lab.reals():
@@ -326,7 +330,9 @@ def test_codex_refresh_rotation(ctx):
         assert claims_of(n[k])["exp"] == claims_of(lab.new[k])["exp"] != claims_of(t0[k])["exp"]
     assert n["refresh_token"] == t0["refresh_token"], "the refresh placeholder stays the same"
     assert n["expires_in"] == 3600
-    assert out["rename"] != "ok", "a rename over the rendered auth.json worked"
+    assert out["rename"] == "ok" and not out["tmp_left"], out["rename"]
+    assert out["file2"]["saved_by_rename"] is True and \
+        out["file2"]["tokens"] == out["file1"]["tokens"]
     sent = json.loads(lab.token_bodies[0])
     assert sent["refresh_token"] == lab.old["refresh_token"] and len(lab.token_bodies) == 1
     checks = [dict(x["headers"]).get("authorization") for x in lab.mock.records()
@@ -336,7 +342,10 @@ def test_codex_refresh_rotation(ctx):
     host = json.load(open(lab.file))
     assert {k: host["tokens"][k] for k in lab.new} == lab.new, "the host file was not updated"
     assert host["unknown_key"] == {"secret": "unknown-" + ctx.token}
-    assert host["last_refresh"] == "2025-01-01T00:00:00Z"
+    # the profile's stamp: last_refresh is the refresh's time (RFC 3339 UTC)
+    stamp = datetime.datetime.strptime(host["last_refresh"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+    assert started - 1 <= stamp <= time.time() + 1, host["last_refresh"]
     rot = [e for e in lab.audit() if e.get("rotated")]
     assert len(rot) == 1 and set(rot[0]["rotated"].split(",")) == set(SECRETS), rot
 

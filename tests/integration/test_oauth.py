@@ -213,6 +213,7 @@ class Lab:
 
 def test_oauth_render_and_refresh(ctx):
     lab = Lab(ctx)
+    t0 = int(time.time() * 1000)
     r = lab.run()
     assert r.returncode == 0, describe(r)
     for v in lab.reals() + [lab.mcp]:
@@ -243,6 +244,10 @@ def test_oauth_render_and_refresh(ctx):
     assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == ctx.uid
     host = json.load(open(lab.creds))
     assert host["claudeAiOauth"]["accessToken"] == lab.new_at, "the host file was not updated"
+    # the profile's stamp: expiresAt = the refresh's time + expires_in (3600 s), in ms
+    exp = host["claudeAiOauth"]["expiresAt"]
+    assert isinstance(exp, int) and t0 + 3600 * 1000 <= exp <= time.time() * 1000 + 3600 * 1000, \
+        (exp, t0)
     assert host["claudeAiOauth"]["refreshToken"] == lab.new_rt
     assert host["mcpOAuth"] == {"srv": {"accessToken": lab.mcp}}
     assert host["claudeAiOauth"]["scopes"] == ["user:inference"]

@@ -241,17 +241,17 @@ def test_host_rewrite_keeps_protection(ctx):
 def test_host_rename_over_hidden_file(ctx):
     """Weakness: a file hidden by filesystem.deny inside a bound host directory
     is covered on its directory entry; a tool on the host that saves the real
-    file by rename (a token refresh) detaches the cover in the sandbox, and the
-    new real content shows inside.  The parent watches such covers too and
-    stops the sandbox."""
+    file by rename (a token refresh) detaches the cover in the sandbox.  The
+    parent watches such covers and stops the sandbox (exit 125, naming the
+    path).  The moment between the rename and the kill is a documented window
+    (docs/threat-model.md): not tested here, it is a race."""
     secret = os.path.join(ctx.ws, "token.json")
     ctx.host_file(secret, '{"token": "old"}\n', 0o600)
     prof = ctx.host_file(os.path.join(ctx.scratch, "hide.json"), json.dumps(
         {"version": 1, "extends": "default",
          "filesystem": {"deny": ["${WORKSPACE}/token.json"]}}))
     p = ctx.popen(["run", "-p", prof, "-w", ctx.ws, "--", "sh", "-c",
-                   "touch ready; i=0; while [ $i -lt 50 ]; do i=$((i+1)); "
-                   "cat token.json 2>/dev/null; sleep 0.2; done; true"])
+                   "touch ready; i=0; while [ $i -lt 50 ]; do i=$((i+1)); sleep 0.2; done"])
     if not _wait_file(os.path.join(ctx.ws, "ready")):
         p.kill()
         raise AssertionError("the sandbox never started: %r" % (p.communicate()[1],))
@@ -260,9 +260,33 @@ def test_host_rename_over_hidden_file(ctx):
         f.write('{"token": "%s"}\n' % ctx.token)
     os.rename(new, secret)
     out, err = (x.decode(errors="replace") for x in p.communicate(timeout=30))
-    assert ctx.token not in out, "the new real file was read inside after a host rename"
     assert p.returncode == 125, (p.returncode, err)
     assert "protected or hidden path %s was replaced" % secret in err, err
+
+
+def test_nested_repo_reported(ctx):
+    """The nested-repository gap (test_git_nested_repo_via_gitlink) cannot be
+    closed inside - the index must stay writable - so it is reported: after
+    the run agentbox names the new gitlink and the new nested .git on stderr
+    and in the audit log, with index version 4 too.  A run that plants
+    nothing reports nothing."""
+    _repo(ctx)
+    ctx.git_host("update-index", "--index-version", "4")
+    log = os.path.join(ctx.scratch, "audit.jsonl")
+    quiet = ctx.sandbox("git status --porcelain >/dev/null; true", extra_args=["--log", log])
+    assert quiet.returncode == 0 and "nested git" not in quiet.stderr, describe(quiet)
+    r = ctx.sandbox("git -c user.name=a -c user.email=a@b init -q vendor/lib && "
+                    "git -C vendor/lib -c user.name=a -c user.email=a@b commit -q "
+                    "--allow-empty -m x && git update-index --add --cacheinfo "
+                    "160000,$(git -C vendor/lib rev-parse HEAD),vendor/lib",
+                    extra_args=["--log", log])
+    assert r.returncode == 0, describe(r)
+    assert "a gitlink (submodule entry) was added to the index during the run: vendor/lib" \
+        in r.stderr, describe(r)
+    assert "a nested git repository was created or changed during the run: vendor/lib/.git" \
+        in r.stderr, describe(r)
+    warnings = [json.loads(l) for l in open(log) if '"event":"warning"' in l]
+    assert len(warnings) == 2 and all(w["kind"] == "git" for w in warnings), warnings
 
 
 # ---------------------------------------------------------------- agentbox's own state

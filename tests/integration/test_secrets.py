@@ -29,7 +29,7 @@ import time
 import urllib.parse
 
 import abtest
-from abtest import INNER_PY, ab_cmd, describe, skip
+from abtest import INNER_PY, ab_cmd, describe, skip, wait_for
 from secrets_util import (BOUND, BOUND_PLAIN, PLAIN, TUNNEL, Broker, encodings,
                           name_constraints, new_value, pem_certs, private_key_files,
                           x509_text)
@@ -749,6 +749,35 @@ def _memory_holds(pid, needle, cap=256 << 20):
             except (OSError, OverflowError, ValueError):
                 continue
     return False
+
+
+def test_parent_not_readable_by_same_user(ctx):
+    """agentbox's parent holds the real values: once it does, it is not
+    dumpable, so another process of the same user (outside the sandbox) can
+    neither read its memory nor its environment, nor ptrace it."""
+    if not abtest.IS_ROOT or ctx.user != "nobody":
+        skip("needs a root runner to act as the same unprivileged user")
+    val = new_value()
+    b = Broker(ctx, [val])
+    prof = b.write_profile({"KEY": secret(SRC)})
+    go = os.path.join(ctx.ws, ".go")
+    p = ctx.popen(["run", "-p", prof, "-w", ctx.ws, "--", "sh", "-c",
+                   "echo ready; while [ ! -e %s ]; do sleep 0.05; done" % go], env={SRC: val})
+    try:
+        assert wait_for(lambda: os.path.exists("/proc/%d" % p.pid) and any(
+            os.readlink("/proc/%d/ns/pid" % q) != os.readlink("/proc/self/ns/pid")
+            for q in _descendants(p.pid)), 20), "the sandbox never started"
+        time.sleep(0.3)  # the broker has read the values by the time the command runs
+        for what in ("environ", "mem", "maps"):
+            r = subprocess.run(["setpriv", "--reuid=%d" % abtest.NOBODY_UID,
+                                "--regid=%d" % abtest.NOBODY_GID, "--clear-groups",
+                                "cat", "/proc/%d/%s" % (p.pid, what)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
+            assert r.returncode != 0 and val.encode() not in r.stdout, \
+                "the same user read agentbox's /proc/PID/%s" % what
+    finally:
+        ctx.host_file(go, "")
+        p.communicate(timeout=20)
 
 
 def test_value_not_in_sandbox_memory(ctx):

@@ -167,7 +167,7 @@ static void update_case(bool in_place)
 	const char *ptrs[] = {"/o/a", "/o/r"}, *vals[] = {"new-a", "new-r"};
 	size_t lens[] = {5, 5};
 	ab_err e = {0};
-	assert_int_equal(ab_credfile_update(path, ptrs, vals, lens, 2, in_place, &e), 0);
+	assert_int_equal(ab_credfile_update(path, ptrs, vals, lens, 2, NULL, in_place, &e), 0);
 	assert_string_equal(slurp(path),
 			    "{\"o\":{\"a\":\"new-a\",\"r\":\"new-r\",\"keep\":[1,2]},\"other\":\"x\"}");
 	stat(path, &st1);
@@ -175,7 +175,7 @@ static void update_case(bool in_place)
 	assert_true(in_place ? st1.st_ino == st0.st_ino : st1.st_ino != st0.st_ino);
 	/* a pointer that is not there: refused, the file unchanged */
 	const char *bad[] = {"/o/missing"};
-	assert_true(ab_credfile_update(path, bad, vals, lens, 1, in_place, &e) < 0);
+	assert_true(ab_credfile_update(path, bad, vals, lens, 1, NULL, in_place, &e) < 0);
 	assert_non_null(strstr(e.msg, "not there"));
 	assert_string_equal(slurp(path),
 			    "{\"o\":{\"a\":\"new-a\",\"r\":\"new-r\",\"keep\":[1,2]},\"other\":\"x\"}");
@@ -183,7 +183,7 @@ static void update_case(bool in_place)
 	f = fopen(path, "w");
 	fputs("garbage", f);
 	fclose(f);
-	assert_int_equal(ab_credfile_update(path, ptrs, vals, lens, 2, in_place, &e), -EINVAL);
+	assert_int_equal(ab_credfile_update(path, ptrs, vals, lens, 2, NULL, in_place, &e), -EINVAL);
 	assert_string_equal(slurp(path), "garbage");
 	unlink(path);
 	assert_int_equal(rmdir(dir), 0); /* no temporary left behind */
@@ -199,6 +199,78 @@ static void test_update_in_place(void **state)
 {
 	(void)state;
 	update_case(true);
+}
+
+static void test_stamps(void **state)
+{
+	(void)state;
+	json_t *j = parse("{\"o\":{\"expiresAt\":1,\"a\":\"x\"},\"last_refresh\":\"old\","
+			  "\"arr\":[1],\"s\":\"str\"}");
+	ab_credfile_stamps st = {.expires_in = 3600, .now_us = 1700000000123456LL};
+	assert_true(ab_credfile_stamp_kind_ok("now") && ab_credfile_stamp_kind_ok("expires_at_ms"));
+	assert_false(ab_credfile_stamp_kind_ok("NOW") || ab_credfile_stamp_kind_ok(""));
+	assert_int_equal(ab_credfile_stamps_add(&st, "/o/expiresAt", "expires_at_ms"), 0);
+	assert_int_equal(ab_credfile_stamps_add(&st, "/last_refresh", "now"), 0);
+	assert_int_equal(ab_credfile_stamps_add(&st, "/last_refresh", "expires_at_ms"), 0); /* dup */
+	assert_int_equal(ab_credfile_stamps_add(&st, "/o/new", "now"), 0);     /* added */
+	assert_int_equal(ab_credfile_stamps_add(&st, "/missing/x", "now"), 0); /* no parent */
+	assert_int_equal(ab_credfile_stamps_add(&st, "/arr/0", "now"), 0);     /* an array */
+	assert_int_equal(ab_credfile_stamps_add(&st, "/s/x", "now"), 0);       /* a string */
+	assert_int_equal(ab_credfile_stamps_add(&st, "", "now"), 0);           /* the root */
+	assert_int_equal(st.n, 7);
+	assert_int_equal(ab_credfile_apply_stamps(j, &st), 3);
+	char *out;
+	size_t n;
+	assert_int_equal(ab_credfile_dump(j, &out, &n), 0);
+	assert_string_equal(out, "{\"o\":{\"expiresAt\":1700003600123,\"a\":\"x\",\"new\":"
+				 "\"2023-11-14T22:13:20.123456Z\"},\"last_refresh\":"
+				 "\"2023-11-14T22:13:20.123456Z\",\"arr\":[1],\"s\":\"str\"}");
+	free(out);
+	/* no expires_in: expires_at_ms is skipped, "now" is not */
+	st.expires_in = 0;
+	assert_int_equal(ab_credfile_apply_stamps(j, &st), 2);
+	/* the cap */
+	ab_credfile_stamps full = {0};
+	char names[AB_CREDFILE_STAMPS_MAX + 1][16];
+	for (int i = 0; i <= AB_CREDFILE_STAMPS_MAX; i++) {
+		snprintf(names[i], sizeof(names[i]), "/k%d", i);
+		assert_int_equal(ab_credfile_stamps_add(&full, names[i], "now"),
+				 i < AB_CREDFILE_STAMPS_MAX ? 0 : -E2BIG);
+	}
+	json_decref(j);
+	/* expires_in of a token response: a positive integer within limits only */
+	const char *const resp[] = {"{\"expires_in\":3600}", "{\"expires_in\":\"3600\"}",
+				    "{\"expires_in\":-5}", "{\"expires_in\":0}",
+				    "{\"expires_in\":1e3}", "{\"expires_in\":99999999999999}",
+				    "{}", "[3600]"};
+	const long long want[] = {3600, 0, 0, 0, 0, 0, 0, 0};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(resp); i++) {
+		json_t *r = parse(resp[i]);
+		assert_true(ab_credfile_expires_in(r) == want[i]);
+		json_decref(r);
+	}
+}
+
+static void test_update_stamps(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/ab-credfile-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char path[128];
+	snprintf(path, sizeof(path), "%s/auth.json", dir);
+	FILE *f = fopen(path, "w");
+	fputs("{\"tokens\":{\"a\":\"old\"},\"last_refresh\":\"2025-01-01T00:00:00Z\"}", f);
+	fclose(f);
+	const char *ptrs[] = {"/tokens/a"}, *vals[] = {"new"};
+	size_t lens[] = {3};
+	ab_credfile_stamps st = {.now_us = 1000000LL * 86400 * 366};
+	assert_int_equal(ab_credfile_stamps_add(&st, "/last_refresh", "now"), 0);
+	ab_err e = {0};
+	assert_int_equal(ab_credfile_update(path, ptrs, vals, lens, 1, &st, true, &e), 0);
+	assert_string_equal(slurp(path), "{\"tokens\":{\"a\":\"new\"},\"last_refresh\":"
+					 "\"1971-01-02T00:00:00.000000Z\"}");
+	unlink(path);
+	rmdir(dir);
 }
 
 static void test_load_limits(void **state)
@@ -234,7 +306,8 @@ int main(void)
 		cmocka_unit_test(test_pointer_check),  cmocka_unit_test(test_pointer_get),
 		cmocka_unit_test(test_parse_hostile),  cmocka_unit_test(test_render_keep),
 		cmocka_unit_test(test_update_atomic),  cmocka_unit_test(test_update_in_place),
-		cmocka_unit_test(test_load_limits),
+		cmocka_unit_test(test_load_limits),    cmocka_unit_test(test_stamps),
+		cmocka_unit_test(test_update_stamps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -217,6 +217,40 @@ static void test_doctor_old_host(void **state)
 	free(t);
 }
 
+/* RLIMIT_MEMLOCK: enough (the fake's 8 MiB), unlimited, too low (a warning
+ * with a fix, nothing required), and root (CAP_IPC_LOCK ignores the limit). */
+static void test_doctor_memlock(void **state)
+{
+	ab_host h;
+	int rc;
+	ab_host_fake(&h, 7);
+	char *t = doctor(&h, false, &rc);
+	assert_non_null(strstr(t, "ok        locked memory    RLIMIT_MEMLOCK 8192 KiB: enough"));
+	free(t);
+	h.memlock = -1;
+	t = doctor(&h, false, &rc);
+	assert_non_null(strstr(t, "RLIMIT_MEMLOCK unlimited: enough"));
+	free(t);
+	h.memlock = 64 << 10;
+	t = doctor(&h, false, &rc);
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(t, "warn      locked memory    RLIMIT_MEMLOCK 64 KiB: may be too "
+				  "low for the 1024 KiB secure heap"));
+	assert_non_null(strstr(t, "fix: raise the limit (`ulimit -l`"));
+	free(t);
+	h.is_root = true;
+	h.uid = h.euid = 0;
+	t = doctor(&h, true, &rc);
+	json_error_t je;
+	json_t *j = json_loads(t, 0, &je);
+	assert_non_null(j);
+	json_t *c = check_by_id(j, "memlock");
+	assert_string_equal(json_string_value(json_object_get(c, "status")), "ok");
+	assert_non_null(strstr(json_string_value(json_object_get(c, "detail")), "CAP_IPC_LOCK"));
+	json_decref(j);
+	free(t);
+}
+
 static void test_doctor_broken_host(void **state)
 {
 	ab_host h;
@@ -311,6 +345,7 @@ int main(void)
 		cmocka_unit_test(test_userns_error_apparmor_snippet),
 		cmocka_unit_test(test_doctor_modern_host),
 		cmocka_unit_test(test_doctor_old_host),
+		cmocka_unit_test(test_doctor_memlock),
 		cmocka_unit_test(test_doctor_broken_host),
 		cmocka_unit_test(test_doctor_root_without_idmap),
 		cmocka_unit_test(test_downgrade_describe),

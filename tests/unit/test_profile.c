@@ -1136,6 +1136,50 @@ static void test_secret_mask_in_body(void **state)
 		"placeholder, env, mask_in_body, optional, hint, render, rotate)");
 }
 
+/* secrets.NAME.rotate.stamp: JSON pointers to "now" or "expires_at_ms",
+ * 1 to 8, copied by merges; anything else refused with its place. */
+#define ROT_HEAD "{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"json\":\"/x/c.json\"," \
+		 "\"pointer\":\"/t\"},\"hosts\":[\"a.test\"],\"rotate\":{\"url\":" \
+		 "\"https://a.test/tok\",\"field\":\"/access_token\",\"stamp\":"
+static void test_secret_rotate_stamp(void **state)
+{
+	ab_err e = { 0 };
+	ab_profile *p = buf_ok_as(ROT_HEAD "{\"/o/expiresAt\":\"expires_at_ms\","
+				  "\"/last~1refresh\":\"now\"}}}}}", "/x/s.json");
+	const struct ab_profile_secret *x = &p->secrets[0];
+	assert_int_equal(x->rot_stamp_ptr.n, 2);
+	assert_int_equal(x->rot_stamp_kind.n, 2);
+	assert_string_equal(x->rot_stamp_ptr.v[0], "/o/expiresAt");
+	assert_string_equal(x->rot_stamp_kind.v[0], "expires_at_ms");
+	assert_string_equal(x->rot_stamp_ptr.v[1], "/last~1refresh");
+	assert_string_equal(x->rot_stamp_kind.v[1], "now");
+	ab_profile *empty = buf_ok_as("{\"version\":1}", "/x/e.json");
+	assert_int_equal(ab_profile_merge(empty, p, &e), 0);
+	assert_int_equal(empty->secrets[0].rot_stamp_ptr.n, 2);
+	assert_string_equal(empty->secrets[0].rot_stamp_kind.v[1], "now");
+	ab_profile_free(empty);
+	ab_profile_free(p);
+	buf_err(ROT_HEAD "{\"/a\":\"later\"}}}}}",
+		"/x/p.json:1:161: secrets.A.rotate.stamp: unknown stamp \"later\" "
+		"(now, expires_at_ms)");
+	buf_err(ROT_HEAD "{\"a\":\"now\"}}}}}",
+		"/x/p.json:1:153: secrets.A.rotate: invalid JSON pointer \"a\"");
+	buf_err(ROT_HEAD "{\"/a~2\":\"now\"}}}}}",
+		"/x/p.json:1:153: secrets.A.rotate: invalid JSON pointer \"/a~2\"");
+	buf_err(ROT_HEAD "{}}}}}",
+		"/x/p.json:1:161: secrets.A.rotate.stamp: expected {\"/pointer\": \"now\" or "
+		"\"expires_at_ms\"} (1 to 8)");
+	buf_err(ROT_HEAD "{\"/a\":1}}}}}",
+		"/x/p.json:1:161: secrets.A.rotate.stamp: expected a string, got an integer");
+	buf_err(ROT_HEAD "{\"/1\":\"now\",\"/2\":\"now\",\"/3\":\"now\",\"/4\":\"now\","
+		"\"/5\":\"now\",\"/6\":\"now\",\"/7\":\"now\",\"/8\":\"now\",\"/9\":\"now\"}}}}}",
+		"/x/p.json:1:161: secrets.A.rotate.stamp: expected {\"/pointer\": \"now\" or "
+		"\"expires_at_ms\"} (1 to 8)");
+	buf_err(ROT_HEAD "[\"/a\"]}}}}",
+		"/x/p.json:1:161: secrets.A.rotate.stamp: expected {\"/pointer\": \"now\" or "
+		"\"expires_at_ms\"} (1 to 8)");
+}
+
 /* secrets.NAME.placeholder.jwt: a boolean, alone (no prefix, no length),
  * copied by merges. */
 static void test_secret_placeholder_jwt(void **state)
@@ -1330,6 +1374,7 @@ int main(void)
 		cmocka_unit_test(test_downgrade_names),
 		cmocka_unit_test(test_secret_mask_in_body),
 		cmocka_unit_test(test_secret_placeholder_jwt),
+		cmocka_unit_test(test_secret_rotate_stamp),
 		cmocka_unit_test(test_shipped_profiles),
 		cmocka_unit_test(test_schema_matches_parser),
 	};

@@ -404,6 +404,49 @@ static void test_export_notify(void **state)
 	pol_free(&pol);
 }
 
+/* Rendered credentials files: rename, renameat, renameat2 notify (only
+ * then); a rename the profile denies stays a denial, and the supervisor is
+ * told which numbers are renames. */
+static void test_export_rename(void **state)
+{
+	(void)state;
+	ab_seccomp_policy pol;
+	pol_set(&pol, NULL, NULL);
+	pol.notify_rename = true;
+	size_t len;
+	char *t = export_text(&pol, &len);
+	assert_true(next_line_is(t, "if ($syscall == 82)\n", "action 0x7fc00000;"));  /* rename */
+	assert_true(next_line_is(t, "if ($syscall == 264)\n", "action 0x7fc00000;")); /* renameat */
+	assert_true(next_line_is(t, "if ($syscall == 316)\n", "action 0x7fc00000;")); /* renameat2 */
+	free(t);
+	assert_true(ab_seccomp_notifies_rename(&pol, 82));
+	assert_true(ab_seccomp_notifies_rename(&pol, 264));
+	assert_true(ab_seccomp_notifies_rename(&pol, 316));
+	assert_false(ab_seccomp_notifies_rename(&pol, 59));
+	assert_false(ab_seccomp_notifies_rename(&pol, -1));
+	assert_true(ab_seccomp_listens(&pol));
+	pol_free(&pol);
+	/* denied by the profile: a denial (EPERM rule), never a rename */
+	const char *const deny[] = {"renameat2", NULL};
+	pol_set(&pol, deny, NULL);
+	pol.notify_rename = true;
+	t = export_text(&pol, &len);
+	assert_true(next_line_is(t, "if ($syscall == 316)\n", "action ERRNO(1);"));
+	assert_true(next_line_is(t, "if ($syscall == 82)\n", "action 0x7fc00000;"));
+	free(t);
+	assert_false(ab_seccomp_notifies_rename(&pol, 316));
+	assert_true(ab_seccomp_notifies_rename(&pol, 82));
+	pol_free(&pol);
+	/* off: no rule, nothing is a rename, no listener */
+	pol_set(&pol, NULL, NULL);
+	t = export_text(&pol, &len);
+	assert_null(strstr(t, "if ($syscall == 316)"));
+	free(t);
+	assert_false(ab_seccomp_notifies_rename(&pol, 316));
+	assert_false(ab_seccomp_listens(&pol));
+	pol_free(&pol);
+}
+
 static bool lines_have(const ab_strv *l, const char *prefix, const char *word)
 {
 	for (size_t i = 0; i < l->n; i++) {
@@ -1021,6 +1064,7 @@ int main(void)
 		cmocka_unit_test(test_golden_pfc),
 		cmocka_unit_test(test_export_variants),
 		cmocka_unit_test(test_export_notify),
+		cmocka_unit_test(test_export_rename),
 		cmocka_unit_test(test_describe),
 		cmocka_unit_test(test_apply_requires_nnp),
 		cmocka_unit_test(test_behaviour_default),

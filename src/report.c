@@ -16,6 +16,11 @@
  * before the first "start" form a session without a header.  Pids are
  * looked up within their session.
  *
+ * Warnings ("warning": agentbox's findings after a run, such as a nested git
+ * repository the run left) are kept once per (session, kind, message) in log
+ * order, and shown before everything else.  Credentials files saved (or
+ * refused) by rename are aggregates by (path, reason), under Secrets.
+ *
  * Commands: exec records linked by ppid.  A second exec by the same pid
  * (before its exit) is the program it became, shown as a child of the
  * first.  A ppid with no exec record of its own is a top-level command.
@@ -92,7 +97,7 @@ typedef struct tent {
 } tent;
 
 enum { K_PID = 1, K_REACHED, K_REFUSED, K_DNS, K_SYS, K_SYSPID, K_FILE, K_NET, K_OTHER,
-       K_SECRET, K_SKIPPED };
+       K_SECRET, K_SKIPPED, K_WARN, K_CRED };
 
 typedef struct session {
 	const char *profile;
@@ -157,6 +162,8 @@ struct ab_report {
 	VEC(cmd) cmds;
 	uint32_t first_root, last_root;
 	VEC(agg) reached, refused, dns, sys, file, net, other, secrets, skipped;
+	VEC(agg) warns; /* a: kind, b: message, port: session; first-seen order */
+	VEC(agg) creds; /* a: path, b: reason, port: 0 saved, 1 refused */
 	VEC(syspid) syspids;
 	VEC(policy) pol;
 	/* totals (kept even when items are dropped) */
@@ -164,6 +171,7 @@ struct ab_report {
 	uint64_t req_allowed, req_denied, dns_allowed, dns_denied, execs, exits_unmatched;
 	uint64_t sys_total, file_total, net_total, other_total, suppressed, policies;
 	uint64_t trace_exec, trace_connect, trace_failed, trace_lost;
+	uint64_t warnings, cred_saved, cred_refused;
 };
 
 static void *vec_grow(void *v, size_t *cap, size_t need, size_t elsz)
@@ -320,7 +328,8 @@ static agg *agg_get(ab_report *r, int kind, const char *a, const char *b, const 
 		[K_DNS] = offsetof(ab_report, dns),         [K_SYS] = offsetof(ab_report, sys),
 		[K_FILE] = offsetof(ab_report, file),       [K_NET] = offsetof(ab_report, net),
 		[K_OTHER] = offsetof(ab_report, other),     [K_SECRET] = offsetof(ab_report, secrets),
-		[K_SKIPPED] = offsetof(ab_report, skipped),
+		[K_SKIPPED] = offsetof(ab_report, skipped), [K_WARN] = offsetof(ab_report, warns),
+		[K_CRED] = offsetof(ab_report, creds),
 	};
 	typedef VEC(agg) aggvec;
 	aggvec *vec = (aggvec *)((char *)r + off[kind]);
@@ -935,6 +944,45 @@ static void on_trace(ev *e)
 		e->drop = true;
 }
 
+/* "warning" (kind "git": a nested git repository or a gitlink the run left;
+ * other kinds are shown too): once per (session, kind, message), counted. */
+static void on_warning(ev *e)
+{
+	ab_report *r = e->r;
+	const char *kind = ev_str(e, "kind", SMALL_MAX, false);
+	const char *msg = ev_str(e, "message", AB_REPORT_STR_MAX, true);
+	if (e->bad)
+		return;
+	r->warnings++;
+	agg *a = msg ? agg_get(r, K_WARN, kind, msg, NULL, NULL, r->cur) : NULL;
+	if (a)
+		a->n++;
+	else
+		e->drop = true;
+}
+
+/* "credentials-saved" / "credentials-refused": a rename onto a rendered
+ * credentials file that agentbox carried out, or left to the kernel. */
+static void on_credentials(ev *e, bool saved)
+{
+	ab_report *r = e->r;
+	int64_t pid = -1;
+	const char *path = ev_str(e, "path", AB_REPORT_STR_MAX, true);
+	const char *reason = saved ? NULL : ev_str(e, "reason", 1024, false);
+	ev_int(e, "pid", -1, INT32_MAX, &pid, false); /* -1: agentbox could not tell */
+	if (e->bad)
+		return;
+	if (saved)
+		r->cred_saved++;
+	else
+		r->cred_refused++;
+	agg *a = path ? agg_get(r, K_CRED, path, reason, NULL, NULL, !saved) : NULL;
+	if (a)
+		a->n++;
+	else
+		e->drop = true;
+}
+
 static void on_event(ab_report *r, json_t *j)
 {
 	ev e = {.r = r, .j = j};
@@ -950,7 +998,8 @@ static void on_event(ab_report *r, json_t *j)
 		ts = parse_ts(json_string_value(tsv), json_string_length(tsv));
 	static const char *const known[] = {"start", "end", "request", "dns", "policy", "exec",
 					    "exit", "denied", "denied-repeat", "suppressed",
-					    "trace", "trace-lost", "secret-skipped"};
+					    "trace", "trace-lost", "secret-skipped", "warning",
+					    "credentials-saved", "credentials-refused"};
 	size_t k = 0;
 	while (k < AB_ARRAY_SIZE(known) && strcmp(n, known[k]) != 0)
 		k++;
@@ -1027,6 +1076,13 @@ static void on_event(ab_report *r, json_t *j)
 			e.drop = true;
 		break;
 	}
+	case 13:
+		on_warning(&e);
+		break;
+	case 14:
+	case 15:
+		on_credentials(&e, k == 14);
+		break;
 	}
 	if (e.bad) {
 		r->c.bad_lines++;
@@ -1176,6 +1232,8 @@ void ab_report_free(ab_report *r)
 	free(r->other.v);
 	free(r->secrets.v);
 	free(r->skipped.v);
+	free(r->warns.v);
+	free(r->creds.v);
 	free(r->syspids.v);
 	free(r->pol.v);
 	free(r->line);
@@ -1187,6 +1245,7 @@ void ab_report_counts_get(const ab_report *r, ab_report_counts *out)
 	*out = r->c;
 	out->sessions = r->ses.n;
 	out->commands = r->cmds.n;
+	out->warnings = r->warnings;
 }
 
 /* ------------------------------------------------------------------ sanitizing */
@@ -1686,6 +1745,58 @@ static int text_denials(const ab_report *r, FILE *out)
 	return 0;
 }
 
+/* Security-relevant findings, in log order, each message in full up to
+ * WARN_COLS; "... N more" counts the events not shown (kept or not). */
+#define WARN_COLS 300
+
+static void text_warnings(const ab_report *r, FILE *out)
+{
+	if (!r->warnings)
+		return;
+	fprintf(out, "\nWarnings (%llu)\n", (unsigned long long)r->warnings);
+	uint64_t shown = 0;
+	for (size_t i = 0; i < r->warns.n && i < LIST_MAX; i++) {
+		const agg *w = &r->warns.v[i];
+		fputs("  ", out);
+		if (r->ses.n > 1)
+			fprintf(out, "[session %u] ", w->port + 1);
+		put(out, w->a ? w->a : "?", 20);
+		fputs(": ", out);
+		put(out, w->b, WARN_COLS);
+		if (w->n > 1)
+			fprintf(out, " x%llu", (unsigned long long)w->n);
+		fputc('\n', out);
+		shown = sat_add(shown, w->n);
+	}
+	if (shown < r->warnings)
+		fprintf(out, "  ... %llu more\n", (unsigned long long)(r->warnings - shown));
+}
+
+/* Renames onto a rendered credentials file: saved ones, then refused ones. */
+static void text_creds(const ab_report *r, const uint32_t *ix, bool refused, FILE *out)
+{
+	size_t shown = 0, n = 0;
+	for (size_t i = 0; i < r->creds.n; i++) {
+		const agg *a = &r->creds.v[ix[i]];
+		if ((a->port != 0) != refused)
+			continue;
+		n++;
+		if (shown >= LIST_MAX)
+			continue;
+		shown++;
+		fputs(refused ? "  credentials files refused: "
+			      : "  credentials files saved inside: ", out);
+		put(out, a->a, 120);
+		if (a->b) {
+			fputs(" (", out);
+			put(out, a->b, 120);
+			fputc(')', out);
+		}
+		fprintf(out, " x%llu\n", (unsigned long long)a->n);
+	}
+	more(out, n);
+}
+
 static int text_secrets(const ab_report *r, FILE *out)
 {
 	fputs("\nSecrets\n", out);
@@ -1698,13 +1809,12 @@ static int text_secrets(const ab_report *r, FILE *out)
 		fputs(" not loaded: its source was absent (optional)\n", out);
 	}
 	more(out, r->skipped.n);
-	if (!r->secrets.n) {
-		fputs("  none used\n", out);
-		return 0;
-	}
 	_cleanup_free_ uint32_t *s = sorted(r->secrets.v, r->secrets.n, true);
-	if (!s)
+	_cleanup_free_ uint32_t *cr = sorted(r->creds.v, r->creds.n, true);
+	if (!s || !cr)
 		return -ENOMEM;
+	if (!r->secrets.n && !r->cred_saved && !r->cred_refused)
+		fputs("  none used\n", out);
 	for (size_t i = 0; i < r->secrets.n && i < LIST_MAX; i++) {
 		const agg *a = &r->secrets.v[s[i]];
 		fputs("  ", out);
@@ -1718,6 +1828,8 @@ static int text_secrets(const ab_report *r, FILE *out)
 		fputc('\n', out);
 	}
 	more(out, r->secrets.n);
+	text_creds(r, cr, false, out);
+	text_creds(r, cr, true, out);
 	return 0;
 }
 
@@ -1774,6 +1886,7 @@ int ab_report_text(const ab_report *r, const ab_report_opts *o, FILE *out)
 		fprintf(out, " (%llu of kinds this agentbox does not know, ignored)",
 			(unsigned long long)r->c.unknown);
 	fputc('\n', out);
+	text_warnings(r, out);
 	text_commands(r, out, max_lines);
 	if (r->exits_unmatched)
 		fprintf(out, "  (%llu exit record%s without an exec record)\n",
@@ -1912,6 +2025,12 @@ static json_t *j_skipped(const agg *a)
 	return json_pack("{s:o}", "name", jstr(a->a));
 }
 
+static json_t *j_cred(const agg *a)
+{
+	return json_pack("{s:o,s:s,s:o,s:o}", "path", jstr(a->a), "outcome",
+			 a->port ? "refused" : "saved", "reason", jstr(a->b), "count", ju(a->n));
+}
+
 static json_t *j_session(const session *s)
 {
 	json_t *g = json_array();
@@ -1969,7 +2088,16 @@ int ab_report_json(const ab_report *r, const ab_report_opts *o, FILE *out)
 	for (size_t i = 0; i < r->ses.n; i++)
 		if (dump(out, j_session(&r->ses.v[i]), i ? ",\n  " : "\n  ", "") < 0)
 			return -ENOMEM;
-	fprintf(out, "%s],\n\"commands\": [", r->ses.n ? "\n" : "");
+	fprintf(out, "%s],\n\"warnings\": [", r->ses.n ? "\n" : "");
+	for (size_t i = 0; i < r->warns.n; i++) {
+		const agg *w = &r->warns.v[i];
+		json_t *j = json_pack("{s:I,s:o,s:o,s:o}", "session", (json_int_t)w->port + 1,
+				      "kind", jstr(w->a), "message", jstr(w->b), "count", ju(w->n));
+		if (dump(out, j, i ? ",\n  " : "\n  ", "") < 0)
+			return -ENOMEM;
+	}
+	fprintf(out, "%s],\n\"warning_count\": %llu,\n\"commands\": [", r->warns.n ? "\n" : "",
+		(unsigned long long)r->warnings);
 	for (size_t i = 0; i < r->cmds.n; i++)
 		if (dump(out, j_cmd(r, (uint32_t)i), i ? ",\n  " : "\n  ", "") < 0)
 			return -ENOMEM;
@@ -2002,7 +2130,8 @@ int ab_report_json(const ab_report *r, const ab_report_opts *o, FILE *out)
 	    json_list(out, "denied_other", r->other.v, r->other.n, false, j_other, ",\n") < 0 ||
 	    json_list(out, "secrets", r->secrets.v, r->secrets.n, true, j_secret, ",\n") < 0 ||
 	    json_list(out, "secrets_skipped", r->skipped.v, r->skipped.n, true, j_skipped,
-		      ",\n") < 0)
+		      ",\n") < 0 ||
+	    json_list(out, "credentials_files", r->creds.v, r->creds.n, true, j_cred, ",\n") < 0)
 		return -ENOMEM;
 	fputs("\"policy\": [", out);
 	for (size_t i = 0; i < r->pol.n; i++) {

@@ -154,6 +154,7 @@ struct ab_supervisor {
 	size_t ntr;
 	ab_sup_bucket bucket;
 	uint64_t suppressed;
+	uint64_t cred_suppressed; /* credentials-refused lines the rate limit kept out */
 	uint64_t execs;   /* the loop's */
 	/* rendered credentials files (notify_rename): their paths inside, their
 	 * owner on the host, the run's start (a new file's birth is after it) */
@@ -986,7 +987,7 @@ static void log_rename(ab_supervisor *s, pid_t tid, const char *dst, const char 
 {
 	if (why && !ab_sup_bucket_take(&s->bucket, ab_now_ms(), AB_SUP_RATE_PER_S,
 				       AB_SUP_RATE_BURST)) {
-		s->suppressed++;
+		s->cred_suppressed++;
 		return;
 	}
 	long pid, ppid, tgid;
@@ -1221,6 +1222,14 @@ void ab_supervisor_finish(ab_supervisor *s)
 		json_object_set_new(ev, "count", json_integer((json_int_t)s->suppressed));
 		ab_audit_emit(s->audit, ev);
 		s->suppressed = 0;
+	}
+	if (s->cred_suppressed) {
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("suppressed"));
+		json_object_set_new(ev, "kind", json_string("credentials"));
+		json_object_set_new(ev, "count", json_integer((json_int_t)s->cred_suppressed));
+		ab_audit_emit(s->audit, ev);
+		s->cred_suppressed = 0;
 	}
 	ab_audit_count_exec(s->audit, s->execs);
 	s->execs = 0;

@@ -8,7 +8,9 @@
  * names, comm): the aggregator caps them, and the text renderer prints them
  * only through ab_report_sanitize.  Malformed lines are counted, never fatal;
  * memory is bounded by the limits below (beyond them, events are counted as
- * dropped and the report says so).
+ * dropped and the report says so).  "warning" events (agentbox's findings
+ * after a run, such as a nested git repository it left) come first in both
+ * reports.
  */
 #ifndef AGENTBOX_REPORT_H
 #define AGENTBOX_REPORT_H
@@ -57,6 +59,7 @@ typedef struct ab_report_counts {
 	uint64_t first_bad;  /* line number of the first bad line (0: none) */
 	uint64_t unknown;    /* events of kinds this version does not know (ignored) */
 	uint64_t dropped;    /* events not kept: AB_REPORT_MAX_ITEMS/BYTES reached */
+	uint64_t warnings;   /* "warning" events (kept or not) */
 	size_t sessions, commands;
 } ab_report_counts;
 void ab_report_counts_get(const ab_report *r, ab_report_counts *out);

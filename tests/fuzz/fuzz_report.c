@@ -11,7 +11,7 @@
  *   - the text report holds no raw control byte but '\n', no DEL, no C1
  *     control, no bidi override or line separator, and only valid UTF-8;
  *   - the JSON report parses (one object, no duplicate keys) and its
- *     counters match the model;
+ *     counters match the model (warnings: no more listed than counted);
  *   - ab_report_sanitize on the raw bytes is terminal-safe and keeps to its
  *     width.
  */
@@ -120,7 +120,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!json_is_object(j) || jint(j, "lines") != c.lines || jint(j, "events") != c.events ||
 	    jint(j, "bad_lines") != c.bad_lines || jint(j, "dropped_events") != c.dropped ||
 	    json_array_size(json_object_get(j, "commands")) != c.commands ||
-	    json_array_size(json_object_get(j, "sessions")) != c.sessions)
+	    json_array_size(json_object_get(j, "sessions")) != c.sessions ||
+	    jint(j, "warning_count") != c.warnings || c.warnings > c.events ||
+	    !json_is_array(json_object_get(j, "warnings")) ||
+	    json_array_size(json_object_get(j, "warnings")) > c.warnings ||
+	    !json_is_array(json_object_get(j, "credentials_files")))
 		__builtin_trap();
 	for (size_t i = 0; i < jl; i++)
 		if ((unsigned char)js[i] < 0x20 && js[i] != '\n')

@@ -7,12 +7,16 @@ a host (curl through the proxy to evil.test), a DNS name (getent) and runs
 /bin/true, /bin/false and ls.  When the log holds exec records (the
 supervisor writes them), the tree must show those three under the shell
 with statuses 0, 1 and 0.
+
+Two more real runs: one that leaves a nested git repository and a gitlink
+(the report's Warnings section), one whose harness saves a rendered
+credentials file by rename, once carried out and once refused (Secrets).
 """
 
 import json
 import os
 
-from abtest import describe
+from abtest import INNER_PY, describe
 
 ESC = "\x1b"
 
@@ -155,3 +159,101 @@ def test_report_errors(ctx):
     assert r.returncode == 0 and "agentbox report" in r.stdout, describe(r)
     r = ctx.run(["--help"])
     assert "report" in r.stdout, describe(r)
+
+
+# ---------------------------------------------------------------- warnings, credentials
+
+GITLINK = "a gitlink (submodule entry) was added to the index during the run: vendor/lib"
+NESTED = "a nested git repository was created or changed during the run: vendor/lib/.git"
+
+
+def test_report_git_warnings(ctx):
+    """A run that plants a nested repository and its gitlink (as in
+    test_redteam.py::test_nested_repo_reported): the report shows both
+    warnings before the commands, and --json lists them."""
+    ctx.git_host("init", "-q", ".")
+    ctx.host_file(os.path.join(ctx.ws, "README"), "hello\n")
+    ctx.git_host("add", "README")
+    ctx.git_host("commit", "-q", "-m", "initial")
+    log = os.path.join(ctx.scratch, "audit.jsonl")
+    r = ctx.sandbox("git -c user.name=a -c user.email=a@b init -q vendor/lib && "
+                    "git -C vendor/lib -c user.name=a -c user.email=a@b commit -q "
+                    "--allow-empty -m x && git update-index --add --cacheinfo "
+                    "160000,$(git -C vendor/lib rev-parse HEAD),vendor/lib",
+                    extra_args=["--log", log])
+    assert r.returncode == 0, describe(r)
+    t = _report(ctx, log)
+    assert t.returncode == 0, describe(t)
+    out = t.stdout
+    want = "\nWarnings (2)\n  git: %s\n  git: %s\n\nCommands (" % (GITLINK, NESTED)
+    want_other = "\nWarnings (2)\n  git: %s\n  git: %s\n\nCommands (" % (NESTED, GITLINK)
+    assert want in out or want_other in out, out
+    assert "of kinds this agentbox does not know" not in out, out
+    j = _report(ctx, log, "--json")
+    assert j.returncode == 0, describe(j)
+    js = json.loads(j.stdout)
+    assert js["unknown_events"] == 0 and js["warning_count"] == 2, j.stdout
+    assert sorted((w["kind"], w["message"], w["session"], w["count"]) for w in js["warnings"]) \
+        == [("git", GITLINK, 1, 1), ("git", NESTED, 1, 1)], j.stdout
+
+
+CRED_PROFILE = {
+    "version": 1, "extends": "default",
+    "filesystem": {"write": ["~/.tool"], "deny": ["~/.tool/creds.json"]},
+    "network": {"allow": ["tool.example.test"]},
+    "secrets": {"TOOL_TOKEN": {
+        "from": {"json": "~/.tool/creds.json", "pointer": "/token"}, "render": True,
+        "env": False, "hosts": ["tool.example.test"], "in": ["header:authorization"]}},
+}
+
+# the harness's save (done), then one of a file with a second link (refused)
+CRED_SAVE = r"""
+import errno, os
+p = os.path.expanduser("~/.tool/creds.json")
+def save(name, link):
+    q = os.path.join(os.path.dirname(p), name)
+    with open(q, "w") as f:
+        f.write('{"token": "new"}')
+    if link:
+        os.link(q, q + ".2")
+    try:
+        os.rename(q, p)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+print(save("new", False), save("linked", True))
+"""
+
+
+def test_report_credentials_saved(ctx):
+    """A rendered credentials file saved by rename (test_cred_rename.py): the
+    report's Secrets section names the file as saved once and refused once,
+    with the reason; --json has both under credentials_files."""
+    d = os.path.join(ctx.home, ".tool")
+    os.makedirs(d, exist_ok=True)
+    if ctx.uid != 0:
+        os.chown(d, ctx.uid, ctx.gid)
+    creds = ctx.host_file(os.path.join(d, "creds.json"),
+                          json.dumps({"token": "real-" + ctx.token}), 0o600)
+    prof = ctx.host_file(os.path.join(ctx.scratch, "tool.json"), json.dumps(CRED_PROFILE))
+    log = os.path.join(ctx.scratch, "audit.jsonl")
+    r = ctx.run(["run", "-p", prof, "-w", ctx.ws, "--log", log, "--",
+                 INNER_PY, "-c", CRED_SAVE])
+    assert r.returncode == 0, describe(r)
+    assert r.stdout.split() == ["ok", "EBUSY"], describe(r)
+    t = _report(ctx, log)
+    assert t.returncode == 0, describe(t)
+    out = t.stdout
+    assert "\nSecrets\n" in out and "none used" not in out, out
+    assert "  credentials files saved inside: %s x1\n" % creds in out, out
+    assert "  credentials files refused: %s (the new file has other links) x1\n" % creds \
+        in out, out
+    assert "of kinds this agentbox does not know" not in out, out
+    j = _report(ctx, log, "--json")
+    assert j.returncode == 0, describe(j)
+    js = json.loads(j.stdout)
+    assert js["unknown_events"] == 0, j.stdout
+    got = sorted((c["path"], c["outcome"], c["reason"] or "", c["count"])
+                 for c in js["credentials_files"])
+    assert got == [(creds, "refused", "the new file has other links", 1),
+                   (creds, "saved", "", 1)], j.stdout

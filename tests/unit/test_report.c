@@ -3,7 +3,8 @@
  * report: synthetic audit logs through the aggregator and both renderers.
  * The command tree (ppid links, exec replacing a program, unknown parents,
  * sessions reusing pids, collapsing), network, denials, secrets and policy
- * aggregates, malformed and over-long lines, hostile strings (no raw control
+ * aggregates, warnings and credentials files saved by rename, malformed and
+ * over-long lines, hostile strings (no raw control
  * byte, C1 control, bidi override or invalid UTF-8 reaches the text output),
  * the limits, the JSON keys, feeding split anywhere, the file checks of
  * ab_report_file, and the command line.
@@ -277,7 +278,7 @@ static void test_tree_json(void **state)
 			      "command_counts", "network_counts", "reached", "refused",
 			      "dns_refused", "denial_counts", "denied_syscalls", "denied_files",
 			      "denied_connects", "denied_other", "secrets", "secrets_skipped", "policy",
-			      "policy_changes"};
+			      "policy_changes", "warnings", "warning_count", "credentials_files"};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (!json_object_get(j, keys[i]))
 			fail_msg("JSON report lacks \"%s\"", keys[i]);
@@ -413,6 +414,267 @@ static void test_collapse_and_cap(void **state)
 	has(t, "  ... 9 more commands not shown (agentbox report --json lists all)\n");
 	free(t);
 	ab_report_free(r);
+}
+
+/* ---------------------------------------------------------------- warnings, credentials */
+
+#define GITLINK "a gitlink (submodule entry) was added to the index during the run: "
+#define NESTED "a nested git repository was created or changed during the run: "
+#define WARN_GIT "\"event\":\"warning\",\"kind\":\"git\",\"message\":\""
+
+/* Two runs appended: warnings per run (the same message in each), a repeat,
+ * an unknown kind, one without a kind; credentials files saved and refused. */
+static const char LOG_WARN[] =
+	TS("00.000") "\"event\":\"start\",\"profile\":\"one\"}\n"
+	TS("00.100") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"argv\":[\"codex\"]}\n"
+	TS("00.200") "\"event\":\"credentials-saved\",\"path\":\"/h/.codex/auth.json\","
+		     "\"pid\":7}\n"
+	TS("00.300") "\"event\":\"credentials-saved\",\"path\":\"/h/.codex/auth.json\","
+		     "\"pid\":8}\n"
+	TS("00.400") "\"event\":\"credentials-refused\",\"path\":\"/h/.codex/auth.json\","
+		     "\"pid\":-1,\"reason\":\"the new file has other links\"}\n"
+	TS("00.500") "\"event\":\"credentials-refused\",\"path\":\"/h/.codex/auth.json\","
+		     "\"pid\":9,\"reason\":\"the new file is older than the sandbox\"}\n"
+	TS("00.600") "\"event\":\"credentials-refused\",\"path\":\"/h/.codex/auth.json\","
+		     "\"pid\":9,\"reason\":\"the new file is older than the sandbox\"}\n"
+	TS("00.700") "\"event\":\"credentials-saved\",\"path\":\"/h/.tool/c.json\",\"pid\":3}\n"
+	TS("00.800") "\"event\":\"exit\",\"pid\":2,\"status\":0}\n"
+	TS("00.900") WARN_GIT GITLINK "vendor/lib\"}\n"
+	TS("00.901") WARN_GIT NESTED "vendor/lib/.git\"}\n"
+	TS("00.902") WARN_GIT NESTED "vendor/lib/.git\"}\n"
+	TS("00.903") "\"event\":\"warning\",\"kind\":\"disk\",\"message\":\"the future\"}\n"
+	TS("00.904") "\"event\":\"warning\",\"message\":\"no kind\"}\n"
+	TS("01.000") "\"event\":\"end\",\"status\":0}\n"
+	TS("02.000") "\"event\":\"start\",\"profile\":\"two\"}\n"
+	TS("02.100") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"argv\":[\"make\"]}\n"
+	TS("02.200") WARN_GIT NESTED "vendor/lib/.git\"}\n"
+	TS("02.300") "\"event\":\"end\",\"status\":0}\n";
+
+static void test_warnings_text(void **state)
+{
+	ab_report *r = load(LOG_WARN, NULL);
+	ab_report_counts c;
+	ab_report_counts_get(r, &c);
+	assert_int_equal(c.bad_lines, 0);
+	assert_int_equal(c.unknown, 0);
+	assert_int_equal(c.dropped, 0);
+	assert_int_equal(c.warnings, 6);
+	assert_int_equal(c.sessions, 2);
+	char *t = render_text(r, 0);
+	terminal_safe(t);
+	has(t, "\nWarnings (6)\n"
+	       "  [session 1] git: " GITLINK "vendor/lib\n"
+	       "  [session 1] git: " NESTED "vendor/lib/.git x2\n"
+	       "  [session 1] disk: the future\n"
+	       "  [session 1] ?: no kind\n"
+	       "  [session 2] git: " NESTED "vendor/lib/.git\n"
+	       "\nCommands (2)\n");
+	/* right after the header: the sessions and the event count come first */
+	assert_true(strstr(t, "Profile:  two") < strstr(t, "Warnings (6)"));
+	assert_true(strstr(t, "Events:   ") < strstr(t, "Warnings (6)"));
+	has(t, "\nSecrets\n"
+	       "  credentials files saved inside: /h/.codex/auth.json x2\n"
+	       "  credentials files saved inside: /h/.tool/c.json x1\n"
+	       "  credentials files refused: /h/.codex/auth.json (the new file is older than the "
+	       "sandbox) x2\n"
+	       "  credentials files refused: /h/.codex/auth.json (the new file has other links) "
+	       "x1\n"
+	       "\nRuntime policy changes\n");
+	hasnt(t, "none used");
+	hasnt(t, "of kinds this agentbox does not know");
+	free(t);
+	ab_report_free(r);
+
+	/* one run: no session labels; no warnings: no section */
+	r = load(TS("00.000") "\"event\":\"start\"}\n"
+		 TS("00.100") "\"event\":\"warning\",\"kind\":\"git\",\"message\":\"m\"}\n", NULL);
+	t = render_text(r, 0);
+	has(t, "\nWarnings (1)\n  git: m\n\nCommands (0)\n");
+	has(t, "  none used\n");
+	free(t);
+	ab_report_free(r);
+	r = load(LOG_TREE, NULL);
+	t = render_text(r, 0);
+	hasnt(t, "Warnings");
+	hasnt(t, "credentials files");
+	free(t);
+	ab_report_free(r);
+}
+
+static void test_warnings_json(void **state)
+{
+	ab_report *r = load(LOG_WARN, NULL);
+	json_t *j = render_json(r);
+	assert_int_equal(json_integer_value(json_object_get(j, "warning_count")), 6);
+	assert_int_equal(json_integer_value(json_object_get(j, "unknown_events")), 0);
+	json_t *w = json_object_get(j, "warnings");
+	assert_int_equal(json_array_size(w), 5);
+	const struct { json_int_t session; const char *kind, *msg; json_int_t count; } want[] = {
+		{1, "git", GITLINK "vendor/lib", 1}, {1, "git", NESTED "vendor/lib/.git", 2},
+		{1, "disk", "the future", 1},        {1, NULL, "no kind", 1},
+		{2, "git", NESTED "vendor/lib/.git", 1},
+	};
+	for (size_t i = 0; i < 5; i++) {
+		json_t *x = json_array_get(w, i);
+		assert_int_equal(json_object_size(x), 4);
+		assert_int_equal(json_integer_value(json_object_get(x, "session")),
+				 want[i].session);
+		if (want[i].kind)
+			assert_string_equal(json_string_value(json_object_get(x, "kind")),
+					    want[i].kind);
+		else
+			assert_true(json_is_null(json_object_get(x, "kind")));
+		assert_string_equal(json_string_value(json_object_get(x, "message")), want[i].msg);
+		assert_int_equal(json_integer_value(json_object_get(x, "count")), want[i].count);
+	}
+	json_t *cf = json_object_get(j, "credentials_files");
+	assert_int_equal(json_array_size(cf), 4);
+	const struct { const char *path, *outcome, *reason; json_int_t count; } cw[] = {
+		{"/h/.codex/auth.json", "saved", NULL, 2},
+		{"/h/.codex/auth.json", "refused", "the new file is older than the sandbox", 2},
+		{"/h/.codex/auth.json", "refused", "the new file has other links", 1},
+		{"/h/.tool/c.json", "saved", NULL, 1},
+	};
+	for (size_t i = 0; i < 4; i++) {
+		json_t *x = json_array_get(cf, i);
+		assert_int_equal(json_object_size(x), 4);
+		assert_string_equal(json_string_value(json_object_get(x, "path")), cw[i].path);
+		assert_string_equal(json_string_value(json_object_get(x, "outcome")),
+				    cw[i].outcome);
+		if (cw[i].reason)
+			assert_string_equal(json_string_value(json_object_get(x, "reason")),
+					    cw[i].reason);
+		else
+			assert_true(json_is_null(json_object_get(x, "reason")));
+		assert_int_equal(json_integer_value(json_object_get(x, "count")), cw[i].count);
+	}
+	json_decref(j);
+	ab_report_free(r);
+
+	/* none: empty lists, a zero count */
+	r = load(LOG_TREE, NULL);
+	j = render_json(r);
+	assert_int_equal(json_array_size(json_object_get(j, "warnings")), 0);
+	assert_true(json_is_array(json_object_get(j, "warnings")));
+	assert_int_equal(json_integer_value(json_object_get(j, "warning_count")), 0);
+	assert_int_equal(json_array_size(json_object_get(j, "credentials_files")), 0);
+	json_decref(j);
+	ab_report_free(r);
+}
+
+/* Hostile message, kind, path and reason; malformed records; the cap. */
+static void test_warnings_hostile(void **state)
+{
+	static const char log[] =
+		"{\"event\":\"start\"}\n"
+		"{\"event\":\"warning\",\"kind\":\"git\\u001b[2J\",\"message\":\"x: "
+		"vendor/\\u001b]0;pwned\\u0007\\n[fake] \\u202eevil\\u009b\\\\\"}\n"
+		"{\"event\":\"credentials-saved\",\"path\":\"/h/\\u001b[31mc\\u2066.json\","
+		"\"pid\":2}\n"
+		"{\"event\":\"credentials-refused\",\"path\":\"/h/c\",\"pid\":2,"
+		"\"reason\":\"why\\r\\u2028\\u0085no\"}\n"
+		"{\"event\":\"warning\",\"kind\":\"git\"}\n"                           /* 5 */
+		"{\"event\":\"warning\",\"kind\":\"git\",\"message\":7}\n"           /* 6 */
+		"{\"event\":\"warning\",\"kind\":[],\"message\":\"m\"}\n"            /* 7 */
+		"{\"event\":\"credentials-saved\",\"pid\":2}\n"                         /* 8 */
+		"{\"event\":\"credentials-saved\",\"path\":\"/p\",\"pid\":\"2\"}\n"     /* 9 */
+		"{\"event\":\"credentials-refused\",\"path\":\"/p\",\"pid\":-2}\n"     /* 10 */
+		"{\"event\":\"credentials-refused\",\"path\":\"/p\",\"reason\":{}}\n"  /* 11 */
+		"{\"event\":\"credentials-refused\",\"path\":\"/q\"}\n"; /* fine: no reason, pid */
+	ab_report *r = load(log, NULL);
+	ab_report_counts c;
+	ab_report_counts_get(r, &c);
+	assert_int_equal(c.bad_lines, 7);
+	assert_int_equal(c.first_bad, 5);
+	assert_int_equal(c.warnings, 1);
+	char *t = render_text(r, 0);
+	terminal_safe(t);
+	hasnt(t, "\x1b");
+	hasnt(t, "\n[fake]");
+	has(t, "\nWarnings (1)\n  git\\x1b[2J: x: vendor/\\x1b]0;pwned\\x07\\x0a[fake] "
+	       "\\xe2\\x80\\xaeevil\\xc2\\x9b\\\\\n");
+	has(t, "  credentials files saved inside: /h/\\x1b[31mc\\xe2\\x81\\xa6.json x1\n");
+	has(t, "  credentials files refused: /h/c (why\\x0d\\xe2\\x80\\xa8\\xc2\\x85no) x1\n");
+	has(t, "  credentials files refused: /q x1\n");
+	free(t);
+	json_t *j = render_json(r);
+	json_t *w = json_array_get(json_object_get(j, "warnings"), 0);
+	assert_string_equal(json_string_value(json_object_get(w, "kind")), "git\x1b[2J");
+	assert_string_equal(json_string_value(json_object_get(w, "message")),
+			    "x: vendor/\x1b]0;pwned\x07\n[fake] \xe2\x80\xae" "evil\xc2\x9b\\");
+	json_decref(j);
+	ab_report_free(r);
+
+	/* a long message is cut on the screen, kept whole (up to 4 KiB) in JSON */
+	char big[6000];
+	memset(big, 'p', sizeof(big));
+	int n = snprintf(big, sizeof(big), "{" WARN_GIT);
+	memset(big + n, 'p', 5000);
+	strcpy(big + n + 5000, "\"}\n");
+	r = load(big, NULL);
+	t = render_text(r, 0);
+	_cleanup_free_ char *line = line_of(t, "  git: ppp");
+	assert_int_equal(strlen(line), 2 + 5 + 300);
+	has(line, "p...");
+	free(t);
+	j = render_json(r);
+	w = json_array_get(json_object_get(j, "warnings"), 0);
+	assert_int_equal(strlen(json_string_value(json_object_get(w, "message"))),
+			 AB_REPORT_STR_MAX);
+	json_decref(j);
+	ab_report_free(r);
+}
+
+/* At most 50 warnings and 50 credentials lines each on the screen; beyond
+ * the item budget, warnings are still counted and said to be more. */
+static void test_warnings_cap(void **state)
+{
+	char *log = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&log, &len);
+	fputs("{\"event\":\"start\"}\n", f);
+	for (int i = 0; i < 70; i++)
+		fprintf(f, "{\"event\":\"warning\",\"kind\":\"git\",\"message\":\"w%d\"}\n"
+			"{\"event\":\"credentials-saved\",\"path\":\"/s%d\",\"pid\":1}\n"
+			"{\"event\":\"credentials-refused\",\"path\":\"/r%d\",\"pid\":1}\n",
+			i, i, i);
+	fclose(f);
+	ab_report *r = load(log, NULL);
+	char *t = render_text(r, 0);
+	has(t, "Warnings (70)\n  git: w0\n");
+	has(t, "  git: w49\n  ... 20 more\n\nCommands");
+	hasnt(t, "w50");
+	/* by path: /s0 /s1 /s10../s19 /s2 ... /s53 is the 50th */
+	has(t, "  credentials files saved inside: /s53 x1\n    ... 20 more\n"
+	       "  credentials files refused: /r0 x1\n");
+	has(t, "  credentials files refused: /r53 x1\n    ... 20 more\n");
+	hasnt(t, "/s54 ");
+	free(t);
+	json_t *j = render_json(r);
+	assert_int_equal(json_array_size(json_object_get(j, "warnings")), 70);
+	assert_int_equal(json_array_size(json_object_get(j, "credentials_files")), 140);
+	json_decref(j);
+	ab_report_free(r);
+
+	ab_report_limits l = {.max_items = 10};
+	r = load(log, &l);
+	ab_report_counts c;
+	ab_report_counts_get(r, &c);
+	assert_int_equal(c.warnings, 70);
+	assert_true(c.dropped > 0);
+	t = render_text(r, 0);
+	_cleanup_free_ char *head = line_of(t, "Warnings (70)");
+	_cleanup_free_ char *more = line_of(t, "  ... ");
+	assert_true(strstr(t, "Warnings (70)") < strstr(t, "  ... "));
+	assert_true(strstr(t, "  ... ") < strstr(t, "Commands"));
+	has(t, "events were not kept in full");
+	free(t);
+	j = render_json(r);
+	assert_int_equal(json_integer_value(json_object_get(j, "warning_count")), 70);
+	assert_true(json_array_size(json_object_get(j, "warnings")) < 10);
+	json_decref(j);
+	ab_report_free(r);
+	free(log);
 }
 
 /* ---------------------------------------------------------------- bad input */
@@ -806,6 +1068,10 @@ int main(void)
 		cmocka_unit_test(test_tree_json),
 		cmocka_unit_test(test_sessions),
 		cmocka_unit_test(test_collapse_and_cap),
+		cmocka_unit_test(test_warnings_text),
+		cmocka_unit_test(test_warnings_json),
+		cmocka_unit_test(test_warnings_hostile),
+		cmocka_unit_test(test_warnings_cap),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_feed_split_anywhere),
 		cmocka_unit_test(test_long_lines),

@@ -823,17 +823,36 @@ int ab_seccomp_compile(const ab_seccomp_policy *pol, ab_seccomp_prog *out, ab_er
 	return 0;
 }
 
+void ab_seccomp_deny_errnos(const ab_seccomp_policy *pol, int16_t *out, size_t n)
+{
+	for (size_t nr = 0; nr < n; nr++)
+		out[nr] = EPERM; /* anything the policy does not know: fail closed */
+	static const char *const families[] = {"socket", "socketpair"};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(families); i++) {
+		int nr = resolve_nr(families[i]);
+		if (nr >= 0 && (size_t)nr < n)
+			out[nr] = EAFNOSUPPORT;
+	}
+	for (size_t i = 0; i < pol->extra_deny.n; i++) {
+		int nr = resolve_nr(pol->extra_deny.v[i]);
+		if (nr >= 0 && (size_t)nr < n)
+			out[nr] = EPERM;
+	}
+	/* last: a table entry keeps its own errno even when also in syscalls.deny */
+	for (size_t i = 0; i < AB_ARRAY_SIZE(deny_table); i++) {
+		int nr = resolve_nr(deny_table[i].name);
+		if (nr >= 0 && (size_t)nr < n && entry_active(pol, &deny_table[i]))
+			out[nr] = (deny_table[i].flags & D_ENOSYS) ? ENOSYS : EPERM;
+	}
+}
+
 int ab_seccomp_deny_errno(const ab_seccomp_policy *pol, int nr)
 {
-	for (size_t i = 0; i < AB_ARRAY_SIZE(deny_table); i++)
-		if (resolve_nr(deny_table[i].name) == nr && entry_active(pol, &deny_table[i]))
-			return (deny_table[i].flags & D_ENOSYS) ? ENOSYS : EPERM;
-	for (size_t i = 0; i < pol->extra_deny.n; i++)
-		if (resolve_nr(pol->extra_deny.v[i]) == nr)
-			return EPERM;
-	if (nr == resolve_nr("socket") || nr == resolve_nr("socketpair"))
-		return EAFNOSUPPORT;
-	return EPERM;
+	int16_t t[AB_SECCOMP_MAX_KNOWN_NR + 1];
+	if (nr < 0 || nr > AB_SECCOMP_MAX_KNOWN_NR)
+		return EPERM;
+	ab_seccomp_deny_errnos(pol, t, AB_ARRAY_SIZE(t));
+	return t[nr];
 }
 
 void ab_seccomp_name(int nr, char *buf, size_t size)

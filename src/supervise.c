@@ -43,6 +43,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -468,6 +469,9 @@ static site *find_site(ab_supervisor *s, pid_t tid, int nr, uint64_t ip, bool *f
 	uint64_t h = (uint64_t)tid * 0x9e3779b97f4a7c15ull ^ (uint64_t)nr * 0xc2b2ae3d27d4eb4full ^
 		     ip * 0x165667b19e3779f9ull;
 	*fresh = false;
+	/* made on the first denial: most runs have none */
+	if (!s->sites && !(s->sites = calloc(SITE_SLOTS, sizeof(*s->sites))))
+		return NULL;
 	for (size_t n = 0; n < SITE_SLOTS; n++) {
 		site *x = &s->sites[(h + n) % SITE_SLOTS];
 		if (x->used && x->tid == tid && x->nr == nr && x->ip == ip)
@@ -1071,9 +1075,17 @@ static void *serve_thread(void *arg)
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		memset(s->req, 0, s->req_size);
 		if (ioctl(s->fd, SECCOMP_IOCTL_NOTIF_RECV, s->req) < 0) {
-			if (errno == ENOENT || errno == EINTR)
-				continue; /* the caller went away; or the end */
-			break;    /* no further notification can be read */
+			if (errno == EINTR)
+				continue; /* the end (SIG_WAKE), or a stray signal */
+			if (errno != ENOENT)
+				break;    /* no further notification can be read */
+			/* the caller went away - or every process under the
+			 * filter did, and RECV fails at once from now on: then
+			 * there is nothing left to serve */
+			struct pollfd p = {.fd = s->fd, .events = POLLIN};
+			if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL)))
+				break;
+			continue;
 		}
 		const struct seccomp_notif *rq = s->req;
 		bool exec = rq->data.arch == AB_NATIVE_ARCH &&
@@ -1106,20 +1118,17 @@ int ab_supervisor_new(const ab_seccomp_policy *pol, ab_audit *audit, ab_supervis
 								 : sizeof(*s->resp);
 	s->req = calloc(1, s->req_size);
 	s->resp = calloc(1, s->resp_size);
-	s->sites = calloc(SITE_SLOTS, sizeof(*s->sites));
 	s->overflow = calloc(AB_SECCOMP_MAX_KNOWN_NR + 1, sizeof(*s->overflow));
-	if (!s->req || !s->resp || !s->sites || !s->overflow) {
+	if (!s->req || !s->resp || !s->overflow) {
 		free(s->req);
 		free(s->resp);
-		free(s->sites);
 		free(s->overflow);
 		return ab_fail(err, ENOMEM, "supervisor");
 	}
 	clock_gettime(CLOCK_REALTIME_COARSE, &s->t0);
 	s->nr_execve = SYS_execve;
 	s->nr_execveat = SYS_execveat;
-	for (int nr = 0; nr <= AB_SECCOMP_MAX_KNOWN_NR; nr++)
-		s->errnos[nr] = (int16_t)ab_seccomp_deny_errno(pol, nr);
+	ab_seccomp_deny_errnos(pol, s->errnos, AB_ARRAY_SIZE(s->errnos));
 	*out = TAKE_PTR(s);
 	return 0;
 }
@@ -1189,7 +1198,7 @@ void ab_supervisor_finish(ab_supervisor *s)
 		untrack(s, s->ntr - 1);
 	}
 	char name[48];
-	for (size_t i = 0; i < SITE_SLOTS; i++) {
+	for (size_t i = 0; s->sites && i < SITE_SLOTS; i++) {
 		site *x = &s->sites[i];
 		if (!x->used)
 			continue;

@@ -8,6 +8,7 @@
 #define AGENTBOX_SECCOMP_H
 
 #include <linux/filter.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "agentbox/common.h"
@@ -73,6 +74,8 @@ int ab_seccomp_apply(const ab_seccomp_prog *p, int *listener, ab_err *err);
  * errno of its rules (EPERM, EAFNOSUPPORT for socket families), EPERM for
  * anything the policy does not know (fail closed). */
 int ab_seccomp_deny_errno(const ab_seccomp_policy *pol, int nr);
+/* The same for every number below N at once (one pass over the tables). */
+void ab_seccomp_deny_errnos(const ab_seccomp_policy *pol, int16_t *out, size_t n);
 
 /* Does NR notify as a rename (notify_rename, and not denied by the policy)?
  * The supervisor carries it out or continues it; anything else it is sent

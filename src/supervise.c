@@ -156,6 +156,7 @@ struct ab_supervisor {
 	ab_sup_bucket bucket;
 	uint64_t suppressed;
 	uint64_t cred_suppressed; /* credentials-refused lines the rate limit kept out */
+	uint64_t exec_lost;       /* exec records the loop could not take (a full pipe) */
 	uint64_t execs;   /* the loop's */
 	/* rendered credentials files (notify_rename): their paths inside, their
 	 * owner on the host, the run's start (a new file's birth is after it) */
@@ -731,6 +732,8 @@ static void on_exec(ab_supervisor *s, const struct seccomp_notif *rq)
 	answer(s, rq->id, 0, true);
 	if (handed)
 		return;
+	if (valid && found) /* 131,072 records behind: counted, never silent */
+		s->exec_lost++;
 	if (r->pidfd >= 0)
 		close(r->pidfd);
 	free(r);
@@ -1231,6 +1234,14 @@ void ab_supervisor_finish(ab_supervisor *s)
 		json_object_set_new(ev, "count", json_integer((json_int_t)s->suppressed));
 		ab_audit_emit(s->audit, ev);
 		s->suppressed = 0;
+	}
+	if (s->exec_lost) {
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("suppressed"));
+		json_object_set_new(ev, "kind", json_string("exec"));
+		json_object_set_new(ev, "count", json_integer((json_int_t)s->exec_lost));
+		ab_audit_emit(s->audit, ev);
+		s->exec_lost = 0;
 	}
 	if (s->cred_suppressed) {
 		json_t *ev = json_object();

@@ -863,7 +863,7 @@ static void on_client(ab_loop *l, int fd, unsigned ev, void *data)
 		return;
 	case PX_CLOSING: {
 		ssize_t n = px_io_write(c, false, &c->toc);
-		if ((n < 0 && n != -EAGAIN) || !c->toc.len) {
+		if ((n < 0 && n != -EAGAIN) || (!c->toc.len && !c->c_ssl_ww)) {
 			shutdown(c->cfd, SHUT_WR);
 			px_close(c);
 		}

@@ -865,7 +865,7 @@ void px_http_pump(px_conn *c)
 {
 	for (int round = 0; round < 4; round++) {
 		bool progress = false;
-		if (c->toc.len) {
+		if (c->toc.len || c->c_ssl_ww) { /* (ww: TLS still holds some for the client) */
 			ssize_t n = px_io_write(c, false, &c->toc);
 			if (n < 0 && n != -EAGAIN) {
 				px_close(c);
@@ -911,7 +911,7 @@ void px_http_pump(px_conn *c)
 		if (!progress)
 			break;
 	}
-	if (!c->toc.len && !c->nfifo && (c->close_after || c->c_eof)) {
+	if (!c->toc.len && !c->c_ssl_ww && !c->nfifo && (c->close_after || c->c_eof)) {
 		shutdown(c->cfd, SHUT_WR);
 		px_close(c);
 		return;

@@ -25,36 +25,42 @@ void px_scan_begin(px_scanpass *sp, ab_scanner *s, bool chunked)
 	sp->st = DC_SIZE;
 }
 
-/* Scanner output for n input bytes; plain bodies as is, chunked ones as a
- * chunk of their own.  Returns 0, -EACCES (a BLOCK pattern) or -ENOMEM. */
+/* Scanner output for n input bytes, written straight into DST (no copy in
+ * between); plain bodies as is, chunked ones as a chunk of their own.
+ * Returns 0, -EACCES (a BLOCK pattern) or -ENOMEM; then DST is as before. */
 static int feed(px_scanpass *sp, const char *p, size_t n, bool flush, px_buf *dst,
 		ab_scan_hit *hit)
 {
-	size_t cap = n + ab_scanner_pending(sp->s) + 1;
-	char *tmp = malloc(cap);
-	if (!tmp)
+	char hdr[24];
+	size_t room = sp->chunked ? sizeof(hdr) : 0, need = n + ab_scanner_pending(sp->s);
+	if (need > SIZE_MAX / 2 || px_buf_reserve(dst, dst->len + room + need + 2) < 0)
 		return -ENOMEM;
-	size_t len = cap, more = 0;
-	int r = n ? ab_scanner_feed(sp->s, p, n, tmp, &len, hit) : (len = 0, 0);
+	char *o = dst->p + dst->len + room;
+	size_t len = need, more = 0;
+	int r = n ? ab_scanner_feed(sp->s, p, n, o, &len, hit) : (len = 0, 0);
 	if (r >= 0 && !hit->blocked && flush) {
-		more = cap - len;
-		r = ab_scanner_flush(sp->s, tmp + len, &more, hit);
+		more = need - len;
+		r = ab_scanner_flush(sp->s, o + len, &more, hit);
 		len += more;
 	}
-	if (r >= 0 && !hit->blocked && len) {
-		char hdr[24];
-		int hn = sp->chunked ? snprintf(hdr, sizeof(hdr), "%zx\r\n", len) : 0;
-		r = px_buf_append(dst, hdr, (size_t)hn);
-		if (r >= 0)
-			r = px_buf_append(dst, tmp, len);
-		if (r >= 0 && sp->chunked)
-			r = px_buf_append(dst, "\r\n", 2);
+	if (r < 0 || hit->blocked) {
+		explicit_bzero(o, need);
+		return hit->blocked ? -EACCES : -ENOMEM;
 	}
-	explicit_bzero(tmp, cap);
-	free(tmp);
-	if (hit->blocked)
-		return -EACCES;
-	return r < 0 ? -ENOMEM : 0;
+	if (!len)
+		return 0;
+	if (sp->chunked) {
+		int hn = snprintf(hdr, sizeof(hdr), "%zx\r\n", len);
+		memcpy(dst->p + dst->len, hdr, (size_t)hn);
+		memmove(dst->p + dst->len + hn, o, len);
+		len += (size_t)hn;
+		memcpy(dst->p + dst->len + len, "\r\n", 2);
+		len += 2;
+		/* what the move left behind: the held bytes never linger */
+		explicit_bzero(dst->p + dst->len + len, room - (size_t)hn);
+	}
+	dst->len += len;
+	return 0;
 }
 
 static uint64_t hexsize(const char *line, size_t n)

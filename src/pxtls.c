@@ -7,18 +7,24 @@
  * store (or network.ca_file) with a hostname check, and the HTTP engine
  * (pxhttp.c) runs between the two with the placeholder swap and response
  * masking.  Also the I/O wrappers the HTTP engine uses for both plain and
- * TLS connections.
+ * TLS connections (TLS in bulk: records read ahead several per read(2), and
+ * written to the client through a BIO pair, several per send(2)).
  */
 #include <errno.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "agentbox/broker.h"
 #include "proxy_int.h"
 
 /* ------------------------------------------------------------ I/O */
+
+#define PX_TLS_RECORD 16384 /* the most plaintext one TLS record carries */
+#define PX_TLS_READ_BUF (4 * PX_TLS_RECORD + 4096) /* read ahead: four records a read */
+#define PX_TLS_WRITE_BUF (8 * PX_TLS_RECORD + 4096) /* coalesced records to the client */
 
 static SSL *side_ssl(const px_conn *c, bool up)
 {
@@ -48,6 +54,101 @@ static ssize_t ssl_again(px_conn *c, bool up, SSL *ssl, int ret)
 	}
 }
 
+/* Read ahead (px_tls_buffers): one read(2) takes in several records, and
+ * SSL_has_pending() says some are buffered.  When the last read stopped on a
+ * record whose rest is not here yet (the socket drained), the fd announces
+ * it: "partial", kept in the SSL's app data, so px_io_pending does not spin
+ * on it. */
+static void set_partial(SSL *ssl, bool on)
+{
+	SSL_set_app_data(ssl, on ? (void *)ssl : NULL);
+}
+
+static bool buffered(const SSL *ssl)
+{
+	return ssl && (SSL_pending(ssl) > 0 ||
+		       (SSL_has_pending(ssl) && SSL_get_app_data(ssl) == NULL));
+}
+
+static void px_tls_buffers(SSL *ssl)
+{
+	SSL_set_read_ahead(ssl, 1);
+	SSL_set_default_read_buffer_len(ssl, PX_TLS_READ_BUF);
+}
+
+/*
+ * Coalesced writes to the client: once its handshake is done, the client
+ * side's TLS writes its records into a BIO pair (PX_TLS_WRITE_BUF bytes)
+ * instead of the socket, and wflush sends what collected with one send(2)
+ * rather than one per 16 KiB record.  The pair's far end hangs off the SSL
+ * (ex_data, freed with it).  While ciphertext waits there, c_ssl_ww stays
+ * set: px_update waits for the socket to take more, the pumps call
+ * px_io_write even with nothing new, and nothing closes before it is out.
+ */
+static int wpeer_idx = -1;
+
+static void wpeer_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+		       void *argp)
+{
+	(void)parent;
+	(void)ad;
+	(void)idx;
+	(void)argl;
+	(void)argp;
+	BIO_free(ptr);
+}
+
+static BIO *wpeer(const px_conn *c)
+{
+	return c->cssl && wpeer_idx >= 0 ? SSL_get_ex_data(c->cssl, wpeer_idx) : NULL;
+}
+
+/* Without the pair (out of memory) the records go to the socket as before. */
+static void coalesce_writes(SSL *ssl)
+{
+	BIO *in = NULL, *out = NULL;
+	if (wpeer_idx < 0)
+		wpeer_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, wpeer_free);
+	if (wpeer_idx < 0 || BIO_new_bio_pair(&in, PX_TLS_WRITE_BUF, &out, PX_TLS_WRITE_BUF) != 1)
+		return;
+	if (!SSL_set_ex_data(ssl, wpeer_idx, out)) {
+		BIO_free(in);
+		BIO_free(out);
+		return;
+	}
+	SSL_set0_wbio(ssl, in); /* frees the socket BIO (BIO_NOCLOSE) it replaces */
+}
+
+/* Send what the pair holds: 0 (all of it), -EAGAIN (the socket is full) or
+ * -errno. */
+static int wflush(px_conn *c, BIO *peer)
+{
+	for (;;) {
+		char *p = NULL;
+		int avail = BIO_nread0(peer, &p);
+		if (avail <= 0 || !p)
+			return 0;
+		ssize_t k;
+		do
+			k = send(c->cfd, p, (size_t)avail, MSG_NOSIGNAL);
+		while (k < 0 && errno == EINTR);
+		if (k < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		(void)BIO_nread(peer, &p, (int)k);
+		if (k < avail)
+			return -EAGAIN;
+	}
+}
+
+/* TLS may write while reading or shutting down: ciphertext left in the pair
+ * keeps the socket's write interest. */
+static void note_wpending(px_conn *c)
+{
+	BIO *peer = wpeer(c);
+	if (peer && BIO_ctrl_pending(peer) > 0)
+		c->c_ssl_ww = true;
+}
+
 ssize_t px_io_read(px_conn *c, bool up, px_buf *b, size_t want)
 {
 	SSL *ssl = side_ssl(c, up);
@@ -57,17 +158,32 @@ ssize_t px_io_read(px_conn *c, bool up, px_buf *b, size_t want)
 		if (px_buf_reserve(b, b->len + want) < 0)
 			return -ENOMEM;
 	}
-	size_t n = 0;
-	errno = 0;
-	int r = SSL_read_ex(ssl, b->p + b->len, want, &n);
-	if (r <= 0) {
-		ssize_t x = ssl_again(c, up, ssl, r);
+	/* a record per SSL_read: go on while records are buffered (no read(2)
+	 * that can only say EAGAIN), up to WANT */
+	size_t got = 0;
+	ssize_t x = 0;
+	set_partial(ssl, false);
+	do {
+		size_t n = 0;
+		errno = 0;
+		int r = SSL_read_ex(ssl, b->p + b->len + got, want - got, &n);
+		if (r <= 0) {
+			x = ssl_again(c, up, ssl, r);
+			if (x == -EAGAIN && SSL_get_error(ssl, r) == SSL_ERROR_WANT_READ)
+				set_partial(ssl, SSL_has_pending(ssl));
+			break;
+		}
+		got += n;
+	} while (got < want && SSL_has_pending(ssl));
+	if (!up)
+		note_wpending(c);
+	if (!got) {
 		if (!b->len)
 			px_buf_free(b);
 		return x;
 	}
-	b->len += n;
-	return (ssize_t)n;
+	b->len += got;
+	return (ssize_t)got;
 }
 
 ssize_t px_io_write(px_conn *c, bool up, px_buf *b)
@@ -75,23 +191,58 @@ ssize_t px_io_write(px_conn *c, bool up, px_buf *b)
 	SSL *ssl = side_ssl(c, up);
 	if (!ssl)
 		return px_buf_write(b, up ? c->ufd : c->cfd);
-	if (!b->len)
+	BIO *peer = up ? NULL : wpeer(c);
+	if (!b->len && !(peer && BIO_ctrl_pending(peer) > 0))
 		return 0;
-	size_t n = 0;
-	errno = 0;
-	int r = SSL_write_ex(ssl, b->p, b->len, &n);
-	if (r <= 0) {
-		ssize_t x = ssl_again(c, up, ssl, r);
-		return x == 0 ? -EPIPE : x;
+	/* partial writes return after each record: go on until the buffer is
+	 * sent or the socket is full, then drop the sent bytes once (not one
+	 * move of the rest per record) */
+	size_t done = 0;
+	ssize_t x = 0;
+	while (done < b->len) {
+		size_t n = 0;
+		errno = 0;
+		int r = SSL_write_ex(ssl, b->p + done, b->len - done, &n);
+		if (r <= 0) {
+			x = ssl_again(c, up, ssl, r);
+			x = x == 0 ? -EPIPE : x;
+			if (x == -EAGAIN && peer && BIO_ctrl_pending(peer) > 0) {
+				int f = wflush(c, peer); /* the pair is full */
+				if (f == 0)
+					continue;
+				x = f;
+			}
+			break;
+		}
+		done += n;
 	}
-	px_buf_consume(b, n);
-	return (ssize_t)n;
+	if (peer) {
+		int f = wflush(c, peer);
+		if (f < 0 && f != -EAGAIN && (x == 0 || x == -EAGAIN))
+			x = f;
+		c->c_ssl_ww = BIO_ctrl_pending(peer) > 0;
+	}
+	if (!done)
+		return x;
+	px_buf_consume(b, done);
+	return (ssize_t)done;
 }
 
-/* Bytes TLS decrypted but nobody read yet: no fd event will announce them. */
+/* Bytes TLS buffered (decrypted, or whole records read ahead) that the
+ * pump would read now: no fd event will announce them.  A side whose
+ * reading waits for room is left out (its turn comes with the write that
+ * makes room), or the kick would spin. */
 bool px_io_pending(const px_conn *c)
 {
-	return (c->cssl && SSL_pending(c->cssl) > 0) || (c->ussl && SSL_pending(c->ussl) > 0);
+	bool cr, ur;
+	if (c->state == PX_TUNNEL) {
+		cr = !c->out.len && !c->cu.eof;
+		ur = !c->toc.len && !c->uc.eof;
+	} else {
+		cr = !c->c_eof && c->in.len < PX_BUF_MAX && c->out.len < PX_BUF_MAX;
+		ur = c->ufd >= 0 && c->toc.len < PX_BUF_MAX;
+	}
+	return (cr && buffered(c->cssl)) || (ur && buffered(c->ussl));
 }
 
 void px_tls_free(px_conn *c)
@@ -148,6 +299,7 @@ void px_intercept_start(px_conn *c)
 		return;
 	}
 	SSL_set_mode(c->cssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	px_tls_buffers(c->cssl);
 	SSL_set_bio(c->cssl, mem, sock);
 	SSL_set_accept_state(c->cssl);
 	c->up += c->in.len;
@@ -177,6 +329,7 @@ static int start_upstream_tls(px_conn *c)
 		return -1;
 	}
 	SSL_set_mode(c->ussl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	px_tls_buffers(c->ussl);
 	SSL_set_connect_state(c->ussl);
 	c->state = PX_TLS_CONNECT;
 	return 0;
@@ -191,6 +344,7 @@ void px_tls_pump(px_conn *c)
 		int r = SSL_do_handshake(ssl);
 		if (r == 1) {
 			if (!up) {
+				coalesce_writes(ssl);
 				if (start_upstream_tls(c) < 0)
 					return;
 				continue;
@@ -243,7 +397,7 @@ void px_tls_pump(px_conn *c)
 static int tls_dir(px_conn *c, bool from_up, px_buf *b, px_dir *d, uint64_t *count)
 {
 	int progress = 0;
-	if (b->len) {
+	if (b->len || (from_up && c->c_ssl_ww)) {
 		ssize_t n = px_io_write(c, !from_up, b);
 		if (n < 0 && n != -EAGAIN)
 			return -1;
@@ -262,6 +416,12 @@ static int tls_dir(px_conn *c, bool from_up, px_buf *b, px_dir *d, uint64_t *cou
 	if (d->eof && !b->len && !d->shut) {
 		SSL *dst = from_up ? c->cssl : c->ussl;
 		(void)SSL_shutdown(dst);
+		if (from_up) { /* the close_notify to the client, through the pair */
+			BIO *peer = wpeer(c);
+			if (peer)
+				(void)wflush(c, peer);
+			note_wpending(c);
+		}
 		d->shut = true;
 	}
 	return progress;
@@ -279,7 +439,7 @@ void px_tls_tunnel_pump(px_conn *c)
 		if (!a && !b)
 			break;
 	}
-	if (c->cu.shut && c->uc.shut) {
+	if (c->cu.shut && c->uc.shut && !c->c_ssl_ww) {
 		px_close(c);
 		return;
 	}

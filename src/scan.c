@@ -4,7 +4,9 @@
  * brokering (parent: the egress proxy): a small Aho-Corasick automaton over
  * the compiled pattern set, fed message bytes in any split, replacing or
  * blocking matches and holding back only a suffix that could still start
- * one.  Pure: no I/O.  Rules in include/agentbox/secrets.h.
+ * one; text where no match can start is skipped a window at a time (a
+ * Wu-Manber shift table, wm_build).  Pure: no I/O.  Rules in
+ * include/agentbox/secrets.h.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -55,6 +57,8 @@ struct ab_scan_set {
 	bool root_has[256];    /* first bytes */
 	bool single[256];      /* one-byte patterns */
 	uint8_t pair[8192];    /* bit (a << 8 | b): some pattern starts with "ab" */
+	size_t wm;             /* skip window: the shortest pattern (capped), 0: no skipping */
+	uint8_t *shift;        /* [a << 8 | b]: safe skip when "ab" ends the window */
 };
 
 size_t ab_scan_set_count(const ab_scan_set *set) { return set ? set->npat : 0; }
@@ -73,6 +77,7 @@ void ab_scan_set_free(ab_scan_set *set)
 	free(set->plen);
 	free(set->act);
 	free(set->id);
+	free(set->shift);
 	if (set->node)
 		explicit_bzero(set->node, set->nnodes * sizeof(ac_node));
 	free(set->node);
@@ -164,6 +169,47 @@ static int ac_link(ab_scan_set *set)
 	return 0;
 }
 
+/*
+ * The skip-ahead filter (Wu-Manber with 2-byte q-grams): with M the length
+ * of the shortest pattern (capped at AB_SCAN_WM_MAX), a match can start at
+ * P only if some pattern's first M bytes are IN[P..P+M).  shift[g] is the
+ * smallest distance from a position of the 2-gram g inside a pattern's
+ * first M bytes to the last of them (M - 1 when g is in none): if the window
+ * at P ends with g, no pattern starts at P .. P + shift[g] - 1.  Exact (a 0
+ * only means "look closer") and bounded: every look moves on at least one
+ * byte or hands one byte to the automaton.  Sets whose shortest pattern is
+ * shorter than AB_SCAN_WM_MIN keep the byte-by-byte start filter only.
+ */
+#define AB_SCAN_WM_MIN 4
+#define AB_SCAN_WM_MAX 255
+
+static int wm_build(ab_scan_set *set)
+{
+	size_t m = SIZE_MAX;
+
+	for (size_t i = 0; i < set->npat; i++)
+		if (set->plen[i] < m)
+			m = set->plen[i];
+	if (set->npat == 0 || m < AB_SCAN_WM_MIN)
+		return 0;
+	if (m > AB_SCAN_WM_MAX)
+		m = AB_SCAN_WM_MAX;
+	set->shift = malloc(65536);
+	if (!set->shift)
+		return -ENOMEM;
+	memset(set->shift, (int)(m - 1), 65536);
+	for (size_t i = 0; i < set->npat; i++) {
+		const uint8_t *p = (const uint8_t *)set->pat[i];
+		for (size_t t = 1; t < m; t++) {
+			unsigned g = (unsigned)p[t - 1] << 8 | p[t];
+			if (set->shift[g] > m - 1 - t)
+				set->shift[g] = (uint8_t)(m - 1 - t);
+		}
+	}
+	set->wm = m;
+	return 0;
+}
+
 static int set_copy_pattern(ab_scan_set *set, size_t i, const ab_scan_pattern *p)
 {
 	set->plen[i] = p->len;
@@ -234,6 +280,8 @@ int ab_scan_set_new(const ab_scan_pattern *pats, size_t n, ab_scan_set **out, ab
 		ac_insert(set, i);
 	if (r == 0)
 		r = ac_link(set);
+	if (r == 0)
+		r = wm_build(set);
 	if (r < 0) {
 		ab_scan_set_free(set);
 		return ab_fail(err, -r, "scan patterns");
@@ -377,6 +425,32 @@ static inline bool may_start(const ab_scan_set *set, const char *in, size_t n, s
 	return is_pair(set, c, (uint8_t)in[j + 1]);
 }
 
+/* From the root with nothing pending at IN[I]: the first position at or
+ * after I where a match may start (N if none).  The bytes before it are
+ * final. */
+static size_t skip(const ab_scan_set *set, const char *in, size_t n, size_t i)
+{
+	const uint8_t *u = (const uint8_t *)in;
+	size_t m = set->wm;
+
+	if (m) {
+		while (n - i >= m) {
+			const uint8_t *e = u + i + m - 2;
+			uint8_t d = set->shift[(unsigned)e[0] << 8 | e[1]];
+			if (d) {
+				i += d;
+				continue;
+			}
+			if (may_start(set, in, n, i))
+				return i;
+			i++;
+		}
+	}
+	while (i < n && !may_start(set, in, n, i))
+		i++;
+	return i;
+}
+
 int ab_scanner_feed(ab_scanner *s, const char *in, size_t n, char *out, size_t *outlen,
 		    ab_scan_hit *hit)
 {
@@ -399,10 +473,11 @@ int ab_scanner_feed(ab_scanner *s, const char *in, size_t n, char *out, size_t *
 			emit(s, out, &o, 0);
 			s->state = 0;
 		}
-		if (s->pending == 0 && s->state == 0) {
-			size_t j = i;
-			while (j < n && !may_start(set, in, n, j))
-				j++;
+		if (s->pending == 0) {
+			/* nothing held: no suffix is a proper prefix of a pattern, so
+			 * the state is as good as the root (pending == hold) */
+			s->state = 0;
+			size_t j = skip(set, in, n, i);
 			if (j > i) {
 				if (out + o != in + i)
 					memmove(out + o, in + i, j - i);

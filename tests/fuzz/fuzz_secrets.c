@@ -7,7 +7,9 @@
  *      scanned in one shot and split at pseudo-random points: the outputs
  *      must be equal, the held-back bytes must be exactly the longest suffix
  *      that is a proper prefix of a pattern, and without BLOCK the output
- *      must equal a naive reference (leftmost, then longest, covering match)
+ *      must equal a naive reference (leftmost, then longest, covering match);
+ *      bit 2 of the first byte: patterns of 4..35 bytes instead, so that the
+ *      scanner's skip-ahead filter is on (the same checks)
  *   1  the request-head swap on whatever complete head the input starts
  *      with, for a destination picked by byte 1: it must not fail (except
  *      -E2BIG), and unless blocked the new head parses, holds no
@@ -82,12 +84,14 @@ static size_t next_rand(void)
 	return (size_t)(rng >> 33);
 }
 
+#define LONGEST 35 /* the longest pattern fuzz_scanner makes */
+
 static void naive(const ab_scan_pattern *p, size_t np, const char *in, size_t n, char *out)
 {
 	for (size_t j = 0; j < n; j++) {
 		size_t best = SIZE_MAX, bstart = 0;
 		out[j] = in[j];
-		for (size_t q = j + 1; q-- > 0 && j - q < 8;)
+		for (size_t q = j + 1; q-- > 0 && j - q < LONGEST;)
 			for (size_t i = 0; i < np; i++) {
 				if (q + p[i].len <= j || q + p[i].len > n ||
 				    memcmp(in + q, p[i].bytes, p[i].len) != 0)
@@ -159,7 +163,8 @@ static size_t scan(const ab_scan_set *set, const ab_scan_pattern *p, size_t np, 
 static void fuzz_scanner(const uint8_t *d, size_t size)
 {
 	ab_scan_pattern p[6];
-	char pat[6][8], rep[6][8];
+	char pat[6][LONGEST], rep[6][LONGEST];
+	bool skip = d[0] & 4; /* patterns of 4..35 bytes: the skip-ahead filter works */
 	size_t np, k = 1;
 	bool any_block = false, b1, b2;
 	ab_scan_set *set;
@@ -172,7 +177,7 @@ static void fuzz_scanner(const uint8_t *d, size_t size)
 		if (k >= size)
 			return;
 		uint8_t spec = d[k++];
-		size_t len = 1 + spec % 8;
+		size_t len = skip ? 4 + spec % 32 : 1 + spec % 8;
 		for (size_t j = 0; j < len; j++) {
 			pat[i][j] = k < size ? (char)d[k++] : 'a';
 			rep[i][j] = (char)('A' + i);

@@ -1042,13 +1042,36 @@ def test_exfiltration_blocked(ctx):
 MASK_PY = INNER_LIB + r'''
 out = {}
 B = CFG["bound"]
-def fetch(path, transparent=False):
+def fetch_slow(path):
+    """A reader that trickles (a pause per read): the proxy's side of the
+    socket is full most of the time (writes wait for room)."""
+    try:
+        s = connect(B + ":443")[0]
+        t = ssl.create_default_context().wrap_socket(s, server_hostname=B)
+        t.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nConnection: close\r\n\r\n"
+                   % (path, B, os.environ["KEY"])).encode())
+        t.settimeout(20)
+        data = bytearray()
+        while True:
+            d = t.recv(65536)
+            if not d:
+                break
+            data += d
+            time.sleep(0.001)
+        t.close()
+        head, _, body = bytes(data).partition(b"\r\n\r\n")
+        return {"status": int(head.split(b" ")[1]) if head.startswith(b"HTTP/") else None,
+                "body": body.decode("latin-1")}
+    except (OSError, ssl.SSLError, ValueError) as e:
+        return {"status": None, "state": ename(e)}
+def fetch(path, transparent=False, stall=0):
     try:
         s = direct(B, 443) if transparent else connect(B + ":443")[0]
         t = ssl.create_default_context().wrap_socket(s, server_hostname=B)
         t.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nConnection: close\r\n\r\n"
                    % (path, B, os.environ["KEY"])).encode())
-        r = read_response(t, 10)
+        time.sleep(stall)  # a reader that stalls: the proxy's socket fills, it must wait
+        r = read_response(t, 20)
         t.close()
         return {"status": r["status"], "state": r["state"], "headers": r["headers"],
                 "body": r["body"].decode("latin-1")}
@@ -1058,6 +1081,8 @@ out["plain"] = fetch("/reflect")
 out["chunked"] = fetch("/reflect-chunked")
 out["chunked_whole"] = fetch("/reflect-chunked?whole=1")
 out["big"] = fetch("/reflect-big?n=300000")
+out["stalled"] = fetch("/reflect-big?n=12000000", stall=1)
+out["slow"] = fetch_slow("/reflect-big?n=3000000")
 out["transparent"] = fetch("/reflect", transparent=True)
 out["ph"] = os.environ["KEY"]
 out["ph2"] = os.environ["KEY2"]
@@ -1083,8 +1108,9 @@ def _expected_reflect(pairs):
 def test_response_masking(ctx):
     """An upstream that echoes the real values back (headers, body; raw,
     base64, base64url, percent-encoded, JSON-escaped, inside Basic base64;
-    Content-Length, chunked with the value split over chunks, 300 kB) reaches
-    the client masked: same length, the placeholder where lengths match."""
+    Content-Length, chunked with the value split over chunks, 300 kB; 12 MB
+    to a client that reads only after a pause, 3 MB to one that trickles) reaches the client masked:
+    same length, the placeholder where lengths match."""
     v1 = new_value("sk-m/", 20, "+x/y")   # '/' and '+': its encodings differ
     v2 = new_value("plain", 20)
     b = Broker(ctx, [v1, v2])
@@ -1141,6 +1167,16 @@ def test_response_masking(ctx):
     elif x["body"].count(ph) != 5 or x["body"].replace(ph, "").strip(".") != "":
         problems.append("big: %d placeholders in the body (expected 5), other bytes changed: %s"
                         % (x["body"].count(ph), x["body"].replace(ph, "").strip(".")[:100]))
+    x = out["stalled"]  # 12 MB read only after the proxy's side of the socket is full
+    if x.get("status") != 200 or len(x.get("body", "")) != 12000000 or \
+            x["body"].count(ph) != 5 or x["body"].replace(ph, "").strip(".") != "":
+        problems.append("stalled reader: status %s, %d bytes, %d placeholders" % (
+            x.get("status"), len(x.get("body", "")), x.get("body", "").count(ph)))
+    x = out["slow"]
+    if x.get("status") != 200 or len(x.get("body", "")) != 3000000 or \
+            x["body"].count(ph) != 5 or x["body"].replace(ph, "").strip(".") != "":
+        problems.append("slow reader: status %s, %d bytes, %d placeholders" % (
+            x.get("status"), len(x.get("body", "")), x.get("body", "").count(ph)))
     for rec in b.api.recs:
         ae = [v for k, v in rec["headers"] if k == "accept-encoding"]
         if ae != ["identity"]:

@@ -907,10 +907,14 @@ static void test_explain(void **state)
  * the covering match that starts first (the longest one on a tie). */
 static void naive(const ab_scan_pattern *p, size_t np, const char *in, size_t n, char *out)
 {
+	size_t maxlen = 0;
+
+	for (size_t i = 0; i < np; i++)
+		maxlen = p[i].len > maxlen ? p[i].len : maxlen;
 	for (size_t j = 0; j < n; j++) {
 		size_t best = SIZE_MAX, bstart = 0;
 		out[j] = in[j];
-		for (size_t q = j + 1; q-- > 0;) {
+		for (size_t q = j + 1; q-- > 0 && q + maxlen > j;) {
 			for (size_t i = 0; i < np; i++) {
 				if (q + p[i].len <= j || q + p[i].len > n ||
 				    memcmp(in + q, p[i].bytes, p[i].len) != 0)
@@ -1271,6 +1275,94 @@ static void test_scan_random(void **state)
 		assert_memory_equal(out, ref, n);
 		ab_scan_set_free(set);
 	}
+}
+
+/* The skip-ahead filter (patterns of 4+ bytes): random and planted
+ * patterns sharing prefixes, overlapping and nested, over tiny alphabets
+ * and over all 256 byte values, shortest patterns below and above the
+ * skip window's cap, against the reference at random split points. */
+static void test_scan_skip(void **state)
+{
+	enum { NP = 8, PL = 300, N = 1200 };
+	static char pb[NP][PL], rb[NP][PL], in[N], out[N], ref[N];
+
+	for (int iter = 0; iter < 3000; iter++) {
+		ab_scan_pattern p[NP];
+		size_t np = 1 + rnd() % NP, n = rnd() % N, cuts[40], nc = rnd() % 40;
+		unsigned abc = iter % 4 == 3 ? 256 : 2 + (unsigned)iter % 3;
+		size_t minl = iter % 50 == 7 ? 256 : 4, span = iter % 50 == 7 ? 40 : 36;
+		ab_scan_set *set;
+		ab_err err = { 0 };
+		bool blocked;
+
+		for (size_t i = 0; i < np; i++) {
+			size_t l = minl + rnd() % span, k = 0;
+			if (i && rnd() % 2) { /* share a prefix (or all) of an earlier one */
+				size_t j = rnd() % i;
+				k = rnd() % (p[j].len + 1);
+				if (k > l)
+					k = l;
+				memcpy(pb[i], pb[j], k);
+			}
+			for (; k < l; k++)
+				pb[i][k] = (char)(abc == 256 ? rnd() % 256 : 'a' + rnd() % abc);
+			for (k = 0; k < l; k++)
+				rb[i][k] = (char)('0' + i);
+			p[i] = (ab_scan_pattern){ .bytes = pb[i], .len = l,
+						  .repl = rnd() % 4 ? rb[i] : NULL };
+		}
+		for (size_t k = 0; k < n; k++)
+			in[k] = (char)(abc == 256 ? rnd() % 256 : 'a' + rnd() % abc);
+		for (size_t m = rnd() % 6; m-- > 0 && n;) { /* plant whole or partial copies */
+			size_t i = rnd() % np, at = rnd() % n, l = p[i].len;
+			if (rnd() % 3 == 0)
+				l = rnd() % l;
+			if (at + l > n)
+				l = n - at;
+			memcpy(in + at, p[i].bytes, l);
+		}
+		for (size_t k = 0; k < nc; k++)
+			cuts[k] = n ? rnd() % (n + 1) : 0;
+		for (size_t a = 0; a < nc; a++)
+			for (size_t b = a + 1; b < nc; b++)
+				if (cuts[b] < cuts[a]) {
+					size_t t = cuts[a];
+					cuts[a] = cuts[b];
+					cuts[b] = t;
+				}
+		assert_int_equal(ab_scan_set_new(p, np, &set, &err), 0);
+		naive(p, np, in, n, ref);
+		assert_int_equal(run_split(set, p, np, in, n, cuts, nc, out, &blocked), n);
+		assert_memory_equal(out, ref, n);
+		ab_scan_set_free(set);
+	}
+}
+
+/* Inputs that defeat the skip (every window ends in a 2-gram of a
+ * pattern, every position starts a prefix) are still scanned exactly. */
+static void test_scan_skip_adversarial(void **state)
+{
+	static char in[20000], out[20000], ref[20000];
+	const char *pats[] = { "aaaaaaaaaaaaaaaaaaab", "aaaaaaaaab", "abababababababx",
+			       "baaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" };
+	ab_scan_pattern p[4];
+	ab_scan_set *set;
+	ab_err err = { 0 };
+	bool blocked;
+
+	for (size_t i = 0; i < 4; i++)
+		p[i] = (ab_scan_pattern){ .bytes = pats[i], .len = strlen(pats[i]) };
+	assert_int_equal(ab_scan_set_new(p, 4, &set, &err), 0);
+	for (int kind = 0; kind < 3; kind++) {
+		size_t n = sizeof(in);
+		for (size_t k = 0; k < n; k++)
+			in[k] = kind == 0 ? 'a' : kind == 1 ? "ab"[k % 2] : (k % 97 ? 'a' : 'b');
+		size_t cuts[3] = { 1, 4097, 16385 };
+		naive(p, 4, in, n, ref);
+		assert_int_equal(run_split(set, p, 4, in, n, cuts, 3, out, &blocked), n);
+		assert_memory_equal(out, ref, n);
+	}
+	ab_scan_set_free(set);
 }
 
 /* ======================================================= response masking */
@@ -1811,6 +1903,8 @@ int main(void)
 		cmocka_unit_test(test_scan_set_limits),
 		cmocka_unit_test(test_scan_inplace),
 		cmocka_unit_test(test_scan_random),
+		cmocka_unit_test(test_scan_skip),
+		cmocka_unit_test(test_scan_skip_adversarial),
 		cmocka_unit_test(test_mask_response),
 		cmocka_unit_test(test_body_set),
 		cmocka_unit_test(test_body_mask),

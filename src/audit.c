@@ -204,12 +204,9 @@ void ab_audit_count_exec(ab_audit *a, uint64_t n)
  * terminal as a control character. */
 static void put_clean(FILE *out, const char *s)
 {
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p < 0x20 || *p >= 0x7f || *p == '\\')
-			fprintf(out, "\\x%02x", *p);
-		else
-			fputc(*p, out);
-	}
+	char c[4 * 64 + 1]; /* the longest field (what) escaped */
+	ab_clean(s, c, sizeof(c));
+	fputs(c, out);
 }
 
 /* "agentbox: denied syscalls: keyctl x3 (python3), mount (sh)" - one line per

@@ -165,6 +165,39 @@ char *ab_strdup(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+ssize_t ab_read_small(const char *path, char *buf, size_t size)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	size_t got = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (got < size - 1) {
+		ssize_t n = read(fd, buf + got, size - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	return (ssize_t)got;
+}
+
+void ab_clean(const char *s, char *out, size_t size)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < size; p++) {
+		if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+			o += (size_t)snprintf(out + o, size - o, "\\x%02x", *p);
+		else
+			out[o++] = (char)*p;
+	}
+	out[o] = '\0';
+}
+
 char *ab_asprintf(const char *fmt, ...)
 {
 	va_list ap;

@@ -149,19 +149,6 @@ int ab_gitscan_snapshot(const char *workspace, ab_strv *gitlinks, ab_err *err)
 	return r;
 }
 
-/* Paths come from the sandbox: no control character reaches a terminal. */
-static void clean(const char *s, char *out, size_t size)
-{
-	size_t o = 0;
-	for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < size; p++) {
-		if (*p < 0x20 || *p == 0x7f || *p == '\\')
-			o += (size_t)snprintf(out + o, size - o, "\\x%02x", *p);
-		else
-			out[o++] = (char)*p;
-	}
-	out[o] = '\0';
-}
-
 typedef struct walk {
 	struct timespec since;
 	size_t seen;
@@ -203,7 +190,7 @@ static int walk_dir(walk *w, int dfd, const char *rel, int depth)
 		if (!strcmp(e->d_name, ".git")) {
 			if (after(&st.st_ctim, &w->since)) {
 				char c[AB_GIT_PATH_MAX * 4 + 1];
-				clean(sub, c, sizeof(c));
+				ab_clean(sub, c, sizeof(c));
 				char *line = ab_asprintf("a nested git repository was created or changed "
 							 "during the run: %s", c);
 				if (!line || ab_strv_push_take(w->findings, line) < 0)
@@ -238,7 +225,7 @@ int ab_gitscan_findings(const char *workspace, const ab_strv *before, struct tim
 		if (ab_strv_contains(before, now.v[i]))
 			continue;
 		char c[AB_GIT_PATH_MAX * 4 + 1];
-		clean(now.v[i], c, sizeof(c));
+		ab_clean(now.v[i], c, sizeof(c));
 		char *line = ab_asprintf("a gitlink (submodule entry) was added to the index during "
 					 "the run: %s", c);
 		if (!line || ab_strv_push_take(findings, line) < 0)

@@ -55,34 +55,12 @@
 
 #define AB_PROBE_FILE_MAX 65536 /* /proc/self/cgroup and controller lists */
 
-/* Read a small file (at most max-1 bytes) into buf, NUL-terminated. */
-static ssize_t read_small(const char *path, char *buf, size_t max)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	size_t got = 0;
-
-	if (fd < 0)
-		return -errno;
-	while (got < max - 1) {
-		ssize_t n = read(fd, buf + got, max - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	buf[got] = '\0';
-	return (ssize_t)got;
-}
-
 /* A sysctl holding one integer; `dflt` if absent or unparsable. */
 static long read_sysctl(const char *path, long dflt)
 {
 	char buf[64], *end;
 
-	if (read_small(path, buf, sizeof(buf)) <= 0)
+	if (ab_read_small(path, buf, sizeof(buf)) <= 0)
 		return dflt;
 	errno = 0;
 	long v = strtol(buf, &end, 10);
@@ -226,7 +204,7 @@ static bool cgroup_base_usable(const char *rel)
 	if (access(file, W_OK) < 0)
 		return false;
 	snprintf(file, sizeof(file), "%s/cgroup.subtree_control", dir);
-	if (read_small(file, ctl, 4096) < 0)
+	if (ab_read_small(file, ctl, 4096) < 0)
 		return false;
 	return ab_cgroup_list_has(ctl, "memory") && ab_cgroup_list_has(ctl, "pids");
 }
@@ -245,7 +223,7 @@ static void probe_cgroup(ab_host *h)
 	buf = malloc(AB_PROBE_FILE_MAX);
 	if (!buf)
 		return;
-	ssize_t n = read_small("/proc/self/cgroup", buf, AB_PROBE_FILE_MAX);
+	ssize_t n = ab_read_small("/proc/self/cgroup", buf, AB_PROBE_FILE_MAX);
 	if (n < 0 || ab_cgroup_parse_self(buf, (size_t)n, h->cgroup_self,
 					  sizeof(h->cgroup_self)) < 0)
 		return;

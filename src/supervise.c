@@ -258,24 +258,12 @@ bool ab_sup_bucket_take(ab_sup_bucket *b, uint64_t now_ms, unsigned rate, unsign
 
 /* ------------------------------------------------------------ /proc and memory */
 
-static ssize_t read_small(const char *path, char *buf, size_t size)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, size - 1);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	return n;
-}
-
 static void proc_ids(pid_t tid, long *inner, long *host_ppid, long *tgid)
 {
 	char path[64], buf[2048];
 	*inner = *host_ppid = *tgid = -1;
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	if (read_small(path, buf, sizeof(buf)) > 0)
+	if (ab_read_small(path, buf, sizeof(buf)) > 0)
 		ab_sup_parse_status(buf, inner, host_ppid, tgid);
 }
 
@@ -298,7 +286,7 @@ static void exec_ids(exec_rec *r)
 	if (r->pidfd >= 0) {
 		char path[64], buf[512];
 		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", r->pidfd);
-		if (read_small(path, buf, sizeof(buf)) > 0)
+		if (ab_read_small(path, buf, sizeof(buf)) > 0)
 			r->pid = status_field(buf, "NSpid:", true);
 		struct ab_pidfd_info info = {.mask = AB_PIDFD_INFO_PID};
 		if (ioctl(r->pidfd, AB_PIDFD_GET_INFO, &info) == 0 && (info.mask & AB_PIDFD_INFO_PID))
@@ -318,7 +306,7 @@ static void proc_comm(pid_t tid, char *out, size_t size)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)tid);
-	ssize_t n = read_small(path, out, size);
+	ssize_t n = ab_read_small(path, out, size);
 	if (n <= 0) {
 		snprintf(out, size, "?");
 		return;
@@ -396,7 +384,7 @@ static void emit_exit(tracked *t)
 	if (code < 0) {
 		char path[64], buf[1024];
 		snprintf(path, sizeof(path), "/proc/%d/stat", (int)t->tgid);
-		if (read_small(path, buf, sizeof(buf)) > 0) {
+		if (ab_read_small(path, buf, sizeof(buf)) > 0) {
 			const char *st = strrchr(buf, ')');
 			if (st && st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X'))
 				code = ab_sup_parse_stat_exit(buf);

@@ -67,6 +67,15 @@ int ab_strv_copy(ab_strv *dst, const ab_strv *src);
 /* ---- memory helpers: abort on OOM is *not* used; these return NULL ---- */
 char *ab_strdup(const char *s);
 char *ab_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Read a small file (at most SIZE-1 bytes) into BUF, NUL-terminated: the
+ * length, or -errno. */
+ssize_t ab_read_small(const char *path, char *buf, size_t size);
+
+/* S for a terminal: bytes below 0x20, from 0x7f up, and '\\' as the text
+ * \xNN (names and paths from inside a sandbox).  OUT is cut short, never
+ * mid-escape, and always NUL-terminated. */
+void ab_clean(const char *s, char *out, size_t size);
 /* Join path components with exactly one '/' between them. */
 char *ab_path_join(const char *a, const char *b);
 /* Normalise an absolute path lexically: collapse //, remove /./ and resolve

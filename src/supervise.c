@@ -492,20 +492,25 @@ static void on_denied(ab_supervisor *s, const struct seccomp_notif *rq)
 {
 	int nr = rq->data.nr;
 	int e = nr >= 0 && nr <= AB_SECCOMP_MAX_KNOWN_NR && s->errnos[nr] ? s->errnos[nr] : EPERM;
-	answer(s, rq->id, e, false);
 	bool fresh;
 	site *x = find_site(s, (pid_t)rq->pid, nr, rq->data.instruction_pointer, &fresh);
 	if (!x) {
+		answer(s, rq->id, e, false);
 		if (nr >= 0 && nr <= AB_SECCOMP_MAX_KNOWN_NR)
 			s->overflow[nr]++;
 		return;
 	}
 	x->count++;
+	if (fresh) {
+		/* read who it is while the caller still waits for the answer:
+		 * a denied call just before exit would otherwise race the reap */
+		long ppid, tgid;
+		proc_ids((pid_t)rq->pid, &x->pid, &ppid, &tgid);
+		proc_comm((pid_t)rq->pid, x->comm, sizeof(x->comm));
+	}
+	answer(s, rq->id, e, false);
 	if (!fresh)
 		return;
-	long ppid, tgid;
-	proc_ids((pid_t)rq->pid, &x->pid, &ppid, &tgid);
-	proc_comm((pid_t)rq->pid, x->comm, sizeof(x->comm));
 	if (!ab_sup_bucket_take(&s->bucket, ab_now_ms(), AB_SUP_RATE_PER_S, AB_SUP_RATE_BURST)) {
 		s->suppressed++;
 		return;

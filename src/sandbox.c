@@ -250,7 +250,7 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 	case AB_SYNC_NOTIFY:
 		if (pfd >= 0 && s->sup) {
 			/* unserved, every exec inside would wait forever: stop */
-			if (ab_supervisor_attach(s->sup, l, pfd, s->err) < 0) {
+			if (ab_supervisor_attach(s->sup, l, pfd, s->child, s->err) < 0) {
 				s->fatal = -1;
 				kill(s->child, SIGKILL);
 			}

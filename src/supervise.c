@@ -90,6 +90,9 @@ struct ab_pidfd_info {
 _Static_assert(sizeof(struct ab_pidfd_info) == 64, "PIDFD_INFO_SIZE_VER0");
 #define AB_PIDFD_GET_INFO _IOWR(0xFF, 11, struct ab_pidfd_info)
 #define AB_PIDFD_INFO_PID (1ULL << 0)
+/* linux/nsfs.h (6.11): a pid of the caller's namespace, translated into the
+ * pid namespace behind the fd (its process's pid there) */
+#define AB_NS_GET_TGID_IN_PIDNS _IOR(0xb7, 0x9, int)
 #define AB_PIDFD_INFO_EXIT (1ULL << 3)
 
 #if defined(__x86_64__)
@@ -138,6 +141,7 @@ struct ab_supervisor {
 	ab_audit *audit;
 	ab_loop *loop;
 	int fd;
+	int pidns;       /* the sandbox's pid namespace: pids inside in one ioctl */
 	int pipe[2];     /* exec_rec pointers, thread -> loop */
 	pthread_t th;
 	bool started;
@@ -267,26 +271,38 @@ static void proc_ids(pid_t tid, long *inner, long *host_ppid, long *tgid)
 		ab_sup_parse_status(buf, inner, host_ppid, tgid);
 }
 
-static long inner_pid_of(long host_pid)
+/* HOST_PID's process's pid inside: one ioctl on the sandbox's pid namespace
+ * (Linux 6.11), else its status file */
+static long inner_pid_of(const ab_supervisor *s, long host_pid)
 {
 	if (host_pid <= 0)
 		return -1;
+	if (s->pidns >= 0) {
+		int v = ioctl(s->pidns, AB_NS_GET_TGID_IN_PIDNS, (int)host_pid);
+		if (v > 0)
+			return v;
+		if (errno == ESRCH)
+			return -1;
+	}
 	long inner, ppid, tgid;
 	proc_ids((pid_t)host_pid, &inner, &ppid, &tgid);
 	return inner;
 }
 
 /* The ids of an exec'ing thread without rendering all of /proc/TID/status
- * (10 us): a pidfd (kept for the exit), its fdinfo for the pid inside,
- * PIDFD_GET_INFO (6.13) for the parent.  A thread that is not its process's
- * leader, or an older kernel: the status file. */
-static void exec_ids(exec_rec *r)
+ * (10 us): a pidfd (kept for the exit), the pid inside from the namespace
+ * (or the pidfd's fdinfo), PIDFD_GET_INFO (6.13) for the parent.  A thread
+ * that is not its process's leader, or an older kernel: the status file. */
+static void exec_ids(const ab_supervisor *s, exec_rec *r)
 {
 	r->pidfd = (int)syscall(SYS_pidfd_open, r->tid, 0); /* EINVAL: not a leader */
 	if (r->pidfd >= 0) {
+		int v = s->pidns >= 0 ? ioctl(s->pidns, AB_NS_GET_TGID_IN_PIDNS, (int)r->tid) : -1;
 		char path[64], buf[512];
 		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", r->pidfd);
-		if (ab_read_small(path, buf, sizeof(buf)) > 0)
+		if (v > 0)
+			r->pid = v;
+		else if (ab_read_small(path, buf, sizeof(buf)) > 0)
 			r->pid = status_field(buf, "NSpid:", true);
 		struct ab_pidfd_info info = {.mask = AB_PIDFD_INFO_PID};
 		if (ioctl(r->pidfd, AB_PIDFD_GET_INFO, &info) == 0 && (info.mask & AB_PIDFD_INFO_PID))
@@ -504,8 +520,7 @@ static void on_denied(ab_supervisor *s, const struct seccomp_notif *rq)
 	if (fresh) {
 		/* read who it is while the caller still waits for the answer:
 		 * a denied call just before exit would otherwise race the reap */
-		long ppid, tgid;
-		proc_ids((pid_t)rq->pid, &x->pid, &ppid, &tgid);
+		x->pid = inner_pid_of(s, (long)rq->pid);
 		proc_comm((pid_t)rq->pid, x->comm, sizeof(x->comm));
 	}
 	answer(s, rq->id, e, false);
@@ -650,7 +665,7 @@ static void log_exec(ab_supervisor *s, exec_rec *r)
 	/* the parent is usually a shell the record already holds */
 	tracked *parent = r->host_ppid > 0 ? find_tracked(s, (pid_t)r->host_ppid) : NULL;
 	json_object_set_new(ev, "ppid",
-			    json_integer(parent ? parent->pid : inner_pid_of(r->host_ppid)));
+			    json_integer(parent ? parent->pid : inner_pid_of(s, r->host_ppid)));
 	json_object_set_new(ev, "cwd", bytes_json(r->cwd));
 	json_object_set_new(ev, "path", bytes_json(r->path));
 	json_t *argv = json_array();
@@ -702,7 +717,7 @@ static void on_exec(ab_supervisor *s, const struct seccomp_notif *rq)
 	if (remote_str(tid, path_addr, r->path, sizeof(r->path)) < 0)
 		snprintf(r->path, sizeof(r->path), "?");
 	read_argv(tid, argv_addr, r);
-	exec_ids(r);
+	exec_ids(s, r);
 	char link[64];
 	snprintf(link, sizeof(link), "/proc/%d/cwd", (int)tid);
 	ssize_t n = readlink(link, r->cwd, sizeof(r->cwd) - 1);
@@ -990,8 +1005,7 @@ static void log_rename(ab_supervisor *s, pid_t tid, const char *dst, const char 
 		s->cred_suppressed++;
 		return;
 	}
-	long pid, ppid, tgid;
-	proc_ids(tid, &pid, &ppid, &tgid);
+	long pid = inner_pid_of(s, tid);
 	json_t *ev = json_object();
 	json_object_set_new(ev, "event", json_string(why ? "credentials-refused"
 							 : "credentials-saved"));
@@ -1103,7 +1117,7 @@ int ab_supervisor_new(const ab_seccomp_policy *pol, ab_audit *audit, ab_supervis
 	_cleanup_free_ ab_supervisor *s = calloc(1, sizeof(*s));
 	if (!s)
 		return ab_fail(err, ENOMEM, "supervisor");
-	s->fd = s->pipe[0] = s->pipe[1] = -1;
+	s->fd = s->pidns = s->pipe[0] = s->pipe[1] = -1;
 	s->pol = pol;
 	s->audit = audit;
 	struct seccomp_notif_sizes sz = {0};
@@ -1129,7 +1143,7 @@ int ab_supervisor_new(const ab_seccomp_policy *pol, ab_audit *audit, ab_supervis
 	return 0;
 }
 
-int ab_supervisor_attach(ab_supervisor *s, ab_loop *loop, int fd, ab_err *err)
+int ab_supervisor_attach(ab_supervisor *s, ab_loop *loop, int fd, pid_t init, ab_err *err)
 {
 	if (s->fd >= 0) {
 		close(fd);
@@ -1137,6 +1151,9 @@ int ab_supervisor_attach(ab_supervisor *s, ab_loop *loop, int fd, ab_err *err)
 	}
 	s->loop = loop;
 	s->fd = fd;
+	char ns[64];
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/pid", (int)init);
+	s->pidns = open(ns, O_RDONLY | O_CLOEXEC); /* else: the status files */
 	/* the caller sleeps until we answer: let the kernel switch to the
 	 * server thread and back on one CPU (Linux 6.6; older kernels do not
 	 * have it and wake it the usual way) */
@@ -1255,6 +1272,8 @@ void ab_supervisor_free(ab_supervisor *s)
 	stop_thread(s);
 	if (s->fd >= 0)
 		close(s->fd);
+	if (s->pidns >= 0)
+		close(s->pidns);
 	for (int i = 0; i < 2; i++)
 		if (s->pipe[i] >= 0)
 			close(s->pipe[i]);

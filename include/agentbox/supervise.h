@@ -40,8 +40,10 @@ int ab_supervisor_new(const ab_seccomp_policy *pol, ab_audit *audit, ab_supervis
  * file onto one of them is carried out here (copied in, the new file
  * removed), every other rename continues.  Copies what it needs. */
 int ab_supervisor_set_rendered(ab_supervisor *s, const struct ab_plan *plan, ab_err *err);
-/* Serve the listener FD (owned from here on, closed on error too). */
-int ab_supervisor_attach(ab_supervisor *s, ab_loop *loop, int fd, ab_err *err);
+/* Serve the listener FD (owned from here on, closed on error too) of the
+ * sandbox whose first process is INIT (host pid: its pid namespace names the
+ * pids in the record). */
+int ab_supervisor_attach(ab_supervisor *s, ab_loop *loop, int fd, pid_t init, ab_err *err);
 /* The sandbox is gone: the exits still pending, the repeat counts. */
 void ab_supervisor_finish(ab_supervisor *s);
 void ab_supervisor_free(ab_supervisor *s);

@@ -118,7 +118,9 @@ typedef struct exec_rec {
 	pid_t tgid;      /* host: its process */
 	long pid;        /* inside; -1: the loop reads it */
 	long host_ppid;
+	long ppid;       /* inside (-1: outside, or unknown) */
 	int pidfd;
+	uint64_t at_ms;  /* when it exec'd (the exit's "ms" counts from here) */
 	char path[AB_SUP_ARG_MAX];
 	char argv[AB_SUP_ARGV_MAX][AB_SUP_ARG_MAX];
 	size_t argc;
@@ -162,6 +164,7 @@ struct ab_supervisor {
 	uint64_t cred_suppressed; /* credentials-refused lines the rate limit kept out */
 	uint64_t exec_lost;       /* exec records the loop could not take (a full pipe) */
 	uint64_t execs;   /* the loop's */
+	uint64_t batch;   /* the loop's timer: records are taken in batches */
 	/* rendered credentials files (notify_rename): their paths inside, their
 	 * owner on the host, the run's start (a new file's birth is after it) */
 	char **rendered;
@@ -634,11 +637,19 @@ static void track(ab_supervisor *s, exec_rec *m)
 {
 	tracked *t = find_tracked(s, m->tgid);
 	if (t) { /* a second exec in the same process: the exit belongs to it */
-		t->t0 = ab_now_ms();
+		t->t0 = m->at_ms;
 		return;
 	}
 	if (m->pidfd < 0)
 		return;
+	/* gone before its batch was taken (a short command): its exit now */
+	struct pollfd p = {.fd = m->pidfd, .events = POLLIN};
+	if (poll(&p, 1, 0) == 1) {
+		tracked gone = {.sup = s, .tgid = m->tgid, .pid = m->pid, .pidfd = m->pidfd,
+				.t0 = m->at_ms};
+		emit_exit(&gone);
+		return;
+	}
 	/* beyond the cap (or out of memory) the exit goes unrecorded */
 	t = s->ntr < AB_SUP_TRACKED_MAX ? calloc(1, sizeof(*t)) : NULL;
 	tracked **v = t ? realloc(s->tr, (s->ntr + 1) * sizeof(*v)) : NULL;
@@ -648,7 +659,7 @@ static void track(ab_supervisor *s, exec_rec *m)
 	}
 	s->tr = v;
 	*t = (tracked){.sup = s, .tgid = m->tgid, .pid = m->pid, .pidfd = m->pidfd,
-		       .t0 = ab_now_ms()};
+		       .t0 = m->at_ms};
 	if (ab_loop_watch(s->loop, m->pidfd, AB_EV_READ, on_pidfd, t) < 0) {
 		free(t);
 		return;
@@ -662,10 +673,7 @@ static void log_exec(ab_supervisor *s, exec_rec *r)
 	json_t *ev = json_object();
 	json_object_set_new(ev, "event", json_string("exec"));
 	json_object_set_new(ev, "pid", json_integer(r->pid));
-	/* the parent is usually a shell the record already holds */
-	tracked *parent = r->host_ppid > 0 ? find_tracked(s, (pid_t)r->host_ppid) : NULL;
-	json_object_set_new(ev, "ppid",
-			    json_integer(parent ? parent->pid : inner_pid_of(s, r->host_ppid)));
+	json_object_set_new(ev, "ppid", json_integer(r->ppid));
 	json_object_set_new(ev, "cwd", bytes_json(r->cwd));
 	json_object_set_new(ev, "path", bytes_json(r->path));
 	json_t *argv = json_array();
@@ -684,14 +692,39 @@ static void log_exec(ab_supervisor *s, exec_rec *r)
 
 static void drain_tracks(ab_supervisor *s)
 {
-	exec_rec *r;
-	while (read(s->pipe[0], &r, sizeof(r)) == (ssize_t)sizeof(r))
-		log_exec(s, r);
+	exec_rec *r[64];
+	ssize_t n;
+	do {
+		n = read(s->pipe[0], r, sizeof(r));
+		for (ssize_t i = 0; i < n / (ssize_t)sizeof(r[0]); i++)
+			log_exec(s, r[i]);
+	} while (n == (ssize_t)sizeof(r));
+}
+
+/* The records are taken AB_SUP_BATCH_MS after the first of a batch arrives,
+ * not one by one: a script running short commands then wakes the loop once
+ * for several of them, and most of their exits are already known when their
+ * execs are logged (no watch, no wakeup of their own).  The loop's share of
+ * the record's cost was the most of it (docs/performance.md). */
+static void on_batch(ab_loop *l, uint64_t id, void *data)
+{
+	ab_supervisor *s = data;
+	s->batch = 0;
+	drain_tracks(s);
+	(void)ab_loop_modify(l, s->pipe[0], AB_EV_READ);
 }
 
 static void on_track(ab_loop *l, int fd, unsigned ev, void *data)
 {
-	drain_tracks(data);
+	ab_supervisor *s = data;
+	if (s->batch)
+		return;
+	s->batch = ab_loop_timer(l, AB_SUP_BATCH_MS, on_batch, s);
+	if (!s->batch) { /* no timer (out of memory): at once */
+		drain_tracks(s);
+		return;
+	}
+	(void)ab_loop_modify(l, fd, 0);
 }
 
 /* The server thread's part: what goes away with the process (the arguments
@@ -711,6 +744,7 @@ static void on_exec(ab_supervisor *s, const struct seccomp_notif *rq)
 	}
 	r->tid = r->tgid = tid;
 	r->pid = r->host_ppid = -1;
+	r->at_ms = ab_now_ms();
 	r->argc = 0;
 	r->truncated = false;
 	r->cwd[0] = '\0';
@@ -718,6 +752,8 @@ static void on_exec(ab_supervisor *s, const struct seccomp_notif *rq)
 		snprintf(r->path, sizeof(r->path), "?");
 	read_argv(tid, argv_addr, r);
 	exec_ids(s, r);
+	/* now: the parent may be gone when the batch is taken */
+	r->ppid = inner_pid_of(s, r->host_ppid);
 	char link[64];
 	snprintf(link, sizeof(link), "/proc/%d/cwd", (int)tid);
 	ssize_t n = readlink(link, r->cwd, sizeof(r->cwd) - 1);
@@ -1201,6 +1237,9 @@ void ab_supervisor_finish(ab_supervisor *s)
 	if (!s)
 		return;
 	stop_thread(s);
+	if (s->batch && s->loop)
+		ab_loop_timer_cancel(s->loop, s->batch);
+	s->batch = 0;
 	if (s->pipe[0] >= 0) {
 		drain_tracks(s);
 		if (s->loop)

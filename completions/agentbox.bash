@@ -40,12 +40,12 @@ _agentbox()
 		COMPREPLY=($(compgen -W "tap junit json" -- "$cur")); return ;;
 	--only)
 		COMPREPLY=($(compgen -W "$(agentbox test-escape --list 2>/dev/null | cut -d' ' -f1)" -- "$cur")); return ;;
-	--allow)
+	--allow|--otlp)
 		return ;;
 	esac
 	local opts
 	case $cmd in
-	run) opts="-p --profile -w --workspace --pty --no-pty --log -q --quiet --allow --read --write --env --trace --trace=best-effort -h --help --" ;;
+	run) opts="-p --profile -w --workspace --pty --no-pty --log --otlp -q --quiet --allow --read --write --env --trace --trace=best-effort -h --help --" ;;
 	explain) opts="-p --profile -w --workspace --json --allow --read --write --env -h --help" ;;
 	check) opts="-h --help"
 		[[ $cur != -* ]] && { COMPREPLY=($(compgen -W "$(_agentbox_profiles)" -- "$cur") $(compgen -f -- "$cur")); return; } ;;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agentbox/audit.h"
+#include "agentbox/otlp.h"
 
 typedef struct hostcount {
 	char *host;
@@ -38,6 +39,7 @@ struct ab_audit {
 	size_t ndenials;
 	uint64_t denials_other; /* beyond AB_AUDIT_MAX_DENIALS */
 	uint64_t execs;
+	ab_otlp *otlp;       /* run --otlp: the events also go there */
 };
 
 int ab_audit_open(const char *path, ab_audit **out, ab_err *err)
@@ -64,10 +66,39 @@ int ab_audit_open(const char *path, ab_audit **out, ab_err *err)
 	return 0;
 }
 
+int ab_audit_export(ab_audit *a, const char *url, const char *profile, ab_err *err)
+{
+	return ab_otlp_new(url, profile, &a->otlp, err);
+}
+
+int ab_audit_export_run(ab_audit *a, ab_err *err)
+{
+	return a ? ab_otlp_run(a->otlp, err) : 0;
+}
+
+bool ab_audit_recording(const ab_audit *a)
+{
+	return a && (a->fd >= 0 || a->otlp);
+}
+
 void ab_audit_free(ab_audit *a)
 {
 	if (!a)
 		return;
+	if (a->otlp) {
+		ab_otlp_stats st;
+		ab_otlp_finish(a->otlp, &st);
+		if (st.failed || st.dropped) {
+			char dropped[64] = "";
+			if (st.dropped)
+				snprintf(dropped, sizeof(dropped), "; %llu dropped: too many waiting",
+					 (unsigned long long)st.dropped);
+			ab_warn("--otlp: %llu of %llu events did not reach the collector (%s%s)",
+				(unsigned long long)(st.failed + st.dropped),
+				(unsigned long long)(st.sent + st.failed + st.dropped),
+				st.last_error[0] ? st.last_error : "lost", dropped);
+		}
+	}
 	if (a->fd >= 0)
 		close(a->fd);
 	for (size_t i = 0; i < a->nhosts; i++)
@@ -81,7 +112,7 @@ void ab_audit_emit(ab_audit *a, json_t *ev)
 {
 	if (!ev)
 		return;
-	if (!a || a->fd < 0) {
+	if (!a || (a->fd < 0 && !a->otlp)) {
 		json_decref(ev);
 		return;
 	}
@@ -97,6 +128,11 @@ void ab_audit_emit(ab_audit *a, json_t *ev)
 	json_object_set_new(line, "ts", json_string(full));
 	json_object_update(line, ev);
 	json_decref(ev);
+	ab_otlp_push(a->otlp, line, &ts);
+	if (a->fd < 0) {
+		json_decref(line);
+		return;
+	}
 	char *s = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
 	json_decref(line);
 	if (!s)

@@ -23,7 +23,7 @@ void ab_cli_usage(enum ab_cmd which)
 	switch (which) {
 	case AB_CMD_RUN:
 		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [--log FILE] [-q]\n"
-		      "                    [--allow HOST[:PORT]] [--read PATH] [--write PATH]\n"
+		      "                    [--otlp URL] [--allow HOST[:PORT]] [--read PATH] [--write PATH]\n"
 		      "                    [--env NAME] [--trace[=best-effort]] [--] COMMAND [ARG...]\n"
 		      "\n"
 		      "Run COMMAND in a sandbox built from PROFILE (default: \"default\").\n"
@@ -35,6 +35,9 @@ void ab_cli_usage(enum ab_cmd which)
 		      "      --no-pty           never (plain stdio passes through)\n"
 		      "      --log FILE         append the audit log (JSON lines) to FILE: requests,\n"
 		      "                         commands run, syscalls denied (docs/audit.md)\n"
+		      "      --otlp URL         also send those events as OpenTelemetry logs to the\n"
+		      "                         collector at http://HOST[:PORT][/PATH] (OTLP/HTTP JSON;\n"
+		      "                         port 4318 and /v1/logs when not given)\n"
 		      "  -q, --quiet            no warnings about forced downgrades, no exit summary\n"
 		      "      --allow HOST[:PORT]  also allow this destination (as network.allow)\n"
 		      "      --read PATH        also bind PATH read-only (as filesystem.read)\n"
@@ -156,6 +159,8 @@ void ab_cli_free(ab_cli *c)
 	c->workspace = NULL;
 	free(c->log_path);
 	c->log_path = NULL;
+	free(c->otlp_url);
+	c->otlp_url = NULL;
 	free(c->format);
 	free(c->out_path);
 	free(c->only);
@@ -172,7 +177,7 @@ static int set_str(char **dst, const char *v, const char *sub, const char *opt, 
 }
 
 enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON, OPT_LOG, OPT_FORMAT, OPT_ONLY, OPT_LIST,
-       OPT_ALLOW, OPT_READ, OPT_WRITE, OPT_ENV, OPT_TRACE };
+       OPT_ALLOW, OPT_READ, OPT_WRITE, OPT_ENV, OPT_TRACE, OPT_OTLP };
 
 /* The option getopt_long just returned, as the user spelled it: "--name" for
  * a long option, "-c" for a short one (also inside a group such as "-qx"),
@@ -210,6 +215,7 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 		{"write", required_argument, NULL, OPT_WRITE},
 		{"env", required_argument, NULL, OPT_ENV},
 		{"trace", optional_argument, NULL, OPT_TRACE},
+		{"otlp", required_argument, NULL, OPT_OTLP},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sub = argv[0];
@@ -287,6 +293,16 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 			if (c->cmd != AB_CMD_RUN)
 				goto bad;
 			c->pty = o == OPT_PTY ? 1 : 0;
+			break;
+		case OPT_OTLP:
+			if (c->cmd != AB_CMD_RUN)
+				goto bad;
+			if (!optarg[0])
+				return ab_fail(err, 0, "%s: --otlp needs a URL", sub);
+			free(c->otlp_url);
+			c->otlp_url = strdup(optarg);
+			if (!c->otlp_url)
+				return ab_fail(err, ENOMEM, "%s", sub);
 			break;
 		case OPT_LOG:
 			if (c->cmd != AB_CMD_RUN)

@@ -233,6 +233,7 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 		.cwd = c.cwd,
 		.force_pty = cli->pty,
 		.log_path = log_abs,
+		.otlp_url = cli->otlp_url,
 		.quiet = cli->quiet,
 		.trace = cli->trace,
 		.supplementary_groups = host.is_root ? 0 : count_supplementary_groups(),
@@ -259,7 +260,7 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 		for (size_t i = 0; i < plan->downgrades.n; i++)
 			ab_warn("%s", plan->downgrades.v[i]);
 		/* a log was asked for: say what it will lack */
-		if (plan->egress.log_path && plan->record_lost)
+		if ((plan->egress.log_path || plan->egress.otlp_url) && plan->record_lost)
 			ab_warn("%s", plan->record_lost);
 	}
 	fflush(stdout);

@@ -1089,7 +1089,8 @@ static int plan_record(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		return 0;
 	}
 	p->seccomp.notify_denials = in->profile->audit.denials != 0;
-	p->seccomp.notify_exec = in->profile->audit.exec != 0 && p->egress.log_path != NULL;
+	p->seccomp.notify_exec = in->profile->audit.exec != 0 &&
+				 (p->egress.log_path != NULL || p->egress.otlp_url != NULL);
 	/* a rendered credentials file is a mount point: a harness that saves it
 	 * by renaming a new file over it needs the parent (src/supervise.c) */
 	for (size_t i = 0; i < p->nmounts; i++)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agentbox/netpolicy.h"
+#include "agentbox/otlp.h"
 #include "agentbox/plan.h"
 
 static int add_port(ab_egress_plan *e, unsigned port, ab_err *err)
@@ -325,6 +326,13 @@ int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	const char *log = in->log_path ? in->log_path : prof->net.log;
 	if (log && !(e->log_path = strdup(log)))
 		return ab_fail(err, ENOMEM, "plan");
+	if (in->otlp_url) {
+		ab_otlp_url u;
+		if (ab_otlp_parse_url(in->otlp_url, &u, err) < 0)
+			return -1;
+		if (!(e->otlp_url = strdup(in->otlp_url)))
+			return ab_fail(err, ENOMEM, "plan");
+	}
 	if (ab_strv_copy(&e->grants, &prof->cli_grants) < 0)
 		return ab_fail(err, ENOMEM, "plan");
 	const char *name = prof->name ? prof->name : "default";
@@ -446,6 +454,7 @@ void ab_egress_plan_free(ab_egress_plan *e)
 	ab_strv_free(&e->priv);
 	ab_strv_free(&e->hosts);
 	free(e->log_path);
+	free(e->otlp_url);
 	free(e->upstream_host);
 	free(e->ca_file);
 	ab_strv_free(&e->no_proxy);

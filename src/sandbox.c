@@ -569,6 +569,9 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	/* a bad log path is a setup error, before anything starts */
 	if (ab_audit_open(plan->egress.log_path, &s.audit, err) < 0)
 		goto out;
+	if (plan->egress.otlp_url &&
+	    ab_audit_export(s.audit, plan->egress.otlp_url, plan->egress.profile_name, err) < 0)
+		goto out;
 	if (ab_seccomp_listens(&plan->seccomp) &&
 	    (ab_supervisor_new(&plan->seccomp, s.audit, &s.sup, err) < 0 ||
 	     ab_supervisor_set_rendered(s.sup, plan, err) < 0))
@@ -671,7 +674,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		waitpid(s.child, NULL, 0);
 		goto out;
 	}
-	if (serve(&s, err) < 0 || s.fatal) {
+	/* after the last fork (the idmap helper above): threads may start */
+	if (ab_audit_export_run(s.audit, err) < 0 || serve(&s, err) < 0 || s.fatal) {
 		kill(s.child, SIGKILL);
 		waitpid(s.child, NULL, 0);
 		goto out;

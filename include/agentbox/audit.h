@@ -23,9 +23,18 @@ typedef struct ab_audit ab_audit;
 /* path NULL: no log, summary only.  The file is opened O_APPEND|O_CREAT
  * (0600, no symlink followed) before the sandbox starts. */
 int ab_audit_open(const char *path, ab_audit **out, ab_err *err);
+/* Also send every event to the OTLP/HTTP collector at URL (run --otlp;
+ * src/otlp.c).  At free, what is still queued is sent, and a warning says how
+ * many events did not reach the collector. */
+int ab_audit_export(ab_audit *a, const char *url, const char *profile, ab_err *err);
+/* Start sending (a thread: after the last fork; until then events queue). */
+int ab_audit_export_run(ab_audit *a, ab_err *err);
+/* Do the events go anywhere (a log file, a collector)? */
+bool ab_audit_recording(const ab_audit *a);
 void ab_audit_free(ab_audit *a);
 
-/* Write one event (adds "ts"; steals the reference).  No-op without a log. */
+/* Write one event (adds "ts"; steals the reference).  No-op without a log
+ * or a collector. */
 void ab_audit_emit(ab_audit *a, json_t *ev);
 
 /* Summary bookkeeping: one connection or request to host:port. */

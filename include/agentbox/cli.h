@@ -18,6 +18,7 @@ typedef struct ab_cli {
 	bool quiet;           /* run -q: no warnings */
 	int pty;              /* run: 1 --pty, 0 --no-pty, -1 auto */
 	char *log_path;       /* run --log FILE: egress audit log (overrides the profile's) */
+	char *otlp_url;       /* run --otlp URL: the audit events also go to that collector */
 	int trace;            /* run --trace[=best-effort]: enum ab_trace_mode (trace.h) */
 	ab_strv grants;       /* run/explain one-off grants, in order: "allow=HOST[:PORT]",
 				 "read=PATH", "write=PATH", "env=NAME" */

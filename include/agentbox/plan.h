@@ -89,6 +89,7 @@ typedef struct ab_plan_input {
 	int supplementary_groups;   /* how many the caller has besides its primary gid */
 	int force_pty;              /* 1 always, 0 never, -1 auto (any of 0-2 a terminal) */
 	const char *log_path;       /* --log FILE (absolute), overrides network.log; may be NULL */
+	const char *otlp_url;       /* --otlp URL: the events also go to that collector */
 	bool quiet;                 /* -q: no network summary at exit */
 	int trace;                  /* run --trace: enum ab_trace_mode (trace.h) */
 	unsigned ablate;            /* AB_ABLATE_*: test-only weakening (see below); 0 always
@@ -133,6 +134,7 @@ typedef struct ab_egress_plan {
 	ab_strv allow, deny, priv;  /* network.allow / deny / private */
 	ab_strv hosts;              /* "name=ADDR[:PORT]" local name mappings */
 	char *log_path;             /* audit log, NULL = none */
+	char *otlp_url;             /* OTLP/HTTP collector (src/otlp.c), NULL = none */
 	char *upstream_host;        /* network.upstream_proxy: dial through it (CONNECT) */
 	uint16_t upstream_port;
 	ab_strv no_proxy;           /* host's NO_PROXY entries (upstream_proxy "env") */

@@ -4,7 +4,7 @@
 
     python3 bench/proxy.py [--agentbox build/agentbox] [--reps 7] [--json FILE]
                            [--only latency,https,bulk,curl,memory,interception]
-                           [--port-base 28080] [--perf]
+                           [--port-base 28080] [--perf] [--srt PATH|none]
 
 Each figure is measured against a direct connection in the same run, the two
 sides interleaved (direct, proxied, direct, proxied...) so that drift hits
@@ -64,6 +64,23 @@ separate process.
 The server certificate is a leaf for bench.test, *.bench.test and 127.0.0.1
 signed by a bench CA made with the openssl CLI at start (ws/ca.pem).
 
+srt (Anthropic's sandbox runtime, npm @anthropic-ai/sandbox-runtime): with
+--srt PATH (its `srt` CLI), or when it is installed in the bench cache
+(SRT_DEFAULT below: npm install --prefix /var/cache/agentbox-bench/npm
+@anthropic-ai/sandbox-runtime; it needs node, bwrap, socat and rg), latency,
+https and bulk also run the proxied client inside `srt`, as a third arm of
+each repetition (direct, agentbox, srt).  Its settings allow bench.test:P
+and 127.0.0.1:P for the bench ports (its proxy refuses a name that resolves
+to loopback unless that literal address is allowed) and writes to the
+workspace only.  Its proxy resolves names on the host: srt runs in a
+private mount namespace (unshare -m) where a copy of /etc/hosts with
+"127.0.0.1 bench.test" is bind-mounted over /etc/hosts; the host's file is
+not touched.  Inside, the client reaches srt's proxy at 127.0.0.1:3128 (a
+socat relay to a Unix socket; on the host socat again, to srt's node
+proxy) and sends the Proxy-Authorization that srt puts in $HTTP_PROXY.  Its
+"proxy CPU" is that of the node process and every socat in srt's tree.
+--srt none, or an install that cannot run a command, skips srt.
+
 Both sides run the same way: the client starts, says it is ready (a file in
 the workspace), waits for "go", runs, writes its result and waits for
 "exit".  Between go and the result the bench samples the CPU time of the
@@ -93,6 +110,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 
 NAME = "bench.test"
 PROXY = ("127.0.0.1", 3128)
@@ -119,6 +137,9 @@ CHUNK = 4 << 20  # bulk send/recv buffer
 HTTP_RESP = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
              b"Content-Length: 3\r\n\r\nok\n")
 CLIENT_NAME = "abproxy_client.py"
+SRT_DEFAULT = "/var/cache/agentbox-bench/npm/node_modules/.bin/srt"
+SRT_COMMS = ("node", "socat")  # srt's proxy: the node process and the socat relays
+PROXY_AUTH = b""  # inside srt: a Proxy-Authorization line from $HTTP_PROXY
 INTERCEPTION = ("ilat", "imint", "ibulk", "icurl")
 # the interpreter the sandboxed client uses, for the direct client (and the
 # servers) too: the same build on both sides
@@ -349,11 +370,21 @@ def _connect(addr):
     return s
 
 
+def _proxy_auth():
+    """A Proxy-Authorization line for the proxy named in $HTTP_PROXY when its
+    URL carries a user and password (srt's does; agentbox's proxy has none)."""
+    u = urllib.parse.urlsplit(os.environ.get("HTTP_PROXY", ""))
+    if u.username is None:
+        return b""
+    cred = "%s:%s" % (urllib.parse.unquote(u.username), urllib.parse.unquote(u.password or ""))
+    return b"Proxy-Authorization: Basic %s\r\n" % base64.b64encode(cred.encode())
+
+
 def _tunnel(port, host=NAME):
     """A CONNECT tunnel to host:port through the proxy."""
     s = _connect(PROXY)
-    s.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n"
-              % (host.encode(), port, host.encode(), port))
+    s.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n%s\r\n"
+              % (host.encode(), port, host.encode(), port, PROXY_AUTH))
     buf = b""
     while b"\r\n\r\n" not in buf:
         d = s.recv(4096)
@@ -409,8 +440,8 @@ class _Reader:
 def client_latency(a):
     if a.proxied:
         s = _connect(PROXY)
-        req = b"GET http://%s:%d/ HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (
-            NAME.encode(), P_HTTP, NAME.encode(), P_HTTP)
+        req = b"GET http://%s:%d/ HTTP/1.1\r\nHost: %s:%d\r\n%s\r\n" % (
+            NAME.encode(), P_HTTP, NAME.encode(), P_HTTP, PROXY_AUTH)
     else:
         s = _connect(("127.0.0.1", P_HTTP))
         req = b"GET / HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (NAME.encode(), P_HTTP)
@@ -634,6 +665,9 @@ CLIENTS = {"latency": client_latency, "https": client_https, "bulk": client_bulk
 
 
 def client_main(a):
+    global PROXY_AUTH
+    if a.proxied:
+        PROXY_AUTH = _proxy_auth()
     # --hold: the bench reads the proxy's CPU time between OUT.start (the
     # client is ready, nothing sent yet) and OUT (the result is written);
     # the client waits for OUT.go and OUT.exit around them.
@@ -660,6 +694,37 @@ def cpu_ns(pid):
                 t += int(f.read().split()[0])
         except (OSError, ValueError, IndexError):
             pass
+    return t
+
+
+def tree_cpu_ns(root, comms):
+    """CPU time so far of the processes in root's tree (root included) whose
+    name is in comms: their threads, plus the children they have reaped (a
+    relay's per-connection forks)."""
+    kids, comm, reaped = {}, {}, {}
+    tick = 1e9 / os.sysconf("SC_CLK_TCK")
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        pid = int(d)
+        comm[pid] = st[st.index("(") + 1:st.rindex(")")]
+        f = st[st.rindex(")") + 2:].split()
+        kids.setdefault(int(f[1]), []).append(pid)
+        reaped[pid] = (int(f[13]) + int(f[14])) * tick
+    t, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo += kids.get(pid, [])
+        if comm.get(pid) in comms:
+            try:
+                t += cpu_ns(pid) + reaped[pid]
+            except OSError:
+                pass  # it exited: its time is in its parent's
     return t
 
 
@@ -756,6 +821,10 @@ class Bench:
         self.secret = None
         self.server = None
         self.seq = 0
+        self.srt = a.srt  # the srt CLI, or None: not measured
+        self.srt_settings = os.path.join(self.root, "srt-settings.json")
+        self.srt_hosts = os.path.join(self.root, "srt-hosts")
+        self.srt_config = None
 
     # -- setup
     def setup(self):
@@ -788,6 +857,42 @@ class Bench:
                                        env=env)
         if self.server.stdout.readline().strip() != b"ready":
             raise SystemExit("bench: the servers did not start (ports %s busy?)" % (PORTS,))
+        if self.srt:
+            self.setup_srt()
+
+    def setup_srt(self):
+        """srt's settings (the bench ports by name and as 127.0.0.1, writes to
+        the workspace only), the hosts file its proxy resolves bench.test
+        with, and one command run in it: an install that cannot run one is
+        skipped (or fatal when --srt named it)."""
+        allow = ["%s:%d" % (NAME, p) for p in PORTS] + ["127.0.0.1:%d" % p for p in PORTS]
+        self.srt_config = {"network": {"allowedDomains": allow, "deniedDomains": []},
+                           "filesystem": {"denyRead": [], "allowRead": [],
+                                          "allowWrite": [self.ws], "denyWrite": []}}
+        with open(self.srt_settings, "w") as f:
+            json.dump(self.srt_config, f, indent=1)
+        with open("/etc/hosts") as f:
+            hosts = f.read()
+        with open(self.srt_hosts, "w") as f:
+            f.write(hosts.rstrip("\n") + "\n127.0.0.1 %s\n" % NAME)
+        os.chmod(self.srt_hosts, 0o644)
+        p = subprocess.run(self.srt_cmd(["/bin/true"]), cwd=self.ws, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=60)
+        if p.returncode != 0:
+            why = (p.stdout + p.stderr).decode(errors="replace").strip()[-1000:]
+            if self.a.srt_explicit:
+                raise SystemExit("bench: srt (%s) cannot run a command:\n%s" % (self.srt, why))
+            print("bench: srt (%s) cannot run a command, not measured: %s" % (self.srt, why),
+                  file=sys.stderr)
+            self.srt = None
+
+    def srt_cmd(self, argv):
+        """argv inside srt, itself in a private mount namespace whose
+        /etc/hosts maps bench.test to 127.0.0.1 (srt's proxy resolves names
+        on the host).  unshare and sh exec: the pid is srt's node process."""
+        return ["unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+                'mount --bind "$0" /etc/hosts && exec "$@"', self.srt_hosts,
+                self.srt, "-s", self.srt_settings, "--"] + argv
 
     def make_certs(self):
         """A bench CA (EC P-256) and a leaf it signs for bench.test,
@@ -848,19 +953,25 @@ class Bench:
         e[SECRET_SRC if proxied else SECRET_VAR] = self.secret
         return e
 
-    def client(self, mode, proxied, extra, timeout=120, secrets=False, perf=None):
+    def client(self, mode, proxied, extra, timeout=120, secrets=False, perf=None, srt=False):
         """Run one client (both sides the same way: start, wait for its
         ready file, go, wait for its result); returns its JSON result with
         the proxy's CPU time and the machine's busy fraction over the
         measured window added.  secrets: the interception profile.  perf: a
-        file for `perf record` of the agentbox process over the window."""
+        file for `perf record` of the agentbox process over the window.
+        srt (with proxied): inside srt instead of agentbox."""
         self.seq += 1
         out = "res-%d.json" % self.seq
         path = os.path.join(self.ws, out)
         argv = [self.script, "--hold", "--client", mode, "--out", out,
                 "--port-base", str(P_HTTP)] + extra
-        cmd = self.sandbox_cmd(["/usr/bin/python3"] + argv + ["--proxied"], secrets) \
-            if proxied else [PY] + argv
+        if srt:
+            cmd = self.srt_cmd(["/usr/bin/python3"] + argv + ["--proxied"])
+            proxy_cpu = lambda pid: tree_cpu_ns(pid, SRT_COMMS)
+        else:
+            cmd = self.sandbox_cmd(["/usr/bin/python3"] + argv + ["--proxied"], secrets) \
+                if proxied else [PY] + argv
+            proxy_cpu = cpu_ns
         p = subprocess.Popen(cmd, cwd=self.ws, stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              env=self.env(proxied, secrets))
@@ -870,12 +981,12 @@ class Bench:
             if self._wait_client(p, path + ".start", timeout):
                 if perf and proxied:
                     rec = perf_start(p.pid, perf)
-                c0 = cpu_ns(p.pid) if proxied else 0
+                c0 = proxy_cpu(p.pid) if proxied else 0
                 s0 = stat_sample()
                 open(path + ".go", "w").close()
                 if self._wait_client(p, path, timeout, 0.01):
                     busy = stat_busy(s0, stat_sample())
-                    cpu = cpu_ns(p.pid) - c0 if proxied else None
+                    cpu = proxy_cpu(p.pid) - c0 if proxied else None
                     perf_stop(rec)
                     rec = None
                     open(path + ".exit", "w").close()
@@ -887,7 +998,7 @@ class Bench:
                 p.wait()
         if p.returncode != 0 or not os.path.exists(path):
             raise SystemExit("bench: %s client (%s) failed, exit %s:\n%s" % (
-                mode, "proxied" if proxied else "direct", p.returncode,
+                mode, "srt" if srt else "proxied" if proxied else "direct", p.returncode,
                 out_txt.decode(errors="replace")[-3000:]))
         with open(path) as f:
             res = json.load(f)
@@ -905,11 +1016,24 @@ class Bench:
             p.append(self.client(mode, True, extra, secrets=secrets))
         return d, p
 
+    def interleave(self, mode, extra, reps):
+        """reps rounds of direct, agentbox and (when srt is measured) srt."""
+        d, p, s = [], [], []
+        for _ in range(reps):
+            d.append(self.client(mode, False, extra))
+            p.append(self.client(mode, True, extra))
+            if self.srt:
+                s.append(self.client(mode, True, extra, srt=True))
+        return d, p, s
+
     # -- the measurements
     def latency_like(self, mode, n, warmup):
-        d, p = self.abab(mode, ["--n", str(n), "--warmup", str(warmup), "--ca", self.ca],
-                         self.a.reps)
-        return self.summarize(d, p, "ns", n + warmup)
+        d, p, s = self.interleave(mode, ["--n", str(n), "--warmup", str(warmup),
+                                         "--ca", self.ca], self.a.reps)
+        res = self.summarize(d, p, "ns", n + warmup)
+        if s:
+            res["srt"] = self.summarize(d, s, "ns", n + warmup)
+        return res
 
     def summarize(self, d, p, key, nreq):
         """Medians of all samples of both sides, the added time, p90s, the
@@ -1053,18 +1177,27 @@ class Bench:
 
     def bulk(self):
         n = self.a.bulk_bytes
-        d, p = self.abab("bulk", ["--n", "1", "--bytes", str(n)], self.a.bulk_reps)
+        d, p, s = self.interleave("bulk", ["--n", "1", "--bytes", str(n)], self.a.bulk_reps)
         rate = lambda r: r["runs"][0]["bytes"] / (r["runs"][0]["ns"] / 1e9) / 1e9
         dr, pr = [rate(x) for x in d], [rate(x) for x in p]
-        cpu = [r["proxy_cpu_ns"] / 1e9 / (n / 1e9) for r in p if r["proxy_cpu_ns"]]
-        return {"bytes": n, "reps": self.a.bulk_reps, "client": "python recv_into",
-                "direct_busy": statistics.median(x["busy"] for x in d),
-                "proxied_busy": statistics.median(x["busy"] for x in p),
-                "proxy_cpu_s_per_gb": statistics.median(cpu) if cpu else None,
-                "direct_gbps": statistics.median(dr), "proxied_gbps": statistics.median(pr),
-                "ratio": statistics.median(pr) / statistics.median(dr),
-                "ratio_per_rep": [y / x for x, y in zip(dr, pr)],
-                "direct_all": dr, "proxied_all": pr}
+        cpu = lambda arm: [r["proxy_cpu_ns"] / 1e9 / (n / 1e9) for r in arm if r["proxy_cpu_ns"]]
+        res = {"bytes": n, "reps": self.a.bulk_reps, "client": "python recv_into",
+               "direct_busy": statistics.median(x["busy"] for x in d),
+               "proxied_busy": statistics.median(x["busy"] for x in p),
+               "proxy_cpu_s_per_gb": statistics.median(cpu(p)) if cpu(p) else None,
+               "direct_gbps": statistics.median(dr), "proxied_gbps": statistics.median(pr),
+               "ratio": statistics.median(pr) / statistics.median(dr),
+               "ratio_per_rep": [y / x for x, y in zip(dr, pr)],
+               "direct_all": dr, "proxied_all": pr}
+        if s:
+            sr = [rate(x) for x in s]
+            res["srt"] = {"proxied_busy": statistics.median(x["busy"] for x in s),
+                          "proxy_cpu_s_per_gb": statistics.median(cpu(s)) if cpu(s) else None,
+                          "proxied_gbps": statistics.median(sr),
+                          "ratio": statistics.median(sr) / statistics.median(dr),
+                          "ratio_per_rep": [y / x for x, y in zip(dr, sr)],
+                          "proxied_all": sr}
+        return res
 
     def curl_bulk(self):
         n = self.a.curl_bytes
@@ -1162,21 +1295,30 @@ def report(r):
     ok = lambda c: "ok" if c else "MISSED"
     rows = []
     L, H = r.get("latency"), r.get("https")
+    srt_row = lambda x: ("  the same in srt", "", "%.3f ms" % x["proxied_median_ms"],
+                         "+%.3f ms (x%.2f)" % (x["added_ms"], x["ratio"]), "(srt, reference)")
     if L:
         rows.append(("HTTP keep-alive GET, median", "%.3f ms" % L["direct_median_ms"],
                      "%.3f ms" % L["proxied_median_ms"],
                      "+%.3f ms (x%.2f)" % (L["added_ms"], L["ratio"]),
                      "<= +0.3 ms: " + ok(L["added_ms"] <= 0.3)))
+        if "srt" in L:
+            rows.append(srt_row(L["srt"]))
     if H:
         rows.append(("HTTPS fresh conn+TLS+GET, median", "%.3f ms" % H["direct_median_ms"],
                      "%.3f ms" % H["proxied_median_ms"],
                      "+%.3f ms (x%.2f)" % (H["added_ms"], H["ratio"]),
                      "<= +0.3 ms: " + ok(H["added_ms"] <= 0.3)))
+        if "srt" in H:
+            rows.append(srt_row(H["srt"]))
     B = r.get("bulk")
     if B:
         rows.append(("CONNECT bulk %d MiB (python)" % (B["bytes"] >> 20),
                      "%.2f GB/s" % B["direct_gbps"], "%.2f GB/s" % B["proxied_gbps"],
                      "x%.2f" % B["ratio"], ">= x0.9: " + ok(B["ratio"] >= 0.9)))
+        if "srt" in B:
+            rows.append(("  the same in srt", "", "%.2f GB/s" % B["srt"]["proxied_gbps"],
+                         "x%.2f" % B["srt"]["ratio"], "(srt, reference)"))
     C = r.get("curl_bulk")
     if C:
         rows.append(("HTTP forward bulk %d MiB (curl)" % (C["bytes"] >> 20),
@@ -1233,15 +1375,30 @@ def report(r):
               " ".join("%.3f" % v for v in H["added_ms_per_rep"]))
     if B:
         print("bulk ratio per rep:         " + " ".join("%.2f" % v for v in B["ratio_per_rep"]))
+    for X, what in ((L, "latency added per rep (ms):"), (H, "https added per rep (ms):  ")):
+        if X and "srt" in X:
+            print("srt " + what + " " + " ".join("%.3f" % v for v in X["srt"]["added_ms_per_rep"]))
+    if B and "srt" in B:
+        print("srt bulk ratio per rep:     " +
+              " ".join("%.2f" % v for v in B["srt"]["ratio_per_rep"]))
     if L and L["proxy_cpu_us_per_req"] is not None:
         print("proxy CPU: %.1f us per kept-alive request" % L["proxy_cpu_us_per_req"] +
               (", %.1f us per https connection" % H["proxy_cpu_us_per_req"]
                if H and H["proxy_cpu_us_per_req"] is not None else "") +
               (", %.2f s per GB tunnelled" % B["proxy_cpu_s_per_gb"]
                if B and B["proxy_cpu_s_per_gb"] is not None else ""))
+    S = [x["srt"] for x in (L, H, B) if x and "srt" in x]
+    if S:
+        sc = lambda x, k: x["srt"][k] if x and "srt" in x and x["srt"][k] is not None else None
+        parts = [("%.1f us per kept-alive request", sc(L, "proxy_cpu_us_per_req")),
+                 ("%.1f us per https connection", sc(H, "proxy_cpu_us_per_req")),
+                 ("%.2f s per GB tunnelled", sc(B, "proxy_cpu_s_per_gb"))]
+        print("srt proxy CPU (node + socat): " +
+              ", ".join(f % v for f, v in parts if v is not None))
     if B:
         print("machine CPU busy during bulk: direct %.0f%%, proxied %.0f%% of %d CPUs" % (
-            100 * B["direct_busy"], 100 * B["proxied_busy"], r["machine"]["cpus"]))
+            100 * B["direct_busy"], 100 * B["proxied_busy"], r["machine"]["cpus"]) +
+              ("; srt %.0f%%" % (100 * B["srt"]["proxied_busy"]) if "srt" in B else ""))
     if M:
         print("%d tunnels opened in %.2f s; agentbox peak RSS %.1f MB" % (
             M["tunnels"], M["open_all_s"], M["peak_rss_mb"]))
@@ -1282,8 +1439,34 @@ def report(r):
             print("TLS: direct %s; intercepted %s (leaf from %r)" % (
                 X["direct_tls"], X["intercepted_tls"], X["session_ca"]))
             break
+    if r.get("srt"):
+        print("srt: %s (%s)" % (r["srt"]["path"], r["srt"]["version"]) if r["srt"].get("path")
+              else "srt: not measured (%s)" % r["srt"]["skipped"])
     print("machine: %d CPUs, %.0f%% busy before the bench, %.0f%% after" % (
         r["machine"]["cpus"], 100 * r["busy_before"], 100 * r["busy_after"]))
+
+
+def find_srt(a, only):
+    """Sets a.srt (the srt CLI to measure, or None) and a.srt_explicit;
+    returns why srt is not measured, or None."""
+    a.srt_explicit = a.srt not in (None, "none")
+    if only is not None and not only & {"latency", "https", "bulk"}:
+        a.srt = None
+        return None
+    if a.srt == "none":
+        a.srt = None
+        return "--srt none"
+    if a.srt is None:
+        if not os.access(SRT_DEFAULT, os.X_OK):
+            print("bench: srt not measured: %s is not there (npm install --prefix "
+                  "/var/cache/agentbox-bench/npm @anthropic-ai/sandbox-runtime, with socat, "
+                  "ripgrep and bubblewrap; or --srt PATH)" % SRT_DEFAULT, file=sys.stderr)
+            return "not installed at " + SRT_DEFAULT
+        a.srt = SRT_DEFAULT
+    if not os.access(a.srt, os.X_OK):
+        raise SystemExit("bench: --srt: not executable: %s" % a.srt)
+    a.srt = os.path.abspath(a.srt)
+    return None
 
 
 def bench_main(a):
@@ -1293,8 +1476,10 @@ def bench_main(a):
         raise SystemExit("bench: not executable: %s (run make first)" % a.agentbox)
     a.agentbox = os.path.abspath(a.agentbox)
     os.makedirs(a.tmpdir, exist_ok=True)
-    b = Bench(a)
+    only = set(a.only.split(",")) if a.only else None
     r = {"machine": {"cpus": os.cpu_count(), "kernel": os.uname().release}}
+    srt_why = find_srt(a, only)
+    b = Bench(a)
     r["busy_before"] = cpu_busy(1.0)
     if r["busy_before"] > 0.1:
         print("bench: warning: the machine is %.0f%% busy before the bench starts: "
@@ -1303,7 +1488,14 @@ def bench_main(a):
     t0 = time.monotonic()
     try:
         b.setup()
-        only = set(a.only.split(",")) if a.only else None
+        if a.srt and not b.srt:
+            srt_why = "it could not run a command (see above)"
+        if b.srt:
+            v = subprocess.run([b.srt, "--version"], capture_output=True, timeout=30)
+            r["srt"] = {"path": b.srt, "version": v.stdout.decode(errors="replace").strip(),
+                        "settings": b.srt_config}
+        elif srt_why:
+            r["srt"] = {"skipped": srt_why}
         if only and "interception" in only:
             only |= set(INTERCEPTION)
         want = lambda k: only is None or k in only
@@ -1367,6 +1559,9 @@ def main():
     ap.add_argument("--tmpdir", default="/var/lib/agentbox-bench",
                     help="parent of the scratch dir (the workspace must not be /tmp)")
     ap.add_argument("--json", help="also write the results as JSON to this file")
+    ap.add_argument("--srt", help="the srt CLI of Anthropic's sandbox runtime: latency, https "
+                    "and bulk also run inside it (default: %s when installed; none: skip)"
+                    % SRT_DEFAULT)
     # internal
     ap.add_argument("--serve", help=argparse.SUPPRESS)
     ap.add_argument("--client", choices=sorted(CLIENTS), help=argparse.SUPPRESS)

@@ -701,7 +701,7 @@ static void drain_tracks(ab_supervisor *s)
 	} while (n == (ssize_t)sizeof(r));
 }
 
-/* The records are taken AB_SUP_BATCH_MS after the first of a batch arrives,
+/* The records are taken AB_SUP_BATCH_MS (10 ms) after the first of a batch arrives,
  * not one by one: a script running short commands then wakes the loop once
  * for several of them, and most of their exits are already known when their
  * execs are logged (no watch, no wakeup of their own).  The loop's share of

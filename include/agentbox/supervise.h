@@ -27,7 +27,7 @@
 #define AB_SUP_RATE_PER_S 50       /* denial records per second, after the burst */
 #define AB_SUP_RATE_BURST 200
 /* exec records reach the log in batches, this long after the first of one */
-#define AB_SUP_BATCH_MS 2
+#define AB_SUP_BATCH_MS 10
 
 #define AB_SUP_RENDERED_MAX (64 * 1024) /* a new credentials file (= AB_CREDFILE_MAX) */
 

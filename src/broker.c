@@ -302,6 +302,37 @@ static ssize_t loaded_index(const ab_broker *b, const char *name)
 	return -1;
 }
 
+/* Draw the placeholders again until no masked response can rebuild a value
+ * from a placeholder and the bytes next to it (ab_secrets_mask_conflict).
+ * A conflict that drawing again cannot remove (a JWT placeholder keeps the
+ * token's header and payload) is left to the response set, which masks that
+ * replacement with a filler instead. */
+#define AB_PLACEHOLDER_DRAWS 64
+static int redraw_placeholders(ab_broker *b, ab_err *err)
+{
+	unsigned draws[AB_SECRETS_MAX] = { 0 };
+	uint64_t given_up = 0; /* the response set's filler covers these */
+	for (;;) {
+		int c = ab_secrets_mask_conflict(b->secs, b->n, given_up);
+		if (c == -1)
+			return 0;
+		if (c < 0)
+			return ab_fail(err, -c, "secrets");
+		if ((size_t)c >= b->n || c >= 64)
+			return 0;
+		if (draws[c]++ == AB_PLACEHOLDER_DRAWS) {
+			given_up |= (uint64_t)1 << c;
+			continue;
+		}
+		ab_secret *s = &b->secs[c];
+		const struct ab_profile_secret *x = b->prof[c];
+		int r = s->jwt ? ab_secret_set_placeholder_jwt(s, err)
+			       : ab_secret_set_placeholder(s, x->ph_prefix, (size_t)x->ph_len, err);
+		if (r < 0)
+			return r;
+	}
+}
+
 /* Load every secret; an optional one whose source is absent is skipped. */
 static int load_all(ab_broker *b, const ab_egress_plan *e, const ab_stash *st, ab_err *err)
 {
@@ -345,7 +376,7 @@ static int load_all(ab_broker *b, const ab_egress_plan *e, const ab_stash *st, a
 	}
 	free(why);
 	free(skip);
-	return r;
+	return r ? r : redraw_placeholders(b, err);
 }
 
 /* The render mounts: the file with the placeholders of the secrets read

@@ -1002,6 +1002,102 @@ static void response_patterns(pbuild *b, const ab_secret *s, unsigned id, char *
 	}
 }
 
+/* Could the output hold pattern P where replacement R (of the match Q, as long
+ * as R) meets its neighbours?  When a proper suffix of R is a prefix of P
+ * (R's tail + what follows = P), R lies inside P or P inside R; and when a
+ * proper prefix of R is a suffix of P (what precedes + R's head = P), unless
+ * that prefix is also Q's: then the input held P before Q, and the scanner,
+ * leftmost first, masked that one instead.  Otherwise an occurrence of P in
+ * the output lies in unmasked bytes only, where the scanner leaves none. */
+static bool repl_conflicts(const char *q, const char *r, size_t rl, const char *p, size_t pl)
+{
+	for (size_t k = 1; k < rl && k <= pl; k++) {
+		if (r[rl - k] == p[0] && memcmp(r + rl - k, p, k) == 0)
+			return true;
+		if (r[k - 1] == p[pl - 1] && memcmp(r, p + pl - k, k) == 0 &&
+		    memcmp(r, q, k) != 0)
+			return true;
+	}
+	return (rl <= pl && memmem(p, pl, r, rl)) || (pl <= rl && memmem(r, rl, p, pl));
+}
+
+/* The first pattern whose replacement could rebuild a pattern, of a secret
+ * not in SKIP (bit = id); -1: none. */
+static ssize_t first_conflict(const pbuild *b, uint64_t skip)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		const ab_scan_pattern *x = &b->p[i];
+		if (x->id < 64 && (skip >> x->id & 1))
+			continue;
+		for (size_t j = 0; x->repl && j < b->n; j++)
+			if (repl_conflicts(x->bytes, x->repl, x->len, b->p[j].bytes, b->p[j].len))
+				return (ssize_t)i;
+	}
+	return -1;
+}
+
+/* A placeholder shares its shape with the value ("ghp_..." for "ghp_..."), so
+ * masking can rebuild a value: the value followed by the value without its
+ * first byte became the placeholder (ending in 'g') + "hp_..." = the value
+ * (found by fuzz_secrets).  The broker draws placeholders until none can
+ * (ab_secrets_mask_conflict); any replacement that still could is a run of one
+ * filler byte instead, a byte no pattern contains: such a run can be part of
+ * no occurrence (the client then sees, say, "****" where the value was). */
+static int safe_replacements(pbuild *b)
+{
+	bool used[256] = { false };
+	for (size_t i = 0; i < b->n; i++)
+		for (size_t j = 0; j < b->p[i].len; j++)
+			used[(unsigned char)b->p[i].bytes[j]] = true;
+	int filler = -1;
+	static const char pref[] = "*#~^!";
+	for (size_t i = 0; i < sizeof(pref) - 1 && filler < 0; i++)
+		if (!used[(unsigned char)pref[i]])
+			filler = (unsigned char)pref[i];
+	for (int c = 1; c < 256 && filler < 0; c++)
+		if (!used[c])
+			filler = c;
+	for (size_t i = 0; i < b->n; i++) {
+		ab_scan_pattern *x = &b->p[i];
+		bool bad = !x->repl;
+		for (size_t j = 0; !bad && j < b->n; j++)
+			bad = repl_conflicts(x->bytes, x->repl, x->len, b->p[j].bytes, b->p[j].len);
+		if (!bad)
+			continue;
+		if (filler < 0)
+			return -EDOM; /* every byte value is in some pattern: cannot mask safely */
+		char *f = malloc(x->len);
+		if (!f)
+			return -ENOMEM;
+		memset(f, filler, x->len);
+		ab_secrets_wipe_free((char *)x->repl, x->repl ? x->len : 0);
+		x->repl = f;
+	}
+	return 0;
+}
+
+int ab_secrets_mask_conflict(const ab_secret *secs, size_t n, uint64_t skip)
+{
+	pbuild b = { 0 };
+	char *wv = malloc(WORK_MAX), *wp = malloc(WORK_MAX);
+	unsigned char *tmp = malloc(AB_SECRET_VALUE_MAX + 8);
+	int r = -ENOMEM;
+	for (size_t i = 0; wv && wp && tmp && i < n && i < AB_SECRETS_MAX; i++)
+		if (secs[i].value && secs[i].placeholder &&
+		    secs[i].value_len <= AB_SECRET_VALUE_MAX &&
+		    secs[i].placeholder_len <= AB_PLACEHOLDER_MAX)
+			response_patterns(&b, &secs[i], (unsigned)i, wv, wp, tmp);
+	if (wv && wp && tmp && !b.fail) {
+		ssize_t c = first_conflict(&b, skip);
+		r = c < 0 ? -1 : (int)b.p[c].id;
+	}
+	ab_secrets_wipe_free(wv, wv ? WORK_MAX : 0);
+	ab_secrets_wipe_free(wp, wp ? WORK_MAX : 0);
+	ab_secrets_wipe_free((char *)tmp, tmp ? AB_SECRET_VALUE_MAX + 8 : 0);
+	pb_free(&b);
+	return r;
+}
+
 int ab_secrets_response_set(const ab_secret *secs, size_t n, ab_scan_set **out, ab_err *err)
 {
 	pbuild b = { 0 };
@@ -1025,6 +1121,8 @@ int ab_secrets_response_set(const ab_secret *secs, size_t n, ab_scan_set **out, 
 	}
 	if (!wv || !wp || !tmp || b.fail)
 		r = ab_fail(err, ENOMEM, "secret masks");
+	else if ((r = safe_replacements(&b)) < 0)
+		r = ab_fail(err, -r, "secret masks: no byte is free to mask with");
 	else if ((r = ab_scan_set_new(b.p, b.n, out, err)) < 0)
 		ab_err_prefix(err, "masking secrets in responses");
 done:

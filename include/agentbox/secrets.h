@@ -309,11 +309,25 @@ int ab_scanner_flush(ab_scanner *s, char *out, size_t *outlen, ab_scan_hit *hit)
  * percent-encoding (upper- and lower-case hex) and JSON escaping ('"', '\\',
  * and '/' as "\/"), each where it differs from the value.  Replacement: the
  * same encoding of the placeholder when it has the same length (it does for
- * the raw value and base64 by default), else a run of '*'.  Pattern ids are
- * secret indexes.  Values of 1..3 bytes mask every occurrence of those
- * bytes: that is the price of such a secret.
+ * the raw value and base64 by default) and it cannot rebuild a pattern with
+ * the bytes around it (see ab_secrets_mask_conflict), else a run of '*' (or
+ * of another byte no pattern contains).  Pattern ids are secret indexes.
+ * Values of 1..3 bytes mask every occurrence of those bytes: that is the
+ * price of such a secret.
  */
 int ab_secrets_response_set(const ab_secret *secs, size_t n, ab_scan_set **out, ab_err *err);
+
+/*
+ * Could a masked response show a real value?  A replacement (the placeholder
+ * or its encoding) whose tail is the head of some value or encoding (or whose
+ * head is the tail of one, beyond what it shares with the value it replaces,
+ * or which contains one or lies in one) rebuilds it with the bytes the
+ * upstream sends next to it.  Returns the index of the first secret (not in
+ * SKIP: bit i = secret i) whose placeholder could, -1 when none can, -ENOMEM.  The broker draws that
+ * secret's placeholder again; ab_secrets_response_set masks what is left with
+ * a filler.
+ */
+int ab_secrets_mask_conflict(const ab_secret *secs, size_t n, uint64_t skip);
 
 /*
  * The request-body set for one destination: every placeholder; REPLACE by

@@ -15,6 +15,8 @@
 #    every recorded denial is one round trip through the supervisor thread,
 #    so a tight loop of nothing but denied calls pays it in full (see
 #    docs/audit.md).  The log stays bounded either way (checked below).
+#    As root with tracing built in, the same flood with --trace, where the
+#    kernel programs record the denials (no round trip): target <= 2x.
 #
 # Results: build/bench/record-exec.json, build/bench/record-flood.json and the
 # ratios on stdout.  Environment: RUNS (default 5), N_CMDS, N_DENIED, OUT.
@@ -64,6 +66,21 @@ hyperfine -N -w 1 -r "$RUNS" --style basic --export-json "$OUT/record-flood.json
 	-n "denied, recorded" "$AB -- python3 $WS/flood.py $KEYCTL $N_DENIED" \
 	-n "denied, not recorded" "$AB -p $WS/nodeny.json -- python3 $WS/flood.py $KEYCTL $N_DENIED" \
 	-n "allowed (getppid)" "$AB -- python3 $WS/flood.py $GETPPID $N_DENIED"
+# With --trace (root) the kernel records the denials: the same flood, traced,
+# with and without the denial record.
+if [ "$(id -u)" = 0 ] && $AB --trace -- true 2>/dev/null; then
+	hyperfine -N -w 1 -r "$RUNS" --style basic --export-json "$OUT/record-flood-trace.json" \
+		-n "denied, recorded, --trace" "$AB --trace -- python3 $WS/flood.py $KEYCTL $N_DENIED" \
+		-n "denied, not recorded, --trace" \
+		"$AB --trace -p $WS/nodeny.json -- python3 $WS/flood.py $KEYCTL $N_DENIED"
+	python3 - "$OUT/record-flood-trace.json" "$N_DENIED" <<'PY'
+import json, sys
+r = {x["command"]: x["median"] for x in json.load(open(sys.argv[1]))["results"]}
+on, off = r["denied, recorded, --trace"], r["denied, not recorded, --trace"]
+print(f"denial flood with --trace: {sys.argv[2]} calls, median {on:.3f} s recorded vs "
+      f"{off:.3f} s not: x{on/off:.2f} (target <= x2)")
+PY
+fi
 python3 - "$OUT/record-exec.json" "$OUT/record-flood.json" "$N_CMDS" "$N_DENIED" <<'PY'
 import json, sys
 def med(f):

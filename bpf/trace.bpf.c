@@ -8,6 +8,19 @@
  *                        open/exec/mkdir/unlink family failed
  *                        with EACCES or EPERM (what Landlock,
  *                        the mount flags or DAC refused)     -> AB_TEV_FILE
+ *                        a call the seccomp filter failed
+ *                        (EPERM, EACCES, EAFNOSUPPORT)        -> AB_TEV_DENIED
+ *   sys_enter            (only when denials are recorded) marks the sandbox
+ *                        task's call as run: the kernel skips sys_enter for a
+ *                        call seccomp refused, but not sys_exit, so a sys_exit
+ *                        with no mark is one the filter failed.
+ *   sched_process_fork   (idem) a sandbox task's child gets its mark too.
+ * The marks live in task storage that only sandbox tasks have (agentbox
+ * creates the init's, the fork program each child's): every other task on
+ * the machine pays one empty lookup per call, not a pid namespace test.
+ * Denials are counted per (thread, syscall, call site) in `sites`; only the
+ * first of a site is a record.  With them recorded here, the filter answers
+ * them itself: no user notification, no round trip to agentbox per call.
  * Arguments are read at sys_exit from the saved user registers (they are
  * still there; the return value is in its own argument), and the user memory
  * they point to was just read by the kernel.  A sandboxed thread racing to
@@ -37,8 +50,25 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 const volatile __u64 pidns_dev = 0;
 const volatile __u64 pidns_ino = 0;
+const volatile bool record_denials = false; /* on_sys_enter is loaded too */
 
 __u64 lost = 0; /* records the ring buffer had no room for */
+__u64 sites_full = 0; /* denials beyond AB_TEV_SITES_MAX sites: counted only */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AB_TEV_SITES_MAX);
+	__type(key, struct ab_tev_site_key);
+	__type(value, struct ab_tev_site);
+} sites SEC(".maps");
+
+/* per sandbox task: 1 between its sys_enter and sys_exit */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u32);
+} entered SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -186,12 +216,76 @@ static __always_inline int file_call(long nr, __u16 *op)
 	}
 }
 
+#define EAFNOSUPPORT 97
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
+{
+	__u32 *m = bpf_task_storage_get(&entered, bpf_get_current_task_btf(), 0, 0);
+	if (m)
+		*m = 1;
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (bpf_task_storage_get(&entered, parent, 0, 0))
+		bpf_task_storage_get(&entered, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	return 0;
+}
+
+static __always_inline void record_denial(struct bpf_pidns_info *ns, struct pt_regs *regs,
+					  long nr, long ret)
+{
+	struct ab_tev_site_key k = {.tid = ns->pid, .nr = (__s32)nr,
+				    .ip = PT_REGS_IP_CORE(regs)};
+	struct ab_tev_site *v = bpf_map_lookup_elem(&sites, &k);
+	if (v) {
+		__sync_fetch_and_add(&v->count, 1);
+		return;
+	}
+	struct ab_tev_site nv = {.count = 1, .pid = ns->tgid, .err = (__s32)-ret};
+	bpf_get_current_comm(nv.comm, sizeof(nv.comm));
+	if (bpf_map_update_elem(&sites, &k, &nv, BPF_NOEXIST) < 0) {
+		v = bpf_map_lookup_elem(&sites, &k); /* another CPU was first, or full */
+		if (v)
+			__sync_fetch_and_add(&v->count, 1);
+		else
+			__sync_fetch_and_add(&sites_full, 1);
+		return;
+	}
+	struct ab_trace_ev *e = start(AB_TEV_DENIED, ns);
+	if (!e)
+		return;
+	e->ret = (__s32)ret;
+	struct ab_tev_denied d = {.nr = (__s32)nr, .ip = k.ip};
+	__builtin_memcpy(e->data, &d, sizeof(d));
+	e->len = sizeof(d);
+	submit(e);
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
+	long nr = syscall_nr(regs);
+	if (record_denials) {
+		/* a sandbox task's call clears its mark; a call without one that
+		 * failed with the filter's errnos was refused by it */
+		__u32 *m = bpf_task_storage_get(&entered, bpf_get_current_task_btf(), 0, 0);
+		if (m) {
+			bool ran = *m;
+			*m = 0;
+			struct bpf_pidns_info ns;
+			if (!ran && (ret == -EPERM || ret == -EACCES || ret == -EAFNOSUPPORT) &&
+			    in_sandbox(&ns)) {
+				record_denial(&ns, regs, nr, ret);
+				return 0; /* not run: no file or connect record */
+			}
+		}
+	}
 	/* cheapest test first: this runs for every system call on the machine */
 	bool denied = ret == -EACCES || ret == -EPERM;
-	long nr = syscall_nr(regs);
 	if (!denied && nr != AB_TNR_CONNECT)
 		return 0;
 	__u16 op = 0;

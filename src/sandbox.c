@@ -606,7 +606,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	/* the child waits for MAPS_DONE: tracing sees everything it does */
 	if (s.want_trace) {
 		ab_err terr = {0};
-		if (ab_trace_start(s.child, s.audit, &s.trace, &terr) < 0 &&
+		if (ab_trace_start(s.child, s.audit, plan->seccomp.notify_denials, &s.trace, &terr) < 0 &&
 		    trace_failed(plan, &terr, err) < 0) {
 			kill(s.child, SIGKILL);
 			waitpid(s.child, NULL, 0);
@@ -660,7 +660,12 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		}
 		(void)send_idmaps(s.sync_fd, plan, idmap_fds);
 	}
-	if (sent && ab_seccomp_compile(&plan->seccomp, &prog, err) < 0) {
+	/* the tracer records the denials in the kernel: the filter answers them
+	 * itself (no round trip to the supervisor per denied call) */
+	ab_seccomp_policy pol = plan->seccomp;
+	if (ab_trace_records_denials(s.trace))
+		pol.notify_denials = false;
+	if (sent && ab_seccomp_compile(&pol, &prog, err) < 0) {
 		kill(s.child, SIGKILL);
 		waitpid(s.child, NULL, 0);
 		goto out;

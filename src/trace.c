@@ -13,10 +13,12 @@
 #include <string.h>
 #include <sys/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agentbox/audit.h"
 #include "agentbox/loop.h"
+#include "agentbox/seccomp.h"
 #include "agentbox/supervise.h"
 #include "agentbox/trace.h"
 
@@ -35,6 +37,7 @@
 
 #if AB_HAVE_TRACE
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/types.h>
 
@@ -46,9 +49,10 @@ struct ab_trace {
 	struct ring_buffer *rb;
 	struct ab_audit *audit;
 	ab_trace_counts counts;
-	ab_sup_bucket file_rate, connect_rate;
+	ab_sup_bucket file_rate, connect_rate, sys_rate;
 	unsigned budget; /* records left in this poll ... */
 	bool limited;    /* ... when limited (not in the final drain) */
+	bool denials;    /* it records the filter's denials (on_sys_enter attached) */
 };
 
 /* libbpf's last warning, for the error message (its log is otherwise silent) */
@@ -94,6 +98,13 @@ static int on_record(void *ctx, void *data, size_t len)
 		const char *kind = json_string_value(json_object_get(ev, "kind"));
 		bool file = kind && strcmp(kind, "file") == 0;
 		bool conn = kind && strcmp(kind, "connect") == 0;
+		bool sys = kind && strcmp(kind, "syscall") == 0;
+		json_t *nr = sys ? json_object_get(ev, "syscall") : NULL;
+		if (json_is_integer(nr)) { /* the number -> its name */
+			char name[48];
+			ab_seccomp_name((int)json_integer_value(nr), name, sizeof(name));
+			json_object_set_new(ev, "syscall", json_string(name));
+		}
 		if (file)
 			ab_audit_count_denial(t->audit, "file",
 					      json_string_value(json_object_get(ev, "path")),
@@ -106,6 +117,10 @@ static int on_record(void *ctx, void *data, size_t len)
 		} else if (conn && !ab_sup_bucket_take(&t->connect_rate, now, AB_TRACE_RATE_PER_S,
 						       AB_TRACE_RATE_BURST)) {
 			t->counts.suppressed_connect++;
+			json_decref(ev);
+		} else if (sys && !ab_sup_bucket_take(&t->sys_rate, now, AB_SUP_RATE_PER_S,
+						      AB_SUP_RATE_BURST)) {
+			t->counts.suppressed_sys++; /* the supervisor's rate */
 			json_decref(ev);
 		} else {
 			ab_audit_emit(t->audit, ev);
@@ -128,7 +143,74 @@ static void emit_count(ab_trace *t, const char *event, const char *kind, uint64_
 	ab_audit_emit(t->audit, ev);
 }
 
-int ab_trace_start(pid_t sandbox_pid, struct ab_audit *audit, ab_trace **out, ab_err *err)
+/* Open and load the object; DENIALS: with on_sys_enter and the denial
+ * recorder switched on. */
+static int open_load(ab_trace *t, const struct stat *st, bool denials)
+{
+	errno = 0;
+	t->skel = trace_bpf__open();
+	if (!t->skel)
+		return -(errno ? errno : EINVAL);
+	t->skel->rodata->pidns_dev = (__u64)st->st_dev;
+	t->skel->rodata->pidns_ino = (__u64)st->st_ino;
+	t->skel->rodata->record_denials = denials;
+	bpf_program__set_autoload(t->skel->progs.on_sys_enter, denials);
+	bpf_program__set_autoload(t->skel->progs.on_fork, denials);
+	return trace_bpf__load(t->skel);
+}
+
+/* The sandbox's init gets its task storage (its children get theirs from
+ * on_fork): the mark that says "this task is recorded". */
+static int mark_init(ab_trace *t, pid_t init)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, init, 0);
+	if (pfd < 0)
+		return -errno;
+	__u32 zero = 0;
+	int r = bpf_map_update_elem(bpf_map__fd(t->skel->maps.entered), &pfd, &zero, BPF_ANY);
+	r = r < 0 ? -errno : 0;
+	close(pfd);
+	return r;
+}
+
+/* At the end: every site's count into the summary, the repeats into the log
+ * (as the supervisor does), what the rate or the map kept out as
+ * "suppressed". */
+static void emit_sites(ab_trace *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.sites);
+	struct ab_tev_site_key k, next, *prev = NULL;
+	struct ab_tev_site v;
+	char name[48], comm[AB_TEV_COMM_LEN + 1];
+	uint64_t suppressed = t->counts.suppressed_sys +
+			      __atomic_load_n(&t->skel->bss->sites_full, __ATOMIC_RELAXED);
+	for (unsigned n = 0; n < AB_TEV_SITES_MAX && bpf_map_get_next_key(fd, prev, &next) == 0;
+	     n++) {
+		k = next;
+		prev = &k;
+		if (bpf_map_lookup_elem(fd, &k, &v) < 0)
+			continue;
+		ab_seccomp_name(k.nr, name, sizeof(name));
+		memcpy(comm, v.comm, AB_TEV_COMM_LEN);
+		comm[AB_TEV_COMM_LEN] = '\0';
+		ab_audit_count_denial(t->audit, "syscall", name, comm, v.count);
+		if (v.count < 2)
+			continue;
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("denied-repeat"));
+		json_object_set_new(ev, "kind", json_string("syscall"));
+		json_object_set_new(ev, "source", json_string("bpf"));
+		json_object_set_new(ev, "syscall", json_string(name));
+		json_object_set_new(ev, "pid", json_integer(v.pid));
+		json_object_set_new(ev, "comm", ab_trace_json_bytes(comm, strlen(comm)));
+		json_object_set_new(ev, "count", json_integer((json_int_t)v.count));
+		ab_audit_emit(t->audit, ev);
+	}
+	emit_count(t, "suppressed", "syscall", suppressed);
+}
+
+int ab_trace_start(pid_t sandbox_pid, struct ab_audit *audit, bool denials, ab_trace **out,
+		   ab_err *err)
 {
 	char path[64];
 	struct stat st;
@@ -141,19 +223,26 @@ int ab_trace_start(pid_t sandbox_pid, struct ab_audit *audit, ab_trace **out, ab
 	t->audit = audit;
 	last_libbpf_msg[0] = '\0';
 	libbpf_set_print(libbpf_print);
-	int r;
-	errno = 0;
-	t->skel = trace_bpf__open();
-	if (!t->skel) {
-		r = fail_libbpf(err, errno ? errno : EINVAL, "kernel tracing: open the BPF object");
+	/* the denial recorder (task storage, sys_enter) is a part a kernel may
+	 * refuse: then the supervisor records the denials */
+	int r = open_load(t, &st, denials);
+	if (r < 0 && denials) {
+		trace_bpf__destroy(t->skel);
+		t->skel = NULL;
+		r = open_load(t, &st, false);
+		denials = false;
+	}
+	if (r < 0 && !t->skel) {
+		r = fail_libbpf(err, -r, "kernel tracing: open the BPF object");
 		goto fail;
 	}
-	t->skel->rodata->pidns_dev = (__u64)st.st_dev;
-	t->skel->rodata->pidns_ino = (__u64)st.st_ino;
-	if ((r = trace_bpf__load(t->skel)) < 0) {
+	if (r < 0) {
 		r = fail_libbpf(err, -r, "kernel tracing: load the BPF programs");
 		goto fail;
 	}
+	/* without the init's mark, nothing of the sandbox would be recorded:
+	 * the supervisor keeps the denials then */
+	t->denials = denials && mark_init(t, sandbox_pid) == 0;
 	if ((r = trace_bpf__attach(t->skel)) < 0) {
 		r = fail_libbpf(err, -r, "kernel tracing: attach the BPF programs");
 		goto fail;
@@ -173,6 +262,11 @@ fail:
 int ab_trace_fd(const ab_trace *t)
 {
 	return t && t->rb ? ring_buffer__epoll_fd(t->rb) : -1;
+}
+
+bool ab_trace_records_denials(const ab_trace *t)
+{
+	return t && t->denials;
 }
 
 void ab_trace_poll(ab_trace *t)
@@ -207,6 +301,8 @@ void ab_trace_free(ab_trace *t)
 		ab_trace_get_counts(t, &c);
 		emit_count(t, "suppressed", "file", c.suppressed_file);
 		emit_count(t, "suppressed", "connect", c.suppressed_connect);
+		if (t->denials)
+			emit_sites(t);
 		emit_count(t, "trace-lost", NULL, c.lost + c.malformed);
 		ring_buffer__free(t->rb);
 	}
@@ -220,7 +316,8 @@ struct ab_trace {
 	int unused;
 };
 
-int ab_trace_start(pid_t sandbox_pid, struct ab_audit *audit, ab_trace **out, ab_err *err)
+int ab_trace_start(pid_t sandbox_pid, struct ab_audit *audit, bool denials, ab_trace **out,
+		   ab_err *err)
 {
 	return ab_fail(err, ENOSYS, AB_TRACE_NEEDS_BUILD);
 }
@@ -228,6 +325,11 @@ int ab_trace_start(pid_t sandbox_pid, struct ab_audit *audit, ab_trace **out, ab
 int ab_trace_fd(const ab_trace *t)
 {
 	return -1;
+}
+
+bool ab_trace_records_denials(const ab_trace *t)
+{
+	return false;
 }
 
 void ab_trace_poll(ab_trace *t)

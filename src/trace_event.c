@@ -262,6 +262,36 @@ static json_t *connect_event(const struct ab_trace_ev *h, const unsigned char *d
 	return o;
 }
 
+/* The first denied call from a site: the line the supervisor writes without
+ * tracing (src/supervise.c), plus "source"; "syscall" is the number here (the
+ * caller names it: src/trace.c, with libseccomp's table). */
+static json_t *denied_event(const struct ab_trace_ev *h, const unsigned char *data,
+			    ab_trace_counts *c)
+{
+	struct ab_tev_denied d;
+	memcpy(&d, data, sizeof(d));
+	char ip[24], eb[16];
+	snprintf(ip, sizeof(ip), "0x%llx", (unsigned long long)d.ip);
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	bool ok = json_object_set_new(o, "event", json_string("denied")) == 0 &&
+		  json_object_set_new(o, "kind", json_string("syscall")) == 0 &&
+		  json_object_set_new(o, "source", json_string("bpf")) == 0 &&
+		  json_object_set_new(o, "syscall", json_integer(d.nr)) == 0 &&
+		  json_object_set_new(o, "errno", json_string(errno_name(-h->ret, eb,
+									     sizeof(eb)))) == 0 &&
+		  json_object_set_new(o, "pid", json_integer(h->pid)) == 0 &&
+		  set_bytes(o, "comm", h->comm, strnlen(h->comm, sizeof(h->comm))) &&
+		  json_object_set_new(o, "ip", json_string(ip)) == 0;
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	c->sys_denied++;
+	return o;
+}
+
 json_t *ab_trace_event_json(const void *rec, size_t len, ab_trace_counts *c)
 {
 	struct ab_trace_ev h; /* the header only: data stays in rec */
@@ -287,6 +317,12 @@ json_t *ab_trace_event_json(const void *rec, size_t len, ab_trace_counts *c)
 		if (fits && h.len < AB_TEV_DATA_MAX && op_name(h.op) &&
 		    (h.ret == -EACCES || h.ret == -EPERM))
 			o = file_event(&h, data, op_name(h.op), c);
+		break;
+	case AB_TEV_DENIED:
+		/* the three errnos the program records */
+		if (fits && h.len == sizeof(struct ab_tev_denied) &&
+		    (h.ret == -EPERM || h.ret == -EACCES || h.ret == -EAFNOSUPPORT))
+			o = denied_event(&h, data, c);
 		break;
 	default:
 		break;

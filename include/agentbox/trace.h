@@ -49,9 +49,11 @@ typedef struct ab_trace_counts {
 	uint64_t connects;        /* connect() calls returned */
 	uint64_t connects_failed; /* ... with an error other than EINPROGRESS */
 	uint64_t file_denied;     /* file operations refused with EACCES/EPERM */
+	uint64_t sys_denied;      /* call sites the seccomp filter failed (first calls) */
 	uint64_t lost;            /* records the ring buffer had no room for */
 	uint64_t malformed;       /* records that did not parse (never expected) */
 	uint64_t suppressed_file, suppressed_connect; /* over the rate: counted only */
+	uint64_t suppressed_sys;  /* denied-syscall lines over the rate */
 } ab_trace_counts;
 
 /* 0 when this agentbox can trace here; else -errno and a message naming
@@ -60,11 +62,16 @@ typedef struct ab_trace_counts {
 int ab_trace_check(ab_err *err);
 /* Load and attach the programs for the sandbox whose init is SANDBOX_PID
  * (just cloned: nothing of it has run yet).  AUDIT is borrowed and must
- * outlive the tracer.  Errors are one ab_err (libbpf itself stays quiet
- * unless AGENTBOX_DEBUG is set). */
-int ab_trace_start(pid_t sandbox_pid, struct ab_audit *audit, ab_trace **out, ab_err *err);
+ * outlive the tracer.  DENIALS: also record the seccomp filter's denials
+ * (when the kernel takes that part: see ab_trace_records_denials).  Errors
+ * are one ab_err (libbpf itself stays quiet unless AGENTBOX_DEBUG is set). */
+int ab_trace_start(pid_t sandbox_pid, struct ab_audit *audit, bool denials, ab_trace **out,
+		   ab_err *err);
 /* The ring buffer's epoll fd (readable when records wait): for the loop. */
 int ab_trace_fd(const ab_trace *t);
+/* Does the tracer record the seccomp filter's denials?  Then the filter
+ * answers them itself, without user notification (src/sandbox.c). */
+bool ab_trace_records_denials(const ab_trace *t);
 /* Turn every waiting record into an audit event. */
 void ab_trace_poll(ab_trace *t);
 void ab_trace_get_counts(const ab_trace *t, ab_trace_counts *out);

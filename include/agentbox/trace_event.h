@@ -19,6 +19,31 @@ enum ab_tev_kind {
 	AB_TEV_EXEC = 1,    /* sched_process_exec: a program started */
 	AB_TEV_CONNECT = 2, /* connect(2) returned (any result) */
 	AB_TEV_FILE = 3,    /* a file operation failed with EACCES or EPERM */
+	AB_TEV_DENIED = 4,  /* the seccomp filter failed a call (the first from its site) */
+};
+
+/* AB_TEV_DENIED's data: the call and where it came from */
+struct ab_tev_denied {
+	__s32 nr;     /* the system call's number */
+	__u32 pad;
+	__u64 ip;     /* the caller's instruction pointer */
+};
+
+/* Denials are counted per (tid, syscall, call site) in a BPF hash map of this
+ * many entries; the first of a site is a record, the rest only counts. */
+#define AB_TEV_SITES_MAX 4096
+
+struct ab_tev_site_key {
+	__u32 tid;    /* inside */
+	__s32 nr;
+	__u64 ip;
+};
+
+struct ab_tev_site {
+	__u64 count;
+	__u32 pid;    /* inside */
+	__s32 err;    /* the errno the filter answered */
+	char comm[AB_TEV_COMM_LEN];
 };
 
 enum ab_tev_op {

@@ -50,8 +50,10 @@ static void check_event(const void *rec, size_t len, unsigned kind)
 		__builtin_trap();
 	bool ok = (kind == AB_TEV_EXEC && !strcmp(ev, "trace") && !strcmp(k, "exec")) ||
 		  (kind == AB_TEV_CONNECT && !strcmp(ev, "trace") && !strcmp(k, "connect")) ||
-		  (kind == AB_TEV_FILE && !strcmp(ev, "denied") && !strcmp(k, "file"));
-	if (!ok || c.malformed || c.execs + c.connects + c.file_denied != 1)
+		  (kind == AB_TEV_FILE && !strcmp(ev, "denied") && !strcmp(k, "file")) ||
+		  (kind == AB_TEV_DENIED && !strcmp(ev, "denied") && !strcmp(k, "syscall") &&
+		   json_is_integer(json_object_get(back, "syscall")));
+	if (!ok || c.malformed || c.execs + c.connects + c.file_denied + c.sys_denied != 1)
 		__builtin_trap();
 	json_decref(back);
 	/* the record's own length is the only one that parses */
@@ -127,10 +129,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* framed: kind, op, ret from the first bytes; the rest is the data */
 	if (size >= 8 && size - 8 <= AB_TEV_DATA_MAX) {
 		memset(&framed, 0, AB_TEV_HDR_SIZE);
-		framed.kind = 1 + data[0] % 3;
+		framed.kind = 1 + data[0] % 4;
 		framed.op = data[1] % 6;
 		framed.flags = data[2] & 1;
-		framed.ret = data[3] & 1 ? -13 : data[3] & 2 ? -1 : -(int)data[4];
+		framed.ret = data[3] & 1 ? -13 : data[3] & 2 ? -1 : data[3] & 4 ? -97
+											 : -(int)data[4];
 		framed.pid = data[5];
 		framed.ppid = data[6];
 		memcpy(framed.comm, data + 8, size - 8 < 16 ? size - 8 : 16);

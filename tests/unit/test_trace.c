@@ -133,6 +133,36 @@ static void test_file(void **state)
 	free(e);
 }
 
+static void test_denied(void **state)
+{
+	ab_trace_counts c = {0};
+	struct ab_trace_ev *e = rec_new(AB_TEV_DENIED, "python3");
+	struct ab_tev_denied d = {.nr = 250, .ip = 0x7f0011223344ULL};
+	e->ret = -EPERM;
+	rec_data(e, (const char *)&d, sizeof(d));
+	/* the number stays a number here: src/trace.c names it */
+	expect(e, "{\"event\":\"denied\",\"kind\":\"syscall\",\"source\":\"bpf\",\"syscall\":250,"
+		  "\"errno\":\"EPERM\",\"pid\":7,\"comm\":\"python3\",\"ip\":\"0x7f0011223344\"}", &c);
+	e->ret = -EAFNOSUPPORT;
+	expect(e, "{\"event\":\"denied\",\"kind\":\"syscall\",\"source\":\"bpf\",\"syscall\":250,"
+		  "\"errno\":\"EAFNOSUPPORT\",\"pid\":7,\"comm\":\"python3\",\"ip\":\"0x7f0011223344\"}",
+	       &c);
+	assert_int_equal(c.sys_denied, 2);
+	/* not the filter's errnos, or not the record's size */
+	e->ret = -ENOSYS;
+	expect(e, "NULL", &c);
+	e->ret = 0;
+	expect(e, "NULL", &c);
+	e->ret = -EPERM;
+	e->len = sizeof(d) - 1;
+	expect(e, "NULL", &c);
+	e->len = sizeof(d) + 1;
+	expect(e, "NULL", &c);
+	assert_int_equal(c.malformed, 4);
+	assert_int_equal(c.sys_denied, 2);
+	free(e);
+}
+
 static void test_connect(void **state)
 {
 	ab_trace_counts c = {0};
@@ -387,6 +417,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exec),
 		cmocka_unit_test(test_file),
+		cmocka_unit_test(test_denied),
 		cmocka_unit_test(test_connect),
 		cmocka_unit_test(test_sockaddr),
 		cmocka_unit_test(test_hostile_records),

@@ -128,15 +128,14 @@ void ab_audit_emit(ab_audit *a, json_t *ev)
 	json_object_set_new(line, "ts", json_string(full));
 	json_object_update(line, ev);
 	json_decref(ev);
-	ab_otlp_push(a->otlp, line, &ts);
-	if (a->fd < 0) {
-		json_decref(line);
+	/* one encoding for the file and the collector's body */
+	char *s = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+	ab_otlp_push(a->otlp, line, s, &ts);
+	json_decref(line);
+	if (!s || a->fd < 0) {
+		free(s);
 		return;
 	}
-	char *s = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
-	json_decref(line);
-	if (!s)
-		return;
 	size_t n = strlen(s);
 	s[n] = '\n';
 	ssize_t w = write(a->fd, s, n + 1);

@@ -297,12 +297,9 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 		case OPT_OTLP:
 			if (c->cmd != AB_CMD_RUN)
 				goto bad;
-			if (!optarg[0])
-				return ab_fail(err, 0, "%s: --otlp needs a URL", sub);
-			free(c->otlp_url);
-			c->otlp_url = strdup(optarg);
-			if (!c->otlp_url)
-				return ab_fail(err, ENOMEM, "%s", sub);
+			r = set_str(&c->otlp_url, optarg, sub, "--otlp", err);
+			if (r < 0)
+				return r;
 			break;
 		case OPT_LOG:
 			if (c->cmd != AB_CMD_RUN)

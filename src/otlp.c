@@ -169,7 +169,7 @@ static bool is_warning(const json_t *line, const char *event)
 	return d && strcmp(d, "allow") != 0;
 }
 
-json_t *ab_otlp_record(const json_t *line, const struct timespec *at)
+json_t *ab_otlp_record(const json_t *line, const char *body, const struct timespec *at)
 {
 	const char *event = json_string_value(json_object_get(line, "event"));
 	if (!event)
@@ -177,8 +177,10 @@ json_t *ab_otlp_record(const json_t *line, const struct timespec *at)
 	char ns[32];
 	snprintf(ns, sizeof(ns), "%llu",
 		 (unsigned long long)at->tv_sec * 1000000000ULL + (unsigned long long)at->tv_nsec);
-	_cleanup_free_ char *body = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER |
-							  JSON_ENSURE_ASCII);
+	_cleanup_free_ char *own = body ? NULL : json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER |
+									JSON_ENSURE_ASCII);
+	if (!body)
+		body = own;
 	json_t *attrs = json_array();
 	if (!body || !attrs)
 		goto fail;
@@ -463,11 +465,11 @@ int ab_otlp_run(ab_otlp *o, ab_err *err)
 	return 0;
 }
 
-void ab_otlp_push(ab_otlp *o, const json_t *line, const struct timespec *at)
+void ab_otlp_push(ab_otlp *o, const json_t *line, const char *body, const struct timespec *at)
 {
 	if (!o)
 		return;
-	json_t *rec = ab_otlp_record(line, at);
+	json_t *rec = ab_otlp_record(line, body, at);
 	pthread_mutex_lock(&o->mu);
 	if (!rec || json_array_size(o->pending) >= AB_OTLP_MAX_PENDING ||
 	    json_array_append_new(o->pending, rec) < 0) {

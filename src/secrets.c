@@ -1021,19 +1021,14 @@ static bool repl_conflicts(const char *q, const char *r, size_t rl, const char *
 	return (rl <= pl && memmem(p, pl, r, rl)) || (pl <= rl && memmem(r, rl, p, pl));
 }
 
-/* The first pattern whose replacement could rebuild a pattern, of a secret
- * not in SKIP (bit = id); -1: none. */
-static ssize_t first_conflict(const pbuild *b, uint64_t skip)
+/* Could pattern I's replacement rebuild one of the set's patterns? */
+static bool pattern_conflicts(const pbuild *b, size_t i)
 {
-	for (size_t i = 0; i < b->n; i++) {
-		const ab_scan_pattern *x = &b->p[i];
-		if (x->id < 64 && (skip >> x->id & 1))
-			continue;
-		for (size_t j = 0; x->repl && j < b->n; j++)
-			if (repl_conflicts(x->bytes, x->repl, x->len, b->p[j].bytes, b->p[j].len))
-				return (ssize_t)i;
-	}
-	return -1;
+	const ab_scan_pattern *x = &b->p[i];
+	for (size_t j = 0; x->repl && j < b->n; j++)
+		if (repl_conflicts(x->bytes, x->repl, x->len, b->p[j].bytes, b->p[j].len))
+			return true;
+	return false;
 }
 
 /* A placeholder shares its shape with the value ("ghp_..." for "ghp_..."), so
@@ -1059,10 +1054,7 @@ static int safe_replacements(pbuild *b)
 			filler = c;
 	for (size_t i = 0; i < b->n; i++) {
 		ab_scan_pattern *x = &b->p[i];
-		bool bad = !x->repl;
-		for (size_t j = 0; !bad && j < b->n; j++)
-			bad = repl_conflicts(x->bytes, x->repl, x->len, b->p[j].bytes, b->p[j].len);
-		if (!bad)
+		if (x->repl && !pattern_conflicts(b, i))
 			continue;
 		if (filler < 0)
 			return -EDOM; /* every byte value is in some pattern: cannot mask safely */
@@ -1076,59 +1068,63 @@ static int safe_replacements(pbuild *b)
 	return 0;
 }
 
-int ab_secrets_mask_conflict(const ab_secret *secs, size_t n, uint64_t skip)
+/* Every secret's response patterns into B (ids = indexes).  -E2BIG: too
+ * many secrets; -EINVAL: secret *BAD has no value or placeholder, or one too
+ * long; -ENOMEM.  The scratch encodings are wiped. */
+static int all_patterns(const ab_secret *secs, size_t n, pbuild *b, size_t *bad)
 {
-	pbuild b = { 0 };
+	if (n > AB_SECRETS_MAX)
+		return -E2BIG;
 	char *wv = malloc(WORK_MAX), *wp = malloc(WORK_MAX);
 	unsigned char *tmp = malloc(AB_SECRET_VALUE_MAX + 8);
-	int r = -ENOMEM;
-	for (size_t i = 0; wv && wp && tmp && i < n && i < AB_SECRETS_MAX; i++)
-		if (secs[i].value && secs[i].placeholder &&
-		    secs[i].value_len <= AB_SECRET_VALUE_MAX &&
-		    secs[i].placeholder_len <= AB_PLACEHOLDER_MAX)
-			response_patterns(&b, &secs[i], (unsigned)i, wv, wp, tmp);
-	if (wv && wp && tmp && !b.fail) {
-		ssize_t c = first_conflict(&b, skip);
-		r = c < 0 ? -1 : (int)b.p[c].id;
+	int r = wv && wp && tmp ? 0 : -ENOMEM;
+	for (size_t i = 0; !r && i < n; i++) {
+		if (!secs[i].value || !secs[i].placeholder ||
+		    secs[i].value_len > AB_SECRET_VALUE_MAX ||
+		    secs[i].placeholder_len > AB_PLACEHOLDER_MAX) {
+			*bad = i;
+			r = -EINVAL;
+			break;
+		}
+		response_patterns(b, &secs[i], (unsigned)i, wv, wp, tmp);
 	}
+	if (!r && b->fail)
+		r = -ENOMEM;
 	ab_secrets_wipe_free(wv, wv ? WORK_MAX : 0);
 	ab_secrets_wipe_free(wp, wp ? WORK_MAX : 0);
 	ab_secrets_wipe_free((char *)tmp, tmp ? AB_SECRET_VALUE_MAX + 8 : 0);
-	pb_free(&b);
 	return r;
+}
+
+int ab_secrets_mask_conflict(const ab_secret *secs, size_t n, uint64_t skip)
+{
+	pbuild b = { 0 };
+	size_t bad;
+	int r = all_patterns(secs, n, &b, &bad), found = -1;
+	for (size_t i = 0; !r && found < 0 && i < b.n; i++)
+		if (!(b.p[i].id < 64 && (skip >> b.p[i].id & 1)) && pattern_conflicts(&b, i))
+			found = (int)b.p[i].id;
+	pb_free(&b);
+	return r < 0 ? r : found;
 }
 
 int ab_secrets_response_set(const ab_secret *secs, size_t n, ab_scan_set **out, ab_err *err)
 {
 	pbuild b = { 0 };
-	char *wv = malloc(WORK_MAX), *wp = malloc(WORK_MAX);
-	unsigned char *tmp = malloc(AB_SECRET_VALUE_MAX + 8);
-	int r = -ENOMEM;
+	size_t bad = 0;
+	int r;
 
 	*out = NULL;
-	if (n > AB_SECRETS_MAX) {
+	if ((r = all_patterns(secs, n, &b, &bad)) == -E2BIG)
 		r = fail_as(err, E2BIG, "too many secrets (max %d)", AB_SECRETS_MAX);
-		goto done;
-	}
-	for (size_t i = 0; wv && wp && tmp && i < n; i++) {
-		if (!secs[i].value || !secs[i].placeholder ||
-		    secs[i].value_len > AB_SECRET_VALUE_MAX ||
-		    secs[i].placeholder_len > AB_PLACEHOLDER_MAX) {
-			r = fail_as(err, EINVAL, "secret %s is incomplete", secs[i].name);
-			goto done;
-		}
-		response_patterns(&b, &secs[i], (unsigned)i, wv, wp, tmp);
-	}
-	if (!wv || !wp || !tmp || b.fail)
-		r = ab_fail(err, ENOMEM, "secret masks");
+	else if (r == -EINVAL)
+		r = fail_as(err, EINVAL, "secret %s is incomplete", secs[bad].name);
+	else if (r < 0)
+		r = ab_fail(err, -r, "secret masks");
 	else if ((r = safe_replacements(&b)) < 0)
 		r = ab_fail(err, -r, "secret masks: no byte is free to mask with");
 	else if ((r = ab_scan_set_new(b.p, b.n, out, err)) < 0)
 		ab_err_prefix(err, "masking secrets in responses");
-done:
-	ab_secrets_wipe_free(wv, wv ? WORK_MAX : 0);
-	ab_secrets_wipe_free(wp, wp ? WORK_MAX : 0);
-	ab_secrets_wipe_free((char *)tmp, tmp ? AB_SECRET_VALUE_MAX + 8 : 0);
 	pb_free(&b);
 	return r;
 }

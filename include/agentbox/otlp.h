@@ -37,8 +37,9 @@ typedef struct ab_otlp_url {
 int ab_otlp_parse_url(const char *url, ab_otlp_url *out, ab_err *err);
 
 /* Pure: an audit event (with "ts" and "event") as an OTLP LogRecord
- * (new reference; NULL: out of memory).  AT is when it was written. */
-json_t *ab_otlp_record(const json_t *line, const struct timespec *at);
+ * (new reference; NULL: out of memory).  AT is when it was written; BODY
+ * the line as the log has it (NULL: encoded here). */
+json_t *ab_otlp_record(const json_t *line, const char *body, const struct timespec *at);
 
 typedef struct ab_otlp ab_otlp;
 
@@ -57,7 +58,7 @@ int ab_otlp_new(const char *url, const char *profile, ab_otlp **out, ab_err *err
  * thread, e.g. malloc's, and hang on it). */
 int ab_otlp_run(ab_otlp *o, ab_err *err);
 /* Queue one event (any thread; copies what it needs). */
-void ab_otlp_push(ab_otlp *o, const json_t *line, const struct timespec *at);
+void ab_otlp_push(ab_otlp *o, const json_t *line, const char *body, const struct timespec *at);
 /* Send what is queued (bounded by the timeouts), stop the thread, free. */
 void ab_otlp_finish(ab_otlp *o, ab_otlp_stats *stats);
 

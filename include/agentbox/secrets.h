@@ -323,7 +323,8 @@ int ab_secrets_response_set(const ab_secret *secs, size_t n, ab_scan_set **out, 
  * head is the tail of one, beyond what it shares with the value it replaces,
  * or which contains one or lies in one) rebuilds it with the bytes the
  * upstream sends next to it.  Returns the index of the first secret (not in
- * SKIP: bit i = secret i) whose placeholder could, -1 when none can, -ENOMEM.  The broker draws that
+ * SKIP: bit i = secret i) whose placeholder could, -1 when none can;
+ * -ENOMEM, -E2BIG (too many), -EINVAL (one without value or placeholder).  The broker draws that
  * secret's placeholder again; ab_secrets_response_set masks what is left with
  * a filler.
  */

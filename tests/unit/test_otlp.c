@@ -87,7 +87,7 @@ static void test_record(void **state)
 				  JSON_PRESERVE_ORDER, &je);
 	assert_non_null(line);
 	struct timespec at = {.tv_sec = 1764460800, .tv_nsec = 123456789};
-	json_t *rec = ab_otlp_record(line, &at);
+	json_t *rec = ab_otlp_record(line, NULL, &at);
 	assert_non_null(rec);
 	assert_string_equal(json_string_value(json_object_get(rec, "timeUnixNano")),
 			    "1764460800123456789");
@@ -126,13 +126,13 @@ static void test_record(void **state)
 			      "{\"event\": \"dns\", \"decision\": \"nxdomain\"}"};
 	for (size_t i = 0; i < sizeof(warn) / sizeof(warn[0]); i++) {
 		line = json_loads(warn[i], 0, &je);
-		rec = ab_otlp_record(line, &at);
+		rec = ab_otlp_record(line, NULL, &at);
 		assert_string_equal(json_string_value(json_object_get(rec, "severityText")), "WARN");
 		json_decref(rec);
 		json_decref(line);
 	}
 	line = json_loads("{\"event\": \"request\", \"decision\": \"allow\"}", 0, &je);
-	rec = ab_otlp_record(line, &at);
+	rec = ab_otlp_record(line, NULL, &at);
 	assert_string_equal(json_string_value(json_object_get(rec, "severityText")), "INFO");
 	json_decref(rec);
 	json_decref(line);
@@ -146,7 +146,7 @@ static void test_record(void **state)
 	strcat(deep, "}");
 	line = json_loads(deep, 0, &je);
 	assert_non_null(line);
-	rec = ab_otlp_record(line, &at);
+	rec = ab_otlp_record(line, NULL, &at);
 	assert_non_null(rec);
 	s = json_dumps(attr(rec, "agentbox.d"), JSON_COMPACT);
 	assert_non_null(strstr(s, "\"stringValue\":\"[[[")); /* capped at depth 8 */

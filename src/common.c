@@ -5,8 +5,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 __attribute__((format(printf, 3, 0))) static void vset(ab_err *e, int errnum, const char *fmt, va_list ap)
 {
@@ -282,4 +286,39 @@ int ab_open_nofollow(const char *path, int flags)
 void ab_explicit_bzero(void *p, size_t n)
 {
 	explicit_bzero(p, n);
+}
+
+#define LIGHT_STACK (64 * 1024)
+
+pid_t ab_light_spawn(ab_light *l, int (*fn)(void *), void *arg, int extra_flags)
+{
+	l->pid = -1;
+	l->stack = mmap(NULL, LIGHT_STACK, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (l->stack == MAP_FAILED) {
+		l->stack = NULL;
+		return -1;
+	}
+	l->pid = clone(fn, (char *)l->stack + LIGHT_STACK, CLONE_VM | SIGCHLD | extra_flags, arg);
+	if (l->pid < 0) {
+		int e = errno;
+		munmap(l->stack, LIGHT_STACK);
+		l->stack = NULL;
+		errno = e;
+	}
+	return l->pid;
+}
+
+int ab_light_reap(ab_light *l)
+{
+	int st = -1;
+	if (l->pid > 0)
+		while (waitpid(l->pid, &st, __WALL) < 0 && errno == EINTR)
+			;
+	/* the child is gone: nothing runs on its stack any more */
+	if (l->stack)
+		munmap(l->stack, LIGHT_STACK);
+	l->pid = -1;
+	l->stack = NULL;
+	return st;
 }

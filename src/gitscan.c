@@ -209,8 +209,17 @@ static int walk_dir(walk *w, int dfd, const char *rel, int depth)
 	return r;
 }
 
+bool ab_gitscan_is_repo(const char *workspace)
+{
+	struct stat st;
+	char gitdir[AB_GIT_PATH_MAX];
+	if ((size_t)snprintf(gitdir, sizeof(gitdir), "%s/.git", workspace) >= sizeof(gitdir))
+		return true; /* cannot tell: look */
+	return lstat(gitdir, &st) == 0;
+}
+
 int ab_gitscan_findings(const char *workspace, const ab_strv *before, struct timespec since,
-			ab_strv *findings, ab_err *err)
+			bool repo, ab_strv *findings, ab_err *err)
 {
 	_cleanup_strv_ ab_strv now = {0};
 	ab_err ierr = {0};
@@ -232,10 +241,7 @@ int ab_gitscan_findings(const char *workspace, const ab_strv *before, struct tim
 			return ab_fail(err, ENOMEM, "git scan");
 	}
 	/* only a workspace that is a repository: elsewhere nothing runs git */
-	struct stat st;
-	char gitdir[AB_GIT_PATH_MAX];
-	snprintf(gitdir, sizeof(gitdir), "%s/.git", workspace);
-	if (lstat(gitdir, &st) < 0)
+	if (!repo)
 		return 0;
 	walk w = {.since = since, .findings = findings};
 	int fd = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -117,25 +117,27 @@ static void probe_userns(ab_host *h)
 
 /* Already under a filter (a container): does one of those filters have a
  * notification listener?  A chain holds one at most, so ours would get
- * EBUSY.  Tried in a throwaway child with an allow-everything filter. */
+ * EBUSY.  Tried in a throwaway child with an allow-everything filter: a
+ * light one (CLONE_VFORK), as this runs before every `run` in a container.
+ * no_new_privs and the filter are the child's own (per task). */
+static int listener_child(void *unused)
+{
+	static const struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	struct sock_fprog prog = {.len = 1, .filter = (struct sock_filter *)&allow};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return 0;
+	long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER,
+			  &prog);
+	return fd < 0 && errno == EBUSY ? 1 : 0;
+}
+
 static bool listener_busy(void)
 {
-	pid_t pid = fork();
-	if (pid < 0)
+	ab_light l;
+	if (ab_light_spawn(&l, listener_child, NULL, CLONE_VFORK) < 0)
 		return false;
-	if (pid == 0) {
-		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-		struct sock_fprog prog = {.len = 1, .filter = &allow};
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-			_exit(0);
-		long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-				  SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
-		_exit(fd < 0 && errno == EBUSY ? 1 : 0);
-	}
-	int st;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 1;
+	int st = ab_light_reap(&l);
+	return st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1;
 }
 
 static void probe_seccomp(ab_host *h)

@@ -115,39 +115,28 @@ static bool in_writable_tree(const ab_plan *plan, const char *path)
 
 /* ------------------------------------------------------------ parent side */
 
+/* The idmap helper: it lives in its new user namespace until killed. */
+static int idmap_hold(void *unused)
+{
+	sigset_t all;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	for (;;)
+		pause();
+	return 0;
+}
+
 /* A throwaway user namespace mapping on-disk root to the sandbox's host ids:
- * the idmapping of root-owned grants when root starts agentbox. */
+ * the idmapping of root-owned grants when root starts agentbox.  Its holder
+ * is a light child (CLONE_VM|CLONE_NEWUSER: no copy of agentbox's page
+ * tables), created in the namespace, killed once the namespace is open. */
 static int idmap_userns(uid_t kuid, gid_t kgid, ab_err *err)
 {
-	int go[2], ready[2];
-	if (pipe2(go, O_CLOEXEC) < 0)
-		return ab_fail(err, errno, "idmap: pipe");
-	if (pipe2(ready, O_CLOEXEC) < 0) {
-		close(go[0]);
-		close(go[1]);
-		return ab_fail(err, errno, "idmap: pipe");
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		close(go[0]), close(go[1]), close(ready[0]), close(ready[1]);
-		return ab_fail(err, e, "idmap: fork");
-	}
-	if (pid == 0) {
-		close(go[1]);
-		close(ready[0]);
-		char c = unshare(CLONE_NEWUSER) < 0 ? 'E' : 'K';
-		(void)!write(ready[1], &c, 1);
-		(void)!read(go[0], &c, 1); /* the parent closes it when done */
-		_exit(0);
-	}
-	close(go[0]);
-	close(ready[1]);
+	ab_light l;
+	if (ab_light_spawn(&l, idmap_hold, NULL, CLONE_NEWUSER) < 0)
+		return ab_fail(err, errno, "idmap: create a user namespace");
 	int r = 0, nsfd = -1;
-	char path[64], map[64], c = 0;
-	if (read(ready[0], &c, 1) != 1 || c != 'K')
-		r = ab_fail(err, EPERM, "idmap: create a user namespace");
-	close(ready[0]);
+	char path[64], map[64];
 	static const char *const files[] = {"uid_map", "setgroups", "gid_map"};
 	for (size_t i = 0; i < 3 && r == 0; i++) {
 		if (i == 0)
@@ -156,7 +145,7 @@ static int idmap_userns(uid_t kuid, gid_t kgid, ab_err *err)
 			snprintf(map, sizeof(map), "deny\n");
 		else
 			snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)kgid);
-		snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[i]);
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)l.pid, files[i]);
 		int fd = open(path, O_WRONLY | O_CLOEXEC);
 		ssize_t n = fd < 0 ? -1 : write(fd, map, strlen(map));
 		if (n != (ssize_t)strlen(map))
@@ -165,13 +154,13 @@ static int idmap_userns(uid_t kuid, gid_t kgid, ab_err *err)
 			close(fd);
 	}
 	if (r == 0) {
-		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)l.pid);
 		nsfd = open(path, O_RDONLY | O_CLOEXEC);
 		if (nsfd < 0)
 			r = ab_fail(err, errno, "idmap: open %s", path);
 	}
-	close(go[1]);
-	waitpid(pid, NULL, 0);
+	kill(l.pid, SIGKILL);
+	ab_light_reap(&l);
 	return r < 0 ? r : nsfd;
 }
 

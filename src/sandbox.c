@@ -462,11 +462,11 @@ static int exit_code_of(run_state *s, ab_err *err)
  * later `git status` on the host would run its configuration) and in the log.
  * BEFORE NULL: the index could not be read before the run. */
 static void report_git(const ab_plan *plan, run_state *s, const ab_strv *before,
-		       struct timespec since)
+		       struct timespec since, bool repo)
 {
 	_cleanup_strv_ ab_strv found = {0};
 	ab_err err = {0};
-	if (ab_gitscan_findings(plan->workspace, before, since, &found, &err) < 0) {
+	if (ab_gitscan_findings(plan->workspace, before, since, repo, &found, &err) < 0) {
 		ab_warn("%s", err.msg);
 		return;
 	}
@@ -499,7 +499,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	char *cg_path = NULL;
 	ab_broker *broker = NULL;
 	ab_strv git_before = {0};
-	bool git_before_ok = false;
+	bool git_before_ok = false, git_repo = false;
 	struct timespec git_since = {0};
 	ab_stash stash = {0};
 	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
@@ -544,6 +544,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	clock_gettime(CLOCK_REALTIME_COARSE, &git_since); /* the clock file times use */
 	{
 		ab_err gerr = {0};
+		git_repo = ab_gitscan_is_repo(plan->workspace); /* before the placeholders */
 		git_before_ok = ab_gitscan_snapshot(plan->workspace, &git_before, &gerr) == 0;
 		if (!git_before_ok)
 			ab_warn("%s; gitlinks added during the run cannot be told apart", gerr.msg);
@@ -704,7 +705,7 @@ out:
 	}
 	/* after the terminal is back to normal */
 	if (s.child > 0 && (code != AB_EXIT_FAIL || s.have_exit))
-		report_git(plan, &s, git_before_ok ? &git_before : NULL, git_since);
+		report_git(plan, &s, git_before_ok ? &git_before : NULL, git_since, git_repo);
 	if (s.audit && plan->egress.summary && (code != AB_EXIT_FAIL || s.have_exit))
 		ab_audit_summary(s.audit, stderr);
 	ab_proxy_free(s.proxy);

@@ -36,11 +36,16 @@ int ab_git_index_gitlinks(const uint8_t *buf, size_t len, size_t hash_len, ab_st
 /* The workspace's gitlinks now (none without a .git directory or index). */
 int ab_gitscan_snapshot(const char *workspace, ab_strv *gitlinks, ab_err *err);
 
+/* Is the workspace a repository (a .git entry of any type)?  Asked before
+ * the run: during it an absent .git is a placeholder (docs/protected-paths). */
+bool ab_gitscan_is_repo(const char *workspace);
+
 /* After the run: human-readable findings (one line each) for gitlinks not
- * in BEFORE (NULL: the index could not be read before, no comparison), and for .git entries below the workspace whose change time is
- * at or after SINCE.  The walk stops after AB_GITSCAN_WALK_MAX entries and
- * says so. */
+ * in BEFORE (NULL: the index could not be read before, no comparison), and,
+ * when the workspace was a repository (REPO; elsewhere nothing runs git),
+ * for .git entries below it whose change time is at or after SINCE.  The
+ * walk stops after AB_GITSCAN_WALK_MAX entries and says so. */
 int ab_gitscan_findings(const char *workspace, const ab_strv *before, struct timespec since,
-			ab_strv *findings, ab_err *err);
+			bool repo, ab_strv *findings, ab_err *err);
 
 #endif

@@ -175,17 +175,20 @@ static void test_findings(void **state)
 	mkpath(root, "new", true);
 	mkpath(root, "new/\x1b]0;x\x07", true);
 	mkpath(root, "new/\x1b]0;x\x07/.git", false); /* a gitfile counts too */
-	assert_int_equal(ab_gitscan_findings(root, &before, since, &found, &err), 0);
+	assert_true(ab_gitscan_is_repo(root));
+	assert_int_equal(ab_gitscan_findings(root, &before, since, true, &found, &err), 0);
 	assert_int_equal(found.n, 1);
 	assert_non_null(strstr(found.v[0], "new/\\x1b]0;x\\x07/.git"));
 	assert_null(strchr(found.v[0], '\x1b'));
 	ab_strv_free(&found);
-	/* without a .git at the top, nothing is looked for */
+	/* not a repository before the run (its .git, if any now, was a
+	 * placeholder): nothing is looked for */
+	assert_int_equal(ab_gitscan_findings(root, &before, since, false, &found, &err), 0);
+	assert_int_equal(found.n, 0);
 	char p[512];
 	snprintf(p, sizeof(p), "%s/.git", root);
 	rmdir(p);
-	assert_int_equal(ab_gitscan_findings(root, &before, since, &found, &err), 0);
-	assert_int_equal(found.n, 0);
+	assert_false(ab_gitscan_is_repo(root));
 	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	assert_int_equal(system(cmd), 0);

@@ -772,7 +772,12 @@ def perf_stop(rec):
 PERF_GROUPS = (
     ("masking scan", lambda dso, sym: "agentbox" in dso and sym.startswith(
         ("ab_scan", "px_scan", "scan_byte", "emit", "cover", "may_start", "is_pair", "feed"))),
-    ("TLS crypto", lambda dso, sym: "libcrypto" in dso or "libssl" in dso),
+    # OpenSSL is linked into agentbox (STATIC_LIBS=1): its symbols, by name
+    ("TLS crypto", lambda dso, sym: "libcrypto" in dso or "libssl" in dso or (
+        "agentbox" in dso and any(k in sym for k in (
+            "aesni", "_aes_", "gcm", "ghash", "chacha", "poly1305", "sha256", "sha512",
+            "ossl_", "EVP_", "SSL_", "ssl3_", "tls1", "tls13", "BIO_", "CRYPTO_"))) or
+        sym.startswith(("_aesni", "aesni", "gcm_", "ossl_"))),
     ("memcpy/memmove/bzero", lambda dso, sym: "libc" in dso and any(
         k in sym for k in ("memcpy", "memmove", "memset", "bzero"))),
     ("malloc/free", lambda dso, sym: "libc" in dso and any(

@@ -13,6 +13,7 @@
 #include <linux/types.h>
 #include <netinet/in.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -148,12 +149,15 @@ int ab_trace_sockaddr(const void *sa, size_t len, const char **family, char *add
 	return -EINVAL;
 }
 
-static const char *errno_name(int e, char *buf, size_t size)
+/* The name of the errno a negative return value RET carries.  RET comes
+ * from the ring buffer: any value, INT_MIN included (negated in 64 bits). */
+static const char *errno_name(int32_t ret, char *buf, size_t size)
 {
-	const char *n = strerrorname_np(e);
+	int64_t e = -(int64_t)ret;
+	const char *n = e > 0 && e < 4096 ? strerrorname_np((int)e) : NULL;
 	if (n)
 		return n;
-	snprintf(buf, size, "%d", e);
+	snprintf(buf, size, "%lld", (long long)e);
 	return buf;
 }
 
@@ -194,7 +198,7 @@ static json_t *file_event(const struct ab_trace_ev *h, const unsigned char *data
 		  set_bytes(o, "comm", h->comm, strnlen(h->comm, sizeof(h->comm))) &&
 		  set_bytes(o, "path", data, strnlen((const char *)data, h->len)) &&
 		  json_object_set_new(o, "op", json_string(op)) == 0 &&
-		  json_object_set_new(o, "errno", json_string(errno_name(-h->ret, eb,
+		  json_object_set_new(o, "errno", json_string(errno_name(h->ret, eb,
 									     sizeof(eb)))) == 0 &&
 		  (!(h->flags & AB_TEV_F_TRUNCATED) ||
 		   json_object_set_new(o, "truncated", json_true()) == 0);
@@ -250,7 +254,7 @@ static json_t *connect_event(const struct ab_trace_ev *h, const unsigned char *d
 		  (!inet || json_object_set_new(o, "port", json_integer(port)) == 0) &&
 		  json_object_set_new(o, "ret", json_integer(h->ret)) == 0 &&
 		  (h->ret >= 0 || json_object_set_new(o, "errno",
-						      json_string(errno_name(-h->ret, eb,
+						      json_string(errno_name(h->ret, eb,
 									     sizeof(eb)))) == 0);
 	if (!ok) {
 		json_decref(o);
@@ -279,7 +283,7 @@ static json_t *denied_event(const struct ab_trace_ev *h, const unsigned char *da
 		  json_object_set_new(o, "kind", json_string("syscall")) == 0 &&
 		  json_object_set_new(o, "source", json_string("bpf")) == 0 &&
 		  json_object_set_new(o, "syscall", json_integer(d.nr)) == 0 &&
-		  json_object_set_new(o, "errno", json_string(errno_name(-h->ret, eb,
+		  json_object_set_new(o, "errno", json_string(errno_name(h->ret, eb,
 									     sizeof(eb)))) == 0 &&
 		  json_object_set_new(o, "pid", json_integer(h->pid)) == 0 &&
 		  set_bytes(o, "comm", h->comm, strnlen(h->comm, sizeof(h->comm))) &&

@@ -222,6 +222,11 @@ static void test_connect(void **state)
 	expect(e, "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
 		  "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":-4000,"
 		  "\"errno\":\"4000\"}", &c);
+	/* the most negative value (a hostile or broken record): no overflow */
+	e->ret = INT32_MIN;
+	expect(e, "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
+		  "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":-2147483648,"
+		  "\"errno\":\"2147483648\"}", &c);
 	assert_int_equal(c.malformed, 0);
 	free(e);
 }

@@ -22,9 +22,11 @@
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -115,12 +117,16 @@ static bool in_writable_tree(const ab_plan *plan, const char *path)
 
 /* ------------------------------------------------------------ parent side */
 
-/* The idmap helper: it lives in its new user namespace until killed. */
-static int idmap_hold(void *unused)
+/* The idmap helper: it lives in its new user namespace until killed, by
+ * agentbox or by agentbox's death (it holds agentbox's memory: it must not
+ * outlive it). ARG: agentbox's pid. */
+static int idmap_hold(void *arg)
 {
 	sigset_t all;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != (pid_t)(intptr_t)arg)
+		return 0;
 	for (;;)
 		pause();
 	return 0;
@@ -133,7 +139,7 @@ static int idmap_hold(void *unused)
 static int idmap_userns(uid_t kuid, gid_t kgid, ab_err *err)
 {
 	ab_light l;
-	if (ab_light_spawn(&l, idmap_hold, NULL, CLONE_NEWUSER) < 0)
+	if (ab_light_spawn(&l, idmap_hold, (void *)(intptr_t)getpid(), CLONE_NEWUSER) < 0)
 		return ab_fail(err, errno, "idmap: create a user namespace");
 	int r = 0, nsfd = -1;
 	char path[64], map[64];

@@ -776,8 +776,7 @@ PERF_GROUPS = (
     ("TLS crypto", lambda dso, sym: "libcrypto" in dso or "libssl" in dso or (
         "agentbox" in dso and any(k in sym for k in (
             "aesni", "_aes_", "gcm", "ghash", "chacha", "poly1305", "sha256", "sha512",
-            "ossl_", "EVP_", "SSL_", "ssl3_", "tls1", "tls13", "BIO_", "CRYPTO_"))) or
-        sym.startswith(("_aesni", "aesni", "gcm_", "ossl_"))),
+            "ossl_", "EVP_", "SSL_", "ssl3_", "tls1", "BIO_", "CRYPTO_")))),
     ("memcpy/memmove/bzero", lambda dso, sym: "libc" in dso and any(
         k in sym for k in ("memcpy", "memmove", "memset", "bzero"))),
     ("malloc/free", lambda dso, sym: "libc" in dso and any(

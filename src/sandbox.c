@@ -75,10 +75,14 @@ int ab_sync_recv(int fd, ab_sync_msg *m, int *recv_fd)
 			     .msg_controllen = sizeof(u.buf)};
 	if (recv_fd)
 		*recv_fd = -1;
+	/* A peer that closed with our messages unread in its queue leaves
+	 * ECONNRESET pending on this end, reported once before the messages it
+	 * sent first (its last words: the child's ERROR after a failed setup,
+	 * while our seccomp program waited unread).  Read on past it. */
 	ssize_t n;
 	do
 		n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
+	while (n < 0 && (errno == EINTR || errno == ECONNRESET));
 	if (n < 0)
 		return -errno;
 	if (n == 0)

@@ -20,6 +20,7 @@
 
 #include "agentbox/broker.h"
 #include "agentbox/credfile.h"
+#include "agentbox/phkey.h"
 #include "agentbox/sandbox.h"
 
 #define CA_DAYS 7
@@ -109,8 +110,9 @@ static int stashed_value(const ab_stash *st, size_t i, const struct ab_profile_s
 	return 0;
 }
 
+/* KEY: the stable placeholders' key (src/phkey.c), NULL when not loaded. */
 static int load_one(const struct ab_profile_secret *x, const ab_stash *st, size_t idx,
-		    ab_secret *s, ab_err *err)
+		    const unsigned char *key, ab_secret *s, ab_err *err)
 {
 	ab_secret_source src = {0};
 	switch (x->src) {
@@ -149,7 +151,8 @@ static int load_one(const struct ab_profile_secret *x, const ab_stash *st, size_
 	if (!r && x->ph_jwt)
 		r = ab_secret_set_placeholder_jwt(s, err);
 	else if (!r)
-		r = ab_secret_set_placeholder(s, x->ph_prefix, (size_t)x->ph_len, err);
+		r = ab_secret_set_placeholder_keyed(s, x->ph_prefix, (size_t)x->ph_len,
+						    x->ph_stable ? key : NULL, 0, err);
 	if (!r)
 		r = ab_secret_finish(s, err);
 	if (r < 0 && strncmp(err->msg, "secret ", 7) != 0)
@@ -308,7 +311,7 @@ static ssize_t loaded_index(const ab_broker *b, const char *name)
  * token's header and payload) is left to the response set, which masks that
  * replacement with a filler instead. */
 #define AB_PLACEHOLDER_DRAWS 64
-static int redraw_placeholders(ab_broker *b, ab_err *err)
+static int redraw_placeholders(ab_broker *b, const unsigned char *key, ab_err *err)
 {
 	unsigned draws[AB_SECRETS_MAX] = { 0 };
 	uint64_t given_up = 0; /* the response set's filler covers these */
@@ -326,23 +329,37 @@ static int redraw_placeholders(ab_broker *b, ab_err *err)
 		}
 		ab_secret *s = &b->secs[c];
 		const struct ab_profile_secret *x = b->prof[c];
+		/* a stable one draws the next in its keyed sequence: still the
+		 * same every run */
 		int r = s->jwt ? ab_secret_set_placeholder_jwt(s, err)
-			       : ab_secret_set_placeholder(s, x->ph_prefix, (size_t)x->ph_len, err);
+			       : ab_secret_set_placeholder_keyed(s, x->ph_prefix, (size_t)x->ph_len,
+								 x->ph_stable ? key : NULL,
+								 draws[c], err);
 		if (r < 0)
 			return r;
 	}
 }
 
 /* Load every secret; an optional one whose source is absent is skipped. */
-static int load_all(ab_broker *b, const ab_egress_plan *e, const ab_stash *st, ab_err *err)
+static int load_all(ab_broker *b, const ab_egress_plan *e, const char *ph_key, const ab_stash *st,
+		    ab_err *err)
 {
 	ab_err *why = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*why)); /* skipped: why */
 	bool *skip = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*skip));
 	int r = why && skip ? 0 : ab_fail(err, ENOMEM, "secrets");
+	unsigned char keybuf[AB_PHKEY_LEN];
+	const unsigned char *key = NULL;
+	if (ph_key) {
+		ab_err kerr = {0};
+		if (ab_phkey_load(ph_key, keybuf, &kerr) == 0)
+			key = keybuf;
+		else /* only less convenient: new placeholders are as safe */
+			ab_warn("%s; stable placeholders are new this run", kerr.msg);
+	}
 	for (size_t i = 0; !r && i < e->nsecrets; i++) {
 		const struct ab_profile_secret *x = &e->secrets[i];
 		ab_secret *s = &b->secs[b->n];
-		r = load_one(x, st, i, s, &why[i]);
+		r = load_one(x, st, i, key, s, &why[i]);
 		if (r < 0) {
 			ab_secret_free(s);
 			if (x->optional && missing(r)) {
@@ -376,7 +393,10 @@ static int load_all(ab_broker *b, const ab_egress_plan *e, const ab_stash *st, a
 	}
 	free(why);
 	free(skip);
-	return r ? r : redraw_placeholders(b, err);
+	if (!r)
+		r = redraw_placeholders(b, key, err);
+	explicit_bzero(keybuf, sizeof(keybuf));
+	return r;
 }
 
 /* The render mounts: the file with the placeholders of the secrets read
@@ -477,7 +497,7 @@ int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_b
 		free(b);
 		return ab_fail(err, ENOMEM, "secrets");
 	}
-	int r = load_all(b, e, st, err);
+	int r = load_all(b, e, plan->ph_key, st, err);
 	if (!r)
 		r = ab_secrets_check(b->secs, b->n, err);
 	for (size_t i = 0; !r && i < b->n; i++) {

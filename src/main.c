@@ -16,6 +16,7 @@
 #include "agentbox/escape.h"
 #include <jansson.h>
 #include "agentbox/host.h"
+#include "agentbox/phkey.h"
 #include "agentbox/plan.h"
 #include "agentbox/profile.h"
 #include "agentbox/report.h"
@@ -247,6 +248,16 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 		static char *sh[] = {"/bin/sh", NULL};
 		if (!prof->command.n)
 			in.argv = sh;
+	}
+	/* a stable placeholder's key exists before the plan, which hides it
+	 * from every grant that would show it */
+	for (size_t i = 0; cli->cmd == AB_CMD_RUN && i < prof->nsecrets; i++) {
+		if (!prof->secrets[i].ph_stable)
+			continue;
+		_cleanup_free_ char *key = ab_phkey_path(c.home, environ);
+		if (key)
+			(void)ab_phkey_ensure(key); /* the broker warns if it cannot */
+		break;
 	}
 	_cleanup_plan_ ab_plan *plan = NULL;
 	if (ab_plan_build(&in, &plan, err) < 0)

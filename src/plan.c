@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "agentbox/phkey.h"
+
 #define SYSTEM_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
 int ab_real_lstat(void *ctx, const char *path, struct stat *st)
@@ -363,41 +365,71 @@ static int reserve_absent_deny(ab_plan *p, const ab_plan_input *in, const ab_mou
 	return protect_one(p, in, root, d + strlen(root) + 1, true, true, err);
 }
 
+static int deny_one(ab_plan *p, const ab_plan_input *in, const char *d, ab_err *err)
+{
+	const ab_mount *cov = covering_bind(p, d);
+	if (!cov || cov->kind == AB_MNT_TMPFS)
+		return 0; /* not visible inside anyway (or private and empty) */
+	int r = deny_path_check(in, cov, d, err);
+	if (r)
+		return r < 0 ? r : 0;
+	struct stat st;
+	r = plan_lstat(in, d, &st);
+	if (r == -ENOENT && reserve_absent_deny(p, in, cov, d, err) < 0)
+		return ab_err_ret(err);
+	if (r == -ENOENT || r == -ENOTDIR)
+		return 0;
+	if (r < 0)
+		return ab_fail(err, -r, "fs.deny: %s", d);
+	if (S_ISLNK(st.st_mode)) {
+		/* A mount cannot cover a symlink; the link is harmless only if
+		 * its target is not visible.  Refuse rather than guess. */
+		ab_fail(err, 0, "fs.deny: %s is a symbolic link inside a granted tree; "
+				"cannot hide it", d);
+		ab_err_hint(err, "deny the link's target instead, or remove the link");
+		return -EINVAL;
+	}
+	unsigned flags = S_ISDIR(st.st_mode) ? AB_MNT_F_DIR : 0;
+	if (add_mount(p, AB_MNT_MASK, NULL, d, flags, "fs.deny") < 0 ||
+	    ab_strv_push_unique(&p->hidden, d) < 0)
+		return ab_fail(err, ENOMEM, "plan");
+	return 0;
+}
+
+/* Stable placeholders: their key's directory is denied in every sandbox that
+ * uses one, as if the profile listed it (a grant of ~/.local hides it, an
+ * absent one inside a writable grant is reserved). */
+static int plan_phkey(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_profile *prof = in->profile;
+	size_t i;
+	for (i = 0; i < prof->nsecrets && !prof->secrets[i].ph_stable; i++)
+		;
+	if (i == prof->nsecrets)
+		return 0;
+	p->ph_key = ab_phkey_path(p->home, in->environ);
+	_cleanup_free_ char *dir = p->ph_key ? strdup(p->ph_key) : NULL;
+	if (!dir)
+		return ab_fail(err, ENOMEM, "plan");
+	*strrchr(dir, '/') = '\0';
+	/* (a deny entry over it has hidden it already) */
+	int r = under_any(&prof->fs.deny, dir) ? 0 : deny_one(p, in, dir, err);
+	if (r < 0)
+		return ab_err_prefix(err, "secret %s: placeholder.stable", prof->secrets[i].name);
+	const ab_mount *cov = covering_bind(p, p->ph_key);
+	p->ph_key_rw = cov && cov->kind == AB_MNT_BIND_RW;
+	return 0;
+}
+
 static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	const ab_profile *prof = in->profile;
 	for (size_t i = 0; i < prof->fs.deny.n; i++) {
-		const char *d = prof->fs.deny.v[i];
-		const ab_mount *cov = covering_bind(p, d);
-		if (!cov || cov->kind == AB_MNT_TMPFS)
-			continue; /* not visible inside anyway (or private and empty) */
-		int r = deny_path_check(in, cov, d, err);
+		int r = deny_one(p, in, prof->fs.deny.v[i], err);
 		if (r < 0)
 			return r;
-		if (r > 0)
-			continue;
-		struct stat st;
-		r = plan_lstat(in, d, &st);
-		if (r == -ENOENT && reserve_absent_deny(p, in, cov, d, err) < 0)
-			return ab_err_ret(err);
-		if (r == -ENOENT || r == -ENOTDIR)
-			continue;
-		if (r < 0)
-			return ab_fail(err, -r, "fs.deny: %s", d);
-		if (S_ISLNK(st.st_mode)) {
-			/* A mount cannot cover a symlink; the link is harmless only if
-			 * its target is not visible.  Refuse rather than guess. */
-			ab_fail(err, 0, "fs.deny: %s is a symbolic link inside a granted tree; "
-					"cannot hide it", d);
-			ab_err_hint(err, "deny the link's target instead, or remove the link");
-			return -EINVAL;
-		}
-		unsigned flags = S_ISDIR(st.st_mode) ? AB_MNT_F_DIR : 0;
-		if (add_mount(p, AB_MNT_MASK, NULL, d, flags, "fs.deny") < 0 ||
-		    ab_strv_push_unique(&p->hidden, d) < 0)
-			return ab_fail(err, ENOMEM, "plan");
 	}
-	return 0;
+	return plan_phkey(p, in, err);
 }
 
 /* What a placeholder holds when an empty one would break the tool reading it:
@@ -1170,5 +1202,6 @@ void ab_plan_free(ab_plan *p)
 	ab_strv_free(&p->envp);
 	ab_strv_free(&p->downgrades);
 	ab_strv_free(&p->warnings);
+	free(p->ph_key);
 	free(p);
 }

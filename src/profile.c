@@ -1215,13 +1215,13 @@ static int secret_placeholder(ctx *c, json_t *v, struct ab_profile_secret *x)
 				r = fail(c, "expected a length from 22 to 4096");
 			else
 				x->ph_len = (long)json_integer_value(e);
-		} else if (strcmp(k, "jwt") == 0) {
+		} else if (strcmp(k, "jwt") == 0 || strcmp(k, "stable") == 0) {
 			if (json_is_boolean(e))
-				x->ph_jwt = json_is_true(e);
+				*(k[0] == 'j' ? &x->ph_jwt : &x->ph_stable) = json_is_true(e);
 			else
 				r = fail(c, "expected true or false, got %s", jtype(e));
 		} else {
-			r = fail_key(c, "unknown key \"%s\" (prefix, length, jwt)",
+			r = fail_key(c, "unknown key \"%s\" (prefix, length, jwt, stable)",
 				     quote(q, sizeof(q), k));
 		}
 		pop(c);
@@ -1231,6 +1231,9 @@ static int secret_placeholder(ctx *c, json_t *v, struct ab_profile_secret *x)
 	if (x->ph_jwt && (x->ph_prefix || x->ph_len))
 		return fail(c, "a JWT placeholder keeps the shape of the value: no \"prefix\" or "
 			    "\"length\" with \"jwt\"");
+	if (x->ph_jwt && x->ph_stable)
+		return fail(c, "a JWT placeholder is drawn anew each run: no \"stable\" with "
+			    "\"jwt\"");
 	return 0;
 }
 
@@ -1683,6 +1686,7 @@ static int psecret_copy(struct ab_profile_secret *d, const struct ab_profile_sec
 	d->src = s->src;
 	d->ph_len = s->ph_len;
 	d->ph_jwt = s->ph_jwt;
+	d->ph_stable = s->ph_stable;
 	d->mask_in_body = s->mask_in_body;
 	d->optional = s->optional;
 	d->render = s->render;

@@ -27,6 +27,7 @@
 #include "agentbox/host.h"
 #include "agentbox/loop.h"
 #include "agentbox/netns.h"
+#include "agentbox/phkey.h"
 #include "agentbox/proxy.h"
 #include "agentbox/pty.h"
 #include "agentbox/sandbox.h"
@@ -504,6 +505,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	ab_broker *broker = NULL;
 	ab_strv git_before = {0};
 	bool git_before_ok = false, git_repo = false;
+	ab_phkey_id key_before = {0};
 	struct timespec git_since = {0};
 	ab_stash stash = {0};
 	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
@@ -586,6 +588,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	/* before clone: the values agentbox's environment holds move out of it */
 	if (ab_broker_stash(plan, &stash, err) < 0)
 		goto out;
+	if (plan->ph_key_rw)
+		ab_phkey_id_of(plan->ph_key, &key_before);
 	s.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (s.sig_fd < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		ab_fail(err, errno, "run: signalfd/socketpair");
@@ -726,6 +730,17 @@ out:
 	ab_stash_free(&stash);
 	ab_watch_free(&s.watch);
 	ab_cleaner_finish(&s.cleaner);
+	if (plan->ph_key_rw && s.child > 0) {
+		int kr = ab_phkey_settle(plan->ph_key, &key_before);
+		if (kr > 0)
+			ab_warn("%s was replaced during the run (a writable grant covers it) and is "
+				"removed: the next run makes a new key, and new stable placeholders",
+				plan->ph_key);
+		else if (kr < 0)
+			ab_warn("%s was replaced during the run (a writable grant covers it) and "
+				"could not be removed (%s): remove it before the next run",
+				plan->ph_key, strerror(-kr));
+	}
 	if (cg_path) {
 		ab_cgroup_cleanup(cg_path);
 		free(cg_path);

@@ -24,6 +24,11 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include <endian.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
+
 #include "agentbox/credfile.h"
 #include "agentbox/http.h"
 
@@ -115,7 +120,39 @@ static bool ph_char(unsigned char c) { return is_alnum(c) || c == '_' || c == '-
 
 static int tolower_ascii(char c) { return c >= 'A' && c <= 'Z' ? c + 32 : (unsigned char)c; }
 
-int ab_placeholder_make(const char *prefix, size_t len, size_t value_len, char *out, size_t outsz)
+/* Where a placeholder's characters come from: getrandom, or (KEY set)
+ * HMAC-SHA256 under KEY of a message holding the name, the value, the
+ * counter and a block number, one 32-byte block after another. */
+typedef struct ph_source {
+	const unsigned char *key; /* AB_PHKEY_LEN bytes, or NULL: getrandom */
+	unsigned char *msg;       /* "agentbox placeholder v1\0" name "\0" value ctr blk */
+	size_t msg_len;
+	uint32_t block;
+} ph_source;
+
+static const char ph_label[] = "agentbox placeholder v1";
+
+static ssize_t ph_bytes(ph_source *src, unsigned char *buf, size_t n)
+{
+	if (!src->key) {
+		ssize_t r;
+		do
+			r = getrandom(buf, n, 0);
+		while (r < 0 && errno == EINTR);
+		return r < 0 ? -errno : r;
+	}
+	if (n < SHA256_DIGEST_LENGTH)
+		return -EINVAL;
+	uint32_t b = htobe32(src->block++);
+	memcpy(src->msg + src->msg_len - 4, &b, 4);
+	unsigned int md_len = 0;
+	if (!HMAC(EVP_sha256(), src->key, AB_PHKEY_LEN, src->msg, src->msg_len, buf, &md_len))
+		return -EIO;
+	return (ssize_t)md_len;
+}
+
+static int placeholder_fill(const char *prefix, size_t len, size_t value_len, char *out,
+			    size_t outsz, ph_source *src)
 {
 	static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 	unsigned char rnd[64];
@@ -134,14 +171,11 @@ int ab_placeholder_make(const char *prefix, size_t len, size_t value_len, char *
 	if (plen)
 		memcpy(out, prefix, plen);
 	while (i < total) {
-		ssize_t r = getrandom(rnd, sizeof(rnd), 0);
+		ssize_t r = ph_bytes(src, rnd, sizeof(rnd));
 		if (r < 0) {
-			int e = errno;
-			if (e == EINTR)
-				continue;
 			explicit_bzero(rnd, sizeof(rnd));
 			explicit_bzero(out, outsz);
-			return -e;
+			return (int)r;
 		}
 		/* 248 = 4 * 62: bytes >= 248 are dropped, the rest map evenly */
 		for (ssize_t j = 0; j < r && i < total; j++)
@@ -151,6 +185,40 @@ int ab_placeholder_make(const char *prefix, size_t len, size_t value_len, char *
 	explicit_bzero(rnd, sizeof(rnd));
 	out[total] = '\0';
 	return (int)total;
+}
+
+int ab_placeholder_make(const char *prefix, size_t len, size_t value_len, char *out, size_t outsz)
+{
+	ph_source src = {0};
+	return placeholder_fill(prefix, len, value_len, out, outsz, &src);
+}
+
+int ab_placeholder_derive(const char *prefix, size_t len, const unsigned char *key,
+			  const char *name, const char *value, size_t value_len, uint32_t counter,
+			  char *out, size_t outsz)
+{
+	if (!key || !name || !value)
+		return -EINVAL;
+	size_t nl = strlen(name);
+	if (nl > AB_SECRET_NAME_MAX || value_len > AB_SECRET_VALUE_MAX)
+		return -EINVAL;
+	ph_source src = {.key = key, .msg_len = sizeof(ph_label) + nl + 1 + value_len + 8};
+	src.msg = malloc(src.msg_len);
+	if (!src.msg)
+		return -ENOMEM;
+	unsigned char *m = src.msg;
+	memcpy(m, ph_label, sizeof(ph_label)); /* with its NUL */
+	m += sizeof(ph_label);
+	memcpy(m, name, nl + 1);
+	m += nl + 1;
+	memcpy(m, value, value_len);
+	m += value_len;
+	uint32_t c = htobe32(counter);
+	memcpy(m, &c, 4);
+	int r = placeholder_fill(prefix, len, value_len, out, outsz, &src);
+	explicit_bzero(src.msg, src.msg_len);
+	free(src.msg);
+	return r;
 }
 
 /* --------------------------------------------------------------- secrets */
@@ -283,12 +351,20 @@ int ab_secret_set_value(ab_secret *s, char *value, size_t len, ab_err *err)
 
 int ab_secret_set_placeholder(ab_secret *s, const char *prefix, size_t len, ab_err *err)
 {
+	return ab_secret_set_placeholder_keyed(s, prefix, len, NULL, 0, err);
+}
+
+int ab_secret_set_placeholder_keyed(ab_secret *s, const char *prefix, size_t len,
+				    const unsigned char *key, uint32_t counter, ab_err *err)
+{
 	char buf[AB_PLACEHOLDER_MAX + 1];
 	int r;
 
 	if (!s->value)
 		return fail_as(err, EINVAL, "secret %s: no value yet", s->name);
-	r = ab_placeholder_make(prefix, len, s->value_len, buf, sizeof(buf));
+	r = key ? ab_placeholder_derive(prefix, len, key, s->name, s->value, s->value_len, counter,
+					buf, sizeof(buf))
+		: ab_placeholder_make(prefix, len, s->value_len, buf, sizeof(buf));
 	if (r == -EINVAL)
 		return fail_as(err, EINVAL,
 			       "secret %s: placeholder prefix must be at most %d characters of "

@@ -167,6 +167,13 @@ typedef struct ab_plan {
 	ab_mount *mounts; /* applied in order, after the new root tmpfs */
 	size_t nmounts;
 	ab_strv hidden;   /* for explain: deny entries that were masked */
+	/* a secret has a stable placeholder: the key file (src/phkey.c), NULL
+	 * when none has.  Its directory is denied like a profile's deny entry
+	 * (masked where a grant shows it); PH_KEY_RW: a writable grant covers
+	 * it, so the run may leave another file there (src/sandbox.c removes
+	 * a key that is not the one the run started with) */
+	char *ph_key;
+	bool ph_key_rw;
 	ab_strv absent;   /* for explain: grants whose host path does not exist (skipped) */
 	char *user_name;  /* login name inside (USER/LOGNAME, passwd entry) */
 

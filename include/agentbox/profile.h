@@ -121,6 +121,8 @@ typedef struct ab_profile {
 		long ph_len;        /* placeholder length, 0 = the value's */
 		bool ph_jwt;        /* placeholder {"jwt": true}: the value's JWT header and
 				       payload, a random signature (secrets.h) */
+		bool ph_stable;     /* placeholder {"stable": true}: the same placeholder every
+				       run for the same value (keyed, src/phkey.c) */
 		char *env_name;     /* variable inside holding the placeholder; NULL = name,
 				       "" = none */
 		bool mask_in_body;  /* body of a request to a bound host, "body" not

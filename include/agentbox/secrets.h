@@ -122,6 +122,22 @@
 int ab_placeholder_make(const char *prefix, size_t len, size_t value_len, char *out, size_t outsz);
 
 /*
+ * The same, but the characters come from HMAC-SHA256 under KEY
+ * (AB_PHKEY_LEN bytes, secret: src/phkey.c keeps it outside every sandbox)
+ * of a message that holds a fixed label, NAME, VALUE[0..VALUE_LEN) and
+ * COUNTER, one 32-byte block after another: the same inputs give the same
+ * placeholder (a "stable" placeholder), and without KEY it reveals nothing
+ * about the value, not even to a dictionary (a weak value stays unguessable
+ * from its placeholder).  COUNTER draws again (a placeholder that conflicts
+ * with a masked response, src/broker.c).  Errors as ab_placeholder_make,
+ * plus -ENOMEM and -EIO (HMAC).
+ */
+#define AB_PHKEY_LEN 32
+int ab_placeholder_derive(const char *prefix, size_t len, const unsigned char *key,
+			  const char *name, const char *value, size_t value_len, uint32_t counter,
+			  char *out, size_t outsz);
+
+/*
  * A JWT-shaped placeholder for VALUE[0..LEN), a JWS in compact form
  * (header.payload.signature, each part non-empty unpadded base64url): the
  * same header and payload (their claims stay readable, as they are in the
@@ -168,6 +184,9 @@ int ab_secret_set_value(ab_secret *s, char *value, size_t len, ab_err *err);
 /* Generate the placeholder (ab_placeholder_make with the value's length;
  * call after ab_secret_set_value).  LEN 0: same length as the value. */
 int ab_secret_set_placeholder(ab_secret *s, const char *prefix, size_t len, ab_err *err);
+/* The same with KEY (NULL: random): ab_placeholder_derive of the name and value. */
+int ab_secret_set_placeholder_keyed(ab_secret *s, const char *prefix, size_t len,
+				    const unsigned char *key, uint32_t counter, ab_err *err);
 /* Make the placeholder JWT-shaped (ab_jwt_placeholder_make; call after
  * ab_secret_set_value) and set s->jwt.  An error names the secret, never the
  * value: -EINVAL (the value is not a JWT), -ERANGE (its signature is too

@@ -578,7 +578,8 @@ def test_claude_tui(ctx):
     about the key in the environment, which shows the placeholder's tail,
     not the key's), the main screen at the terminal's width, a prompt
     answered through the proxy, a resize redrawn at the new width, Ctrl-C
-    twice exits 0, and the outer terminal's settings are restored."""
+    twice exits 0, and the outer terminal's settings are restored; a second start
+    does not ask about the key again (the placeholder is stable)."""
     pong = "PONG-" + secrets.token_hex(6)
     lab = Lab(ctx, Script([[text_block(pong)]]))
     p = PtyRun(ctx, lab.args(["claude"]), rows=33, cols=101,
@@ -627,3 +628,15 @@ def test_claude_tui(ctx):
     lab.check_nothing_else_reached()
     lab.check_user_files_kept()
     assert lab.key.encode() not in p.buf, "the real key reached the terminal"
+    # the placeholder is stable (placeholder.stable): the next start does not ask again
+    q = PtyRun(ctx, lab.args(["claude"]), rows=33, cols=101,
+               env=lab.env(TERM="xterm-256color"))
+    screen_expect(q, r"Claude Code v" + re.escape(VERSION), timeout=30)
+    time.sleep(1.0)
+    q._read_some(0.5)
+    assert "Detected a custom API key" not in screen_text(q.buf), \
+        "the second start asked about the key again: %r" % screen_text(q.buf)[-1500:]
+    q.write(b"\x03")
+    screen_expect(q, r"Press Ctrl-C again to exit", timeout=10)
+    q.write(b"\x03")
+    assert q.wait(30) == 0, "claude's second start: %r" % screen_text(q.buf)[-1500:]

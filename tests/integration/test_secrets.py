@@ -24,6 +24,8 @@ import json
 import os
 import re
 import select
+import shutil
+import stat
 import subprocess
 import time
 import urllib.parse
@@ -1613,6 +1615,124 @@ def test_placeholder_shape_env_and_sources(ctx):
     assert not problems, redact("\n".join(problems) + "\n" + b.summary(),
                                 [ant, fval, cval, nval])
     assert_value_nowhere(ctx, [ant, fval, cval, nval], runs, logs)
+
+
+STABLE_PY = INNER_LIB + r'''
+out = {"env": {k: v for k, v in os.environ.items()}}
+key = os.path.join(os.environ["HOME"], ".local/state/agentbox/placeholder.key")
+out["key_visible"] = os.path.exists(key)
+try:
+    s = connect(CFG["bound"] + ":443")[0]
+    t = ssl.create_default_context().wrap_socket(s, server_hostname=CFG["bound"])
+    t.sendall(("GET /stable-%s HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nConnection: close"
+               "\r\n\r\n" % (CFG["run"], CFG["bound"], os.environ.get("STABLE"))).encode())
+    out["req"] = jresp(read_response(t))
+except (OSError, ssl.SSLError) as e:
+    out["req"] = {"status": None, "state": ename(e)}
+print(json.dumps(out))
+'''
+
+
+def test_stable_placeholder(ctx):
+    """placeholder.stable: the same placeholder every run for the same value
+    (a harness that approved the key by its last characters asks once), a
+    new one for a new value or another name, swapped as usual; the key file
+    is made 0600 outside the sandbox and never visible inside.  A grant that
+    covers the key file, or a key file that is not the caller's own 0600
+    one, turns it into a new placeholder each run, with a warning."""
+    v1 = "sk-ant-api03-" + new_value("", 40)
+    v2 = "sk-ant-api03-" + new_value("", 40)
+    b = Broker(ctx, [v1, v2])
+    prof = b.write_profile({
+        "STABLE": dict(secret(SRC, prefix="sk-ant-api03-"),
+                       placeholder={"prefix": "sk-ant-api03-", "stable": True}),
+        "TWIN": dict(secret(SRC, places=["header:x-twin"]), placeholder={"stable": True}),
+        "FRESH": secret(SRC, places=["header:x-fresh"]),
+    })
+    keyf = os.path.join(ctx.home, ".local", "state", "agentbox", "placeholder.key")
+    problems = []
+    envs, runs = [], []
+
+    def run(tag, value, extra_args=()):
+        out, r = inner_json(ctx, STABLE_PY, {"bound": BOUND, "run": tag}, prof,
+                            env={SRC: value}, extra_args=list(extra_args))
+        runs.append(r)
+        envs.append(out["env"])
+        if out["key_visible"]:
+            problems.append("%s: the placeholder key is visible inside" % tag)
+        if out["req"].get("status") != 200:
+            problems.append("%s: request with the placeholder: %s" % (tag, out["req"]))
+        elif b.api.header("/stable-" + tag, "x-api-key") != [value]:
+            problems.append("%s: upstream did not get the real value" % tag)
+        return out["env"], r
+
+    e1, r1 = run("a", v1)
+    e2, _ = run("b", v1)
+    e3, _ = run("c", v2)
+    ph = e1.get("STABLE", "")
+    if not ph.startswith("sk-ant-api03-") or len(ph) != len(v1) or \
+            not re.match(r"^[A-Za-z0-9]+$", ph[13:]) or ph == v1:
+        problems.append("STABLE inside is %r: expected the prefix + [A-Za-z0-9], %d chars" %
+                        (ph, len(v1)))
+    if e2.get("STABLE") != ph or e2.get("TWIN") != e1.get("TWIN"):
+        problems.append("stable placeholders differ between two runs with the same value")
+    if e1.get("TWIN") in (ph, None):
+        problems.append("two names with one value share a placeholder")
+    if e1.get("FRESH") == e2.get("FRESH"):
+        problems.append("a placeholder without stable repeated in two runs")
+    if e3.get("STABLE") == ph:
+        problems.append("a new value kept the old stable placeholder")
+    if "placeholder" in r1.stderr:
+        problems.append("a warning in a normal run: %s" % r1.stderr.strip())
+    try:
+        st = os.lstat(keyf)
+        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o777 != 0o600 or \
+                st.st_size != 32 or st.st_uid != (ctx.uid or 0):
+            problems.append("key file: mode %o, %d bytes, uid %d" % (
+                st.st_mode, st.st_size, st.st_uid))
+        if os.stat(os.path.dirname(keyf)).st_mode & 0o077:
+            problems.append("the key's directory is open to others")
+    except OSError as e:
+        problems.append("no key file at %s: %s" % (keyf, e))
+    # a grant covering the key hides it (run() checks) and keeps it in use
+    state = os.path.join(ctx.home, ".local", "state")
+    e4, _ = run("d", v1, ["--read", os.path.join(ctx.home, ".local")])
+    e5, _ = run("e", v1, ["--write", state])
+    if e4.get("STABLE") != ph or e5.get("STABLE") != ph:
+        problems.append("a grant covering the key changed the stable placeholder")
+    # a writable grant above a directory between it and the key: the sandbox
+    # moves that directory (the hidden key goes with it) and leaves its own
+    # key at the path; agentbox removes that after the run
+    deep = os.path.join(state, "deep")
+    xdg = {SRC: v1, "XDG_STATE_HOME": deep}
+    dkey = os.path.join(deep, "agentbox", "placeholder.key")
+    r = ctx.sandbox("true", profile=prof, env=xdg)
+    ino = os.lstat(dkey).st_ino
+    plant = ("cd %s && mv deep moved && mkdir -p deep/agentbox && "
+             "head -c 32 /dev/zero > deep/agentbox/placeholder.key && "
+             "chmod 600 deep/agentbox/placeholder.key" % state)
+    r = ctx.sandbox(plant, profile=prof, extra_args=["--write", state], env=xdg)
+    runs.append(r)
+    if r.returncode != 0:
+        problems.append("planting run failed: %s" % describe(r))
+    elif os.path.exists(dkey) or "replaced during the run" not in r.stderr:
+        problems.append("a key planted through a writable grant was left for later runs: %r"
+                        % r.stderr)
+    shutil.rmtree(os.path.join(state, "moved"), ignore_errors=True)
+    r = ctx.sandbox("true", profile=prof, env=xdg)
+    if not os.path.exists(dkey) or os.lstat(dkey).st_ino == ino:
+        problems.append("no new key made after the removal")
+    # a key file that is not the caller's own 0600 file: refused, a warning
+    os.chmod(keyf, 0o644)
+    e6, r6 = run("f", v1)
+    if e6.get("STABLE") == ph or "mode 0600" not in r6.stderr:
+        problems.append("a 0644 key was used (or no warning): %r" % r6.stderr)
+    os.chmod(keyf, 0o600)
+    e7, _ = run("g", v1)
+    if e7.get("STABLE") != ph:
+        problems.append("the restored key gave another placeholder")
+    assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [v1, v2])
+    assert_value_nowhere(ctx, [v1, v2], runs, [])
 
 
 # ==========================================================================

@@ -1212,7 +1212,33 @@ static void test_secret_placeholder_jwt(void **state)
 		"value: no \"prefix\" or \"length\" with \"jwt\"");
 	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
 		"\"hosts\":[\"a.test\"],\"placeholder\":{\"jwts\":true}}}}",
-		"/x/p.json:1:83: secrets.A.placeholder: unknown key \"jwts\" (prefix, length, jwt)");
+		"/x/p.json:1:83: secrets.A.placeholder: unknown key \"jwts\" (prefix, length, jwt, "
+		"stable)");
+}
+
+/* secrets.NAME.placeholder.stable: a boolean, not with jwt, copied by merges. */
+static void test_secret_placeholder_stable(void **state)
+{
+	ab_err e = { 0 };
+	ab_profile *p = buf_ok_as("{\"version\":1,\"secrets\":{"
+				  "\"A\":{\"from\":{\"env\":\"A\"},\"hosts\":[\"a.test\"],"
+				  "\"placeholder\":{\"prefix\":\"sk-\",\"stable\":true}},"
+				  "\"B\":{\"from\":{\"env\":\"B\"},\"hosts\":[\"b.test\"]}}}",
+				  "/x/s.json");
+	assert_true(p->secrets[0].ph_stable);
+	assert_false(p->secrets[1].ph_stable);
+	ab_profile *empty = buf_ok_as("{\"version\":1}", "/x/e.json");
+	assert_int_equal(ab_profile_merge(empty, p, &e), 0);
+	assert_true(empty->secrets[0].ph_stable);
+	ab_profile_free(empty);
+	ab_profile_free(p);
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\"placeholder\":{\"stable\":\"yes\"}}}}",
+		"/x/p.json:1:92: secrets.A.placeholder.stable: expected true or false, got a string");
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\"placeholder\":{\"jwt\":true,\"stable\":true}}}}",
+		"/x/p.json:1:82: secrets.A.placeholder: a JWT placeholder is drawn anew each run: "
+		"no \"stable\" with \"jwt\"");
 }
 
 /* ------------------------------------------- shipped profiles and schema */
@@ -1374,6 +1400,7 @@ int main(void)
 		cmocka_unit_test(test_downgrade_names),
 		cmocka_unit_test(test_secret_mask_in_body),
 		cmocka_unit_test(test_secret_placeholder_jwt),
+		cmocka_unit_test(test_secret_placeholder_stable),
 		cmocka_unit_test(test_secret_rotate_stamp),
 		cmocka_unit_test(test_shipped_profiles),
 		cmocka_unit_test(test_schema_matches_parser),

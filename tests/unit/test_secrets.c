@@ -16,13 +16,16 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agentbox/http.h"
+#include "agentbox/phkey.h"
 #include "agentbox/secrets.h"
 
 #define S(lit) lit, sizeof(lit) - 1
@@ -167,6 +170,137 @@ static void test_placeholder_buffer(void **state)
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Stable placeholders: a function of key, name, value and counter only; the
+ * same shape rules; every input changes it; uniform characters. */
+static void test_placeholder_derive(void **state)
+{
+	unsigned char key[AB_PHKEY_LEN], key2[AB_PHKEY_LEN];
+	memset(key, 7, sizeof(key));
+	memcpy(key2, key, sizeof(key2));
+	key2[31] ^= 1;
+	const char *v = "sk-ant-api03-0123456789abcdefghijklmnopqrstuvwxyz";
+	size_t vl = strlen(v);
+	char a[128], b[128];
+	assert_int_equal(ab_placeholder_derive("sk-ant-api03-", 0, key, "K", v, vl, 0, a, sizeof(a)),
+			 (int)vl);
+	assert_int_equal(strncmp(a, "sk-ant-api03-", 13), 0);
+	assert_true(all_alnum(a + 13, vl - 13));
+	assert_string_not_equal(a, v);
+	assert_int_equal(ab_placeholder_derive("sk-ant-api03-", 0, key, "K", v, vl, 0, b, sizeof(b)),
+			 (int)vl);
+	assert_string_equal(a, b); /* the same inputs: the same placeholder */
+	/* each input changes it */
+	assert_int_equal(ab_placeholder_derive("sk-ant-api03-", 0, key2, "K", v, vl, 0, b, sizeof(b)),
+			 (int)vl);
+	assert_string_not_equal(a, b);
+	ab_placeholder_derive("sk-ant-api03-", 0, key, "L", v, vl, 0, b, sizeof(b));
+	assert_string_not_equal(a, b);
+	ab_placeholder_derive("sk-ant-api03-", 0, key, "K", v, vl - 1, 0, b, sizeof(b));
+	assert_string_not_equal(a, b);
+	ab_placeholder_derive("sk-ant-api03-", 0, key, "K", v, vl, 1, b, sizeof(b));
+	assert_string_not_equal(a, b);
+	/* name and value are not one string run together: "K"+"x..." != "Kx"+"..." */
+	char c[128], d[128];
+	ab_placeholder_derive(NULL, 0, key, "K", "xyz0123456789012345678", 22, 0, c, sizeof(c));
+	ab_placeholder_derive(NULL, 0, key, "Kx", "yz0123456789012345678", 21, 0, d, sizeof(d));
+	assert_int_not_equal(strncmp(c, d, 21), 0);
+	/* length rules and errors as ab_placeholder_make; long ones span blocks */
+	assert_int_equal(ab_placeholder_derive(NULL, 0, key, "K", "ab", 2, 0, a, sizeof(a)),
+			 AB_PLACEHOLDER_MIN_RANDOM);
+	assert_int_equal(ab_placeholder_derive("p", 100, key, "K", v, vl, 0, a, sizeof(a)), 100);
+	assert_true(all_alnum(a + 1, 99));
+	assert_int_equal(ab_placeholder_derive("p", 100, key, "K", v, vl, 0, a, 100), -ENOBUFS);
+	assert_int_equal(ab_placeholder_derive("bad!", 0, key, "K", v, vl, 0, a, sizeof(a)), -EINVAL);
+	assert_int_equal(ab_placeholder_derive(NULL, 0, NULL, "K", v, vl, 0, a, sizeof(a)), -EINVAL);
+	/* uniform over [A-Za-z0-9]: 2000 x 22 characters, ~710 each */
+	size_t freq[256] = {0};
+	for (uint32_t i = 0; i < 2000; i++) {
+		char e[23];
+		assert_int_equal(ab_placeholder_derive(NULL, 22, key, "K", v, vl, i, e, sizeof(e)), 22);
+		for (int k = 0; k < 22; k++)
+			freq[(unsigned char)e[k]]++;
+	}
+	for (int ch = 0; ch < 256; ch++)
+		if (all_alnum((char[]){(char)ch}, 1))
+			assert_in_range(freq[ch], 710 * 70 / 100, 710 * 130 / 100);
+		else
+			assert_int_equal(freq[ch], 0);
+}
+
+/* Where the key lives: XDG_STATE_HOME when absolute, else ~/.local/state. */
+static void test_phkey_path(void **state)
+{
+	char *env1[] = {"XDG_STATE_HOME=/x/state/", NULL};
+	char *env2[] = {"XDG_STATE_HOME=rel", NULL};
+	char *p = ab_phkey_path("/home/u", env1);
+	assert_string_equal(p, "/x/state/agentbox/placeholder.key");
+	free(p);
+	p = ab_phkey_path("/home/u", env2);
+	assert_string_equal(p, "/home/u/.local/state/agentbox/placeholder.key");
+	free(p);
+	p = ab_phkey_path("/home/u/", NULL);
+	assert_string_equal(p, "/home/u/.local/state/agentbox/placeholder.key");
+	free(p);
+	assert_null(ab_phkey_path("relative", NULL));
+}
+
+/* The key file: made 0600 in 0700 directories, read back the same; refused
+ * when a link, the wrong size or open to others. */
+static void test_phkey_load(void **state)
+{
+	char dir[] = "/tmp/ab-phkey-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char *path = ab_asprintf("%s/a/b/agentbox/placeholder.key", dir);
+	unsigned char k1[AB_PHKEY_LEN], k2[AB_PHKEY_LEN];
+	ab_err err = {0};
+	assert_int_equal(ab_phkey_load(path, k1, &err), 0);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(st.st_size, AB_PHKEY_LEN);
+	char *d = ab_asprintf("%s/a/b/agentbox", dir);
+	assert_int_equal(stat(d, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_int_equal(ab_phkey_load(path, k2, &err), 0);
+	assert_memory_equal(k1, k2, AB_PHKEY_LEN);
+	ab_phkey_id id;
+	ab_phkey_id_of(path, &id);
+	assert_true(id.present);
+	assert_int_equal(ab_phkey_settle(path, &id), 0); /* the same file: kept */
+	assert_int_equal(chmod(path, 0640), 0);
+	assert_int_equal(ab_phkey_load(path, k2, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "mode 0600"));
+	assert_int_equal(chmod(path, 0600), 0);
+	assert_int_equal(truncate(path, 31), 0);
+	assert_int_equal(ab_phkey_load(path, k2, &err), -EINVAL);
+	/* another file at the path after a run: removed */
+	assert_int_equal(unlink(path), 0);
+	char *other = ab_asprintf("%s/other", dir);
+	int fd = open(other, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(symlink(other, path), 0);
+	assert_true(ab_phkey_load(path, k2, &err) < 0); /* a link: O_NOFOLLOW */
+	assert_int_equal(ab_phkey_settle(path, &id), 1);
+	assert_int_equal(lstat(path, &st), -1);
+	assert_int_equal(access(other, F_OK), 0);
+	unlink(other);
+	free(other);
+	assert_int_equal(ab_phkey_load(path, k2, &err), 0); /* a new key */
+	assert_memory_not_equal(k1, k2, AB_PHKEY_LEN);
+	unlink(path);
+	rmdir(d);
+	free(d);
+	d = ab_asprintf("%s/a/b", dir);
+	rmdir(d);
+	free(d);
+	d = ab_asprintf("%s/a", dir);
+	rmdir(d);
+	free(d);
+	rmdir(dir);
+	free(path);
+}
 
 static void test_placeholder_unique(void **state)
 {
@@ -1927,6 +2061,9 @@ int main(void)
 		cmocka_unit_test(test_placeholder_table),
 		cmocka_unit_test(test_placeholder_buffer),
 		cmocka_unit_test(test_placeholder_unique),
+		cmocka_unit_test(test_placeholder_derive),
+		cmocka_unit_test(test_phkey_path),
+		cmocka_unit_test(test_phkey_load),
 		cmocka_unit_test(test_jwt_placeholder),
 		cmocka_unit_test(test_jwt_secret),
 		cmocka_unit_test(test_secret_names),

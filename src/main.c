@@ -22,6 +22,7 @@
 #include "agentbox/report.h"
 #include "agentbox/sandbox.h"
 #include "agentbox/seccomp.h"
+#include "agentbox/unixsock.h"
 
 extern char **environ;
 
@@ -219,7 +220,12 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 			return AB_EXIT_FAIL;
 		}
 	}
+	/* the host's sockets a grant would show are hidden (plan.c) */
+	_cleanup_strv_ ab_strv socks = {0};
+	if (ab_unixsock_host(&socks, err) < 0)
+		return AB_EXIT_FAIL;
 	ab_plan_input in = {
+		.host_sockets = &socks,
 		.profile = prof,
 		.host = &host,
 		.workspace = c.workspace,

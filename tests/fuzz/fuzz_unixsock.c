@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer target (fuzzing only): the /proc/net/unix parser of
+ * src/unixsock.c, whose paths any local user chooses.  The input is copied
+ * to an exact-size buffer so ASan sees any read past the end.  Every path
+ * reported must be absolute, at most AB_UNIXSOCK_PATH_MAX bytes and free of
+ * control bytes, and there can be no more paths than lines.
+ */
+#include "agentbox/unixsock.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *buf = malloc(size ? size : 1);
+	if (!buf)
+		return 0;
+	memcpy(buf, data, size);
+	ab_strv out = {0};
+	int r = ab_unixsock_parse(buf, size, &out);
+	size_t lines = 1;
+	for (size_t i = 0; i < size; i++)
+		lines += buf[i] == '\n';
+	if (r >= 0 && ((size_t)r != out.n || out.n > lines))
+		abort();
+	for (size_t i = 0; i < out.n; i++) {
+		size_t n = strlen(out.v[i]);
+		if (out.v[i][0] != '/' || n > AB_UNIXSOCK_PATH_MAX)
+			abort();
+		for (size_t k = 0; k < n; k++)
+			if ((unsigned char)out.v[i][k] < 0x20 || out.v[i][k] == 0x7f)
+				abort();
+	}
+	ab_strv_free(&out);
+	free(buf);
+	return 0;
+}

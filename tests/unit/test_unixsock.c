@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the /proc/net/unix parser (src/unixsock.c), including
+ * hostile listings: paths are chosen by any local user.  No privileges. */
+#include "unit.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "agentbox/unixsock.h"
+
+static const char listing[] =
+	"Num       RefCount Protocol Flags    Type St Inode Path\n"
+	"0000000000000000: 00000002 00000000 00010000 0001 01 24219 /run/user/1000/bus\n"
+	"0000000000000000: 00000003 00000000 00000000 0001 03  1584\n"
+	"0000000000000000: 00000002 00000000 00010000 0001 01 12345 @/tmp/.X11-unix/X0\n"
+	"ffff8a0b1c2d3e4f: 00000002 00000000 00000000 0002 01   999 /run/systemd/journal/socket\n"
+	"0000000000000000: 00000002 00000000 00010000 0001 01 77 /home/u/my proj/a b.sock\n"
+	"0000000000000000: 00000002 00000000 00010000 0001 01 78 /no/newline/at/end";
+
+static void test_listing(void **state)
+{
+	ab_strv out = {0};
+	assert_int_equal(ab_unixsock_parse(listing, strlen(listing), &out), 4);
+	assert_int_equal(out.n, 4);
+	assert_string_equal(out.v[0], "/run/user/1000/bus");
+	assert_string_equal(out.v[1], "/run/systemd/journal/socket");
+	assert_string_equal(out.v[2], "/home/u/my proj/a b.sock"); /* spaces kept */
+	assert_string_equal(out.v[3], "/no/newline/at/end");
+	ab_strv_free(&out);
+	assert_int_equal(ab_unixsock_parse("", 0, &out), 0);
+	assert_int_equal(ab_unixsock_parse(NULL, 0, &out), 0);
+	assert_int_equal(out.n, 0);
+}
+
+static void test_hostile(void **state)
+{
+	ab_strv out = {0};
+	/* a path of exactly the maximum is kept, one byte more is not */
+	char line[512], path[AB_UNIXSOCK_PATH_MAX + 2];
+	memset(path, 'a', sizeof(path));
+	path[0] = '/';
+	path[AB_UNIXSOCK_PATH_MAX] = '\0';
+	snprintf(line, sizeof(line), "0: 00000002 00000000 00010000 0001 01 1 %s\n", path);
+	assert_int_equal(ab_unixsock_parse(line, strlen(line), &out), 1);
+	path[AB_UNIXSOCK_PATH_MAX] = 'a';
+	path[AB_UNIXSOCK_PATH_MAX + 1] = '\0';
+	snprintf(line, sizeof(line), "0: 00000002 00000000 00010000 0001 01 1 %s\n", path);
+	assert_int_equal(ab_unixsock_parse(line, strlen(line), &out), 0);
+	ab_strv_free(&out);
+	/* control bytes, relative paths, malformed fields, a NUL: skipped */
+	static const char *const bad[] = {
+		"0: 00000002 00000000 00010000 0001 01 1 /a\tb\n",
+		"0: 00000002 00000000 00010000 0001 01 1 /a\x7f\n",
+		"0: 00000002 00000000 00010000 0001 01 1 relative.sock\n",
+		"0: 00000002 00000000 00010000 0001 01 1  /two-spaces\n",
+		"0: 0000000g 00000000 00010000 0001 01 1 /badhex\n",
+		"0: 00000002 00000000 00010000 0001 01 x1 /baddec\n",
+		"0 00000002 00000000 00010000 0001 01 1 /nocolon\n",
+		": 00000002 00000000 00010000 0001 01 1 /noaddr\n",
+		"0: 00000002 00000000 00010000 0001 01 /short\n",
+		"0: 00000002 00000000 00010000 0001 01 1/nospace\n",
+		"0: 00000002 00000000 00010000 0001 01 1 /\n",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int r = ab_unixsock_parse(bad[i], strlen(bad[i]), &out);
+		if (i == 10) { /* "/" alone is a path (of a directory, never a socket) */
+			assert_int_equal(r, 1);
+			continue;
+		}
+		if (r != 0)
+			fail_msg("case %zu parsed: %s", i, out.n ? out.v[out.n - 1] : "?");
+	}
+	ab_strv_free(&out);
+	const char nul[] = "0: 00000002 00000000 00010000 0001 01 1 /a\0b\n";
+	assert_int_equal(ab_unixsock_parse(nul, sizeof(nul) - 1, &out), 0);
+	/* a newline in a bound path makes its tail a line of its own: at worst
+	 * another path to look at (the plan hides only existing sockets) */
+	const char forged[] = "0: 00000002 00000000 00010000 0001 01 1 /tmp/x\n"
+			      "0: 00000002 00000000 00010000 0001 01 1 /home/u/ws/fake\n";
+	assert_int_equal(ab_unixsock_parse(forged, strlen(forged), &out), 2);
+	ab_strv_free(&out);
+	/* limits */
+	assert_int_equal(ab_unixsock_parse(NULL, 1, &out), -EINVAL);
+	assert_int_equal(ab_unixsock_parse(listing, (size_t)AB_UNIXSOCK_LIST_MAX + 1, &out), -E2BIG);
+}
+
+/* The real listing of this machine parses, and a socket bound here shows. */
+static void test_host(void **state)
+{
+	char dir[] = "/tmp/ab-unixsock-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char real[64], link[64];
+	snprintf(real, sizeof(real), "%s/real", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	assert_int_equal(mkdir(real, 0700), 0);
+	assert_int_equal(symlink("real", link), 0);
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s/s.sock", link); /* bound via the link */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ab_strv out = {0};
+	ab_err err = {0};
+	assert_int_equal(ab_unixsock_host(&out, &err), 0);
+	for (size_t i = 0; i < out.n; i++)
+		assert_true(out.v[i][0] == '/');
+	char want[96];
+	assert_true(ab_strv_contains(&out, a.sun_path)); /* as bound */
+	snprintf(want, sizeof(want), "%s/s.sock", real);
+	assert_true(ab_strv_contains(&out, want)); /* and its real path */
+	ab_strv_free(&out);
+	close(fd);
+	/* a socket file whose socket is closed is not listed */
+	assert_int_equal(ab_unixsock_host(&out, &err), 0);
+	assert_false(ab_strv_contains(&out, want));
+	ab_strv_free(&out);
+	unlink(want);
+	unlink(link);
+	rmdir(real);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_listing),
+		cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_host),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

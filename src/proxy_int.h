@@ -20,6 +20,7 @@
 #include "agentbox/proxy.h"
 #include "agentbox/resolve.h"
 #include "agentbox/secrets.h"
+#include "agentbox/wsframe.h"
 
 #define PX_BUF_MAX (64 * 1024)     /* stop reading a side when its output holds this */
 #define PX_HEAD_MAX AB_HTTP_DEFAULT_MAX_HEAD
@@ -67,6 +68,7 @@ typedef struct px_req {
 	uint64_t masked_in_body; /* bitmask of secrets whose placeholder the body
 				    carried masked (mask_in_body; names in the log) */
 	bool upgrade;
+	bool ws;        /* the upgrade names websocket */
 	bool close;     /* the client said Connection: close (or HTTP/1.0 without keep-alive) */
 	bool head_sent; /* response head reached the client */
 	int status;
@@ -154,6 +156,11 @@ typedef struct px_conn {
 				       raw body) until its tokens are swapped */
 	size_t rot_head;            /* its head's length */
 	bool capturing;
+	/* a WebSocket on an intercepted connection (pxtls.c): the server's
+	 * frames are cut by WSF, their payloads masked through rscan/rpass */
+	bool ws_mask;
+	ab_ws_framer wsf;
+	px_buf wsraw;               /* read from upstream, not cut yet */
 } px_conn;
 
 typedef struct px_map {
@@ -234,6 +241,11 @@ void px_connected(px_conn *c);
 void px_head_process(px_conn *c);
 
 /* pxscan.c */
+/* The server's WebSocket bytes read so far (c->wsraw), cut into frames:
+ * heads as they are, payloads through the masking scanner, each frame's
+ * held bytes released at its end.  Appends to B; 0 or -1 (a frame the
+ * scanner could not see into, or no memory: close). */
+int px_ws_cut(px_conn *c, px_buf *b);
 void px_scan_begin(px_scanpass *sp, ab_scanner *s, bool chunked);
 int px_scan_pass(px_scanpass *sp, const char *p, size_t n, bool done, px_buf *dst,
 		 ab_scan_hit *hit);

@@ -103,8 +103,10 @@ static int forward_head(px_conn *c, const ab_http_req *q, const char *buf, px_bu
 		if (hdr_is(buf, h->name, "proxy-connection") ||
 		    hdr_is(buf, h->name, "proxy-authorization"))
 			continue;
-		/* masking cannot see into compressed responses */
-		if (c->intercepted && hdr_is(buf, h->name, "accept-encoding"))
+		/* masking cannot see into compressed responses, nor into
+		 * compressed WebSocket frames (permessage-deflate) */
+		if (c->intercepted && (hdr_is(buf, h->name, "accept-encoding") ||
+				       hdr_is(buf, h->name, "sec-websocket-extensions")))
 			continue;
 		r |= px_buf_append(o, buf + h->name.off, h->name.len);
 		r |= px_buf_append(o, ": ", 2);
@@ -296,6 +298,7 @@ static int forward_request(px_conn *c, ab_http_req *q, int r)
 	e->rotate = c->intercepted && q->method == AB_HTTP_POST &&
 		    ab_broker_token_endpoint(c->px->broker, c->host, c->port, e->path);
 	e->upgrade = q->conn_upgrade && q->has_upgrade;
+	e->ws = e->upgrade && q->upgrade_websocket;
 	e->close = q->conn_close || (q->version_minor == 0 && !q->conn_keep_alive);
 	px_buf head = {0};
 	int hn = forward_head(c, q, c->in.p, &head);
@@ -492,6 +495,10 @@ void px_http_free(px_conn *c)
 	if (c->rot.p)
 		explicit_bzero(c->rot.p, c->rot.len);
 	px_buf_free(&c->rot);
+	if (c->wsraw.p)
+		explicit_bzero(c->wsraw.p, c->wsraw.cap);
+	px_buf_free(&c->wsraw);
+	c->ws_mask = false;
 	c->capturing = false;
 }
 
@@ -780,6 +787,16 @@ static int process_responses(px_conn *c)
 			if (code != 101 || !e->upgrade || c->nfifo != 1) {
 				px_close(c);
 				return -1;
+			}
+			/* a WebSocket from an intercepted host: its frames are
+			 * masked (pxtls.c); any other upgrade stays opaque */
+			if (c->intercepted && e->ws) {
+				if (resp_begin(c, false) < 0) {
+					px_close(c);
+					return -1;
+				}
+				c->ws_mask = true;
+				memset(&c->wsf, 0, sizeof(c->wsf));
 			}
 			finish_response(c); /* logged as the upgrade request */
 			px_tunnel_start(c);

@@ -391,8 +391,36 @@ void px_tls_pump(px_conn *c)
 
 /* ------------------------------------------------------------ upgraded */
 
+int px_ws_cut(px_conn *c, px_buf *b)
+{
+	const uint8_t *p = (const uint8_t *)c->wsraw.p;
+	size_t n = c->wsraw.len, i = 0;
+	int r = 0;
+	while (r == 0 && i < n) {
+		int kind = 0;
+		ssize_t k = ab_ws_next(&c->wsf, p + i, n - i, &kind);
+		if (k <= 0) {
+			r = -1;
+			break;
+		}
+		if (kind == AB_WS_HEAD) {
+			r = px_buf_append(b, p + i, (size_t)k) < 0 ? -1 : 0;
+		} else {
+			ab_scan_hit hit = {0};
+			r = px_scan_pass(&c->rpass, (const char *)p + i, (size_t)k,
+					 kind == AB_WS_DATA_END, b, &hit) < 0 ? -1 : 0;
+			c->masked += hit.replaced;
+		}
+		i += (size_t)k;
+	}
+	explicit_bzero(c->wsraw.p, n); /* it may hold a real value */
+	c->wsraw.len = 0;
+	return r;
+}
+
 /* One direction of a WebSocket (or other 101-upgraded) stream on an
- * intercepted connection: opaque from here, through both TLS sessions.
+ * intercepted connection, through both TLS sessions: the server's
+ * WebSocket frames masked (ws_cut), anything else opaque.
  * Returns 1 on progress, 0 on none, -1 when the connection must close. */
 static int tls_dir(px_conn *c, bool from_up, px_buf *b, px_dir *d, uint64_t *count)
 {
@@ -404,13 +432,16 @@ static int tls_dir(px_conn *c, bool from_up, px_buf *b, px_dir *d, uint64_t *cou
 		progress |= n > 0;
 	}
 	if (!b->len && !d->eof) {
-		ssize_t n = px_io_read(c, from_up, b, 65536);
+		bool cut = from_up && c->ws_mask;
+		ssize_t n = px_io_read(c, from_up, cut ? &c->wsraw : b, 65536);
 		if (n == 0)
 			d->eof = true;
 		else if (n < 0 && n != -EAGAIN)
 			return -1;
 		else if (n > 0)
 			*count += (uint64_t)n;
+		if (n > 0 && cut && px_ws_cut(c, b) < 0)
+			return -1;
 		progress |= n != -EAGAIN;
 	}
 	if (d->eof && !b->len && !d->shut) {

@@ -217,10 +217,14 @@ void px_tunnel_start(px_conn *c)
 	}
 	if (c->back.len) {
 		c->down += c->back.len;
-		if (px_buf_append(&c->toc, c->back.p, c->back.len) < 0) {
+		/* a masked WebSocket's first frames came with the 101 */
+		if (px_buf_append(c->ws_mask ? &c->wsraw : &c->toc, c->back.p, c->back.len) < 0 ||
+		    (c->ws_mask && px_ws_cut(c, &c->toc) < 0)) {
+			explicit_bzero(c->back.p, c->back.len);
 			px_close(c);
 			return;
 		}
+		explicit_bzero(c->back.p, c->back.len);
 		px_buf_free(&c->back);
 	}
 	c->tunnel_started = true;

@@ -501,9 +501,6 @@ def test_codex_home_hardening(ctx):
 
 
 @abtest.root_only
-@abtest.known_gap("agentbox relays a WebSocket opaquely after the 101 (docs/egress.md), so "
-                  "what an intercepted host sends in WebSocket frames is not scanned for the "
-                  "real value; codex talks to api.openai.com over WebSocket by default")
 def test_codex_ws_reflection_is_masked(ctx):
     """If api.openai.com sent the real key back (in a WebSocket event), codex
     must still only ever see a stand-in, as it does over HTTP + SSE."""

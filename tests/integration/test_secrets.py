@@ -35,7 +35,7 @@ from abtest import INNER_PY, ab_cmd, describe, skip, wait_for
 from secrets_util import (BOUND, BOUND_PLAIN, PLAIN, TUNNEL, Broker, encodings,
                           name_constraints, new_value, pem_certs, private_key_files,
                           x509_text)
-from upstream import INNER_LIB, inner_json, read_log
+from upstream import INNER_LIB, inner_json, read_log, server_ssl_context
 
 NODE = "/usr/bin/node"
 SRC = "AB_IT_SECRET_SRC"          # agentbox's own variable holding the value
@@ -1733,6 +1733,183 @@ def test_stable_placeholder(ctx):
         problems.append("the restored key gave another placeholder")
     assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [v1, v2])
     assert_value_nowhere(ctx, [v1, v2], runs, [])
+
+
+class WsUpstream:
+    """A TLS WebSocket server that reflects the real value in its frames:
+    whole in small, 16-bit and 64-bit length frames, in a ping, and split
+    across two TCP writes inside one payload; then an "end" frame.  ?mode=rsv
+    sends a compressed-looking frame (RSV1) with the value instead."""
+
+    def __init__(self, ctx, value):
+        import socket as _s
+        import threading as _t
+        self.value = value.encode()
+        self.heads = []
+        self.sctx = server_ssl_context()
+        self.ls = _s.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(8)
+        self.ls.settimeout(0.2)
+        self.port = self.ls.getsockname()[1]
+        self.stop = False
+        self.t = _t.Thread(target=self._serve, daemon=True)
+        self.t.start()
+        ctx.on_cleanup(self.close)
+
+    def close(self):
+        self.stop = True
+        self.t.join(3)
+        self.ls.close()
+
+    @staticmethod
+    def frame(op, payload, fin=True, rsv=0):
+        b0 = (0x80 if fin else 0) | rsv | op
+        n = len(payload)
+        if n < 126:
+            head = bytes([b0, n])
+        elif n < 65536:
+            head = bytes([b0, 126]) + n.to_bytes(2, "big")
+        else:
+            head = bytes([b0, 127]) + n.to_bytes(8, "big")
+        return head + payload
+
+    def _serve(self):
+        import base64 as _b
+        import hashlib as _h
+        while not self.stop:
+            try:
+                raw, _ = self.ls.accept()
+            except OSError:
+                continue
+            try:
+                c = self.sctx.wrap_socket(raw, server_side=True)
+                c.settimeout(10)
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    d = c.recv(4096)
+                    if not d:
+                        break
+                    head += d
+                text = head.decode("latin-1")
+                self.heads.append(text)
+                key = ""
+                for line in text.split("\r\n"):
+                    if line.lower().startswith("sec-websocket-key:"):
+                        key = line.split(":", 1)[1].strip()
+                acc = _b.b64encode(_h.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11")
+                                           .encode()).digest()).decode()
+                c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                           "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n" %
+                           acc).encode())
+                v = self.value
+                if "mode=rsv" in text.split("\r\n")[0]:
+                    c.sendall(self.frame(1, b"deflated " + v, rsv=0x40))
+                    time.sleep(0.5)
+                    c.sendall(self.frame(1, b"end"))
+                else:
+                    c.sendall(self.frame(1, b'{"echo":"' + v + b'"}'))
+                    c.sendall(self.frame(2, b"x" * 150 + v + b"y" * 150))
+                    c.sendall(self.frame(2, b"z" * 70000 + v))
+                    c.sendall(self.frame(9, v))
+                    f = self.frame(1, b"split:" + v + b":tail")
+                    cut = 2 + 6 + len(v) // 2
+                    c.sendall(f[:cut])
+                    time.sleep(0.3)
+                    c.sendall(f[cut:])
+                    c.sendall(self.frame(1, b"end"))
+                time.sleep(0.5)
+                c.close()
+            except OSError:
+                pass
+
+
+WS_PY = INNER_LIB + r'''
+import base64 as _b
+out = {}
+for mode in ("plain", "rsv"):
+    s = connect(CFG["host"] + ":443")[0]
+    t = ssl.create_default_context().wrap_socket(s, server_hostname=CFG["host"])
+    t.sendall(("GET /ws?mode=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+               "x-api-key: %s\r\n\r\n" % (mode, CFG["host"], os.environ["WSKEY"])).encode())
+    t.settimeout(10)
+    data = b""
+    while True:
+        try:
+            d = t.recv(65536)
+        except (OSError, ssl.SSLError) as e:
+            break
+        if not d:
+            break
+        data += d
+    out[mode] = _b.b64encode(data).decode()
+print(json.dumps(out))
+'''
+
+
+def _ws_frames(data):
+    """(status line, [(opcode, payload)], leftover bytes) of a 101 + frames."""
+    head, _, rest = data.partition(b"\r\n\r\n")
+    frames = []
+    while len(rest) >= 2:
+        b0, b1 = rest[0], rest[1]
+        n, i = b1 & 0x7f, 2
+        if n == 126:
+            n, i = int.from_bytes(rest[2:4], "big"), 4
+        elif n == 127:
+            n, i = int.from_bytes(rest[2:10], "big"), 10
+        if len(rest) < i + n:
+            break
+        frames.append((b0 & 0x0f, rest[i:i + n], b0 & 0x70))
+        rest = rest[i + n:]
+    return head.split(b"\r\n")[0], frames, rest
+
+
+def test_websocket_frames_masked(ctx):
+    """A WebSocket from an intercepted host: the real value in the server's
+    frames (small, 16-bit and 64-bit lengths, a ping, a payload split across
+    TCP writes) reaches the client masked, every frame intact; the client's
+    offer of compression is not passed on; a compressed frame (RSV1), which
+    masking cannot see into, ends the connection instead of reaching it."""
+    value = "sk-ws-" + new_value("", 40)
+    b = Broker(ctx, [value])
+    b.ws = WsUpstream(ctx, value)
+    host = "ws.upstream.test"
+    prof = b.write_profile({"WSKEY": secret(SRC, hosts=[host])},
+                           allow=[BOUND, TUNNEL, PLAIN, host], extra_hosts={host: "ws"})
+    out, r = inner_json(ctx, WS_PY, {"host": host}, prof, env={SRC: value})
+    problems = []
+    plain = base64.b64decode(out["plain"])
+    status, frames, rest = _ws_frames(plain)
+    if b" 101 " not in status:
+        problems.append("no 101: %r" % plain[:200])
+    want = [(1, 9 + len(value) + 2), (2, 300 + len(value)), (2, 70000 + len(value)),
+            (9, len(value)), (1, 6 + len(value) + 5), (1, 3)]
+    if [(op, len(p)) for op, p, _ in frames] != want or rest:
+        problems.append("frames (opcode, length) %r, expected %r (leftover %d)" % (
+            [(op, len(p)) for op, p, _ in frames], want, len(rest)))
+    if value.encode() in plain:
+        problems.append("the real value reached the client in a frame")
+    ph = None
+    for op, p, _ in frames[:5]:
+        m = re.search(rb"[A-Za-z0-9_-]{%d}" % len(value), p)
+        if not m:
+            problems.append("a frame without the masked value: %r" % p[:80])
+    if frames and frames[-1][1] != b"end":
+        problems.append("the last frame is %r" % (frames[-1][1][:40],))
+    heads = [h for h in b.ws.heads if "mode=plain" in h.split("\r\n")[0]]
+    if not heads or "sec-websocket-extensions" in heads[0].lower():
+        problems.append("the compression offer reached the upstream: %r" % heads[:1])
+    elif ("x-api-key: " + value).lower() not in heads[0].lower():
+        problems.append("the upgrade request did not carry the real value")
+    rsv = base64.b64decode(out["rsv"])
+    if value.encode() in rsv or b"deflated" in rsv or b"end" in rsv.partition(b"\r\n\r\n")[2]:
+        problems.append("a compressed frame reached the client: %r" % rsv[:200])
+    assert not problems, redact("\n".join(problems) + "\n" + describe(r), [value])
+    assert_value_nowhere(ctx, [value], [r], [])
 
 
 # ==========================================================================

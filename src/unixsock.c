@@ -9,9 +9,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
@@ -76,17 +81,124 @@ int ab_unixsock_parse(const char *buf, size_t len, ab_strv *out)
 	return found;
 }
 
-static bool is_sock(const char *path)
+/* A name from a UNIX_DIAG_NAME attribute: a pathname (up to its NUL) that
+ * passes the same checks as a /proc line's, or NULL. */
+static const char *diag_name(const char *p, size_t n, size_t *len)
 {
-	struct stat st;
-	return lstat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+	const char *nul = memchr(p, '\0', n);
+	size_t l = nul ? (size_t)(nul - p) : n;
+	if (l < 1 || p[0] != '/' || l > AB_UNIXSOCK_PATH_MAX)
+		return NULL;
+	for (size_t i = 0; i < l; i++)
+		if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
+			return NULL;
+	*len = l;
+	return p;
 }
 
-int ab_unixsock_host(ab_strv *out, ab_err *err)
+int ab_unixsock_parse_diag(const void *buf, size_t len, ab_strv *out)
+{
+	if (len && !buf)
+		return -EINVAL;
+	const char *p = buf;
+	size_t off = 0;
+	while (len - off >= sizeof(struct nlmsghdr)) {
+		struct nlmsghdr h;
+		memcpy(&h, p + off, sizeof(h));
+		if (h.nlmsg_len < sizeof(h) || h.nlmsg_len > len - off)
+			return -EPROTO;
+		if (h.nlmsg_type == NLMSG_DONE)
+			return 1;
+		if (h.nlmsg_type == NLMSG_ERROR) {
+			struct nlmsgerr e = {0};
+			if (h.nlmsg_len >= NLMSG_LENGTH(sizeof(e)))
+				memcpy(&e, p + off + NLMSG_HDRLEN, sizeof(e));
+			return e.error < 0 && e.error > -4096 ? e.error : -EPROTO;
+		}
+		if (h.nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+		    h.nlmsg_len >= NLMSG_LENGTH(sizeof(struct unix_diag_msg))) {
+			size_t a = off + NLMSG_LENGTH(sizeof(struct unix_diag_msg));
+			size_t end = off + h.nlmsg_len;
+			while (end - a >= sizeof(struct rtattr)) {
+				struct rtattr ra;
+				memcpy(&ra, p + a, sizeof(ra));
+				if (ra.rta_len < sizeof(ra) || ra.rta_len > end - a)
+					return -EPROTO;
+				size_t nl = 0;
+				const char *name = ra.rta_type == UNIX_DIAG_NAME
+							   ? diag_name(p + a + RTA_LENGTH(0),
+								       ra.rta_len - RTA_LENGTH(0), &nl)
+							   : NULL;
+				if (name) {
+					char *c = strndup(name, nl);
+					if (!c || ab_strv_push_take(out, c) < 0)
+						return -ENOMEM;
+				}
+				size_t step = RTA_ALIGN(ra.rta_len);
+				if (step > end - a)
+					break;
+				a += step;
+			}
+		}
+		size_t step = NLMSG_ALIGN(h.nlmsg_len);
+		if (step > len - off)
+			break;
+		off += step;
+	}
+	return 0;
+}
+
+/* The kernel's socket diagnostics: only sockets another one could reach
+ * (listening, or unconnected: a bound datagram socket), a fraction of
+ * /proc/net/unix and measured ten times faster to list (docs/performance.md).
+ * -ENOENT/-EPROTONOSUPPORT without unix_diag (then /proc/net/unix). */
+static int list_diag(ab_strv *raw)
+{
+	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (fd < 0)
+		return -errno;
+	struct {
+		struct nlmsghdr h;
+		struct unix_diag_req r;
+	} q = {.h = {.nlmsg_len = sizeof(q), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+		     .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1},
+	       .r = {.sdiag_family = AF_UNIX, .udiag_states = (1u << TCP_LISTEN) | (1u << TCP_CLOSE),
+		     .udiag_show = UDIAG_SHOW_NAME}};
+	int r = send(fd, &q, sizeof(q), 0) == (ssize_t)sizeof(q) ? 0 : -errno;
+	size_t total = 0;
+	char *buf = r == 0 ? malloc(1 << 16) : NULL;
+	if (r == 0 && !buf)
+		r = -ENOMEM;
+	while (r == 0) {
+		ssize_t n = recv(fd, buf, 1 << 16, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EPROTO;
+			break;
+		}
+		total += (size_t)n;
+		if (total > AB_UNIXSOCK_LIST_MAX) {
+			r = -E2BIG;
+			break;
+		}
+		r = ab_unixsock_parse_diag(buf, (size_t)n, raw);
+		if (r == 1) {
+			r = 0;
+			break;
+		}
+	}
+	free(buf);
+	close(fd);
+	return r;
+}
+
+/* /proc/net/unix, read whole (at most AB_UNIXSOCK_LIST_MAX bytes). */
+static int list_proc(ab_strv *raw)
 {
 	int fd = open("/proc/net/unix", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return ab_fail(err, errno, "list the host's unix sockets (/proc/net/unix)");
+		return -errno;
 	size_t cap = 1 << 16, len = 0;
 	char *buf = malloc(cap);
 	int r = buf ? 0 : -ENOMEM;
@@ -116,21 +228,60 @@ int ab_unixsock_host(ab_strv *out, ab_err *err)
 			len += (size_t)n;
 	}
 	close(fd);
-	_cleanup_strv_ ab_strv raw = {0};
 	if (r == 0) {
-		int k = ab_unixsock_parse(buf, len, &raw);
+		int k = ab_unixsock_parse(buf, len, raw);
 		r = k < 0 ? k : 0;
 	}
 	free(buf);
-	if (r < 0)
-		return ab_fail(err, -r, "list the host's unix sockets (/proc/net/unix)");
-	char real[PATH_MAX];
+	return r;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int ab_unixsock_list(bool diag, ab_strv *raw)
+{
+	return diag ? list_diag(raw) : list_proc(raw);
+}
+
+int ab_unixsock_host(ab_strv *out, ab_err *err)
+{
+	_cleanup_strv_ ab_strv raw = {0};
+	int r = list_diag(&raw);
+	if (r < 0) {
+		ab_strv_free(&raw);
+		r = list_proc(&raw);
+		if (r < 0)
+			return ab_fail(err, -r, "list the host's unix sockets (sock_diag, then "
+						"/proc/net/unix)");
+	}
+	/* each path as bound, and as its directory's real path says (a socket
+	 * bound through a symlinked directory); sorted, so one realpath(3) per
+	 * directory.  The plan checks that a path still names a socket. */
+	qsort(raw.v, raw.n, sizeof(*raw.v), cmp_str);
+	char dir[PATH_MAX], real[PATH_MAX] = "";
+	dir[0] = '\0';
+	bool have_real = false;
 	for (size_t i = 0; i < raw.n; i++) {
-		/* only sockets that are still there, under either name */
-		if (!realpath(raw.v[i], real) || !is_sock(real))
+		const char *path = raw.v[i], *slash = strrchr(path, '/');
+		size_t dl = (size_t)(slash - path);
+		if (i && strcmp(path, raw.v[i - 1]) == 0)
 			continue;
-		if ((is_sock(raw.v[i]) && ab_strv_push_unique(out, raw.v[i]) < 0) ||
-		    ab_strv_push_unique(out, real) < 0)
+		if (dl >= sizeof(dir))
+			continue;
+		if (strlen(dir) != dl || strncmp(dir, path, dl) != 0) {
+			memcpy(dir, path, dl);
+			dir[dl] = '\0';
+			have_real = realpath(dl ? dir : "/", real) != NULL;
+		}
+		if (ab_strv_push(out, path) < 0)
+			return ab_fail(err, ENOMEM, "unix sockets");
+		if (!have_real || (strcmp(real, dl ? dir : "/") == 0))
+			continue;
+		char *alt = ab_asprintf("%s%s", strcmp(real, "/") ? real : "", slash);
+		if (!alt || ab_strv_push_take(out, alt) < 0)
 			return ab_fail(err, ENOMEM, "unix sockets");
 	}
 	return 0;

@@ -8,13 +8,14 @@
  * Landlock (up to ABI 7) stop it.  A host process listening on a socket in
  * the workspace or a harness's state directory would serve the sandbox.  The
  * kernel lists every socket bound in a network namespace, with the path it
- * was bound to, in /proc/net/unix; agentbox reads the host's (its own
- * namespace's) list before the plan, and the plan masks each such socket
- * that a grant would show (plan.c, plan_host_sockets).
+ * was bound to (NETLINK_SOCK_DIAG, /proc/net/unix); agentbox reads the
+ * host's (its own namespace's) list before the plan, and the plan masks
+ * each such socket that a grant would show (plan.c, plan_host_sockets).
  */
 #ifndef AGENTBOX_UNIXSOCK_H
 #define AGENTBOX_UNIXSOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "agentbox/common.h"
@@ -37,11 +38,29 @@
 int ab_unixsock_parse(const char *buf, size_t len, ab_strv *out);
 
 /*
- * The host's bound pathname sockets: /proc/net/unix parsed, each absolute
- * path plus its realpath(3) when that differs and still names a socket.
- * 0, or -errno with ERR set (unreadable, larger than AB_UNIXSOCK_LIST_MAX):
- * the caller stops, since sockets it cannot see it cannot hide.
+ * Parse one datagram of a NETLINK_SOCK_DIAG dump of unix sockets
+ * (UDIAG_SHOW_NAME): append the pathname of each socket that has one
+ * (checked as above).  Returns 1 at NLMSG_DONE, 0 when more datagrams
+ * follow, the error of an NLMSG_ERROR (e.g. -ENOENT: no unix_diag), or
+ * -EPROTO (a length that runs past the buffer), -ENOMEM, -EINVAL.
+ */
+int ab_unixsock_parse_diag(const void *buf, size_t len, ab_strv *out);
+
+/*
+ * The host's bound pathname sockets that another socket could reach
+ * (listening, or unconnected: a bound datagram socket), from the kernel's
+ * socket diagnostics (or, without unix_diag, every bound one from
+ * /proc/net/unix): each absolute path once, plus the same name in its directory's realpath(3) when that
+ * differs (a socket bound through a symlinked directory).  Whether a path
+ * still names a socket is for the plan to check (only those under grants
+ * matter).  0, or -errno with ERR set (unreadable, larger than
+ * AB_UNIXSOCK_LIST_MAX): the caller stops, since sockets it cannot see it
+ * cannot hide.
  */
 int ab_unixsock_host(ab_strv *out, ab_err *err);
+
+/* One of the two listings, raw (the paths as bound, unsorted): DIAG the
+ * socket diagnostics, else /proc/net/unix.  0 or -errno (for tests). */
+int ab_unixsock_list(bool diag, ab_strv *raw);
 
 #endif

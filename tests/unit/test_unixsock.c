@@ -4,6 +4,10 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +94,87 @@ static void test_hostile(void **state)
 	assert_int_equal(ab_unixsock_parse(listing, (size_t)AB_UNIXSOCK_LIST_MAX + 1, &out), -E2BIG);
 }
 
+/* Netlink sock_diag datagrams, built by hand. */
+typedef struct nlb {
+	uint8_t b[4096];
+	size_t n;
+} nlb;
+
+static void nl_sock(nlb *o, const char *name, size_t namelen, bool with_name)
+{
+	struct nlmsghdr h = {.nlmsg_type = SOCK_DIAG_BY_FAMILY};
+	struct unix_diag_msg m = {.udiag_family = AF_UNIX};
+	size_t at = o->n, len = NLMSG_LENGTH(sizeof(m));
+	o->n += NLMSG_HDRLEN;
+	memcpy(o->b + o->n, &m, sizeof(m));
+	o->n = at + len;
+	if (with_name) {
+		struct rtattr ra = {.rta_type = UNIX_DIAG_NAME, .rta_len = RTA_LENGTH(namelen)};
+		memcpy(o->b + o->n, &ra, sizeof(ra));
+		memcpy(o->b + o->n + RTA_LENGTH(0), name, namelen);
+		o->n += RTA_ALIGN(ra.rta_len);
+		len = o->n - at;
+	}
+	h.nlmsg_len = (uint32_t)len;
+	memcpy(o->b + at, &h, sizeof(h));
+	o->n = at + NLMSG_ALIGN(len);
+}
+
+static void nl_done(nlb *o)
+{
+	struct nlmsghdr h = {.nlmsg_len = NLMSG_LENGTH(4), .nlmsg_type = NLMSG_DONE};
+	memcpy(o->b + o->n, &h, sizeof(h));
+	o->n += NLMSG_LENGTH(4);
+}
+
+static void test_diag(void **state)
+{
+	nlb o = {0};
+	nl_sock(&o, "/run/user/1000/bus", 19, true);     /* with its NUL */
+	nl_sock(&o, "\0abstract", 9, true);
+	nl_sock(&o, NULL, 0, false);                     /* unnamed */
+	nl_sock(&o, "/no/nul", 7, true);
+	nl_sock(&o, "rel.sock", 8, true);
+	nl_sock(&o, "/bad\nname", 9, true);
+	ab_strv out = {0};
+	assert_int_equal(ab_unixsock_parse_diag(o.b, o.n, &out), 0); /* more to come */
+	assert_int_equal(out.n, 2);
+	assert_string_equal(out.v[0], "/run/user/1000/bus");
+	assert_string_equal(out.v[1], "/no/nul");
+	nl_done(&o);
+	ab_strv_free(&out);
+	assert_int_equal(ab_unixsock_parse_diag(o.b, o.n, &out), 1);
+	ab_strv_free(&out);
+	/* a length past the end, an attribute past its message: refused */
+	nlb t = o;
+	struct nlmsghdr h;
+	memcpy(&h, t.b, sizeof(h));
+	h.nlmsg_len = (uint32_t)t.n + 4;
+	memcpy(t.b, &h, sizeof(h));
+	assert_int_equal(ab_unixsock_parse_diag(t.b, t.n, &out), -EPROTO);
+	t = o;
+	struct rtattr ra;
+	memcpy(&ra, t.b + NLMSG_LENGTH(sizeof(struct unix_diag_msg)), sizeof(ra));
+	ra.rta_len = 4000;
+	memcpy(t.b + NLMSG_LENGTH(sizeof(struct unix_diag_msg)), &ra, sizeof(ra));
+	assert_int_equal(ab_unixsock_parse_diag(t.b, t.n, &out), -EPROTO);
+	ab_strv_free(&out);
+	/* an error message: its error (no unix_diag: ENOENT) */
+	nlb e = {0};
+	struct nlmsghdr eh = {.nlmsg_len = NLMSG_LENGTH(sizeof(struct nlmsgerr)),
+			      .nlmsg_type = NLMSG_ERROR};
+	struct nlmsgerr err = {.error = -ENOENT};
+	memcpy(e.b, &eh, sizeof(eh));
+	memcpy(e.b + NLMSG_HDRLEN, &err, sizeof(err));
+	e.n = eh.nlmsg_len;
+	assert_int_equal(ab_unixsock_parse_diag(e.b, e.n, &out), -ENOENT);
+	/* a trailing partial header is ignored; nothing, no NULL */
+	assert_int_equal(ab_unixsock_parse_diag(o.b, 3, &out), 0);
+	assert_int_equal(ab_unixsock_parse_diag(NULL, 0, &out), 0);
+	assert_int_equal(ab_unixsock_parse_diag(NULL, 1, &out), -EINVAL);
+	assert_int_equal(out.n, 0);
+}
+
 /* The real listing of this machine parses, and a socket bound here shows. */
 static void test_host(void **state)
 {
@@ -115,6 +200,12 @@ static void test_host(void **state)
 	snprintf(want, sizeof(want), "%s/s.sock", real);
 	assert_true(ab_strv_contains(&out, want)); /* and its real path */
 	ab_strv_free(&out);
+	/* both listings have it (the /proc one is the fallback) */
+	for (int diag = 0; diag <= 1; diag++) {
+		assert_int_equal(ab_unixsock_list(diag, &out), 0);
+		assert_true(ab_strv_contains(&out, a.sun_path));
+		ab_strv_free(&out);
+	}
 	close(fd);
 	/* a socket file whose socket is closed is not listed */
 	assert_int_equal(ab_unixsock_host(&out, &err), 0);
@@ -131,6 +222,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_listing),
 		cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_diag),
 		cmocka_unit_test(test_host),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

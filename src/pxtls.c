@@ -420,7 +420,7 @@ int px_ws_cut(px_conn *c, px_buf *b)
 
 /* One direction of a WebSocket (or other 101-upgraded) stream on an
  * intercepted connection, through both TLS sessions: the server's
- * WebSocket frames masked (ws_cut), anything else opaque.
+ * WebSocket frames masked (px_ws_cut), anything else opaque.
  * Returns 1 on progress, 0 on none, -1 when the connection must close. */
 static int tls_dir(px_conn *c, bool from_up, px_buf *b, px_dir *d, uint64_t *count)
 {

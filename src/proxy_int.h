@@ -29,6 +29,8 @@
 #define PX_MAX_ADDRS 8             /* resolved addresses tried per dial */
 #define PX_PATH_LOG 256            /* path bytes kept for the log */
 
+#define PX_WSQ 64 /* frames a masked WebSocket may have waiting for held bytes */
+
 typedef struct px_buf {
 	char *p;
 	size_t len, cap;
@@ -161,6 +163,16 @@ typedef struct px_conn {
 	bool ws_mask;
 	ab_ws_framer wsf;
 	px_buf wsraw;               /* read from upstream, not cut yet */
+	px_buf wsout;               /* masked payload bytes, not placed in frames yet */
+	uint8_t wshdr[10];          /* the head being read */
+	uint8_t wshn;
+	struct px_wsq {             /* frames not all out yet, oldest first */
+		uint8_t hdr[10];
+		uint8_t hn;
+		bool sent;          /* the head is out */
+		uint64_t left;      /* payload bytes still to place */
+	} wsq[PX_WSQ];
+	size_t wsq_n;
 } px_conn;
 
 typedef struct px_map {
@@ -242,8 +254,9 @@ void px_head_process(px_conn *c);
 
 /* pxscan.c */
 /* The server's WebSocket bytes read so far (c->wsraw), cut into frames:
- * heads as they are, payloads through the masking scanner, each frame's
- * held bytes released at its end.  Appends to B; 0 or -1 (a frame the
+ * heads as they are, payloads through the masking scanner, which releases
+ * what it holds where a message ends (FIN); each frame goes out once its
+ * payload is out of the scanner.  Appends to B; 0 or -1 (a frame the
  * scanner could not see into, or no memory: close). */
 int px_ws_cut(px_conn *c, px_buf *b);
 void px_scan_begin(px_scanpass *sp, ab_scanner *s, bool chunked);

@@ -498,7 +498,9 @@ void px_http_free(px_conn *c)
 	if (c->wsraw.p)
 		explicit_bzero(c->wsraw.p, c->wsraw.cap);
 	px_buf_free(&c->wsraw);
+	px_buf_free(&c->wsout);
 	c->ws_mask = false;
+	c->wsq_n = 0;
 	c->capturing = false;
 }
 
@@ -797,6 +799,8 @@ static int process_responses(px_conn *c)
 				}
 				c->ws_mask = true;
 				memset(&c->wsf, 0, sizeof(c->wsf));
+				c->wshn = 0;
+				c->wsq_n = 0;
 			}
 			finish_response(c); /* logged as the upgrade request */
 			px_tunnel_start(c);

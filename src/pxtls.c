@@ -391,6 +391,42 @@ void px_tls_pump(px_conn *c)
 
 /* ------------------------------------------------------------ upgraded */
 
+/* Place the masked payload bytes (c->wsout) into their frames, oldest
+ * first: a frame's head, then its payload as the scanner releases it. */
+static int ws_place(px_conn *c, px_buf *b)
+{
+	size_t used = 0, q = 0;
+	for (; q < c->wsq_n; q++) {
+		struct px_wsq *f = &c->wsq[q];
+		if (!f->sent) {
+			if (px_buf_append(b, f->hdr, f->hn) < 0)
+				return -1;
+			f->sent = true;
+		}
+		size_t m = c->wsout.len - used < f->left ? c->wsout.len - used : (size_t)f->left;
+		if (m && px_buf_append(b, c->wsout.p + used, m) < 0)
+			return -1;
+		used += m;
+		f->left -= m;
+		if (f->left)
+			break;
+	}
+	memmove(c->wsq, c->wsq + q, (c->wsq_n - q) * sizeof(*c->wsq));
+	c->wsq_n -= q;
+	px_buf_consume(&c->wsout, used);
+	return 0;
+}
+
+/* Payload bytes through the masking scanner into c->wsout; FLUSH: the
+ * scanner releases what it holds. */
+static int ws_scan(px_conn *c, const uint8_t *p, size_t n, bool flush)
+{
+	ab_scan_hit hit = {0};
+	int r = px_scan_pass(&c->rpass, (const char *)p, n, flush, &c->wsout, &hit);
+	c->masked += hit.replaced;
+	return r < 0 ? -1 : 0;
+}
+
 int px_ws_cut(px_conn *c, px_buf *b)
 {
 	const uint8_t *p = (const uint8_t *)c->wsraw.p;
@@ -403,16 +439,38 @@ int px_ws_cut(px_conn *c, px_buf *b)
 			r = -1;
 			break;
 		}
-		if (kind == AB_WS_HEAD) {
-			r = px_buf_append(b, p + i, (size_t)k) < 0 ? -1 : 0;
-		} else {
-			ab_scan_hit hit = {0};
-			r = px_scan_pass(&c->rpass, (const char *)p + i, (size_t)k,
-					 kind == AB_WS_DATA_END, b, &hit) < 0 ? -1 : 0;
-			c->masked += hit.replaced;
+		if (kind == AB_WS_HEAD || kind == AB_WS_HEAD_END) {
+			if ((size_t)k > sizeof(c->wshdr) - c->wshn) {
+				r = -1;
+				break;
+			}
+			memcpy(c->wshdr + c->wshn, p + i, (size_t)k);
+			c->wshn += (uint8_t)k;
+		}
+		if (kind == AB_WS_HEAD_END) {
+			/* too many frames wait on held bytes: release them */
+			if (c->wsq_n == PX_WSQ && (ws_scan(c, NULL, 0, true) < 0 ||
+						   ws_place(c, b) < 0 || c->wsq_n == PX_WSQ)) {
+				r = -1;
+				break;
+			}
+			struct px_wsq *f = &c->wsq[c->wsq_n++];
+			memcpy(f->hdr, c->wshdr, c->wshn);
+			f->hn = c->wshn;
+			f->sent = false;
+			f->left = c->wsf.len;
+			c->wshn = 0;
+			if (!c->wsf.len && c->wsf.fin)
+				r = ws_scan(c, NULL, 0, true);
+		} else if (kind == AB_WS_DATA || kind == AB_WS_DATA_END) {
+			/* held bytes are released where a message ends, so a value
+			 * split across the fragments of one message is found */
+			r = ws_scan(c, p + i, (size_t)k, kind == AB_WS_DATA_END && c->wsf.fin);
 		}
 		i += (size_t)k;
 	}
+	if (r == 0)
+		r = ws_place(c, b);
 	explicit_bzero(c->wsraw.p, n); /* it may hold a real value */
 	c->wsraw.len = 0;
 	return r;

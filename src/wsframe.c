@@ -39,6 +39,7 @@ ssize_t ab_ws_next(ab_ws_framer *f, const uint8_t *p, size_t n, int *kind)
 	*kind = AB_WS_HEAD;
 	if (f->hn < head_len(f))
 		return (ssize_t)used; /* the rest of the head comes later */
+	*kind = AB_WS_HEAD_END;
 	uint8_t l7 = f->hdr[1] & 0x7f;
 	uint64_t len = l7;
 	if (l7 == 126) {
@@ -51,6 +52,8 @@ ssize_t ab_ws_next(ab_ws_framer *f, const uint8_t *p, size_t n, int *kind)
 			return -EPROTO;
 	}
 	f->hn = 0;
+	f->fin = f->hdr[0] & 0x80;
+	f->len = len;
 	f->left = len;
 	f->in_payload = len > 0;
 	if (!len)

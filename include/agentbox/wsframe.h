@@ -6,10 +6,11 @@
  * (tests/fuzz/fuzz_wsframe.c).
  *
  * The stream is cut into pieces: frame-head bytes, which pass as they are,
- * and payload bytes, which go through the masking scanner, the last piece
- * of each payload marked so that the scanner releases what it held (a frame
- * is then delivered whole, never waiting for the next one).  The scanner is
- * length-preserving, so the frames' lengths stay right.
+ * and payload bytes, which go through the masking scanner.  The scanner is
+ * length-preserving, so the frames' lengths stay right; the proxy releases
+ * what it holds at the end of each frame that ends a message (FIN), so a
+ * value split across the fragments of one message is still found, and a
+ * whole message is never held back waiting for the next one.
  *
  * Refused (-EPROTO; the proxy closes the connection, since it could not see
  * the payload): a masked frame (servers never mask), a reserved bit set (an
@@ -29,10 +30,15 @@ typedef struct ab_ws_framer {
 	uint8_t hn;      /* bytes of it seen */
 	uint64_t left;   /* payload bytes left of the current frame */
 	bool in_payload;
+	bool fin;        /* the current frame (head complete) ends its message:
+			    FIN set (control frames always have it) */
+	uint64_t len;    /* the current frame's payload length (head complete) */
 	uint64_t frames; /* frames seen whole (head and payload) */
 } ab_ws_framer;
 
-enum { AB_WS_HEAD = 1, AB_WS_DATA, AB_WS_DATA_END };
+/* Piece kinds: a part of a head, the last part of a head (FIN and LEN are
+ * set from then on), payload, the last payload byte(s) of a frame. */
+enum { AB_WS_HEAD = 1, AB_WS_HEAD_END, AB_WS_DATA, AB_WS_DATA_END };
 
 /* The next piece of P[0..N): sets *KIND (AB_WS_*) and returns its length
  * (> 0), 0 when N is 0, or -EPROTO (see above; the framer is then stuck). */

@@ -8,6 +8,7 @@
  */
 #include "agentbox/wsframe.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				goto out;
 			if (k == 0 || (size_t)k > m - j)
 				abort();
-			if (kind != AB_WS_HEAD && (uint64_t)k > before)
+			bool head = kind == AB_WS_HEAD || kind == AB_WS_HEAD_END;
+			if (!head && (uint64_t)k > before)
+				abort();
+			if (kind == AB_WS_HEAD_END && f.in_payload != (f.len > 0))
 				abort();
 			if (kind == AB_WS_DATA_END && (f.in_payload && f.left))
 				abort();

@@ -1803,7 +1803,13 @@ class WsUpstream:
                            "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n" %
                            acc).encode())
                 v = self.value
-                if "mode=rsv" in text.split("\r\n")[0]:
+                if "mode=many" in text.split("\r\n")[0]:
+                    # more empty fragments than the proxy keeps waiting
+                    c.sendall(self.frame(1, b"a" * 30, fin=False))
+                    c.sendall(b"".join(self.frame(0, b"", fin=False) for _ in range(100)))
+                    c.sendall(self.frame(0, b"b" * 30 + v))
+                    c.sendall(self.frame(1, b"end"))
+                elif "mode=rsv" in text.split("\r\n")[0]:
                     c.sendall(self.frame(1, b"deflated " + v, rsv=0x40))
                     time.sleep(0.5)
                     c.sendall(self.frame(1, b"end"))
@@ -1817,6 +1823,10 @@ class WsUpstream:
                     c.sendall(f[:cut])
                     time.sleep(0.3)
                     c.sendall(f[cut:])
+                    # one message in two fragments, the value split between them
+                    c.sendall(self.frame(1, b"frag:" + v[:20], fin=False))
+                    time.sleep(0.3)
+                    c.sendall(self.frame(0, v[20:] + b":end"))
                     c.sendall(self.frame(1, b"end"))
                 time.sleep(0.5)
                 c.close()
@@ -1827,7 +1837,7 @@ class WsUpstream:
 WS_PY = INNER_LIB + r'''
 import base64 as _b
 out = {}
-for mode in ("plain", "rsv"):
+for mode in ("plain", "rsv", "many"):
     s = connect(CFG["host"] + ":443")[0]
     t = ssl.create_default_context().wrap_socket(s, server_hostname=CFG["host"])
     t.sendall(("GET /ws?mode=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
@@ -1871,7 +1881,8 @@ def _ws_frames(data):
 def test_websocket_frames_masked(ctx):
     """A WebSocket from an intercepted host: the real value in the server's
     frames (small, 16-bit and 64-bit lengths, a ping, a payload split across
-    TCP writes) reaches the client masked, every frame intact; the client's
+    TCP writes, split across the two fragments of one message) reaches the
+    client masked, every frame intact; the client's
     offer of compression is not passed on; a compressed frame (RSV1), which
     masking cannot see into, ends the connection instead of reaching it."""
     value = "sk-ws-" + new_value("", 40)
@@ -1887,7 +1898,8 @@ def test_websocket_frames_masked(ctx):
     if b" 101 " not in status:
         problems.append("no 101: %r" % plain[:200])
     want = [(1, 9 + len(value) + 2), (2, 300 + len(value)), (2, 70000 + len(value)),
-            (9, len(value)), (1, 6 + len(value) + 5), (1, 3)]
+            (9, len(value)), (1, 6 + len(value) + 5), (1, 25), (0, len(value) - 20 + 4),
+            (1, 3)]
     if [(op, len(p)) for op, p, _ in frames] != want or rest:
         problems.append("frames (opcode, length) %r, expected %r (leftover %d)" % (
             [(op, len(p)) for op, p, _ in frames], want, len(rest)))
@@ -1898,6 +1910,10 @@ def test_websocket_frames_masked(ctx):
         m = re.search(rb"[A-Za-z0-9_-]{%d}" % len(value), p)
         if not m:
             problems.append("a frame without the masked value: %r" % p[:80])
+    if len(frames) > 6:
+        joined = frames[5][1] + frames[6][1]
+        if value.encode() in joined or value[:20].encode() in frames[5][1]:
+            problems.append("the value split across two fragments of a message was not masked")
     if frames and frames[-1][1] != b"end":
         problems.append("the last frame is %r" % (frames[-1][1][:40],))
     heads = [h for h in b.ws.heads if "mode=plain" in h.split("\r\n")[0]]
@@ -1905,6 +1921,14 @@ def test_websocket_frames_masked(ctx):
         problems.append("the compression offer reached the upstream: %r" % heads[:1])
     elif ("x-api-key: " + value).lower() not in heads[0].lower():
         problems.append("the upgrade request did not carry the real value")
+    many = base64.b64decode(out["many"])
+    _, mframes, mrest = _ws_frames(many)
+    mwant = [(1, 30)] + [(0, 0)] * 100 + [(0, 30 + len(value)), (1, 3)]
+    if [(op, len(p)) for op, p, _ in mframes] != mwant or mrest:
+        problems.append("101 fragments: framing broken (%d frames, leftover %d)" % (
+            len(mframes), len(mrest)))
+    elif value.encode() in many:
+        problems.append("the value after 100 empty fragments was not masked")
     rsv = base64.b64decode(out["rsv"])
     if value.encode() in rsv or b"deflated" in rsv or b"end" in rsv.partition(b"\r\n\r\n")[2]:
         problems.append("a compressed frame reached the client: %r" % rsv[:200])

@@ -11,9 +11,12 @@
 
 /* Feed BUF in steps of STEP bytes; record per byte what it was (H head,
  * D payload, E the last payload byte of a frame).  Returns 0 or the error. */
+static int heads;
+
 static int cut(const uint8_t *buf, size_t n, size_t step, char *what, ab_ws_framer *f)
 {
 	memset(f, 0, sizeof(*f));
+	heads = 0;
 	size_t i = 0;
 	while (i < n) {
 		size_t m = n - i < step ? n - i : step, j = 0;
@@ -24,7 +27,10 @@ static int cut(const uint8_t *buf, size_t n, size_t step, char *what, ab_ws_fram
 				return (int)k;
 			assert_true(k > 0);
 			for (ssize_t x = 0; x < k; x++)
-				what[i + j + (size_t)x] = kind == AB_WS_HEAD ? 'H' : 'D';
+				what[i + j + (size_t)x] =
+					kind == AB_WS_HEAD || kind == AB_WS_HEAD_END ? 'H' : 'D';
+			if (kind == AB_WS_HEAD_END)
+				heads++;
 			if (kind == AB_WS_DATA_END)
 				what[i + j + (size_t)k - 1] = 'E';
 			j += (size_t)k;
@@ -68,11 +74,34 @@ static void test_frames(void **state)
 		assert_int_equal(cut(buf, n, steps[s], got, &f), 0);
 		assert_string_equal(got, want);
 		assert_int_equal(f.frames, 4);
+		assert_int_equal(heads, 4);
 		assert_false(f.in_payload);
+		assert_true(f.fin); /* the last frame ends its message */
+		assert_int_equal(f.len, 2);
 	}
 	int kind = 0;
 	ab_ws_framer f = {0};
 	assert_int_equal(ab_ws_next(&f, buf, 0, &kind), 0);
+}
+
+/* FIN and the length are known once the head is complete. */
+static void test_fin(void **state)
+{
+	static const uint8_t frag[] = {0x01, 0x03, 'a', 'b', 'c', 0x80, 0x01, 'd'};
+	ab_ws_framer f = {0};
+	int kind = 0;
+	assert_int_equal(ab_ws_next(&f, frag, 1, &kind), 1);
+	assert_int_equal(kind, AB_WS_HEAD);
+	assert_int_equal(ab_ws_next(&f, frag + 1, 7, &kind), 1);
+	assert_int_equal(kind, AB_WS_HEAD_END);
+	assert_false(f.fin);
+	assert_int_equal(f.len, 3);
+	assert_int_equal(ab_ws_next(&f, frag + 2, 6, &kind), 3);
+	assert_int_equal(kind, AB_WS_DATA_END);
+	assert_int_equal(ab_ws_next(&f, frag + 5, 3, &kind), 2);
+	assert_int_equal(kind, AB_WS_HEAD_END);
+	assert_true(f.fin);
+	assert_int_equal(f.len, 1);
 }
 
 static void test_refused(void **state)
@@ -105,6 +134,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_frames),
+		cmocka_unit_test(test_fin),
 		cmocka_unit_test(test_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -66,12 +66,12 @@ LIB_SRCS := src/common.c src/cli.c src/supervise.c src/supervise_path.c src/prof
             src/watch.c src/json_pos.c src/http.c src/netpolicy.c src/plan_net.c \
             src/netns.c src/dns.c src/tls.c src/audit.c src/otlp.c src/gitscan.c src/report.c src/resolve.c src/proxy.c \
             src/pxhttp.c src/pxtunnel.c src/dnsd.c src/control.c src/trace.c src/trace_event.c \
-            src/ca.c src/secrets.c src/phkey.c src/unixsock.c src/wsframe.c src/scan.c src/broker.c src/pxtls.c src/pxscan.c src/credfile.c \
+            src/ca.c src/secrets.c src/phkey.c src/unixsock.c src/wsframe.c src/termfilter.c src/scan.c src/broker.c src/pxtls.c src/pxscan.c src/credfile.c \
             $(wildcard src/escape/*.c)
 MAIN_SRC := src/main.c
 UNIT_TESTS := common sync profile plan landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
-              report credfile otlp unixsock wsframe
+              report credfile otlp unixsock wsframe termfilter
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)

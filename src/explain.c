@@ -485,9 +485,15 @@ static void text_limits(const ab_plan *p, FILE *out)
 static void text_tail(const ab_plan *p, FILE *out)
 {
 	fputs("\nTerminal\n", out);
-	if (p->use_pty)
+	if (p->use_pty) {
 		fputs("  own pseudo-terminal, relayed by agentbox: nothing inside can reach your "
 		      "terminal\n", out);
+		fputs(p->pass_clipboard
+			      ? "  clipboard escape sequences (OSC 52, 5522, 1337) reach your terminal "
+				"(terminal.clipboard)\n"
+			      : "  clipboard escape sequences (OSC 52, 5522, 1337) are neutralized\n",
+		      out);
+	}
 	else
 		fputs("  passthrough: plain stdio (no terminal; TIOCSTI and TIOCLINUX are blocked "
 		      "by seccomp)\n", out);
@@ -807,6 +813,7 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	bad |= json_object_set_new(o, "landlock", json_landlock(p));
 	bad |= json_object_set_new(o, "limits", json_limits(p));
 	bad |= json_object_set_new(o, "pty", jstr(pty_name(p)));
+	bad |= json_object_set_new(o, "clipboard", jstr(p->pass_clipboard ? "passed" : "filtered"));
 	bad |= json_object_set_new(o, "downgrades", strv_json(&p->downgrades));
 	bad |= json_object_set_new(o, "warnings", strv_json(&p->warnings));
 	if (!bad)

@@ -396,6 +396,7 @@ static int cmd_test_escape(const ab_cli *cli, ab_err *err)
 	}
 	json_t *secrets = secrets_json(prof);
 	a.secrets = secrets;
+	a.clipboard = prof->terminal.clipboard == 1;
 	a.profiles = paths;
 	a.display = display;
 	a.keep = keep;

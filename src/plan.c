@@ -1085,6 +1085,7 @@ static int plan_command(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	else
 		p->pty_mask = in->tty_mask & 7;
 	p->use_pty = p->pty_mask != 0;
+	p->pass_clipboard = in->profile->terminal.clipboard == 1;
 	return 0;
 }
 

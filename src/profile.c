@@ -1029,7 +1029,7 @@ static int parse_net_transparent(ctx *c, json_t *v, const key_def *d)
 	return 0;
 }
 
-/* audit.exec / audit.denials: an int field, -1 unset */
+/* audit.exec / audit.denials / terminal.clipboard: an int field, -1 unset */
 static int parse_audit_bool(ctx *c, json_t *v, const key_def *d)
 {
 	if (!json_is_boolean(v))
@@ -1551,6 +1551,11 @@ static const key_def audit_keys[] = {
 	END,
 };
 
+static const key_def terminal_keys[] = {
+	{ .name = "clipboard", .fn = parse_audit_bool, .off = PO(terminal.clipboard) },
+	END,
+};
+
 static const key_def top_keys[] = {
 	{ .name = "$schema", .fn = parse_text, .off = NO_TARGET },
 	{ .name = "version", .fn = parse_noop },
@@ -1564,6 +1569,7 @@ static const key_def top_keys[] = {
 	SECTION("syscalls", syscall_keys),
 	{ .name = "secrets", .fn = parse_secrets },
 	SECTION("audit", audit_keys),
+	SECTION("terminal", terminal_keys),
 	LIST("unix_sockets", unix_sockets, item_path, F_UNIQUE),
 	LIST("allow_downgrade", allow_downgrade, item_downgrade, F_UNIQUE),
 	{ .name = "hostname", .fn = parse_hostname },
@@ -1648,7 +1654,7 @@ static ab_profile *profile_new(void)
 {
 	ab_profile *p = calloc(1, sizeof(*p));
 	if (p)
-		p->net.transparent = p->audit.exec = p->audit.denials = -1;
+		p->net.transparent = p->audit.exec = p->audit.denials = p->terminal.clipboard = -1;
 	if (p)
 		p->limits = (ab_limits){ AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
 					 AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
@@ -1780,6 +1786,8 @@ static int merge_values(ab_profile *base, const ab_profile *top)
 		base->audit.exec = top->audit.exec;
 	if (top->audit.denials >= 0)
 		base->audit.denials = top->audit.denials;
+	if (top->terminal.clipboard >= 0)
+		base->terminal.clipboard = top->terminal.clipboard;
 	if (top->net.proxy_port)
 		base->net.proxy_port = top->net.proxy_port;
 	if (replace_str(&base->net.log, top->net.log) < 0 ||

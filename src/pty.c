@@ -44,6 +44,8 @@
 #include <sys/stat.h>
 #include <termios.h>
 
+#include "agentbox/termfilter.h"
+
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
@@ -171,6 +173,8 @@ struct ab_pty_relay {
 	bool sigpipe_set; /* we set SIGPIPE to SIG_IGN: restore SIG_DFL */
 	uint64_t in_timer;
 	struct rbuf to_master, to_out;
+	ab_termfilter tf;    /* clipboard sequences out of the output */
+	bool pass_clipboard; /* the profile lets them through */
 };
 
 static size_t rb_len(const struct rbuf *b) { return b->end - b->start; }
@@ -280,6 +284,8 @@ static ssize_t master_read(ab_pty_relay *r)
 		return 0;
 	ssize_t n = read(r->master, p, room);
 	if (n > 0) {
+		if (!r->pass_clipboard)
+			ab_termfilter_run(&r->tf, p, (size_t)n);
 		r->to_out.end += (size_t)n;
 		if (r->out_dead)
 			rb_clear(&r->to_out);
@@ -492,6 +498,12 @@ int ab_pty_relay_start(ab_loop *loop, int in_fd, int out_fd, int master, ab_pty_
 	relay_update(r);
 	*out = r;
 	return 0;
+}
+
+void ab_pty_relay_pass_clipboard(ab_pty_relay *r, bool pass)
+{
+	if (r)
+		r->pass_clipboard = pass;
 }
 
 void ab_pty_relay_resize(ab_pty_relay *r)

@@ -221,7 +221,10 @@ static int start_relay(run_state *s, ab_loop *l, int master)
 		out = STDERR_FILENO;
 	else if (!(m & 2))
 		out = s->devnull;
-	return ab_pty_relay_start(l, in, out, master, &s->relay, s->err);
+	int r = ab_pty_relay_start(l, in, out, master, &s->relay, s->err);
+	if (r == 0)
+		ab_pty_relay_pass_clipboard(s->relay, s->plan->pass_clipboard);
+	return r;
 }
 
 static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)

@@ -36,6 +36,8 @@
 #define AB_PROBE_TIMEOUT_MS 15000      /* per probe, enforced by the runner */
 #define AB_ESC_MAX_ATTEMPTS 256        /* per probe; more are counted, not kept */
 #define AB_ESC_MAX_FOUND 32            /* canary hashes kept per probe */
+/* TTY-02's clipboard write: base64 of "agentbox-test-escape" */
+#define AB_ESC_CLIP_B64 "YWdlbnRib3gtdGVzdC1lc2NhcGU="
 
 /* Exit statuses of test-escape (../shared/guide/escape-probes.md), first
  * matching wins: any escape; sandbox not in effect; lab setup failed; probe
@@ -251,6 +253,8 @@ typedef struct ab_test_escape_args {
 	json_t *secrets;      /* the profile's own secrets as profile JSON entries, "from"
 				 left out: the lab re-declares each with a canary value
 				 (same hosts, places, placeholder shape); borrowed */
+	bool clipboard;       /* the profile sets terminal.clipboard: TTY-02's clipboard
+				 sequence reaching the terminal is the profile's choice */
 } ab_test_escape_args;
 /* `agentbox test-escape`: returns the exit status (0-4, 125 usage). */
 int ab_test_escape(const ab_test_escape_args *a);

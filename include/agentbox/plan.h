@@ -193,6 +193,8 @@ typedef struct ab_plan {
 	bool use_pty;
 	unsigned pty_mask; /* which of the command's fds 0-2 get the pty: those that are
 			      terminals outside (all three with --pty) */
+	bool pass_clipboard; /* terminal.clipboard: the relay lets the clipboard
+				escape sequences through (src/termfilter.c) */
 
 	ab_egress_plan egress;
 	bool share_net;     /* test ablation "netns": no CLONE_NEWNET, no proxy */

@@ -85,6 +85,12 @@ typedef struct ab_profile {
 		int denials;
 	} audit;
 
+	/* terminal.clipboard: -1 unset (= filtered), 0 filtered, 1 the clipboard
+	 * escape sequences reach the user's terminal (src/termfilter.c) */
+	struct {
+		int clipboard;
+	} terminal;
+
 	/* TCP ports that processes inside may connect()/bind() to on the sandbox's
 	 * own loopback, enforced by Landlock (ABI >= 4).  NULL list = none. */
 	struct {

@@ -10,6 +10,7 @@
 #define AGENTBOX_PTY_H
 
 #include <sys/ioctl.h> /* struct winsize (glibc does not get it from termios.h) */
+#include <stdbool.h>
 #include <termios.h>
 
 #include "agentbox/common.h"
@@ -35,6 +36,10 @@ typedef struct ab_pty_relay ab_pty_relay;
  * reader went away); free restores it. */
 int ab_pty_relay_start(ab_loop *loop, int in_fd, int out_fd, int master, ab_pty_relay **out,
 		       ab_err *err);
+/* The output relayed to the outer terminal loses the escape sequences that
+ * reach the clipboard (src/termfilter.c), unless PASS (the profile's
+ * terminal.clipboard). */
+void ab_pty_relay_pass_clipboard(ab_pty_relay *r, bool pass);
 /* Copy the outer window size to the master (on SIGWINCH). */
 void ab_pty_relay_resize(ab_pty_relay *r);
 /* Drain what the master still has (after the child exited; bounded to 1 s),

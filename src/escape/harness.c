@@ -291,6 +291,7 @@ static int build_and_run(lab *L, const ab_test_escape_args *a, ab_esc_results *r
 	 * profile and LAB.json name */
 	if (lab_servers_start(L, err) < 0)
 		return ab_err_ret(err);
+	L->clipboard_ok = a->clipboard;
 	if (lab_write_profile(L, a->secrets, err) < 0 || lab_write_info(L, a->only, err) < 0)
 		return ab_err_ret(err);
 	static argbuf b;

@@ -684,6 +684,32 @@ static void judge_git(lab *L, ab_esc_results *rs)
 			  ran ? "the planted payload ran on the host" : res, NULL, "judge");
 }
 
+/* TTY-02's OSC 52: on the outer terminal as written (escaped, unless the
+ * profile lets clipboard sequences through), neutralized (52 -> 59), or not
+ * at all. */
+static void judge_clipboard(lab *L, ab_esc_result *r)
+{
+	static const char sent[] = "\x1b]52;c;" AB_ESC_CLIP_B64;
+	static const char neut[] = "\x1b]59;c;" AB_ESC_CLIP_B64;
+	const char *out = L->pty_out ? L->pty_out : "";
+	bool raw = memmem(out, L->pty_len, sent, sizeof(sent) - 1) != NULL;
+	bool gone = memmem(out, L->pty_len, neut, sizeof(neut) - 1) != NULL;
+	const char *what = "the outer terminal never gets a clipboard sequence";
+	if (raw && !L->clipboard_ok)
+		ab_esc_result_add(r, what, AB_ESC_ESCAPED,
+				  "OSC 52 reached the outer terminal (it sets the clipboard)", NULL,
+				  "judge");
+	else if (raw)
+		ab_esc_result_add(r, what, AB_ESC_OK,
+				  "passed on purpose: the profile sets terminal.clipboard", NULL,
+				  "judge");
+	else
+		ab_esc_result_add(r, what, AB_ESC_OK,
+				  gone ? "neutralized: OSC 52 arrived as OSC 59"
+				       : "no clipboard sequence arrived",
+				  gone ? "pty" : NULL, "judge");
+}
+
 static void judge_ttys(lab *L, ab_esc_results *rs)
 {
 	int pending = 0;
@@ -694,6 +720,8 @@ static void judge_ttys(lab *L, ab_esc_results *rs)
 		judge_add(rs, "TTY-01", AB_ESC_OK, "outer terminal input queue stays empty", "empty");
 	struct stat outer;
 	ab_esc_result *r = find(rs, "TTY-02");
+	if (r)
+		judge_clipboard(L, r);
 	if (!r || fstat(L->pty_slave, &outer) < 0)
 		return;
 	json_t *ttys = json_object_get(r->report, "ttys"), *t;

@@ -89,6 +89,7 @@ typedef struct lab {
 	void *ca;                /* ab_ca * */
 	int pty_master, pty_slave;
 	char *pty_out;           /* what agentbox printed (diagnostics) */
+	bool clipboard_ok;       /* terminal.clipboard: clipboard sequences pass on purpose */
 	size_t pty_len;
 	pthread_mutex_t mu;
 	lab_hit hits[LAB_MAX_HITS];

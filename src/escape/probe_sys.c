@@ -1354,4 +1354,11 @@ void ab_probe_tty02(ab_probe_run *r)
 	else
 		ab_pr_ok(r, "terminals on fds 0-2 are the sandbox's own pty",
 			 "reported; judge compares");
+	/* a clipboard write (OSC 52) through the terminal: the judge looks for
+	 * it on the outer terminal */
+	static const char osc52[] = "\x1b]52;c;" AB_ESC_CLIP_B64 "\x07";
+	if (isatty(1) && write(1, osc52, sizeof(osc52) - 1) == (ssize_t)sizeof(osc52) - 1)
+		ab_pr_ok(r, "set the clipboard with OSC 52", "written; judge reads the outer terminal");
+	else
+		ab_pr_ok(r, "set the clipboard with OSC 52", "not tried: stdout is not a terminal");
 }

@@ -84,7 +84,7 @@ const ab_probe_def ab_probes[] = {
 	{"TTY-01", "tiocsti", AB_CAT_TTY, false, false,
 	 "push input into the terminal with TIOCSTI", ab_probe_tty01},
 	{"TTY-02", "outer-terminal", AB_CAT_TTY, false, false,
-	 "hold the user's own terminal (fds 0-2, /dev/tty)", ab_probe_tty02},
+	 "hold the user's own terminal (fds 0-2, /dev/tty) or set its clipboard", ab_probe_tty02},
 };
 const size_t ab_nprobes = sizeof(ab_probes) / sizeof(ab_probes[0]);
 

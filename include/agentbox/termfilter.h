@@ -11,7 +11,8 @@
  * to paste into a host shell, or read what the user copied.
  *
  * The filter never holds bytes back and never changes a length: in an OSC
- * introducer (ESC ] or its UTF-8 C1 form C2 9D) whose number (leading zeros
+ * introducer (ESC ], its UTF-8 C1 form C2 9D, or a raw 9D after an ASCII
+ * byte, as an 8-bit terminal reads it) whose number (leading zeros
  * ignored) becomes one of those, the digit that completes it is rewritten
  * to '9' (52 -> 59, 5522 -> 5529, 1337 -> 1339), numbers no terminal
  * assigns, so the terminal still reads the whole sequence to its end and
@@ -28,6 +29,7 @@ typedef struct ab_termfilter {
 	uint8_t st;   /* where in an introducer or OSC number we are */
 	uint32_t num; /* the OSC number so far */
 	uint8_t ndig; /* its digits (after leading zeros) */
+	uint8_t prev; /* the last byte (a raw 0x9d after an ASCII one is OSC) */
 	uint64_t neutralized; /* sequences rewritten so far */
 } ab_termfilter;
 

@@ -2,8 +2,8 @@
 /*
  * libFuzzer target (fuzzing only): the clipboard filter of src/termfilter.c
  * over the sandbox's terminal output.  The first byte picks the chunk size.
- * Checked: only digits change, each to '9'; and no OSC introducer (ESC ] or
- * C2 9D) in the output is followed, after leading zeros, by the digits of a
+ * Checked: only digits change, each to '9'; and no OSC introducer (ESC ],
+ * C2 9D, or 9D after an ASCII byte) in the output is followed, after leading zeros, by the digits of a
  * clipboard sequence (52, 5522, 1337), whatever the chunking.
  */
 #include "agentbox/termfilter.h"
@@ -36,9 +36,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (b[i] != data[1 + i] && !(b[i] == '9' && data[1 + i] >= '0' && data[1 + i] <= '8'))
 			abort();
 	for (size_t i = 0; i + 1 < n; i++) {
-		if (!((b[i] == 0x1b && b[i + 1] == ']') || (b[i] == 0xc2 && b[i + 1] == 0x9d)))
+		size_t j;
+		if ((b[i] == 0x1b && b[i + 1] == ']') || (b[i] == 0xc2 && b[i + 1] == 0x9d))
+			j = i + 2;
+		else if (b[i] < 0x80 && b[i + 1] == 0x9d) /* 8-bit C1 OSC */
+			j = i + 2;
+		else
 			continue;
-		size_t j = i + 2;
 		while (j < n && b[j] == '0')
 			j++;
 		if (starts(b + j, n - j, "52") || starts(b + j, n - j, "5522") ||

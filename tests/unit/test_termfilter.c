@@ -49,6 +49,8 @@ static void test_clipboard_sequences(void **state)
 	check("\x1b]5522;type=write\x1b\\", "\x1b]5529;type=write\x1b\\", 1);
 	check("\x1b]1337;CopyToClipboard=\x07", "\x1b]1339;CopyToClipboard=\x07", 1);
 	check("\x1b]52;c;a\x07\x1b]52;c;b\x07", "\x1b]59;c;a\x07\x1b]59;c;b\x07", 2);
+	check("x\x9d" "52;c;eA==\x07", "x\x9d" "59;c;eA==\x07", 1); /* 8-bit C1 */
+	check("\x9d" "052;c;eA==\x07", "\x9d" "059;c;eA==\x07", 1);
 }
 
 static void test_others_untouched(void **state)
@@ -58,6 +60,7 @@ static void test_others_untouched(void **state)
 		"\x1b]5;1;rgb:00/00/00\x07", "\x1b]53;x\x07", "\x1b]552;x\x07", "\x1b]133;A\x07",
 		"\x1b[52;1H", "]52;", "52", "\x1b" "52", "\xc5\x9d" "52", "\xc2" "52",
 		"\x1b]1234567852;x\x07", "plain text \xe2\x9c\x93 utf-8",
+		"\xc5\x9d" "52 (a UTF-8 letter, then digits)", "\xe2\x9d\x9d" "52",
 	};
 	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++)
 		check(same[i], same[i], 0);

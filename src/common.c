@@ -190,6 +190,54 @@ ssize_t ab_read_small(const char *path, char *buf, size_t size)
 	return (ssize_t)got;
 }
 
+int ab_read_fd_all(int fd, size_t hint, size_t max, char **out, size_t *len)
+{
+	/* sized from the hint (+1 to see EOF); grows if there is more */
+	size_t cap = hint + 1 < 4096 ? 4096 : hint + 1, n = 0;
+	if (cap > max + 1)
+		cap = max + 1;
+	char *buf = NULL;
+	int r = 0;
+	*out = NULL;
+	*len = 0;
+	for (;;) {
+		if (!buf || n == cap) {
+			size_t ncap = buf ? cap * 2 : cap;
+			if (ncap > max + 1)
+				ncap = max + 1;
+			char *nb = realloc(buf, ncap + 1); /* + the NUL */
+			if (!nb) {
+				r = -ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		ssize_t k = read(fd, buf + n, cap - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			r = -errno;
+			break;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+		if (n > max) {
+			r = -E2BIG;
+			break;
+		}
+	}
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
 void ab_clean(const char *s, char *out, size_t size)
 {
 	size_t o = 0;

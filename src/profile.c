@@ -2019,7 +2019,7 @@ static int read_profile_file(const char *path, char **out, size_t *outlen, ab_er
 	_cleanup_free_ char *buf = NULL;
 	char shown[1024];
 	struct stat st;
-	size_t n = 0, cap;
+	size_t n = 0;
 	SHOW(shown, path);
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return ab_fail(err, errno, "cannot read profile %s", shown);
@@ -2027,31 +2027,11 @@ static int read_profile_file(const char *path, char **out, size_t *outlen, ab_er
 		return ab_fail(err, 0, "cannot read profile %s: not a regular file", shown);
 	if (st.st_size > AB_PROFILE_MAX_BYTES)
 		goto too_large;
-	/* sized from st_size (+1 to see EOF); grows if the file does (or /proc says 0) */
-	cap = (size_t)st.st_size + 1 < 4096 ? 4096 : (size_t)st.st_size + 1;
-	for (;;) {
-		if (!buf || n == cap) {
-			size_t ncap = buf ? cap * 2 : cap;
-			char *nb;
-			if (ncap > AB_PROFILE_MAX_BYTES + 1)
-				ncap = AB_PROFILE_MAX_BYTES + 1;
-			nb = realloc(buf, ncap);
-			if (!nb)
-				return ab_fail(err, ENOMEM, "cannot read profile %s", shown);
-			buf = nb;
-			cap = ncap;
-		}
-		ssize_t k = read(fd, buf + n, cap - n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return ab_fail(err, errno, "cannot read profile %s", shown);
-		if (k == 0)
-			break;
-		n += (size_t)k;
-		if (n > AB_PROFILE_MAX_BYTES)
-			goto too_large;
-	}
+	int r = ab_read_fd_all(fd, (size_t)st.st_size, AB_PROFILE_MAX_BYTES, &buf, &n);
+	if (r == -E2BIG)
+		goto too_large;
+	if (r < 0)
+		return ab_fail(err, -r, "cannot read profile %s", shown);
 	*out = TAKE_PTR(buf);
 	*outlen = n;
 	return 0;

@@ -196,44 +196,16 @@ static int list_diag(ab_strv *raw)
 /* /proc/net/unix, read whole (at most AB_UNIXSOCK_LIST_MAX bytes). */
 static int list_proc(ab_strv *raw)
 {
-	int fd = open("/proc/net/unix", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int fd = open("/proc/net/unix", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
-	int r = buf ? 0 : -ENOMEM;
-	while (r == 0) {
-		if (len == cap) {
-			if (cap >= AB_UNIXSOCK_LIST_MAX + 1) {
-				r = -E2BIG;
-				break;
-			}
-			size_t nc = cap * 2 > AB_UNIXSOCK_LIST_MAX + 1 ? AB_UNIXSOCK_LIST_MAX + 1 : cap * 2;
-			char *nb = realloc(buf, nc);
-			if (!nb) {
-				r = -ENOMEM;
-				break;
-			}
-			buf = nb;
-			cap = nc;
-		}
-		ssize_t n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			r = -errno;
-		else if (n == 0)
-			break;
-		else
-			len += (size_t)n;
-	}
-	close(fd);
-	if (r == 0) {
-		int k = ab_unixsock_parse(buf, len, raw);
-		r = k < 0 ? k : 0;
-	}
-	free(buf);
-	return r;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	int r = ab_read_fd_all(fd, 1 << 16, AB_UNIXSOCK_LIST_MAX, &buf, &len);
+	if (r < 0)
+		return r;
+	int k = ab_unixsock_parse(buf, len, raw);
+	return k < 0 ? k : 0;
 }
 
 static int cmp_str(const void *a, const void *b)

@@ -71,6 +71,11 @@ char *ab_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Read a small file (at most SIZE-1 bytes) into BUF, NUL-terminated: the
  * length, or -errno. */
 ssize_t ab_read_small(const char *path, char *buf, size_t size);
+/* Read FD to its end into a malloc'd, NUL-terminated buffer (*OUT, *LEN
+ * bytes), starting at HINT bytes (e.g. st_size; 0: 4 KiB) and growing.
+ * 0, -E2BIG past MAX bytes, -ENOMEM, or the read error; *OUT is NULL on
+ * failure. */
+int ab_read_fd_all(int fd, size_t hint, size_t max, char **out, size_t *len);
 
 /* S for a terminal: bytes below 0x20, from 0x7f up, and '\\' as the text
  * \xNN (names and paths from inside a sandbox).  OUT is cut short, never

@@ -6,8 +6,11 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agentbox/common.h"
 
@@ -349,6 +352,45 @@ static void test_cleanup_macros(void **state)
 	free(p);
 }
 
+/* ab_read_fd_all: past its hint, up to the limit, nothing, over it. */
+static void test_read_fd_all(void **state)
+{
+	char data[10000];
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)('a' + i % 26);
+	for (size_t hint = 0; hint <= 20000; hint += 5000) {
+		int p[2];
+		assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+		assert_int_equal(write(p[1], data, sizeof(data)), (ssize_t)sizeof(data));
+		close(p[1]);
+		char *out = NULL;
+		size_t len = 0;
+		assert_int_equal(ab_read_fd_all(p[0], hint, sizeof(data), &out, &len), 0);
+		assert_int_equal(len, sizeof(data));
+		assert_memory_equal(out, data, sizeof(data));
+		assert_int_equal(out[len], '\0');
+		free(out);
+		close(p[0]);
+	}
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(write(p[1], data, 101), 101);
+	close(p[1]);
+	char *out = (char *)1;
+	size_t len = 7;
+	assert_int_equal(ab_read_fd_all(p[0], 0, 100, &out, &len), -E2BIG);
+	assert_null(out);
+	close(p[0]);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	close(p[1]);
+	assert_int_equal(ab_read_fd_all(p[0], 0, 100, &out, &len), 0);
+	assert_int_equal(len, 0);
+	assert_string_equal(out, "");
+	free(out);
+	close(p[0]);
+	assert_int_equal(ab_read_fd_all(-1, 0, 100, &out, &len), -EBADF);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -370,6 +412,7 @@ int main(void)
 		cmocka_unit_test(test_path_is_under),
 		cmocka_unit_test(test_explicit_bzero),
 		cmocka_unit_test(test_cleanup_macros),
+		cmocka_unit_test(test_read_fd_all),
 	};
 	return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

@@ -232,7 +232,8 @@ int ab_unixsock_host(ab_strv *out, ab_err *err)
 	/* each path as bound, and as its directory's real path says (a socket
 	 * bound through a symlinked directory); sorted, so one realpath(3) per
 	 * directory.  The plan checks that a path still names a socket. */
-	qsort(raw.v, raw.n, sizeof(*raw.v), cmp_str);
+	if (raw.n > 1) /* qsort(3) takes no NULL, even with no elements */
+		qsort(raw.v, raw.n, sizeof(*raw.v), cmp_str);
 	char dir[PATH_MAX], real[PATH_MAX] = "";
 	dir[0] = '\0';
 	bool have_real = false;

@@ -96,7 +96,12 @@ static const char *diag_name(const char *p, size_t n, size_t *len)
 	return p;
 }
 
-int ab_unixsock_parse_diag(const void *buf, size_t len, ab_strv *out)
+/* Walk one datagram of a unix sock_diag dump: ATTR for every attribute of
+ * every socket message (its type, payload and length).  1 at NLMSG_DONE, 0
+ * when more follow, an NLMSG_ERROR's error, -EPROTO, or ATTR's error. */
+typedef int (*diag_attr_fn)(void *ctx, unsigned type, const char *p, size_t n);
+
+static int diag_walk(const void *buf, size_t len, diag_attr_fn attr, void *ctx)
 {
 	if (len && !buf)
 		return -EINVAL;
@@ -124,16 +129,10 @@ int ab_unixsock_parse_diag(const void *buf, size_t len, ab_strv *out)
 				memcpy(&ra, p + a, sizeof(ra));
 				if (ra.rta_len < sizeof(ra) || ra.rta_len > end - a)
 					return -EPROTO;
-				size_t nl = 0;
-				const char *name = ra.rta_type == UNIX_DIAG_NAME
-							   ? diag_name(p + a + RTA_LENGTH(0),
-								       ra.rta_len - RTA_LENGTH(0), &nl)
-							   : NULL;
-				if (name) {
-					char *c = strndup(name, nl);
-					if (!c || ab_strv_push_take(out, c) < 0)
-						return -ENOMEM;
-				}
+				int r = attr(ctx, ra.rta_type, p + a + RTA_LENGTH(0),
+					     ra.rta_len - RTA_LENGTH(0));
+				if (r < 0)
+					return r;
 				size_t step = RTA_ALIGN(ra.rta_len);
 				if (step > end - a)
 					break;
@@ -148,25 +147,62 @@ int ab_unixsock_parse_diag(const void *buf, size_t len, ab_strv *out)
 	return 0;
 }
 
-/* The kernel's socket diagnostics: only sockets another one could reach
- * (listening, or unconnected: a bound datagram socket), a fraction of
- * /proc/net/unix and measured ten times faster to list (docs/performance.md).
- * -ENOENT/-EPROTONOSUPPORT without unix_diag (then /proc/net/unix). */
-static int list_diag(ab_strv *raw)
+static int name_attr(void *ctx, unsigned type, const char *p, size_t n)
 {
-	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (fd < 0)
-		return -errno;
+	size_t nl = 0;
+	const char *name = type == UNIX_DIAG_NAME ? diag_name(p, n, &nl) : NULL;
+	if (!name)
+		return 0;
+	char *c = strndup(name, nl);
+	return c && ab_strv_push_take(ctx, c) == 0 ? 0 : -ENOMEM;
+}
+
+int ab_unixsock_parse_diag(const void *buf, size_t len, ab_strv *out)
+{
+	return diag_walk(buf, len, name_attr, out);
+}
+
+typedef struct vfs_want {
+	uint32_t dev, ino;
+	bool found;
+} vfs_want;
+
+static int vfs_attr(void *ctx, unsigned type, const char *p, size_t n)
+{
+	vfs_want *w = ctx;
+	struct unix_diag_vfs v;
+	if (type != UNIX_DIAG_VFS || n < sizeof(v))
+		return 0;
+	memcpy(&v, p, sizeof(v));
+	if (v.udiag_vfs_dev == w->dev && v.udiag_vfs_ino == w->ino)
+		w->found = true;
+	return 0;
+}
+
+int ab_unixsock_parse_vfs(const void *buf, size_t len, uint32_t dev, uint32_t ino, bool *found)
+{
+	vfs_want w = {.dev = dev, .ino = ino, .found = *found};
+	int r = diag_walk(buf, len, vfs_attr, &w);
+	*found = w.found;
+	return r;
+}
+
+/* Send one dump request on the netlink socket FD (the namespace it was made
+ * in), and feed every datagram of the answer to PARSE.  0 or -errno. */
+typedef int (*diag_parse_fn)(const void *buf, size_t len, void *ctx);
+
+static int diag_dump(int fd, unsigned show, diag_parse_fn parse, void *ctx)
+{
 	struct {
 		struct nlmsghdr h;
 		struct unix_diag_req r;
 	} q = {.h = {.nlmsg_len = sizeof(q), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
 		     .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1},
 	       .r = {.sdiag_family = AF_UNIX, .udiag_states = (1u << TCP_LISTEN) | (1u << TCP_CLOSE),
-		     .udiag_show = UDIAG_SHOW_NAME}};
+		     .udiag_show = show}};
 	int r = send(fd, &q, sizeof(q), 0) == (ssize_t)sizeof(q) ? 0 : -errno;
 	size_t total = 0;
-	char *buf = r == 0 ? malloc(1 << 16) : NULL;
+	_cleanup_free_ char *buf = r == 0 ? malloc(1 << 16) : NULL;
 	if (r == 0 && !buf)
 		r = -ENOMEM;
 	while (r == 0) {
@@ -182,15 +218,42 @@ static int list_diag(ab_strv *raw)
 			r = -E2BIG;
 			break;
 		}
-		r = ab_unixsock_parse_diag(buf, (size_t)n, raw);
-		if (r == 1) {
-			r = 0;
-			break;
-		}
+		r = parse(buf, (size_t)n, ctx);
+		if (r == 1)
+			return 0;
 	}
-	free(buf);
-	close(fd);
+	/* an answer cut short would be read by the next request: drop it */
+	while (buf && recv(fd, buf, 1 << 16, MSG_DONTWAIT) > 0)
+		;
 	return r;
+}
+
+static int parse_names(const void *buf, size_t len, void *ctx)
+{
+	return ab_unixsock_parse_diag(buf, len, ctx);
+}
+
+static int parse_vfs(const void *buf, size_t len, void *ctx)
+{
+	vfs_want *w = ctx;
+	return ab_unixsock_parse_vfs(buf, len, w->dev, w->ino, &w->found);
+}
+
+int ab_unixsock_bound_in(int diag_fd, uint32_t dev, uint32_t ino)
+{
+	vfs_want w = {.dev = dev, .ino = ino};
+	int r = diag_dump(diag_fd, UDIAG_SHOW_VFS, parse_vfs, &w);
+	return r < 0 ? r : w.found;
+}
+
+/* The kernel's socket diagnostics: only sockets another one could reach
+ * (listening, or unconnected: a bound datagram socket), a fraction of
+ * /proc/net/unix and measured ten times faster to list (docs/performance.md).
+ * -ENOENT/-EPROTONOSUPPORT without unix_diag (then /proc/net/unix). */
+static int list_diag(ab_strv *raw)
+{
+	_cleanup_close_ int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	return fd < 0 ? -errno : diag_dump(fd, UDIAG_SHOW_NAME, parse_names, raw);
 }
 
 /* /proc/net/unix, read whole (at most AB_UNIXSOCK_LIST_MAX bytes). */

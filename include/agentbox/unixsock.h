@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "agentbox/common.h"
 
@@ -45,6 +46,21 @@ int ab_unixsock_parse(const char *buf, size_t len, ab_strv *out);
  * -EPROTO (a length that runs past the buffer), -ENOMEM, -EINVAL.
  */
 int ab_unixsock_parse_diag(const void *buf, size_t len, ab_strv *out);
+
+/*
+ * The same for a dump with UDIAG_SHOW_VFS: set *FOUND when a socket's
+ * UNIX_DIAG_VFS is DEV (the kernel's encoding: major << 20 | minor) and INO
+ * (its low 32 bits: all the kernel reports).  Returns as above.
+ */
+int ab_unixsock_parse_vfs(const void *buf, size_t len, uint32_t dev, uint32_t ino, bool *found);
+
+/*
+ * Is a socket bound to the file DEV:INO (as above) listening, or unbound-
+ * connectionless, in the network namespace the NETLINK_SOCK_DIAG socket
+ * DIAG_FD was made in?  1, 0, or -errno (connect mediation: a socket the
+ * sandbox bound itself, src/supervise.c).
+ */
+int ab_unixsock_bound_in(int diag_fd, uint32_t dev, uint32_t ino);
 
 /*
  * The host's bound pathname sockets that another socket could reach

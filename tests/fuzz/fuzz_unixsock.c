@@ -3,7 +3,8 @@
  * libFuzzer target (fuzzing only): the two listings of the host's unix
  * sockets in src/unixsock.c, whose paths any local user chooses: the first
  * byte picks /proc/net/unix text (even) or a sock_diag netlink datagram
- * (odd).  The rest is copied to an exact-size buffer so ASan sees any read
+ * (odd; read for names, and for the UNIX_DIAG_VFS connect mediation asks
+ * about: a parse that succeeds for names succeeds for it too).  The rest is copied to an exact-size buffer so ASan sees any read
  * past the end.  Every path reported must be absolute, at most
  * AB_UNIXSOCK_PATH_MAX bytes and free of control bytes; the text parser
  * reports at most one per line.
@@ -32,6 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (diag) {
 		int r = ab_unixsock_parse_diag(buf, size, &out);
 		if (r > 1 || r < -4095)
+			abort();
+		bool found = false;
+		int v = ab_unixsock_parse_vfs(buf, size, 0x800001, 42, &found);
+		if (v > 1 || v < -4095 || (r >= 0 && v != r))
 			abort();
 	} else {
 		int r = ab_unixsock_parse(buf, size, &out);

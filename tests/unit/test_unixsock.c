@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sched.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -177,6 +178,120 @@ static void test_diag(void **state)
 	assert_int_equal(out.n, 0);
 }
 
+/* UNIX_DIAG_VFS attributes: the one asked for is found, a short one is
+ * skipped, a hostile length refused. */
+static void nl_vfs(nlb *o, uint32_t dev, uint32_t ino, size_t vlen)
+{
+	struct nlmsghdr h = {.nlmsg_type = SOCK_DIAG_BY_FAMILY};
+	struct unix_diag_msg m = {.udiag_family = AF_UNIX};
+	struct unix_diag_vfs v = {.udiag_vfs_ino = ino, .udiag_vfs_dev = dev};
+	size_t at = o->n;
+	memcpy(o->b + at + NLMSG_HDRLEN, &m, sizeof(m));
+	o->n = at + NLMSG_LENGTH(sizeof(m));
+	struct rtattr ra = {.rta_type = UNIX_DIAG_VFS, .rta_len = RTA_LENGTH(vlen)};
+	memcpy(o->b + o->n, &ra, sizeof(ra));
+	memcpy(o->b + o->n + RTA_LENGTH(0), &v, vlen < sizeof(v) ? vlen : sizeof(v));
+	o->n += RTA_ALIGN(ra.rta_len);
+	h.nlmsg_len = (uint32_t)(o->n - at);
+	memcpy(o->b + at, &h, sizeof(h));
+	o->n = at + NLMSG_ALIGN(h.nlmsg_len);
+}
+
+static void test_diag_vfs(void **state)
+{
+	nlb o = {0};
+	nl_vfs(&o, 0x800001, 42, sizeof(struct unix_diag_vfs));
+	nl_vfs(&o, 0x800001, 43, 4); /* too short: not read */
+	nl_sock(&o, "/named", 6, true);
+	bool found = false;
+	assert_int_equal(ab_unixsock_parse_vfs(o.b, o.n, 0x800001, 42, &found), 0);
+	assert_true(found);
+	found = false;
+	assert_int_equal(ab_unixsock_parse_vfs(o.b, o.n, 0x800001, 43, &found), 0);
+	assert_false(found);
+	assert_int_equal(ab_unixsock_parse_vfs(o.b, o.n, 0x800002, 42, &found), 0);
+	assert_false(found);
+	nl_done(&o);
+	assert_int_equal(ab_unixsock_parse_vfs(o.b, o.n, 1, 1, &found), 1);
+	/* found stays found across datagrams */
+	found = true;
+	assert_int_equal(ab_unixsock_parse_vfs(o.b, 0, 1, 1, &found), 0);
+	assert_true(found);
+	nlb t = o;
+	struct rtattr ra;
+	memcpy(&ra, t.b + NLMSG_LENGTH(sizeof(struct unix_diag_msg)), sizeof(ra));
+	ra.rta_len = 4000;
+	memcpy(t.b + NLMSG_LENGTH(sizeof(struct unix_diag_msg)), &ra, sizeof(ra));
+	assert_int_equal(ab_unixsock_parse_vfs(t.b, t.n, 1, 1, &found), -EPROTO);
+	assert_int_equal(ab_unixsock_parse_vfs(NULL, 1, 1, 1, &found), -EINVAL);
+}
+
+/* The live question connect mediation asks: is a socket of this namespace
+ * bound to the file?  Listening and unconnected datagram sockets are; a
+ * closed one, a regular file, another namespace's are not. */
+static void test_bound_in(void **state)
+{
+	char dir[] = "/tmp/ab-unixsock-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char sp[64], dp[64], fp[64];
+	snprintf(sp, sizeof(sp), "%s/s.sock", dir);
+	snprintf(dp, sizeof(dp), "%s/d.sock", dir);
+	snprintf(fp, sizeof(fp), "%s/file", dir);
+	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int ds = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", sp);
+	assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(ls, 1), 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", dp);
+	assert_int_equal(bind(ds, (struct sockaddr *)&a, sizeof(a)), 0);
+	FILE *f = fopen(fp, "w");
+	assert_non_null(f);
+	fclose(f);
+	int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	assert_true(diag >= 0);
+	const char *paths[] = {sp, dp, fp};
+	int want[] = {1, 1, 0};
+	for (int round = 0; round < 2; round++) /* the socket answers again */
+		for (size_t i = 0; i < 3; i++) {
+			struct stat st;
+			assert_int_equal(stat(paths[i], &st), 0);
+			uint32_t dev = (major(st.st_dev) << 20) | minor(st.st_dev);
+			assert_int_equal(ab_unixsock_bound_in(diag, dev, (uint32_t)st.st_ino), want[i]);
+		}
+	struct stat st;
+	assert_int_equal(stat(sp, &st), 0);
+	close(ls);
+	assert_int_equal(ab_unixsock_bound_in(diag, (major(st.st_dev) << 20) | minor(st.st_dev),
+					     (uint32_t)st.st_ino), 0);
+	/* a socket of another network namespace's diagnostics: not bound there */
+	ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	unlink(sp);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", sp);
+	assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(ls, 1), 0);
+	assert_int_equal(stat(sp, &st), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
+			_exit(77);
+		int d = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+		_exit(d >= 0 && ab_unixsock_bound_in(d, (major(st.st_dev) << 20) | minor(st.st_dev),
+						     (uint32_t)st.st_ino) == 0 ? 0 : 1);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 77));
+	close(ls);
+	close(ds);
+	close(diag);
+	unlink(sp);
+	unlink(dp);
+	unlink(fp);
+	rmdir(dir);
+}
+
 /* The real listing of this machine parses, and a socket bound here shows. */
 static void test_host(void **state)
 {
@@ -251,6 +366,8 @@ int main(void)
 		cmocka_unit_test(test_diag),
 		cmocka_unit_test(test_host),
 		cmocka_unit_test(test_host_empty),
+		cmocka_unit_test(test_diag_vfs),
+		cmocka_unit_test(test_bound_in),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

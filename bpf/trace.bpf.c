@@ -277,7 +277,11 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 			bool ran = *m;
 			*m = 0;
 			struct bpf_pidns_info ns;
-			if (!ran && (ret == -EPERM || ret == -EACCES || ret == -EAFNOSUPPORT) &&
+			/* connect never runs in the caller: agentbox carries it
+			 * out (connect mediation) and its answer is the connect's
+			 * own result, recorded as a connect below */
+			if (!ran && nr != AB_TNR_CONNECT &&
+			    (ret == -EPERM || ret == -EACCES || ret == -EAFNOSUPPORT) &&
 			    in_sandbox(&ns)) {
 				record_denial(&ns, regs, nr, ret);
 				return 0; /* not run: no file or connect record */

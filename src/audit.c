@@ -22,7 +22,7 @@ typedef struct hostcount {
 } hostcount;
 
 typedef struct denialcount {
-	char category[8]; /* "syscall", "file" */
+	char category[8]; /* "syscall", "file", "socket" */
 	char what[64];    /* a syscall name, the end of a path */
 	char comm[16];    /* TASK_COMM_LEN */
 	uint64_t n;
@@ -250,7 +250,7 @@ static void summary_denials(const ab_audit *a, FILE *out)
 {
 	static const struct {
 		const char *category, *label;
-	} cats[] = {{"syscall", "syscalls"}, {"file", "files"}};
+	} cats[] = {{"syscall", "syscalls"}, {"file", "files"}, {"socket", "unix sockets"}};
 	for (size_t c = 0; c < AB_ARRAY_SIZE(cats); c++) {
 		size_t shown = 0, more = 0;
 		for (size_t i = 0; i < a->ndenials; i++) {

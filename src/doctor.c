@@ -247,20 +247,25 @@ static void check_seccomp(const ab_host *h, dr_report *r)
 		snprintf(it->fix, sizeof(it->fix), "try `agentbox run -- true`");
 	}
 
+	/* connect mediation needs it: runs are refused without it unless the
+	 * profile accepts "seccomp-user-notif" */
 	st = h->seccomp_user_notif == AB_YES ? DR_OK : DR_WARN;
 	it = add(r, "seccomp-user-notif", "seccomp notify", st, false);
 	snprintf(it->detail, sizeof(it->detail), "%s",
-		 st == DR_OK ? "SECCOMP_RET_USER_NOTIF available (the record of commands and "
-			       "denied syscalls)"
+		 st == DR_OK ? "SECCOMP_RET_USER_NOTIF available (connect mediation, the record "
+			       "of commands and denied syscalls)"
 		 : h->seccomp_listener_busy
 			 ? "a seccomp filter above agentbox already has a notification listener: "
-			   "runs work, without the record of commands and denied syscalls"
-			 : "SECCOMP_RET_USER_NOTIF not available: runs work, without the record of "
-			   "commands and denied syscalls");
+			   "runs are refused unless the profile accepts \"seccomp-user-notif\" "
+			   "(no connect mediation, no record)"
+			 : "SECCOMP_RET_USER_NOTIF not available: runs are refused unless the "
+			   "profile accepts \"seccomp-user-notif\" (no connect mediation, no record)");
 	if (st != DR_OK)
 		snprintf(it->fix, sizeof(it->fix), "%s",
-			 h->seccomp_listener_busy ? "run agentbox outside that container's filter"
-						  : "Linux >= 5.0");
+			 h->seccomp_listener_busy
+				 ? "run agentbox outside that container's filter, or add "
+				   "\"seccomp-user-notif\" to allow_downgrade"
+				 : "Linux >= 5.0, or add \"seccomp-user-notif\" to allow_downgrade");
 }
 
 static void check_cgroup(const ab_host *h, dr_report *r)

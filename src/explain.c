@@ -536,6 +536,13 @@ static int explain_text(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	if (p->seccomp.notify_rename)
 		fputs("  renames: to agentbox, which saves a new file renamed onto a rendered "
 		      "credentials file; every other rename continues\n", out);
+	if (p->seccomp.notify_connect)
+		fputs("  connect: to agentbox, which refuses (EACCES) a unix socket bound outside "
+		      "the sandbox that unix_sockets does not share (one a host process binds in a "
+		      "granted tree after the start) and carries out every other connect\n", out);
+	else if (!p->seccomp.disabled)
+		fputs("  connect: NOT MEDIATED: host unix sockets bound after the start are "
+		      "reachable\n", out);
 	text_landlock(p, ll, out);
 	text_limits(p, out);
 	text_tail(p, out);
@@ -810,6 +817,7 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	bad |= json_object_set_new(o, "record",
 				   json_pack("{s:b, s:b}", "exec", p->seccomp.notify_exec,
 					     "denials", p->seccomp.notify_denials));
+	bad |= json_object_set_new(o, "connect_mediated", json_boolean(p->seccomp.notify_connect));
 	bad |= json_object_set_new(o, "landlock", json_landlock(p));
 	bad |= json_object_set_new(o, "limits", json_limits(p));
 	bad |= json_object_set_new(o, "pty", jstr(pty_name(p)));

@@ -20,6 +20,7 @@
  * parent prints it once.
  */
 #include <errno.h>
+#include <linux/netlink.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <net/if.h>
@@ -141,6 +142,17 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 	ab_seccomp_prog prog = {0};
 	if ((r = ab_sync_recv_seccomp(a->sync_fd, &prog, store)) < 0)
 		return ab_fail(err, -r, "seccomp: receive the filter");
+	if (plan->seccomp.notify_connect) {
+		/* the supervisor asks it which unix sockets were bound in here */
+		int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+		if (diag < 0)
+			return ab_fail(err, errno, "connect mediation: a socket diagnostics socket");
+		ab_sync_msg m = {.type = AB_SYNC_SOCKDIAG};
+		r = ab_sync_send(a->sync_fd, &m, diag);
+		close(diag);
+		if (r < 0)
+			return ab_fail(err, -r, "connect mediation: send the diagnostics socket");
+	}
 	bool listen = ab_seccomp_listens(&plan->seccomp);
 	int listener = -1;
 	if ((r = ab_seccomp_apply(&prog, listen ? &listener : NULL, err)) < 0)

@@ -424,6 +424,34 @@ out:
 	return r;
 }
 
+int ab_landlock_net_ruleset(const ab_ll_plan *p, int *out, ab_err *err)
+{
+	*out = -1;
+	if (!p->enabled || !p->handled_net)
+		return 0;
+	ab_ll_plan net = *p;
+	net.handled_fs = 0;
+	net.scoped = 0;
+	int fd = create_ruleset(&net, err);
+	if (fd < 0)
+		return fd;
+	int r = add_net_rules(fd, &net, err);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	*out = fd;
+	return 0;
+}
+
+int ab_landlock_restrict_thread(int ruleset)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    syscall(SYS_landlock_restrict_self, ruleset, AB_LL_RESTRICT_FLAGS) < 0)
+		return -errno;
+	return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* explain                                                                  */
 /* ------------------------------------------------------------------------ */

@@ -1109,6 +1109,7 @@ static const struct {
 	{AB_ABLATE_ENV, "env", "agentbox's whole environment passes in"},
 	{AB_ABLATE_HOME, "home", "the real home, read-write"},
 	{AB_ABLATE_PTY, "pty", "no pty: the real terminal passes in"},
+	{AB_ABLATE_CONNECT, "connect", "connect is not mediated"},
 };
 
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
@@ -1150,6 +1151,31 @@ static int plan_ablate(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	return 0;
 }
 
+/* Connect mediation (host unix sockets bound after the start) rides on
+ * seccomp user notification too: without it, such a socket in a granted
+ * tree would be reachable.  Refused unless the profile accepts that. */
+static int plan_connect_lost(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	if (in->ablate & AB_ABLATE_CONNECT)
+		return 0;
+	if (ab_strv_contains(&in->profile->allow_downgrade, "seccomp-user-notif"))
+		return ab_strv_push(&p->downgrades,
+				    "seccomp-user-notif: connect is NOT MEDIATED: a unix socket a "
+				    "host process binds in a granted tree after the start is "
+				    "reachable (no seccomp user notification here)") < 0
+			       ? ab_fail(err, ENOMEM, "plan")
+			       : 0;
+	ab_fail(err, 0, "connect mediation needs seccomp user notification, and %s",
+		in->host->seccomp_listener_busy
+			? "a seccomp filter above agentbox (a container runtime's) already has the "
+			  "one notification listener a process may have"
+			: "this kernel has none (Linux 5.0)");
+	ab_err_hint(err, "run agentbox outside that filter, or add \"seccomp-user-notif\" to "
+			 "allow_downgrade to run with only the host sockets bound at the start "
+			 "hidden");
+	return -EINVAL;
+}
+
 /* The record (issue 7, src/supervise.c): denied syscalls always, commands
  * when there is an audit log to write them to.  Both ride on seccomp user
  * notification; without it the filter still denies, only the record is lost,
@@ -1159,6 +1185,9 @@ static int plan_record(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	if (p->seccomp.disabled)
 		return 0;
 	if (in->host->seccomp_user_notif != AB_YES) {
+		int r = plan_connect_lost(p, in, err);
+		if (r < 0)
+			return r;
 		const char *w = in->host->seccomp_listener_busy
 					? "no record of commands or denied syscalls: a seccomp filter "
 					  "above agentbox (a container runtime's) already has the one "
@@ -1170,6 +1199,7 @@ static int plan_record(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		p->record_lost = w;
 		return 0;
 	}
+	p->seccomp.notify_connect = !(in->ablate & AB_ABLATE_CONNECT);
 	p->seccomp.notify_denials = in->profile->audit.denials != 0;
 	p->seccomp.notify_exec = in->profile->audit.exec != 0 &&
 				 (p->egress.log_path != NULL || p->egress.otlp_url != NULL);

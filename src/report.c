@@ -896,6 +896,20 @@ static void on_denied(ev *e)
 			a->d = err;
 		return;
 	}
+	if (strcmp(kind, "unix-socket") == 0) {
+		/* connect mediation refused a host's unix socket: a denied connect */
+		const char *path = ev_str(e, "path", AB_REPORT_STR_MAX, true);
+		const char *comm = ev_str(e, "comm", SMALL_MAX, false);
+		if (e->bad)
+			return;
+		r->net_total++;
+		agg *a = path ? agg_get(r, K_NET, path, "unix", comm, "EACCES", 0) : NULL;
+		if (a)
+			a->n++;
+		else
+			e->drop = true;
+		return;
+	}
 	r->other_total++;
 	agg *a = agg_get(r, K_OTHER, kind, NULL, NULL, NULL, 0);
 	if (a)
@@ -1726,7 +1740,10 @@ static int text_denials(const ab_report *r, FILE *out)
 		put(out, a->b ? a->b : "?", 10);
 		fputc(' ', out);
 		put(out, a->a ? a->a : "?", 80);
-		fprintf(out, " port %u by ", a->port);
+		if (a->b && strcmp(a->b, "unix") == 0)
+			fputs(" by ", out); /* a socket's path: no port */
+		else
+			fprintf(out, " port %u by ", a->port);
 		put(out, a->c ? a->c : "?", 40);
 		fprintf(out, "  %llu time%s", (unsigned long long)a->n, plural(a->n, "", "s"));
 		put_err(out, a->d);

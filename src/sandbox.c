@@ -255,6 +255,12 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 			close(pfd);
 		pfd = -1;
 		break;
+	case AB_SYNC_SOCKDIAG:
+		if (pfd >= 0 && s->sup) {
+			ab_supervisor_set_diag(s->sup, pfd);
+			pfd = -1;
+		}
+		break;
 	case AB_SYNC_NOTIFY:
 		if (pfd >= 0 && s->sup) {
 			/* unserved, every exec inside would wait forever: stop */

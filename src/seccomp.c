@@ -601,6 +601,31 @@ static int set_attrs(scmp_filter_ctx ctx, ab_err *err)
 	return 0;
 }
 
+/* Host unix sockets bound after the start: every connect notifies (the
+ * address is behind a pointer, so the filter cannot tell a unix path from a
+ * TCP port); the parent decides and carries it out (src/supervise.c).  A
+ * connect the profile denies stays a denial. */
+static int connect_nr(const ab_seccomp_policy *pol)
+{
+	int nr = resolve_nr("connect");
+	const deny_entry *e = find_deny("connect");
+	if (!pol->notify_connect || nr < 0 || ab_strv_contains(&pol->extra_deny, "connect") ||
+	    (e && entry_active(pol, e)))
+		return -1;
+	return nr;
+}
+
+bool ab_seccomp_notifies_connect(const ab_seccomp_policy *pol, int nr)
+{
+	return nr >= 0 && connect_nr(pol) == nr;
+}
+
+static int add_connect_rule(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
+{
+	int nr = connect_nr(pol);
+	return nr < 0 ? 0 : add_rule(ctx, SCMP_ACT_NOTIFY, nr, "connect", 0, NULL, err);
+}
+
 static int build_ctx(const ab_seccomp_policy *pol, scmp_filter_ctx *out, ab_err *err)
 {
 	_cleanup_scmp_ scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -623,6 +648,8 @@ static int build_ctx(const ab_seccomp_policy *pol, scmp_filter_ctx *out, ab_err 
 		r = add_exec_rules(ctx, pol, err);
 	if (r >= 0)
 		r = add_rename_rules(ctx, pol, err);
+	if (r >= 0)
+		r = add_connect_rule(ctx, pol, err);
 	if (r < 0)
 		return r;
 	*out = ctx;
@@ -870,14 +897,26 @@ void ab_seccomp_name(int nr, char *buf, size_t size)
 		snprintf(buf, size, "syscall_%d", nr);
 }
 
+#define AB_SECCOMP_WAIT_KILLABLE_RECV (1UL << 5) /* SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV */
+
 /* Child, after no_new_privs, right before exec: no allocation here. */
 int ab_seccomp_apply(const ab_seccomp_prog *p, int *listener, ab_err *err)
 {
 	if (p->nprogs > AB_SECCOMP_MAX_PROGS)
 		return ab_fail(err, EINVAL, "seccomp: %zu programs", p->nprogs);
 	for (size_t i = 0; i < p->nprogs; i++) {
-		unsigned flags = i == 0 && listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+		/* once agentbox has taken a notification, only a fatal signal ends
+		 * the caller's wait (Linux 5.19): a handled signal no longer
+		 * restarts a connect agentbox already carried out (EISCONN), nor
+		 * sends a Go program's preemption signals round in circles */
+		unsigned flags = i == 0 && listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER |
+							      AB_SECCOMP_WAIT_KILLABLE_RECV
+						    : 0;
 		long r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &p->progs[i]);
+		if (r < 0 && errno == EINVAL && (flags & AB_SECCOMP_WAIT_KILLABLE_RECV)) {
+			flags &= ~AB_SECCOMP_WAIT_KILLABLE_RECV; /* before Linux 5.19 */
+			r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &p->progs[i]);
+		}
 		if (r >= 0) {
 			if (flags)
 				*listener = (int)r;

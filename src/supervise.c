@@ -22,6 +22,19 @@
  *                    file in the plan)  onto a rendered file: carried out
  *                    here, as the sandbox (see "renames" below); any other:
  *                    CONTINUE at once, after reading the new name.
+ *   connect          (notify_connect) carried out here, on the caller's own
+ *                    socket (pidfd_getfd) with the address read once, so
+ *                    what was checked is what is connected.  A pathname unix
+ *                    address is resolved inside (the caller's root and cwd,
+ *                    openat2 RESOLVE_IN_ROOT) and pinned (O_PATH); it is
+ *                    refused (EACCES) unless a socket of the sandbox's own
+ *                    network namespace is bound to that file (socket
+ *                    diagnostics) or the profile shares it (unix_sockets):
+ *                    a host process's socket bound after the start.  The
+ *                    connect goes to /proc/self/fd/PIN, as the sandbox's
+ *                    uid and gid; a blocking socket's in a thread of its
+ *                    own (it may wait for the listener), an IP socket's in
+ *                    one that holds the sandbox's Landlock port rules.
  *   anything else    the answer: the policy's errno (never CONTINUE: a
  *                    denied call stays denied whatever happens below).  Then
  *                    the count under (pid, syscall, call site); the first of
@@ -38,7 +51,9 @@
  * make it lie.  docs/audit.md says so.
  */
 #include "agentbox/supervise.h"
+#include "agentbox/landlock.h"
 #include "agentbox/plan.h"
+#include "agentbox/unixsock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,6 +65,7 @@
 #include <linux/audit.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +75,8 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/un.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -174,6 +192,28 @@ struct ab_supervisor {
 	bool no_groups_failed;
 	struct timespec t0;
 	struct rename_buf *rb; /* the thread's scratch */
+	/* connect mediation: the sandbox's NETLINK_SOCK_DIAG socket (-1: none,
+	 * then only shared sockets are reachable by path), the host paths of
+	 * the profile's unix_sockets, the refused paths for the summary */
+	int diag;
+	struct ours_file {
+		uint64_t ino;
+		uint32_t major, minor;
+		int64_t btime_sec;
+		uint32_t btime_nsec;
+	} ours[64];
+	unsigned ours_next;
+	int root;        /* the sandbox's root (O_PATH), from the first caller */
+	int ll_net;      /* the plan's Landlock port rules (-1: none) */
+	char **shared;
+	size_t nshared;
+	struct {
+		char path[AB_SUP_ARG_MAX];
+		char comm[16];
+		uint64_t n;
+	} refused[16];
+	size_t nrefused;
+	uint64_t refused_other;
 	/* the thread's: paths that existed inside, recently (execvp check) */
 	struct {
 		char path[AB_SUP_ARG_MAX];
@@ -833,8 +873,23 @@ int ab_supervisor_set_rendered(ab_supervisor *s, const struct ab_plan *plan, ab_
 {
 	s->kuid = plan->map_kuid;
 	s->kgid = plan->map_kgid;
+	if (plan->seccomp.notify_connect && s->ll_net < 0 &&
+	    ab_landlock_net_ruleset(&plan->landlock, &s->ll_net, err) < 0)
+		return ab_err_prefix(err, "connect mediation");
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
+		if (m->kind == AB_MNT_BIND_RW && m->src && m->why &&
+		    strcmp(m->why, "unix_sockets") == 0) {
+			/* shared on purpose: connect mediation lets these through */
+			char **v = realloc(s->shared, (s->nshared + 1) * sizeof(*v));
+			if (!v)
+				return ab_fail(err, ENOMEM, "supervisor");
+			s->shared = v;
+			if (!(v[s->nshared] = strdup(m->src)))
+				return ab_fail(err, ENOMEM, "supervisor");
+			s->nshared++;
+			continue;
+		}
 		if (m->kind != AB_MNT_CONTENT || !(m->flags & AB_MNT_F_RENDER))
 			continue;
 		char **v = realloc(s->rendered, (s->nrendered + 1) * sizeof(*v));
@@ -1099,6 +1154,372 @@ static void on_rename(ab_supervisor *s, const struct seccomp_notif *rq)
 	log_rename(s, tid, dst, why);
 }
 
+/* ------------------------------------------------------------ connects */
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* Linux 6.9: a pidfd for a thread */
+#endif
+#define CONNECT_WORKERS_MAX 32
+
+
+/* A connect carried out for a caller: its socket (ours now: pidfd_getfd),
+ * the address, the pinned socket file it names (or -1). */
+typedef struct conn_job {
+	uint64_t id;
+	int sock, pin;
+	struct sockaddr_storage addr;
+	socklen_t alen;
+	uid_t kuid;
+	gid_t kgid;
+	size_t resp_size;
+} conn_job;
+
+static void conn_job_close(conn_job *j)
+{
+	if (j->sock >= 0)
+		close(j->sock);
+	if (j->pin >= 0)
+		close(j->pin);
+	j->sock = j->pin = -1;
+}
+
+/* The connect itself, as the sandbox's uid and gid (this thread's effective
+ * ids only: raw setresuid/setresgid act on the calling thread, and a root
+ * agentbox keeps 0 as its saved id to come back to): the socket file's write
+ * permission is checked for them, and a server inside sees them as its
+ * peer's (SO_PEERCRED), not root's.  Then the answer. */
+static void conn_do(conn_job *j, struct seccomp_notif_resp *resp, int notif)
+{
+	uid_t ou = geteuid();
+	gid_t og = getegid();
+	int e = EACCES;
+	if (ou == j->kuid && og == j->kgid) {
+		/* agentbox runs as the sandbox's user: nothing to change */
+		e = connect(j->sock, (struct sockaddr *)&j->addr, j->alen) == 0 ? 0 : errno;
+	} else if (syscall(SYS_setresgid, -1, j->kgid, -1) == 0) {
+		if (syscall(SYS_setresuid, -1, j->kuid, -1) == 0) {
+			e = connect(j->sock, (struct sockaddr *)&j->addr, j->alen) == 0 ? 0 : errno;
+			(void)syscall(SYS_setresuid, -1, ou, -1);
+		}
+		(void)syscall(SYS_setresgid, -1, og, -1);
+	}
+	memset(resp, 0, j->resp_size);
+	resp->id = j->id;
+	resp->error = -e;
+	/* ENOENT: the caller was interrupted meanwhile (its connect restarts) */
+	(void)ioctl(notif, SECCOMP_IOCTL_NOTIF_SEND, resp);
+}
+
+/* The connect pool: threads that carry out connects which may wait (a
+ * blocking socket: a full backlog, a TCP handshake) or must hold the
+ * sandbox's Landlock port rules (an IP socket), away from the server thread,
+ * where every exec and denial of the sandbox waits its turn.  Each thread
+ * enforces those rules on itself once (its own Landlock domain: no file
+ * system rights, no scopes, so a unix connect is unaffected), then takes
+ * jobs.  Made on first use, up to CONNECT_WORKERS_MAX; they live as long as
+ * the process (they own nothing of the supervisor: the job carries its fds,
+ * the pool its copies of the listener and the ruleset). */
+static struct conn_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	conn_job *q[CONNECT_WORKERS_MAX * 4];
+	size_t head, n;
+	unsigned threads, idle;
+	int notif, ll;
+	size_t resp_size;
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .notif = -1, .ll = -1};
+
+static void *conn_thread(void *arg)
+{
+	(void)arg;
+	sigset_t set;
+	sigfillset(&set);
+	pthread_sigmask(SIG_SETMASK, &set, NULL);
+	struct seccomp_notif_resp *resp = calloc(1, pool.resp_size);
+	/* the supplementary groups of a root agentbox are not the sandbox's */
+	bool ready = resp && (geteuid() != 0 || syscall(SYS_setgroups, 0, NULL) == 0) &&
+		     (pool.ll < 0 || ab_landlock_restrict_thread(pool.ll) == 0);
+	for (;;) {
+		pthread_mutex_lock(&pool.mu);
+		pool.idle++;
+		while (!pool.n)
+			pthread_cond_wait(&pool.cv, &pool.mu);
+		pool.idle--;
+		conn_job *j = pool.q[pool.head];
+		pool.head = (pool.head + 1) % AB_ARRAY_SIZE(pool.q);
+		pool.n--;
+		pthread_mutex_unlock(&pool.mu);
+		if (ready) {
+			conn_do(j, resp, pool.notif);
+		} else {
+			/* the checks cannot apply here: refused */
+			struct seccomp_notif_resp r0 = {.id = j->id, .error = -EACCES};
+			(void)ioctl(pool.notif, SECCOMP_IOCTL_NOTIF_SEND, &r0);
+		}
+		conn_job_close(j);
+		free(j);
+	}
+	return NULL;
+}
+
+/* J to the pool (which owns its fds from then on); false when it cannot
+ * take it (then J is still the caller's). */
+static bool conn_spawn(ab_supervisor *s, conn_job *j)
+{
+	conn_job *w = malloc(sizeof(*w));
+	if (!w)
+		return false;
+	pthread_mutex_lock(&pool.mu);
+	bool ok = pool.notif >= 0 && pool.n < AB_ARRAY_SIZE(pool.q);
+	if (ok && pool.idle <= pool.n && pool.threads < CONNECT_WORKERS_MAX) {
+		pthread_attr_t at;
+		pthread_t th;
+		if (pthread_attr_init(&at) == 0) {
+			pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+			pthread_attr_setstacksize(&at, 64 * 1024);
+			if (pthread_create(&th, &at, conn_thread, NULL) == 0)
+				pool.threads++;
+			pthread_attr_destroy(&at);
+		}
+	}
+	ok = ok && pool.threads > 0;
+	if (ok) {
+		*w = *j;
+		pool.q[(pool.head + pool.n) % AB_ARRAY_SIZE(pool.q)] = w;
+		pool.n++;
+		pthread_cond_signal(&pool.cv);
+		j->sock = j->pin = -1;
+	}
+	pthread_mutex_unlock(&pool.mu);
+	if (!ok)
+		free(w);
+	(void)s;
+	return ok;
+}
+
+/* The pool's copies of the listener and the Landlock ruleset (attach). */
+static int conn_pool_setup(ab_supervisor *s)
+{
+	pthread_mutex_lock(&pool.mu);
+	int r = 0;
+	if (pool.notif < 0) {
+		pool.notif = fcntl(s->fd, F_DUPFD_CLOEXEC, 3);
+		pool.ll = s->ll_net >= 0 ? fcntl(s->ll_net, F_DUPFD_CLOEXEC, 3) : -1;
+		pool.resp_size = s->resp_size;
+		if (pool.notif < 0 || (s->ll_net >= 0 && pool.ll < 0))
+			r = -errno;
+	} else {
+		r = -EBUSY; /* one sandbox per process */
+	}
+	pthread_mutex_unlock(&pool.mu);
+	return r;
+}
+
+/* A pidfd for the caller TID (its own fd table); -errno. */
+static int caller_pidfd(pid_t tid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
+	if (fd < 0 && errno == EINVAL) {
+		long inner, ppid, tgid = -1;
+		proc_ids(tid, &inner, &ppid, &tgid); /* before Linux 6.9: the process's */
+		fd = tgid > 0 ? (int)syscall(SYS_pidfd_open, (pid_t)tgid, 0) : -1;
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+static bool shared_socket(const ab_supervisor *s, const struct statx *x)
+{
+	for (size_t i = 0; i < s->nshared; i++) {
+		struct statx h;
+		if (statx(AT_FDCWD, s->shared[i], 0, STATX_INO, &h) == 0 &&
+		    h.stx_dev_major == x->stx_dev_major && h.stx_dev_minor == x->stx_dev_minor &&
+		    h.stx_ino == x->stx_ino)
+			return true;
+	}
+	return false;
+}
+
+/* Socket files a socket of the sandbox is bound to, as asked before: a
+ * socket file is made by bind(2) and no other socket can ever be bound to it,
+ * so the answer holds for the file's life; a file is known by its device,
+ * inode and birth time (a reused inode number is born later).  Without a
+ * birth time, nothing is remembered. */
+static bool same_birth(const struct ours_file *o, const struct statx *x)
+{
+	return o->ino == x->stx_ino && o->major == x->stx_dev_major &&
+	       o->minor == x->stx_dev_minor && o->btime_sec == x->stx_btime.tv_sec &&
+	       o->btime_nsec == x->stx_btime.tv_nsec;
+}
+
+static bool ours_cached(const ab_supervisor *s, const struct statx *x)
+{
+	if (!(x->stx_mask & STATX_BTIME))
+		return false;
+	for (size_t i = 0; i < AB_ARRAY_SIZE(s->ours); i++)
+		if (s->ours[i].ino && same_birth(&s->ours[i], x))
+			return true;
+	return false;
+}
+
+static void ours_remember(ab_supervisor *s, const struct statx *x)
+{
+	if (!(x->stx_mask & STATX_BTIME) || !x->stx_ino)
+		return;
+	struct ours_file *o = &s->ours[s->ours_next++ % AB_ARRAY_SIZE(s->ours)];
+	*o = (struct ours_file){.ino = x->stx_ino, .major = x->stx_dev_major,
+				.minor = x->stx_dev_minor, .btime_sec = x->stx_btime.tv_sec,
+				.btime_nsec = x->stx_btime.tv_nsec};
+}
+
+static void note_refused(ab_supervisor *s, pid_t tid, const char *full_path)
+{
+	char comm[16], key[sizeof(s->refused[0].path)];
+	proc_comm(tid, comm, sizeof(comm));
+	size_t pl = strnlen(full_path, sizeof(key) - 1);
+	memcpy(key, full_path, pl);
+	key[pl] = '\0';
+	const char *path = key;
+	size_t i = 0;
+	while (i < s->nrefused &&
+	       (strcmp(s->refused[i].path, path) || strcmp(s->refused[i].comm, comm)))
+		i++;
+	if (i == s->nrefused) {
+		if (i == AB_ARRAY_SIZE(s->refused)) {
+			s->refused_other++;
+			return;
+		}
+		memcpy(s->refused[i].path, key, sizeof(key));
+		memcpy(s->refused[i].comm, comm, sizeof(comm));
+		s->refused[i].n = 0;
+		s->nrefused++;
+	}
+	if (s->refused[i].n++)
+		return; /* the first of each is logged */
+	if (!ab_sup_bucket_take(&s->bucket, ab_now_ms(), AB_SUP_RATE_PER_S, AB_SUP_RATE_BURST)) {
+		s->suppressed++;
+		return;
+	}
+	json_t *ev = json_object();
+	json_object_set_new(ev, "event", json_string("denied"));
+	json_object_set_new(ev, "kind", json_string("unix-socket"));
+	json_object_set_new(ev, "path", bytes_json(full_path));
+	json_object_set_new(ev, "reason", json_string("bound outside the sandbox"));
+	json_object_set_new(ev, "pid", json_integer(inner_pid_of(s, tid)));
+	json_object_set_new(ev, "comm", bytes_json(comm));
+	ab_audit_emit(s->audit, ev);
+}
+
+/* A pathname unix address of the caller TID, resolved inside and checked:
+ * J's address becomes /proc/self/fd/PIN.  0, or the errno to answer. */
+static int conn_unix_path(ab_supervisor *s, pid_t tid, conn_job *j, size_t plen)
+{
+	struct sockaddr_un *un = (struct sockaddr_un *)&j->addr;
+	char path[sizeof(un->sun_path) + 1], base[PATH_MAX], full[PATH_MAX + sizeof(path) + 1];
+	memcpy(path, un->sun_path, plen);
+	path[plen] = '\0'; /* the kernel's reading: up to a NUL, or the length */
+	int r = caller_base(tid, path, AT_FDCWD, base, sizeof(base));
+	if (r < 0 || join_raw(base, path, full, sizeof(full)) < 0)
+		return r == -ENOTDIR ? ENOENT : ENAMETOOLONG;
+	if (s->root < 0) {
+		/* every process inside has the same root (chroot, pivot_root and
+		 * new mount namespaces are denied): opened once, from a caller
+		 * (init is not dumpable) */
+		char rootp[64];
+		snprintf(rootp, sizeof(rootp), "/proc/%d/root", (int)tid);
+		s->root = open(rootp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (s->root < 0)
+			return EACCES;
+	}
+	int root = s->root;
+	/* symlinks are followed as the kernel would, inside the sandbox's root;
+	 * magic links (/proc/PID/fd/N) would be ours, not the caller's */
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	j->pin = (int)syscall(SYS_openat2, root, full, &how, sizeof(how));
+	if (j->pin < 0)
+		return errno == EXDEV ? EACCES : errno;
+	struct statx x;
+	if (statx_fd(j->pin, &x) < 0)
+		return EACCES;
+	if (!S_ISSOCK(x.stx_mode))
+		return ECONNREFUSED; /* the kernel's answer for a file that is no socket */
+	bool ours = ours_cached(s, &x);
+	if (!ours && s->diag >= 0) {
+		uint32_t dev = (x.stx_dev_major << 20) | (x.stx_dev_minor & 0xfffff);
+		ours = ab_unixsock_bound_in(s->diag, dev, (uint32_t)x.stx_ino) == 1;
+		if (ours)
+			ours_remember(s, &x);
+	}
+	if (!ours && !shared_socket(s, &x)) {
+		note_refused(s, tid, full);
+		return EACCES;
+	}
+	/* the checked file, whatever happens to the path meanwhile */
+	memset(un->sun_path, 0, sizeof(un->sun_path));
+	int n = snprintf(un->sun_path, sizeof(un->sun_path), "/proc/self/fd/%d", j->pin);
+	j->alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
+	return 0;
+}
+
+static void on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
+{
+	pid_t tid = (pid_t)rq->pid;
+	conn_job j = {.id = rq->id, .sock = -1, .pin = -1, .kuid = s->kuid,
+		      .kgid = s->kgid, .resp_size = s->resp_size};
+	int len = (int)(uint32_t)rq->data.args[2];
+	int e = 0;
+	/* the kernel's own checks first, on one copy of the address */
+	if (len < 0 || (size_t)len > sizeof(j.addr))
+		e = EINVAL;
+	else if (len && remote_read(tid, rq->data.args[1], &j.addr, (size_t)len) != len)
+		e = EFAULT;
+	j.alen = (socklen_t)len;
+	int pidfd = e ? -1 : caller_pidfd(tid);
+	if (!e && pidfd < 0) {
+		answer(s, rq->id, EACCES, false); /* ESRCH: gone; else cannot mediate */
+		return;
+	}
+	if (!e && !still_valid(s, rq->id)) {
+		close(pidfd);
+		return; /* the caller went away (its tid may name another task now) */
+	}
+	if (!e) {
+		j.sock = (int)syscall(SYS_pidfd_getfd, pidfd, (int)rq->data.args[0], 0);
+		e = j.sock < 0 ? (errno == EBADF ? EBADF : EACCES) : 0;
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	int domain = 0;
+	socklen_t dl = sizeof(domain);
+	if (!e && getsockopt(j.sock, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0)
+		e = errno == ENOTSOCK ? ENOTSOCK : EACCES;
+	const struct sockaddr_un *un = (const struct sockaddr_un *)&j.addr;
+	size_t off = offsetof(struct sockaddr_un, sun_path);
+	if (!e && domain == AF_UNIX && (size_t)len > off && un->sun_family == AF_UNIX &&
+	    un->sun_path[0] != '\0') {
+		size_t plen = strnlen(un->sun_path, (size_t)len - off);
+		e = conn_unix_path(s, tid, &j, plen);
+	}
+	/* anything else (TCP to the proxy, an abstract or unnamed unix address,
+	 * a wrong family): as given, on the caller's socket, in its network
+	 * namespace; the kernel answers */
+	if (!e && (domain == AF_INET || domain == AF_INET6) && s->ll_net >= 0) {
+		/* the sandbox's Landlock port rules hold for it: only in a
+		 * thread that enforces them on itself */
+		if (conn_spawn(s, &j))
+			return;
+		e = EAGAIN;
+	}
+	int fl = e ? 0 : fcntl(j.sock, F_GETFL);
+	if (!e && fl >= 0 && !(fl & O_NONBLOCK) && conn_spawn(s, &j))
+		return; /* the pool owns the socket, the pin and the answer */
+	if (e)
+		answer(s, rq->id, e, false);
+	else
+		conn_do(&j, s->resp, s->fd);
+	conn_job_close(&j);
+}
+
 /* ------------------------------------------------------------ the listener */
 
 static void on_wake(int sig)
@@ -1113,10 +1534,11 @@ static void *serve_thread(void *arg)
 	sigfillset(&set);
 	sigdelset(&set, SIG_WAKE);
 	pthread_sigmask(SIG_SETMASK, &set, NULL);
-	/* renames are carried out as the sandbox (carry_out_as_sandbox): none of
+	/* renames and connects are carried out as the sandbox: none of
 	 * a root agentbox's supplementary groups (this thread's only: the raw
 	 * call, not glibc's process-wide setgroups) */
-	if (s->nrendered && geteuid() == 0 && syscall(SYS_setgroups, 0, NULL) < 0)
+	if ((s->nrendered || s->pol->notify_connect) && geteuid() == 0 &&
+	    syscall(SYS_setgroups, 0, NULL) < 0)
 		s->no_groups_failed = true; /* then none is carried out (the kernel's EBUSY) */
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		memset(s->req, 0, s->req_size);
@@ -1141,6 +1563,9 @@ static void *serve_thread(void *arg)
 		else if (rq->data.arch == AB_NATIVE_ARCH &&
 			 ab_seccomp_notifies_rename(s->pol, rq->data.nr))
 			on_rename(s, rq);
+		else if (rq->data.arch == AB_NATIVE_ARCH &&
+			 ab_seccomp_notifies_connect(s->pol, rq->data.nr))
+			on_connect(s, rq);
 		else
 			on_denied(s, rq);
 	}
@@ -1153,7 +1578,7 @@ int ab_supervisor_new(const ab_seccomp_policy *pol, ab_audit *audit, ab_supervis
 	_cleanup_free_ ab_supervisor *s = calloc(1, sizeof(*s));
 	if (!s)
 		return ab_fail(err, ENOMEM, "supervisor");
-	s->fd = s->pidns = s->pipe[0] = s->pipe[1] = -1;
+	s->fd = s->pidns = s->pipe[0] = s->pipe[1] = s->diag = s->ll_net = s->root = -1;
 	s->pol = pol;
 	s->audit = audit;
 	struct seccomp_notif_sizes sz = {0};
@@ -1203,11 +1628,21 @@ int ab_supervisor_attach(ab_supervisor *s, ab_loop *loop, int fd, pid_t init, ab
 	(void)fcntl(s->pipe[1], F_SETPIPE_SZ, 1 << 20);
 	if (ab_loop_watch(loop, s->pipe[0], AB_EV_READ, on_track, s) < 0)
 		return ab_fail(err, errno, "supervisor: event loop");
+	int pr = s->pol->notify_connect ? conn_pool_setup(s) : 0;
+	if (pr < 0)
+		return ab_fail(err, -pr, "supervisor: the connect pool");
 	int r = pthread_create(&s->th, NULL, serve_thread, s);
 	if (r != 0)
 		return ab_fail(err, r, "supervisor: start the thread");
 	s->started = true;
 	return 0;
+}
+
+void ab_supervisor_set_diag(ab_supervisor *s, int fd)
+{
+	if (s->diag >= 0)
+		close(s->diag);
+	s->diag = fd;
 }
 
 /* The sandbox is gone (nothing can notify any more): stop the thread. */
@@ -1300,6 +1735,19 @@ void ab_supervisor_finish(ab_supervisor *s)
 		ab_audit_emit(s->audit, ev);
 		s->cred_suppressed = 0;
 	}
+	for (size_t i = 0; i < s->nrefused; i++)
+		ab_audit_count_denial(s->audit, "socket", s->refused[i].path, s->refused[i].comm,
+				      s->refused[i].n);
+	s->nrefused = 0;
+	if (s->refused_other) {
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("suppressed"));
+		json_object_set_new(ev, "kind", json_string("unix-socket"));
+		json_object_set_new(ev, "count", json_integer((json_int_t)s->refused_other));
+		ab_audit_emit(s->audit, ev);
+		ab_audit_count_denial(s->audit, "socket", "other paths", "?", s->refused_other);
+		s->refused_other = 0;
+	}
 	ab_audit_count_exec(s->audit, s->execs);
 	s->execs = 0;
 }
@@ -1313,6 +1761,15 @@ void ab_supervisor_free(ab_supervisor *s)
 		close(s->fd);
 	if (s->pidns >= 0)
 		close(s->pidns);
+	if (s->diag >= 0)
+		close(s->diag);
+	if (s->ll_net >= 0)
+		close(s->ll_net);
+	if (s->root >= 0)
+		close(s->root);
+	for (size_t i = 0; i < s->nshared; i++)
+		free(s->shared[i]);
+	free(s->shared);
 	for (int i = 0; i < 2; i++)
 		if (s->pipe[i] >= 0)
 			close(s->pipe[i]);

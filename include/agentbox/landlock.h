@@ -91,6 +91,14 @@ void ab_ll_plan_free(ab_ll_plan *p);
  * Requires no_new_privs or CAP_SYS_ADMIN; we set no_new_privs first. */
 int ab_landlock_apply(const ab_ll_plan *p, ab_err *err);
 
+/* The network half of P alone (its TCP port rules; no file system rights, no
+ * scopes), as a ruleset fd (O_CLOEXEC) in *OUT; -1 when P handles no network
+ * access.  For the threads that connect on the sandbox's behalf
+ * (src/supervise.c): the kernel applies the sandbox's port rules to them. */
+int ab_landlock_net_ruleset(const ab_ll_plan *p, int *out, ab_err *err);
+/* The calling thread only: no_new_privs, then RULESET enforced.  0/-errno. */
+int ab_landlock_restrict_thread(int ruleset);
+
 /* Probe: ABI version (0 if unavailable) and errno why. */
 int ab_landlock_probe_abi(int *errno_out);
 

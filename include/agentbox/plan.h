@@ -111,6 +111,7 @@ typedef struct ab_plan_input {
 #define AB_ABLATE_ENV      0x08 /* agentbox's whole environment passes in */
 #define AB_ABLATE_HOME     0x10 /* the real home bound read-write instead of a tmpfs */
 #define AB_ABLATE_PTY      0x20 /* no pty: the command gets agentbox's own fds 0-2 */
+#define AB_ABLATE_CONNECT  0x40 /* connect(2) is not mediated (host sockets bound later) */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
 

@@ -36,6 +36,9 @@ enum ab_sync_type {
 				   command's environment (a secret's placeholder) */
 	AB_SYNC_NOTIFY,         /* child -> parent: SCM_RIGHTS the seccomp user-notification
 				   listener (the exec and denial record, supervise.c) */
+	AB_SYNC_SOCKDIAG,       /* child -> parent (before AB_SYNC_NOTIFY): SCM_RIGHTS a
+				   NETLINK_SOCK_DIAG socket made in the sandbox's network
+				   namespace (connect mediation: which sockets it bound) */
 };
 
 #define AB_SECCOMP_MAX_INSNS 4096 /* per program (BPF_MAXINSNS) */

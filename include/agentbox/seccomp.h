@@ -32,12 +32,19 @@ typedef struct ab_seccomp_policy {
 	 * them (a mount point: EBUSY otherwise) and lets every other one
 	 * continue (src/supervise.c). */
 	bool notify_rename;
+	/* Host unix sockets bound after the start (docs/threat-model.md):
+	 * connect notifies; the parent resolves the address inside, refuses a
+	 * pathname socket bound outside the sandbox (EACCES) unless the profile
+	 * shares it (unix_sockets), and carries out every other connect itself
+	 * on the caller's socket, so what it checked is what is connected. */
+	bool notify_connect;
 } ab_seccomp_policy;
 
 /* Does the filter need a user-notification listener (served by the parent)? */
 static inline bool ab_seccomp_listens(const ab_seccomp_policy *pol)
 {
-	return pol->notify_denials || pol->notify_exec || pol->notify_rename;
+	return pol->notify_denials || pol->notify_exec || pol->notify_rename ||
+	       pol->notify_connect;
 }
 
 /* The rename calls notify_rename notifies, native names (absent ones skipped). */
@@ -81,6 +88,9 @@ void ab_seccomp_deny_errnos(const ab_seccomp_policy *pol, int16_t *out, size_t n
  * The supervisor carries it out or continues it; anything else it is sent
  * is a denial. */
 bool ab_seccomp_notifies_rename(const ab_seccomp_policy *pol, int nr);
+
+/* Does NR notify as a connect (notify_connect, and not denied)? */
+bool ab_seccomp_notifies_connect(const ab_seccomp_policy *pol, int nr);
 
 /* The syscall's name for the record ("syscall_N" when unknown). */
 void ab_seccomp_name(int nr, char *buf, size_t size);

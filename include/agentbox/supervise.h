@@ -46,6 +46,10 @@ int ab_supervisor_set_rendered(ab_supervisor *s, const struct ab_plan *plan, ab_
  * sandbox whose first process is INIT (host pid: its pid namespace names the
  * pids in the record). */
 int ab_supervisor_attach(ab_supervisor *s, ab_loop *loop, int fd, pid_t init, ab_err *err);
+/* The sandbox's NETLINK_SOCK_DIAG socket (AB_SYNC_SOCKDIAG; owned from here
+ * on): connect mediation asks it which unix sockets the sandbox bound.  Set
+ * before the listener is attached. */
+void ab_supervisor_set_diag(ab_supervisor *s, int fd);
 /* The sandbox is gone: the exits still pending, the repeat counts. */
 void ab_supervisor_finish(ab_supervisor *s);
 void ab_supervisor_free(ab_supervisor *s);

@@ -200,18 +200,33 @@ sys.exit(r.returncode)
 
 def test_listener_taken_above(ctx):
     """Under a filter that already has a notification listener (a container
-    runtime's), agentbox cannot have one: it still runs, denies as before,
-    and says the log will hold no record."""
+    runtime's), agentbox cannot have one: it refuses to run (connect
+    mediation needs it) and says how to accept the loss; a profile that
+    accepts "seccomp-user-notif" runs, denies as before, says connect is not
+    mediated and that the log will hold no record."""
     if os.uname().machine != "x86_64":
         skip("the helper uses x86_64 syscall numbers")
     log = _log(ctx)
     code = ("import ctypes; l = ctypes.CDLL(None, use_errno=True); "
             "l.syscall(%d, 0, 0, 0); print(ctypes.get_errno())" % KEYCTL)
-    cmd = ["python3", "-c", NEST_PY] + ab_cmd(["run", "-w", ctx.ws, "--log", log, "--",
-                                              INNER_PY, "-c", code], ctx.user)
-    r = subprocess.run(cmd, env=ctx.env(), cwd=ctx.ws, capture_output=True, text=True,
-                       timeout=60)
+    prof = os.path.join(ctx.scratch, "notif-lost.json")
+    with open(prof, "w") as f:
+        json.dump({"version": 1, "extends": "default",
+                   "allow_downgrade": ["seccomp-user-notif"]}, f)
+    os.chmod(prof, 0o644)
+    outs = []
+    for extra in ([], ["-p", prof]):
+        cmd = ["python3", "-c", NEST_PY] + ab_cmd(["run"] + extra + ["-w", ctx.ws, "--log", log,
+                                                  "--", INNER_PY, "-c", code], ctx.user)
+        outs.append(subprocess.run(cmd, env=ctx.env(), cwd=ctx.ws, capture_output=True,
+                                   text=True, timeout=60))
+    r = outs[0]
+    assert r.returncode == 125, describe(r)
+    assert "already has the one notification listener" in r.stderr, describe(r)
+    assert '"seccomp-user-notif"' in r.stderr, describe(r)
+    r = outs[1]
     assert r.returncode == 0 and r.stdout.strip() == "1", describe(r)
     assert "already has the one notification listener" in r.stderr, describe(r)
+    assert "connect is NOT MEDIATED" in r.stderr, describe(r)
     kinds = {e["event"] for e in _events(log)}
     assert "exec" not in kinds and "denied" not in kinds, kinds

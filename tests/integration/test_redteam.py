@@ -662,31 +662,158 @@ def test_host_unix_sockets_hidden(ctx):
     assert not problems, "\n".join(problems) + "\n" + describe(r)
 
 
-@known_gap("a socket a host process binds inside a grant after the sandbox started is not "
-           "hidden (agentbox hides the sockets bound when it starts; docs/threat-model.md)")
-def test_host_unix_socket_bound_later(ctx):
-    """The sandbox waits for a host process to bind a socket in the workspace
-    after it started, then connects to it."""
-    path = os.path.join(ctx.ws, "later.sock")
-    go = os.path.join(ctx.ws, "go")
-    code = ("import os, socket, time\n"
-            "for _ in range(100):\n"
-            "    if os.path.exists(%r): break\n"
-            "    time.sleep(0.1)\n"
-            "s = socket.socket(socket.AF_UNIX)\n"
-            "try:\n"
-            "    s.connect(%r); print('connected', s.recv(100))\n"
-            "except OSError as e:\n"
-            "    print('refused', e.strerror)\n" % (go, path))
+_LATER_PY = r"""
+import json, os, socket, struct, sys, time
+go, targets = sys.argv[1], sys.argv[2:]
+for _ in range(400):
+    if os.path.exists(go):
+        break
+    time.sleep(0.05)
+out = {}
+def stream(p, blocking=True):
+    s = socket.socket(socket.AF_UNIX)
+    s.setblocking(blocking)
+    try:
+        s.connect(p)
+        s.settimeout(3)
+        return "connected: %r" % s.recv(100)
+    except OSError as e:
+        return "refused: %s" % e.strerror
+    finally:
+        s.close()
+for p in targets:
+    out[p] = stream(p)
+    out[p + " (non-blocking)"] = stream(p, False)
+os.chdir(os.path.dirname(targets[0]))
+out["relative"] = stream(os.path.basename(targets[0]))
+os.symlink(targets[0], "mine.link")
+out["own symlink"] = stream("mine.link")
+sq = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+try:
+    sq.connect(targets[0]); out["seqpacket"] = "connected"
+except OSError as e:
+    out["seqpacket"] = "refused: %s" % e.strerror
+# the sandbox's own server, bound now by another process: blocking and not
+own = os.path.join(os.getcwd(), "own-later.sock")
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    l = socket.socket(socket.AF_UNIX); l.bind(own); l.listen(4); os.write(w, b"x")
+    for _ in range(2):
+        a, _ = l.accept()
+        # the peer a server inside sees: the sandbox's own uid and gid
+        _, uid, gid = struct.unpack("3i", a.getsockopt(socket.SOL_SOCKET,
+                                                       socket.SO_PEERCRED, 12))
+        ok = (uid, gid) == (os.getuid(), os.getgid())
+        a.sendall(b"own" if ok else b"peer %d:%d" % (uid, gid)); a.close()
+    os._exit(0)
+os.read(r, 1)
+out["own"] = stream(own)
+out["own (non-blocking)"] = stream(own, False)
+os.waitpid(pid, 0)
+# an abstract socket of its own: works; TCP to a port loopback_ports does
+# not list: still refused by the sandbox's Landlock rules
+a = socket.socket(socket.AF_UNIX); a.bind("\0ab-later-%d" % os.getpid()); a.listen(1)
+b = socket.socket(socket.AF_UNIX); b.connect("\0ab-later-%d" % os.getpid())
+out["own abstract"] = "connected: b'own'"
+t = socket.socket(); t.bind(("127.0.0.1", 0)); t.listen(1)
+u = socket.socket()
+try:
+    u.connect(t.getsockname()); out["tcp to an unlisted port"] = "connected"
+except OSError as e:
+    out["tcp to an unlisted port"] = "refused: %s" % e.strerror
+try:
+    socket.socket(socket.AF_UNIX).connect(os.path.join(os.getcwd(), "absent.sock"))
+except OSError as e:
+    out["absent"] = e.strerror
+print(json.dumps(out))
+"""
+
+
+def _run_later(ctx, targets, host_sockets, extra_args=(), ablate=None):
+    """Start the sandbox, then bind HOST_SOCKETS ((path, bind_as) pairs) on
+    the host, then let the sandbox try TARGETS; ABLATE: the test-only build
+    without that layer."""
     import threading
+    go = os.path.join(ctx.ws, "go-later")
+    cmd = ["run", "-p", "default", "-w", ctx.ws] + list(extra_args) + \
+        ["--", INNER_PY, "-c", _LATER_PY, go] + targets
+    if ablate:
+        import abtest
+        binary = os.path.join(os.path.dirname(abtest.BINARY), "agentbox-ablate")
+        assert os.access(binary, os.X_OK), "build agentbox-ablate with make"
+        cmd = [binary] + cmd
+        if ctx.uid != os.getuid():
+            cmd = ["setpriv", "--reuid=%d" % NOBODY_UID, "--regid=%d" % NOBODY_GID,
+                   "--clear-groups"] + cmd
+        env = {"PATH": HOST_PATH, "LANG": "C.UTF-8", "HOME": ctx.home,
+               "AGENTBOX_TEST_ABLATE": ablate}
+
+        def work():
+            return subprocess.run(cmd, env=env, cwd=ctx.ws, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, timeout=90)
+    else:
+        def work():
+            return ctx.run(cmd, timeout=90)
     res = {}
-    t = threading.Thread(target=lambda: res.setdefault("r", ctx.sandbox([INNER_PY, "-c", code])))
+    t = threading.Thread(target=lambda: res.setdefault("r", work()))
     t.start()
     time.sleep(1.5)
-    _HostSocket(ctx, path)
+    for path, bind_as in host_sockets:
+        _HostSocket(ctx, path, bind_as=bind_as)
     ctx.host_file(go, "")
-    t.join(60)
-    r = res["r"]
+    t.join(120)
+    return res["r"]
+
+
+def test_host_unix_socket_bound_later(ctx):
+    """A host process binds sockets inside grants after the sandbox started
+    (in the workspace, in a read-only grant, through a symlinked directory):
+    connect is mediated, so none is reachable, blocking or not, by a relative
+    path, through a symbolic link the sandbox makes, as SOCK_SEQPACKET; the
+    sandbox's own sockets bound meanwhile and abstract ones still work, and
+    TCP to a port loopback_ports does not list stays refused (Landlock);
+    the audit log names the refusals."""
+    state = os.path.join(ctx.scratch, "state-later")
+    real = os.path.join(ctx.ws, "real")
+    for d in (state, real):
+        os.makedirs(d)
+        os.chmod(d, 0o755)
+        if ctx.uid:
+            os.chown(d, ctx.uid, ctx.gid)
+    os.symlink("real", os.path.join(ctx.ws, "link"))
+    ws_sock = os.path.join(ctx.ws, "later.sock")
+    ro_sock = os.path.join(state, "later.sock")
+    via = os.path.join(ctx.ws, "link", "l.sock")
+    log = os.path.join(ctx.scratch, "later.log")
+    r = _run_later(ctx, [ws_sock, ro_sock, via],
+                   [(ws_sock, None), (ro_sock, None), (os.path.join(real, "l.sock"), via)],
+                   extra_args=["--read", state, "--log", log])
     assert r.returncode == 0, describe(r)
-    assert "refused" in r.stdout, "the sandbox reached a host socket bound after it " \
-        "started: %s" % r.stdout.strip()
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    problems = []
+    for k, v in out.items():
+        if k.startswith("own") and k != "own symlink":
+            if v != "connected: b'own'":
+                problems.append("the sandbox's own socket (%s): %s" % (k, v))
+        elif k == "absent":
+            if v != "No such file or directory":
+                problems.append("a socket path that does not exist: %s" % v)
+        elif v != "refused: Permission denied":
+            problems.append("%s: %s" % (k, v))
+    with open(log) as f:
+        lines = [json.loads(x) for x in f if '"unix-socket"' in x]
+    if not any(x.get("path") == ws_sock for x in lines):
+        problems.append("the audit log has no refusal for %s: %s" % (ws_sock, lines))
+    assert not problems, "\n".join(problems) + "\n" + describe(r)
+
+
+def test_host_unix_socket_bound_later_ablated(ctx):
+    """The test above can fail: without connect mediation (the test-only
+    ablation build) a host socket bound after the start serves the sandbox."""
+    ws_sock = os.path.join(ctx.ws, "later.sock")
+    r = _run_later(ctx, [ws_sock], [(ws_sock, None)], ablate="connect")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out[ws_sock] == "connected: b'HOST-DAEMON\\n'", r.stdout + r.stderr

@@ -1385,6 +1385,47 @@ static void test_landlock_downgrades(void **state)
 
 /* ---------------------------------------------------------------- seccomp */
 
+/* Connect mediation (host unix sockets bound after the start) needs seccomp
+ * user notification: refused without it, unless the profile accepts the
+ * loss; the ablation build turns it off. */
+static void test_connect_mediation(void **state)
+{
+	fx f;
+	fx_init(&f, 7);
+	fx_ok(&f);
+	assert_true(f.plan->seccomp.notify_connect);
+	assert_true(ab_seccomp_listens(&f.plan->seccomp));
+	fx_done(&f);
+
+	fx_init(&f, 7);
+	f.host.seccomp_user_notif = AB_NO;
+	fx_fail(&f, "connect mediation needs seccomp user notification");
+	assert_non_null(strstr(f.err.hint, "seccomp-user-notif"));
+	fx_done(&f);
+
+	fx_init(&f, 7);
+	f.host.seccomp_user_notif = AB_NO;
+	f.host.seccomp_listener_busy = true;
+	fx_fail(&f, "already has the one notification listener");
+	fx_done(&f);
+
+	fx_init(&f, 7);
+	f.host.seccomp_user_notif = AB_NO;
+	SV(&f.prof->allow_downgrade, "seccomp-user-notif");
+	fx_ok(&f);
+	assert_false(f.plan->seccomp.notify_connect);
+	assert_true(f.plan->downgrades.n >= 1);
+	assert_non_null(strstr(f.plan->downgrades.v[f.plan->downgrades.n - 1],
+			       "connect is NOT MEDIATED"));
+	fx_done(&f);
+
+	fx_init(&f, 7);
+	f.in.ablate = AB_ABLATE_CONNECT;
+	fx_ok(&f);
+	assert_false(f.plan->seccomp.notify_connect);
+	fx_done(&f);
+}
+
 static void test_seccomp_required(void **state)
 {
 	fx f;
@@ -1815,6 +1856,7 @@ int main(void)
 		cmocka_unit_test(test_landlock_full),
 		cmocka_unit_test(test_landlock_downgrades),
 		cmocka_unit_test(test_seccomp_required),
+		cmocka_unit_test(test_connect_mediation),
 		cmocka_unit_test(test_rlimits),
 		cmocka_unit_test(test_cgroup_limits),
 		cmocka_unit_test(test_pty_decision),

@@ -501,6 +501,27 @@ static void test_warnings_text(void **state)
 	ab_report_free(r);
 }
 
+/* A unix socket connect mediation refused: a denied connect, by path. */
+static void test_unix_socket_denial(void **state)
+{
+	ab_report *r = load(TS("00.000") "\"event\":\"start\"}\n"
+			    TS("00.100") "\"event\":\"denied\",\"kind\":\"unix-socket\","
+			    "\"path\":\"/w/d.sock\",\"reason\":\"bound outside the sandbox\","
+			    "\"pid\":2,\"comm\":\"py\"}\n"
+			    TS("00.200") "\"event\":\"denied\",\"kind\":\"unix-socket\","
+			    "\"path\":\"/w/d.sock\",\"pid\":2,\"comm\":\"py\"}\n"
+			    TS("00.300") "\"event\":\"denied\",\"kind\":\"unix-socket\"}\n",
+			    NULL);
+	ab_report_counts c;
+	ab_report_counts_get(r, &c);
+	assert_int_equal(c.bad_lines, 1); /* no path */
+	char *t = render_text(r, 0);
+	has(t, "  network: 2 (0 requests refused, 0 DNS lookups refused, 2 connects refused)\n"
+	       "    connect unix /w/d.sock by py  2 times (EACCES)\n");
+	free(t);
+	ab_report_free(r);
+}
+
 static void test_warnings_json(void **state)
 {
 	ab_report *r = load(LOG_WARN, NULL);
@@ -1069,6 +1090,7 @@ int main(void)
 		cmocka_unit_test(test_sessions),
 		cmocka_unit_test(test_collapse_and_cap),
 		cmocka_unit_test(test_warnings_text),
+		cmocka_unit_test(test_unix_socket_denial),
 		cmocka_unit_test(test_warnings_json),
 		cmocka_unit_test(test_warnings_hostile),
 		cmocka_unit_test(test_warnings_cap),

@@ -447,6 +447,39 @@ static void test_export_rename(void **state)
 	pol_free(&pol);
 }
 
+/* Connect mediation: connect notifies (only then); a profile that denies
+ * connect keeps it a denial. */
+static void test_export_connect(void **state)
+{
+	(void)state;
+	ab_seccomp_policy pol;
+	pol_set(&pol, NULL, NULL);
+	pol.notify_connect = true;
+	size_t len;
+	char *t = export_text(&pol, &len);
+	assert_true(next_line_is(t, "if ($syscall == 42)\n", "action 0x7fc00000;")); /* connect */
+	free(t);
+	assert_true(ab_seccomp_notifies_connect(&pol, 42));
+	assert_false(ab_seccomp_notifies_connect(&pol, 43));
+	assert_false(ab_seccomp_notifies_connect(&pol, -1));
+	assert_true(ab_seccomp_listens(&pol));
+	pol_free(&pol);
+	const char *const deny[] = {"connect", NULL};
+	pol_set(&pol, deny, NULL);
+	pol.notify_connect = true;
+	t = export_text(&pol, &len);
+	assert_true(next_line_is(t, "if ($syscall == 42)\n", "action ERRNO(1);"));
+	free(t);
+	assert_false(ab_seccomp_notifies_connect(&pol, 42));
+	pol_free(&pol);
+	pol_set(&pol, NULL, NULL);
+	t = export_text(&pol, &len);
+	assert_null(strstr(t, "if ($syscall == 42)"));
+	free(t);
+	assert_false(ab_seccomp_notifies_connect(&pol, 42));
+	pol_free(&pol);
+}
+
 static bool lines_have(const ab_strv *l, const char *prefix, const char *word)
 {
 	for (size_t i = 0; i < l->n; i++) {
@@ -1070,6 +1103,7 @@ int main(void)
 		cmocka_unit_test(test_export_variants),
 		cmocka_unit_test(test_export_notify),
 		cmocka_unit_test(test_export_rename),
+		cmocka_unit_test(test_export_connect),
 		cmocka_unit_test(test_describe),
 		cmocka_unit_test(test_apply_requires_nnp),
 		cmocka_unit_test(test_behaviour_default),

@@ -56,6 +56,11 @@ const char *ab_esc_verdict_name(enum ab_esc_verdict v); /* "ok" "escaped" "error
 int ab_esc_verdict_parse(const char *s, enum ab_esc_verdict *out);
 
 /* ---- what the harness tells the inside (LAB.json): public facts only ---- */
+/* CRD-01's host socket bound after the start: the probe creates the request
+ * file in the workspace, the lab then binds the socket next to it. */
+#define AB_ESC_LATE_REQ ".devserver-late.req"
+#define AB_ESC_LATE_SOCK ".devserver-late.sock"
+
 typedef struct ab_lab_info {
 	char *run_id;          /* 16 hex, random per run: names markers (/tmp/abprobe-RUNID-...) */
 	char *home;            /* the fake HOME (same path inside and outside) */

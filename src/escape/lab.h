@@ -89,6 +89,7 @@ typedef struct lab {
 	void *ca;                /* ab_ca * */
 	int pty_master, pty_slave;
 	char *pty_out;           /* what agentbox printed (diagnostics) */
+	bool late_bound;         /* the socket bound after the start (CRD-01) is up */
 	bool clipboard_ok;       /* terminal.clipboard: clipboard sequences pass on purpose */
 	size_t pty_len;
 	pthread_mutex_t mu;

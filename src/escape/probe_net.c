@@ -417,6 +417,13 @@ static void try_unix_addr(ab_probe_run *r, const char *what, const struct sockad
 			ab_pr_escaped(r, what, "listener reachable (EAGAIN: its backlog is full)");
 			return;
 		}
+		if (e == EACCES) {
+			/* Landlock (ABI 7) has no say over unix connects: the
+			 * answer is agentbox's (a socket bound outside) */
+			ab_pr_ok(r, what, "EACCES: refused by connect mediation");
+			ab_pr_layer(r, "connect-mediation");
+			return;
+		}
 		if (e != EPROTOTYPE) {
 			ab_pr_sys(r, what, -1, e);
 			return;
@@ -524,6 +531,36 @@ static void crd01_abstract(ab_probe_run *r, const ab_lab_info *lab)
 		}
 }
 
+/* A host socket bound in the workspace after the sandbox started (agentbox
+ * mediates connect for it): ask the lab for one and wait for it (the lab
+ * looks every 200 ms). */
+static void crd01_late(ab_probe_run *r, const ab_lab_info *lab, ab_strv *paths)
+{
+	if (!lab->workspace)
+		return;
+	_cleanup_free_ char *req = ab_asprintf("%s/%s", lab->workspace, AB_ESC_LATE_REQ);
+	_cleanup_free_ char *sock = ab_asprintf("%s/%s", lab->workspace, AB_ESC_LATE_SOCK);
+	if (!req || !sock)
+		return;
+	int fd = open(req, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ab_pr_error(r, "a host socket bound after the start", "cannot ask the lab (%s)",
+			    strerror(errno));
+		return;
+	}
+	close(fd);
+	struct stat st;
+	for (int i = 0; i < 100; i++) {
+		if (lstat(sock, &st) == 0 && S_ISSOCK(st.st_mode)) {
+			ab_strv_push_unique(paths, sock);
+			return;
+		}
+		struct timespec ts = {0, 50 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	ab_pr_error(r, "a host socket bound after the start", "the lab did not bind %s", sock);
+}
+
 /* CRD-01: connect() to agent and daemon sockets (connect only, nothing is
  * sent; the lab's fake agents count connections):
  *  - every lab->agent_sockets path (with a fake dev server's socket in the
@@ -569,6 +606,7 @@ void ab_probe_crd01(ab_probe_run *r)
 	}
 	for (size_t i = 0; i < AB_ARRAY_SIZE(crd_globs); i++)
 		add_glob(r, &paths, crd_globs[i]);
+	crd01_late(r, lab, &paths);
 	for (size_t i = 0; i < paths.n; i++)
 		try_unix(r, paths.v[i], false);
 	crd01_abstract(r, lab);

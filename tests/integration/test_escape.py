@@ -136,6 +136,7 @@ ABLATIONS = {
     "env": {"SEC-06"},
     "home": {"SEC-01", "SEC-02", "PER-01"},
     "pty": {"TTY-02"},
+    "connect": {"CRD-01"},
 }
 
 
@@ -180,6 +181,11 @@ def test_ablation_home(ctx):
 
 def test_ablation_pty(ctx):
     _ablate(ctx, "pty", ABLATIONS["pty"], judged=("TTY-02",))
+
+
+def test_ablation_connect(ctx):
+    """The lab's socket bound after the start: seen from outside too."""
+    _ablate(ctx, "connect", ABLATIONS["connect"], judged=("CRD-01",))
 
 
 def test_profile_with_its_own_secrets(ctx):

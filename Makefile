@@ -182,6 +182,7 @@ bench: $(BUILD)/agentbox
 	bash bench/startup.sh $(BUILD)/agentbox
 	bash bench/record.sh $(BUILD)/agentbox
 	bash bench/unixsock.sh $(BUILD)/agentbox
+	bash bench/connect.sh $(BUILD)/agentbox
 	@if [ "$$(id -u)" = 0 ]; then python3 bench/proxy.py --agentbox $(BUILD)/agentbox --json $(BUILD)/bench/proxy.json; \
 	else echo "bench: proxy benchmark skipped (needs root; run make bench-proxy as root)"; fi
 

@@ -203,6 +203,7 @@ struct ab_supervisor {
 		uint32_t btime_nsec;
 	} ours[64];
 	unsigned ours_next;
+	bool getfd_warned;
 	int root;        /* the sandbox's root (O_PATH), from the first caller */
 	int ll_net;      /* the plan's Landlock port rules (-1: none) */
 	char **shared;
@@ -1264,7 +1265,7 @@ static void *conn_thread(void *arg)
 
 /* J to the pool (which owns its fds from then on); false when it cannot
  * take it (then J is still the caller's). */
-static bool conn_spawn(ab_supervisor *s, conn_job *j)
+static bool conn_spawn(conn_job *j)
 {
 	conn_job *w = malloc(sizeof(*w));
 	if (!w)
@@ -1293,7 +1294,6 @@ static bool conn_spawn(ab_supervisor *s, conn_job *j)
 	pthread_mutex_unlock(&pool.mu);
 	if (!ok)
 		free(w);
-	(void)s;
 	return ok;
 }
 
@@ -1486,6 +1486,14 @@ static void on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 	if (!e) {
 		j.sock = (int)syscall(SYS_pidfd_getfd, pidfd, (int)rq->data.args[0], 0);
 		e = j.sock < 0 ? (errno == EBADF ? EBADF : EACCES) : 0;
+		if (j.sock < 0 && errno == EPERM && !s->getfd_warned) {
+			/* every connect is refused from now on: say why, once */
+			s->getfd_warned = true;
+			ab_warn("connect mediation cannot take a socket of the sandbox's "
+				"(pidfd_getfd: %s; kernel.yama.ptrace_scope 3 forbids it): its "
+				"connects are refused",
+				strerror(EPERM));
+		}
 	}
 	if (pidfd >= 0)
 		close(pidfd);
@@ -1506,13 +1514,16 @@ static void on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 	if (!e && (domain == AF_INET || domain == AF_INET6) && s->ll_net >= 0) {
 		/* the sandbox's Landlock port rules hold for it: only in a
 		 * thread that enforces them on itself */
-		if (conn_spawn(s, &j))
+		if (conn_spawn(&j))
 			return;
 		e = EAGAIN;
 	}
 	int fl = e ? 0 : fcntl(j.sock, F_GETFL);
-	if (!e && fl >= 0 && !(fl & O_NONBLOCK) && conn_spawn(s, &j))
-		return; /* the pool owns the socket, the pin and the answer */
+	if (!e && fl >= 0 && !(fl & O_NONBLOCK)) {
+		if (conn_spawn(&j))
+			return; /* the pool owns the socket, the pin and the answer */
+		e = EAGAIN; /* never here: this thread must not wait on a backlog */
+	}
 	if (e)
 		answer(s, rq->id, e, false);
 	else

@@ -413,11 +413,13 @@ int ab_otlp_new(const char *url, const char *profile, ab_otlp **out, ab_err *err
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG}, *ai = NULL;
 	int g = getaddrinfo(o->url.host, o->url.port, &hints, &ai);
 	if (g != 0 || !ai || ai->ai_addrlen > sizeof(o->addr)) {
+		/* the message names the host: written before O goes */
+		int r = ab_fail(err, 0, "--otlp %s: cannot resolve %s: %s", url, o->url.host,
+				g ? gai_strerror(g) : "no address");
 		free(o);
 		if (ai)
 			freeaddrinfo(ai);
-		return ab_fail(err, 0, "--otlp %s: cannot resolve %s: %s", url, o->url.host,
-			       g ? gai_strerror(g) : "no address");
+		return r;
 	}
 	memcpy(&o->addr, ai->ai_addr, ai->ai_addrlen);
 	o->addrlen = ai->ai_addrlen;

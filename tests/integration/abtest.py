@@ -62,6 +62,19 @@ class Skip(Exception):
     """Raise (via skip()) when the kernel truly lacks a feature; give the reason."""
 
 
+_SANITIZED = {}
+
+
+def sanitized():
+    """Is BINARY built with AddressSanitizer (`make asan`)?  Its runtime keeps
+    freed memory in quarantine and its own copy of the environment block, so
+    the few tests that measure agentbox's memory say so and skip that part."""
+    if BINARY not in _SANITIZED:
+        with open(BINARY, "rb") as f:
+            _SANITIZED[BINARY] = b"__asan_init" in f.read()
+    return _SANITIZED[BINARY]
+
+
 def skip(reason):
     if not reason:
         raise ValueError("a skip needs a reason")

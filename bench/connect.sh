@@ -9,8 +9,9 @@
 #   unix              a pathname stream socket in the workspace (blocking: the
 #                     parent connects in a thread of its own)
 #   unix-nonblock     the same, O_NONBLOCK (connected in the server thread)
-#   tcp               127.0.0.1, a port loopback_ports lists (a thread that
-#                     holds the sandbox's Landlock port rules)
+#   tcp               127.0.0.1, a port loopback_ports lists (blocking: a
+#                     thread that holds the sandbox's Landlock port rules)
+#   tcp-nonblock      the same, O_NONBLOCK (a listed port: the server thread)
 # and prints the median microseconds per connect+close of 10 batches.  The
 # same script runs under build/agentbox-ablate with AGENTBOX_TEST_ABLATE=
 # connect (the kernel connects directly), alternating, ${ROUNDS:-5} rounds;
@@ -32,7 +33,7 @@ cat > "$WORK/prof.json" <<JSON
 {"version": 1, "extends": "default", "network": {"loopback_ports": [$PORT]}}
 JSON
 cat > "$WORK/ws/c.py" <<'PY'
-import json, os, socket, statistics, sys, threading, time
+import errno, json, os, select, socket, statistics, sys, threading, time
 n, port = int(sys.argv[1]), int(sys.argv[2])
 path = os.path.join(os.getcwd(), "b.sock")
 if os.path.exists(path):
@@ -57,10 +58,14 @@ def one(kind):
         addr = ("127.0.0.1", port)
     if kind.endswith("nonblock"):
         s.setblocking(False)
-    s.connect(addr)
+        e = s.connect_ex(addr)
+        if e == errno.EINPROGRESS:  # TCP: wait for the handshake
+            select.select([], [s], [], 5)
+    else:
+        s.connect(addr)
     s.close()
 out = {}
-for kind in ("unix", "unix-nonblock", "tcp"):
+for kind in ("unix", "unix-nonblock", "tcp", "tcp-nonblock"):
     per = []
     for b in range(10):
         t0 = time.perf_counter()
@@ -84,7 +89,7 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 res = {}
 print("connect+close, us (median of %d rounds)   mediated   direct   ratio  added" % len(rows))
-for kind in ("unix", "unix-nonblock", "tcp"):
+for kind in ("unix", "unix-nonblock", "tcp", "tcp-nonblock"):
     m = statistics.median(r["mediated"][kind] for r in rows)
     d = statistics.median(r["direct"][kind] for r in rows)
     res[kind] = {"mediated_us": m, "direct_us": d, "ratio": m / d}

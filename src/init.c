@@ -20,9 +20,9 @@
  * parent prints it once.
  */
 #include <errno.h>
-#include <linux/netlink.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <linux/netlink.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>

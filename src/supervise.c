@@ -32,9 +32,10 @@
  *                    diagnostics) or the profile shares it (unix_sockets):
  *                    a host process's socket bound after the start.  The
  *                    connect goes to /proc/self/fd/PIN, as the sandbox's
- *                    uid and gid; a blocking socket's in a thread of its
- *                    own (it may wait for the listener), an IP socket's in
- *                    one that holds the sandbox's Landlock port rules.
+ *                    uid and gid; a blocking socket's in a pool thread (it
+ *                    may wait for the listener), so is an IP socket's unless
+ *                    its port is one the Landlock rules list (the pool's
+ *                    threads hold those rules on themselves).
  *   anything else    the answer: the policy's errno (never CONTINUE: a
  *                    denied call stays denied whatever happens below).  Then
  *                    the count under (pid, syscall, call site); the first of
@@ -55,9 +56,11 @@
 #include "agentbox/plan.h"
 #include "agentbox/unixsock.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -206,6 +209,8 @@ struct ab_supervisor {
 	bool getfd_warned;
 	int root;        /* the sandbox's root (O_PATH), from the first caller */
 	int ll_net;      /* the plan's Landlock port rules (-1: none) */
+	uint16_t *tcp_ports; /* ... the ports they list */
+	size_t ntcp_ports;
 	char **shared;
 	size_t nshared;
 	struct {
@@ -877,6 +882,14 @@ int ab_supervisor_set_rendered(ab_supervisor *s, const struct ab_plan *plan, ab_
 	if (plan->seccomp.notify_connect && s->ll_net < 0 &&
 	    ab_landlock_net_ruleset(&plan->landlock, &s->ll_net, err) < 0)
 		return ab_err_prefix(err, "connect mediation");
+	if (s->ll_net >= 0 && plan->landlock.ntcp_ports && !s->tcp_ports) {
+		s->tcp_ports = calloc(plan->landlock.ntcp_ports, sizeof(*s->tcp_ports));
+		if (!s->tcp_ports)
+			return ab_fail(err, ENOMEM, "supervisor");
+		memcpy(s->tcp_ports, plan->landlock.tcp_ports,
+		       plan->landlock.ntcp_ports * sizeof(*s->tcp_ports));
+		s->ntcp_ports = plan->landlock.ntcp_ports;
+	}
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
 		if (m->kind == AB_MNT_BIND_RW && m->src && m->why &&
@@ -1461,6 +1474,30 @@ static int conn_unix_path(ab_supervisor *s, pid_t tid, conn_job *j, size_t plen)
 	return 0;
 }
 
+/* Would the sandbox's Landlock rules let this connect through?  Only the
+ * plain yes is answered here, and then the server thread connects at once
+ * (a non-blocking socket): an address of the socket's own family, as long
+ * as Landlock requires, to a port a rule lists.  Landlock's TCP rules are
+ * ports and nothing else, so a listed port is allowed whatever the socket
+ * (UDP is not restricted at all).  Anything else goes to the pool, whose
+ * threads hold the rules themselves. */
+static bool port_listed(const ab_supervisor *s, const conn_job *j, int domain)
+{
+	uint16_t port;
+	if (domain == AF_INET && j->alen >= sizeof(struct sockaddr_in) &&
+	    j->addr.ss_family == AF_INET)
+		port = ntohs(((const struct sockaddr_in *)&j->addr)->sin_port);
+	else if (domain == AF_INET6 && j->alen >= 24 /* SIN6_LEN_RFC2133 */ &&
+		 j->addr.ss_family == AF_INET6)
+		port = ntohs(((const struct sockaddr_in6 *)&j->addr)->sin6_port);
+	else
+		return false;
+	for (size_t i = 0; i < s->ntcp_ports; i++)
+		if (s->tcp_ports[i] == port)
+			return true;
+	return false;
+}
+
 static void on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 {
 	pid_t tid = (pid_t)rq->pid;
@@ -1511,15 +1548,17 @@ static void on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 	/* anything else (TCP to the proxy, an abstract or unnamed unix address,
 	 * a wrong family): as given, on the caller's socket, in its network
 	 * namespace; the kernel answers */
-	if (!e && (domain == AF_INET || domain == AF_INET6) && s->ll_net >= 0) {
-		/* the sandbox's Landlock port rules hold for it: only in a
-		 * thread that enforces them on itself */
+	int fl = e ? 0 : fcntl(j.sock, F_GETFL);
+	bool nonblock = fl >= 0 && (fl & O_NONBLOCK);
+	if (!e && (domain == AF_INET || domain == AF_INET6) && s->ll_net >= 0 &&
+	    !(nonblock && port_listed(s, &j, domain))) {
+		/* the sandbox's Landlock port rules hold for it: in a thread that
+		 * enforces them on itself (the kernel decides, as for the sandbox) */
 		if (conn_spawn(&j))
 			return;
 		e = EAGAIN;
 	}
-	int fl = e ? 0 : fcntl(j.sock, F_GETFL);
-	if (!e && fl >= 0 && !(fl & O_NONBLOCK)) {
+	if (!e && fl >= 0 && !nonblock) {
 		if (conn_spawn(&j))
 			return; /* the pool owns the socket, the pin and the answer */
 		e = EAGAIN; /* never here: this thread must not wait on a backlog */
@@ -1778,6 +1817,7 @@ void ab_supervisor_free(ab_supervisor *s)
 		close(s->ll_net);
 	if (s->root >= 0)
 		close(s->root);
+	free(s->tcp_ports);
 	for (size_t i = 0; i < s->nshared; i++)
 		free(s->shared[i]);
 	free(s->shared);

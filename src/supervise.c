@@ -32,10 +32,12 @@
  *                    diagnostics) or the profile shares it (unix_sockets):
  *                    a host process's socket bound after the start.  The
  *                    connect goes to /proc/self/fd/PIN, as the sandbox's
- *                    uid and gid; a blocking socket's in a pool thread (it
- *                    may wait for the listener), so is an IP socket's unless
- *                    its port is one the Landlock rules list (the pool's
- *                    threads hold those rules on themselves).
+ *                    uid and gid.  A blocking socket's is tried without
+ *                    blocking first; one that must wait (a full backlog, a
+ *                    handshake under way) waits in a pool thread, and so
+ *                    does an IP socket's connect to a port the Landlock
+ *                    rules do not list (the pool's threads hold those rules
+ *                    on themselves: the kernel decides).
  *   anything else    the answer: the policy's errno (never CONTINUE: a
  *                    denied call stays denied whatever happens below).  Then
  *                    the count under (pid, syscall, call site); the first of
@@ -1183,6 +1185,7 @@ typedef struct conn_job {
 	int sock, pin;
 	struct sockaddr_storage addr;
 	socklen_t alen;
+	bool wait; /* the connect was made: wait for its handshake (conn_wait) */
 	uid_t kuid;
 	gid_t kgid;
 	size_t resp_size;
@@ -1202,26 +1205,90 @@ static void conn_job_close(conn_job *j)
  * agentbox keeps 0 as its saved id to come back to): the socket file's write
  * permission is checked for them, and a server inside sees them as its
  * peer's (SO_PEERCRED), not root's.  Then the answer. */
-static void conn_do(conn_job *j, struct seccomp_notif_resp *resp, int notif)
+static int conn_connect(const conn_job *j)
 {
 	uid_t ou = geteuid();
 	gid_t og = getegid();
 	int e = EACCES;
 	if (ou == j->kuid && og == j->kgid) {
 		/* agentbox runs as the sandbox's user: nothing to change */
-		e = connect(j->sock, (struct sockaddr *)&j->addr, j->alen) == 0 ? 0 : errno;
+		e = connect(j->sock, (const struct sockaddr *)&j->addr, j->alen) == 0 ? 0 : errno;
 	} else if (syscall(SYS_setresgid, -1, j->kgid, -1) == 0) {
 		if (syscall(SYS_setresuid, -1, j->kuid, -1) == 0) {
-			e = connect(j->sock, (struct sockaddr *)&j->addr, j->alen) == 0 ? 0 : errno;
+			e = connect(j->sock, (const struct sockaddr *)&j->addr, j->alen) == 0 ? 0
+											       : errno;
 			(void)syscall(SYS_setresuid, -1, ou, -1);
 		}
 		(void)syscall(SYS_setresgid, -1, og, -1);
 	}
+	return e;
+}
+
+static void conn_answer(const conn_job *j, struct seccomp_notif_resp *resp, int notif, int e)
+{
 	memset(resp, 0, j->resp_size);
 	resp->id = j->id;
 	resp->error = -e;
-	/* ENOENT: the caller was interrupted meanwhile (its connect restarts) */
+	/* ENOENT: the caller was killed meanwhile */
 	(void)ioctl(notif, SECCOMP_IOCTL_NOTIF_SEND, resp);
+}
+
+/* A TCP handshake a non-blocking attempt left under way (conn_try): wait
+ * for it as the blocking connect would (SO_SNDTIMEO, else for good), and
+ * its outcome is the answer (EINPROGRESS when the time runs out, as
+ * Linux's own blocking connect says). */
+static int conn_wait(const conn_job *j)
+{
+	struct timeval tv = {0};
+	socklen_t tl = sizeof(tv);
+	int ms = -1;
+	if (getsockopt(j->sock, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl) == 0 && (tv.tv_sec || tv.tv_usec))
+		ms = tv.tv_sec > 86400 ? 86400000 : (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+	struct pollfd p = {.fd = j->sock, .events = POLLOUT};
+	int r;
+	while ((r = poll(&p, 1, ms)) < 0 && errno == EINTR)
+		;
+	if (r == 0)
+		return EINPROGRESS;
+	int soe = 0;
+	socklen_t sl = sizeof(soe);
+	if (r < 0 || getsockopt(j->sock, SOL_SOCKET, SO_ERROR, &soe, &sl) < 0)
+		return EIO;
+	return soe;
+}
+
+/* The connect, then its answer (a pool thread: J->wait is a handshake
+ * under way). */
+static void conn_do(conn_job *j, struct seccomp_notif_resp *resp, int notif)
+{
+	conn_answer(j, resp, notif, j->wait ? conn_wait(j) : conn_connect(j));
+}
+
+/* A blocking socket's connect tried without blocking (O_NONBLOCK on the
+ * caller's file for the one call, FL restored right after; the caller is
+ * stopped in this very connect): 1 with *E the answer when it completed at
+ * once (most do: a unix listener with room, a loopback handshake), 0 when it
+ * must wait (J->wait set for a TCP handshake under way; a unix backlog that
+ * is full: a blocking connect again), in the pool. */
+static int conn_try(conn_job *j, int fl, int *e)
+{
+	if (fcntl(j->sock, F_SETFL, fl | O_NONBLOCK) < 0)
+		return 0;
+	*e = conn_connect(j);
+	(void)fcntl(j->sock, F_SETFL, fl);
+	if (*e == EAGAIN && j->addr.ss_family == AF_UNIX)
+		return 0; /* the listener's backlog is full: wait for room */
+	if (*e != EINPROGRESS)
+		return 1;
+	struct pollfd p = {.fd = j->sock, .events = POLLOUT};
+	int soe = 0;
+	socklen_t sl = sizeof(soe);
+	if (poll(&p, 1, 0) == 1 && getsockopt(j->sock, SOL_SOCKET, SO_ERROR, &soe, &sl) == 0) {
+		*e = soe; /* the handshake is over already */
+		return 1;
+	}
+	j->wait = true;
+	return 0;
 }
 
 /* The connect pool: threads that carry out connects which may wait (a
@@ -1475,9 +1542,9 @@ static int conn_unix_path(ab_supervisor *s, pid_t tid, conn_job *j, size_t plen)
 }
 
 /* Would the sandbox's Landlock rules let this connect through?  Only the
- * plain yes is answered here, and then the server thread connects at once
- * (a non-blocking socket): an address of the socket's own family, as long
- * as Landlock requires, to a port a rule lists.  Landlock's TCP rules are
+ * plain yes is answered here, and then the server thread connects (without
+ * blocking: conn_try for a blocking socket): an address of the socket's own
+ * family, as long as Landlock requires, to a port a rule lists.  Landlock's TCP rules are
  * ports and nothing else, so a listed port is allowed whatever the socket
  * (UDP is not restricted at all).  Anything else goes to the pool, whose
  * threads hold the rules themselves. */
@@ -1551,7 +1618,7 @@ static void on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 	int fl = e ? 0 : fcntl(j.sock, F_GETFL);
 	bool nonblock = fl >= 0 && (fl & O_NONBLOCK);
 	if (!e && (domain == AF_INET || domain == AF_INET6) && s->ll_net >= 0 &&
-	    !(nonblock && port_listed(s, &j, domain))) {
+	    !port_listed(s, &j, domain)) {
 		/* the sandbox's Landlock port rules hold for it: in a thread that
 		 * enforces them on itself (the kernel decides, as for the sandbox) */
 		if (conn_spawn(&j))
@@ -1559,9 +1626,16 @@ static void on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 		e = EAGAIN;
 	}
 	if (!e && fl >= 0 && !nonblock) {
+		/* most complete at once; the rest wait in the pool, never here */
+		int done = 0;
+		if (conn_try(&j, fl, &done)) {
+			answer(s, rq->id, done, false);
+			conn_job_close(&j);
+			return;
+		}
 		if (conn_spawn(&j))
 			return; /* the pool owns the socket, the pin and the answer */
-		e = EAGAIN; /* never here: this thread must not wait on a backlog */
+		e = EAGAIN;
 	}
 	if (e)
 		answer(s, rq->id, e, false);

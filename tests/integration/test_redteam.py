@@ -726,6 +726,30 @@ try:
     socket.socket(socket.AF_UNIX).connect(os.path.join(os.getcwd(), "absent.sock"))
 except OSError as e:
     out["absent"] = e.strerror
+# a blocking connect to a listener whose backlog is full waits for room
+import threading
+full = os.path.join(os.getcwd(), "full.sock")
+l2 = socket.socket(socket.AF_UNIX); l2.bind(full); l2.listen(0)
+fill = []
+while len(fill) < 8:
+    c = socket.socket(socket.AF_UNIX); c.setblocking(False)
+    try:
+        c.connect(full); fill.append(c)
+    except BlockingIOError:
+        break
+got = {}
+def late():
+    b = socket.socket(socket.AF_UNIX)
+    try:
+        b.connect(full); got["b"] = "connected"
+    except OSError as e:
+        got["b"] = e.strerror
+t = threading.Thread(target=late); t.start(); time.sleep(0.5)
+waited = t.is_alive()
+for _ in fill:
+    l2.accept()
+t.join(10)
+out["backlog"] = "waited, then %s" % got.get("b") if waited else "did not wait: %r" % got
 print(json.dumps(out))
 """
 
@@ -797,6 +821,9 @@ def test_host_unix_socket_bound_later(ctx):
         if k.startswith("own") and k != "own symlink":
             if v != "connected: b'own'":
                 problems.append("the sandbox's own socket (%s): %s" % (k, v))
+        elif k == "backlog":
+            if v != "waited, then connected":
+                problems.append("a blocking connect to a full backlog: %s" % v)
         elif k == "absent":
             if v != "No such file or directory":
                 problems.append("a socket path that does not exist: %s" % v)

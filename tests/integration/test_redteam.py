@@ -836,6 +836,39 @@ def test_host_unix_socket_bound_later(ctx):
     assert not problems, "\n".join(problems) + "\n" + describe(r)
 
 
+@known_gap("a datagram sent to a host's datagram socket bound in a grant after the sandbox "
+           "started reaches it: connect is mediated, sendto/sendmsg are not "
+           "(docs/threat-model.md)")
+def test_host_unix_dgram_bound_later(ctx):
+    """The sandbox waits for a host process to bind a datagram socket in the
+    workspace after it started, then sends to it with sendto(2)."""
+    import threading
+    path = os.path.join(ctx.ws, "later-dgram.sock")
+    go = os.path.join(ctx.ws, "go-dgram")
+    code = ("import os, socket, time\n"
+            "for _ in range(400):\n"
+            "    if os.path.exists(%r): break\n"
+            "    time.sleep(0.05)\n"
+            "d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+            "try:\n"
+            "    d.sendto(b'from-inside', %r); print('sent')\n"
+            "except OSError as e:\n"
+            "    print('refused', e.strerror)\n" % (go, path))
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault(
+        "r", ctx.sandbox([INNER_PY, "-c", code], timeout=90)))
+    t.start()
+    time.sleep(1.5)
+    dg = _HostSocket(ctx, path, dgram=True)
+    ctx.host_file(go, "")
+    t.join(120)
+    r = res["r"]
+    assert r.returncode == 0, describe(r)
+    time.sleep(0.3)
+    assert not dg.got, "the host's datagram socket bound after the start received %r " \
+        "from inside (%s)" % (dg.got, r.stdout.strip())
+
+
 def test_host_unix_socket_bound_later_ablated(ctx):
     """The test above can fail: without connect mediation (the test-only
     ablation build) a host socket bound after the start serves the sandbox."""

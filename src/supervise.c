@@ -1272,7 +1272,7 @@ static void conn_do(conn_job *j, struct seccomp_notif_resp *resp, int notif)
  * is full: a blocking connect again), in the pool. */
 static int conn_try(conn_job *j, int fl, int *e)
 {
-	if (fcntl(j->sock, F_SETFL, fl | O_NONBLOCK) < 0)
+	if (fl < 0 || fcntl(j->sock, F_SETFL, fl | O_NONBLOCK) < 0)
 		return 0;
 	*e = conn_connect(j);
 	(void)fcntl(j->sock, F_SETFL, fl);
@@ -1625,7 +1625,7 @@ static void on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 			return;
 		e = EAGAIN;
 	}
-	if (!e && fl >= 0 && !nonblock) {
+	if (!e && !nonblock) {
 		/* most complete at once; the rest wait in the pool, never here */
 		int done = 0;
 		if (conn_try(&j, fl, &done)) {

@@ -590,7 +590,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 		goto out;
 	if (ab_seccomp_listens(&plan->seccomp) &&
 	    (ab_supervisor_new(&plan->seccomp, s.audit, &s.sup, err) < 0 ||
-	     ab_supervisor_set_rendered(s.sup, plan, err) < 0))
+	     ab_supervisor_configure(s.sup, plan, err) < 0))
 		goto out;
 	if (ab_proxy_new(&plan->egress, s.audit, &s.proxy, err) < 0)
 		goto out;

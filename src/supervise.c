@@ -877,7 +877,7 @@ static bool same_file(const struct statx *a, const struct statx *b)
 	       a->stx_ino == b->stx_ino;
 }
 
-int ab_supervisor_set_rendered(ab_supervisor *s, const struct ab_plan *plan, ab_err *err)
+int ab_supervisor_configure(ab_supervisor *s, const struct ab_plan *plan, ab_err *err)
 {
 	s->kuid = plan->map_kuid;
 	s->kgid = plan->map_kgid;

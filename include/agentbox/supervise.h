@@ -38,10 +38,13 @@ struct ab_plan;
  * AUDIT: the run's log (borrowed).  No fd yet. */
 int ab_supervisor_new(const ab_seccomp_policy *pol, ab_audit *audit, ab_supervisor **out,
 		      ab_err *err);
-/* The plan's rendered credentials files (notify_rename): a rename of a new
- * file onto one of them is carried out here (copied in, the new file
- * removed), every other rename continues.  Copies what it needs. */
-int ab_supervisor_set_rendered(ab_supervisor *s, const struct ab_plan *plan, ab_err *err);
+/* What the supervisor takes from the plan (copies what it needs): the
+ * sandbox's uid and gid on the host; the rendered credentials files
+ * (notify_rename: a rename of a new file onto one of them is carried out
+ * here, copied in and the new file removed; every other rename continues);
+ * for connect mediation, the profile's unix_sockets and the Landlock port
+ * rules (a ruleset the connect threads enforce on themselves). */
+int ab_supervisor_configure(ab_supervisor *s, const struct ab_plan *plan, ab_err *err);
 /* Serve the listener FD (owned from here on, closed on error too) of the
  * sandbox whose first process is INIT (host pid: its pid namespace names the
  * pids in the record). */

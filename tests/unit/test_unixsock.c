@@ -14,9 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sched.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agentbox/unixsock.h"
@@ -229,6 +227,14 @@ static void test_diag_vfs(void **state)
 /* The live question connect mediation asks: is a socket of this namespace
  * bound to the file?  Listening and unconnected datagram sockets are; a
  * closed one, a regular file, another namespace's are not. */
+static int not_bound_here(void *arg)
+{
+	const struct stat *st = arg;
+	int d = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	return d >= 0 && ab_unixsock_bound_in(d, (major(st->st_dev) << 20) | minor(st->st_dev),
+					      (uint32_t)st->st_ino) == 0 ? 0 : 1;
+}
+
 static void test_bound_in(void **state)
 {
 	char dir[] = "/tmp/ab-unixsock-XXXXXX";
@@ -271,18 +277,8 @@ static void test_bound_in(void **state)
 	assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof(a)), 0);
 	assert_int_equal(listen(ls, 1), 0);
 	assert_int_equal(stat(sp, &st), 0);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
-			_exit(77);
-		int d = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-		_exit(d >= 0 && ab_unixsock_bound_in(d, (major(st.st_dev) << 20) | minor(st.st_dev),
-						     (uint32_t)st.st_ino) == 0 ? 0 : 1);
-	}
-	int status = 0;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 77));
+	int status = unit_in_new_ns(CLONE_NEWNET, not_bound_here, &st);
+	assert_true(status == 0 || status == 77);
 	close(ls);
 	close(ds);
 	close(diag);
@@ -336,26 +332,23 @@ static void test_host(void **state)
 
 /* A host with no socket at all (a fresh network namespace: a CI VM had
  * none once its test sockets closed): an empty list, not a failure. */
+static int host_empty(void *arg)
+{
+	(void)arg;
+	ab_strv out = {0};
+	ab_err err = {0};
+	for (int diag = 0; diag <= 1; diag++)
+		if (ab_unixsock_list(diag, &out) < 0 || out.n)
+			return 1;
+	return ab_unixsock_host(&out, &err) == 0 && out.n == 0 ? 0 : 2;
+}
+
 static void test_host_empty(void **state)
 {
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
-			_exit(77);
-		ab_strv out = {0};
-		ab_err err = {0};
-		for (int diag = 0; diag <= 1; diag++)
-			if (ab_unixsock_list(diag, &out) < 0 || out.n)
-				_exit(1);
-		_exit(ab_unixsock_host(&out, &err) == 0 && out.n == 0 ? 0 : 2);
-	}
-	int st = 0;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st));
-	if (WEXITSTATUS(st) == 77)
+	int st = unit_in_new_ns(CLONE_NEWNET, host_empty, NULL);
+	if (st == 77)
 		skip();
-	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(st, 0);
 }
 
 int main(void)

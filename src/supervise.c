@@ -1541,6 +1541,19 @@ static int conn_unix_path(ab_supervisor *s, pid_t tid, conn_job *j, size_t plen)
 	return 0;
 }
 
+/* A call connect mediation needs failed (a kernel before 5.6 has no
+ * pidfd_getfd; kernel.yama.ptrace_scope 3 refuses it): the connects inside
+ * are refused from now on, and that is said once, not left silent. */
+static void cannot_mediate(ab_supervisor *s, const char *call, int e)
+{
+	if (s->getfd_warned)
+		return;
+	s->getfd_warned = true;
+	ab_warn("connect mediation cannot take a socket of the sandbox's (%s: %s%s): its "
+		"connects are refused",
+		call, strerror(e), e == EPERM ? "; kernel.yama.ptrace_scope 3 forbids it" : "");
+}
+
 /* Would the sandbox's Landlock rules let this connect through?  Only the
  * plain yes is answered here, and then the server thread connects (without
  * blocking: conn_try for a blocking socket): an address of the socket's own
@@ -1580,7 +1593,9 @@ static void on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 	j.alen = (socklen_t)len;
 	int pidfd = e ? -1 : caller_pidfd(tid);
 	if (!e && pidfd < 0) {
-		answer(s, rq->id, EACCES, false); /* ESRCH: gone; else cannot mediate */
+		if (pidfd != -ESRCH) /* ESRCH: the caller is gone */
+			cannot_mediate(s, "pidfd_open", -pidfd);
+		answer(s, rq->id, EACCES, false);
 		return;
 	}
 	if (!e && !still_valid(s, rq->id)) {
@@ -1589,15 +1604,10 @@ static void on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 	}
 	if (!e) {
 		j.sock = (int)syscall(SYS_pidfd_getfd, pidfd, (int)rq->data.args[0], 0);
-		e = j.sock < 0 ? (errno == EBADF ? EBADF : EACCES) : 0;
-		if (j.sock < 0 && errno == EPERM && !s->getfd_warned) {
-			/* every connect is refused from now on: say why, once */
-			s->getfd_warned = true;
-			ab_warn("connect mediation cannot take a socket of the sandbox's "
-				"(pidfd_getfd: %s; kernel.yama.ptrace_scope 3 forbids it): its "
-				"connects are refused",
-				strerror(EPERM));
-		}
+		int ge = errno;
+		e = j.sock < 0 ? (ge == EBADF ? EBADF : EACCES) : 0;
+		if (j.sock < 0 && ge != EBADF && ge != ESRCH)
+			cannot_mediate(s, "pidfd_getfd", ge);
 	}
 	if (pidfd >= 0)
 		close(pidfd);

@@ -1259,6 +1259,8 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 
 void ab_plan_free(ab_plan *p)
 {
+	if (!p)
+		return;
 	for (size_t i = 0; i < p->nmounts; i++) {
 		free(p->mounts[i].src);
 		free(p->mounts[i].dst);

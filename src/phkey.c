@@ -31,7 +31,7 @@ char *ab_phkey_path(const char *home, char *const *env)
 	/* the XDG rule: a relative value is ignored */
 	_cleanup_free_ char *full = NULL;
 	if (state && state[0] == '/')
-		full = ab_path_join(state, PHKEY_REL + 1);
+		full = ab_path_join(state, &PHKEY_REL[1]);
 	else if (home && home[0] == '/')
 		full = ab_path_join(home, ".local/state" PHKEY_REL);
 	return full ? ab_path_normalize(full) : NULL;

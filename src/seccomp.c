@@ -107,6 +107,8 @@ _Static_assert(AB_SECCOMP_MAX_KNOWN_NR == 469,
 enum {
 	D_ENOSYS = 1 << 0, /* ENOSYS instead of EPERM: user space has a fallback */
 	D_RELAX = 1 << 1,  /* the profile's syscalls.allow may drop it */
+	D_PROBE = 1 << 2,  /* ordinary programs probe it on every start and cope:
+			      recorded, but left out of the exit summary */
 };
 
 typedef struct deny_entry {
@@ -152,8 +154,10 @@ static const deny_entry deny_table[] = {
 	/* Other processes' memory and kernel object identity (debuggers, CRIU). */
 	{"process_vm_readv", D_RELAX}, {"process_vm_writev", D_RELAX},
 	{"pidfd_getfd", D_RELAX}, {"kcmp", D_RELAX},
-	/* NUMA policy and page migration (libnuma copes with EPERM). */
-	{"mbind", D_RELAX}, {"get_mempolicy", D_RELAX}, {"set_mempolicy", D_RELAX},
+	/* NUMA policy and page migration (libnuma copes with EPERM).  procps
+	 * (ps, top) and libnuma probe the policy calls on every start. */
+	{"mbind", D_RELAX}, {"get_mempolicy", D_RELAX | D_PROBE},
+	{"set_mempolicy", D_RELAX | D_PROBE},
 	{"set_mempolicy_home_node", D_RELAX}, {"move_pages", D_RELAX},
 	{"migrate_pages", D_RELAX},
 	/* Legacy AIO and odd memory/IO calls, blocked by firejail. */
@@ -220,6 +224,12 @@ static const deny_entry *find_deny(const char *name)
 		if (strcmp(deny_table[i].name, name) == 0)
 			return &deny_table[i];
 	return NULL;
+}
+
+bool ab_seccomp_denial_is_probe(const char *name)
+{
+	const deny_entry *e = find_deny(name);
+	return e && (e->flags & D_PROBE);
 }
 
 static bool is_special(const char *name)

@@ -92,6 +92,11 @@ bool ab_seccomp_notifies_rename(const ab_seccomp_policy *pol, int nr);
 /* Does NR notify as a connect (notify_connect, and not denied)? */
 bool ab_seccomp_notifies_connect(const ab_seccomp_policy *pol, int nr);
 
+/* Is a denial of NAME one that ordinary programs meet on every start (ps
+ * probing NUMA support) and cope with?  The record keeps it; the exit
+ * summary leaves it out, so that a summary line always means something. */
+bool ab_seccomp_denial_is_probe(const char *name);
+
 /* The syscall's name for the record ("syscall_N" when unknown). */
 void ab_seccomp_name(int nr, char *buf, size_t size);
 

@@ -35,6 +35,7 @@ LDLIBS  := -Wl,-Bstatic -lseccomp -lcap -ljansson -lssl -lcrypto -Wl,-Bdynamic
 else
 LDLIBS  := $(PKG_LIBS)
 endif
+LDLIBS  += -lm
 
 # Kernel tracing (run --trace): CO-RE BPF built with clang and bpftool against
 # this machine's kernel BTF, linked with libbpf.  Without any of them agentbox
@@ -211,6 +212,6 @@ uninstall:
 	rm -rf $(DESTDIR)$(DATADIR)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-clang build-fuzz
 
 -include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/*/*.d)

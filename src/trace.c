@@ -58,6 +58,8 @@ struct ab_trace {
 /* libbpf's last warning, for the error message (its log is otherwise silent) */
 static char last_libbpf_msg[256];
 
+/* libbpf's callback: its format strings are libbpf's own */
+__attribute__((format(printf, 2, 0)))
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	static int debug = -1;

@@ -732,8 +732,8 @@ static void test_leaves_chain(void **state)
 		"a.example.com", "b.example.com", "deep.er.example.com", "api.test",
 		"x_y.example.com",
 		/* 100 bytes: no CN, critical SAN */
-		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."
-		"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.example.com",
+		("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."
+		 "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb.example.com"),
 	};
 	ab_ca *ca = new_ca(nc_basic);
 	SSL_CTX *ctxs[AB_ARRAY_SIZE(hosts)];

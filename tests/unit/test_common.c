@@ -339,6 +339,7 @@ static void test_cleanup_macros(void **state)
 	assert_true(fd >= 0);
 	{
 		_cleanup_close_ int f2 = fd; /* closed at scope end */
+		(void)f2;
 	}
 	errno = 0;
 	assert_int_equal(close(fd), -1); /* already closed */

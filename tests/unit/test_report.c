@@ -686,6 +686,7 @@ static void test_warnings_cap(void **state)
 	t = render_text(r, 0);
 	_cleanup_free_ char *head = line_of(t, "Warnings (70)");
 	_cleanup_free_ char *more = line_of(t, "  ... ");
+	assert_int_equal(indent(more), indent(head) + 2); /* "... N more" under the heading */
 	assert_true(strstr(t, "Warnings (70)") < strstr(t, "  ... "));
 	assert_true(strstr(t, "  ... ") < strstr(t, "Commands"));
 	has(t, "events were not kept in full");

@@ -108,12 +108,13 @@ static int fill_ctx(ctx *c, const char *workspace, ab_err *err)
 	return 0;
 }
 
-static int load_profiles(const ab_cli *cli, const ab_vars *vars, ab_profile **out, ab_err *err)
+/* NAMES (none: "default") loaded and merged in order */
+static int load_profiles(const ab_strv *names, const ab_vars *vars, ab_profile **out, ab_err *err)
 {
 	ab_profile *merged = NULL;
-	size_t n = cli->profiles.n;
+	size_t n = names->n;
 	for (size_t i = 0; i < (n ? n : 1); i++) {
-		const char *name = n ? cli->profiles.v[i] : "default";
+		const char *name = n ? names->v[i] : "default";
 		ab_profile *p = NULL;
 		int r = ab_profile_load(name, vars, &p, err);
 		if (r < 0) {
@@ -204,7 +205,7 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 	if (fill_ctx(&c, cli->workspace, err) < 0)
 		return AB_EXIT_FAIL;
 	_cleanup_profile_ ab_profile *prof = NULL;
-	if (load_profiles(cli, &c.vars, &prof, err) < 0)
+	if (load_profiles(&cli->profiles, &c.vars, &prof, err) < 0)
 		return AB_EXIT_FAIL;
 	for (size_t i = 0; i < cli->grants.n; i++)
 		if (apply_grant(cli->grants.v[i], &c.vars, c.cwd, prof, err) < 0)
@@ -366,13 +367,8 @@ static int cmd_test_escape(const ab_cli *cli, ab_err *err)
 	ctx c;
 	if (fill_ctx(&c, "/", err) < 0)
 		return AB_EXIT_FAIL;
-	/* validated with the lab's paths (src/escape/lab.c), which the run inside
-	 * will use: the caller's cwd plays no part */
-	c.vars.home = "/home/agentbox-lab";
-	c.vars.workspace = "/home/agentbox-lab/work/project";
-	_cleanup_profile_ ab_profile *prof = NULL;
-	if (load_profiles(cli, &c.vars, &prof, err) < 0)
-		return AB_EXIT_FAIL;
+	/* names are found as `run` finds them, in the caller's own profile
+	 * directories (~/.config/agentbox/profiles): the lab gets paths */
 	_cleanup_strv_ ab_strv paths = {0}, keep = {0};
 	char display[512] = "";
 	size_t n = cli->profiles.n;
@@ -384,6 +380,13 @@ static int cmd_test_escape(const ab_cli *cli, ab_err *err)
 		size_t dl = strlen(display);
 		snprintf(display + dl, sizeof(display) - dl, "%s%s", i ? "+" : "", name);
 	}
+	/* then validated with the lab's paths (src/escape/lab.c), which the run
+	 * inside will use: the caller's cwd plays no part */
+	c.vars.home = "/home/agentbox-lab";
+	c.vars.workspace = "/home/agentbox-lab/work/project";
+	_cleanup_profile_ ab_profile *prof = NULL;
+	if (load_profiles(&paths, &c.vars, &prof, err) < 0)
+		return AB_EXIT_FAIL;
 	for (size_t i = 0; i < prof->files.n; i++)
 		if (push_dir_of(&keep, prof->files.v[i], 1) < 0)
 			return ab_fail(err, ENOMEM, "test-escape");

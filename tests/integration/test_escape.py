@@ -210,6 +210,23 @@ def test_profile_with_its_own_secrets(ctx):
     assert "EXAMPLE_KEY" in rows["SEC-06"]["report"]["env_names"], rows["SEC-06"]["report"]
 
 
+def test_profile_by_name_from_user_config(ctx):
+    """`-p NAME` finds the caller's own profile (~/.config/agentbox/profiles),
+    as `run` and `check` do, not one in the lab's fake home."""
+    d = os.path.join(ctx.home, ".config", "agentbox", "profiles")
+    os.makedirs(d, exist_ok=True)
+    ctx.host_file(os.path.join(d, "myprofile.json"),
+                  json.dumps({"version": 1, "extends": ["default"],
+                              "network": {"allow": ["api.example.test"]}}))
+    if ctx.uid != 0:
+        abtest.chown_tree(os.path.join(ctx.home, ".config"), ctx.uid, ctx.gid)
+    r = _escape(ctx, ["-p", "myprofile", "--only", "NET-01", "--format", "json"])
+    assert r.returncode == 0, "exit %d\n%s" % (r.returncode, r.stderr[-2000:])
+    rows, summary = _json_results(r)
+    assert summary["exit"] == 0 and not _red(rows), _explain(rows, _red(rows))
+    assert "myprofile" in r.stdout + r.stderr
+
+
 @users("root")
 def test_gate_stops_outside_a_sandbox(ctx):
     """The inside runner, started on the host itself (no sandbox at all):

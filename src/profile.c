@@ -1078,9 +1078,21 @@ static int parse_net_upstream(ctx *c, json_t *v, const key_def *d)
 	int r = get_str(c, v, &s);
 	if (r < 0)
 		return r;
-	if (strcmp(s, "env") != 0 && ab_upstream_proxy_parse(s, host, sizeof(host), &port) < 0)
+	if (strcmp(s, "env") != 0 && ab_upstream_proxy_parse(s, host, sizeof(host), &port) < 0) {
+		/* user:password@ is never echoed: errors reach terminals and CI logs */
+		const char *auth = strstr(s, "://");
+		auth = auth ? auth + 3 : s;
+		const char *at = memchr(auth, '@', strcspn(auth, "/"));
+		if (at) {
+			char scheme[24], qs[40];
+			snprintf(scheme, sizeof(scheme), "%.*s", (int)(auth - s), s);
+			return fail(c, "invalid upstream proxy \"%s***%s\": credentials in the "
+				       "URL are not supported (\"env\" or \"http://HOST:PORT\")",
+				    quote(qs, sizeof(qs), scheme), quote(q, sizeof(q), at));
+		}
 		return fail(c, "invalid upstream proxy \"%s\" (\"env\" or \"http://HOST:PORT\")",
 			    quote(q, sizeof(q), s));
+	}
 	free(c->p->net.upstream_proxy);
 	c->p->net.upstream_proxy = strdup(s);
 	return c->p->net.upstream_proxy ? 0 : oom(c);

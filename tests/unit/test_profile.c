@@ -1372,6 +1372,23 @@ static void test_schema_matches_parser(void **state)
 	json_decref(schema);
 }
 
+/* A proxy URL's password is never echoed in the error (terminals, CI logs). */
+static void test_upstream_proxy_credentials_not_printed(void **state)
+{
+	buf_err("{\"version\":1,\"network\":{\"upstream_proxy\":"
+		"\"http://u:secretpw@proxy.corp:3128\"}}",
+		"/x/p.json:1:42: network.upstream_proxy: invalid upstream proxy "
+		"\"http://***@proxy.corp:3128\": credentials in the URL are not supported "
+		"(\"env\" or \"http://HOST:PORT\")");
+	buf_err("{\"version\":1,\"network\":{\"upstream_proxy\":\"secretpw@p:1/x\"}}",
+		"/x/p.json:1:42: network.upstream_proxy: invalid upstream proxy "
+		"\"***@p:1/x\": credentials in the URL are not supported "
+		"(\"env\" or \"http://HOST:PORT\")");
+	buf_err("{\"version\":1,\"network\":{\"upstream_proxy\":\"ftp://p:1\"}}",
+		"/x/p.json:1:42: network.upstream_proxy: invalid upstream proxy "
+		"\"ftp://p:1\" (\"env\" or \"http://HOST:PORT\")");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1404,6 +1421,7 @@ int main(void)
 		cmocka_unit_test(test_secret_rotate_stamp),
 		cmocka_unit_test(test_shipped_profiles),
 		cmocka_unit_test(test_schema_matches_parser),
+		cmocka_unit_test(test_upstream_proxy_credentials_not_printed),
 	};
 	return cmocka_run_group_tests_name("profile", tests, NULL, NULL);
 }

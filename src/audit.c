@@ -14,6 +14,7 @@
 
 #include "agentbox/audit.h"
 #include "agentbox/otlp.h"
+#include "agentbox/seccomp.h"
 
 typedef struct hostcount {
 	char *host;
@@ -204,6 +205,9 @@ void ab_audit_count_denial(ab_audit *a, const char *category, const char *what,
 			   const char *comm, uint64_t n)
 {
 	if (!a || !n)
+		return;
+	/* the log has it; the summary is for denials that may explain a failure */
+	if (category && !strcmp(category, "syscall") && what && ab_seccomp_denial_is_probe(what))
 		return;
 	denialcount k = {0};
 	copy_tail(k.category, sizeof(k.category), category ? category : "?");

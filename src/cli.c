@@ -58,8 +58,10 @@ void ab_cli_usage(enum ab_cmd which)
 	case AB_CMD_CHECK:
 		fputs("Usage: agentbox check PROFILE...\n"
 		      "\n"
-		      "Validate profiles (names or paths).  Prints nothing and exits 0 when all\n"
-		      "are valid; otherwise prints FILE:LINE:COL: message and exits 125.\n",
+		      "Validate profiles (names or paths) as run would on this machine: each is\n"
+		      "loaded and its plan built (nothing runs).  Prints nothing and exits 0 when\n"
+		      "all are valid; otherwise prints FILE:LINE:COL: message (or profile:\n"
+		      "message for a rule between keys) and exits 125.\n",
 		      stdout);
 		break;
 	case AB_CMD_EXPLAIN:

@@ -199,6 +199,68 @@ static int count_supplementary_groups(void)
 	return extra;
 }
 
+/* The plan `run` builds from PROF: explain shows it and check builds it too,
+ * so that a profile check accepts is one run accepts on this machine. */
+static int plan_from(const ab_cli *cli, const ctx *c, const ab_profile *prof, ab_plan **out,
+		     ab_err *err)
+{
+	ab_host host;
+	ab_host_probe(&host, false);
+	_cleanup_free_ char *log_abs = NULL;
+	if (cli->log_path) {
+		log_abs = cli->log_path[0] == '/' ? strdup(cli->log_path)
+						 : ab_asprintf("%s/%s", c->cwd, cli->log_path);
+		if (!log_abs)
+			return ab_fail(err, ENOMEM, "run");
+	}
+	/* the host's sockets a grant would show are hidden (plan.c) */
+	_cleanup_strv_ ab_strv socks = {0};
+	if (ab_unixsock_host(&socks, err) < 0)
+		return -1;
+	ab_plan_input in = {
+		.host_sockets = &socks,
+		.profile = prof,
+		.host = &host,
+		.workspace = c->workspace,
+		.home = c->home,
+		.pw_home = c->pw_home[0] ? c->pw_home : NULL,
+		.home_aliases = c->aliases,
+		.argv = cli->argc > 0 ? cli->argv : NULL,
+		.environ = environ,
+		.tty_mask = (isatty(0) ? 1u : 0) | (isatty(1) ? 2u : 0) | (isatty(2) ? 4u : 0),
+		.lstat = ab_real_lstat,
+		.user = c->vars.user,
+		.cwd = c->cwd,
+		.force_pty = cli->pty,
+		.log_path = log_abs,
+		.otlp_url = cli->otlp_url,
+		.quiet = cli->quiet,
+		.trace = cli->trace,
+		.supplementary_groups = host.is_root ? 0 : count_supplementary_groups(),
+	};
+#ifdef AB_ABLATION
+	if (ab_ablate_parse(getenv("AGENTBOX_TEST_ABLATE"), &in.ablate, err) < 0)
+		return -1;
+#endif
+	if (cli->cmd != AB_CMD_RUN && !in.argv) {
+		/* no command needed to show or check a plan: the profile's or a shell */
+		static char *sh[] = {"/bin/sh", NULL};
+		if (!prof->command.n)
+			in.argv = sh;
+	}
+	/* a stable placeholder's key exists before the plan, which hides it
+	 * from every grant that would show it */
+	for (size_t i = 0; cli->cmd == AB_CMD_RUN && i < prof->nsecrets; i++) {
+		if (!prof->secrets[i].ph_stable)
+			continue;
+		_cleanup_free_ char *key = ab_phkey_path(c->home, environ);
+		if (key)
+			(void)ab_phkey_ensure(key); /* the broker warns if it cannot */
+		break;
+	}
+	return ab_plan_build(&in, out, err);
+}
+
 static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 {
 	ctx c;
@@ -210,64 +272,8 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 	for (size_t i = 0; i < cli->grants.n; i++)
 		if (apply_grant(cli->grants.v[i], &c.vars, c.cwd, prof, err) < 0)
 			return AB_EXIT_FAIL;
-	ab_host host;
-	ab_host_probe(&host, false);
-	_cleanup_free_ char *log_abs = NULL;
-	if (cli->log_path) {
-		log_abs = cli->log_path[0] == '/' ? strdup(cli->log_path)
-						 : ab_asprintf("%s/%s", c.cwd, cli->log_path);
-		if (!log_abs) {
-			ab_fail(err, ENOMEM, "run");
-			return AB_EXIT_FAIL;
-		}
-	}
-	/* the host's sockets a grant would show are hidden (plan.c) */
-	_cleanup_strv_ ab_strv socks = {0};
-	if (ab_unixsock_host(&socks, err) < 0)
-		return AB_EXIT_FAIL;
-	ab_plan_input in = {
-		.host_sockets = &socks,
-		.profile = prof,
-		.host = &host,
-		.workspace = c.workspace,
-		.home = c.home,
-		.pw_home = c.pw_home[0] ? c.pw_home : NULL,
-		.home_aliases = c.aliases,
-		.argv = cli->argc > 0 ? cli->argv : NULL,
-		.environ = environ,
-		.tty_mask = (isatty(0) ? 1u : 0) | (isatty(1) ? 2u : 0) | (isatty(2) ? 4u : 0),
-		.lstat = ab_real_lstat,
-		.user = c.vars.user,
-		.cwd = c.cwd,
-		.force_pty = cli->pty,
-		.log_path = log_abs,
-		.otlp_url = cli->otlp_url,
-		.quiet = cli->quiet,
-		.trace = cli->trace,
-		.supplementary_groups = host.is_root ? 0 : count_supplementary_groups(),
-	};
-#ifdef AB_ABLATION
-	if (ab_ablate_parse(getenv("AGENTBOX_TEST_ABLATE"), &in.ablate, err) < 0)
-		return AB_EXIT_FAIL;
-#endif
-	if (cli->cmd == AB_CMD_EXPLAIN && !in.argv) {
-		/* explain does not need a command; show the profile's or a shell */
-		static char *sh[] = {"/bin/sh", NULL};
-		if (!prof->command.n)
-			in.argv = sh;
-	}
-	/* a stable placeholder's key exists before the plan, which hides it
-	 * from every grant that would show it */
-	for (size_t i = 0; cli->cmd == AB_CMD_RUN && i < prof->nsecrets; i++) {
-		if (!prof->secrets[i].ph_stable)
-			continue;
-		_cleanup_free_ char *key = ab_phkey_path(c.home, environ);
-		if (key)
-			(void)ab_phkey_ensure(key); /* the broker warns if it cannot */
-		break;
-	}
 	_cleanup_plan_ ab_plan *plan = NULL;
-	if (ab_plan_build(&in, &plan, err) < 0)
+	if (plan_from(cli, &c, prof, &plan, err) < 0)
 		return AB_EXIT_FAIL;
 	if (cli->cmd == AB_CMD_EXPLAIN) {
 		if (ab_plan_explain(plan, prof, cli->json, stdout, err) < 0)
@@ -297,11 +303,13 @@ static int cmd_check(const ab_cli *cli, ab_err *err)
 	for (int i = 0; i < cli->ncheck; i++) {
 		ab_profile *p = NULL;
 		ab_err e = {0};
-		if (ab_profile_load(cli->check_files[i], &c.vars, &p, &e) < 0) {
+		ab_plan *plan = NULL;
+		if (ab_profile_load(cli->check_files[i], &c.vars, &p, &e) < 0 ||
+		    plan_from(cli, &c, p, &plan, &e) < 0) {
 			ab_err_print(&e);
 			rc = AB_EXIT_FAIL;
-			continue;
 		}
+		ab_plan_free(plan);
 		ab_profile_free(p);
 	}
 	return rc;

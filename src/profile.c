@@ -451,6 +451,7 @@ struct key_def {
 };
 #define F_UNIQUE 1 /* lists: drop duplicates */
 #define F_SIZE 2   /* limits: accept "8G" */
+#define F_SHORT 4  /* lists: at most AB_PROFILE_MAX_SYSCALLS entries */
 #define NO_TARGET SIZE_MAX
 
 #define TARGET(c, d, type) ((type *)(void *)((char *)(c)->p + (d)->off))
@@ -654,10 +655,10 @@ static int item_downgrade(ctx *c, const char *s, char **out)
 	return 0;
 }
 
-static int check_count(ctx *c, size_t n)
+static int check_count(ctx *c, size_t n, int max)
 {
-	if (n > AB_PROFILE_MAX_LIST)
-		return fail(c, "too many entries (%zu, at most %d)", n, AB_PROFILE_MAX_LIST);
+	if (n > (size_t)max)
+		return fail(c, "too many entries (%zu, at most %d)", n, max);
 	return 0;
 }
 
@@ -674,7 +675,8 @@ static int parse_list_into(ctx *c, json_t *v, const key_def *d, ab_strv *dst)
 	size_t i;
 	if (!json_is_array(v))
 		return fail(c, "expected an array, got %s", jtype(v));
-	if (check_count(c, json_array_size(v)) < 0)
+	int max = (d->flags & F_SHORT) ? AB_PROFILE_MAX_SYSCALLS : AB_PROFILE_MAX_LIST;
+	if (check_count(c, json_array_size(v), max) < 0)
 		return -EINVAL;
 	json_array_foreach(v, i, e) {
 		const char *s = NULL;
@@ -760,7 +762,7 @@ static int parse_extends(ctx *c, json_t *v, const key_def *d)
 	if (!json_is_array(v))
 		return fail(c, "expected a profile name, a path or an array of them, got %s",
 			    jtype(v));
-	if (check_count(c, json_array_size(v)) < 0)
+	if (check_count(c, json_array_size(v), AB_PROFILE_MAX_LIST) < 0)
 		return -EINVAL;
 	c->extends_array = true;
 	json_array_foreach(v, i, e) {
@@ -800,7 +802,7 @@ static int parse_ports(ctx *c, json_t *v, const key_def *d)
 			    quote(q, sizeof(q), json_string_value(v)));
 	if (!json_is_array(v))
 		return fail(c, "expected an array of ports or \"any\", got %s", jtype(v));
-	if (check_count(c, json_array_size(v)) < 0)
+	if (check_count(c, json_array_size(v), AB_PROFILE_MAX_LIST) < 0)
 		return -EINVAL;
 	json_array_foreach(v, i, e) {
 		int r = 0;
@@ -873,7 +875,7 @@ static int each_entry(ctx *c, json_t *v, const char *what,
 	json_t *val;
 	if (!json_is_object(v))
 		return fail(c, "expected %s, got %s", what, jtype(v));
-	if (check_count(c, json_object_size(v)) < 0)
+	if (check_count(c, json_object_size(v), AB_PROFILE_MAX_LIST) < 0)
 		return -EINVAL;
 	json_object_foreach(v, k, val) {
 		push_key(c, k);
@@ -1552,8 +1554,8 @@ static const key_def limit_keys[] = {
 };
 
 static const key_def syscall_keys[] = {
-	LIST("deny", syscalls.deny, item_syscall, F_UNIQUE),
-	LIST("allow", syscalls.allow, item_syscall, F_UNIQUE),
+	LIST("deny", syscalls.deny, item_syscall, F_UNIQUE | F_SHORT),
+	LIST("allow", syscalls.allow, item_syscall, F_UNIQUE | F_SHORT),
 	END,
 };
 

@@ -37,6 +37,7 @@
  * uretprobe/uprobe (called by kernel trampolines; blocking them crashes traced
  * programs), mseal, memfd_secret.
  */
+#include "agentbox/profile.h"
 #include "agentbox/seccomp.h"
 
 #include <errno.h>
@@ -82,7 +83,7 @@
 #endif
 
 #define AB_SECCOMP_NAME_MAX 64    /* longest syscall name accepted from a profile */
-#define AB_SECCOMP_LIST_MAX 256   /* entries per profile list: keeps the BPF small */
+#define AB_SECCOMP_LIST_MAX AB_PROFILE_MAX_SYSCALLS /* after merging, too */
 #define AB_SECCOMP_EXPORT_MAX (1 << 20) /* bytes read back from libseccomp */
 
 /* The values personality() may set, besides the 0xffffffff query. */

@@ -16,6 +16,7 @@
 #define AB_PROFILE_MAX_BYTES (1024 * 1024) /* a profile file larger than this is refused */
 #define AB_PROFILE_MAX_DEPTH 8             /* extends nesting */
 #define AB_PROFILE_MAX_LIST 1024           /* entries per list */
+#define AB_PROFILE_MAX_SYSCALLS 256        /* entries per syscalls list: keeps the BPF small */
 #define AB_PROXY_DEFAULT_PORT 3128         /* network.proxy_port default */
 #define AB_PSECRET_ENV 0
 #define AB_PSECRET_FILE 1

@@ -89,6 +89,49 @@ def test_check_wrong_type(ctx):
     assert "%s:4:" % bad in r.stderr, "type error must name FILE:LINE:COL\n" + describe(r)
 
 
+def _syscall_names(n):
+    import re
+    with open("/usr/include/x86_64-linux-gnu/asm/unistd_64.h") as f:
+        names = re.findall(r"#define __NR_(\w+) ", f.read())
+    return [x for x in names if x != "execve"][:n]
+
+
+# Profiles `run` refuses, each at a different step: the loader's limits and
+# the planner's cross-key rules.  `check` must refuse every one of them too,
+# with the same message.
+RUN_REJECTS = {
+    "syscalls-deny-257": {"syscalls": {"deny": None}},
+    "secret-host-not-allowed": {"secrets": {"X": {"from": {"env": "X"},
+                                                  "hosts": ["a.example"]}}},
+    "loopback-port-is-proxy": {"network": {"loopback_ports": [3128]}},
+    "rule-on-proxy-port": {"network": {"transparent": True, "allow": ["a.example:3128"]}},
+    "optional-names-unknown": {"network": {"allow": ["a.example"]},
+                               "secrets": {"X": {"from": {"env": "X"}, "hosts": ["a.example"],
+                                                 "optional": ["NOPE"]}}},
+}
+
+
+def test_check_refuses_what_run_refuses(ctx):
+    """One validation path: every profile run refuses, check refuses with
+    the same message (check once passed a profile with 257 syscalls.deny
+    entries, and one whose secret was bound to a host it did not allow)."""
+    for name, body in RUN_REJECTS.items():
+        doc = {"version": 1, "extends": ["default"]}
+        doc.update(json.loads(json.dumps(body)))
+        if name == "syscalls-deny-257":
+            doc["syscalls"]["deny"] = _syscall_names(257)
+        path = ctx.host_file(os.path.join(ctx.scratch, name + ".json"), json.dumps(doc))
+        run = ctx.run(["run", "-p", path, "-w", ctx.ws, "--", "true"])
+        assert run.returncode == 125, name + ": run accepted it\n" + describe(run)
+        chk = ctx.run(["check", path])
+        assert chk.returncode == 125, name + ": check accepted it\n" + describe(chk)
+        assert chk.stderr == run.stderr, "%s: check and run differ\n%s%s" % (
+            name, describe(chk), describe(run))
+    # positions where one file is to blame
+    chk = ctx.run(["check", os.path.join(ctx.scratch, "syscalls-deny-257.json")])
+    assert "syscalls-deny-257.json:1:" in chk.stderr, describe(chk)
+
+
 def test_check_missing_file(ctx):
     r = ctx.run(["check", os.path.join(ctx.scratch, "absent.json")])
     assert r.returncode == 125, describe(r)

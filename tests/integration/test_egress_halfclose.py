@@ -6,11 +6,12 @@ A client may send its request and at once shut down its write side
 allows.  The proxy must treat that FIN as the end of what the client sends,
 not as an abort: explicit requests, requests inside a CONNECT tunnel and
 opaque tunnels are all answered, refusals still arrive, and every one of
-them leaves its audit line.  No pause between the request and the FIN
-anywhere here: that is the case that went unanswered.  Every other
-connection corks its socket (TCP_CORK), so that the request and the FIN
-travel in one segment and the proxy finds the FIN with the request whatever
-the scheduling; the others send as clients do (write, then shutdown).
+them leaves its audit line, including a tunnel that closed before carrying
+any byte.  No pause between the request and the FIN anywhere here: that is
+the case that went unanswered.  Every other connection corks its socket
+(TCP_CORK), so that the request and the FIN travel in one segment and the
+proxy finds the FIN with the request whatever the scheduling; the others
+send as clients do (write, then shutdown).
 """
 
 import test_egress as base
@@ -99,6 +100,15 @@ for case in CFG["cases"]:
             raw, state = halfclosed(("CONNECT echo.test:%d HTTP/1.1\r\nHost: echo.test:%d\r\n\r\n"
                                      % (CFG["echo"], CFG["echo"])).encode() + payload)
             ok = raw == ESTABLISHED + payload
+        elif case == "tunnel_empty":   # CONNECT, then the FIN: no byte through the tunnel
+            raw, state = halfclosed(("CONNECT echo.test:%d HTTP/1.1\r\nHost: echo.test:%d\r\n\r\n"
+                                     % (CFG["echo"], CFG["echo"])).encode())
+            ok = raw == ESTABLISHED
+        elif case == "tunnel_closed":  # CONNECT, the 200 read, then close(): no byte either
+            s, r = connect("echo.test:%d" % CFG["echo"])
+            if s is not None:
+                s.close()
+            raw, state, ok = b"", "eof" if s is not None else r.get("state"), s is not None
         ok = ok and state == "eof"
         answered += ok
         if not ok and len(fails) < 3:
@@ -167,6 +177,21 @@ def test_halfclosed_tunnels_answered(ctx):
     for e in echo:
         assert e["decision"] == "allow" and e["status"] == 200 and \
             e["bytes_up"] == e["bytes_down"] > 0, e
+
+
+def test_tunnel_closed_before_bytes_logged(ctx):
+    """A tunnel that ends before any byte went through (the client's FIN right
+    after CONNECT, or close() after reading the 200) still leaves its audit
+    line; the half-closed one is answered and then ends."""
+    n = 5
+    eg, out, reqs, entries = _run(ctx, cases=["tunnel_empty", "tunnel_closed"], n=n)
+    assert out["tunnel_empty"]["answered"] == out["tunnel_closed"]["answered"] == n, out
+    echo = _lines(reqs, method="CONNECT", host="echo.test", port=eg.echo.port)
+    assert len(echo) == 2 * n, "%d CONNECT lines for %d tunnels closed before any byte:\n%s" % (
+        len(echo), 2 * n, fmt_log(entries))
+    for e in echo:
+        assert e["decision"] == "allow" and e["status"] == 200 and \
+            e["bytes_up"] == 0 and e["bytes_down"] == 0, e
 
 
 REFUSALS = [

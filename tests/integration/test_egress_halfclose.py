@@ -5,9 +5,10 @@ A client may send its request and at once shut down its write side
 (shutdown(SHUT_WR), a TCP FIN) and then read the answer, as HTTP/1.1
 allows.  The proxy must treat that FIN as the end of what the client sends,
 not as an abort: explicit requests, requests inside a CONNECT tunnel and
-opaque tunnels are all answered, refusals still arrive, and every one of
-them leaves its audit line, including a tunnel that closed before carrying
-any byte.  No pause between the request and the FIN anywhere here: that is
+opaque tunnels are all answered (intercepted connections too, whether the
+client ends with a close_notify or a bare FIN), refusals still arrive, and
+every one of them leaves its audit line, including a tunnel that closed
+before carrying any byte.  No pause between the request and the FIN anywhere here: that is
 the case that went unanswered.  Every other connection corks its socket
 (TCP_CORK), so that the request and the FIN travel in one segment and the
 proxy finds the FIN with the request whatever the scheduling; the others
@@ -238,3 +239,109 @@ def test_halfclosed_refusals_answered(ctx):
     e = one("cut body", method="POST", host="http.test", path="/hc-cut")
     assert e["decision"] == "error" and e["status"] == 0, e
 
+
+INTERCEPT_PY = INNER_LIB + r'''
+ph = os.environ["KEY"]
+B = CFG["bound"]
+def tls_halfclosed(raw, close_notify, timeout=5.0):
+    """TLS to the bound host (intercepted: the session CA's leaf), raw sent,
+    then the write side closed at once: a close_notify, or a bare TCP FIN.
+    Reads until the end.  -> (bytes, how the reading ended)"""
+    s, r = connect(B + ":443")
+    if s is None:
+        return b"", "connect:%s" % r.get("status")
+    inc, outg = ssl.MemoryBIO(), ssl.MemoryBIO()
+    o = ssl.create_default_context().wrap_bio(inc, outg, server_hostname=B)
+    s.settimeout(timeout)
+    def flush():
+        d = outg.read()
+        if d:
+            s.sendall(d)
+    def feed():
+        d = s.recv(65536)
+        if d:
+            inc.write(d)
+        else:
+            inc.write_eof()
+    got, state = b"", "?"
+    try:
+        while True:
+            try:
+                o.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                flush()
+                feed()
+        flush()
+        o.write(raw)
+        flush()
+        if close_notify:
+            try:
+                o.unwrap()
+            except ssl.SSLWantReadError:
+                pass
+            flush()
+        else:
+            s.shutdown(socket.SHUT_WR)
+        while True:
+            try:
+                d = o.read(65536)
+            except ssl.SSLWantReadError:
+                flush()
+                feed()
+                continue
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                state = "end"  # (with or without the proxy's close_notify)
+                break
+            if not d:
+                state = "end"
+                break
+            got += d
+    except (OSError, ssl.SSLError) as e:
+        state = ename(e)
+    finally:
+        s.close()
+    return got, state
+
+out = {}
+for how in ("close_notify", "fin"):
+    answered, fails = 0, []
+    for i in range(CFG["n"]):
+        path = "/hci-%s-%d" % (how, i)
+        raw, state = tls_halfclosed(("GET %s HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\n\r\n"
+                                     % (path, B, ph)).encode(), how == "close_notify")
+        ok = raw.startswith(b"HTTP/1.1 200 ") and state == "end"
+        answered += ok
+        if not ok and len(fails) < 3:
+            fails.append([state, raw[:300].decode("latin-1")])
+    out[how] = {"answered": answered, "fails": fails}
+print(json.dumps(out))
+'''
+
+
+def test_halfclosed_intercepted_answered(ctx):
+    """On an intercepted connection (a host a secret is bound to), a request
+    followed at once by the client's close_notify, or by a bare TCP FIN, is
+    still forwarded (placeholder swapped) and answered through the client's
+    TLS session, and logged."""
+    from secrets_util import BOUND, Broker, new_value
+    from test_secrets import SRC, secret
+    n = 10
+    val = new_value()
+    b = Broker(ctx, [val])
+    log = log_path(ctx)
+    prof = b.write_profile({"KEY": secret(SRC)})
+    out, _ = inner_json(ctx, INTERCEPT_PY, {"bound": BOUND, "n": n}, prof, env={SRC: val},
+                        extra_args=["--log", log])
+    assert out["close_notify"]["answered"] == out["fin"]["answered"] == n, \
+        "of %d half-closed intercepted requests answered: %s\n%s" % (n, out, b.summary())
+    for how in ("close_notify", "fin"):
+        for i in range(n):
+            path = "/hci-%s-%d" % (how, i)
+            assert b.api.header(path, "x-api-key") == [val], \
+                "%s: the upstream did not get the swapped request\n%s" % (path, b.summary())
+    reqs = requests_in(read_log(log, ctx)[0])
+    got = [e for e in reqs if e.get("intercepted") and e.get("path", "").startswith("/hci-")
+           and e.get("status") == 200]
+    assert len(got) == 2 * n, "%d audit lines for %d requests:\n%s" % (
+        len(got), 2 * n, fmt_log(reqs))

@@ -757,6 +757,12 @@ static void head_read(px_conn *c)
 	ssize_t n = px_buf_read(&c->in, c->cfd, 16384);
 	if (n == -EAGAIN)
 		return;
+	if (n == 0 && c->in.len) {
+		/* the client closed its side (it may still read) inside a head */
+		px_fail(c, 400, "deny", "incomplete",
+			"incomplete request: the client closed its side inside the request head");
+		return;
+	}
 	if (n <= 0) {
 		px_close(c); /* EOF or error before a request: nothing to log */
 		return;

@@ -350,6 +350,9 @@ static int one_request(px_conn *c)
 		return -1;
 	}
 	int r = ab_http_parse_head(c->in.p, c->in.len, NULL, q);
+	if (r == 0 && c->c_eof) /* the rest of the head will never come */
+		return refuse(c, q, 400, "incomplete",
+			      "incomplete request: the client closed its side inside the request head");
 	if (r == 0) {
 		free(q);
 		return 0;
@@ -398,6 +401,16 @@ static int process_requests(px_conn *c)
 		if (c->in_req_body) {
 			/* no more than PX_BUF_MAX waits for a slow upstream */
 			size_t room = c->out.len < PX_BUF_MAX ? PX_BUF_MAX - c->out.len : 0;
+			if (!c->in.len && c->c_eof) {
+				/* the client closed its side inside a body: it cannot be
+				 * completed, and the upstream waits for the rest */
+				for (int i = 0; i < c->nfifo; i++)
+					px_log_request(c, &c->fifo[i], "error", 0);
+				c->nfifo = 0;
+				c->logged = true;
+				px_close(c);
+				return -1;
+			}
 			if (!c->in.len || !room)
 				return 0;
 			bool done = false;
@@ -427,6 +440,8 @@ static int process_requests(px_conn *c)
 				c->fifo[c->nfifo - 1].up += (uint64_t)n;
 			px_buf_consume(&c->in, (size_t)n);
 			alive(c);
+			if (!done && c->c_eof && !c->in.len)
+				continue; /* nothing more will come: cut (above) */
 			if (!done)
 				return 0;
 			c->in_req_body = false;
@@ -903,11 +918,10 @@ void px_http_pump(px_conn *c)
 		if (!c->c_eof && c->in.len < PX_BUF_MAX && c->out.len < PX_BUF_MAX) {
 			ssize_t n = px_io_read(c, false, &c->in, 16384);
 			if (n == 0) {
+				/* a half-close, not an abort: the requests already sent
+				 * (a head may be waiting in c->in) are still answered;
+				 * one cut short is refused by process_requests */
 				c->c_eof = true;
-				if (c->in_req_body || (c->in.len && !c->nfifo)) {
-					px_close(c); /* cut off inside a request */
-					return;
-				}
 			} else if (n < 0 && n != -EAGAIN) {
 				px_close(c);
 				return;
@@ -932,7 +946,8 @@ void px_http_pump(px_conn *c)
 		if (!progress)
 			break;
 	}
-	if (!c->toc.len && !c->c_ssl_ww && !c->nfifo && (c->close_after || c->c_eof)) {
+	if (!c->toc.len && !c->c_ssl_ww && !c->nfifo &&
+	    (c->close_after || (c->c_eof && !c->in.len && !c->in_req_body))) {
 		shutdown(c->cfd, SHUT_WR);
 		px_close(c);
 		return;

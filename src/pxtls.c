@@ -299,6 +299,13 @@ void px_intercept_start(px_conn *c)
 		return;
 	}
 	SSL_set_mode(c->cssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+	/* the client's bare FIN (no close_notify) is its half-close, as with
+	 * OpenSSL 1.1, not an error (3.0): its requests are still answered.  A
+	 * request it cuts short is refused by its HTTP framing.  The upstream's
+	 * side stays strict: a close-delimited body must not be truncated. */
+	SSL_set_options(c->cssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
 	px_tls_buffers(c->cssl);
 	SSL_set_bio(c->cssl, mem, sock);
 	SSL_set_accept_state(c->cssl);

@@ -157,7 +157,11 @@ void px_hello(px_conn *c)
 		ssize_t n = px_buf_read(&c->in, c->cfd, room < 4096 ? room : 4096);
 		if (n == 0) {
 			if (!c->in.len) {
-				px_close(c); /* the client gave up: nothing to log but the tunnel */
+				/* no byte to check: the client only reads now (a server
+				 * that speaks first, or nothing).  An opaque tunnel with
+				 * the half-close passed on; logged when it ends. */
+				c->cu.eof = true;
+				px_tunnel_start(c);
 				return;
 			}
 			eof = true;

@@ -183,6 +183,8 @@ static int apply_grant(const char *g, const ab_vars *vars, const char *cwd, ab_p
 	char *shown = ab_asprintf("%s %s", fname, eq + 1);
 	int r = shown ? ab_strv_push_take(&one->cli_grants, shown) : -ENOMEM;
 	if (r >= 0)
+		r = ab_strv_extend(&one->cli_write, &one->fs.write);
+	if (r >= 0)
 		r = ab_profile_merge(prof, one, err);
 	ab_profile_free(one);
 	return r < 0 ? (err->msg[0] ? r : ab_fail(err, -r, "%s", fname)) : 0;

@@ -291,7 +291,10 @@ static int plan_grants(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			return r;
 	for (size_t i = 0; i < prof->fs.write.n; i++) {
 		if ((r = check_write_grant(p, prof->fs.write.v[i], err)) < 0)
-			return ab_err_prefix(err, "fs.write");
+			return ab_err_prefix(err, ab_strv_contains(&prof->cli_write,
+								   prof->fs.write.v[i])
+							  ? "--write"
+							  : "fs.write");
 		if ((r = add_grant(p, in, prof->fs.write.v[i], true, "fs.write", err)) < 0)
 			return r;
 	}

@@ -1683,7 +1683,7 @@ static ab_strv *profile_lists(ab_profile *p, size_t i)
 			 &p->env.pass,     &p->syscalls.deny, &p->syscalls.allow,
 			 &p->unix_sockets, &p->allow_downgrade, &p->net.allow,
 			 &p->net.deny,     &p->net.priv,      &p->cli_grants,
-			 &p->command };
+			 &p->cli_write,    &p->command };
 	return i < AB_ARRAY_SIZE(l) ? l[i] : NULL;
 }
 

@@ -155,6 +155,8 @@ typedef struct ab_profile {
 	ab_strv unix_sockets;    /* host socket paths bound in on purpose */
 	ab_strv cli_grants;      /* one-off grants from the command line, as typed
 				    ("--allow api.example.com"): for explain and the audit log */
+	ab_strv cli_write;       /* the fs.write entries that came from --write (expanded):
+				    an error about one names the option */
 	ab_strv allow_downgrade; /* named protections the user accepts losing */
 	char *hostname;          /* inside hostname; NULL = "agentbox" */
 } ab_profile;

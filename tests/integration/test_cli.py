@@ -257,3 +257,38 @@ def test_shell_completion(ctx):
         r = subprocess.run([zsh, "-n", os.path.join(abtest.SRCDIR, "completions", "_agentbox")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert r.returncode == 0, r.stderr
+
+
+def test_explain_placeholder_wording_is_documented(ctx):
+    """explain's words for a reserved absent path are the ones
+    docs/protected-paths.md explains (a directory for a workspace entry, a
+    file for an anchored harness entry)."""
+    os.makedirs(os.path.join(ctx.home, ".claude"), exist_ok=True)
+    if ctx.uid:
+        os.chown(os.path.join(ctx.home, ".claude"), ctx.uid, ctx.gid)
+    r = ctx.run(["explain", "-p", "claude-code", "-w", ctx.ws],
+                env={"ANTHROPIC_API_KEY": "sk-ant-api03-x"})
+    assert r.returncode == 0, describe(r)
+    with open(os.path.join(_srcdir(), "docs", "protected-paths.md")) as f:
+        doc = " ".join(f.read().split())
+    for words, where in (("absent: reserved by an empty read-only directory", "/.envrc"),
+                         ("absent: reserved by a read-only placeholder file",
+                          "/.claude/settings.json")):
+        lines = [l for l in r.stdout.splitlines() if words in l]
+        assert any(where in l for l in lines), "%s: not in explain\n%s" % (words, r.stdout)
+        assert words in doc, "docs/protected-paths.md lacks explain's words: " + words
+
+
+def test_refused_write_grant_names_its_option(ctx):
+    """A refused writable grant says where it came from: --write on the
+    command line, fs.write in a profile."""
+    os.makedirs(os.path.join(ctx.home, ".ssh"), exist_ok=True)
+    r = ctx.run(["run", "-w", ctx.ws, "--write", "~/.ssh", "--", "true"])
+    assert r.returncode == 125, describe(r)
+    assert r.stderr.startswith("agentbox: --write: refusing to make %s/.ssh writable"
+                               % ctx.home), describe(r)
+    prof = ctx.host_file(os.path.join(ctx.scratch, "w.json"), json.dumps(
+        {"version": 1, "extends": ["default"], "filesystem": {"write": ["~/.ssh"]}}))
+    r = ctx.run(["run", "-p", prof, "-w", ctx.ws, "--", "true"])
+    assert r.returncode == 125, describe(r)
+    assert r.stderr.startswith("agentbox: fs.write: refusing to make"), describe(r)

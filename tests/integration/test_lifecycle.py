@@ -160,3 +160,50 @@ def test_no_leftover_mounts_or_files(ctx):
     if ctx.uid:
         owned = _owned_by(ctx.uid, (ctx.tbase, ctx.vbase)) - owned_before
         assert not owned, "files owned by uid %d left behind: %s" % (ctx.uid, sorted(owned))
+
+
+def _doc_snippet(doc, after):
+    """The first ```sh block after the line containing AFTER in docs/DOC."""
+    import abtest
+    with open(os.path.join(abtest.SRCDIR, "docs", doc)) as f:
+        text = f.read()
+    rest = text[text.index(after):]
+    start = rest.index("```sh\n") + len("```sh\n")
+    return rest[start:rest.index("```", start)]
+
+
+def test_leftover_placeholders_removed_by_the_documented_snippet(ctx):
+    """When both agentbox and its cleanup watcher are killed by PID, the
+    placeholders stay; the snippet docs/protected-paths.md gives removes
+    them, in a repository with no .claude (where the placeholder is .claude
+    itself) as in any other."""
+    import subprocess
+    import abtest
+    from abtest import HOST_PATH
+    ctx.git_host("init", "-q", ".")
+    before = tree_listing(ctx.ws)
+    m = _marker()
+    p = _start(ctx, "sleep %s" % m, m)
+    exe = os.path.realpath(abtest.BINARY)
+    ours = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and os.path.realpath("/proc/%s/exe" % d) == exe and \
+                    ctx.ws.encode() in open("/proc/%s/cmdline" % d, "rb").read():
+                ours.append(int(d))
+        except OSError:
+            pass
+    assert len(ours) >= 2, "agentbox and its watcher: %s" % ours
+    for pid in ours:
+        os.kill(pid, signal.SIGKILL)
+    p.wait(10)
+    _assert_gone(m, 10)
+    assert os.path.isdir(os.path.join(ctx.ws, ".claude")), "no placeholder left to clean up"
+    snippet = _doc_snippet("protected-paths.md", "You can remove them by hand")
+    cmd = ["sh", "-c", snippet]
+    if ctx.uid != os.getuid():
+        cmd = ["setpriv", "--reuid=%d" % ctx.uid, "--regid=%d" % ctx.gid, "--clear-groups"] + cmd
+    subprocess.run(cmd, cwd=ctx.ws, env={"PATH": HOST_PATH}, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=30)
+    after = tree_listing(ctx.ws)
+    assert after == before, "left after the snippet: %s" % sorted(set(after) - set(before))

@@ -74,7 +74,7 @@ def test_allow_needs_a_running_sandbox_and_valid_rules(ctx):
         assert r and r.returncode == 1, "a bad rule must be refused by the sandbox"
         assert "not a valid host name" in r.stderr, describe(r)
     finally:
-        p.kill()
+        p.terminate()
         p.wait()
 
 
@@ -161,8 +161,8 @@ def _listener(ctx, uid, addrs):
 
     def stop():
         if p.poll() is None:
-            p.kill()
-        p.wait()
+            p.terminate()
+        p.wait(20)
         p.stdout.close()
         p.stderr.close()
     ctx.on_cleanup(stop)
@@ -264,8 +264,8 @@ def test_control_socket_other_uid_refused(ctx):
                            capture_output=True, text=True, timeout=20)
         assert r.stdout.strip() == str(errno.EACCES), (r.stdout, r.stderr)
     finally:
-        p.kill()
-        p.wait()
+        p.terminate()
+        p.wait(20)
 
 
 @users("nobody")
@@ -298,8 +298,8 @@ def test_allow_reaches_only_the_users_own_sandbox(ctx):
             s.close()
         assert got == b"", "root was answered by nobody's sandbox: %r" % got
     finally:
-        p.kill()
-        p.wait()
+        p.terminate()
+        p.wait(20)
 
 
 def test_control_abstract_name_squatted(ctx):
@@ -316,8 +316,8 @@ def test_control_abstract_name_squatted(ctx):
         r = _allow_answered(ctx, ctx.ws, "http.test")
         assert r.returncode == 0 and "allowed http.test" in r.stdout, describe(r)
     finally:
-        p.kill()
-        _, err = p.communicate()
+        p.terminate()
+        _, err = p.communicate(timeout=20)
     assert b"control socket" not in err, err
 
 
@@ -426,8 +426,8 @@ def test_allow_failures_say_why(ctx):
         r = ctx.run(["allow", "-w", ctx.ws, "a.upstream.test"])
         assert r.returncode == 0 and "allowed a.upstream.test" in r.stdout, describe(r)
     finally:
-        p.kill()
-        p.wait()
+        p.terminate()
+        p.wait(20)
 
 
 class CorpProxy:

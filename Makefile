@@ -70,7 +70,7 @@ LIB_SRCS := src/common.c src/cli.c src/supervise.c src/supervise_path.c src/prof
             src/ca.c src/secrets.c src/phkey.c src/unixsock.c src/wsframe.c src/termfilter.c src/scan.c src/broker.c src/pxtls.c src/pxscan.c src/credfile.c \
             $(wildcard src/escape/*.c)
 MAIN_SRC := src/main.c
-UNIT_TESTS := common sync profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
+UNIT_TESTS := common sync control profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
               report credfile otlp unixsock wsframe termfilter
 

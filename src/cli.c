@@ -84,8 +84,13 @@ void ab_cli_usage(enum ab_cmd which)
 		      "Add destinations to the allow list of the sandbox running in DIR (default:\n"
 		      "the current directory), for the rest of its run: a human approving a host\n"
 		      "the agent was refused.  Same syntax as network.allow; deny rules still win.\n"
-		      "Only the user who started the sandbox (or root) can do this; nothing inside\n"
-		      "the sandbox can.\n",
+		      "Only the user who started the sandbox can do this, root included: root\n"
+		      "approves a host for another user's sandbox as that user (sudo -u USER\n"
+		      "agentbox allow ...).  Nothing inside the sandbox can.\n"
+		      "\n"
+		      "Exit status: 0 every rule added, 1 the sandbox refused one, 125 any other\n"
+		      "failure (no sandbox of yours runs in DIR, an unsafe control directory, no\n"
+		      "answer), with a message.\n",
 		      stdout);
 		break;
 	case AB_CMD_TEST_ESCAPE:

@@ -219,8 +219,18 @@ static int plan_from(const ab_cli *cli, const ctx *c, const ab_profile *prof, ab
 	_cleanup_strv_ ab_strv socks = {0};
 	if (ab_unixsock_host(&socks, err) < 0)
 		return -1;
+	/* agentbox's control directories (control.h): a grant that would show
+	 * one has it hidden (plan.c); run makes its own first, so that it exists
+	 * to be hidden */
+	if (cli->cmd == AB_CMD_RUN)
+		ab_control_prepare();
+	ab_control_dir cdirs[2];
+	const char *cpaths[3] = {NULL, NULL, NULL};
+	for (int i = 0, n = ab_control_dirs(getuid(), cdirs); i < n; i++)
+		cpaths[i] = cdirs[i].path;
 	ab_plan_input in = {
 		.host_sockets = &socks,
+		.control_dirs = cpaths,
 		.profile = prof,
 		.host = &host,
 		.workspace = c->workspace,
@@ -463,8 +473,13 @@ int main(int argc, char **argv)
 		rc = fill_ctx(&c, cli.workspace, &err) < 0
 			     ? AB_EXIT_FAIL
 			     : ab_control_allow(c.workspace, cli.argv, cli.argc, &err);
-		if (rc == AB_EXIT_FAIL)
+		/* every failure is said, and is 125 */
+		if (rc < 0 || rc == AB_EXIT_FAIL) {
+			if (!err.msg[0])
+				ab_fail(&err, 0, "allow failed");
 			ab_err_print(&err);
+			rc = AB_EXIT_FAIL;
+		}
 		break;
 	}
 	case AB_CMD_REPORT:

@@ -472,6 +472,22 @@ static int plan_host_sockets(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	return 0;
 }
 
+/* agentbox's control directories (control.h) are denied in every sandbox,
+ * as if the profile listed them: a grant that shows one (of /tmp, of
+ * /run/user/UID) has it masked, and an absent one inside a writable grant is
+ * reserved.  Else the sandbox could connect to the socket `agentbox allow`
+ * uses (its peer would be the user's own uid), or replace it with its own. */
+static int plan_control_dirs(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	for (const char *const *d = in->control_dirs; d && *d; d++) {
+		if (under_any(&in->profile->fs.deny, *d))
+			continue; /* hidden already */
+		if (deny_one(p, in, *d, err) < 0)
+			return ab_err_prefix(err, "agentbox's control directory");
+	}
+	return 0;
+}
+
 static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	const ab_profile *prof = in->profile;
@@ -481,7 +497,9 @@ static int plan_denies(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			return r;
 	}
 	int r = plan_phkey(p, in, err);
-	return r < 0 ? r : plan_host_sockets(p, in, err);
+	if (r >= 0)
+		r = plan_host_sockets(p, in, err);
+	return r < 0 ? r : plan_control_dirs(p, in, err);
 }
 
 /* What a placeholder holds when an empty one would break the tool reading it:
@@ -1049,6 +1067,14 @@ static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			continue;
 		ab_fail(err, 0, "refusing to use %s as the workspace: it is a system directory "
 				"holding other people's or programs' files", p->workspace);
+		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
+		return -EINVAL;
+	}
+	for (const char *const *c = in->control_dirs; c && *c; c++) {
+		if (!ab_path_is_under(p->workspace, *c))
+			continue;
+		ab_fail(err, 0, "refusing to use %s as the workspace: it is inside %s, where "
+				"agentbox keeps its control sockets", p->workspace, *c);
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
 	}

@@ -1405,9 +1405,9 @@ static void on_ctl_accept(ab_loop *l, int fd, unsigned ev, void *data)
 		}
 		struct ucred cr;
 		socklen_t cl = sizeof(cr);
-		/* only the user who started the sandbox (or root) may widen it */
-		if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
-		    (cr.uid != getuid() && cr.uid != 0)) {
+		/* only the user who started the sandbox may widen it (root too
+		 * goes through that user: control.h) */
+		if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.uid != getuid()) {
 			close(cfd);
 			continue;
 		}
@@ -1428,12 +1428,8 @@ static void on_ctl_accept(ab_loop *l, int fd, unsigned ev, void *data)
 	}
 }
 
-int ab_proxy_control(ab_proxy *px, const char *workspace, ab_err *err)
+int ab_proxy_control(ab_proxy *px, int fd, ab_err *err)
 {
-	int fd;
-	int r = ab_control_listen(workspace, &fd, err);
-	if (r < 0)
-		return r;
 	if (ab_loop_watch(px->loop, fd, AB_EV_READ, on_ctl_accept, px) < 0) {
 		close(fd);
 		return ab_fail(err, errno, "control socket");

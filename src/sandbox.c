@@ -23,6 +23,7 @@
 #include "agentbox/audit.h"
 #include "agentbox/broker.h"
 #include "agentbox/cleanup.h"
+#include "agentbox/control.h"
 #include "agentbox/gitscan.h"
 #include "agentbox/host.h"
 #include "agentbox/loop.h"
@@ -204,6 +205,9 @@ typedef struct run_state {
 	ab_supervisor *sup; /* the exec and denial record (seccomp user notification) */
 	bool want_trace;    /* --trace and ab_trace_check passed */
 	ab_trace *trace;    /* --trace: kernel tracing into the audit log */
+	ab_control *ctl;    /* `agentbox allow`'s socket (removed at the end) */
+	int ctl_fd;         /* its listener, until the proxy takes it */
+	ab_err ctl_err;     /* why there is none, for the audit log */
 } run_state;
 
 /* The relay reads the user's keystrokes from stdin when it is a terminal
@@ -346,6 +350,30 @@ static int trace_failed(const ab_plan *plan, ab_err *terr, ab_err *err)
 	return -1;
 }
 
+/* Without a control socket the sandbox still runs (a convenience, not a
+ * protection), but it is said, on stderr now and in the log. */
+static void control_failed(run_state *s, const ab_err *cerr)
+{
+	ab_warn("no control socket: `agentbox allow` cannot reach this sandbox: %s", cerr->msg);
+	if (cerr->hint[0])
+		fprintf(stderr, "Hint: %s\n", cerr->hint);
+	ab_control_close(s->ctl);
+	s->ctl = NULL;
+}
+
+/* `agentbox allow`'s socket: made after clone (the sandbox never held it),
+ * before the command starts (a failure is said before it draws anything),
+ * under the workspace lock (control.h). */
+static void open_control(run_state *s)
+{
+	struct stat ws;
+	if (fstat(s->ws_lock, &ws) < 0)
+		ab_fail(&s->ctl_err, errno, "workspace %s", s->plan->workspace);
+	else if (ab_control_open(&ws, &s->ctl, &s->ctl_fd, &s->ctl_err) == 0)
+		return;
+	control_failed(s, &s->ctl_err);
+}
+
 static const int parent_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
 				     SIGUSR2, SIGWINCH, SIGCONT, SIGALRM};
 
@@ -356,9 +384,18 @@ static int serve(run_state *s, ab_err *err)
 		return r;
 	if (s->proxy && (r = ab_proxy_attach(s->proxy, s->loop, err)) < 0)
 		return r;
-	if (s->proxy) {
-		ab_err cerr = {0}; /* without it the sandbox still runs: `allow` says so */
-		(void)ab_proxy_control(s->proxy, s->plan->workspace, &cerr);
+	if (s->proxy && s->ctl_fd >= 0) {
+		r = ab_proxy_control(s->proxy, s->ctl_fd, &s->ctl_err);
+		s->ctl_fd = -1; /* the proxy's, closed on failure too */
+		if (r < 0)
+			control_failed(s, &s->ctl_err);
+	}
+	if (s->ctl_err.msg[0]) { /* after the proxy's "start" */
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("warning"));
+		json_object_set_new(ev, "kind", json_string("control"));
+		json_object_set_new(ev, "message", json_string(s->ctl_err.msg));
+		ab_audit_emit(s->audit, ev);
 	}
 	if (ab_loop_watch(s->loop, s->sync_fd, AB_EV_READ, on_sync, s) < 0 ||
 	    ab_loop_watch(s->loop, s->sig_fd, AB_EV_READ, on_signal, s) < 0 ||
@@ -509,7 +546,7 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 
 	run_state s = {.plan = plan, .child = -1, .sync_fd = -1, .sig_fd = -1, .err = err,
 		       .cleaner = {.pipe_fd = -1}, .watch = {.fd = -1}, .devnull = -1,
-		       .ws_lock = -1};
+		       .ws_lock = -1, .ctl_fd = -1};
 	char *cg_path = NULL;
 	ab_broker *broker = NULL;
 	ab_strv git_before = {0};
@@ -621,6 +658,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	sv[1] = -1;
 	s.sync_fd = sv[0];
 	ab_cleaner_watch_pid(&s.cleaner, s.child);
+	if (s.proxy)
+		open_control(&s);
 	/* the child waits for MAPS_DONE: tracing sees everything it does */
 	if (s.want_trace) {
 		ab_err terr = {0};
@@ -707,6 +746,9 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 out:
 	if (s.proxy)
 		ab_proxy_shutdown(s.proxy);
+	if (s.ctl_fd >= 0)
+		close(s.ctl_fd);
+	ab_control_close(s.ctl); /* still under the workspace lock */
 	if (s.relay)
 		ab_pty_relay_free(s.relay);
 	ab_supervisor_finish(s.sup); /* the last exits, the repeat counts */

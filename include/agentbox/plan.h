@@ -95,6 +95,9 @@ typedef struct ab_plan_input {
 	const ab_strv *host_sockets; /* the host's bound pathname unix sockets
 					(ab_unixsock_host); those a grant shows are
 					masked.  NULL: none */
+	const char *const *control_dirs; /* NULL-terminated: where agentbox keeps its
+					    control sockets (ab_control_dirs); a grant
+					    that shows one has it masked.  May be NULL */
 	unsigned ablate;            /* AB_ABLATE_*: test-only weakening (see below); 0 always
 				       in the installed binary */
 } ab_plan_input;

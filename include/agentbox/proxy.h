@@ -41,8 +41,9 @@ int ab_proxy_add_listener(ab_proxy *px, int kind, uint16_t port, int fd);
  * caller, alive until ab_proxy_free). */
 struct ab_broker;
 void ab_proxy_set_broker(ab_proxy *px, struct ab_broker *b);
-/* Serve `agentbox allow` for this workspace (control.h). */
-int ab_proxy_control(ab_proxy *px, const char *workspace, ab_err *err);
+/* Serve `agentbox allow` on the listener FD (ab_control_open); the proxy
+ * owns it from here on (closed on error too). */
+int ab_proxy_control(ab_proxy *px, int fd, ab_err *err);
 /* Close every connection (the sandbox is gone). */
 void ab_proxy_shutdown(ab_proxy *px);
 void ab_proxy_free(ab_proxy *px);

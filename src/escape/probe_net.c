@@ -490,8 +490,9 @@ static void add_glob(ab_probe_run *r, ab_strv *paths, const char *pat)
 		globfree(&g);
 }
 
-/* Abstract names: X11, D-Bus from the environment, agentbox's own control
- * socket (in the host's netns: it could widen the allowlist). */
+/* Abstract names: X11, D-Bus from the environment; and agentbox's own control
+ * socket for the lab workspace where `run` makes it (control.h): it could
+ * widen the allowlist, and the sandbox must see neither directory. */
 static void crd01_abstract(ab_probe_run *r, const ab_lab_info *lab)
 {
 	try_unix(r, "/tmp/.X11-unix/X0", true);
@@ -516,19 +517,22 @@ static void crd01_abstract(ab_probe_run *r, const ab_lab_info *lab)
 				uids[i] = (uid_t)-1;
 	char cwd[PATH_MAX];
 	const char *ws[] = {lab->workspace, getcwd(cwd, sizeof(cwd))};
-	for (size_t w = 0; w < 2; w++)
-		for (size_t i = 0; ws[w] && i < AB_ARRAY_SIZE(uids); i++) {
-			if (uids[i] == (uid_t)-1 || (w == 1 && lab->workspace &&
-						     strcmp(ws[1], lab->workspace) == 0))
+	for (size_t w = 0; w < 2; w++) {
+		if (!ws[w] || (w == 1 && lab->workspace && strcmp(ws[1], lab->workspace) == 0) ||
+		    stat(ws[w], &st) < 0)
+			continue;
+		char name[64];
+		ab_control_sock_name(&st, name, sizeof(name));
+		for (size_t i = 0; i < AB_ARRAY_SIZE(uids); i++) {
+			if (uids[i] == (uid_t)-1)
 				continue;
-			struct sockaddr_un sa;
-			socklen_t len;
-			char what[PATH_MAX + 100];
-			ab_control_addr(uids[i], ws[w], &sa, &len);
-			snprintf(what, sizeof(what), "connect agentbox's control socket @%s (%s)",
-				 sa.sun_path + 1, ws[w]);
-			try_unix_addr(r, what, &sa, len);
+			char path[160];
+			snprintf(path, sizeof(path), "/run/user/%u/agentbox/%s", (unsigned)uids[i], name);
+			try_unix(r, path, false);
+			snprintf(path, sizeof(path), "/tmp/agentbox-%u/%s", (unsigned)uids[i], name);
+			try_unix(r, path, false);
 		}
+	}
 }
 
 /* A host socket bound in the workspace after the sandbox started (agentbox
@@ -568,8 +572,8 @@ static void crd01_late(ab_probe_run *r, const ab_lab_info *lab, ab_strv *paths)
  *    lab->runtime_dir and $XDG_RUNTIME_DIR (two levels), ~/.gnupg/S.*
  *  - the usual paths: /run/user/NAME/{bus,gnupg/S.gpg-agent*,...},
  *    docker/containerd/podman/D-Bus system sockets, /tmp/ssh-* agents, X11
- *  - abstract names (per netns: @/tmp/.X11-unix/X0, D-Bus from the env,
- *    agentbox's own control socket for the lab workspace) */
+ *  - abstract names (per netns: @/tmp/.X11-unix/X0, D-Bus from the env),
+ *    and agentbox's own control socket for the lab workspace */
 void ab_probe_crd01(ab_probe_run *r)
 {
 	const ab_lab_info *lab = ab_pr_lab(r);

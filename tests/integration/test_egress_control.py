@@ -3,14 +3,18 @@
 sandbox, chaining through a corporate proxy (network.upstream_proxy), and
 what `explain` says about the network."""
 
+import errno
 import json
 import os
+import shutil
 import socket
+import stat
 import subprocess
 import threading
 import time
 
-from abtest import INNER_PY, NOBODY_UID, describe, run_ab, wait_for
+import abtest
+from abtest import INNER_PY, IS_ROOT, NOBODY_UID, describe, run_ab, skip, users, wait_for
 from upstream import Egress, write_profile
 
 # Inside: GET http://http.test/<tag> through the proxy until it answers 200
@@ -70,90 +74,360 @@ def test_allow_needs_a_running_sandbox_and_valid_rules(ctx):
         assert r and r.returncode == 1, "a bad rule must be refused by the sandbox"
         assert "not a valid host name" in r.stderr, describe(r)
     finally:
-        p.kill()
+        p.terminate()
         p.wait()
 
 
-# The control socket lives in the host's network namespace: from inside, the
-# same abstract name is unreachable.
-INSIDE_CTL_PY = r'''
-import json, socket, sys
-name = sys.argv[1]
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect("\0" + name)
-    s.sendall(b"allow evil.test\n")
-    s.shutdown(socket.SHUT_WR)
-    print(json.dumps({"state": "connected", "answer": s.recv(100).decode()}))
-except OSError as e:
-    print(json.dumps({"state": "refused", "errno": e.errno}))
-'''
+# ---- the control socket (control.h): a socket in a directory only its user
+# can enter, /run/user/UID/agentbox (when /run/user/UID is the user's) or
+# /tmp/agentbox-UID, named after the workspace's device and inode.
+
+def _ctl_dirs(uid):
+    out = []
+    run = "/run/user/%d" % uid
+    try:
+        st = os.lstat(run)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and not st.st_mode & 0o022:
+            out.append(run + "/agentbox")
+    except OSError:
+        pass
+    return out + ["/tmp/agentbox-%d" % uid]
 
 
-def _ctl_name(uid, ws):
+def _ctl_path(uid, ws):
+    st = os.stat(ws)
+    return os.path.join(_ctl_dirs(uid)[0], "ctl-%x-%x" % (st.st_dev, st.st_ino))
+
+
+def _old_ctl_name(uid, ws):
+    """The abstract name agentbox used before: anyone could bind it first."""
     h = 1469598103934665603
     for b in ws.encode():
         h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
     return "agentbox-ctl-%u-%016x" % (uid, h)
 
 
+def _other_uid(ctx):
+    """Another local user than the test's (None: not root, cannot be one)."""
+    if not IS_ROOT:
+        return None
+    return NOBODY_UID if ctx.uid == 0 else NOBODY_UID - 1
+
+
+def _as(uid, argv):
+    if uid == os.getuid():
+        return list(argv)
+    return ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + list(argv)
+
+
+def _live(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+# Binds every address ("@name": abstract), accepts and closes without a word.
+LISTEN_PY = r"""
+import os, selectors, socket, sys
+sel = selectors.DefaultSelector()
+for a in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if a.startswith("@"):
+        s.bind("\0" + a[1:])
+    else:
+        os.makedirs(os.path.dirname(a), mode=0o700, exist_ok=True)
+        if os.path.exists(a):
+            os.unlink(a)  # a dead run's (the inode of a removed workspace, reused)
+        s.bind(a)
+    s.listen(16)
+    sel.register(s, selectors.EVENT_READ)
+print("ready", flush=True)
+while True:
+    for k, _ in sel.select():
+        c, _ = k.fileobj.accept()
+        c.close()
+"""
+
+
+def _listener(ctx, uid, addrs):
+    p = subprocess.Popen(_as(uid, [INNER_PY, "-c", LISTEN_PY] + list(addrs)), cwd="/",
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+
+    def stop():
+        if p.poll() is None:
+            p.terminate()
+        p.wait(20)
+        p.stdout.close()
+        p.stderr.close()
+    ctx.on_cleanup(stop)
+    line = p.stdout.readline()
+    assert line.strip() == "ready", "listener: %r %r" % (line, p.stderr.read())
+    return stop
+
+
+def _allow_answered(ctx, ws, rule, timeout=10):
+    """`allow` once the sandbox's endpoint is up (125 until then)."""
+    def answered():
+        x = ctx.run(["allow", "-w", ws, rule], record=False)
+        return x if x.returncode != 125 else None
+    return wait_for(answered, timeout) or ctx.run(["allow", "-w", ws, rule])
+
+
+# Inside: connect to each address, and list each directory.
+INSIDE_CTL_PY = r"""
+import json, os, socket, sys
+out = {"connect": {}, "list": {}}
+for a in sys.argv[1:]:
+    if a.startswith("dir:"):
+        try:
+            out["list"][a[4:]] = sorted(os.listdir(a[4:]))
+        except OSError as e:
+            out["list"][a[4:]] = "errno %d" % e.errno
+        continue
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect("\0" + a[1:] if a.startswith("@") else a)
+        s.sendall(b"allow evil.test\n")
+        s.shutdown(socket.SHUT_WR)
+        out["connect"][a] = "connected: %r" % s.recv(100)
+    except OSError as e:
+        out["connect"][a] = "errno %d" % e.errno
+    finally:
+        s.close()
+print(json.dumps(out))
+"""
+
+
 def test_control_socket_unreachable_from_inside(ctx):
+    """A running sandbox's socket, and the sandbox's own, are out of reach
+    from inside another sandbox, even one granted the control directories
+    (masked), and `agentbox allow` inside fails; the socket goes at exit."""
     eg = Egress(ctx)
     prof = eg.write_profile(allow=("upstream.test",))
-    name = _ctl_name(ctx.uid, ctx.ws)
-    r = ctx.sandbox([INNER_PY, "-c", INSIDE_CTL_PY, name], profile=prof)
-    assert r.returncode == 0, describe(r)
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    assert res["state"] == "refused", res
-    # and the name is right: from the host, while a sandbox runs, it answers
-    p = ctx.popen(["run", "-p", prof, "-w", ctx.ws, "--", "sleep", "5"])
+    p = ctx.popen(["run", "-p", prof, "-w", ctx.ws, "--", "sleep", "30"])
+    path = _ctl_path(ctx.uid, ctx.ws)
     try:
-        def up():
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                s.connect("\0" + name)
-                return True
-            except OSError:
-                return False
-            finally:
-                s.close()
-        assert wait_for(up, 10), "the control socket never appeared on the host"
+        assert wait_for(lambda: _live(path), 10), "no control socket at %s" % path
+        inner_ab = os.path.join(ctx.sibling, "agentbox")
+        shutil.copy(abtest.BINARY, inner_ab)
+        os.chmod(inner_ab, 0o755)
+        os.lchown(inner_ab, ctx.uid, ctx.gid)
+        grants = []
+        for d in _ctl_dirs(ctx.uid):
+            grants += ["--read", d]
+        own = _ctl_path(ctx.uid, ctx.sibling)
+        args = [path, own, "@" + _old_ctl_name(ctx.uid, ctx.ws)] + \
+            ["dir:" + d for d in _ctl_dirs(ctx.uid)]
+        r = ctx.sandbox(["sh", "-c", '"$@"; ./agentbox allow -w . evil.test; echo "allow=$?"',
+                         "sh", INNER_PY, "-c", INSIDE_CTL_PY] + args,
+                        profile=prof, ws=ctx.sibling, extra_args=grants, cwd=ctx.sibling)
+        assert r.returncode == 0, describe(r)
+        lines = r.stdout.strip().splitlines()
+        res = json.loads(lines[-2])
+        for a, v in res["connect"].items():
+            assert not v.startswith("connected"), (a, res)
+        for d, v in res["list"].items():
+            assert not (isinstance(v, list) and any(n.startswith("ctl-") for n in v)), (d, res)
+        # (absent, or the masked directory: no way in either way)
+        assert lines[-1] == "allow=125" and "allowed" not in r.stdout, describe(r)
+        assert r.stderr.startswith("agentbox: "), describe(r)
+        # and the endpoint still works from the host
+        r = ctx.run(["allow", "-w", ctx.ws, "http.test"])
+        assert r.returncode == 0 and "allowed http.test" in r.stdout, describe(r)
     finally:
-        p.kill()
+        p.terminate()
         p.wait()
+    assert not os.path.lexists(path), "the socket outlived its run"
 
 
 def test_control_socket_other_uid_refused(ctx):
-    """Root's sandbox: an unprivileged process on the host gets no answer."""
+    """Root's sandbox: an unprivileged process on the host cannot even reach
+    the socket (the directory is root's, 0700)."""
     if ctx.uid != 0:
         return
     eg = Egress(ctx)
     prof = eg.write_profile(allow=("upstream.test",))
-    p = ctx.popen(["run", "-p", prof, "-w", ctx.ws, "--", "sleep", "5"])
-    name = _ctl_name(0, ctx.ws)
+    p = ctx.popen(["run", "-p", prof, "-w", ctx.ws, "--", "sleep", "30"])
+    path = _ctl_path(0, ctx.ws)
     code = ("import socket,sys\ns=socket.socket(socket.AF_UNIX)\n"
-            "s.connect('\\0'+sys.argv[1])\n"
-            "try:\n"
-            " s.sendall(b'allow evil.test\\n');s.shutdown(socket.SHUT_WR);print(repr(s.recv(100)))\n"
-            "except (ConnectionResetError, BrokenPipeError): print(repr(b''))")
+            "try:\n s.connect(sys.argv[1]); print('connected')\n"
+            "except OSError as e: print(e.errno)")
     try:
-        def up():
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                s.connect("\0" + name)
-                return True
-            except OSError:
-                return False
-            finally:
-                s.close()
-        assert wait_for(up, 10)
-        r = subprocess.run(["setpriv", "--reuid=%d" % NOBODY_UID, "--regid=%d" % NOBODY_UID,
-                            "--clear-groups", INNER_PY, "-c", code, name],
+        assert wait_for(lambda: _live(path), 10)
+        r = subprocess.run(_as(NOBODY_UID, [INNER_PY, "-c", code, path]),
                            capture_output=True, text=True, timeout=20)
-        assert r.stdout.strip() == "b''", "another uid was answered: %r %r" % (r.stdout, r.stderr)
+        assert r.stdout.strip() == str(errno.EACCES), (r.stdout, r.stderr)
     finally:
-        p.kill()
-        p.wait()
+        p.terminate()
+        p.wait(20)
+
+
+@users("nobody")
+def test_allow_reaches_only_the_users_own_sandbox(ctx):
+    """nobody's sandbox: root's `allow` does not reach it and says how to
+    (as that user); root's connection to the socket itself is not answered;
+    nobody's own `allow` works."""
+    if not IS_ROOT:
+        skip("needs root for the other user")
+    eg = Egress(ctx)
+    prof = eg.write_profile(allow=("upstream.test",))
+    p = ctx.popen(["run", "-p", prof, "-w", ctx.ws, "--", "sleep", "30"])
+    try:
+        r = _allow_answered(ctx, ctx.ws, "http.test")
+        assert r.returncode == 0 and "allowed http.test" in r.stdout, describe(r)
+        r = run_ab(["allow", "-w", ctx.ws, "evil.test"], user="root", home=ctx.home)
+        assert r.returncode == 125, describe(r)
+        assert "no agentbox is running in the workspace %s" % ctx.ws in r.stderr, describe(r)
+        assert "run it as that user" in r.stderr, describe(r)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        try:
+            s.connect(_ctl_path(ctx.uid, ctx.ws))
+            s.sendall(b"allow evil.test\n")
+            s.shutdown(socket.SHUT_WR)
+            got = s.recv(100)
+        except (ConnectionResetError, BrokenPipeError):
+            got = b""
+        finally:
+            s.close()
+        assert got == b"", "root was answered by nobody's sandbox: %r" % got
+    finally:
+        p.terminate()
+        p.wait(20)
+
+
+def test_control_abstract_name_squatted(ctx):
+    """Another user binds the abstract name agentbox used to listen on:
+    the sandbox still gets its endpoint, and `allow` works."""
+    other = _other_uid(ctx)
+    if other is None:
+        skip("needs root for another user")
+    _listener(ctx, other, ["@" + _old_ctl_name(ctx.uid, ctx.ws)])
+    eg = Egress(ctx)
+    prof = eg.write_profile(allow=("upstream.test",))
+    p = ctx.popen(["run", "-p", prof, "-w", ctx.ws, "--", "sleep", "30"])
+    try:
+        r = _allow_answered(ctx, ctx.ws, "http.test")
+        assert r.returncode == 0 and "allowed http.test" in r.stdout, describe(r)
+    finally:
+        p.terminate()
+        _, err = p.communicate(timeout=20)
+    assert b"control socket" not in err, err
+
+
+def _set_aside(ctx, path):
+    """Move PATH away for the test (it may be a live directory of the same
+    user); put it back at the end."""
+    saved = path + ".saved-" + ctx.token[-8:]
+    moved = os.path.lexists(path)
+    if moved:
+        os.rename(path, saved)
+
+    def restore():
+        if os.path.islink(path) or os.path.isfile(path):
+            os.unlink(path)
+        elif os.path.isdir(path):
+            shutil.rmtree(path)
+        if moved:
+            os.rename(saved, path)
+    ctx.on_cleanup(restore)
+
+
+def test_control_dir_squatted(ctx):
+    """Another user made the control directory first (a directory of theirs,
+    a symbolic link of theirs), or it is open to others: `run` says it has
+    no control socket (stderr and the log) and runs; `allow` says why and
+    exits 125."""
+    other = _other_uid(ctx)
+    if other is None:
+        skip("needs root for another user")
+    dirs = _ctl_dirs(ctx.uid)
+    for d in dirs:
+        _set_aside(ctx, d)
+    eg = Egress(ctx)
+    prof = eg.write_profile(allow=("upstream.test",))
+    theirs = os.path.join(ctx.scratch, "theirs")
+    os.mkdir(theirs, 0o700)
+    os.chown(theirs, other, other)
+
+    def squat_dir(d):
+        os.mkdir(d, 0o700)
+        os.chown(d, other, other)
+
+    def squat_link(d):
+        os.symlink(theirs, d)
+        os.lchown(d, other, other)
+
+    def left_open(d):
+        os.mkdir(d, 0o700)
+        os.chown(d, ctx.uid, ctx.gid)
+        os.chmod(d, 0o755)
+
+    cases = ((squat_dir, "belongs to uid %d, not to you" % other),
+             (squat_link, "is a symbolic link of uid %d" % other),
+             (left_open, "is open to other users (mode 0755)"))
+    for n, (make, why) in enumerate(cases):
+        for d in dirs:
+            if os.path.islink(d):
+                os.unlink(d)
+            elif os.path.isdir(d):
+                os.rmdir(d)
+            make(d)
+        log = os.path.join(ctx.scratch, "audit-%d.jsonl" % n)
+        r = ctx.sandbox(["true"], profile=prof, extra_args=["--log", log])
+        assert r.returncode == 0, describe(r)
+        assert "warning: no control socket: `agentbox allow` cannot reach this sandbox" \
+            in r.stderr, describe(r)
+        assert dirs[0] in r.stderr and why in r.stderr, describe(r)
+        with open(log) as f:
+            evs = [json.loads(x) for x in f if x.strip()]
+        w = [e for e in evs if e.get("event") == "warning" and e.get("kind") == "control"]
+        assert len(w) == 1 and why in w[0]["message"], evs
+        assert [e["event"] for e in evs].index("start") < evs.index(w[0]), evs
+        r = ctx.run(["allow", "-w", ctx.ws, "http.test"])
+        assert r.returncode == 125, describe(r)
+        assert r.stderr.startswith("agentbox: ") and why in r.stderr, describe(r)
+        assert os.listdir(theirs) == [], "a socket was made in the other user's directory"
+
+
+def test_allow_failures_say_why(ctx):
+    """Every failure of `allow` is one message and exit 125: no sandbox; an
+    endpoint that answers nothing (at the old abstract name and at the new
+    path); a dead run's socket.  A new run replaces a dead run's socket."""
+    r = ctx.run(["allow", "-w", ctx.ws, "example.com"])
+    assert r.returncode == 125, describe(r)
+    assert r.stderr.startswith("agentbox: no agentbox is running in the workspace"), describe(r)
+    path = _ctl_path(ctx.uid, ctx.ws)
+    stop = _listener(ctx, ctx.uid, [path, "@" + _old_ctl_name(ctx.uid, ctx.ws)])
+    r = ctx.run(["allow", "-w", ctx.ws, "example.com"])
+    assert r.returncode == 125, describe(r)
+    assert r.stderr.startswith("agentbox: allow: the agentbox of %s closed the connection "
+                                "without an answer" % ctx.ws), describe(r)
+    stop()
+    assert os.path.exists(path)  # a dead listener's socket
+    r = ctx.run(["allow", "-w", ctx.ws, "example.com"])
+    assert r.returncode == 125, describe(r)
+    assert "no agentbox is running in the workspace" in r.stderr, describe(r)
+    eg = Egress(ctx)
+    prof = eg.write_profile(allow=("upstream.test",))
+    p = ctx.popen(["run", "-p", prof, "-w", ctx.ws, "--", "sleep", "30"])
+    try:
+        r = _allow_answered(ctx, ctx.ws, "http.test")
+        assert r.returncode == 0 and "allowed http.test" in r.stdout, describe(r)
+        # a second run in the workspace is refused, and leaves the first's socket
+        r = ctx.sandbox(["true"], profile=prof)
+        assert r.returncode == 125 and "another agentbox is running" in r.stderr, describe(r)
+        r = ctx.run(["allow", "-w", ctx.ws, "a.upstream.test"])
+        assert r.returncode == 0 and "allowed a.upstream.test" in r.stdout, describe(r)
+    finally:
+        p.terminate()
+        p.wait(20)
 
 
 class CorpProxy:

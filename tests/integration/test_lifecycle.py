@@ -155,8 +155,15 @@ def test_no_leftover_mounts_or_files(ctx):
     assert not (mount_table() - mounts), "mounts left on the host: %s" % sorted(
         mount_table() - mounts)
     tmp_after = set(os.listdir("/tmp")) | {"/dev/shm/" + x for x in os.listdir("/dev/shm")}
-    new = {x for x in tmp_after - tmp_before if "agentbox" in x or x in ("f", "/dev/shm/g")}
+    # the user's control directory stays (made once, like tmux's), emptied
+    ctl = "agentbox-%d" % ctx.uid
+    new = {x for x in tmp_after - tmp_before if ("agentbox" in x and x != ctl) or
+           x in ("f", "/dev/shm/g")}
     assert not new, "agentbox left files behind: %s" % sorted(new)
+    st = os.stat(ctx.ws)
+    for d in ("/run/user/%d/agentbox" % ctx.uid, "/tmp/" + ctl):
+        sock = os.path.join(d, "ctl-%x-%x" % (st.st_dev, st.st_ino))
+        assert not os.path.lexists(sock), "the control socket outlived its run: " + sock
     if ctx.uid:
         owned = _owned_by(ctx.uid, (ctx.tbase, ctx.vbase)) - owned_before
         assert not owned, "files owned by uid %d left behind: %s" % (ctx.uid, sorted(owned))

@@ -548,6 +548,58 @@ static void test_host_sockets(void **state)
 	fx_done(&f);
 }
 
+/* agentbox's control directories are hidden from every grant that shows
+ * them: masked where they exist (read-only grants too), reserved where absent
+ * in a writable grant, left alone under the private /tmp and /run; a
+ * workspace inside one is refused. */
+static void test_control_dirs(void **state)
+{
+	static const fentry extra[] = {
+		{"/run/user/1000/agentbox", 'd', 1000},
+		{"/tmp/agentbox-1000", 'd', 1000},
+		{"/tmp/agentbox-1000/w", 'd', 1000},
+	};
+	static const char *const dirs[] = {"/run/user/1000/agentbox", "/tmp/agentbox-1000", NULL};
+	fx f;
+	fx_init(&f, 7);
+	f.in.control_dirs = dirs;
+	fx_ok(&f); /* private /run and /tmp: nothing to hide */
+	assert_int_equal(count_at(f.plan, dirs[0]), 0);
+	assert_int_equal(count_at(f.plan, dirs[1]), 0);
+	fx_done(&f);
+
+	fx_init(&f, 7);
+	f.fs.extra = extra;
+	f.fs.nextra = AB_ARRAY_SIZE(extra);
+	f.in.control_dirs = dirs;
+	SV(&f.prof->fs.read, "/run/user/1000");
+	SV(&f.prof->fs.write, "/tmp/agentbox-1000");
+	fx_ok(&f);
+	check_order(f.plan);
+	assert_true(must_mount(f.plan, AB_MNT_MASK, dirs[0])->flags & AB_MNT_F_DIR);
+	assert_true(must_mount(f.plan, AB_MNT_MASK, dirs[1])->flags & AB_MNT_F_DIR);
+	assert_true(ab_strv_contains(&f.plan->hidden, dirs[0]));
+	assert_true(ab_strv_contains(&f.plan->hidden, dirs[1]));
+	fx_done(&f);
+
+	fx_init(&f, 7); /* absent, in a writable grant: the sandbox may not make it */
+	f.in.control_dirs = dirs;
+	SV(&f.prof->fs.write, "/tmp");
+	fx_ok(&f);
+	must_mount(f.plan, AB_MNT_PLACEHOLDER, dirs[1]);
+	fx_done(&f);
+
+	fx_init(&f, 7);
+	f.fs.extra = extra;
+	f.fs.nextra = AB_ARRAY_SIZE(extra);
+	f.in.control_dirs = dirs;
+	f.in.workspace = "/tmp/agentbox-1000/w";
+	f.in.cwd = "/tmp/agentbox-1000/w";
+	fx_fail(&f, "refusing to use /tmp/agentbox-1000/w as the workspace: it is inside "
+		    "/tmp/agentbox-1000, where agentbox keeps its control sockets");
+	fx_done(&f);
+}
+
 /* Deny inside the writable workspace masks it; deny of a symlink in a granted
  * tree is refused (a mount cannot cover a link). */
 static void test_deny_in_workspace_and_symlink(void **state)
@@ -1836,6 +1888,7 @@ int main(void)
 		cmocka_unit_test(test_mount_order_nested),
 		cmocka_unit_test(test_deny_wins),
 		cmocka_unit_test(test_host_sockets),
+		cmocka_unit_test(test_control_dirs),
 		cmocka_unit_test(test_deny_in_workspace_and_symlink),
 		cmocka_unit_test(test_deny_through_symlink),
 		cmocka_unit_test(test_deny_under_granted_home),

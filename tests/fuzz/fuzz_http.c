@@ -9,6 +9,9 @@
  *      built on ab_http_parse_chunk_size
  *   3  a stream of pipelined responses (or requests, by bit 2) parsed head,
  *      body, head, ... as the proxy does
+ * Target 0 also runs the tunnel sniffer (ab_http_sniff_request): every head
+ * the parser accepts sniffs as HTTP, a prefix answers "more" or the final
+ * answer, the end of the stream always gives an answer.
  * Properties checked beyond "no crash, no UB": resumability (every prefix
  * gives 0 or exactly the final answer, so feeding byte by byte equals one
  * shot; the framer gives the same answer however its input is split), spans
@@ -78,6 +81,21 @@ static void check_head(const char *buf, size_t size, const ab_http_limits *lim)
 		if (r < 0 && (part.status != full.status || strcmp(part.reason, full.reason) != 0))
 			__builtin_trap();
 		if (r > 0 && memcmp(&part, &full, sizeof(full)) != 0)
+			__builtin_trap();
+	}
+}
+
+static void check_sniff(const char *buf, size_t size)
+{
+	int whole = ab_http_sniff_request(buf, size, false);
+	if (whole < -1 || whole > 1 || ab_http_sniff_request(buf, size, true) < 0)
+		__builtin_trap();
+	if (ab_http_parse_head(buf, size, NULL, &part) > 0 && whole != 1)
+		__builtin_trap(); /* the parser would take it: never relayed unchecked */
+	size_t step = size > 2048 ? size / 512 : 1;
+	for (size_t n = 0; n < size; n += step) {
+		int k = ab_http_sniff_request(buf, n, false);
+		if ((k != -1 && k != whole) || ab_http_sniff_request(buf, n, true) < 0)
 			__builtin_trap();
 	}
 }
@@ -348,6 +366,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_head(buf, size, NULL);
 		check_head(buf, size, &tiny);
 		check_chunk(buf, size);
+		check_sniff(buf, size);
 		break;
 	case 1:
 		check_resp(buf, size, NULL);

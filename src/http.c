@@ -671,7 +671,8 @@ static int resp_content_length(const char *b, ab_http_span v, ab_http_resp *r)
 }
 
 /* transfer-coding *( OWS ";" ... ): codings other than chunked (gzip, ...)
- * are passed through; chunked must be last, once, without parameters. */
+ * are accepted (the first is recorded); chunked must be last, once, without
+ * parameters. */
 static int resp_transfer_encoding(const char *b, ab_http_span v, ab_http_resp *r, bool *seen)
 {
 	size_t i = v.off, end = v.off + v.len;
@@ -696,8 +697,23 @@ static int resp_transfer_encoding(const char *b, ab_http_span v, ab_http_resp *r
 			return rfail(r, chunked ? "chunked applied more than once"
 						: "chunked is not the final transfer-coding");
 		r->chunked = chunked;
+		if (!chunked && !r->transfer_coding.len)
+			r->transfer_coding = name;
 	}
 	return 0;
+}
+
+/* Content-Encoding: #content-coding, in as many fields as the server likes.
+ * Records the first coding other than identity (empty elements name none);
+ * never an error: whether a coded body may pass is the caller's decision. */
+static void resp_content_encoding(const char *b, ab_http_span v, ab_http_resp *r)
+{
+	size_t i = v.off, end = v.off + v.len;
+	ab_http_span el;
+
+	while (!r->content_coding.len && next_elem(b, end, &i, &el))
+		if (el.len && !span_ieq(b, el, "identity"))
+			r->content_coding = el;
 }
 
 static int resp_field_line(const char *b, size_t off, size_t n, ab_http_resp *r, bool *te_seen)
@@ -713,6 +729,10 @@ static int resp_field_line(const char *b, size_t off, size_t n, ab_http_resp *r,
 		return resp_content_length(b, h->value, r);
 	if (span_ieq(b, h->name, "transfer-encoding"))
 		return resp_transfer_encoding(b, h->value, r, te_seen);
+	if (span_ieq(b, h->name, "content-encoding")) {
+		resp_content_encoding(b, h->value, r);
+		return 0;
+	}
 	if (span_ieq(b, h->name, "connection")) {
 		why = connection_tokens(b, h->value, &r->conn_close, &r->conn_keep_alive, &upgrade);
 		return why ? rfail(r, why) : 0;

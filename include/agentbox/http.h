@@ -131,6 +131,12 @@ typedef struct {
 	bool has_content_length;
 	uint64_t content_length;
 	bool chunked; /* Transfer-Encoding whose final coding is chunked */
+	/* The first coding that changes the body's bytes (len 0: none): a
+	 * Content-Encoding element other than identity (any field, any case),
+	 * a transfer-coding other than chunked ("gzip, chunked").  Raw spans
+	 * of the caller's buffer; never an error here: the proxy refuses such
+	 * a body where it must see into it (response masking). */
+	ab_http_span content_coding, transfer_coding;
 	bool conn_close, conn_keep_alive;
 	/* Set by the parser as ab_http_response_body(r, AB_HTTP_GET); a caller
 	 * whose request was HEAD or CONNECT must decide again with its method. */

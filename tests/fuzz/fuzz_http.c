@@ -11,7 +11,8 @@
  *      body, head, ... as the proxy does
  * Target 0 also runs the tunnel sniffer (ab_http_sniff_request): every head
  * the parser accepts sniffs as HTTP, a prefix answers "more" or the final
- * answer, the end of the stream always gives an answer.
+ * answer, the end of the stream always gives an answer.  Target 1 checks
+ * the recorded body codings (inside the head, never identity / chunked).
  * Properties checked beyond "no crash, no UB": resumability (every prefix
  * gives 0 or exactly the final answer, so feeding byte by byte equals one
  * shot; the framer gives the same answer however its input is split), spans
@@ -24,6 +25,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -155,6 +157,8 @@ static void check_resp_result(int r, const ab_http_resp *q)
 	}
 	if (q->body != ab_http_response_body(q, AB_HTTP_GET))
 		__builtin_trap();
+	check_span(q->content_coding, r);
+	check_span(q->transfer_coding, r);
 	for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
 		ab_http_body_kind k = ab_http_response_body(q, ms[i]);
 		if (k > AB_HTTP_BODY_TUNNEL)
@@ -166,10 +170,24 @@ static void check_resp_result(int r, const ab_http_resp *q)
 	}
 }
 
+/* A recorded coding is one element: non-empty, no comma, not the no-op. */
+static void check_coding(const char *buf, ab_http_span s, const char *noop)
+{
+	if (!s.len)
+		return;
+	if (memchr(buf + s.off, ',', s.len) ||
+	    (s.len == strlen(noop) && strncasecmp(buf + s.off, noop, s.len) == 0))
+		__builtin_trap();
+}
+
 static void check_resp(const char *buf, size_t size, const ab_http_limits *lim)
 {
 	int r = ab_http_parse_response_head(buf, size, lim, &rfull);
 	check_resp_result(r, &rfull);
+	if (r > 0) {
+		check_coding(buf, rfull.content_coding, "identity");
+		check_coding(buf, rfull.transfer_coding, "chunked");
+	}
 	size_t step = size > 2048 ? size / 512 : 1;
 	for (size_t n = 0; n < size; n += step) {
 		int k = ab_http_parse_response_head(buf, n, lim, &rpart);

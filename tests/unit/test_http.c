@@ -1265,6 +1265,63 @@ static void test_framer_random(void **state)
 }
 #undef RND
 
+/* ------------------------------------------------------- body codings */
+
+/* Content-Encoding and transfer-codings that change the body's bytes: the
+ * first such coding is recorded (the proxy refuses it where it masks). */
+static void test_resp_codings(void **state)
+{
+	static const struct {
+		const char *hdrs;
+		const char *ce, *te; /* the recorded codings, "" for none */
+		ab_http_body_kind kind;
+	} t[] = {
+		{ "Content-Encoding: gzip\r\n" CL5, "gzip", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: identity\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
+		{ "content-encoding: IDENTITY\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: identity, gzip\r\n" CL5, "gzip", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: GZip\r\n" CL5, "GZip", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: ,\t, identity ,\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding:\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: identity\r\nContent-Encoding: br\r\n" CL5, "br", "",
+		  AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: deflate\r\nContent-Encoding: identity\r\n" CL5, "deflate", "",
+		  AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: zstd, br\r\n" CHUNKED, "zstd", "", AB_HTTP_BODY_CHUNKED },
+		{ "Content-Encoding: identity;x=1\r\n" CL5, "identity;x=1", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: x\x80y\r\n", "x\x80y", "", AB_HTTP_BODY_CLOSE },
+		{ "Content-Encoding: identityx\r\n", "identityx", "", AB_HTTP_BODY_CLOSE },
+		{ CHUNKED, "", "", AB_HTTP_BODY_CHUNKED },
+		{ "Transfer-Encoding: gzip, chunked\r\n", "", "gzip", AB_HTTP_BODY_CHUNKED },
+		{ "Transfer-Encoding: GZIP ,chunked\r\n", "", "GZIP", AB_HTTP_BODY_CHUNKED },
+		{ "Transfer-Encoding: br;q=1, gzip, chunked\r\n", "", "br", AB_HTTP_BODY_CHUNKED },
+		{ "Transfer-Encoding: identity, chunked\r\n", "", "identity", AB_HTTP_BODY_CHUNKED },
+		{ "Transfer-Encoding: gzip\r\n", "", "gzip", AB_HTTP_BODY_CLOSE },
+		{ "Content-Encoding: br\r\nTransfer-Encoding: deflate, chunked\r\n", "br", "deflate",
+		  AB_HTTP_BODY_CHUNKED },
+	};
+	char in[512];
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		int n = snprintf(in, sizeof(in), R200 "%s\r\n", t[i].hdrs);
+		int r = ab_http_parse_response_head(in, (size_t)n, NULL, &resp);
+		if (r != n)
+			fail_msg("case %zu: r=%d (%s)", i, r, r < 0 ? resp.reason : "");
+		assert_span(in, resp.content_coding, t[i].ce);
+		assert_span(in, resp.transfer_coding, t[i].te);
+		assert_int_equal(resp.body, t[i].kind);
+		resp_bytewise(in, (size_t)n, NULL);
+	}
+	/* HEAD, 204, 304 and 1xx carry no body, coded or not */
+	const char *none = "HTTP/1.1 304 Not Modified\r\nContent-Encoding: gzip\r\n\r\n";
+	assert_true(ab_http_parse_response_head(none, strlen(none), NULL, &resp) > 0);
+	assert_span(none, resp.content_coding, "gzip");
+	assert_int_equal(resp.body, AB_HTTP_BODY_NONE);
+	none = R200 "Content-Encoding: gzip\r\nContent-Length: 20\r\n\r\n";
+	assert_true(ab_http_parse_response_head(none, strlen(none), NULL, &resp) > 0);
+	assert_int_equal(ab_http_response_body(&resp, AB_HTTP_HEAD), AB_HTTP_BODY_NONE);
+}
+
 /* --------------------------------------------------------------- sniffing */
 
 #define SN(lit, eof, want) { lit, sizeof(lit) - 1, eof, want }
@@ -1392,6 +1449,7 @@ int main(void)
 		cmocka_unit_test(test_framer_trailer_limits),
 		cmocka_unit_test(test_framer_kinds),
 		cmocka_unit_test(test_framer_random),
+		cmocka_unit_test(test_resp_codings),
 		cmocka_unit_test(test_sniff),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

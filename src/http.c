@@ -10,7 +10,9 @@
  * repaired.  The head parsers are resumable by re-parsing (the same prefix
  * always gives the same answer); the framer is a byte-level state machine
  * that keeps its state between calls and shares the chunk-size line code
- * with ab_http_parse_chunk_size.
+ * with ab_http_parse_chunk_size.  Also the sniffer of a tunnel's first bytes
+ * (could a server read them as a request?), which decides what goes to the
+ * request parser.
  */
 #include "agentbox/http.h"
 
@@ -430,6 +432,8 @@ static int parse_request_line(const char *b, size_t off, size_t n, ab_http_req *
 	size_t ts = ++i;
 	while (i < end && (unsigned char)b[i] > 0x20 && (unsigned char)b[i] < 0x7f)
 		i++;
+	if (i > ts && i == end)
+		return fail(r, 400, "no HTTP version (HTTP/0.9 request line)");
 	if (i == ts || i == end || b[i] != ' ')
 		return fail(r, 400, "invalid request-target");
 	r->target = span(ts, i - ts);
@@ -667,7 +671,8 @@ static int resp_content_length(const char *b, ab_http_span v, ab_http_resp *r)
 }
 
 /* transfer-coding *( OWS ";" ... ): codings other than chunked (gzip, ...)
- * are passed through; chunked must be last, once, without parameters. */
+ * are accepted (the first is recorded); chunked must be last, once, without
+ * parameters. */
 static int resp_transfer_encoding(const char *b, ab_http_span v, ab_http_resp *r, bool *seen)
 {
 	size_t i = v.off, end = v.off + v.len;
@@ -692,8 +697,23 @@ static int resp_transfer_encoding(const char *b, ab_http_span v, ab_http_resp *r
 			return rfail(r, chunked ? "chunked applied more than once"
 						: "chunked is not the final transfer-coding");
 		r->chunked = chunked;
+		if (!chunked && !r->transfer_coding.len)
+			r->transfer_coding = name;
 	}
 	return 0;
+}
+
+/* Content-Encoding: #content-coding, in as many fields as the server likes.
+ * Records the first coding other than identity (empty elements name none);
+ * never an error: whether a coded body may pass is the caller's decision. */
+static void resp_content_encoding(const char *b, ab_http_span v, ab_http_resp *r)
+{
+	size_t i = v.off, end = v.off + v.len;
+	ab_http_span el;
+
+	while (!r->content_coding.len && next_elem(b, end, &i, &el))
+		if (el.len && !span_ieq(b, el, "identity"))
+			r->content_coding = el;
 }
 
 static int resp_field_line(const char *b, size_t off, size_t n, ab_http_resp *r, bool *te_seen)
@@ -709,6 +729,10 @@ static int resp_field_line(const char *b, size_t off, size_t n, ab_http_resp *r,
 		return resp_content_length(b, h->value, r);
 	if (span_ieq(b, h->name, "transfer-encoding"))
 		return resp_transfer_encoding(b, h->value, r, te_seen);
+	if (span_ieq(b, h->name, "content-encoding")) {
+		resp_content_encoding(b, h->value, r);
+		return 0;
+	}
 	if (span_ieq(b, h->name, "connection")) {
 		why = connection_tokens(b, h->value, &r->conn_close, &r->conn_keep_alive, &upgrade);
 		return why ? rfail(r, why) : 0;
@@ -971,6 +995,62 @@ int ab_http_framer_feed(ab_http_framer *f, const char *buf, size_t len, bool *do
 		return chunked_feed(f, buf, len, done);
 	}
 	return -EINVAL;
+}
+
+/* ------------------------------------------------------------------ sniff */
+
+static bool names_http(const char *p, size_t n)
+{
+	for (size_t i = 0; i + 5 <= n; i++)
+		if (strncasecmp(p + i, "HTTP/", 5) == 0)
+			return true;
+	return false;
+}
+
+/* A method of the table followed by SP or HT at p[0..n): 1, 0 (no), -1
+ * (a prefix of one: too few bytes). */
+static int method_led(const char *p, size_t n)
+{
+	int more = 0;
+
+	for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++) {
+		size_t ml = strlen(methods[m].name);
+		size_t k = n < ml ? n : ml;
+		if (memcmp(p, methods[m].name, k) != 0)
+			continue;
+		if (n <= ml)
+			more = -1;
+		else if (p[ml] == ' ' || p[ml] == '\t')
+			return 1;
+	}
+	return more;
+}
+
+int ab_http_sniff_request(const char *p, size_t n, bool eof)
+{
+	size_t lim = n < AB_HTTP_SNIFF_MAX ? n : AB_HTTP_SNIFF_MAX, s = 0;
+
+	while (s < lim && (p[s] == '\0' || p[s] == '\r' || p[s] == '\n' || p[s] == ' ' ||
+			   p[s] == '\t'))
+		s++;
+	if (s < lim && method_led(p + s, lim - s) > 0)
+		return 1;
+	for (size_t i = s; i < lim; i++) {
+		unsigned char ch = (unsigned char)p[i];
+		if (ch == '\n') {
+			size_t len = i - s;
+			if (len && p[i - 1] == '\r')
+				len--;
+			return names_http(p + s, len);
+		}
+		if ((ch < 0x20 && ch != '\r' && ch != '\t') || ch == 0x7f)
+			return 0; /* binary: no HTTP server reads on */
+	}
+	if (n >= AB_HTTP_SNIFF_MAX)
+		return 1;
+	if (eof)
+		return names_http(p + s, n - s);
+	return -1;
 }
 
 const char *ab_http_status_text(int status)

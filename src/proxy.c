@@ -165,7 +165,8 @@ static void log_masked(px_conn *c, const px_req *r, json_t *ev)
 	json_object_set_new(ev, "masked", json_string(names));
 }
 
-void px_log_request(px_conn *c, const px_req *r, const char *decision, int status)
+/* A request's audit line, up to its decision. */
+static json_t *request_event(px_conn *c, const px_req *r)
 {
 	json_t *ev = event_base(c, r->method);
 	json_object_set_new(ev, "path", json_string(r->path));
@@ -184,7 +185,21 @@ void px_log_request(px_conn *c, const px_req *r, const char *decision, int statu
 		json_object_set_new(ev, "rotated", json_string(names));
 	}
 	log_masked(c, r, ev);
-	event_finish(c, ev, decision, c->rule, status, r->up, r->down, r->t0, NULL);
+	return ev;
+}
+
+void px_log_request(px_conn *c, const px_req *r, const char *decision, int status)
+{
+	event_finish(c, request_event(c, r), decision, c->rule, status, r->up, r->down, r->t0,
+		     NULL);
+}
+
+/* A request whose response agentbox refused (rule and reason say why). */
+void px_log_refused(px_conn *c, const px_req *r, const char *rule, int status,
+		    const char *reason)
+{
+	event_finish(c, request_event(c, r), "deny", rule, status, r->up, r->down, r->t0,
+		     reason);
 }
 
 /* A request refused for carrying a placeholder where it may not go. */

@@ -247,6 +247,8 @@ void px_fail(px_conn *c, int status, const char *decision, const char *rule, con
 	     ...) __attribute__((format(printf, 5, 6)));
 void px_log_request(px_conn *c, const px_req *r, const char *decision, int status);
 void px_log_exfil(px_conn *c, const px_req *r, int status);
+void px_log_refused(px_conn *c, const px_req *r, const char *rule, int status,
+		    const char *reason);
 int px_decide(px_conn *c, const char *host, unsigned port);
 void px_dial(px_conn *c);
 void px_connected(px_conn *c);

@@ -659,6 +659,50 @@ static int finish_capture(px_conn *c)
 	return 0;
 }
 
+/* Does this response carry body bytes coded so that masking cannot see
+ * into them (Content-Encoding other than identity, a transfer-coding other
+ * than chunked)?  Then it is refused, never passed on: the proxy asked for
+ * identity (forward_head), and a server that ignores it could carry a real
+ * value compressed.  A response without body bytes (HEAD, 1xx, 204, 304,
+ * Content-Length: 0) carries nothing and passes; a 101 starts another
+ * protocol (a WebSocket is masked frame by frame, pxtls.c). */
+static bool coded_body(const ab_http_resp *rs, ab_http_body_kind kind)
+{
+	if (!rs->content_coding.len && !rs->transfer_coding.len)
+		return false;
+	return kind == AB_HTTP_BODY_CHUNKED || kind == AB_HTTP_BODY_CLOSE ||
+	       (kind == AB_HTTP_BODY_LENGTH && rs->content_length > 0);
+}
+
+/* Refuse the response at the front of c->back (rs, its head): decided at its
+ * head, so none of its bytes has reached the client (earlier responses are
+ * complete; a 1xx of its own may have gone, and a final 502 may follow
+ * one).  The client gets a 502, the upstream connection is closed, and the
+ * request's audit line says why.  c is closing afterwards. */
+static void refuse_coded(px_conn *c, const ab_http_resp *rs)
+{
+	bool te = rs->transfer_coding.len != 0;
+	ab_http_span sp = te ? rs->transfer_coding : rs->content_coding;
+	char coding[40], why[AB_HOST_BUF + 256];
+	size_t k = 0;
+	for (size_t i = 0; i < sp.len && k + 1 < sizeof(coding); i++) {
+		unsigned char ch = (unsigned char)c->back.p[sp.off + i];
+		coding[k++] = ch > 0x20 && ch < 0x7f && ch != '"' && ch != '\\' ? (char)ch : '?';
+	}
+	coding[k] = '\0';
+	snprintf(why, sizeof(why),
+		 "agentbox: the response from %s:%u was refused: its body is coded "
+		 "(%s: %s), and secrets are masked only in bodies that are not "
+		 "(the request asked for Accept-Encoding: identity)",
+		 c->host, (unsigned)c->port, te ? "Transfer-Encoding" : "Content-Encoding", coding);
+	px_log_refused(c, &c->fifo[0], "encoded-response", 502, why);
+	c->logged = true;
+	/* logged: px_fail only answers (its 502 is the final response; requests
+	 * pipelined behind this one get the close) */
+	c->nfifo = 0;
+	px_fail(c, 502, "deny", "encoded-response", "%s", why);
+}
+
 static void finish_response(px_conn *c)
 {
 	px_req *e = &c->fifo[0];
@@ -755,6 +799,11 @@ static int process_responses(px_conn *c)
 		}
 		px_req *e = &c->fifo[0];
 		ab_http_body_kind kind = ab_http_response_body(rs, e->m);
+		if (c->intercepted && coded_body(rs, kind)) {
+			refuse_coded(c, rs);
+			free(rs);
+			return -1;
+		}
 		int code = rs->code;
 		bool close_after = rs->conn_close || (rs->version_minor == 0 && !rs->conn_keep_alive);
 		uint64_t cl = rs->content_length;

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Tunnels of the egress proxy (parent): the check of a tunnel's first bytes
- * (a TLS ClientHello must name the tunnel's host: no domain fronting; plain
- * HTTP goes to the HTTP engine with the destination fixed; anything else is
- * relayed opaque to the destination already decided), then the relay itself
+ * (a TLS ClientHello must name the tunnel's host: no domain fronting; what a
+ * server could read as HTTP goes to the HTTP engine with the destination
+ * fixed (ab_http_sniff_request); anything else is relayed opaque to the
+ * destination already decided), then the relay itself
  * (read into one shared buffer, send on at once).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,45 +40,6 @@ static void deny(px_conn *c, const char *rule, const char *why)
 	ab_audit_emit(c->px->audit, ev);
 	ab_audit_count(c->px->audit, c->host, c->port, false, 0, 0);
 	px_close(c);
-}
-
-#define HTTP_LINE_MAX 8192 /* a longer first line is no protocol but HTTP: refused */
-
-static bool names_http(const char *p, size_t n)
-{
-	for (size_t i = 0; i + 5 <= n; i++)
-		if (strncasecmp(p + i, "HTTP/", 5) == 0)
-			return true;
-	return false;
-}
-
-/* Could a server read these first bytes as an HTTP request?  Lenient
- * servers skip empty lines and take any token (lower case, '-', '_') as a
- * method and tabs as spaces, so every first line that names "HTTP/" goes to
- * the strict parser (and its Host check) instead of through unchecked.
- * 1: HTTP, 0: another protocol, -1: too few bytes to tell. */
-static int looks_http(const char *p, size_t n, bool eof)
-{
-	size_t line = 0; /* start of the current line */
-	for (size_t i = 0; i < n && i < HTTP_LINE_MAX; i++) {
-		unsigned char ch = (unsigned char)p[i];
-		if (ch == '\n') {
-			size_t len = i - line;
-			if (len && p[i - 1] == '\r')
-				len--;
-			if (len)
-				return names_http(p + line, len);
-			line = i + 1; /* an empty line before the request line */
-			continue;
-		}
-		if ((ch < 0x20 && ch != '\r' && ch != '\t') || ch == 0x7f)
-			return 0; /* binary: no HTTP server reads on */
-	}
-	if (n >= HTTP_LINE_MAX)
-		return 1;
-	if (eof)
-		return names_http(p, n);
-	return -1;
 }
 
 /* Does the stream start with a PROXY protocol header (v1 text, v2 binary)?
@@ -192,7 +153,9 @@ void px_hello(px_conn *c)
 		}
 		return;
 	}
-	int h = looks_http(c->in.p, c->in.len, eof);
+	/* what a server could read as a request goes to the strict parser, which
+	 * refuses what it refuses everywhere (HTTP/0.9, a NUL first, no HTTP/1.x) */
+	int h = ab_http_sniff_request(c->in.p, c->in.len, eof);
 	if (h < 0 && !eof) {
 		px_update(c);
 		return;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * http.h: pure HTTP/1.1 parsers for the egress proxy (issue 3): request head,
- * response head, chunk-size line, the response body-framing decision and an
- * incremental body framer (where does this message body end?).  No I/O, no
+ * response head, chunk-size line, the response body-framing decision, an
+ * incremental body framer (where does this message body end?) and the
+ * sniffer of a tunnel's first bytes (is this HTTP?).  No I/O, no
  * allocation: the caller owns the buffer and a fixed-size ab_http_req /
  * ab_http_resp / ab_http_framer.  Strict by design (RFC 9112 plus the
  * smuggling and host-confusion rules of guide/egress.md): anything ambiguous
@@ -130,6 +131,12 @@ typedef struct {
 	bool has_content_length;
 	uint64_t content_length;
 	bool chunked; /* Transfer-Encoding whose final coding is chunked */
+	/* The first coding that changes the body's bytes (len 0: none): a
+	 * Content-Encoding element other than identity (any field, any case),
+	 * a transfer-coding other than chunked ("gzip, chunked").  Raw spans
+	 * of the caller's buffer; never an error here: the proxy refuses such
+	 * a body where it must see into it (response masking). */
+	ab_http_span content_coding, transfer_coding;
 	bool conn_close, conn_keep_alive;
 	/* Set by the parser as ab_http_response_body(r, AB_HTTP_GET); a caller
 	 * whose request was HEAD or CONNECT must decide again with its method. */
@@ -192,6 +199,26 @@ void ab_http_framer_init(ab_http_framer *f, ab_http_body_kind kind, uint64_t con
  * -EINVAL for an unknown kind.
  */
 int ab_http_framer_feed(ab_http_framer *f, const char *buf, size_t len, bool *done);
+
+/*
+ * Could a server read the first bytes of a client's stream (a CONNECT
+ * tunnel, a transparent connection) as an HTTP request?  Then they belong to
+ * the strict parser (ab_http_parse_head), which decides, rather than through
+ * unchecked.  Leading NUL, CR, LF, SP and HT bytes are skipped (lenient
+ * servers skip empty lines, some NULs and blanks); what follows is HTTP when
+ * it starts with a method of RFC 9110 or PATCH in upper case and a space or
+ * tab (so also an HTTP/0.9 request line, or one with a broken version), or
+ * when its first line names "HTTP/" (any case) before any control byte but
+ * CR and HT.  A control byte first (binary protocols, TLS, a PostgreSQL
+ * startup: 00 00 00 08 04 d2 ...), or a complete first line without either
+ * sign (redis "PING", git's "0032git-upload-pack /x\0..."), is another
+ * protocol.  1: HTTP, 0: another protocol, -1: too few bytes to tell (never
+ * with eof).  A first line not ended within AB_HTTP_SNIFF_MAX bytes is HTTP
+ * (the parser refuses it).  Every head ab_http_parse_head accepts sniffs 1;
+ * once a prefix gives 0 or 1, every longer input gives the same.
+ */
+#define AB_HTTP_SNIFF_MAX 8192
+int ab_http_sniff_request(const char *p, size_t n, bool eof);
 
 /* "Bad Request" for 400 etc.; "Error" for an unknown status. */
 const char *ab_http_status_text(int status);

@@ -9,6 +9,10 @@
  *      built on ab_http_parse_chunk_size
  *   3  a stream of pipelined responses (or requests, by bit 2) parsed head,
  *      body, head, ... as the proxy does
+ * Target 0 also runs the tunnel sniffer (ab_http_sniff_request): every head
+ * the parser accepts sniffs as HTTP, a prefix answers "more" or the final
+ * answer, the end of the stream always gives an answer.  Target 1 checks
+ * the recorded body codings (inside the head, never identity / chunked).
  * Properties checked beyond "no crash, no UB": resumability (every prefix
  * gives 0 or exactly the final answer, so feeding byte by byte equals one
  * shot; the framer gives the same answer however its input is split), spans
@@ -21,6 +25,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -82,6 +87,21 @@ static void check_head(const char *buf, size_t size, const ab_http_limits *lim)
 	}
 }
 
+static void check_sniff(const char *buf, size_t size)
+{
+	int whole = ab_http_sniff_request(buf, size, false);
+	if (whole < -1 || whole > 1 || ab_http_sniff_request(buf, size, true) < 0)
+		__builtin_trap();
+	if (ab_http_parse_head(buf, size, NULL, &part) > 0 && whole != 1)
+		__builtin_trap(); /* the parser would take it: never relayed unchecked */
+	size_t step = size > 2048 ? size / 512 : 1;
+	for (size_t n = 0; n < size; n += step) {
+		int k = ab_http_sniff_request(buf, n, false);
+		if ((k != -1 && k != whole) || ab_http_sniff_request(buf, n, true) < 0)
+			__builtin_trap();
+	}
+}
+
 static void check_chunk(const char *buf, size_t size)
 {
 	uint64_t sz = 0, sz2;
@@ -137,6 +157,8 @@ static void check_resp_result(int r, const ab_http_resp *q)
 	}
 	if (q->body != ab_http_response_body(q, AB_HTTP_GET))
 		__builtin_trap();
+	check_span(q->content_coding, r);
+	check_span(q->transfer_coding, r);
 	for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
 		ab_http_body_kind k = ab_http_response_body(q, ms[i]);
 		if (k > AB_HTTP_BODY_TUNNEL)
@@ -148,10 +170,24 @@ static void check_resp_result(int r, const ab_http_resp *q)
 	}
 }
 
+/* A recorded coding is one element: non-empty, no comma, not the no-op. */
+static void check_coding(const char *buf, ab_http_span s, const char *noop)
+{
+	if (!s.len)
+		return;
+	if (memchr(buf + s.off, ',', s.len) ||
+	    (s.len == strlen(noop) && strncasecmp(buf + s.off, noop, s.len) == 0))
+		__builtin_trap();
+}
+
 static void check_resp(const char *buf, size_t size, const ab_http_limits *lim)
 {
 	int r = ab_http_parse_response_head(buf, size, lim, &rfull);
 	check_resp_result(r, &rfull);
+	if (r > 0) {
+		check_coding(buf, rfull.content_coding, "identity");
+		check_coding(buf, rfull.transfer_coding, "chunked");
+	}
 	size_t step = size > 2048 ? size / 512 : 1;
 	for (size_t n = 0; n < size; n += step) {
 		int k = ab_http_parse_response_head(buf, n, lim, &rpart);
@@ -348,6 +384,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_head(buf, size, NULL);
 		check_head(buf, size, &tiny);
 		check_chunk(buf, size);
+		check_sniff(buf, size);
 		break;
 	case 1:
 		check_resp(buf, size, NULL);

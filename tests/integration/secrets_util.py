@@ -11,6 +11,12 @@
                           chunk boundaries (?whole=1: in one chunk)
         /reflect-big?n=N  N bytes of filler with the raw value at offsets that
                           straddle 16/64 KiB read boundaries (Content-Length)
+        /coded?...        "secret=VALUE" and the /reflect body, compressed
+                          (comp=gzip|deflate|none) whatever Accept-Encoding
+                          said, with a Content-Encoding field per ce=, and
+                          te= as Transfer-Encoding (chunked framing when it
+                          ends in chunked, else until the close) or else
+                          Content-Length
         /gitauth/...      git smart HTTP that requires one of the real values
                           (Authorization: Bearer VALUE, or Basic with VALUE as
                           the password); without it 401 + WWW-Authenticate
@@ -26,6 +32,7 @@
 """
 
 import base64
+import gzip
 import json
 import os
 import re
@@ -34,6 +41,7 @@ import shutil
 import subprocess
 import threading
 import urllib.parse
+import zlib
 
 import upstream
 from abtest import Listener
@@ -118,6 +126,8 @@ class _SecretHandler(_Handler):
                                   [("WWW-Authenticate", 'Basic realm="abit"')])
             split = split._replace(path="/git/" + split.path[len("/gitauth/"):])
             return self._git(split)
+        if split.path == "/coded":
+            return self._coded(split)
         if split.path in ("/reflect", "/reflect-chunked", "/reflect-big"):
             try:
                 self._read_body()
@@ -148,6 +158,39 @@ class _SecretHandler(_Handler):
             for k, e in encodings(v).items():
                 parts.append("%s=[%s]" % (k, e))
         return ("reflect: " + " ".join(parts) + "\n").encode()
+
+    def _coded(self, split):
+        """A server that ignores Accept-Encoding: identity (see /coded)."""
+        q = urllib.parse.parse_qs(split.query, keep_blank_values=True)
+        vals = self.server.up.values
+        body = ("secret=%s\n" % (vals[0] if vals else "")).encode() + self._reflect_body()
+        comp = q.get("comp", ["gzip"])[0]
+        if comp == "gzip":
+            body = gzip.compress(body)
+        elif comp == "deflate":
+            body = zlib.compress(body)
+        te = q.get("te", [""])[0]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        for ce in q.get("ce", []):
+            self.send_header("Content-Encoding", ce)
+        if te:
+            self.send_header("Transfer-Encoding", te)
+            if not te.replace(" ", "").lower().endswith("chunked"):
+                self.send_header("Connection", "close")
+                self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        if te and te.replace(" ", "").lower().endswith("chunked"):
+            for i in range(0, len(body), 50):
+                piece = body[i:i + 50]
+                self.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            self.wfile.write(body)
 
     def _reflect(self, split):
         vals = self.server.up.values

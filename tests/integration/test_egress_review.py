@@ -18,7 +18,7 @@ import threading
 import time
 
 from abtest import INNER_PY, root_only
-from upstream import INNER_LIB, Egress, big_body_chunk, inner_json, write_profile
+from upstream import INNER_LIB, Egress, big_body_chunk, inner_json, read_log, write_profile
 
 
 # ---------------------------------------------------------------- host side
@@ -446,6 +446,76 @@ def test_tunnel_http_check_not_bypassed(ctx):
         assert v[0] != 200, "%s: %s" % (k, out)
 
 
+NONHTTP_PY = PHASE_LIB + r'''
+out = {}
+def first_bytes(s, data):
+    s.sendall(data.encode("latin-1"))
+    r = read_response(s, 3)
+    s.close()
+    return [r["status"], r["state"], r["body"].decode("latin-1")[:300]]
+for name, data in CFG["cases"]:
+    s, r = connect("raw.test:%d" % CFG["port"])
+    out["connect-" + name] = first_bytes(s, data) if s else ["connect", r]
+    s = direct("raw.test", CFG["port"])
+    out["transparent-" + name] = ["direct", s] if isinstance(s, str) else first_bytes(s, data)
+# keep-alive in a tunnel: a request, then an HTTP/0.9 line on the same connection
+s, r = connect("raw.test:%d" % CFG["port"])
+s.sendall(("GET /t8-first HTTP/1.1\r\nHost: raw.test:%d\r\n\r\n" % CFG["port"]).encode())
+a = read_response(s, 3)
+s.sendall(b"GET /t8-after\r\n\r\n")
+b = read_response(s, 3)
+out["keepalive"] = [a["status"], b["status"], b["body"].decode("latin-1")[:300]]
+print(json.dumps(out))
+'''
+
+NONHTTP_CASES = [
+    # a lenient server that skips the NUL reads a request for another name
+    ("nul-led", "\x00GET /t8-nul HTTP/1.1\r\nHost: evil.test\r\n\r\n"),
+    # HTTP/0.9: no version, no Host (the server picks a name)
+    ("http09", "GET /t8-smuggled\r\n\r\n"),
+    # a version that is not HTTP/1.x: no "HTTP/" on the line
+    ("no-http", "GET /t8-noversion XTTP/1.1\r\nHost: evil.test\r\n\r\n"),
+]
+
+
+def test_tunnel_non_http_lines_refused(ctx):
+    """First bytes in a tunnel (CONNECT, transparent) that a lenient server
+    would read as a request but the strict parser refuses (a NUL first, an
+    HTTP/0.9 line, a line without HTTP/1.x) get a 400 with the parser's
+    reason and an audit line; the upstream sees none of them.  In a tunnel
+    already speaking HTTP, a request is answered and the HTTP/0.9 line after
+    it refused."""
+    eg = Egress(ctx)
+    raw = RawServer(ctx, _record_and_echo_status)
+    log = os.path.join(ctx.scratch, "audit.jsonl")
+    prof = eg.write_profile(allow=["raw.test:%d" % raw.port], log=log,
+                            hosts=eg.hosts(raw_test="127.0.0.1:%d" % raw.port))
+    out, _ = inner_json(ctx, NONHTTP_PY, {"port": raw.port, "cases": NONHTTP_CASES}, prof)
+    got = raw.all_bytes()
+    problems = []
+    for marker in (b"t8-nul", b"t8-smuggled", b"t8-noversion", b"t8-after"):
+        if marker in got:
+            problems.append("%s reached the upstream: %r" % (marker.decode(), got[:400]))
+    reasons = {"nul-led": "invalid method token", "http09": "no HTTP version",
+               "no-http": "malformed HTTP version"}
+    for k, v in out.items():
+        if k == "keepalive":
+            continue
+        want = reasons[k.split("-", 1)[1]]
+        if v[0] != 400 or want not in v[2]:
+            problems.append("%s: %s (expected 400: %s)" % (k, v, want))
+    if out["keepalive"][:2] != [200, 400] or "no HTTP version" not in out["keepalive"][2]:
+        problems.append("keep-alive then HTTP/0.9: %s" % out["keepalive"])
+    lg, _ = read_log(log)
+    denied = [e for e in lg if e.get("event") == "request" and e.get("rule") == "malformed" and
+              e.get("decision") == "deny" and e.get("status") == 400]
+    if len(denied) != 2 * len(NONHTTP_CASES) + 1:
+        problems.append("%d 'malformed' audit lines, expected %d:\n%s" % (
+            len(denied), 2 * len(NONHTTP_CASES) + 1,
+            "\n".join(json.dumps(e) for e in lg[-20:])))
+    assert not problems, "\n".join(problems)
+
+
 OPAQUE_PY = INNER_LIB + r'''
 out = {}
 for name, data in CFG["cases"]:
@@ -469,11 +539,14 @@ print(json.dumps(out))
 
 def test_opaque_protocols_still_relayed(ctx):
     """Client-first protocols that are not HTTP (a line without 'HTTP/', a
-    binary message with NUL bytes) still pass as opaque tunnels."""
+    binary message with NUL bytes, one that starts with NULs, a lower-case
+    'get') still pass as opaque tunnels."""
     eg = Egress(ctx, echo=True)
     prof = eg.write_profile(allow=["echo.test:%d" % eg.echo.port])
     cases = [("redis", "PING\r\n"), ("binary", "0032git-upload-pack /x\x00host=a\x00"),
-             ("lower", "hello world\n")]
+             ("lower", "hello world\n"),
+             ("postgres", "\x00\x00\x00\x08\x04\xd2\x16\x2f"),  # SSLRequest: NULs first
+             ("memcached", "get key\r\n")]
     out, _ = inner_json(ctx, OPAQUE_PY, {"port": eg.echo.port, "cases": cases}, prof)
     assert all(out.values()), out
 

@@ -29,6 +29,7 @@ import stat
 import subprocess
 import time
 import urllib.parse
+import zlib
 
 import abtest
 from abtest import INNER_PY, ab_cmd, describe, sanitized, skip, wait_for
@@ -1211,6 +1212,182 @@ def test_plain_http_bound_host_never_reflects(ctx):
         "the real value back into the sandbox, unmasked (%s)\n%s" % (
             BOUND_PLAIN, "the real value" if sent == [val] else sent, ", ".join(leaks),
             b.summary()))
+
+
+# ==========================================================================
+# Coded responses: masking cannot see into them, so they are refused
+
+CODED_PY = INNER_LIB + r'''
+B = CFG["bound"]
+def exchange(reqs, transparent=False):
+    """Send the raw requests (KEY filled in) on one intercepted connection at
+    once; everything the client receives until the close, latin-1."""
+    try:
+        s = direct(B, 443) if transparent else connect(B + ":443")[0]
+        t = ssl.create_default_context().wrap_socket(s, server_hostname=B)
+        t.sendall("".join(reqs).replace("KEY", os.environ["KEY"]).encode("latin-1"))
+        t.settimeout(10)
+        data, state = b"", "closed"
+        while True:
+            try:
+                d = t.recv(65536)
+            except (OSError, ssl.SSLError) as e:
+                state = ename(e)
+                break
+            if not d:
+                break
+            data += d
+        t.close()
+        return {"raw": data.decode("latin-1"), "state": state}
+    except (OSError, ssl.SSLError) as e:
+        return {"raw": "", "state": ename(e)}
+def req(path, method="GET", close=True):
+    return "%s %s HTTP/1.1\r\nHost: %s\r\nx-api-key: KEY\r\n%s\r\n" % (
+        method, path, B, "Connection: close\r\n" if close else "")
+out = {}
+for name, method, path, transparent in CFG["cases"]:
+    out[name] = exchange([req(path, method)], transparent)
+out["pipelined"] = exchange([req("/coded?comp=none&ce=identity", close=False),
+                             req("/coded?comp=gzip&ce=gzip")])
+# the decrypted stream of an intercepted tunnel is parsed strictly too
+out["http09"] = exchange(["GET /t8-smuggled\r\n\r\n"])
+out["ph"] = os.environ["KEY"]
+print(json.dumps(out))
+'''
+
+CODED_CASES = [  # name, method, path, transparent; all refused but the last two
+    ("gzip", "GET", "/coded?comp=gzip&ce=gzip", False),
+    ("gzip_transparent", "GET", "/coded?comp=gzip&ce=gzip", True),
+    ("deflate", "GET", "/coded?comp=deflate&ce=deflate", False),
+    ("upper", "GET", "/coded?comp=gzip&ce=GZip", False),
+    ("list", "GET", "/coded?comp=gzip&ce=identity,%20gzip", False),
+    ("two_fields", "GET", "/coded?comp=gzip&ce=identity&ce=gzip", False),
+    ("br", "GET", "/coded?comp=gzip&ce=br", False),
+    ("zstd", "GET", "/coded?comp=gzip&ce=zstd", False),
+    ("gzip_chunked", "GET", "/coded?comp=gzip&ce=gzip&te=chunked", False),
+    ("te_gzip_chunked", "GET", "/coded?comp=gzip&te=gzip,%20chunked", False),
+    ("te_gzip_close", "GET", "/coded?comp=gzip&te=gzip", False),
+    ("post", "POST", "/coded?comp=gzip&ce=gzip", False),
+    ("identity", "GET", "/coded?comp=none&ce=identity", False),
+    ("head", "HEAD", "/coded?comp=gzip&ce=gzip", False),
+]
+
+
+def _dechunk(b):
+    """A chunked body, leniently (whatever reached the client)."""
+    out = bytearray()
+    while True:
+        line, sep, b = b.partition(b"\r\n")
+        try:
+            n = int(line.split(b";")[0], 16)
+        except ValueError:
+            return bytes(out)
+        if not sep or n == 0:
+            return bytes(out)
+        out += b[:n]
+        b = b[n + 2:]
+
+
+def _responses(raw, head=False):
+    """[(status, {header: [values]}, body)] of the responses in raw."""
+    out = []
+    while raw.startswith(b"HTTP/"):
+        h, sep, rest = raw.partition(b"\r\n\r\n")
+        lines = h.decode("latin-1").split("\r\n")
+        hdrs = {}
+        for l in lines[1:]:
+            k, _, v = l.partition(":")
+            hdrs.setdefault(k.strip().lower(), []).append(v.strip())
+        try:
+            status = int(lines[0].split()[1])
+        except (IndexError, ValueError):
+            status = None
+        te = ",".join(hdrs.get("transfer-encoding", [])).lower()
+        if head:
+            body, raw = b"", rest
+        elif "content-length" in hdrs:
+            n = int(hdrs["content-length"][0])
+            body, raw = rest[:n], rest[n:]
+        elif te.replace(" ", "").endswith("chunked"):
+            body, raw = _dechunk(rest), b""
+        else:
+            body, raw = rest, b""
+        out.append((status, hdrs, body))
+    return out
+
+
+def _inflated(blobs):
+    """The blobs, and every gzip or zlib stream starting anywhere in them,
+    inflated (what a client that decompressed could read)."""
+    out = list(blobs)
+    for b in blobs:
+        for i in range(len(b) - 1):
+            if b[i:i + 2] == b"\x1f\x8b" or (b[i] == 0x78 and ((b[i] << 8) | b[i + 1]) % 31 == 0):
+                try:
+                    out.append(zlib.decompressobj(47).decompress(b[i:], 1 << 24))
+                except zlib.error:
+                    pass
+    return out
+
+
+def test_coded_responses_refused(ctx):
+    """An intercepted host that ignores Accept-Encoding: identity and answers
+    gzip("secret=" + value) (deflate, any case, in a list, in a second field,
+    labelled br or zstd, with chunked framing, or as a transfer-coding:
+    "gzip, chunked", gzip until the close): the sandbox gets a 502 and no
+    byte that decompresses to the value, the upstream connection is closed,
+    and the audit log says why.  A response pipelined before it arrives
+    intact; identity and HEAD pass.  Inside an intercepted tunnel an HTTP/0.9
+    line is refused as anywhere else."""
+    val = new_value("sk-gz-", 24)
+    b = Broker(ctx, [val])
+    log = log_file(ctx)
+    prof = b.write_profile({"KEY": secret(SRC)}, log=log)
+    out, r = inner_json(ctx, CODED_PY, {"bound": BOUND, "cases": CODED_CASES}, prof,
+                        env={SRC: val}, timeout=120)
+    ph = out["ph"]
+    problems = []
+    refused = [c[0] for c in CODED_CASES if c[0] not in ("identity", "head")] + ["pipelined"]
+    for name, x in out.items():
+        if name == "ph":
+            continue
+        raw = x["raw"].encode("latin-1")
+        resps = _responses(raw, head=name == "head")
+        views = _inflated([raw] + [body for _, _, body in resps])
+        leaked = sorted({k for v in views for k, e in encodings(val).items() if e.encode() in v})
+        if leaked:
+            problems.append("%s: the real value reached the sandbox (%s forms, raw or "
+                            "decompressed)" % (name, ", ".join(leaked)))
+        want = {"identity": [200], "head": [200], "pipelined": [200, 502],
+                "http09": [400]}.get(name, [502])
+        got = [st for st, _, _ in resps]
+        if got != want:
+            problems.append("%s: statuses %s, expected %s (%s): %r" % (
+                name, got, want, x["state"], raw[:300]))
+            continue
+        st, hdrs, body = resps[-1]
+        if st == 502 and (hdrs.get("x-agentbox-decision") != ["deny"] or
+                          not body.startswith(b"agentbox: ") or b"coded" not in body):
+            problems.append("%s: the 502 does not say why: %r %r" % (name, hdrs, body[:300]))
+        if name in ("identity", "pipelined") and ("secret=" + ph).encode() not in resps[0][2]:
+            problems.append("%s: the identity body was not passed on masked: %r" % (
+                name, resps[0][2][:200]))
+    lg, _ = read_log(log)
+    lines = find_lines(lg, rule="encoded-response")
+    if len(lines) != len(refused):
+        problems.append("%d encoded-response audit lines, expected %d:\n%s" % (
+            len(lines), len(refused), fmt_log(lg)))
+    for e in lines:
+        if e.get("decision") != "deny" or e.get("status") != 502 or \
+                e.get("host") != BOUND or "coded" not in e.get("reason", ""):
+            problems.append("audit line: %s" % json.dumps(e))
+    if not any("Transfer-Encoding: gzip" in e.get("reason", "") for e in lines) or \
+            not any("Content-Encoding: GZip" in e.get("reason", "") for e in lines):
+        problems.append("the audit lines do not name the coding:\n%s" % fmt_log(lg))
+    if b.api.find("t8-smuggled"):
+        problems.append("the HTTP/0.9 line reached the upstream")
+    assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [val])
+    assert_value_nowhere(ctx, [val], [r], [log])
 
 
 # ==========================================================================

@@ -57,7 +57,11 @@ static const bad_case bad[] = {
 	{ " GET /" H11 HOST "\r\n", 0, 400, "invalid method token" },
 	{ "GET\t/" H11 HOST "\r\n", 0, 400, "invalid method token" },
 	{ "G(T /" H11 HOST "\r\n", 0, 400, "invalid method token" },
-	{ "GET /\r\n" HOST "\r\n", 0, 400, "invalid request-target" },
+	{ "GET /\r\n" HOST "\r\n", 0, 400, "no HTTP version (HTTP/0.9 request line)" },
+	{ "GET /t8-smuggled\r\n\r\n", 0, 400, "no HTTP version (HTTP/0.9 request line)" },
+	{ "GET /t8 XTTP/1.1\r\n" HOST "\r\n", 0, 400, "malformed HTTP version" },
+	{ "GET /t8\r\n" HOST "\r\n", 0, 400, "no HTTP version (HTTP/0.9 request line)" },
+	{ "GET \r\n" HOST "\r\n", 0, 400, "invalid request-target" },
 	{ "GET / http/1.1\r\n" HOST "\r\n", 0, 400, "malformed HTTP version" },
 	{ "GET / HTTP/1.1x\r\n" HOST "\r\n", 0, 400, "malformed HTTP version" },
 	{ "GET / HTTP/1\r\n" HOST "\r\n", 0, 505, "unsupported HTTP version" },
@@ -69,6 +73,8 @@ static const bad_case bad[] = {
 	{ "GET /#frag" H11 HOST "\r\n", 0, 400, "fragment in request-target" },
 	{ "GET * HTTP/1.1\r\n" HOST "\r\n", 0, 400, "asterisk-form is only for OPTIONS" },
 	/* NUL anywhere */
+	{ "\0GET /" H11 HOST "\r\n", sizeof("\0GET /" H11 HOST "\r\n") - 1, 400,
+	  "invalid method token" },
 	{ "G\0T /" H11 HOST "\r\n", sizeof("G\0T /" H11 HOST "\r\n") - 1, 400,
 	  "invalid method token" },
 	{ "GET /\0" H11 HOST "\r\n", sizeof("GET /\0" H11 HOST "\r\n") - 1, 400,
@@ -1259,6 +1265,166 @@ static void test_framer_random(void **state)
 }
 #undef RND
 
+/* ------------------------------------------------------- body codings */
+
+/* Content-Encoding and transfer-codings that change the body's bytes: the
+ * first such coding is recorded (the proxy refuses it where it masks). */
+static void test_resp_codings(void **state)
+{
+	static const struct {
+		const char *hdrs;
+		const char *ce, *te; /* the recorded codings, "" for none */
+		ab_http_body_kind kind;
+	} t[] = {
+		{ "Content-Encoding: gzip\r\n" CL5, "gzip", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: identity\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
+		{ "content-encoding: IDENTITY\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: identity, gzip\r\n" CL5, "gzip", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: GZip\r\n" CL5, "GZip", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: ,\t, identity ,\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding:\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: identity\r\nContent-Encoding: br\r\n" CL5, "br", "",
+		  AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: deflate\r\nContent-Encoding: identity\r\n" CL5, "deflate", "",
+		  AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: zstd, br\r\n" CHUNKED, "zstd", "", AB_HTTP_BODY_CHUNKED },
+		{ "Content-Encoding: identity;x=1\r\n" CL5, "identity;x=1", "", AB_HTTP_BODY_LENGTH },
+		{ "Content-Encoding: x\x80y\r\n", "x\x80y", "", AB_HTTP_BODY_CLOSE },
+		{ "Content-Encoding: identityx\r\n", "identityx", "", AB_HTTP_BODY_CLOSE },
+		{ CHUNKED, "", "", AB_HTTP_BODY_CHUNKED },
+		{ "Transfer-Encoding: gzip, chunked\r\n", "", "gzip", AB_HTTP_BODY_CHUNKED },
+		{ "Transfer-Encoding: GZIP ,chunked\r\n", "", "GZIP", AB_HTTP_BODY_CHUNKED },
+		{ "Transfer-Encoding: br;q=1, gzip, chunked\r\n", "", "br", AB_HTTP_BODY_CHUNKED },
+		{ "Transfer-Encoding: identity, chunked\r\n", "", "identity", AB_HTTP_BODY_CHUNKED },
+		{ "Transfer-Encoding: gzip\r\n", "", "gzip", AB_HTTP_BODY_CLOSE },
+		{ "Content-Encoding: br\r\nTransfer-Encoding: deflate, chunked\r\n", "br", "deflate",
+		  AB_HTTP_BODY_CHUNKED },
+	};
+	char in[512];
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		int n = snprintf(in, sizeof(in), R200 "%s\r\n", t[i].hdrs);
+		int r = ab_http_parse_response_head(in, (size_t)n, NULL, &resp);
+		if (r != n)
+			fail_msg("case %zu: r=%d (%s)", i, r, r < 0 ? resp.reason : "");
+		assert_span(in, resp.content_coding, t[i].ce);
+		assert_span(in, resp.transfer_coding, t[i].te);
+		assert_int_equal(resp.body, t[i].kind);
+		resp_bytewise(in, (size_t)n, NULL);
+	}
+	/* HEAD, 204, 304 and 1xx carry no body, coded or not */
+	const char *none = "HTTP/1.1 304 Not Modified\r\nContent-Encoding: gzip\r\n\r\n";
+	assert_true(ab_http_parse_response_head(none, strlen(none), NULL, &resp) > 0);
+	assert_span(none, resp.content_coding, "gzip");
+	assert_int_equal(resp.body, AB_HTTP_BODY_NONE);
+	none = R200 "Content-Encoding: gzip\r\nContent-Length: 20\r\n\r\n";
+	assert_true(ab_http_parse_response_head(none, strlen(none), NULL, &resp) > 0);
+	assert_int_equal(ab_http_response_body(&resp, AB_HTTP_HEAD), AB_HTTP_BODY_NONE);
+}
+
+/* --------------------------------------------------------------- sniffing */
+
+#define SN(lit, eof, want) { lit, sizeof(lit) - 1, eof, want }
+
+static const struct {
+	const char *in;
+	size_t len;
+	bool eof;
+	int want;
+} sniffs[] = {
+	/* requests the strict parser accepts, and lenient servers' readings */
+	SN("GET / HTTP/1.1\r\nHost: a\r\n\r\n", false, 1),
+	SN("get /lm HTTP/1.1\r\n", false, 1),
+	SN("M-SEARCH /ds HTTP/1.1\r\n", false, 1),
+	SN("\r\n\nGET /lc HTTP/1.1\r\n", false, 1),
+	SN("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", false, 1),
+	SN("X /x http/1.0\n", false, 1),
+	/* HTTP/0.9 and versions that are not HTTP/1.x: the method tells */
+	SN("GET /t8-smuggled\r\n\r\n", false, 1),
+	SN("GET /t8-smuggled", false, 1),
+	SN("GET ", false, 1),
+	SN("GET /t8 XTTP/1.1\r\nHost: evil.test\r\n\r\n", false, 1),
+	SN("POST\t/x\r\n", false, 1),
+	SN("HEAD /", false, 1),
+	SN("PUT /", false, 1),
+	SN("DELETE /", false, 1),
+	SN("PATCH /", false, 1),
+	SN("OPTIONS *", false, 1),
+	SN("TRACE /", false, 1),
+	SN("CONNECT a:1", false, 1),
+	SN("GET /\0\x01", false, 1),
+	/* NUL, empty lines and blanks first */
+	SN("\0GET /t8-nul HTTP/1.1\r\nHost: evil.test\r\n\r\n", false, 1),
+	SN("\0\0\r\n \t\0GET /x", false, 1),
+	SN("\0get /x HTTP/1.1\r\n", false, 1),
+	SN(" \0 x HTTP/1.0\r\n", false, 1),
+	/* other protocols */
+	SN("PING\r\n", false, 0),
+	SN("*1\r\n$4\r\nPING\r\n", false, 0),
+	SN("hello world\n", false, 0),
+	SN("get key\r\n", false, 0),
+	SN("GETX /x\r\n", false, 0),
+	SN("Get /x\r\n", false, 0),
+	SN("0032git-upload-pack /x\0host=a\0", false, 0),
+	SN("\0\0\0\x08\x04\xd2\x16\x2f", false, 0),               /* PostgreSQL SSLRequest */
+	SN("\0\0\0\x29\0\x03\0\0user\0postgres\0", false, 0),     /* PostgreSQL startup */
+	SN("\0\0\0\x41\0\x03", false, 0),
+	SN("\x16\x03\x01\x02\x00\x01", false, 0),
+	SN("SSH-2.0-OpenSSH_9.6\r\n", false, 0),
+	SN("GET\x01 / HTTP/1.1\r\n", false, 0),
+	SN("G\0T / HTTP/1.1\r\n", false, 0),
+	SN("A HTTP/1.1\x7f\n", false, 0),
+	/* too few bytes, then the end */
+	SN("", false, -1),
+	SN("", true, 0),
+	SN("GE", false, -1),
+	SN("GE", true, 0),
+	SN("GET", false, -1),
+	SN("GET", true, 0),
+	SN("\0\0\0", false, -1),
+	SN("\0\0\0", true, 0),
+	SN("X /x HTTP/1.1", false, -1),
+	SN("X /x HTTP/1.1", true, 1),
+	SN("X /x", true, 0),
+};
+
+static void test_sniff(void **state)
+{
+	for (size_t i = 0; i < sizeof(sniffs) / sizeof(sniffs[0]); i++) {
+		int r = ab_http_sniff_request(sniffs[i].in, sniffs[i].len, sniffs[i].eof);
+		if (r != sniffs[i].want)
+			fail_msg("sniff %zu (%.30s): %d, want %d", i, sniffs[i].in, r, sniffs[i].want);
+		/* a prefix says "more" or the final answer already */
+		int whole = ab_http_sniff_request(sniffs[i].in, sniffs[i].len, false);
+		for (size_t n = 0; n < sniffs[i].len; n++) {
+			int k = ab_http_sniff_request(sniffs[i].in, n, false);
+			if (k != -1 && k != whole)
+				fail_msg("sniff %zu: prefix %zu says %d, the whole %d", i, n, k, whole);
+			assert_true(ab_http_sniff_request(sniffs[i].in, n, true) >= 0);
+		}
+	}
+	/* a first line that does not end within the limit is HTTP (then a 414) */
+	static char big[AB_HTTP_SNIFF_MAX + 1];
+	memset(big, 'a', sizeof(big));
+	assert_int_equal(ab_http_sniff_request(big, AB_HTTP_SNIFF_MAX - 1, false), -1);
+	assert_int_equal(ab_http_sniff_request(big, AB_HTTP_SNIFF_MAX, false), 1);
+	memset(big, 0, sizeof(big));
+	assert_int_equal(ab_http_sniff_request(big, AB_HTTP_SNIFF_MAX - 1, false), -1);
+	assert_int_equal(ab_http_sniff_request(big, sizeof(big), false), 1);
+	/* every head the parser accepts is HTTP */
+	static const char *ok[] = {
+		"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n",
+		"M-SEARCH /x HTTP/1.1\r\nHost: a\r\n\r\n",
+		"lower /x HTTP/1.0\r\n\r\n",
+		"GET http://a.example/x HTTP/1.1\r\nHost: a.example\r\n\r\n",
+		"CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n",
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		assert_true(ab_http_parse_head(ok[i], strlen(ok[i]), NULL, &req) > 0);
+		assert_int_equal(ab_http_sniff_request(ok[i], strlen(ok[i]), false), 1);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1283,6 +1449,8 @@ int main(void)
 		cmocka_unit_test(test_framer_trailer_limits),
 		cmocka_unit_test(test_framer_kinds),
 		cmocka_unit_test(test_framer_random),
+		cmocka_unit_test(test_resp_codings),
+		cmocka_unit_test(test_sniff),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

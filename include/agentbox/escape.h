@@ -39,7 +39,7 @@
 /* TTY-02's clipboard write: base64 of "agentbox-test-escape" */
 #define AB_ESC_CLIP_B64 "YWdlbnRib3gtdGVzdC1lc2NhcGU="
 
-/* Exit statuses of test-escape (../shared/guide/escape-probes.md), first
+/* Exit statuses of test-escape (docs/test-escape.md), first
  * matching wins: any escape; sandbox not in effect; lab setup failed; probe
  * errors only; everything blocked. */
 #define AB_ESC_EXIT_OK 0

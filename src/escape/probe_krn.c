@@ -2,8 +2,7 @@
 /*
  * test-escape probes of the kernel surface: KRN-01 (namespaces), KRN-02
  * (io_uring, bpf, perf, the mount API, modules... bad-argument calls), KRN-03
- * (/proc/sys, sysrq), KRN-04 (cgroups, /sys, oom_score_adj, kmsg) (issue 5,
- * ../shared/guide/escape-probes.md).
+ * (/proc/sys, sysrq), KRN-04 (cgroups, /sys, oom_score_adj, kmsg) (docs/test-escape.md).
  *
  * Runs INSIDE the sandbox, in the probe's own forked child (src/escape/runner.c).
  * Every call that could change the process runs in a forked sub-child

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test-escape probes of processes, privileges, keyrings and the terminal:
- * CTL-05, SEC-06, SEC-07, PRC-01, PRC-02, PRC-04, TTY-01, TTY-02 (issue 5,
- * ../shared/guide/escape-probes.md), and the helpers probe_krn.c shares
- * (probe_sys.h).
+ * CTL-05, SEC-06, SEC-07, PRC-01, PRC-02, PRC-04, TTY-01, TTY-02 (docs/test-escape.md),
+ * and the helpers probe_krn.c shares (probe_sys.h).
  *
  * Runs INSIDE the sandbox, in the probe's own forked child (src/escape/runner.c).
  * Every attempt is real and harmless: bad-argument syscalls (an errno such as

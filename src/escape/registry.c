@@ -3,9 +3,9 @@
  * The probe table of `agentbox test-escape` (any process: pure data).
  * Controls first, so a sandbox that breaks everything cannot pass; the gate
  * (PRC-01) next, so a run that is not sandboxed at all stops early.  The 20
- * probes of ../shared/guide/escape-probes.md are the floor; FS-03, SEC-03,
+ * probes the project's threat model started from are the floor; FS-03, SEC-03,
  * SEC-04, NET-02, PRC-02, KRN-02, KRN-04, PER-02 and TTY-02 are other routes
- * to the same properties.
+ * to the same properties (docs/test-escape.md).
  */
 #include <string.h>
 

@@ -292,3 +292,25 @@ def test_refused_write_grant_names_its_option(ctx):
     r = ctx.run(["run", "-p", prof, "-w", ctx.ws, "--", "true"])
     assert r.returncode == 125, describe(r)
     assert r.stderr.startswith("agentbox: fs.write: refusing to make"), describe(r)
+
+
+def test_docs_link_inside_the_repository(ctx):
+    """Every relative link in README.md and docs/ names a file of the
+    repository (a reader of the repository has nothing outside it)."""
+    import re
+    src = _srcdir()
+    files = [os.path.join(src, "README.md")] + [
+        os.path.join(src, "docs", f) for f in os.listdir(os.path.join(src, "docs"))
+        if f.endswith(".md")]
+    bad = []
+    for f in files:
+        with open(f) as fh:
+            text = fh.read()
+        for target in re.findall(r"\]\(([^)#\s]+)", text) + \
+                re.findall(r"`(\.\./[^`\s]+)`", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # a URL
+            path = os.path.normpath(os.path.join(os.path.dirname(f), target))
+            if not path.startswith(src + os.sep) or not os.path.exists(path):
+                bad.append("%s: %s" % (os.path.relpath(f, src), target))
+    assert not bad, "links that lead nowhere in the repository:\n" + "\n".join(bad)

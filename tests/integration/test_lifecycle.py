@@ -214,3 +214,22 @@ def test_leftover_placeholders_removed_by_the_documented_snippet(ctx):
                    stderr=subprocess.DEVNULL, timeout=30)
     after = tree_listing(ctx.ws)
     assert after == before, "left after the snippet: %s" % sorted(set(after) - set(before))
+
+
+def test_second_run_refused_as_documented(ctx):
+    """A second run in the same workspace gets exactly the message and hint
+    docs/protected-paths.md shows (the workspace path aside)."""
+    m = _marker()
+    p = _start(ctx, "sleep %s" % m, m)
+    try:
+        r = ctx.run(["run", "-w", ctx.ws, "--", "true"])
+    finally:
+        p.kill()
+        p.wait(10)
+    assert r.returncode == 125, r
+    import abtest
+    with open(os.path.join(abtest.SRCDIR, "docs", "protected-paths.md")) as f:
+        doc = f.read()
+    start = doc.index("agentbox: another agentbox is running")
+    shown = doc[start:doc.index("```", start)].replace("/home/you/project", ctx.ws)
+    assert r.stderr == shown, "agentbox printed:\n%s\nthe doc shows:\n%s" % (r.stderr, shown)

@@ -266,10 +266,11 @@ static int plan_rendered(ab_plan *p, const ab_plan_input *in)
 		const struct ab_profile_secret *x = &e->secrets[i];
 		struct stat st;
 		bool dup = false;
+		if (!x->render)
+			continue; /* (an env or command secret has no src_file) */
 		for (size_t j = 0; j < i; j++)
 			dup |= e->secrets[j].render && strcmp(e->secrets[j].src_file, x->src_file) == 0;
-		if (!x->render || dup || in->lstat(in->lstat_ctx, x->src_file, &st) < 0 ||
-		    !S_ISREG(st.st_mode))
+		if (dup || in->lstat(in->lstat_ctx, x->src_file, &st) < 0 || !S_ISREG(st.st_mode))
 			continue;
 		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, x->src_file,
 				      AB_MNT_F_RUNTIME | AB_MNT_F_RENDER, "credentials");

@@ -1168,6 +1168,44 @@ def test_placeholder_elsewhere_forwarded(ctx):
     assert_value_nowhere(ctx, [val, oval, rval], [r], [log])
 
 
+def test_placeholder_elsewhere_explain_and_errors(ctx):
+    """explain shows the rule in force for each secret and the key that set
+    it: the default (forward), the secret's own "elsewhere", or a later
+    profile's network.placeholder_elsewhere (which the secret's own beats).
+    A bad value is a FILE:LINE:COL error, exit 125."""
+    b = Broker(ctx)
+    prof = b.write_profile({"A": secret(SRC), "B": secret(SRC2, elsewhere="refuse"),
+                            "C": secret(SRC3, elsewhere="forward")})
+    top = os.path.join(ctx.scratch, "refuse-all.json")
+    ctx.host_file(top, json.dumps({"version": 1,
+                                   "network": {"placeholder_elsewhere": "refuse"}}) + "\n")
+    for extra, want in (
+            ([], {"A": ("forward", "default"), "B": ("refuse", "secrets.B.elsewhere"),
+                  "C": ("forward", "secrets.C.elsewhere")}),
+            (["-p", top], {"A": ("refuse", "network.placeholder_elsewhere"),
+                           "B": ("refuse", "secrets.B.elsewhere"),
+                           "C": ("forward", "secrets.C.elsewhere")})):
+        r = ctx.run(["explain", "--json", "-p", prof] + extra + ["-w", ctx.ws])
+        assert r.returncode == 0, describe(r)
+        got = {x["name"]: (x.get("elsewhere"), x.get("elsewhere_by"))
+               for x in json.loads(r.stdout)["secrets"]}
+        assert got == want, "explain --json %s: %s" % (extra, got)
+        r = ctx.run(["explain", "-p", prof] + extra + ["-w", ctx.ws])
+        assert r.returncode == 0, describe(r)
+        lines = [l.strip() for l in r.stdout.splitlines() if l.strip().startswith("elsewhere:")]
+        assert len(lines) == 3, r.stdout
+        for line, name in zip(lines, "ABC"):
+            rule, by = want[name]
+            assert line.startswith("elsewhere: %s: " % rule) and line.endswith(
+                "(%s)" % ("the default" if by == "default" else by)), (name, line)
+    bad = os.path.join(ctx.scratch, "bad.json")
+    ctx.host_file(bad, '{"version": 1, "secrets": {"A": {"from": {"env": "A"},\n'
+                       '  "hosts": ["api.upstream.test"], "elsewhere": "block"}}}\n')
+    r = ctx.run(["explain", "-p", bad, "-w", ctx.ws])
+    assert r.returncode == 125 and '%s:2:48: secrets.A.elsewhere: expected "forward" or ' \
+        '"refuse", got "block"' % bad in r.stderr, describe(r)
+
+
 def test_placeholder_elsewhere_summary(ctx):
     """On a terminal, the exit summary says which placeholders went on to
     hosts they are not bound to, and how often."""

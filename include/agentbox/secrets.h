@@ -97,9 +97,11 @@
  *     replace Accept-Encoding by "identity"; run the response HEAD through
  *     the response scanner too (Location, Set-Cookie, ...).
  *   - the audit log gets the names from ab_secrets_names(res->injected),
- *     never a value, never the query; and the names of the secrets whose
+ *     never a value, never the query; the names of the secrets whose
  *     placeholders were masked in the body (ab_secret_masks_body and the
- *     body scanner's ab_scanner_count).
+ *     body scanner's ab_scanner_count); and those whose placeholders went on
+ *     unchanged to a host they are not bound to (res->elsewhere, and
+ *     ab_secret_forwards_elsewhere with the body scanner's count).
  */
 #ifndef AGENTBOX_SECRETS_H
 #define AGENTBOX_SECRETS_H

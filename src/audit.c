@@ -22,6 +22,13 @@ typedef struct hostcount {
 	uint64_t allowed, denied, up, down;
 } hostcount;
 
+typedef struct elsewherecount {
+	char secret[65];  /* AB_SECRET_NAME_MAX + 1 */
+	char *host;
+	unsigned port;
+	uint64_t n;       /* requests */
+} elsewherecount;
+
 typedef struct denialcount {
 	char category[8]; /* "syscall", "file", "socket" */
 	char what[64];    /* a syscall name, the end of a path */
@@ -40,6 +47,9 @@ struct ab_audit {
 	size_t ndenials;
 	uint64_t denials_other; /* beyond AB_AUDIT_MAX_DENIALS */
 	uint64_t execs;
+	elsewherecount *elsewhere;
+	size_t nelsewhere;
+	uint64_t elsewhere_other; /* requests beyond AB_AUDIT_MAX_ELSEWHERE pairs */
 	ab_otlp *otlp;       /* run --otlp: the events also go there */
 };
 
@@ -106,6 +116,9 @@ void ab_audit_free(ab_audit *a)
 		free(a->hosts[i].host);
 	free(a->hosts);
 	free(a->denials);
+	for (size_t i = 0; i < a->nelsewhere; i++)
+		free(a->elsewhere[i].host);
+	free(a->elsewhere);
 	free(a);
 }
 
@@ -239,6 +252,36 @@ void ab_audit_count_exec(ab_audit *a, uint64_t n)
 		a->execs += n;
 }
 
+int ab_audit_count_elsewhere(ab_audit *a, const char *secret, const char *host, unsigned port)
+{
+	if (!a)
+		return 0;
+	char name[sizeof(a->elsewhere->secret)];
+	copy_tail(name, sizeof(name), secret && secret[0] ? secret : "?");
+	host = host && host[0] ? host : "?";
+	for (size_t i = 0; i < a->nelsewhere; i++) {
+		elsewherecount *e = &a->elsewhere[i];
+		if (e->port == port && !strcmp(e->secret, name) && !strcmp(e->host, host)) {
+			e->n++;
+			return 0;
+		}
+	}
+	elsewherecount *v = a->nelsewhere < AB_AUDIT_MAX_ELSEWHERE
+				    ? realloc(a->elsewhere, (a->nelsewhere + 1) * sizeof(*v))
+				    : NULL;
+	char *h = v ? strdup(host) : NULL;
+	if (v)
+		a->elsewhere = v;
+	if (!h) {
+		a->elsewhere_other++;
+		return -1;
+	}
+	elsewherecount *e = &a->elsewhere[a->nelsewhere++];
+	*e = (elsewherecount){.host = h, .port = port, .n = 1};
+	memcpy(e->secret, name, sizeof(name));
+	return 1;
+}
+
 /* Names and paths come from inside the sandbox: no byte of them reaches the
  * terminal as a control character. */
 static void put_clean(FILE *out, const char *s)
@@ -285,6 +328,32 @@ static void summary_denials(const ab_audit *a, FILE *out)
 			(unsigned long long)a->denials_other);
 }
 
+/* "agentbox: placeholders sent on unchanged to hosts they are not bound to:
+ * GH_TOKEN to api.anthropic.com:443 x12" - the first 8 pairs. */
+static void summary_elsewhere(const ab_audit *a, FILE *out)
+{
+	size_t shown = 0;
+	if (!a->nelsewhere && !a->elsewhere_other)
+		return;
+	fputs("agentbox: placeholders sent on unchanged to hosts they are not bound to:", out);
+	for (size_t i = 0; i < a->nelsewhere && shown < 8; i++, shown++) {
+		const elsewherecount *e = &a->elsewhere[i];
+		fputs(shown ? ", " : " ", out);
+		put_clean(out, e->secret);
+		fputs(" to ", out);
+		put_clean(out, e->host);
+		fprintf(out, ":%u", e->port);
+		if (e->n > 1)
+			fprintf(out, " x%llu", (unsigned long long)e->n);
+	}
+	if (a->nelsewhere > shown)
+		fprintf(out, ", %zu more", a->nelsewhere - shown);
+	if (a->elsewhere_other)
+		fprintf(out, "%s%llu more request%s (see the audit log)", shown ? ", " : " ",
+			(unsigned long long)a->elsewhere_other, a->elsewhere_other == 1 ? "" : "s");
+	fputc('\n', out);
+}
+
 static void human(char *out, size_t n, uint64_t b)
 {
 	const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -308,6 +377,7 @@ void ab_audit_summary(const ab_audit *a, FILE *out)
 		fprintf(out, "agentbox: %llu command%s recorded in the audit log\n",
 			(unsigned long long)a->execs, a->execs == 1 ? "" : "s");
 	summary_denials(a, out);
+	summary_elsewhere(a, out);
 	size_t reached = 0, refused = 0;
 	for (size_t i = 0; i < a->nhosts; i++) {
 		reached += a->hosts[i].allowed > 0;

@@ -372,6 +372,8 @@ static int load_all(ab_broker *b, const ab_egress_plan *e, const char *ph_key, c
 				ab_err_hint(err, "%s", x->hint);
 			break;
 		}
+		s->refuse_elsewhere = ab_psecret_elsewhere(x, e->placeholder_elsewhere) ==
+				      AB_ELSEWHERE_REFUSE;
 		b->prof[b->n++] = x;
 	}
 	/* "optional": [NAMES]: absent only while one of them is there */

@@ -333,6 +333,21 @@ static const char *secret_source(const struct ab_profile_secret *x, char *buf, s
 	return buf;
 }
 
+/* The rule for X's placeholder on hosts X is not bound to, and the key
+ * that decided it ("default" when none did). */
+static const char *secret_elsewhere(const ab_egress_plan *e, const struct ab_profile_secret *x,
+				    char *by, size_t n)
+{
+	if (x->elsewhere)
+		snprintf(by, n, "secrets.%s.elsewhere", x->name);
+	else if (e->placeholder_elsewhere)
+		snprintf(by, n, "network.placeholder_elsewhere");
+	else
+		snprintf(by, n, "default");
+	return ab_psecret_elsewhere(x, e->placeholder_elsewhere) == AB_ELSEWHERE_REFUSE
+		       ? "refuse" : "forward";
+}
+
 /* Names, sources, hosts and places: never a value (none is read here). */
 static void text_secrets(const ab_plan *p, FILE *out)
 {
@@ -354,6 +369,16 @@ static void text_secrets(const ab_plan *p, FILE *out)
 		if (x->mask_in_body && !ab_strv_contains(&x->places, "body"))
 			fputs("    mask_in_body: in a request body to those hosts, replaced by a mask "
 			      "of the same length (not refused)\n", out);
+		char by[128]; /* "secrets.NAME.elsewhere": a name has at most 64 bytes */
+		bool refuse = strcmp(secret_elsewhere(e, x, by, sizeof(by)), "refuse") == 0;
+		const char *from = strcmp(by, "default") == 0 ? "the default" : by;
+		if (refuse)
+			fprintf(out, "    elsewhere: refuse: a request to another host that carries the "
+				     "placeholder is refused, where agentbox reads it (intercepted, "
+				     "plain HTTP) (%s)\n", from);
+		else
+			fprintf(out, "    elsewhere: forward: the placeholder in a request to another "
+				     "host goes on unchanged, and is recorded (%s)\n", from);
 		if (x->optional && x->optional_unless.n)
 			text_rules(out, "  optional: skipped when absent, if loaded is one of",
 				   &x->optional_unless, "");
@@ -668,7 +693,7 @@ static json_t *json_secrets(const ab_plan *p)
 	int bad = !a;
 	for (size_t i = 0; a && i < e->nsecrets; i++) {
 		const struct ab_profile_secret *x = &e->secrets[i];
-		char src[300];
+		char src[300], by[128];
 		json_t *o = json_object();
 		const char *var = x->env_name ? x->env_name : x->name;
 		bad |= !o || json_object_set_new(o, "name", jstr(x->name)) ||
@@ -676,6 +701,9 @@ static json_t *json_secrets(const ab_plan *p)
 		       json_object_set_new(o, "hosts", strv_json(&x->hosts)) ||
 		       json_object_set_new(o, "in", strv_json(&x->places)) ||
 		       json_object_set_new(o, "mask_in_body", json_boolean(x->mask_in_body)) ||
+		       json_object_set_new(o, "elsewhere", jstr(secret_elsewhere(e, x, by,
+										  sizeof(by)))) ||
+		       json_object_set_new(o, "elsewhere_by", jstr(by)) ||
 		       json_object_set_new(o, "optional", json_boolean(x->optional)) ||
 		       json_object_set_new(o, "render", json_boolean(x->render)) ||
 		       json_object_set_new(o, "env", var[0] ? jstr(var) : json_null());

@@ -371,6 +371,9 @@ static json_t *secrets_json(const ab_profile *prof)
 								      : json_false());
 		if (s->mask_in_body)
 			json_object_set_new(e, "mask_in_body", json_true());
+		/* the rule in force (network.placeholder_elsewhere does not cross) */
+		if (ab_psecret_elsewhere(s, prof->net.placeholder_elsewhere) == AB_ELSEWHERE_REFUSE)
+			json_object_set_new(e, "elsewhere", json_string("refuse"));
 		json_object_set_new(secrets, s->name, e);
 	}
 	return secrets;

@@ -161,7 +161,7 @@ fail:
 static bool is_warning(const json_t *line, const char *event)
 {
 	static const char *const warn[] = {"denied", "denied-repeat", "warning", "suppressed",
-					   "secret-skipped"};
+					   "secret-skipped", "placeholder-elsewhere"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(warn); i++)
 		if (strcmp(event, warn[i]) == 0)
 			return true;

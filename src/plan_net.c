@@ -316,6 +316,7 @@ int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		return r;
 	e->secrets = prof->secrets;
 	e->nsecrets = prof->nsecrets;
+	e->placeholder_elsewhere = prof->net.placeholder_elsewhere;
 	if (prof->net.ca_file && !(e->ca_file = strdup(prof->net.ca_file)))
 		return ab_fail(err, ENOMEM, "plan");
 	if ((r = check_secret_hosts(e, err)) < 0)

@@ -1105,6 +1105,28 @@ static int parse_net_cafile(ctx *c, json_t *v, const key_def *d)
 	return set_path(c, v, &c->p->net.ca_file);
 }
 
+/* "forward" or "refuse" (secrets.NAME.elsewhere, network.placeholder_elsewhere) */
+static int get_elsewhere(ctx *c, json_t *v, int *out)
+{
+	const char *s = json_string_value(v);
+	char q[100];
+	if (!json_is_string(v))
+		return fail(c, "expected \"forward\" or \"refuse\", got %s", jtype(v));
+	if (strcmp(s, "forward") == 0)
+		*out = AB_ELSEWHERE_FORWARD;
+	else if (strcmp(s, "refuse") == 0)
+		*out = AB_ELSEWHERE_REFUSE;
+	else
+		return fail(c, "expected \"forward\" or \"refuse\", got \"%s\"",
+			    quote(q, sizeof(q), s));
+	return 0;
+}
+
+static int parse_net_elsewhere(ctx *c, json_t *v, const key_def *d)
+{
+	return get_elsewhere(c, v, &c->p->net.placeholder_elsewhere);
+}
+
 /* ---- secrets ---- */
 
 static void psecret_clear(struct ab_profile_secret *x)
@@ -1423,6 +1445,8 @@ static int secret_one(ctx *c, const char *name, json_t *v, struct ab_profile_sec
 				x->mask_in_body = json_is_true(e);
 			else
 				r = fail(c, "expected true or false, got %s", jtype(e));
+		} else if (strcmp(k, "elsewhere") == 0) {
+			r = get_elsewhere(c, e, &x->elsewhere);
 		} else if (strcmp(k, "optional") == 0) {
 			r = secret_optional(c, e, x);
 		} else if (strcmp(k, "hint") == 0) {
@@ -1437,7 +1461,8 @@ static int secret_one(ctx *c, const char *name, json_t *v, struct ab_profile_sec
 			r = secret_rotate(c, e, x);
 		} else {
 			r = fail_key(c, "unknown key \"%s\" (from, hosts, in, placeholder, env, "
-				     "mask_in_body, optional, hint, render, rotate)", quote(q, sizeof(q), k));
+				     "mask_in_body, elsewhere, optional, hint, render, rotate)",
+				     quote(q, sizeof(q), k));
 		}
 		pop(c);
 		if (r < 0)
@@ -1539,6 +1564,7 @@ static const key_def net_keys[] = {
 	{ .name = "log", .fn = parse_net_log },
 	{ .name = "upstream_proxy", .fn = parse_net_upstream },
 	{ .name = "ca_file", .fn = parse_net_cafile },
+	{ .name = "placeholder_elsewhere", .fn = parse_net_elsewhere },
 	END,
 };
 
@@ -1708,6 +1734,7 @@ static int psecret_copy(struct ab_profile_secret *d, const struct ab_profile_sec
 	d->ph_jwt = s->ph_jwt;
 	d->ph_stable = s->ph_stable;
 	d->mask_in_body = s->mask_in_body;
+	d->elsewhere = s->elsewhere;
 	d->optional = s->optional;
 	d->render = s->render;
 	if (replace_str(&d->src_pointer, s->src_pointer) < 0 || replace_str(&d->hint, s->hint) < 0 ||
@@ -1804,6 +1831,8 @@ static int merge_values(ab_profile *base, const ab_profile *top)
 		base->terminal.clipboard = top->terminal.clipboard;
 	if (top->net.proxy_port)
 		base->net.proxy_port = top->net.proxy_port;
+	if (top->net.placeholder_elsewhere)
+		base->net.placeholder_elsewhere = top->net.placeholder_elsewhere;
 	if (replace_str(&base->net.log, top->net.log) < 0 ||
 	    replace_str(&base->net.upstream_proxy, top->net.upstream_proxy) < 0 ||
 	    replace_str(&base->net.ca_file, top->net.ca_file) < 0)

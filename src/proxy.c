@@ -165,6 +165,49 @@ static void log_masked(px_conn *c, const px_req *r, json_t *ev)
 	json_object_set_new(ev, "masked", json_string(names));
 }
 
+/* "elsewhere": the secrets whose placeholders the request carried on,
+ * unchanged, to this host, which they are not bound to: names, never
+ * values nor placeholders. */
+static void log_elsewhere(px_conn *c, const px_req *r, json_t *ev)
+{
+	uint64_t m = r->elsewhere_head | r->elsewhere_body;
+	if (!m || !c->px->broker)
+		return;
+	char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
+	ab_secrets_names(c->px->broker->secs, c->px->broker->n, m, names, sizeof(names));
+	json_object_set_new(ev, "elsewhere", json_string(names));
+}
+
+/* After the request's line: count each of those secrets for the summary, and
+ * the first time for a (secret, host:port), a placeholder-elsewhere event. */
+static void note_elsewhere(px_conn *c, const px_req *r)
+{
+	const ab_broker *b = c->px->broker;
+	uint64_t m = r->elsewhere_head | r->elsewhere_body;
+	const char *host = c->host[0] ? c->host : "?";
+	for (size_t i = 0; b && m && i < b->n && i < AB_SECRETS_MAX; i++) {
+		uint64_t bit = (uint64_t)1 << i;
+		if (!(m & bit))
+			continue;
+		int first = ab_audit_count_elsewhere(c->px->audit, b->secs[i].name, host, c->port);
+		if (first < 0)
+			c->px->elsewhere_suppressed++;
+		if (first <= 0)
+			continue;
+		const char *where = (r->elsewhere_head & bit) && (r->elsewhere_body & bit) ? "head,body"
+				    : r->elsewhere_head & bit				       ? "head"
+											       : "body";
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("placeholder-elsewhere"));
+		json_object_set_new(ev, "secret", json_string(b->secs[i].name));
+		json_object_set_new(ev, "host", json_string(host));
+		json_object_set_new(ev, "port", json_integer(c->port));
+		json_object_set_new(ev, "where", json_string(where));
+		json_object_set_new(ev, "conn", json_integer((json_int_t)c->id));
+		ab_audit_emit(c->px->audit, ev);
+	}
+}
+
 /* A request's audit line, up to its decision. */
 static json_t *request_event(px_conn *c, const px_req *r)
 {
@@ -185,6 +228,7 @@ static json_t *request_event(px_conn *c, const px_req *r)
 		json_object_set_new(ev, "rotated", json_string(names));
 	}
 	log_masked(c, r, ev);
+	log_elsewhere(c, r, ev);
 	return ev;
 }
 
@@ -192,6 +236,7 @@ void px_log_request(px_conn *c, const px_req *r, const char *decision, int statu
 {
 	event_finish(c, request_event(c, r), decision, c->rule, status, r->up, r->down, r->t0,
 		     NULL);
+	note_elsewhere(c, r);
 }
 
 /* A request whose response agentbox refused (rule and reason say why). */
@@ -200,6 +245,7 @@ void px_log_refused(px_conn *c, const px_req *r, const char *rule, int status,
 {
 	event_finish(c, request_event(c, r), "deny", rule, status, r->up, r->down, r->t0,
 		     reason);
+	note_elsewhere(c, r);
 }
 
 /* A request refused for carrying a placeholder where it may not go. */
@@ -210,7 +256,9 @@ void px_log_exfil(px_conn *c, const px_req *r, int status)
 	if (c->intercepted)
 		json_object_set_new(ev, "intercepted", json_true());
 	log_masked(c, r, ev);
+	log_elsewhere(c, r, ev); /* a body cut after its head left */
 	event_finish(c, ev, "deny", "exfiltration", status, 0, 0, r->t0, c->exfil);
+	note_elsewhere(c, r);
 }
 
 /* A tunnel (or a connection that never became one) ends. */
@@ -1302,6 +1350,13 @@ void ab_proxy_free(ab_proxy *px)
 	if (!px)
 		return;
 	ab_proxy_shutdown(px);
+	if (px->elsewhere_suppressed) {
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("suppressed"));
+		json_object_set_new(ev, "kind", json_string("placeholder-elsewhere"));
+		json_object_set_new(ev, "count", json_integer((json_int_t)px->elsewhere_suppressed));
+		ab_audit_emit(px->audit, ev);
+	}
 	ab_netpolicy_free(&px->pol);
 	free(px->up_host);
 	free(px->ca_file);

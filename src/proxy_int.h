@@ -69,6 +69,9 @@ typedef struct px_req {
 	uint64_t secrets;   /* bitmask of secrets injected (names in the log) */
 	uint64_t masked_in_body; /* bitmask of secrets whose placeholder the body
 				    carried masked (mask_in_body; names in the log) */
+	uint64_t elsewhere_head, elsewhere_body; /* bitmasks of secrets whose placeholder
+				    the head / the body carried on unchanged to this host,
+				    which they are not bound to (names in the log) */
 	bool upgrade;
 	bool ws;        /* the upgrade names websocket */
 	bool close;     /* the client said Connection: close (or HTTP/1.0 without keep-alive) */
@@ -225,6 +228,8 @@ struct ab_proxy {
 	struct ctl_conn *ctls; /* its open client connections */
 	px_pause ctl_pause;
 	struct ab_broker *broker;   /* secrets + session CA, or NULL */
+	uint64_t elsewhere_suppressed; /* placeholder-elsewhere events beyond the
+					  audit's table (written as "suppressed") */
 	struct ab_scan_set *rset;   /* response masking patterns of all secrets */
 	struct ab_scan_set **old_rsets; /* replaced after token refreshes; scanners may
 					   still read them: freed with the proxy */

@@ -189,6 +189,7 @@ static int swap_secrets(px_conn *c, px_req *e, px_buf *head)
 		return -EACCES;
 	}
 	e->secrets = res.injected;
+	e->elsewhere_head = res.elsewhere;
 	r = px_buf_append(&c->out, out, outlen);
 	ab_secrets_wipe_free(out, outlen); /* the real value: c->out is wiped as it drains */
 	return r < 0 ? -ENOMEM : (int)outlen;
@@ -235,6 +236,19 @@ static uint64_t body_masked(const px_conn *c)
 	return m;
 }
 
+/* The secrets whose placeholders the body scanner has let through unchanged
+ * so far (not bound to this host: ab_secret_forwards_elsewhere). */
+static uint64_t body_elsewhere(const px_conn *c)
+{
+	const ab_broker *b = c->px->broker;
+	uint64_t m = 0;
+	for (size_t i = 0; c->bscan && i < b->n && i < AB_SECRETS_MAX; i++)
+		if (ab_scanner_count(c->bscan, i) &&
+		    ab_secret_forwards_elsewhere(&b->secs[i], c->host, c->port))
+			m |= (uint64_t)1 << i;
+	return m;
+}
+
 /* Body bytes through the placeholder scanner (held-back bytes come later).
  * Returns 0, or -EACCES when a placeholder may not go to this host. */
 static int body_out(px_conn *c, const char *p, size_t n, bool done)
@@ -243,8 +257,10 @@ static int body_out(px_conn *c, const char *p, size_t n, bool done)
 		return px_buf_append(&c->out, p, n);
 	ab_scan_hit hit = {0};
 	int r = px_scan_pass(&c->bpass, p, n, done, &c->out, &hit);
-	if (c->nfifo)
+	if (c->nfifo) {
 		c->fifo[c->nfifo - 1].masked_in_body |= body_masked(c);
+		c->fifo[c->nfifo - 1].elsewhere_body |= body_elsewhere(c);
+	}
 	if (r == -EACCES) {
 		const ab_broker *b = c->px->broker;
 		ab_swap_result res;

@@ -126,6 +126,8 @@ typedef struct agg {
 	const char *a, *b, *c, *d; /* by kind: see the K_* handlers */
 	uint32_t port;
 	uint64_t n, up, down, m;   /* n: count/requests; m: secrets' masked count */
+	uint64_t e;                /* secrets: requests that carried the placeholder on
+				      unchanged to a host it is not bound to */
 } agg;
 
 typedef struct syspid {
@@ -574,8 +576,12 @@ static void on_start(ev *e, session *s, int64_t ts)
 	}
 }
 
-/* "secrets"/"masked": names joined by ',' (the proxy's form) or an array. */
-static void each_name(ev *e, const char *key, const char *host, uint32_t port, bool masked)
+enum name_count { NC_INJECTED, NC_MASKED, NC_ELSEWHERE };
+
+/* "secrets"/"masked"/"elsewhere": names joined by ',' (the proxy's form) or
+ * an array. */
+static void each_name(ev *e, const char *key, const char *host, uint32_t port,
+		      enum name_count what)
 {
 	json_t *v = field(e, key);
 	if (!v)
@@ -619,8 +625,10 @@ static void each_name(ev *e, const char *key, const char *host, uint32_t port, b
 			e->drop = true;
 			continue;
 		}
-		if (masked)
+		if (what == NC_MASKED)
 			a->m++;
+		else if (what == NC_ELSEWHERE)
+			a->e++;
 		else
 			a->n++;
 	}
@@ -663,8 +671,9 @@ static void on_request(ev *e)
 		if (!allow && !a->c)
 			a->c = reason;
 	}
-	each_name(e, "secrets", host, (uint32_t)port, false);
-	each_name(e, "masked", host, (uint32_t)port, true);
+	each_name(e, "secrets", host, (uint32_t)port, NC_INJECTED);
+	each_name(e, "masked", host, (uint32_t)port, NC_MASKED);
+	each_name(e, "elsewhere", host, (uint32_t)port, NC_ELSEWHERE);
 }
 
 static void on_dns(ev *e)
@@ -1013,7 +1022,8 @@ static void on_event(ab_report *r, json_t *j)
 	static const char *const known[] = {"start", "end", "request", "dns", "policy", "exec",
 					    "exit", "denied", "denied-repeat", "suppressed",
 					    "trace", "trace-lost", "secret-skipped", "warning",
-					    "credentials-saved", "credentials-refused"};
+					    "credentials-saved", "credentials-refused",
+					    "placeholder-elsewhere"};
 	size_t k = 0;
 	while (k < AB_ARRAY_SIZE(known) && strcmp(n, known[k]) != 0)
 		k++;
@@ -1096,6 +1106,10 @@ static void on_event(ab_report *r, json_t *j)
 	case 14:
 	case 15:
 		on_credentials(&e, k == 14);
+		break;
+	case 16:
+		/* the first of a (secret, host:port): the request lines'
+		 * "elsewhere" count them all */
 		break;
 	}
 	if (e.bad) {
@@ -1838,10 +1852,16 @@ static int text_secrets(const ab_report *r, FILE *out)
 		put(out, a->a, 40);
 		fputs(" -> ", out);
 		put(out, a->b, 80);
-		fprintf(out, ":%u  %llu request%s", a->port, (unsigned long long)a->n,
-			plural(a->n, "", "s"));
+		fprintf(out, ":%u  ", a->port);
+		if (a->n || a->m || !a->e)
+			fprintf(out, "%llu request%s", (unsigned long long)a->n,
+				plural(a->n, "", "s"));
 		if (a->m)
 			fprintf(out, ", masked in %llu", (unsigned long long)a->m);
+		if (a->e)
+			fprintf(out, "%splaceholder sent on unchanged in %llu request%s (not bound "
+				     "there)", a->n || a->m ? ", " : "", (unsigned long long)a->e,
+				plural(a->e, "", "s"));
 		fputc('\n', out);
 	}
 	more(out, r->secrets.n);
@@ -2033,8 +2053,9 @@ static json_t *j_other(const agg *a)
 
 static json_t *j_secret(const agg *a)
 {
-	return json_pack("{s:o,s:o,s:I,s:o,s:o}", "name", jstr(a->a), "host", jstr(a->b), "port",
-			 (json_int_t)a->port, "requests", ju(a->n), "masked", ju(a->m));
+	return json_pack("{s:o,s:o,s:I,s:o,s:o,s:o}", "name", jstr(a->a), "host", jstr(a->b),
+			 "port", (json_int_t)a->port, "requests", ju(a->n), "masked", ju(a->m),
+			 "elsewhere", ju(a->e));
 }
 
 static json_t *j_skipped(const agg *a)

@@ -447,6 +447,11 @@ bool ab_secret_bound(const ab_secret *s, const char *host, unsigned port)
 	return s && host && ab_netpolicy_check(&s->hosts, host, port, NULL) == AB_NET_ALLOW;
 }
 
+bool ab_secret_forwards_elsewhere(const ab_secret *s, const char *host, unsigned port)
+{
+	return s && !s->refuse_elsewhere && !ab_secret_bound(s, host, port);
+}
+
 int ab_secrets_check(const ab_secret *secs, size_t n, ab_err *err)
 {
 	if (n > AB_SECRETS_MAX)
@@ -1233,6 +1238,7 @@ int ab_secrets_body_set(const ab_secret *secs, size_t n, const char *host, unsig
 		const ab_secret *s = &secs[i];
 		bool ok = s->in_body && s->placeholder_len == s->value_len &&
 			  ab_secret_bound(s, host, port);
+		bool fwd = ab_secret_forwards_elsewhere(s, host, port);
 		if (!s->placeholder || !s->value) {
 			r = fail_as(err, EINVAL, "secret %s is incomplete", s->name);
 			break;
@@ -1244,9 +1250,11 @@ int ab_secrets_body_set(const ab_secret *secs, size_t n, const char *host, unsig
 			}
 			ab_secret_mask(mask[i], s->placeholder_len);
 		}
+		/* not bound here: replaced by itself, so sent on unchanged but counted */
 		p[i] = (ab_scan_pattern){ .bytes = s->placeholder, .len = s->placeholder_len,
-					  .repl = ok ? s->value : mask[i],
-					  .action = ok || mask[i] ? AB_SCAN_REPLACE : AB_SCAN_BLOCK,
+					  .repl = ok ? s->value : fwd ? s->placeholder : mask[i],
+					  .action = ok || fwd || mask[i] ? AB_SCAN_REPLACE
+									 : AB_SCAN_BLOCK,
 					  .id = (unsigned)i };
 	}
 	if (r == 0)
@@ -1264,6 +1272,8 @@ typedef struct {
 	const char *head;
 	size_t done; /* head bytes already copied to out */
 	bool bound[AB_SECRETS_MAX];
+	uint64_t skip; /* bit i: next_ph ignores secs[i] (its placeholder goes on
+			  unchanged: ab_secret_forwards_elsewhere) */
 	char hostdisp[AB_HOST_BUF];
 	ab_swap_result *res;
 	sbuf out;
@@ -1302,7 +1312,8 @@ static bool next_ph(const rw_ctx *c, const char *s, size_t n, size_t from, size_
 	for (size_t i = 0; i < c->n && from <= n; i++) {
 		const ab_secret *sec = &c->secs[i];
 		const char *p;
-		if (sec->placeholder_len == 0 || sec->placeholder_len > n - from)
+		if ((c->skip >> i & 1) || sec->placeholder_len == 0 ||
+		    sec->placeholder_len > n - from)
 			continue;
 		p = memmem(s + from, n - from, sec->placeholder, sec->placeholder_len);
 		if (!p)
@@ -1547,6 +1558,56 @@ static int rw_verify(rw_ctx *c, ab_http_req *q, const ab_http_limits *lim)
 	return 0;
 }
 
+static bool hdr_named(const char *head, const ab_http_header *h, const char *name)
+{
+	return h->name.len == strlen(name) && strncasecmp(head + h->name.off, name, h->name.len) == 0;
+}
+
+/* The placeholders that the rewrite left alone (C->skip: their secrets are
+ * not bound to this host and forward elsewhere) and that the head HEAD[0..LEN)
+ * carries, wherever the rewrite would have found them: raw or
+ * percent-decoded anywhere, or inside "Basic" credentials.  Sets
+ * res->elsewhere; 0 or -ENOMEM. */
+static int note_elsewhere(rw_ctx *c, const ab_http_req *q, size_t len)
+{
+	uint64_t pass = c->skip, seen = 0;
+	size_t w, at;
+	int r;
+
+	c->skip = ~pass; /* look for those only, each until found */
+	while ((r = find_encoded(c, c->head, len, &w)) > 0) {
+		seen |= UINT64_C(1) << w;
+		c->skip |= UINT64_C(1) << w;
+	}
+	for (size_t i = 0; r == 0 && i < q->n_headers && c->skip != UINT64_MAX; i++) {
+		const ab_http_header *h = &q->headers[i];
+		const char *v = c->head + h->value.off;
+		size_t n = h->value.len, t = 5, dlen, cap;
+		unsigned char *dec;
+		if ((!hdr_named(c->head, h, "authorization") &&
+		     !hdr_named(c->head, h, "proxy-authorization")) ||
+		    n < 7 || strncasecmp(v, "basic ", 6) != 0)
+			continue;
+		while (t < n && v[t] == ' ')
+			t++;
+		cap = (n - t) / 4 * 3 + 4;
+		if (!(dec = malloc(cap))) {
+			r = -ENOMEM;
+			break;
+		}
+		if (b64_decode(v + t, n - t, dec, &dlen) == 0) {
+			while (next_ph(c, (const char *)dec, dlen, 0, &at, &w)) {
+				seen |= UINT64_C(1) << w;
+				c->skip |= UINT64_C(1) << w;
+			}
+		}
+		ab_secrets_wipe_free((char *)dec, cap);
+	}
+	c->skip = pass;
+	c->res->elsewhere = seen;
+	return r < 0 ? r : 0;
+}
+
 static void host_display(const char *host, char *out, size_t n)
 {
 	size_t o = 0;
@@ -1584,8 +1645,11 @@ int ab_secrets_rewrite_head(const ab_secret *secs, size_t n, const char *host, u
 		free(q);
 		return -EINVAL;
 	}
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		c.bound[i] = ab_secret_bound(&secs[i], host, port);
+		if (!c.bound[i] && !secs[i].refuse_elsewhere)
+			c.skip |= UINT64_C(1) << i;
+	}
 	host_display(host, c.hostdisp, sizeof(c.hostdisp));
 	r = rw_request_line(&c, q);
 	for (size_t i = 0; r == 0 && i < q->n_headers; i++)
@@ -1594,12 +1658,15 @@ int ab_secrets_rewrite_head(const ab_secret *secs, size_t n, const char *host, u
 		sb_add(&c.out, head + c.done, len - c.done);
 	if (r == 0 && c.out.fail)
 		r = -ENOMEM;
+	if (r == 0 && c.skip)
+		r = note_elsewhere(&c, q, len); /* before rw_verify parses the new head into q */
 	if (r == 0)
 		r = rw_verify(&c, q, &lim);
 	free(q);
 	if (r != 0) {
 		sb_wipe(&c.out);
 		res->injected = 0;
+		res->elsewhere = 0;
 		return r < 0 ? r : 0;
 	}
 	*out = c.out.p;
@@ -1656,8 +1723,10 @@ void ab_swap_explain(const ab_swap_result *r, char *buf, size_t bufsz)
 		snprintf(buf, bufsz,
 			 "agentbox blocked this request: the placeholder of secret %s (in the %s) "
 			 "was sent to %s, which that secret is not bound to.\nIf %s should "
-			 "receive it, add it to secrets.%s.hosts in the profile.\n", name, wt,
-			 r->place + 5, r->place + 5, name);
+			 "receive it, add it to secrets.%s.hosts in the profile; to send the "
+			 "placeholder (worthless there) on unchanged instead, set "
+			 "secrets.%s.elsewhere to \"forward\".\n", name, wt, r->place + 5,
+			 r->place + 5, name, name);
 	else if (!strcmp(w, "body"))
 		snprintf(buf, bufsz,
 			 "agentbox blocked this request: the placeholder of secret %s is in the %s, "

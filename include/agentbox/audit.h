@@ -17,6 +17,7 @@
 
 #define AB_AUDIT_MAX_HOSTS 512   /* distinct host:port kept for the summary */
 #define AB_AUDIT_MAX_DENIALS 256 /* distinct (category, what, comm) kept for the summary */
+#define AB_AUDIT_MAX_ELSEWHERE 256 /* distinct (secret, host:port) kept for the summary */
 
 typedef struct ab_audit ab_audit;
 
@@ -48,8 +49,17 @@ void ab_audit_count_denial(ab_audit *a, const char *category, const char *what,
 			   const char *comm, uint64_t n);
 void ab_audit_count_exec(ab_audit *a, uint64_t n);
 
-/* One screen: commands recorded, denials by category, hosts reached
- * (requests, bytes), refused attempts. */
+/* Summary bookkeeping: one request carried secret SECRET's placeholder on,
+ * unchanged, to HOST:PORT, which the secret is not bound to.  Returns 1 the
+ * first time for that (secret, host, port): the caller writes the
+ * placeholder-elsewhere event; 0 after that; -1 when AB_AUDIT_MAX_ELSEWHERE
+ * pairs are already kept (counted for the summary as "more"; the caller
+ * counts the event as suppressed). */
+int ab_audit_count_elsewhere(ab_audit *a, const char *secret, const char *host, unsigned port);
+
+/* One screen: commands recorded, denials by category, placeholders sent on
+ * to hosts they are not bound to, hosts reached (requests, bytes), refused
+ * attempts. */
 void ab_audit_summary(const ab_audit *a, FILE *out);
 
 #endif

@@ -151,6 +151,8 @@ typedef struct ab_egress_plan {
 	 * profile outlives the plan), the CA bundle for intercepted upstreams */
 	const struct ab_profile_secret *secrets;
 	size_t nsecrets;
+	int placeholder_elsewhere;  /* network.placeholder_elsewhere (AB_ELSEWHERE_*): the
+				       secrets' default (ab_psecret_elsewhere) */
 	char *ca_file;
 	bool summary;               /* print a summary on stderr at exit (a terminal, not -q) */
 } ab_egress_plan;

@@ -22,6 +22,11 @@
 #define AB_PSECRET_FILE 1
 #define AB_PSECRET_COMMAND 2
 #define AB_PSECRET_JSON 3 /* a string in a JSON file, by JSON pointer (src_file, src_pointer) */
+/* secrets.NAME.elsewhere, network.placeholder_elsewhere: a placeholder in a
+ * request to a host its secret is not bound to */
+#define AB_ELSEWHERE_UNSET 0   /* the secret's: the profile's; the profile's: forward */
+#define AB_ELSEWHERE_FORWARD 1 /* sent on unchanged, recorded (placeholder-elsewhere) */
+#define AB_ELSEWHERE_REFUSE 2  /* the request is refused (403, exfiltration) */
 
 /* Variables available for expansion: "~" (at the start of a path), ${HOME},
  * ${WORKSPACE}, ${XDG_CONFIG_HOME}, ${XDG_DATA_HOME}, ${XDG_CACHE_HOME},
@@ -112,6 +117,7 @@ typedef struct ab_profile {
 		char *upstream_proxy;      /* "env" or "http://HOST:PORT"; NULL = dial directly */
 		char *ca_file;             /* PEM bundle to verify intercepted upstreams with,
 					      instead of the system store (tests, private CAs) */
+		int placeholder_elsewhere; /* AB_ELSEWHERE_*: the default of every secret */
 	} net;
 
 	/* Brokered secrets (issue 4): the sandbox sees a placeholder; the proxy
@@ -134,6 +140,7 @@ typedef struct ab_profile {
 				       "" = none */
 		bool mask_in_body;  /* body of a request to a bound host, "body" not
 				       allowed: send a mask instead of refusing */
+		int elsewhere;      /* AB_ELSEWHERE_*: wins over network.placeholder_elsewhere */
 		/* subscription logins (issue 6, docs/credentials.md) */
 		char *src_pointer;  /* json: JSON pointer into src_file */
 		bool optional;      /* "optional": an absent source skips the secret */
@@ -185,8 +192,17 @@ int ab_profile_load_buffer(const char *buf, size_t len, const char *fname, const
 
 /* Merge `top` over `base` into `base` (used for repeated -p and extends).
  * Lists are unioned (base first, duplicates dropped), deny lists are unioned
- * (deny always wins at planning time), scalars/limits/env.set from `top` override. */
+ * (deny always wins at planning time), scalars/limits/env.set from `top` override;
+ * a secret of `top` replaces the one of the same name whole. */
 int ab_profile_merge(ab_profile *base, const ab_profile *top, ab_err *err);
+
+/* What happens to secret X's placeholder on a host X is not bound to, under
+ * a profile whose network.placeholder_elsewhere is DEF: X's own "elsewhere"
+ * wins, then DEF, then AB_ELSEWHERE_FORWARD. */
+static inline int ab_psecret_elsewhere(const struct ab_profile_secret *x, int def)
+{
+	return x->elsewhere ? x->elsewhere : def ? def : AB_ELSEWHERE_FORWARD;
+}
 
 void ab_profile_free(ab_profile *p);
 static inline void ab_profile_freep(ab_profile **p)

@@ -3,9 +3,11 @@
  * secrets.h: credential brokering (issue 4), the pure part.  The sandbox only
  * ever sees PLACEHOLDERS; the egress proxy, which TLS-intercepts the hosts a
  * secret is bound to, swaps a placeholder for the real value only in the
- * places the profile allows, blocks a request that carries a placeholder
- * anywhere else, and masks the real value (and its common encodings) in
- * everything upstream sends back.  No network and no TLS here.
+ * places the profile allows, blocks a request to those hosts that carries
+ * a placeholder anywhere else, sends a placeholder bound elsewhere on
+ * unchanged (or blocks it: refuse_elsewhere), and masks the real value (and
+ * its common encodings) in everything upstream sends back.  No network and
+ * no TLS here.
  *
  * Secrets (ab_secret):
  *   - name: an environment-variable-like name [A-Za-z_][A-Za-z0-9_]*, at most
@@ -37,6 +39,14 @@
  *     forever (coding agents resend their conversation).  Everywhere else
  *     (other hosts, headers, query, path) it still blocks; with in_body the
  *     swap wins and mask_in_body changes nothing.
+ *   - refuse_elsewhere (opt-in): what happens to the placeholder in a
+ *     request to a host the secret is NOT bound to.  By default (false) it
+ *     is sent on unchanged, never swapped, and reported (ab_swap_result
+ *     .elsewhere, and the body set's count of its pattern): a placeholder
+ *     is worthless away from its bound hosts, so sending it there leaks
+ *     nothing, while refusing turns an agent's printed `env` (now in the
+ *     conversation it resends) into a dead session.  With refuse_elsewhere
+ *     such a request is BLOCKED, wherever the placeholder is in it.
  *
  * The request-head swap (ab_secrets_rewrite_head), for each placeholder P:
  *   - in the value of an allowed header of a request to a bound host: P is
@@ -47,8 +57,13 @@
  *     percent-encoded where it is not unreserved) if in_query and bound,
  *     also when P itself was sent percent-encoded; otherwise BLOCK;
  *   - anywhere else (another header's value, a header name, the path, the
- *     method, the authority of an absolute-form target) or in any place of a
- *     request to a host the secret is not bound to: BLOCK.  The target is
+ *     method, the authority of an absolute-form target) of a request to a
+ *     bound host, or in any place of a request to a host the secret is not
+ *     bound to when it has refuse_elsewhere: BLOCK;
+ *   - in any place of a request to a host the secret is not bound to, by
+ *     default: left as it is (the secret is ignored by the rewrite), and
+ *     reported in res->elsewhere when it is found where the searches below
+ *     would find it (also inside Basic credentials).  The target is
  *     searched raw and percent-decoded (up to 3 times, for %2541-style double
  *     encoding), header names and values raw and percent-decoded: a
  *     placeholder that is there but cannot be swapped (percent-encoded in a
@@ -82,9 +97,11 @@
  *     replace Accept-Encoding by "identity"; run the response HEAD through
  *     the response scanner too (Location, Set-Cookie, ...).
  *   - the audit log gets the names from ab_secrets_names(res->injected),
- *     never a value, never the query; and the names of the secrets whose
+ *     never a value, never the query; the names of the secrets whose
  *     placeholders were masked in the body (ab_secret_masks_body and the
- *     body scanner's ab_scanner_count).
+ *     body scanner's ab_scanner_count); and those whose placeholders went on
+ *     unchanged to a host they are not bound to (res->elsewhere, and
+ *     ab_secret_forwards_elsewhere with the body scanner's count).
  */
 #ifndef AGENTBOX_SECRETS_H
 #define AGENTBOX_SECRETS_H
@@ -167,6 +184,8 @@ typedef struct ab_secret {
 	ab_strv headers;    /* lower-cased allowed header names */
 	bool in_query, in_body;
 	bool mask_in_body;  /* bound host, body, no in_body: mask instead of BLOCK */
+	bool refuse_elsewhere; /* a host it is not bound to: BLOCK instead of
+				  forwarding the placeholder unchanged */
 	bool jwt;           /* the placeholder is JWT-shaped (ab_secret_set_placeholder_jwt) */
 	bool places_given;  /* private: a place was added (no default headers) */
 } ab_secret;
@@ -199,6 +218,9 @@ int ab_secret_finish(ab_secret *s, ab_err *err);
 void ab_secret_free(ab_secret *s);
 /* Is HOST:PORT one of the secret's bound hosts? */
 bool ab_secret_bound(const ab_secret *s, const char *host, unsigned port);
+/* Does a request to HOST:PORT carry S's placeholder on unchanged (not bound
+ * there, no refuse_elsewhere)? */
+bool ab_secret_forwards_elsewhere(const ab_secret *s, const char *host, unsigned port);
 /* Checks over the whole set: N <= AB_SECRETS_MAX, unique names, every secret
  * finished.  0 or -EINVAL/-E2BIG. */
 int ab_secrets_check(const ab_secret *secs, size_t n, ab_err *err);
@@ -354,8 +376,11 @@ int ab_secrets_mask_conflict(const ab_secret *secs, size_t n, uint64_t skip);
  * the value if the secret is bound to HOST:PORT, allows "body" and its
  * placeholder is as long as its value; REPLACE by the mask (ab_secret_mask)
  * if the secret is bound to HOST:PORT, does not allow "body" and has
- * mask_in_body; else BLOCK.  Pattern i is secret i (ab_scanner_count(s, i)
- * tells whose placeholder was swapped or masked).
+ * mask_in_body; REPLACE by itself (sent unchanged, counted) if the secret
+ * is not bound to HOST:PORT and has no refuse_elsewhere
+ * (ab_secret_forwards_elsewhere); else BLOCK.  Pattern i is secret i
+ * (ab_scanner_count(s, i) tells whose placeholder was swapped, masked or
+ * sent on unchanged).
  */
 int ab_secrets_body_set(const ab_secret *secs, size_t n, const char *host, unsigned port,
 			ab_scan_set **out, ab_err *err);
@@ -382,6 +407,9 @@ typedef struct ab_swap_result {
 	char place[AB_SWAP_PLACE_MAX];
 	char where[AB_SWAP_PLACE_MAX]; /* where it was found, always */
 	uint64_t injected;       /* bit i: secs[i]'s value was placed */
+	uint64_t elsewhere;      /* bit i: secs[i]'s placeholder is in the head, which
+				    goes to a host secs[i] is not bound to: left as it
+				    is (ab_secret_forwards_elsewhere) */
 } ab_swap_result;
 
 /*
@@ -395,7 +423,9 @@ typedef struct ab_swap_result {
  * value or placeholder), -E2BIG when the result would exceed
  * AB_HTTP_HARD_MAX_HEAD (answer 431), -ENOMEM, -EPROTO if the new head does
  * not parse again (a bug: never forward it).  All failures: forward nothing.
- * Unless blocked, *RES->injected says whose values were placed.
+ * Unless blocked, *RES->injected says whose values were placed and
+ * *RES->elsewhere whose placeholders go on unchanged to a host they are not
+ * bound to.
  */
 int ab_secrets_rewrite_head(const ab_secret *secs, size_t n, const char *host, unsigned port,
 			    const char *head, size_t len, char **out, size_t *outlen,

@@ -385,6 +385,23 @@ static const char *header_value(char *head, const char *name, size_t *len)
 	return NULL;
 }
 
+/* One read or write on an upstream connection: TLS, or plain HTTP (S NULL). */
+static int up_read(SSL *s, int fd, char *buf, size_t n)
+{
+	return s ? SSL_read(s, buf, (int)n) : (int)recv(fd, buf, n, 0);
+}
+
+static void up_write(SSL *s, int fd, const char *buf, size_t n)
+{
+	if (s)
+		SSL_write(s, buf, (int)n);
+	else
+		send(fd, buf, n, MSG_NOSIGNAL);
+}
+
+/* A request to a lab upstream: over TLS, or in plain HTTP (a first byte that
+ * is not a TLS handshake record: a plain-HTTP request the proxy forwarded,
+ * the lab's hosts map every port to the upstream's). */
 static void *conn_thread(void *p)
 {
 	conn_arg *a = p;
@@ -394,14 +411,16 @@ static void *conn_thread(void *p)
 	struct timeval tv = {5, 0};
 	setsockopt(a->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(a->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	SSL *s = SSL_new(u->ctx);
+	unsigned char first = 0;
+	bool plain = recv(a->fd, &first, 1, MSG_PEEK) == 1 && first != 0x16;
+	SSL *s = plain ? NULL : SSL_new(u->ctx);
 	char *buf = malloc(UP_HEAD_MAX + UP_BODY_MAX + 1);
 	size_t got = 0;
-	if (!s || !buf || !SSL_set_fd(s, a->fd) || SSL_accept(s) != 1)
+	if ((!plain && (!s || !SSL_set_fd(s, a->fd) || SSL_accept(s) != 1)) || !buf)
 		goto out;
 	char *end = NULL;
 	while (got < UP_HEAD_MAX && !end) {
-		int k = SSL_read(s, buf + got, (int)(UP_HEAD_MAX - got));
+		int k = up_read(s, a->fd, buf + got, UP_HEAD_MAX - got);
 		if (k <= 0)
 			goto out;
 		got += (size_t)k;
@@ -416,7 +435,7 @@ static void *conn_thread(void *p)
 		clen = strtoul(cl, NULL, 10);
 	size_t want = (size_t)(end + 4 - buf) + (clen < UP_BODY_MAX ? clen : UP_BODY_MAX);
 	while (got < want) {
-		int k = SSL_read(s, buf + got, (int)(want - got));
+		int k = up_read(s, a->fd, buf + got, want - got);
 		if (k <= 0)
 			break;
 		got += (size_t)k;
@@ -439,8 +458,9 @@ static void *conn_thread(void *p)
 			  "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 			  "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
 			  bl, body);
-	SSL_write(s, resp, rl);
-	SSL_shutdown(s);
+	up_write(s, a->fd, resp, (size_t)rl);
+	if (s)
+		SSL_shutdown(s);
 out:
 	free(buf);
 	SSL_free(s);

@@ -666,8 +666,24 @@ static void crd03_https(ab_probe_run *r, const char *what, const char *host, con
 	pn_hx_free(&h);
 }
 
-/* The placeholder to the unbound host (blind tunnel: it may arrive, but only
- * as the placeholder) and to the denied host (403, zero upstream hits). */
+/* An absolute-form request with the placeholder, sent to the proxy port, for
+ * a host the secret is not bound to: refused (the profile says "refuse"), or
+ * sent on as the placeholder (the default: worthless there); never the real
+ * secret (the lab upstream's answer says what arrived; the judge counts it). */
+static void proxy_request_not_real(ab_probe_run *r, const char *what, const char *req)
+{
+	if (!budget(r, what))
+		return;
+	pn_target t = {.ip = "127.0.0.1", .port = ab_pr_lab(r)->proxy_port};
+	pn_hx h;
+	pn_hx_run(r, what, &t, req, &h);
+	rec_placeholder(r, what, &h, EXP_NOT_REAL);
+	pn_hx_free(&h);
+}
+
+/* The placeholder to the unbound host (blind tunnel, or plain HTTP: it may
+ * arrive, but only as the placeholder) and to the denied host (403, zero
+ * upstream hits). */
 static void crd03_unbound_denied(ab_probe_run *r, const char *ph)
 {
 	const ab_lab_info *lab = ab_pr_lab(r);
@@ -690,7 +706,7 @@ static void crd03_unbound_denied(ab_probe_run *r, const char *ph)
 		snprintf(w, sizeof(w), "proxy: plain GET %s with %s", url, hn);
 		_cleanup_free_ char *preq = pn_http_req("GET", url, u, hdr, NULL);
 		if (preq)
-			proxy_request_refused(r, w, preq);
+			proxy_request_not_real(r, w, preq);
 	}
 	if (!need(r, "the placeholder to the denied host", d, "denied_host"))
 		return;
@@ -782,7 +798,8 @@ static void crd03_bound(ab_probe_run *r, const char *ph)
  * value (the lab servers' JSON says what arrived in the secret header):
  *  - unbound host (allowed, not bound): explicit CONNECT + TLS and
  *    transparent with the header (placeholder or none may arrive, never
- *    real); plain-HTTP GET through the proxy with the header (403)
+ *    real); plain-HTTP GET through the proxy with the header (refused, or
+ *    the placeholder arrives: secrets.NAME.elsewhere; never real)
  *  - denied host: CONNECT, GET http:// with the header (403, zero hits),
  *    getaddrinfo (NXDOMAIN)
  *  - bound host, not in the allowed header: URL query, path, body, another

@@ -13,7 +13,10 @@
  *   1  the request-head swap on whatever complete head the input starts
  *      with, for a destination picked by byte 1: it must not fail (except
  *      -E2BIG), and unless blocked the new head parses, holds no
- *      placeholder, and equals the input when nothing was injected
+ *      placeholder but those of secrets not bound to the destination
+ *      (reported in res.elsewhere), and equals the input when nothing was
+ *      injected; bit 3 of the first byte: every secret refuses elsewhere
+ *      (then no placeholder at all is left)
  *   2  the response set (values and their encodings) on the input, split:
  *      same length, split-independent, no raw value left; and the JWT
  *      placeholder of the input (refused, or the same header and payload
@@ -236,6 +239,8 @@ static int fuzz_head(const uint8_t *d, size_t size, size_t *head_len, const char
 	if (k <= 0)
 		return -1;
 	*head_len = (size_t)k;
+	for (int i = 0; i < 4; i++)
+		secs[i].refuse_elsewhere = d[0] & 8;
 	int r = ab_secrets_rewrite_head(secs, 4, *host, *port, head, (size_t)k, &out, &outlen,
 					&res);
 	if (r == -E2BIG)
@@ -243,14 +248,19 @@ static int fuzz_head(const uint8_t *d, size_t size, size_t *head_len, const char
 	if (r != 0)
 		__builtin_trap();
 	if (res.blocked) {
-		if (out || !res.secret || !res.place[0] || !res.where[0] || res.injected)
+		if (out || !res.secret || !res.place[0] || !res.where[0] || res.injected ||
+		    res.elsewhere)
 			__builtin_trap();
 		return 1;
 	}
 	if (!out || ab_http_parse_head(out, outlen, NULL, &req) != (int)outlen)
 		__builtin_trap();
 	for (int i = 0; i < 4; i++) {
-		if (memmem(out, outlen, secs[i].placeholder, secs[i].placeholder_len))
+		bool fwd = ab_secret_forwards_elsewhere(&secs[i], *host, *port);
+		if (memmem(out, outlen, secs[i].placeholder, secs[i].placeholder_len) &&
+		    !(fwd && (res.elsewhere >> i & 1)))
+			__builtin_trap();
+		if ((res.elsewhere >> i & 1) && !fwd)
 			__builtin_trap();
 		bool bound = ab_secret_bound(&secs[i], *host, *port);
 		if ((res.injected >> i & 1) && !bound)

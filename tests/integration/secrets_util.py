@@ -344,8 +344,9 @@ class Broker:
         }
 
     def write_profile(self, secrets_, name="secrets", allow=(BOUND, TUNNEL, PLAIN),
-                      ca_file=True, log=None, extra=None, extra_hosts=None):
-        """extra_hosts: more NAME -> "api" / "tunnel" / "plain" (that upstream)."""
+                      ca_file=True, log=None, extra=None, extra_hosts=None, net_extra=None):
+        """extra_hosts: more NAME -> "api" / "tunnel" / "plain" (that upstream);
+        net_extra: more keys of "network"."""
         hosts = self.hosts()
         for n, which in (extra_hosts or {}).items():
             hosts[n] = "127.0.0.1:%d" % getattr(self, which).port
@@ -354,6 +355,7 @@ class Broker:
             net["ca_file"] = self.ca_file if ca_file is True else ca_file
         if log:
             net["log"] = log
+        net.update(net_extra or {})
         prof = {"version": 1, "extends": ["default"], "network": net, "secrets": secrets_}
         if extra:
             prof.update(extra)

@@ -34,6 +34,11 @@ canary.
     length there instead of refusing, so the conversation goes on (the API
     never sees the placeholder nor the key in a body; the audit log says
     "masked").
+  * test_claude_other_secrets_placeholder_in_conversation: a second brokered
+    secret (GH_TOKEN, bound to another host) whose placeholder the agent
+    prints: every later API request carries it in its body; the proxy sends
+    it on unchanged (a placeholder is worthless away from its own host) and
+    records it once (placeholder-elsewhere), so the session finishes.
   * test_claude_tui: the interactive TUI in agentbox's pty: first screen,
     API key question, a prompt and its answer, a resize, Ctrl-C twice, the
     outer terminal restored.
@@ -67,6 +72,7 @@ RUN_TIMEOUT = 60
 
 DENIED = "denied.test"
 REAL_API = "api.anthropic.com"
+GH_HOST = "api.github.test"   # the second secret's host: a counting listener
 KEY_PREFIX = "sk-ant-api03-"
 KEY_RE = re.compile(r"sk-ant-api03-[A-Za-z0-9_-]+")
 HRULE = "\u2500".encode()   # the box-drawing line of the prompt box
@@ -231,9 +237,13 @@ class Lab:
     """The mock API, the counting listeners, the extension profile and the
     environment of one test."""
 
-    def __init__(self, ctx, script):
+    def __init__(self, ctx, script, gh_token=False):
+        """gh_token: also broker GH_TOKEN (a fresh value in agentbox's
+        environment, placeholder prefix ghp_), bound to GH_HOST, which is
+        allowed and mapped to a counting listener."""
         self.ctx = ctx
         self.key = new_key()
+        self.gh_value = None
         self.mock = MockAnthropic([self.key], script, on_cleanup=ctx.on_cleanup)
         self.denied = Listener()
         self.real_api = Listener()
@@ -260,6 +270,16 @@ class Lab:
             "env": {"set": {"ANTHROPIC_BASE_URL": "https://" + MOCK_HOST,
                             "CLAUDE_CODE_MAX_RETRIES": "1"}},
         }
+        if gh_token:
+            self.gh_value = "ghp_" + "".join(secrets.choice(
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+                for _ in range(36))
+            self.gh = Listener()
+            ctx.on_cleanup(self.gh.close)
+            prof["network"]["allow"].append(GH_HOST)
+            prof["network"]["hosts"][GH_HOST] = "127.0.0.1:%d" % self.gh.port
+            prof["secrets"]["GH_TOKEN"] = {"from": {"env": "GH_TOKEN"}, "hosts": [GH_HOST],
+                                           "placeholder": {"prefix": "ghp_"}}
         self.profile = os.path.join(ctx.scratch, "claude-mock.json")
         ctx.host_file(self.profile, json.dumps(prof, indent=2) + "\n")
         self.path = install_native(ctx)
@@ -267,6 +287,8 @@ class Lab:
 
     def env(self, **extra):
         e = {"ANTHROPIC_API_KEY": self.key, "PATH": self.path}
+        if self.gh_value:
+            e["GH_TOKEN"] = self.gh_value
         e.update(extra)
         return e
 
@@ -292,7 +314,8 @@ class Lab:
         if os.path.exists(self.log):
             with open(self.log) as f:
                 parts.append("audit log:\n" + "".join(f.readlines()[-30:]))
-        return "\n".join(parts).replace(self.key, "<REAL KEY>")
+        out = "\n".join(parts).replace(self.key, "<REAL KEY>")
+        return out.replace(self.gh_value, "<REAL GH_TOKEN>") if self.gh_value else out
 
     def check_mock_saw_only_the_key(self, r=None):
         """Every request reached the mock with the real key in x-api-key, and
@@ -532,6 +555,74 @@ def test_claude_placeholder_in_conversation_is_masked(ctx):
     assert masked and any(e.get("path", "").startswith("/v1/messages") for e in masked), \
         "no API request in the audit log says \"masked\": \"ANTHROPIC_API_KEY\":\n%s" % (
             json.dumps(api))
+    lab.check_key_nowhere([r])
+
+
+def test_claude_other_secrets_placeholder_in_conversation(ctx):
+    """Two brokered secrets: the API key and GH_TOKEN, bound to another host.
+    The agent prints $GH_TOKEN; from then on every API request carries
+    GH_TOKEN's placeholder in its body, to a host GH_TOKEN is not bound to.
+    The placeholder is worthless there, so by default the proxy sends it on
+    unchanged (it never swaps it: the API sees the placeholder, never the
+    value) and records it: one placeholder-elsewhere event for the pair
+    however many requests carry it, the secret's name on each request line.
+    The session goes on to its final answer and exits 0.  (Before, each of
+    those requests got a 403 and Claude Code stopped: "Failed to
+    authenticate".)"""
+    final = "FINAL-ANSWER-" + secrets.token_hex(6)
+    script = Script([
+        [tool_use_block("Bash", {"command": 'echo "GH_TOKEN=$GH_TOKEN"',
+                                 "description": "Show the GitHub token variable"})],
+        [tool_use_block("Bash", {"command": "echo second-step",
+                                 "description": "Run one more command"})],
+        [text_block("Done. " + final)],
+    ])
+    lab = Lab(ctx, script, gh_token=True)
+    r = lab.run(["claude", "-p", "show me $GH_TOKEN", "--dangerously-skip-permissions"])
+    why = lab.why(r)
+    assert r.returncode == 0, "claude exited %s: a request was not let through\n%s" % (
+        r.returncode, why)
+    assert "agentbox blocked this request" not in r.stdout + r.stderr, \
+        "agentbox refused a request\n" + why
+    assert final in r.stdout, "claude did not print the final answer\n" + why
+    # the tool result, as the API received it: GH_TOKEN's placeholder, unchanged
+    loop = lab.mock.messages()
+    assert len(loop) >= 3, "expected 3 turns of the agent loop, got %d\n%s" % (len(loop), why)
+    results = tool_results(loop[-1]["json"])
+    m = re.search(r"GH_TOKEN=(\S+)", results[0][1]) if results else None
+    assert m, "no GH_TOKEN in the first tool result that reached the API: %r\n%s" % (
+        [t for _, t, _ in results], why)
+    ph = m.group(1)
+    assert ph.startswith("ghp_") and len(ph) == len(lab.gh_value) and ph != lab.gh_value, \
+        "GH_TOKEN reached the API as %r (expected its placeholder)" % ph.replace(
+            lab.gh_value, "<REAL GH_TOKEN>")
+    with_ph = [rec for rec in loop if ph.encode() in rec["body"]]
+    assert len(with_ph) >= 2, "expected at least 2 API requests carrying the placeholder, " \
+        "got %d\n%s" % (len(with_ph), why)
+    assert lab.gh_value not in lab.mock.everything(), "GH_TOKEN's value reached the API"
+    assert lab.gh.count() == 0, "%s got %d connection(s)" % (GH_HOST, lab.gh.count())
+    lab.check_mock_saw_only_the_key(r)
+    lab.check_nothing_else_reached(r)
+    # the audit log: the requests went through, GH_TOKEN named on them, one event
+    entries = lab.audit()
+    api = _requests_in(entries, host=MOCK_HOST)
+    assert api and all(e.get("decision") == "allow" and e.get("status") == 200 and
+                       e.get("rule") != "exfiltration" for e in api), \
+        "API requests in the audit log:\n%s" % json.dumps(api)
+    named = [e for e in api if e.get("elsewhere") == "GH_TOKEN"]
+    assert len(named) >= 2, "the API requests that carried GH_TOKEN's placeholder do not " \
+        "say \"elsewhere\": \"GH_TOKEN\":\n%s" % json.dumps(api)
+    ev = [e for e in entries if e.get("event") == "placeholder-elsewhere"]
+    assert len(ev) == 1 and ev[0].get("secret") == "GH_TOKEN" and \
+        ev[0].get("host") == MOCK_HOST and ev[0].get("port") == 443 and \
+        ev[0].get("where") == "body", \
+        "expected one placeholder-elsewhere event for GH_TOKEN at %s:443 in the body, " \
+        "got:\n%s" % (MOCK_HOST, json.dumps(ev))
+    with open(lab.log) as f:
+        log = f.read()
+    assert lab.gh_value not in log and ph not in log, \
+        "the audit log holds GH_TOKEN's value or placeholder"
+    assert lab.gh_value not in r.stdout + r.stderr, "GH_TOKEN's value in agentbox's output"
     lab.check_key_nowhere([r])
 
 

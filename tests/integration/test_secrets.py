@@ -32,7 +32,7 @@ import urllib.parse
 import zlib
 
 import abtest
-from abtest import INNER_PY, ab_cmd, describe, sanitized, skip, wait_for
+from abtest import INNER_PY, PtyRun, ab_cmd, describe, sanitized, skip, wait_for
 from secrets_util import (BOUND, BOUND_PLAIN, PLAIN, TUNNEL, Broker, encodings,
                           name_constraints, new_value, pem_certs, private_key_files,
                           x509_text)
@@ -54,13 +54,15 @@ DISTRO_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # host-side helpers
 
 def secret(src, hosts=(BOUND,), places=None, prefix=None, length=None, env=None,
-           mask_in_body=None):
+           mask_in_body=None, elsewhere=None):
     """One entry of the profile's "secrets"."""
     if isinstance(src, str):
         src = {"env": src}
     s = {"from": src, "hosts": list(hosts)}
     if mask_in_body is not None:
         s["mask_in_body"] = mask_in_body
+    if elsewhere is not None:
+        s["elsewhere"] = elsewhere
     if places is not None:
         s["in"] = list(places)
     ph = {}
@@ -941,11 +943,13 @@ print(json.dumps(out))
 
 
 def test_exfiltration_blocked(ctx):
-    """A placeholder in a plain-HTTP request to an allowed unbound host, or in
+    """With network.placeholder_elsewhere "refuse": a placeholder in a
+    plain-HTTP request to an allowed unbound host, and (whatever that says) in
     a place not allowed (another header, the path, the query, the body) of a
     request to the bound host: 403 "agentbox ..." naming the secret and the
     place, logged as exfiltration, nothing reaches the upstream.  Through a
-    blind tunnel to an unbound host it arrives as the worthless placeholder."""
+    blind tunnel to an unbound host it arrives as the worthless placeholder.
+    (test_placeholder_elsewhere_forwarded: the default.)"""
     val = new_value()
     b = Broker(ctx, [val])
     log = log_file(ctx)
@@ -953,13 +957,15 @@ def test_exfiltration_blocked(ctx):
     prof = b.write_profile({"KEY": secret(SRC),
                             "PORTKEY": secret(SRC, hosts=[TUNNEL + ":8443"],
                                               places=["header:x-port-key"])},
-                           allow=[BOUND, TUNNEL, PLAIN, TUNNEL + ":8443"])
+                           allow=[BOUND, TUNNEL, PLAIN, TUNNEL + ":8443"],
+                           net_extra={"placeholder_elsewhere": "refuse"})
     out, r = inner_json(ctx, EXFIL_PY, {"bound": BOUND, "tunnel": TUNNEL, "ca": b.ca_ws}, prof,
                         env={SRC: val}, extra_args=["--log", log])
     ph = out["ph"]
     problems = []
     for k, needles in (
-            ("plain_hdr", ("plain.test", "secrets.KEY.hosts")),
+            ("plain_hdr", ("plain.test", "secrets.KEY.hosts",
+                           'set secrets.KEY.elsewhere to "forward"')),
             ("plain_query", ("plain.test",)),
             ("plain_pct_query", ("plain.test",)),
             ("plain_basic", ("plain.test",)),
@@ -1041,8 +1047,192 @@ def test_exfiltration_blocked(ctx):
     t = [e for e in reqs if e.get("host") == TUNNEL]
     if not t or any(e.get("intercepted") for e in t):
         problems.append("the tunnel to %s: %s" % (TUNNEL, t))
+    if any(e.get("event") == "placeholder-elsewhere" or "elsewhere" in e for e in entries):
+        problems.append("placeholders recorded as sent on although refused")
     assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [val])
     assert_value_nowhere(ctx, [val], [r], [log])
+
+
+ELSEWHERE_PY = EXFIL_PY.split("# unbound hosts over plain HTTP")[0] + r'''
+oph, rph = os.environ["OTHER"], os.environ["REFUSER"]
+out["oph"], out["rph"] = oph, rph
+# KEY's placeholder to the unbound plain.test: every place and form, both paths
+out["plain_hdr"] = plain("plain.test", "/e-plain-hdr", "Authorization: Bearer %s\r\n" % ph)
+out["plain_query"] = plain("plain.test", "/e-plain-query?k=" + ph)
+out["plain_pct_query"] = plain("plain.test", "/e-plain-pct?k=" + pct)
+out["plain_basic"] = plain("plain.test", "/e-plain-basic", "Authorization: Basic %s\r\n" % basic)
+out["plain_body"] = plain("plain.test", "/e-plain-body", body=b'{"k":"' + ph.encode() + b'"}',
+                          method="POST")
+s = direct("plain.test", 80)
+if isinstance(s, str):
+    out["plain_transparent"] = {"status": None, "state": s}
+else:
+    s.sendall(("GET /e-plain-tp HTTP/1.1\r\nHost: plain.test\r\nx-api-key: %s\r\n"
+               "Connection: close\r\n\r\n" % ph).encode())
+    out["plain_transparent"] = jresp(read_response(s))
+    s.close()
+# the bound (intercepted) host: KEY swapped, OTHER's placeholder (bound to
+# other.upstream.test:8443) left as it is in a header and the body
+out["bound_mixed"] = bound(post("/e-bound-mixed", b'{"o":"' + oph.encode() + b'"}',
+                                "x-api-key: %s\r\nX-Other: %s\r\n" % (ph, oph)))
+out["bound_chunked"] = bound(post("/e-bound-chunked", None, chunks=[
+    b'{"o":"' + oph[:7].encode(), oph[7:].encode() + b'"}']))
+# REFUSER ("elsewhere": "refuse"): refused there, in the body and in a header
+out["bound_refuser_body"] = bound(post("/e-bound-refuser", b'{"r":"' + rph.encode() + b'"}'))
+out["bound_refuser_hdr"] = bound(get("/e-bound-refuser-hdr", "X-R: %s\r\n" % rph))
+print(json.dumps(out))
+'''
+
+
+def test_placeholder_elsewhere_forwarded(ctx):
+    """The default: a placeholder in a request to a host its secret is not
+    bound to goes on unchanged (never the value: the swap is only for the
+    bound hosts) wherever it is (header, query, percent-encoded, Basic, body,
+    a chunked body split across chunks; plain HTTP on both paths, or an
+    intercepted host bound to another secret), and is recorded: the request
+    line names the secret under "elsewhere", one placeholder-elsewhere event
+    per (secret, host:port).  A secret with "elsewhere": "refuse" is still
+    refused there (403 naming the key), wherever the placeholder is."""
+    val, oval, rval = new_value(), new_value(), new_value()
+    b = Broker(ctx, [val])
+    log = log_file(ctx)
+    prof = b.write_profile({
+        "KEY": secret(SRC),
+        "OTHER": secret(SRC2, hosts=[TUNNEL + ":8443"], places=["header:x-port-key"]),
+        "REFUSER": secret(SRC3, hosts=[TUNNEL + ":8443"], elsewhere="refuse"),
+    }, allow=[BOUND, TUNNEL, PLAIN, TUNNEL + ":8443"])
+    out, r = inner_json(ctx, ELSEWHERE_PY, {"bound": BOUND, "tunnel": TUNNEL, "ca": b.ca_ws},
+                        prof, env={SRC: val, SRC2: oval, SRC3: rval},
+                        extra_args=["--log", log])
+    ph, oph, rph = out["ph"], out["oph"], out["rph"]
+    problems = []
+    for k in ("plain_hdr", "plain_query", "plain_pct_query", "plain_basic", "plain_body",
+              "plain_transparent", "bound_mixed", "bound_chunked"):
+        if (out[k] or {}).get("status") != 200:
+            problems.append("%s: expected a 200, got %s" % (k, out[k]))
+    # what the upstreams received: the placeholders, exactly where they were sent
+    pct = "".join("%%%02X" % ord(c) for c in ph)
+    basic = base64.b64encode(("user:" + ph).encode()).decode()
+    p = b.plain
+    for marker, got, want in (
+            ("/e-plain-hdr", p.header("/e-plain-hdr", "authorization"), ["Bearer " + ph]),
+            ("/e-plain-query", [x["target"] for x in p.find("/e-plain-query")],
+             ["/e-plain-query?k=" + ph]),
+            ("/e-plain-pct", [x["target"] for x in p.find("/e-plain-pct")],
+             ["/e-plain-pct?k=" + pct]),
+            ("/e-plain-basic", p.header("/e-plain-basic", "authorization"), ["Basic " + basic]),
+            ("/e-plain-body", [bytes(x["body"]) for x in p.find("/e-plain-body")],
+             [b'{"k":"' + ph.encode() + b'"}']),
+            ("/e-plain-tp", p.header("/e-plain-tp", "x-api-key"), [ph]),
+            ("/e-bound-mixed", b.api.header("/e-bound-mixed", "x-api-key"), [val]),
+            ("/e-bound-mixed", b.api.header("/e-bound-mixed", "x-other"), [oph]),
+            ("/e-bound-mixed", [bytes(x["body"]) for x in b.api.find("/e-bound-mixed")],
+             [b'{"o":"' + oph.encode() + b'"}']),
+            ("/e-bound-chunked", [bytes(x["body"]) for x in b.api.find("/e-bound-chunked")],
+             [b'{"o":"' + oph.encode() + b'"}'])):
+        if got != want:
+            problems.append("%s: the upstream received %r, expected %r" % (marker, got, want))
+    for v, name in ((val, "KEY"), (oval, "OTHER"), (rval, "REFUSER")):
+        if v in p.everything() or (name != "KEY" and v in b.api.everything()):
+            problems.append("an upstream received %s's real value" % name)
+    if rph in b.api.everything() or b.api.find("/e-bound-refuser"):
+        problems.append("the bound upstream received the refused requests")
+    for k in ("bound_refuser_body", "bound_refuser_hdr"):
+        v = out[k]
+        text = v.get("text") or ""
+        if v.get("status") != 403 or "REFUSER" not in text or \
+                'set secrets.REFUSER.elsewhere to "forward"' not in text:
+            problems.append("%s: expected a 403 naming secrets.REFUSER.elsewhere, got %s" % (
+                k, v))
+
+    entries, raw = read_log(log, ctx)
+    reqs = requests_in(entries)
+    plain_lines = [e for e in reqs if e.get("host") == PLAIN and e.get("port") == 80]
+    if len(plain_lines) != 6 or any(e.get("elsewhere") != "KEY" or
+                                    e.get("decision") != "allow" for e in plain_lines):
+        problems.append("plain.test request lines: %s" % plain_lines)
+    for path in ("/e-bound-mixed", "/e-bound-chunked"):
+        ls = [e for e in reqs if e.get("path") == path]
+        if len(ls) != 1 or ls[0].get("elsewhere") != "OTHER" or \
+                ls[0].get("secrets") != ("KEY" if path == "/e-bound-mixed" else None):
+            problems.append("%s request lines: %s" % (path, ls))
+    ref = [e for e in reqs if e.get("path", "").startswith("/e-bound-refuser")]
+    if len(ref) != 2 or any(e.get("rule") != "exfiltration" or "elsewhere" in e for e in ref):
+        problems.append("refused REFUSER lines: %s" % ref)
+    ev = sorted(((e.get("secret"), e.get("host"), e.get("port"), e.get("where"))
+                 for e in entries if e.get("event") == "placeholder-elsewhere"), key=str)
+    want = sorted([("KEY", PLAIN, 80, "head"), ("OTHER", BOUND, 443, "head,body")], key=str)
+    if ev != want:
+        problems.append("placeholder-elsewhere events %s, expected %s" % (ev, want))
+    for x in (ph.encode(), oph.encode(), rph.encode()):
+        if x in raw:
+            problems.append("a placeholder is in the audit log")
+    assert not problems, redact("\n".join(problems) + "\n" + b.summary() + "\n" +
+                                fmt_log(entries), [val, oval, rval])
+    assert_value_nowhere(ctx, [val, oval, rval], [r], [log])
+
+
+def test_placeholder_elsewhere_explain_and_errors(ctx):
+    """explain shows the rule in force for each secret and the key that set
+    it: the default (forward), the secret's own "elsewhere", or a later
+    profile's network.placeholder_elsewhere (which the secret's own beats).
+    A bad value is a FILE:LINE:COL error, exit 125."""
+    b = Broker(ctx)
+    prof = b.write_profile({"A": secret(SRC), "B": secret(SRC2, elsewhere="refuse"),
+                            "C": secret(SRC3, elsewhere="forward")})
+    top = os.path.join(ctx.scratch, "refuse-all.json")
+    ctx.host_file(top, json.dumps({"version": 1,
+                                   "network": {"placeholder_elsewhere": "refuse"}}) + "\n")
+    for extra, want in (
+            ([], {"A": ("forward", "default"), "B": ("refuse", "secrets.B.elsewhere"),
+                  "C": ("forward", "secrets.C.elsewhere")}),
+            (["-p", top], {"A": ("refuse", "network.placeholder_elsewhere"),
+                           "B": ("refuse", "secrets.B.elsewhere"),
+                           "C": ("forward", "secrets.C.elsewhere")})):
+        r = ctx.run(["explain", "--json", "-p", prof] + extra + ["-w", ctx.ws])
+        assert r.returncode == 0, describe(r)
+        got = {x["name"]: (x.get("elsewhere"), x.get("elsewhere_by"))
+               for x in json.loads(r.stdout)["secrets"]}
+        assert got == want, "explain --json %s: %s" % (extra, got)
+        r = ctx.run(["explain", "-p", prof] + extra + ["-w", ctx.ws])
+        assert r.returncode == 0, describe(r)
+        lines = [l.strip() for l in r.stdout.splitlines() if l.strip().startswith("elsewhere:")]
+        assert len(lines) == 3, r.stdout
+        for line, name in zip(lines, "ABC"):
+            rule, by = want[name]
+            assert line.startswith("elsewhere: %s: " % rule) and line.endswith(
+                "(%s)" % ("the default" if by == "default" else by)), (name, line)
+    bad = os.path.join(ctx.scratch, "bad.json")
+    ctx.host_file(bad, '{"version": 1, "secrets": {"A": {"from": {"env": "A"},\n'
+                       '  "hosts": ["api.upstream.test"], "elsewhere": "block"}}}\n')
+    r = ctx.run(["explain", "-p", bad, "-w", ctx.ws])
+    assert r.returncode == 125 and '%s:2:48: secrets.A.elsewhere: expected "forward" or ' \
+        '"refuse", got "block"' % bad in r.stderr, describe(r)
+
+
+def test_placeholder_elsewhere_summary(ctx):
+    """On a terminal, the exit summary says which placeholders went on to
+    hosts they are not bound to, and how often."""
+    val = new_value()
+    b = Broker(ctx, [val])
+    prof = b.write_profile({"KEY": secret(SRC)})
+    code = INNER_LIB + r'''
+for i in range(3):
+    proxy_request(("GET http://plain.test/s%d HTTP/1.1\r\nHost: plain.test\r\n"
+                   "Authorization: Bearer %s\r\nConnection: close\r\n\r\n"
+                   % (i, os.environ["KEY"])).encode())
+print("END-OF-COMMAND")
+'''
+    pr = PtyRun(ctx, ["run", "-p", prof, "-w", ctx.ws, "--", INNER_PY, "-c", code, "{}"],
+                env={SRC: val})
+    pr.expect(rb"END-OF-COMMAND", timeout=30)
+    rc = pr.wait(timeout=30)
+    text = pr.text()
+    assert rc == 0, text
+    assert "agentbox: placeholders sent on unchanged to hosts they are not bound to: " \
+        "KEY to plain.test:80 x3" in text.split("END-OF-COMMAND", 1)[1], text
+    assert len(b.plain.recs) == 3, b.summary()
+    assert val not in text
 
 
 # ==========================================================================
@@ -1571,10 +1761,11 @@ out["bound_late"] = send(B, head, late=body)
 both = ('{"key":"%s","w":"%s"}' % (ph, pw)).encode()
 out["both"] = (both.decode(), send(B, post(B, "/mb-both", both)))
 out["bound_ok"] = send(B, get(B, "/mb-ok", "x-api-key: %s\r\n" % ph))
-# still refused: other places on the bound host, the body to other hosts
+# still refused: other places on the bound host
 out["bound_hdr"] = send(B, get(B, "/mb-hdr", "X-Other: %s\r\n" % ph))
 out["bound_query"] = send(B, get(B, "/mb-query?k=%s" % ph))
 out["bound_path"] = send(B, get(B, "/mb-path/%s" % ph))
+# other hosts (KEY is not bound there): the body goes on unchanged, not masked
 out["tunnel_body"] = send(T, post(T, "/mb-tunnel", body))
 raw = ("POST http://plain.test/mb-plain HTTP/1.1\r\nHost: plain.test\r\nContent-Length: %d"
        "\r\nConnection: close\r\n\r\n" % len(body)).encode() + body
@@ -1589,9 +1780,11 @@ def test_mask_in_body(ctx):
     and transparent) reaches the upstream as a mask of the same length
     ("agentbox-masked***..."), never as the placeholder nor the value, and
     the audit line says "masked":"KEY".  Still refused (403, exfiltration):
-    the same body to an allowed host KEY is not bound to (intercepted TLS,
-    plain HTTP), and the placeholder in another header, the query or the
-    path of the bound host.  A secret with "body" allowed is swapped."""
+    the placeholder in another header, the query or the path of the bound
+    host.  The same body to an allowed host KEY is not bound to (intercepted
+    TLS, plain HTTP) goes on unchanged, not masked (the mask is for KEY's own
+    hosts; elsewhere is the "elsewhere" rule's, forward by default).  A
+    secret with "body" allowed is swapped."""
     val, wval, oval = new_value(), new_value("sk-w-"), new_value("sk-o-")
     b = Broker(ctx, [val, wval, oval])
     log = log_file(ctx)
@@ -1640,8 +1833,7 @@ def test_mask_in_body(ctx):
     if out["bound_ok"].get("status") != 200 or b.api.header("/mb-ok", "x-api-key") != [val]:
         problems.append("bound_ok (the allowed header still swaps): %s" % out["bound_ok"])
     for k, needles in (("bound_hdr", ("x-other",)), ("bound_query", ("query",)),
-                       ("bound_path", ("path",)), ("tunnel_body", (TUNNEL,)),
-                       ("plain_body", ("plain.test",))):
+                       ("bound_path", ("path",))):
         v = out[k]
         text = v.get("text") or ""
         if v.get("status") != 403 or not text.startswith("agentbox") or "KEY" not in text or \
@@ -1650,8 +1842,13 @@ def test_mask_in_body(ctx):
     for m in ("/mb-hdr", "/mb-query", "/mb-path"):
         if b.api.find(m):
             problems.append("the bound upstream received the refused request %s" % m)
-    if b.tunnel.recs or b.plain.recs:
-        problems.append("an unbound upstream received a refused request:\n" + b.summary())
+    for k, up, marker in (("tunnel_body", b.tunnel, "/mb-tunnel"),
+                          ("plain_body", b.plain, "/mb-plain")):
+        recs = up.find(marker)
+        if out[k].get("status") != 200 or len(recs) != 1 or \
+                bytes(recs[0]["body"]) != body.encode():
+            problems.append("%s: expected the body sent on unchanged, got %s; upstream %s" % (
+                k, out[k], [bytes(x["body"])[:200] for x in recs]))
     with b.api.lock:
         bodies = b"".join(bytes(x["body"]) for x in b.api.recs)
     if ph.encode() in bodies or val.encode() in bodies:
@@ -1670,10 +1867,10 @@ def test_mask_in_body(ctx):
     if len(ls) != 1 or "masked" in ls[0] or ls[0].get("secrets") != "KEY":
         problems.append("audit line of /mb-ok: %s" % ls)
     for host, path in ((TUNNEL, "/mb-tunnel"), (PLAIN, "/mb-plain")):
-        ls = [e for e in requests_in(entries) if e.get("host") == host and
-              e.get("rule") == "exfiltration" and e.get("decision") == "deny"]
-        if not ls:
-            problems.append("the refused body to %s is not logged as exfiltration" % host)
+        ls = find_lines(entries, host=host, path=path)
+        if len(ls) != 1 or ls[0].get("elsewhere") != "KEY" or ls[0].get("decision") != "allow" \
+                or "masked" in ls[0]:
+            problems.append("audit line of %s: %s (expected \"elsewhere\":\"KEY\")" % (path, ls))
     assert not problems, redact("\n".join(problems) + "\n" + b.summary(), [val, wval, oval])
     assert_value_nowhere(ctx, [val, wval, oval], [r], [log])
 

@@ -230,6 +230,65 @@ static void test_text_variants(void **state)
 	free_fixture(f);
 }
 
+/* Each secret says what happens to its placeholder on other hosts, and
+ * which key decided: its own "elsewhere", network.placeholder_elsewhere, or
+ * the default (forward). */
+static void test_secrets_elsewhere(void **state)
+{
+	struct ab_profile_secret sec[3] = {
+		{.name = "A", .src = AB_PSECRET_ENV, .src_env = "A"},
+		{.name = "B", .src = AB_PSECRET_ENV, .src_env = "B",
+		 .elsewhere = AB_ELSEWHERE_REFUSE},
+		{.name = "C", .src = AB_PSECRET_ENV, .src_env = "C",
+		 .elsewhere = AB_ELSEWHERE_FORWARD},
+	};
+	fixture *f = make_fixture();
+	f->p.egress.secrets = sec;
+	f->p.egress.nsecrets = AB_ARRAY_SIZE(sec);
+	static const char fwd[] = "    elsewhere: forward: the placeholder in a request to another "
+				  "host goes on unchanged, and is recorded (";
+	static const char ref[] = "    elsewhere: refuse: a request to another host that carries "
+				  "the placeholder is refused, where agentbox reads it "
+				  "(intercepted, plain HTTP) (";
+	for (int k = 0; k < 2; k++) {
+		f->p.egress.placeholder_elsewhere = k ? AB_ELSEWHERE_REFUSE : AB_ELSEWHERE_UNSET;
+		char *t = explain(f, false);
+		char want[3][400];
+		const char *a = find_after(t, "  A  from env A", NULL);
+		snprintf(want[0], sizeof(want[0]), "%s%s\n", k ? ref : fwd,
+			 k ? "network.placeholder_elsewhere)" : "the default)");
+		snprintf(want[1], sizeof(want[1]), "%ssecrets.B.elsewhere)\n", ref);
+		snprintf(want[2], sizeof(want[2]), "%ssecrets.C.elsewhere)\n", fwd);
+		const char *b = find_after(t, want[0], a);
+		b = find_after(t, "  B  from env B", b);
+		b = find_after(t, want[1], b);
+		b = find_after(t, "  C  from env C", b);
+		find_after(t, want[2], b);
+		free(t);
+
+		t = explain(f, true);
+		json_error_t je;
+		json_t *j = json_loads(t, 0, &je), *s = json_object_get(j, "secrets");
+		assert_int_equal(json_array_size(s), 3);
+		static const char *const want_j[2][3][2] = {
+			{ { "forward", "default" }, { "refuse", "secrets.B.elsewhere" },
+			  { "forward", "secrets.C.elsewhere" } },
+			{ { "refuse", "network.placeholder_elsewhere" },
+			  { "refuse", "secrets.B.elsewhere" }, { "forward", "secrets.C.elsewhere" } },
+		};
+		for (size_t i = 0; i < 3; i++) {
+			json_t *o = json_array_get(s, i);
+			assert_string_equal(json_string_value(json_object_get(o, "elsewhere")),
+					    want_j[k][i][0]);
+			assert_string_equal(json_string_value(json_object_get(o, "elsewhere_by")),
+					    want_j[k][i][1]);
+		}
+		json_decref(j);
+		free(t);
+	}
+	free_fixture(f);
+}
+
 static void test_text_hostile_strings_escaped(void **state)
 {
 	fixture *f = make_fixture();
@@ -407,6 +466,7 @@ int main(void)
 		cmocka_unit_test(test_text_sections_in_order),
 		cmocka_unit_test(test_text_env_names_only),
 		cmocka_unit_test(test_text_variants),
+		cmocka_unit_test(test_secrets_elsewhere),
 		cmocka_unit_test(test_text_hostile_strings_escaped),
 		cmocka_unit_test(test_json_keys_and_values),
 		cmocka_unit_test(test_json_mounts),

@@ -122,6 +122,7 @@ static void test_record(void **state)
 
 	/* denials, refusals and warnings are WARN */
 	const char *warn[] = {"{\"event\": \"denied\"}", "{\"event\": \"warning\"}",
+			      "{\"event\": \"placeholder-elsewhere\"}",
 			      "{\"event\": \"request\", \"decision\": \"deny\"}",
 			      "{\"event\": \"dns\", \"decision\": \"nxdomain\"}"};
 	for (size_t i = 0; i < sizeof(warn) / sizeof(warn[0]); i++) {

@@ -1697,6 +1697,36 @@ static void test_command(void **state)
 	fx_done(&f);
 }
 
+/* A rendered credentials file gets its content mount; a secret after the
+ * rendered one whose source is not a file (env, command: no src_file) used
+ * to crash the planner (strcmp of NULL while looking for a duplicate). */
+static void test_rendered_then_env_secret(void **state)
+{
+	struct ab_profile_secret sec[3] = {
+		{.name = "TOKEN", .src = AB_PSECRET_JSON, .src_file = "/data/file",
+		 .src_pointer = "/t", .render = true},
+		{.name = "GH_TOKEN", .src = AB_PSECRET_ENV, .src_env = "GH_TOKEN"},
+		{.name = "OTHER", .src = AB_PSECRET_JSON, .src_file = "/data/file",
+		 .src_pointer = "/u", .render = true},
+	};
+	fx f;
+	fx_init(&f, 7);
+	SV(&f.prof->net.allow, "api.test");
+	for (size_t i = 0; i < AB_ARRAY_SIZE(sec); i++)
+		SV(&sec[i].hosts, "api.test");
+	f.prof->secrets = sec;
+	f.prof->nsecrets = AB_ARRAY_SIZE(sec);
+	fx_ok(&f);
+	assert_int_equal(count_at(f.plan, "/data/file"), 1);
+	assert_true(find_mount(f.plan, AB_MNT_CONTENT, "/data/file") >= 0);
+	f.prof->secrets = NULL;
+	f.prof->nsecrets = 0;
+	for (size_t i = 0; i < AB_ARRAY_SIZE(sec); i++)
+		ab_strv_free(&sec[i].hosts);
+	ab_strv_free(&f.prof->net.allow);
+	fx_done(&f);
+}
+
 /* Nothing the caller's environment says ends up in a mount or rule it should
  * not: hostile values in argv and env stay data. */
 static void test_hostile_strings(void **state)
@@ -1915,6 +1945,7 @@ int main(void)
 		cmocka_unit_test(test_pty_decision),
 		cmocka_unit_test(test_ablation),
 		cmocka_unit_test(test_command),
+		cmocka_unit_test(test_rendered_then_env_secret),
 		cmocka_unit_test(test_hostile_strings),
 		cmocka_unit_test(test_golden_mounts),
 		cmocka_unit_test(test_golden_explain_json),

@@ -1133,7 +1133,88 @@ static void test_secret_mask_in_body(void **state)
 	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
 		"\"hosts\":[\"a.test\"],\"mask_body\":true}}}",
 		"/x/p.json:1:68: secrets.A: unknown key \"mask_body\" (from, hosts, in, "
-		"placeholder, env, mask_in_body, optional, hint, render, rotate)");
+		"placeholder, env, mask_in_body, elsewhere, optional, hint, render, rotate)");
+}
+
+/* secrets.NAME.elsewhere and network.placeholder_elsewhere: "forward" or
+ * "refuse", unset by default (forward); the secret's own wins; merges: a
+ * later secret replaces the earlier one whole, a later profile's
+ * network.placeholder_elsewhere replaces the earlier one when it sets it. */
+static void test_secret_elsewhere(void **state)
+{
+	ab_err e = { 0 };
+	ab_profile *p = buf_ok_as("{\"version\":1,\"secrets\":{"
+				  "\"A\":{\"from\":{\"env\":\"A\"},\"hosts\":[\"a.test\"],"
+				  "\"elsewhere\":\"refuse\"},"
+				  "\"B\":{\"from\":{\"env\":\"B\"},\"hosts\":[\"b.test\"],"
+				  "\"elsewhere\":\"forward\"},"
+				  "\"C\":{\"from\":{\"env\":\"C\"},\"hosts\":[\"c.test\"]}}}",
+				  "/x/s.json");
+	assert_int_equal(p->nsecrets, 3);
+	assert_int_equal(p->secrets[0].elsewhere, AB_ELSEWHERE_REFUSE);
+	assert_int_equal(p->secrets[1].elsewhere, AB_ELSEWHERE_FORWARD);
+	assert_int_equal(p->secrets[2].elsewhere, AB_ELSEWHERE_UNSET);
+	assert_int_equal(p->net.placeholder_elsewhere, AB_ELSEWHERE_UNSET);
+	/* in force: the secret's, then the profile's, then forward */
+	assert_int_equal(ab_psecret_elsewhere(&p->secrets[0], 0), AB_ELSEWHERE_REFUSE);
+	assert_int_equal(ab_psecret_elsewhere(&p->secrets[1], AB_ELSEWHERE_REFUSE),
+			 AB_ELSEWHERE_FORWARD);
+	assert_int_equal(ab_psecret_elsewhere(&p->secrets[2], 0), AB_ELSEWHERE_FORWARD);
+	assert_int_equal(ab_psecret_elsewhere(&p->secrets[2], AB_ELSEWHERE_REFUSE),
+			 AB_ELSEWHERE_REFUSE);
+
+	ab_profile *q = buf_ok_as("{\"version\":1,\"network\":{\"placeholder_elsewhere\":"
+				  "\"refuse\"},\"secrets\":{"
+				  "\"A\":{\"from\":{\"env\":\"A\"},\"hosts\":[\"a.test\"]}}}",
+				  "/x/t.json");
+	assert_int_equal(q->net.placeholder_elsewhere, AB_ELSEWHERE_REFUSE);
+	ab_profile *r = buf_ok_as("{\"version\":1,\"network\":{\"placeholder_elsewhere\":"
+				  "\"forward\"}}", "/x/u.json");
+	ab_profile *none = buf_ok_as("{\"version\":1}", "/x/n.json");
+	ab_profile *empty = buf_ok_as("{\"version\":1}", "/x/e.json");
+	assert_int_equal(ab_profile_merge(empty, p, &e), 0);
+	assert_int_equal(empty->secrets[0].elsewhere, AB_ELSEWHERE_REFUSE);
+	/* q's A replaces p's A whole: its elsewhere is unset again */
+	assert_int_equal(ab_profile_merge(empty, q, &e), 0);
+	assert_int_equal(empty->nsecrets, 3);
+	assert_int_equal(empty->secrets[0].elsewhere, AB_ELSEWHERE_UNSET);
+	assert_int_equal(empty->secrets[1].elsewhere, AB_ELSEWHERE_FORWARD);
+	assert_int_equal(empty->net.placeholder_elsewhere, AB_ELSEWHERE_REFUSE);
+	assert_int_equal(ab_psecret_elsewhere(&empty->secrets[0],
+					      empty->net.placeholder_elsewhere),
+			 AB_ELSEWHERE_REFUSE);
+	assert_int_equal(ab_psecret_elsewhere(&empty->secrets[1],
+					      empty->net.placeholder_elsewhere),
+			 AB_ELSEWHERE_FORWARD);
+	/* a profile that does not set it keeps the earlier one's; one that does wins */
+	assert_int_equal(ab_profile_merge(empty, none, &e), 0);
+	assert_int_equal(empty->net.placeholder_elsewhere, AB_ELSEWHERE_REFUSE);
+	assert_int_equal(ab_profile_merge(empty, r, &e), 0);
+	assert_int_equal(empty->net.placeholder_elsewhere, AB_ELSEWHERE_FORWARD);
+	ab_profile_free(empty);
+	ab_profile_free(none);
+	ab_profile_free(r);
+	ab_profile_free(q);
+	ab_profile_free(p);
+	/* strict: the two words only, with FILE:LINE:COL */
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\n\"elsewhere\":\"block\"}}}",
+		"/x/p.json:2:13: secrets.A.elsewhere: expected \"forward\" or \"refuse\", got "
+		"\"block\"");
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\"elsewhere\":true}}}",
+		"/x/p.json:1:80: secrets.A.elsewhere: expected \"forward\" or \"refuse\", got "
+		"a boolean");
+	buf_err("{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"env\":\"A\"},"
+		"\"hosts\":[\"a.test\"],\"elsewhere\":\"Refuse\"}}}",
+		"/x/p.json:1:80: secrets.A.elsewhere: expected \"forward\" or \"refuse\", got "
+		"\"Refuse\"");
+	buf_err("{\"version\":1,\"network\":{\n  \"placeholder_elsewhere\": \"\"}}",
+		"/x/p.json:2:28: network.placeholder_elsewhere: expected \"forward\" or "
+		"\"refuse\", got \"\"");
+	buf_err("{\"version\":1,\"network\":{\"placeholder_elsewhere\":[\"refuse\"]}}",
+		"/x/p.json:1:49: network.placeholder_elsewhere: expected \"forward\" or "
+		"\"refuse\", got an array");
 }
 
 /* secrets.NAME.rotate.stamp: JSON pointers to "now" or "expires_at_ms",
@@ -1416,6 +1497,7 @@ int main(void)
 		cmocka_unit_test(test_loader_hostile),
 		cmocka_unit_test(test_downgrade_names),
 		cmocka_unit_test(test_secret_mask_in_body),
+		cmocka_unit_test(test_secret_elsewhere),
 		cmocka_unit_test(test_secret_placeholder_jwt),
 		cmocka_unit_test(test_secret_placeholder_stable),
 		cmocka_unit_test(test_secret_rotate_stamp),

@@ -522,6 +522,53 @@ static void test_unix_socket_denial(void **state)
 	ab_report_free(r);
 }
 
+/* A placeholder sent on to a host its secret is not bound to: the request
+ * lines' "elsewhere" counted per secret and host; the placeholder-elsewhere
+ * event (the first of a pair) is known and adds nothing. */
+static void test_placeholder_elsewhere(void **state)
+{
+#define REQ(t, host, extra)                                                                   \
+	TS(t) "\"event\":\"request\",\"conn\":1,\"side\":\"explicit\",\"method\":\"POST\","   \
+	      "\"host\":\"" host "\",\"port\":443,\"decision\":\"allow\",\"rule\":\"x\","     \
+	      "\"status\":200,\"bytes_up\":1,\"bytes_down\":1" extra "}\n"
+	ab_report *r = load(TS("00.000") "\"event\":\"start\"}\n"
+			    REQ("00.100", "api.anthropic.com", ",\"secrets\":\"KEY\","
+				"\"elsewhere\":\"GH_TOKEN\"")
+			    TS("00.101") "\"event\":\"placeholder-elsewhere\",\"secret\":\"GH_TOKEN\","
+			    "\"host\":\"api.anthropic.com\",\"port\":443,\"where\":\"body\","
+			    "\"conn\":1}\n"
+			    REQ("00.200", "api.anthropic.com", ",\"secrets\":\"KEY\","
+				"\"elsewhere\":[\"GH_TOKEN\",\"NPM\"]")
+			    REQ("00.300", "api.anthropic.com", ",\"elsewhere\":\"GH_TOKEN\"")
+			    REQ("00.400", "x.test", ",\"elsewhere\":7"),
+			    NULL);
+#undef REQ
+	ab_report_counts c;
+	ab_report_counts_get(r, &c);
+	assert_int_equal(c.bad_lines, 1); /* "elsewhere" neither names nor an array */
+	assert_int_equal(c.unknown, 0);
+	char *t = render_text(r, 0);
+	has(t, "  KEY -> api.anthropic.com:443  2 requests\n");
+	has(t, "  GH_TOKEN -> api.anthropic.com:443  placeholder sent on unchanged in 3 requests "
+	       "(not bound there)\n");
+	has(t, "  NPM -> api.anthropic.com:443  placeholder sent on unchanged in 1 request (not "
+	       "bound there)\n");
+	free(t);
+	json_t *j = render_json(r), *sec = json_object_get(j, "secrets");
+	bool seen = false;
+	for (size_t i = 0; i < json_array_size(sec); i++) {
+		json_t *o = json_array_get(sec, i);
+		if (strcmp(json_string_value(json_object_get(o, "name")), "GH_TOKEN") != 0)
+			continue;
+		assert_int_equal(json_integer_value(json_object_get(o, "elsewhere")), 3);
+		assert_int_equal(json_integer_value(json_object_get(o, "requests")), 0);
+		seen = true;
+	}
+	assert_true(seen);
+	json_decref(j);
+	ab_report_free(r);
+}
+
 static void test_warnings_json(void **state)
 {
 	ab_report *r = load(LOG_WARN, NULL);
@@ -1092,6 +1139,7 @@ int main(void)
 		cmocka_unit_test(test_collapse_and_cap),
 		cmocka_unit_test(test_warnings_text),
 		cmocka_unit_test(test_unix_socket_denial),
+		cmocka_unit_test(test_placeholder_elsewhere),
 		cmocka_unit_test(test_warnings_json),
 		cmocka_unit_test(test_warnings_hostile),
 		cmocka_unit_test(test_warnings_cap),

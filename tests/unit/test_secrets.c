@@ -5,6 +5,8 @@
  * allowed swaps and blocks: headers, Basic auth, query, path, method, header
  * names, percent-encoded and double-encoded forms, unbound hosts and ports,
  * case changes, several secrets at once; every output head parses again),
+ * placeholders bound elsewhere (sent on unchanged and reported by default,
+ * blocked with refuse_elsewhere: head and body),
  * the streaming scanner (every split point against a naive reference,
  * overlaps, hold-back only on partial matches, flush, BLOCK, buffers),
  * JWT-shaped placeholders (shape, refusals, swap, masking),
@@ -492,13 +494,23 @@ static void test_jwt_secret(void **state)
 	assert_int_equal(outlen, strlen(want));
 	assert_memory_equal(out, want, outlen);
 	ab_secrets_wipe_free(out, outlen);
-	/* elsewhere: blocked, although the header and payload are public */
+	/* elsewhere: sent on unchanged (never swapped) and reported by default;
+	 * with refuse_elsewhere blocked, although the header and payload are public */
 	snprintf(head, sizeof(head), "GET / HTTP/1.1\r\n" "Host: evil.test\r\nAuthorization: Bearer %s\r\n\r\n",
 		 s.placeholder);
 	assert_int_equal(ab_secrets_rewrite_head(&s, 1, "evil.test", 443, head, strlen(head), &out,
 						 &outlen, &res), 0);
+	assert_false(res.blocked);
+	assert_int_equal(res.injected, 0);
+	assert_int_equal(res.elsewhere, 1);
+	assert_string_equal(out, head);
+	ab_secrets_wipe_free(out, outlen);
+	s.refuse_elsewhere = true;
+	assert_int_equal(ab_secrets_rewrite_head(&s, 1, "evil.test", 443, head, strlen(head), &out,
+						 &outlen, &res), 0);
 	assert_true(res.blocked);
 	assert_string_equal(res.place, "host:evil.test");
+	s.refuse_elsewhere = false;
 	/* the real token alone, or header.payload alone, are not the placeholder:
 	 * not swapped, not blocked */
 	snprintf(head, sizeof(head), "GET / HTTP/1.1\r\n" "Host: evil.test\r\nX-A: %.*s\r\n\r\n",
@@ -740,6 +752,7 @@ typedef struct {
 	const char *secret; /* blocked: name */
 	const char *place, *where;
 	uint64_t injected;
+	uint64_t elsewhere; /* not blocked: res.elsewhere */
 } rw_case;
 
 #define GET(t) "GET " t " HTTP/1.1\r\n"
@@ -749,84 +762,85 @@ typedef struct {
 static const rw_case rw_cases[] = {
 	/* allowed swaps */
 	{ "api.test", 443, GET("/v1") HA "Authorization: Bearer " PHA END END,
-	  GET("/v1") HA "Authorization: Bearer " VA END END, 0, 0, 0, 1 },
+	  GET("/v1") HA "Authorization: Bearer " VA END END, 0, 0, 0, 1, 0 },
 	{ "api.test", 80, GET("/v1") HA "X-API-KEY: " PHA END END,
-	  GET("/v1") HA "X-API-KEY: " VA END END, 0, 0, 0, 1 },
+	  GET("/v1") HA "X-API-KEY: " VA END END, 0, 0, 0, 1, 0 },
 	{ "api.test", 443, GET("/") HA "Authorization: " PHA " " PHA END END,
-	  GET("/") HA "Authorization: " VA " " VA END END, 0, 0, 0, 1 },
+	  GET("/") HA "Authorization: " VA " " VA END END, 0, 0, 0, 1, 0 },
 	{ "api.test", 443, GET("/") HA "Authorization: x" PHA "y" END END,
-	  GET("/") HA "Authorization: x" VA "y" END END, 0, 0, 0, 1 },
+	  GET("/") HA "Authorization: x" VA "y" END END, 0, 0, 0, 1, 0 },
 	/* two secrets in one head */
 	{ "api.test", 443, GET("/") HA "Authorization: Bearer " PHA END "x-api-key: " PHC END END,
-	  GET("/") HA "Authorization: Bearer " VA END "x-api-key: " VC END END, 0, 0, 0, 5 },
+	  GET("/") HA "Authorization: Bearer " VA END "x-api-key: " VC END END, 0, 0, 0, 5, 0 },
 	/* query: allowed for TOKEN_B, value percent-encoded; encoded placeholder too */
 	{ "a.example.com", 443, GET("/q?key=" PHB "&x=1") "Host: a.example.com\r\n" END,
-	  GET("/q?key=" VB_PCT "&x=1") "Host: a.example.com\r\n" END, 0, 0, 0, 2 },
+	  GET("/q?key=" VB_PCT "&x=1") "Host: a.example.com\r\n" END, 0, 0, 0, 2, 0 },
 	{ "a.example.com", 443, GET("/q?key=%50%48%42_bbbbbbbbbbbbbbbbbbbbb%62") "Host: a.example.com\r\n" END,
-	  GET("/q?key=" VB_PCT) "Host: a.example.com\r\n" END, 0, 0, 0, 2 },
+	  GET("/q?key=" VB_PCT) "Host: a.example.com\r\n" END, 0, 0, 0, 2, 0 },
 	{ "a.example.com", 443, GET("/q?a=" PHB "&b=" PHB) "Host: a.example.com\r\n" END,
-	  GET("/q?a=" VB_PCT "&b=" VB_PCT) "Host: a.example.com\r\n" END, 0, 0, 0, 2 },
+	  GET("/q?a=" VB_PCT "&b=" VB_PCT) "Host: a.example.com\r\n" END, 0, 0, 0, 2, 0 },
 	{ "a.example.com", 80, GET("http://a.example.com/q?k=" PHB) "Host: a.example.com\r\n" END,
-	  GET("http://a.example.com/q?k=" VB_PCT) "Host: a.example.com\r\n" END, 0, 0, 0, 2 },
+	  GET("http://a.example.com/q?k=" VB_PCT) "Host: a.example.com\r\n" END, 0, 0, 0, 2, 0 },
 	/* changed case, split placeholder, lookalikes: not placeholders */
 	{ "api.test", 443, GET("/pha_aaaaaaaaaaaaaaaaaaaaaa") HA "X-Foo: pHA_aaaaaaaaaaaaaaaaaaaaaa" END END,
-	  GET("/pha_aaaaaaaaaaaaaaaaaaaaaa") HA "X-Foo: pHA_aaaaaaaaaaaaaaaaaaaaaa" END END, 0, 0, 0, 0 },
+	  GET("/pha_aaaaaaaaaaaaaaaaaaaaaa") HA "X-Foo: pHA_aaaaaaaaaaaaaaaaaaaaaa" END END, 0, 0, 0, 0, 0 },
 	{ "evil.test", 443, GET("/") "Host: evil.test\r\nX-A: PHA_aaaaaaaaaaa\r\nX-B: aaaaaaaaaaa" END END,
-	  GET("/") "Host: evil.test\r\nX-A: PHA_aaaaaaaaaaa\r\nX-B: aaaaaaaaaaa" END END, 0, 0, 0, 0 },
+	  GET("/") "Host: evil.test\r\nX-A: PHA_aaaaaaaaaaa\r\nX-B: aaaaaaaaaaa" END END, 0, 0, 0, 0, 0 },
 	{ "evil.test", 443, GET("/") "Host: evil.test\r\nX-A: PHA_aaaaaaaaaaaaaaaaaaaaa" END END,
-	  GET("/") "Host: evil.test\r\nX-A: PHA_aaaaaaaaaaaaaaaaaaaaa" END END, 0, 0, 0, 0 },
-	/* blocks: unbound host / port */
+	  GET("/") "Host: evil.test\r\nX-A: PHA_aaaaaaaaaaaaaaaaaaaaa" END END, 0, 0, 0, 0, 0 },
+	/* blocks: unbound host / port (with refuse_elsewhere: rw_cases_forward
+	 * has them without) */
 	{ "evil.test", 443, GET("/") "Host: evil.test\r\nAuthorization: Bearer " PHA END END, NULL,
-	  "TOKEN_A", "host:evil.test", "header:authorization", 0 },
+	  "TOKEN_A", "host:evil.test", "header:authorization", 0, 0 },
 	{ "api.test", 8443, GET("/") "Host: api.test:8443\r\nAuthorization: Bearer " PHA END END, NULL,
-	  "TOKEN_A", "host:api.test", "header:authorization", 0 },
+	  "TOKEN_A", "host:api.test", "header:authorization", 0, 0 },
 	{ "EVIL.test.", 443, GET("/") "Host: evil.test\r\nX-Api-Key: " PHC END END, NULL,
-	  "TOKEN_C", "host:evil.test", "header:x-api-key", 0 },
+	  "TOKEN_C", "host:evil.test", "header:x-api-key", 0, 0 },
 	{ "example.com", 443, GET("/?k=" PHB) "Host: example.com\r\n" END, NULL,
-	  "TOKEN_B", "host:example.com", "query", 0 },
+	  "TOKEN_B", "host:example.com", "query", 0, 0 },
 	/* blocks: wrong place on a bound host */
 	{ "api.test", 443, GET("/") HA "X-Foo: " PHA END END, NULL, "TOKEN_A", "header:x-foo",
-	  "header:x-foo", 0 },
+	  "header:x-foo", 0, 0 },
 	{ "api.test", 443, GET("/") HA "Cookie: s=" PHA END END, NULL, "TOKEN_A", "header:cookie",
-	  "header:cookie", 0 },
+	  "header:cookie", 0, 0 },
 	{ "api.test", 443, GET("/") HA "Authorization: Bearer " PHC END END, NULL, "TOKEN_C",
-	  "header:authorization", "header:authorization", 0 },
-	{ "api.test", 443, GET("/?k=" PHA) HA END, NULL, "TOKEN_A", "query", "query", 0 },
+	  "header:authorization", "header:authorization", 0, 0 },
+	{ "api.test", 443, GET("/?k=" PHA) HA END, NULL, "TOKEN_A", "query", "query", 0, 0 },
 	{ "api.test", 443, GET("/?k=%50HA_aaaaaaaaaaaaaaaaaaaaaa") HA END, NULL, "TOKEN_A", "query",
-	  "query", 0 },
-	{ "api.test", 443, GET("/v1/" PHA "/x") HA END, NULL, "TOKEN_A", "path", "path", 0 },
+	  "query", 0, 0 },
+	{ "api.test", 443, GET("/v1/" PHA "/x") HA END, NULL, "TOKEN_A", "path", "path", 0, 0 },
 	{ "api.test", 443, GET("/v1/%50%48%41%5Faaaaaaaaaaaaaaaaaaaaaa") HA END, NULL, "TOKEN_A",
-	  "path", "path", 0 },
+	  "path", "path", 0, 0 },
 	{ "api.test", 443, GET("/v1/%2550HA_aaaaaaaaaaaaaaaaaaaaaa") HA END, NULL, "TOKEN_A",
-	  "path", "path", 0 },
+	  "path", "path", 0, 0 },
 	{ "api.test", 443, GET("/v1/%252550HA_aaaaaaaaaaaaaaaaaaaaaa") HA END, NULL, "TOKEN_A",
-	  "path", "path", 0 },
-	{ "api.test", 443, GET("/%4" PHA) HA END, NULL, "TOKEN_A", "path", "path", 0 },
+	  "path", "path", 0, 0 },
+	{ "api.test", 443, GET("/%4" PHA) HA END, NULL, "TOKEN_A", "path", "path", 0, 0 },
 	{ "api.test", 443, GET("/") HA "X-" PHA ": 1" END END, NULL, "TOKEN_A", "header-name",
-	  "header-name", 0 },
-	{ "api.test", 443, PHA " / HTTP/1.1\r\n" HA END, NULL, "TOKEN_A", "method", "method", 0 },
+	  "header-name", 0, 0 },
+	{ "api.test", 443, PHA " / HTTP/1.1\r\n" HA END, NULL, "TOKEN_A", "method", "method", 0, 0 },
 	{ "api.test", 443, GET("/") "Host: " PHA END END, NULL, "TOKEN_A", "header:host",
-	  "header:host", 0 },
+	  "header:host", 0, 0 },
 	{ "api.test", 443, GET("/") HA "Authorization: Bearer %50HA_aaaaaaaaaaaaaaaaaaaaaa" END END,
-	  NULL, "TOKEN_A", "header:authorization", "header:authorization", 0 },
+	  NULL, "TOKEN_A", "header:authorization", "header:authorization", 0, 0 },
 	{ PHA ".test", 80, GET("http://" PHA ".test/") "Host: " PHA ".test\r\n" END, NULL,
-	  "TOKEN_A", "host:" "pha_aaaaaaaaaaaaaaaaaaaaaa.test", "authority", 0 },
+	  "TOKEN_A", "host:" "pha_aaaaaaaaaaaaaaaaaaaaaa.test", "authority", 0, 0 },
 	/* Basic is decoded in Proxy-Authorization too (not a place by default) */
 	{ "api.test", 443, GET("/") HA "Proxy-Authorization: Basic dTpQSEFfYWFhYWFhYWFhYWFhYWFhYWFhYWFhYQ==" END END, NULL, "TOKEN_A",
-	  "header:proxy-authorization", "header:proxy-authorization", 0 },
+	  "header:proxy-authorization", "header:proxy-authorization", 0, 0 },
 	/* query allowed, but the double-encoded form cannot be swapped */
 	{ "a.example.com", 443, GET("/?k=%2550HB_bbbbbbbbbbbbbbbbbbbbbb") "Host: a.example.com\r\n" END,
-	  NULL, "TOKEN_B", "query", "query", 0 },
+	  NULL, "TOKEN_B", "query", "query", 0, 0 },
 	/* one good swap does not excuse a block elsewhere */
 	{ "api.test", 443, GET("/") HA "Authorization: Bearer " PHA END "X-Leak: " PHA END END, NULL,
-	  "TOKEN_A", "header:x-leak", "header:x-leak", 0 },
+	  "TOKEN_A", "header:x-leak", "header:x-leak", 0, 0 },
 	{ "a.example.com", 443, GET("/?k=" PHB) "Host: a.example.com\r\nX-Api-Key: " PHA END END,
-	  NULL, "TOKEN_A", "host:a.example.com", "header:x-api-key", 0 },
+	  NULL, "TOKEN_A", "host:a.example.com", "header:x-api-key", 0, 0 },
 	/* no placeholder at all: unchanged */
 	{ "evil.test", 443, GET("/x?y=z") "Host: evil.test\r\nAuthorization: Bearer abc" END END,
-	  GET("/x?y=z") "Host: evil.test\r\nAuthorization: Bearer abc" END END, 0, 0, 0, 0 },
+	  GET("/x?y=z") "Host: evil.test\r\nAuthorization: Bearer abc" END END, 0, 0, 0, 0, 0 },
 	{ "api.test", 443, "OPTIONS * HTTP/1.1\r\n" HA END, "OPTIONS * HTTP/1.1\r\n" HA END,
-	  0, 0, 0, 0 },
+	  0, 0, 0, 0, 0 },
 };
 
 static void check_rw(const rw_case *c, size_t idx, size_t nsecs)
@@ -848,6 +862,9 @@ static void check_rw(const rw_case *c, size_t idx, size_t nsecs)
 		assert_int_equal(out[outlen], '\0');
 		assert_int_equal(ab_http_parse_head(out, outlen, NULL, &req), (int)outlen);
 		assert_int_equal(res.injected, c->injected);
+		if (res.elsewhere != c->elsewhere)
+			fail_msg("case %zu: elsewhere %#llx, expected %#llx", idx,
+				 (unsigned long long)res.elsewhere, (unsigned long long)c->elsewhere);
 		ab_secrets_wipe_free(out, outlen);
 		return;
 	}
@@ -859,13 +876,101 @@ static void check_rw(const rw_case *c, size_t idx, size_t nsecs)
 	if (strcmp(res.place, c->place) || strcmp(res.where, c->where))
 		fail_msg("case %zu: place %s where %s", idx, res.place, res.where);
 	assert_int_equal(res.injected, 0);
+	assert_int_equal(res.elsewhere, 0);
 	assert_string_equal(res.secret, secs[res.secret_index].name);
 }
 
+static void refuse_elsewhere(bool on)
+{
+	for (int i = 0; i < NSECS; i++)
+		secs[i].refuse_elsewhere = on;
+}
+
+/* Every secret with refuse_elsewhere: the whole table.  By default, the
+ * cases that do not block for the host (a place on a bound host, nothing
+ * found) come out the same. */
 static void test_rewrite_table(void **state)
 {
+	refuse_elsewhere(true);
 	for (size_t i = 0; i < sizeof(rw_cases) / sizeof(rw_cases[0]); i++)
 		check_rw(&rw_cases[i], i, NSECS);
+	refuse_elsewhere(false);
+	for (size_t i = 0; i < sizeof(rw_cases) / sizeof(rw_cases[0]); i++)
+		if (!rw_cases[i].place || strncmp(rw_cases[i].place, "host:", 5) != 0)
+			check_rw(&rw_cases[i], i, NSECS);
+}
+
+#define HE "Host: evil.test\r\n"
+
+/* The default (no refuse_elsewhere): a placeholder in a request to a host
+ * its secret is not bound to goes on as it is, wherever it is and however
+ * it is encoded, and is reported; never swapped; the other secrets' rules
+ * are unchanged in the same head. */
+static const rw_case rw_cases_forward[] = {
+	/* the unbound host / port cases of rw_cases */
+	{ "evil.test", 443, GET("/") HE "Authorization: Bearer " PHA END END,
+	  GET("/") HE "Authorization: Bearer " PHA END END, 0, 0, 0, 0, 1 },
+	{ "api.test", 8443, GET("/") "Host: api.test:8443\r\nAuthorization: Bearer " PHA END END,
+	  GET("/") "Host: api.test:8443\r\nAuthorization: Bearer " PHA END END, 0, 0, 0, 0, 1 },
+	{ "EVIL.test.", 443, GET("/") HE "X-Api-Key: " PHC END END,
+	  GET("/") HE "X-Api-Key: " PHC END END, 0, 0, 0, 0, 4 },
+	{ "example.com", 443, GET("/?k=" PHB) "Host: example.com\r\n" END,
+	  GET("/?k=" PHB) "Host: example.com\r\n" END, 0, 0, 0, 0, 2 },
+	{ PHA ".test", 80, GET("http://" PHA ".test/") "Host: " PHA ".test\r\n" END,
+	  GET("http://" PHA ".test/") "Host: " PHA ".test\r\n" END, 0, 0, 0, 0, 1 },
+	{ "a.example.com", 443, GET("/?k=" PHB) "Host: a.example.com\r\nX-Api-Key: " PHA END END,
+	  GET("/?k=" VB_PCT) "Host: a.example.com\r\nX-Api-Key: " PHA END END, 0, 0, 0, 2, 1 },
+	/* every place, every form the rewrite finds: found, left as it is */
+	{ "evil.test", 443, GET("/v1/" PHA "/x?q=" PHC) HE END,
+	  GET("/v1/" PHA "/x?q=" PHC) HE END, 0, 0, 0, 0, 5 },
+	{ "evil.test", 443, GET("/v1/%50%48%41%5Faaaaaaaaaaaaaaaaaaaaaa") HE END,
+	  GET("/v1/%50%48%41%5Faaaaaaaaaaaaaaaaaaaaaa") HE END, 0, 0, 0, 0, 1 },
+	{ "evil.test", 443, GET("/?k=%252550HA_aaaaaaaaaaaaaaaaaaaaaa") HE END,
+	  GET("/?k=%252550HA_aaaaaaaaaaaaaaaaaaaaaa") HE END, 0, 0, 0, 0, 1 },
+	{ "evil.test", 443, GET("/") HE "X-" PHG ": 1" END END,
+	  GET("/") HE "X-" PHG ": 1" END END, 0, 0, 0, 0, 8 },
+	{ "evil.test", 443, PHA " / HTTP/1.1\r\n" HE END, PHA " / HTTP/1.1\r\n" HE END,
+	  0, 0, 0, 0, 1 },
+	{ "evil.test", 443, GET("/") HE "Proxy-Authorization: Basic dTpQSEFfYWFhYWFhYWFhYWFhYWFhYWFhYWFhYQ==" END END,
+	  GET("/") HE "Proxy-Authorization: Basic dTpQSEFfYWFhYWFhYWFhYWFhYWFhYWFhYWFhYQ==" END END,
+	  0, 0, 0, 0, 1 },
+	{ "evil.test", 443, GET("/") HE "Authorization: Bearer " PHA PHC PHG END "X-B: " PHB END END,
+	  GET("/") HE "Authorization: Bearer " PHA PHC PHG END "X-B: " PHB END END,
+	  0, 0, 0, 0, 15 },
+	/* a bound host: its own secrets swapped, another's placeholder (even in
+	 * an allowed header, even right next to a swapped one) left as it is */
+	{ "api.test", 443, GET("/") HA "Authorization: Bearer " PHA END "X-Foo: " PHG END END,
+	  GET("/") HA "Authorization: Bearer " VA END "X-Foo: " PHG END END, 0, 0, 0, 1, 8 },
+	{ "api.test", 443, GET("/") HA "X-Api-Key: " PHC PHG END END,
+	  GET("/") HA "X-Api-Key: " VC PHG END END, 0, 0, 0, 4, 8 },
+	{ "github.test", 443, GET("/?t=" PHA) "Host: github.test\r\nAuthorization: " PHG END END,
+	  GET("/?t=" PHA) "Host: github.test\r\nAuthorization: " VG END END, 0, 0, 0, 8, 1 },
+	/* and its own secrets' rules still block there, next to a forwarded one */
+	{ "api.test", 443, GET("/?k=" PHA) HA "X-Foo: " PHG END END, NULL, "TOKEN_A", "query",
+	  "query", 0, 0 },
+	{ "api.test", 443, GET("/" PHG) HA "X-Foo: " PHA END END, NULL, "TOKEN_A", "header:x-foo",
+	  "header:x-foo", 0, 0 },
+};
+
+static void test_rewrite_forward(void **state)
+{
+	refuse_elsewhere(false);
+	for (size_t i = 0; i < AB_ARRAY_SIZE(rw_cases_forward); i++)
+		check_rw(&rw_cases_forward[i], i, NSECS);
+	/* refuse_elsewhere per secret: only that one blocks */
+	secs[2].refuse_elsewhere = true;
+	check_rw(&rw_cases_forward[0], 100, NSECS);
+	const rw_case c = { "EVIL.test.", 443, GET("/") HE "X-Api-Key: " PHC END END, NULL,
+			    "TOKEN_C", "host:evil.test", "header:x-api-key", 0, 0 };
+	check_rw(&c, 101, NSECS);
+	secs[2].refuse_elsewhere = false;
+	assert_true(ab_secret_forwards_elsewhere(&secs[0], "evil.test", 443));
+	assert_true(ab_secret_forwards_elsewhere(&secs[0], "api.test", 8443));
+	assert_false(ab_secret_forwards_elsewhere(&secs[0], "api.test", 443));
+	assert_false(ab_secret_forwards_elsewhere(NULL, "api.test", 443));
+	secs[0].refuse_elsewhere = true;
+	assert_false(ab_secret_forwards_elsewhere(&secs[0], "evil.test", 443));
+	secs[0].refuse_elsewhere = false;
 }
 
 /* Authorization: Basic base64(user:placeholder), as git sends it. */
@@ -885,11 +990,15 @@ static void test_rewrite_basic(void **state)
 		{ "evil.test", "x-access-token:" PHG, NULL, "host:evil.test" },
 		{ "github.test", "x:" PHA, NULL, "host:github.test" },
 	};
+	/* the last two without refuse_elsewhere: unchanged, reported */
+	static const uint64_t fwd_bit[] = { 0, 0, 0, 0, 0, 0, 0, 8, 1 };
 	static ab_http_req req;
 	char enc[256], head[512], want[512];
 	unsigned char dec[256];
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+	for (size_t k = 0; k < 2 * AB_ARRAY_SIZE(cases); k++) {
+		size_t i = k % AB_ARRAY_SIZE(cases);
+		refuse_elsewhere(k < AB_ARRAY_SIZE(cases));
 		for (int sp = 1; sp <= 2; sp++) {
 			ab_swap_result res;
 			char *out;
@@ -902,6 +1011,14 @@ static void test_rewrite_basic(void **state)
 			assert_int_equal(ab_secrets_rewrite_head(secs, NSECS, cases[i].host, 443,
 								 head, strlen(head), &out, &outlen,
 								 &res), 0);
+			if (fwd_bit[i] && !secs[0].refuse_elsewhere) {
+				assert_false(res.blocked);
+				assert_string_equal(out, head);
+				assert_int_equal(res.injected, 0);
+				assert_int_equal(res.elsewhere, fwd_bit[i]);
+				ab_secrets_wipe_free(out, outlen);
+				continue;
+			}
 			if (!cases[i].want_user_pass) {
 				assert_true(res.blocked);
 				assert_string_equal(res.place, cases[i].place);
@@ -924,9 +1041,11 @@ static void test_rewrite_basic(void **state)
 				 sp == 1 ? "Basic " : "basic  ", enc);
 			assert_string_equal(out, want);
 			assert_true(res.injected != 0);
+			assert_int_equal(res.elsewhere, 0);
 			ab_secrets_wipe_free(out, outlen);
 		}
 	}
+	refuse_elsewhere(false);
 }
 
 /* "Basic <placeholder>" (a pre-encoded token given as the secret) and
@@ -935,13 +1054,13 @@ static void test_rewrite_basic_literal(void **state)
 {
 	const rw_case cases[] = {
 		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic " PHG END END,
-		  GET("/") "Host: github.test\r\nAuthorization: Basic " VG END END, 0, 0, 0, 8 },
+		  GET("/") "Host: github.test\r\nAuthorization: Basic " VG END END, 0, 0, 0, 8, 0 },
 		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic !" PHG END END,
-		  GET("/") "Host: github.test\r\nAuthorization: Basic !" VG END END, 0, 0, 0, 8 },
+		  GET("/") "Host: github.test\r\nAuthorization: Basic !" VG END END, 0, 0, 0, 8, 0 },
 		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic" END END,
-		  GET("/") "Host: github.test\r\nAuthorization: Basic" END END, 0, 0, 0, 0 },
+		  GET("/") "Host: github.test\r\nAuthorization: Basic" END END, 0, 0, 0, 0, 0 },
 		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic =" END END,
-		  GET("/") "Host: github.test\r\nAuthorization: Basic =" END END, 0, 0, 0, 0 },
+		  GET("/") "Host: github.test\r\nAuthorization: Basic =" END END, 0, 0, 0, 0, 0 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		check_rw(&cases[i], i, NSECS);
@@ -971,12 +1090,21 @@ static void test_rewrite_invalid(void **state)
 	assert_false(res.blocked);
 	assert_string_equal(out, GET("/") HA END);
 	ab_secrets_wipe_free(out, outlen);
-	/* NULL host: bound to nothing */
+	/* NULL host: bound to nothing (sent on unchanged, or blocked) */
+	assert_int_equal(ab_secrets_rewrite_head(secs, NSECS, NULL, 443,
+						 S(GET("/") "Host: x\r\nX-Api-Key: " PHA END END),
+						 &out, &outlen, &res), 0);
+	assert_false(res.blocked);
+	assert_int_equal(res.elsewhere, 1);
+	assert_string_equal(out, GET("/") "Host: x\r\nX-Api-Key: " PHA END END);
+	ab_secrets_wipe_free(out, outlen);
+	refuse_elsewhere(true);
 	assert_int_equal(ab_secrets_rewrite_head(secs, NSECS, NULL, 443,
 						 S(GET("/") "Host: x\r\nX-Api-Key: " PHA END END),
 						 &out, &outlen, &res), 0);
 	assert_true(res.blocked);
 	assert_string_equal(res.where, "header:x-api-key");
+	refuse_elsewhere(false);
 }
 
 /* A 4 KiB value swapped into a 900-placeholder header grows past 1 MiB. */
@@ -1021,6 +1149,7 @@ static void test_explain(void **state)
 		{ "path", "path", "is in the URL path; a secret is never placed there" },
 		{ "header-name", "header-name", "in the name of a header" },
 		{ "host:evil.test", "query", "(in the URL query) was sent to evil.test" },
+		{ "host:evil.test", "body", "set secrets.GH.elsewhere to \"forward\"" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -1691,7 +1820,22 @@ static void test_body_set(void **state)
 	ab_scanner_free(&s);
 	ab_scan_set_free(set);
 
-	/* unbound host: BLOCK, the explanation names the host */
+	/* unbound host: replaced by itself (unchanged, counted) */
+	assert_true(ab_secret_forwards_elsewhere(&secs[3], "evil.test", 443));
+	assert_int_equal(ab_secrets_body_set(secs, NSECS, "evil.test", 443, &set, &err), 0);
+	assert_int_equal(ab_scanner_init(&s, set), 0);
+	cap = sizeof(out);
+	assert_int_equal(ab_scanner_feed(&s, body, n, out, &cap, &hit), 0);
+	size_t more = sizeof(out) - cap;
+	assert_int_equal(ab_scanner_flush(&s, out + cap, &more, &hit), 0);
+	assert_int_equal(cap + more, n);
+	assert_memory_equal(out, body, n);
+	assert_int_equal(ab_scanner_count(&s, 3), 1);
+	ab_scanner_free(&s);
+	ab_scan_set_free(set);
+
+	/* ... and with refuse_elsewhere: BLOCK, the explanation names the host */
+	secs[3].refuse_elsewhere = true;
 	assert_int_equal(ab_secrets_body_set(secs, NSECS, "evil.test", 443, &set, &err), 0);
 	assert_int_equal(ab_scanner_init(&s, set), 0);
 	cap = sizeof(out);
@@ -1705,6 +1849,7 @@ static void test_body_set(void **state)
 	assert_string_equal(res.where, "body");
 	ab_scanner_free(&s);
 	ab_scan_set_free(set);
+	secs[3].refuse_elsewhere = false;
 
 	/* bound, but "body" not allowed */
 	assert_int_equal(ab_secrets_body_set(secs, NSECS, "api.test", 443, &set, &err), 0);
@@ -1819,7 +1964,17 @@ static void test_body_mask(void **state)
 		assert_int_equal(ab_scanner_count(&s, 2), 0);
 		ab_scanner_free(&s);
 	}
-	/* another secret that may not go there still blocks the body */
+	/* another secret bound elsewhere: its placeholder goes on unchanged
+	 * (not masked: that is for the secret's own hosts) */
+	assert_int_equal(scan_all(set, S("x=" PHM "&o=PHO_oooooooooooooooooooooo"), false, out,
+				  &olen, &s, &hit), 0);
+	assert_memory_equal(out, "x=" MASKM "&o=PHO_oooooooooooooooooooooo", olen);
+	assert_int_equal(ab_scanner_count(&s, 3), 1);
+	ab_scanner_free(&s);
+	ab_scan_set_free(set);
+	/* ... unless it refuses elsewhere: then it blocks the body */
+	ms[3].refuse_elsewhere = true;
+	assert_int_equal(ab_secrets_body_set(ms, 4, "api.test", 443, &set, &err), 0);
 	assert_int_equal(scan_all(set, S("x=" PHM "&o=PHO_oooooooooooooooooooooo"), false, out,
 				  &olen, &s, &hit), 1);
 	assert_int_equal(hit.id, 3);
@@ -1827,6 +1982,7 @@ static void test_body_mask(void **state)
 	assert_string_equal(res.secret, "O");
 	assert_string_equal(res.place, "host:api.test");
 	ab_scanner_free(&s);
+	ms[3].refuse_elsewhere = false;
 	/* "body" allowed but the lengths differ: the block stands */
 	assert_int_equal(scan_all(set, S("PHL_llllllllllllllllllllll"), false, out, &olen, &s, &hit),
 			 1);
@@ -1836,12 +1992,24 @@ static void test_body_mask(void **state)
 	ab_scanner_free(&s);
 	ab_scan_set_free(set);
 
-	/* unbound host, unbound port: BLOCK as before */
+	/* unbound host, unbound port: unchanged (not masked) by default */
 	static const struct {
 		const char *host;
 		unsigned port;
 		const char *place;
 	} unb[] = { { "evil.test", 443, "host:evil.test" }, { "api.test", 8443, "host:api.test" } };
+	for (size_t i = 0; i < AB_ARRAY_SIZE(unb); i++) {
+		assert_int_equal(ab_secrets_body_set(ms, 4, unb[i].host, unb[i].port, &set, &err), 0);
+		assert_int_equal(scan_all(set, body, n, true, out, &olen, &s, &hit), 0);
+		assert_int_equal(olen, n);
+		assert_memory_equal(out, body, n);
+		assert_int_equal(ab_scanner_count(&s, 0), 2);
+		ab_scanner_free(&s);
+		ab_scan_set_free(set);
+	}
+	/* with refuse_elsewhere: BLOCK as before */
+	for (int i = 0; i < 4; i++)
+		ms[i].refuse_elsewhere = true;
 	for (size_t i = 0; i < AB_ARRAY_SIZE(unb); i++) {
 		assert_int_equal(ab_secrets_body_set(ms, 4, unb[i].host, unb[i].port, &set, &err), 0);
 		assert_int_equal(scan_all(set, body, n, false, out, &olen, &s, &hit), 1);
@@ -2076,6 +2244,7 @@ int main(void)
 		cmocka_unit_test(test_secret_finish),
 		cmocka_unit_test(test_secrets_set),
 		cmocka_unit_test(test_rewrite_table),
+		cmocka_unit_test(test_rewrite_forward),
 		cmocka_unit_test(test_rewrite_basic),
 		cmocka_unit_test(test_rewrite_basic_literal),
 		cmocka_unit_test(test_rewrite_invalid),

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agentbox/control.h"
+#include "agentbox/netpolicy.h"
 
 struct ab_control {
 	int dirfd;
@@ -292,8 +293,13 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 {
 	size_t total = 0;
 	for (int i = 0; i < nrules; i++) {
+		/* the running agentbox parses each rule again (the same parser);
+		 * a rule that cannot be one is said here, before asking it */
+		ab_netrule nr;
 		if (strchr(rules[i], '\n') || strlen(rules[i]) > 300)
 			return ab_fail(err, EINVAL, "allow: invalid rule");
+		if (ab_netrule_parse(rules[i], &nr, err) < 0)
+			return ab_err_prefix(err, "allow");
 		total += strlen(rules[i]) + 7;
 		if (total > AB_CONTROL_MAX_REQUEST)
 			return ab_fail(err, E2BIG, "allow: too many rules at once");
@@ -349,7 +355,7 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 		got += (size_t)n;
 	}
 	buf[got] = '\0';
-	int rc = 0, answers = 0;
+	int refused = 0, answers = 0;
 	for (char *line = buf, *nl; *line; line = nl + 1) {
 		nl = strchr(line, '\n');
 		if (!nl)
@@ -359,8 +365,12 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 		if (strncmp(line, "ok ", 3) == 0) {
 			printf("agentbox: allowed %s\n", line + 3);
 		} else {
-			fprintf(stderr, "agentbox: %s\n", line);
-			rc = 1;
+			/* "error WHAT": the running agentbox refused the rule */
+			const char *what = strncmp(line, "error ", 6) == 0 ? line + 6 : line;
+			char clean[sizeof(err->msg)];
+			ab_clean(what, clean, sizeof(clean));
+			fprintf(stderr, "agentbox: allow: %s\n", clean);
+			refused++;
 		}
 	}
 	if (answers == 0)
@@ -368,7 +378,7 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 	if (answers != nrules)
 		return ab_fail(err, 0, "allow: the agentbox of %s answered %d of %d request%s",
 			       workspace, answers, nrules, nrules == 1 ? "" : "s");
-	return rc;
+	return refused ? 1 : 0;
 }
 
 int ab_control_allow(const char *workspace, char *const *rules, int nrules, ab_err *err)

@@ -452,6 +452,7 @@ struct key_def {
 #define F_UNIQUE 1 /* lists: drop duplicates */
 #define F_SIZE 2   /* limits: accept "8G" */
 #define F_SHORT 4  /* lists: at most AB_PROFILE_MAX_SYSCALLS entries */
+#define F_POSITIVE 8 /* limits: 0 is refused (a sandbox that cannot start) */
 #define NO_TARGET SIZE_MAX
 
 #define TARGET(c, d, type) ((type *)(void *)((char *)(c)->p + (d)->off))
@@ -892,6 +893,12 @@ static int parse_env_set(ctx *c, json_t *v, const key_def *d)
 	return each_entry(c, v, "an object", env_set_one);
 }
 
+static int zero_limit(ctx *c)
+{
+	return fail(c, "must be at least 1 (0 leaves the sandbox no memory or no process to "
+		       "start with; leave it out for no limit)");
+}
+
 static int parse_limit(ctx *c, json_t *v, const key_def *d)
 {
 	long long *dst = TARGET(c, d, long long);
@@ -905,7 +912,7 @@ static int parse_limit(ctx *c, json_t *v, const key_def *d)
 		if (json_integer_value(v) < 0)
 			return fail(c, "%s, got %lld", want, (long long)json_integer_value(v));
 		*dst = (long long)json_integer_value(v);
-		return 0;
+		return *dst == 0 && (d->flags & F_POSITIVE) ? zero_limit(c) : 0;
 	}
 	if (!json_is_string(v))
 		return fail(c, "%s, got %s", want, jtype(v));
@@ -918,6 +925,8 @@ static int parse_limit(ctx *c, json_t *v, const key_def *d)
 	if (!(d->flags & F_SIZE))
 		return fail(c, "%s, got \"%s\"", want, q);
 	r = ab_profile_parse_size(s, dst);
+	if (r == 0 && *dst == 0 && (d->flags & F_POSITIVE))
+		return zero_limit(c);
 	if (r == -ERANGE)
 		return fail(c, "size \"%s\" is too large", q);
 	if (r < 0)
@@ -1576,7 +1585,7 @@ static const key_def env_keys[] = {
 
 static const key_def limit_keys[] = {
 	LIMIT(nofile, 0), LIMIT(nproc, 0), LIMIT(fsize, F_SIZE), LIMIT(core, 0),
-	LIMIT(memory, F_SIZE), LIMIT(pids, 0), LIMIT(cpu, 0), END,
+	LIMIT(memory, F_SIZE | F_POSITIVE), LIMIT(pids, F_POSITIVE), LIMIT(cpu, 0), END,
 };
 
 static const key_def syscall_keys[] = {

@@ -1470,6 +1470,27 @@ static void test_upstream_proxy_credentials_not_printed(void **state)
 		"\"ftp://p:1\" (\"env\" or \"http://HOST:PORT\")");
 }
 
+/* limits.memory and .pids of 0 would leave a sandbox that cannot start */
+static void test_zero_cgroup_limits_refused(void **state)
+{
+	static const char *const bodies[] = {"\"memory\":0", "\"memory\":\"0G\"", "\"pids\":0"};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(bodies); i++) {
+		char json[128], want[256];
+		snprintf(json, sizeof(json), "{\"version\":1,\"limits\":{%s}}", bodies[i]);
+		snprintf(want, sizeof(want),
+			 "/x/p.json:1:%d: limits.%s: must be at least 1 (0 leaves the sandbox no "
+			 "memory or no process to start with; leave it out for no limit)",
+			 (int)(strchr(bodies[i], ':') - bodies[i]) + 25,
+			 bodies[i][1] == 'm' ? "memory" : "pids");
+		buf_err(json, want);
+	}
+	ab_profile *p = buf_ok_as("{\"version\":1,\"limits\":{\"memory\":\"1K\",\"pids\":1}}",
+				  "/x/p.json");
+	assert_int_equal(p->limits.memory, 1024);
+	assert_int_equal(p->limits.pids, 1);
+	ab_profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1504,6 +1525,7 @@ int main(void)
 		cmocka_unit_test(test_shipped_profiles),
 		cmocka_unit_test(test_schema_matches_parser),
 		cmocka_unit_test(test_upstream_proxy_credentials_not_printed),
+		cmocka_unit_test(test_zero_cgroup_limits_refused),
 	};
 	return cmocka_run_group_tests_name("profile", tests, NULL, NULL);
 }

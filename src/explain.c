@@ -492,6 +492,13 @@ static void text_limits(const ab_plan *p, FILE *out)
 			fprintf(out, " (hard %llu)", (unsigned long long)r->hard);
 		else if (r->hard != r->soft)
 			fputs(" (hard unlimited)", out);
+		if (r->asked == RLIM_INFINITY)
+			fputs(" (the profile asks unlimited; agentbox's hard limit is this, and only a "
+			      "privileged process can raise it)", out);
+		else if (r->asked)
+			fprintf(out, " (the profile asks %llu; agentbox's hard limit is this, and only a "
+				     "privileged process can raise it)",
+				(unsigned long long)r->asked);
 		fputc('\n', out);
 	}
 	const char *how = p->cgroup_apply ? "cgroup v2" : "NOT ENFORCED: no delegated cgroup v2";
@@ -808,6 +815,8 @@ static json_t *json_limits(const ab_plan *p)
 		json_t *r = json_object();
 		bad |= json_object_set_new(r, "soft", rlim_json(p->rlimits[i].soft));
 		bad |= json_object_set_new(r, "hard", rlim_json(p->rlimits[i].hard));
+		if (p->rlimits[i].asked)
+			bad |= json_object_set_new(r, "asked", rlim_json(p->rlimits[i].asked));
 		bad |= json_object_set_new(rl, rlimit_name(p->rlimits[i].resource), r);
 	}
 	bad |= json_object_set_new(o, "rlimits", rl);

@@ -302,6 +302,10 @@ void ab_host_probe(ab_host *h, bool try_userns)
 	h->io_uring_disabled = (int)read_sysctl("/proc/sys/kernel/io_uring_disabled", -1);
 	h->idmap_mounts = probe_idmap();
 	h->cap_last_cap = probe_cap_last_cap();
+	for (int i = 0; i < (int)AB_ARRAY_SIZE(h->rlim_hard); i++) {
+		struct rlimit rl;
+		h->rlim_hard[i] = getrlimit(i, &rl) == 0 ? rl.rlim_max : RLIM_INFINITY;
+	}
 	struct rlimit ml;
 	h->memlock = getrlimit(RLIMIT_MEMLOCK, &ml) == 0 && ml.rlim_cur != RLIM_INFINITY &&
 				     ml.rlim_cur < (rlim_t)LLONG_MAX
@@ -338,6 +342,8 @@ void ab_host_fake(ab_host *h, int landlock_abi)
 	h->idmap_mounts = AB_YES;
 	h->cap_last_cap = 40;
 	h->memlock = 8ll << 20;
+	for (size_t i = 0; i < AB_ARRAY_SIZE(h->rlim_hard); i++)
+		h->rlim_hard[i] = RLIM_INFINITY;
 	snprintf(h->kernel_release, sizeof(h->kernel_release), "6.12.0-fake");
 }
 

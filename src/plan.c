@@ -874,7 +874,13 @@ static int plan_limits(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		if (map[i].v == AB_LIMIT_UNSET)
 			continue;
 		rlim_t v = map[i].v == __LONG_LONG_MAX__ ? RLIM_INFINITY : (rlim_t)map[i].v;
-		p->rlimits[p->nrlimits++] = (ab_rlimit){map[i].res, v, v};
+		/* a ceiling: above the hard limit agentbox inherited (which only
+		 * a privileged process can raise), that hard limit applies */
+		rlim_t max = in->host->rlim_hard[map[i].res];
+		rlim_t asked = max != RLIM_INFINITY && (v == RLIM_INFINITY || v > max) ? v : 0;
+		if (asked)
+			v = max;
+		p->rlimits[p->nrlimits++] = (ab_rlimit){map[i].res, v, v, asked};
 	}
 	p->cg_memory = l->memory;
 	p->cg_pids = l->pids;

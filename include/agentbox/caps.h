@@ -14,6 +14,8 @@
 typedef struct ab_rlimit {
 	int resource;        /* RLIMIT_* */
 	rlim_t soft, hard;
+	rlim_t asked;        /* the profile's value, when above agentbox's hard limit
+				(soft and hard are then that limit); else 0 */
 } ab_rlimit;
 
 /* Apply each rlimit (setrlimit).  Lowering only is fine; raising above the

@@ -53,6 +53,10 @@ typedef struct ab_host {
 	int idmap_mounts;       /* ab_tristate: mount_setattr exists (kernel >= 5.12) */
 	int cap_last_cap;       /* /proc/sys/kernel/cap_last_cap */
 	long long memlock;      /* RLIMIT_MEMLOCK soft limit in bytes, -1 unlimited or unknown */
+	/* agentbox's hard resource limits (RLIM_INFINITY when unknown): a
+	 * profile's limit above one becomes it (an unprivileged process cannot
+	 * raise a hard limit), and explain says so */
+	unsigned long long rlim_hard[16];
 	char kernel_release[128];
 } ab_host;
 

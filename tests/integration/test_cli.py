@@ -314,3 +314,22 @@ def test_docs_link_inside_the_repository(ctx):
             if not path.startswith(src + os.sep) or not os.path.exists(path):
                 bad.append("%s: %s" % (os.path.relpath(f, src), target))
     assert not bad, "links that lead nowhere in the repository:\n" + "\n".join(bad)
+
+
+def test_explain_limits_are_what_the_run_gets(ctx):
+    """explain shows the limits a run really gets: a profile's value above
+    agentbox's hard limit becomes that limit (default asks nofile 65536),
+    and explain says why."""
+    r = ctx.run(["explain", "--json", "-w", ctx.ws])
+    assert r.returncode == 0, describe(r)
+    rl = json.loads(r.stdout)["limits"]["rlimits"]
+    got = ctx.py_json("import json, resource as r; print(json.dumps("
+                      "[r.getrlimit(r.RLIMIT_NOFILE), r.getrlimit(r.RLIMIT_NPROC)]))")
+    assert [rl["nofile"]["soft"], rl["nofile"]["hard"]] == got[0], (rl, got)
+    assert [rl["nproc"]["soft"], rl["nproc"]["hard"]] == got[1], (rl, got)
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 65536:
+        assert rl["nofile"]["asked"] == 65536, rl
+        t = ctx.run(["explain", "-w", ctx.ws]).stdout
+        assert "nofile: %d (the profile asks 65536; agentbox's hard limit" % hard in t, t

@@ -1539,7 +1539,23 @@ static void test_rlimits(void **state)
 		assert_int_equal(f.plan->rlimits[i].resource, want[i].res);
 		assert_true(f.plan->rlimits[i].soft == want[i].v);
 		assert_true(f.plan->rlimits[i].hard == want[i].v);
+		assert_true(f.plan->rlimits[i].asked == 0);
 	}
+	fx_done(&f);
+
+	/* ceilings: above agentbox's hard limit, that limit, and what was asked */
+	fx_init(&f, 7);
+	f.host.rlim_hard[RLIMIT_NOFILE] = 20000;
+	f.host.rlim_hard[RLIMIT_FSIZE] = 1 << 20;
+	f.host.rlim_hard[RLIMIT_NPROC] = 500;
+	f.prof->limits.nofile = 65536;
+	f.prof->limits.fsize = __LONG_LONG_MAX__; /* "unlimited" */
+	f.prof->limits.nproc = 200;               /* under it: as asked */
+	fx_ok(&f);
+	assert_true(f.plan->rlimits[0].soft == 20000 && f.plan->rlimits[0].hard == 20000);
+	assert_true(f.plan->rlimits[0].asked == 65536);
+	assert_true(f.plan->rlimits[1].soft == 200 && f.plan->rlimits[1].asked == 0);
+	assert_true(f.plan->rlimits[2].soft == 1 << 20 && f.plan->rlimits[2].asked == RLIM_INFINITY);
 	fx_done(&f);
 }
 

@@ -218,6 +218,27 @@ static void text_profile(const ab_plan *p, const ab_profile *prof, FILE *out)
 	fprintf(out, " (%s)\n",
 		p->workspace && is_writable_dst(p, p->workspace) ? "writable" : "read-only");
 	put_line(out, "  cwd: ", p->cwd ? p->cwd : "(workspace)", "\n");
+	/* what would run: the command line's, else the profile's, else a shell */
+	fputs("  command:", out);
+	for (size_t i = 0; i < p->argv.n; i++) {
+		const char *a = p->argv.v[i];
+		bool plain = a[0] && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					       "0123456789@%+=:,./_-") == strlen(a);
+		if (plain) {
+			put_line(out, " ", a, "");
+			continue;
+		}
+		fputs(" '", out); /* as a shell would need it: ' as '\'' */
+		for (const char *q = a, *e; *q; q = e + 1) {
+			e = strchr(q, '\'');
+			_cleanup_free_ char *part = e ? strndup(q, (size_t)(e - q)) : strdup(q);
+			put_line(out, "", part ? part : "", e ? "'\\''" : "");
+			if (!e)
+				break;
+		}
+		fputc('\'', out);
+	}
+	fputc('\n', out);
 }
 
 static void text_mount_line(FILE *out, const ab_mount *m)
@@ -839,6 +860,7 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	bad |= json_object_set_new(o, "identity", json_identity(p));
 	bad |= json_object_set_new(o, "workspace", jstr(p->workspace ? p->workspace : ""));
 	bad |= json_object_set_new(o, "cwd", jstr(p->cwd ? p->cwd : ""));
+	bad |= json_object_set_new(o, "command", strv_json(&p->argv));
 	bad |= json_object_set_new(o, "mounts", json_mounts(p, NULL));
 	bad |= json_object_set_new(o, "readable", json_mounts(p, pick_ro));
 	bad |= json_object_set_new(o, "writable", json_mounts(p, pick_rw));

@@ -333,3 +333,15 @@ def test_explain_limits_are_what_the_run_gets(ctx):
         assert rl["nofile"]["asked"] == 65536, rl
         t = ctx.run(["explain", "-w", ctx.ws]).stdout
         assert "nofile: %d (the profile asks 65536; agentbox's hard limit" % hard in t, t
+
+
+def test_explain_shows_the_command(ctx):
+    """explain COMMAND shows the command that run would start (it was
+    accepted and ignored); without one, the profile's command or a shell."""
+    r = ctx.run(["explain", "-w", ctx.ws, "--", "make", "my test", "it's"])
+    assert r.returncode == 0, describe(r)
+    assert "  command: make 'my test' 'it'\\''s'\n" in r.stdout, r.stdout
+    r = ctx.run(["explain", "--json", "-w", ctx.ws, "--", "make", "test"])
+    assert json.loads(r.stdout)["command"] == ["make", "test"], r.stdout
+    r = ctx.run(["explain", "-w", ctx.ws])
+    assert "  command: /bin/sh\n" in r.stdout, r.stdout

@@ -90,8 +90,8 @@ static fixture *make_fixture(void)
 						       p->landlock.handled_fs };
 	f->ports[p->landlock.ntcp_ports++] = 8080;
 
-	f->rl[0] = (ab_rlimit){ RLIMIT_NOFILE, 1024, 1024 };
-	f->rl[1] = (ab_rlimit){ RLIMIT_CORE, 0, 0 };
+	f->rl[0] = (ab_rlimit){ RLIMIT_NOFILE, 1024, 1024, 0 };
+	f->rl[1] = (ab_rlimit){ RLIMIT_CORE, 0, 0, 0 };
 	p->rlimits = f->rl;
 	p->nrlimits = 2;
 	p->cg_memory = 1LL << 30;

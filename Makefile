@@ -60,16 +60,37 @@ LDLIBS  += $(shell pkg-config --libs libbpf)
 endif
 endif
 
-# One concern per file; which process runs what is said at the top of each.
-LIB_SRCS := src/common.c src/cli.c src/supervise.c src/supervise_path.c src/profile.c src/host.c src/doctor.c src/plan.c \
-            src/explain.c src/sandbox.c src/mount.c src/landlock.c src/seccomp.c \
-            src/caps.c src/pty.c src/loop.c src/init.c src/cgroup.c src/cleanup.c \
-            src/watch.c src/json_pos.c src/http.c src/netpolicy.c src/plan_net.c \
-            src/netns.c src/dns.c src/tls.c src/audit.c src/otlp.c src/gitscan.c src/report.c src/resolve.c src/proxy.c \
-            src/pxhttp.c src/pxtunnel.c src/dnsd.c src/control.c src/trace.c src/trace_event.c \
-            src/ca.c src/secrets.c src/phkey.c src/unixsock.c src/wsframe.c src/termfilter.c src/scan.c src/broker.c src/pxtls.c src/pxscan.c src/credfile.c \
-            $(wildcard src/escape/*.c)
-MAIN_SRC := src/main.c
+# The folders are the architecture (docs/architecture.md), listed from the
+# bottom up: a folder uses only the folders above it in this list
+# (tests/lint/layers.py checks it).  One concern per file; which process runs
+# what is said at the top of each.
+BASE_SRCS    := src/base/common.c src/base/loop.c src/base/json_pos.c src/base/sync.c
+PARSE_SRCS   := src/parse/http.c src/parse/dns.c src/parse/tls.c src/parse/wsframe.c \
+                src/parse/netpolicy.c src/parse/credfile.c
+CONFIG_SRCS  := src/config/profile.c
+KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src/kernel/caps.c \
+                src/kernel/cgroup.c src/kernel/unixsock.c
+CREDS_SRCS   := src/creds/ca.c src/creds/secrets.c src/creds/scan.c src/creds/phkey.c
+PLAN_SRCS    := src/plan/plan.c src/plan/plan_net.c src/plan/explain.c
+OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
+                src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_path.c \
+                src/observe/report.c src/observe/gitscan.c
+EGRESS_SRCS  := src/egress/proxy.c src/egress/pxhttp.c src/egress/pxtls.c src/egress/pxtunnel.c \
+                src/egress/pxscan.c src/egress/dnsd.c src/egress/resolve.c src/egress/control.c \
+                src/egress/broker.c
+SANDBOX_SRCS := src/sandbox/sandbox.c src/sandbox/init.c src/sandbox/mount.c src/sandbox/netns.c \
+                src/sandbox/pty.c src/sandbox/termfilter.c src/sandbox/watch.c src/sandbox/cleanup.c
+ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/report.c \
+                src/escape/probes/registry.c src/escape/probes/runner.c \
+                src/escape/probes/probe_fs.c src/escape/probes/probe_fsutil.c \
+                src/escape/probes/probe_harness.c src/escape/probes/probe_krn.c \
+                src/escape/probes/probe_net.c src/escape/probes/probe_netlib.c \
+                src/escape/probes/probe_secper.c src/escape/probes/probe_sys.c \
+                src/escape/lab/harness.c src/escape/lab/lab.c src/escape/lab/judge.c
+CLI_SRCS     := src/cli/cli.c src/cli/doctor.c
+LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRCS) $(PLAN_SRCS) \
+            $(OBSERVE_SRCS) $(EGRESS_SRCS) $(SANDBOX_SRCS) $(ESCAPE_SRCS) $(CLI_SRCS)
+MAIN_SRC := src/cli/main.c
 UNIT_TESTS := common sync control profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
               report credfile otlp unixsock wsframe termfilter
@@ -79,27 +100,27 @@ MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)
 UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%)
 
 .PHONY: check-fuzz bench-proxy all deps check check-unit check-integration asan asan-unit fuzz \
-        bench install uninstall clean format
+        bench install uninstall clean lint
 
 all: $(BUILD)/agentbox $(BUILD)/agentbox-ablate
 
-$(BUILD)/obj/%.o: src/%.c $(wildcard include/agentbox/*.h) | $(BUILD)/obj
+$(BUILD)/obj/%.o: src/%.c $(wildcard include/agentbox/*.h src/*/*.h src/*/*/*.h) | $(BUILD)/obj
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -c -o $@ $<
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/obj $(BUILD)/tests $(BUILD)/bpf:
 	mkdir -p $@
 
-# ---- kernel tracing: vmlinux.h -> trace.bpf.o -> trace.skel.h (src/trace.c) ----
+# ---- kernel tracing: vmlinux.h -> trace.bpf.o -> trace.skel.h (src/observe/trace.c) ----
 # (`bpftool gen object` links the object: BTF kept, DWARF dropped: 38 KB, not 650)
-$(BUILD)/obj/trace.o: override CFLAGS += -DAB_HAVE_TRACE=$(AB_HAVE_TRACE) -I$(BUILD)/bpf
+$(BUILD)/obj/observe/trace.o: override CFLAGS += -DAB_HAVE_TRACE=$(AB_HAVE_TRACE) -I$(BUILD)/bpf
 ifeq ($(AB_HAVE_TRACE),1)
-$(BUILD)/obj/trace.o: $(BUILD)/bpf/trace.skel.h
+$(BUILD)/obj/observe/trace.o: $(BUILD)/bpf/trace.skel.h
 
 $(BUILD)/bpf/vmlinux.h: | $(BUILD)/bpf
 	$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/bpf/trace.bpf.o: bpf/trace.bpf.c include/agentbox/trace_event.h $(BUILD)/bpf/vmlinux.h
+$(BUILD)/bpf/trace.bpf.o: bpf/trace.bpf.c src/observe/trace_event.h $(BUILD)/bpf/vmlinux.h
 	$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall -Werror \
 		-I$(BUILD)/bpf -Iinclude -c -o $(@:.o=.tmp.o) $<
 	$(BPFTOOL) gen object $@ $(@:.o=.tmp.o)
@@ -116,8 +137,8 @@ $(BUILD)/agentbox: $(MAIN_OBJ) $(BUILD)/libagentbox.a
 
 # Test-only: the same program with AGENTBOX_TEST_ABLATE honoured (plan.h);
 # never installed.  test-escape's ablation tests use it.
-$(BUILD)/obj/main-ablate.o: src/main.c $(wildcard include/agentbox/*.h) | $(BUILD)/obj
-	$(CC) $(CFLAGS) -DAB_ABLATION -MMD -c -o $@ $<
+$(BUILD)/obj/main-ablate.o: src/cli/main.c $(wildcard include/agentbox/*.h) | $(BUILD)/obj
+	$(CC) $(CFLAGS) -DAB_ABLATION -MMD -MP -c -o $@ $<
 
 $(BUILD)/agentbox-ablate: $(BUILD)/obj/main-ablate.o $(BUILD)/libagentbox.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -144,7 +165,11 @@ deps:
 	else echo "make deps: all Debian packages present"; fi
 
 # ---- tests ----
-check: check-unit check-fuzz check-integration
+check: lint check-unit check-fuzz check-integration
+
+# The folders' order (tests/lint/layers.py): no include or call climbs it.
+lint: $(LIB_OBJS) $(MAIN_OBJ)
+	python3 tests/lint/layers.py --objs $(BUILD)/obj
 
 check-unit: $(UNIT_BINS)
 	@fail=0; for t in $(UNIT_BINS); do $$t || fail=1; done; exit $$fail
@@ -214,4 +239,4 @@ uninstall:
 clean:
 	rm -rf build build-asan build-clang build-fuzz
 
--include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/*/*.d)
+-include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)

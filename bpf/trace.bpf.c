@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * `agentbox run --trace`: kernel-side recorder (CO-RE, loaded by src/trace.c).
+ * `agentbox run --trace`: kernel-side recorder (CO-RE, loaded by src/observe/trace.c).
  *
  * Two BTF tracepoints (tp_btf: raw tracepoints, so no tracefs is needed):
  *   sched_process_exec   a program started                   -> AB_TEV_EXEC
@@ -38,7 +38,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "agentbox/trace_event.h"
+#include "../src/observe/trace_event.h"
 
 #define EPERM 1
 #define EACCES 13

@@ -2,7 +2,7 @@
 /*
  * The audit log and the exit summary (parent).  One JSON object per line
  * (jansson), each with "ts" (UTC, RFC 3339 with milliseconds) and "event".
- * The run owns it (src/sandbox.c); the proxy (network), the supervisor
+ * The run owns it (src/sandbox/sandbox.c); the proxy (network), the supervisor
  * (commands, syscall denials) and the tracer write to it.  Callers never pass
  * a secret or a URL query; strings are capped.  docs/audit.md has the schema.
  */
@@ -25,7 +25,7 @@ typedef struct ab_audit ab_audit;
  * (0600, no symlink followed) before the sandbox starts. */
 int ab_audit_open(const char *path, ab_audit **out, ab_err *err);
 /* Also send every event to the OTLP/HTTP collector at URL (run --otlp;
- * src/otlp.c).  At free, what is still queued is sent, and a warning says how
+ * src/observe/otlp.c).  At free, what is still queued is sent, and a warning says how
  * many events did not reach the collector. */
 int ab_audit_export(ab_audit *a, const char *url, const char *profile, ab_err *err);
 /* Start sending (a thread: after the last fork; until then events queue). */

@@ -3,7 +3,7 @@
  * Credential brokering, the run-time state the egress proxy uses (parent
  * only): the loaded secrets (real values, placeholders, bound hosts, places)
  * and the session CA.  Made by ab_broker_prepare after clone; see
- * src/broker.c and docs/credentials.md.
+ * src/egress/broker.c and docs/credentials.md.
  */
 #ifndef AGENTBOX_BROKER_H
 #define AGENTBOX_BROKER_H

@@ -3,7 +3,7 @@
  * cgroup v2 helpers.  The pure parts (parsing /proc/self/cgroup, controller
  * lists, the file writes a plan needs) are here so they can be unit-tested;
  * ab_cgroup_setup/ab_cgroup_cleanup (declared in sandbox.h) do the few
- * syscalls.  The host probe (src/host.c) uses the parsers to decide whether a
+ * syscalls.  The host probe (src/kernel/host.c) uses the parsers to decide whether a
  * delegated cgroup is available.
  *
  * Where the sandbox's cgroup goes: cgroup v2's "no internal processes" rule
@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "agentbox/common.h"
+#include "agentbox/host.h"
 
 #define AB_CGROUP_ROOT "/sys/fs/cgroup"
 #define AB_CGROUP_MAX_WRITES 4
@@ -60,5 +61,12 @@ int ab_cgroup_child_path(const char *base, pid_t pid, char *out, size_t outlen);
 
 /* The parent of a cgroup path ("/a/b" -> "/a", "/a" -> "/"); -EINVAL for "/". */
 int ab_cgroup_parent_path(const char *path, char *out, size_t outlen);
+
+/* cgroup v2 limits (parent, src/kernel/cgroup.c): create a child cgroup under our
+ * delegated one, set memory.max/pids.max, move `pid` in.  Cleanup removes it. */
+int ab_cgroup_setup(long long memory, long long pids, const ab_host *host, pid_t pid,
+		    char **out_path, ab_err *err);
+
+void ab_cgroup_cleanup(const char *path);
 
 #endif

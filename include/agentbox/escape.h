@@ -2,12 +2,12 @@
 /*
  * escape.h: `agentbox test-escape` (issue 5).  Three parts, three processes:
  *
- *   harness (src/escape/harness.c, lab.c, judge.c): the host side.  Enters a
+ *   harness (src/escape/lab/harness.c, lab.c, judge.c): the host side.  Enters a
  *     throwaway lab (its own mount and network namespaces, a user namespace
  *     when unprivileged), plants canaries, serves listeners and test HTTPS
  *     upstreams, runs `agentbox run -p LABPROFILE -- <copy of agentbox>
  *     __probe LAB.json RESULTS` on a pty, judges from the outside, prints.
- *   runner (src/escape/runner.c): inside the sandbox, the hidden command
+ *   runner (src/escape/probes/runner.c): inside the sandbox, the hidden command
  *     `agentbox __probe`.  Runs each selected probe in a forked child with a
  *     timeout and writes one JSON line per probe to RESULTS.
  *   probes (src/escape/probe_*.c): real attempts, never damage.
@@ -217,8 +217,10 @@ typedef struct ab_esc_results {
 	char *profile;                 /* the profile judged (display) */
 } ab_esc_results;
 
-/* Parse one result line (strict: unknown id, bad verdict -> error). */
-int ab_esc_result_parse(const char *line, ab_esc_result *out, ab_err *err);
+/* Parse one result line against the probe table PROBES (strict: an id not
+ * in it, a bad verdict -> error). */
+int ab_esc_result_parse(const char *line, const ab_probe_def *probes, size_t nprobes,
+			ab_esc_result *out, ab_err *err);
 json_t *ab_esc_result_json(const ab_esc_result *r);
 void ab_esc_result_free(ab_esc_result *r);
 void ab_esc_results_free(ab_esc_results *rs);

@@ -81,8 +81,5 @@ int ab_doctor(bool json);
  * Returns 0/1 as ab_doctor, or -ENOMEM/-EIO. */
 int ab_doctor_report(const ab_host *h, bool json, FILE *out);
 
-/* What losing a named downgrade costs, one sentence ("landlock-truncate" ->
- * "..."), for doctor and explain.  Unknown names get a generic sentence. */
-const char *ab_downgrade_describe(const char *name);
 
 #endif

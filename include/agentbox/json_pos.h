@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Positions in JSON text, for error messages (src/json_pos.c).  Used by the
+ * Positions in JSON text, for error messages (src/base/json_pos.c).  Used by the
  * profile loader in the parent; pure, so any process could call it.
  *
  * jansson records no positions for parsed values, so these functions re-scan

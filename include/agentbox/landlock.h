@@ -16,7 +16,7 @@
 /*
  * Debian 12 ships 6.1 uapi headers (Landlock ABI 2).  The constants of newer
  * ABIs are defined here so the planner, explain and the tests share one copy.
- * (Struct types and the NET_PORT rule type are private to src/landlock.c.)
+ * (Struct types and the NET_PORT rule type are private to src/kernel/landlock.c.)
  */
 #ifndef LANDLOCK_ACCESS_FS_REFER
 #define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)           /* ABI 2 */
@@ -94,7 +94,7 @@ int ab_landlock_apply(const ab_ll_plan *p, ab_err *err);
 /* The network half of P alone (its TCP port rules; no file system rights, no
  * scopes), as a ruleset fd (O_CLOEXEC) in *OUT; -1 when P handles no network
  * access.  For the threads that connect on the sandbox's behalf
- * (src/supervise.c): the kernel applies the sandbox's port rules to them. */
+ * (src/observe/supervise.c): the kernel applies the sandbox's port rules to them. */
 int ab_landlock_net_ruleset(const ab_ll_plan *p, int *out, ab_err *err);
 /* The calling thread only: no_new_privs, then RULESET enforced.  0/-errno. */
 int ab_landlock_restrict_thread(int ruleset);

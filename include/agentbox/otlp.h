@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * OTLP/HTTP export of the audit events (run --otlp URL): every event the
- * audit log gets (src/audit.c) also goes, as an OpenTelemetry log record, to
+ * audit log gets (src/observe/audit.c) also goes, as an OpenTelemetry log record, to
  * a collector the user names.  JSON encoding (application/json) POSTed to
  * the collector's logs endpoint by a thread of agentbox's parent, in
  * batches (once a second, or at 512 records), from the host's network

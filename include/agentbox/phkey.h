@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * phkey.h: the key behind stable placeholders (src/phkey.c).
+ * phkey.h: the key behind stable placeholders (src/creds/phkey.c).
  */
 #ifndef AGENTBOX_PHKEY_H
 #define AGENTBOX_PHKEY_H

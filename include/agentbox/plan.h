@@ -141,7 +141,7 @@ typedef struct ab_egress_plan {
 	ab_strv allow, deny, priv;  /* network.allow / deny / private */
 	ab_strv hosts;              /* "name=ADDR[:PORT]" local name mappings */
 	char *log_path;             /* audit log, NULL = none */
-	char *otlp_url;             /* OTLP/HTTP collector (src/otlp.c), NULL = none */
+	char *otlp_url;             /* OTLP/HTTP collector (src/observe/otlp.c), NULL = none */
 	char *upstream_host;        /* network.upstream_proxy: dial through it (CONNECT) */
 	uint16_t upstream_port;
 	ab_strv no_proxy;           /* host's NO_PROXY entries (upstream_proxy "env") */
@@ -176,10 +176,10 @@ typedef struct ab_plan {
 	ab_mount *mounts; /* applied in order, after the new root tmpfs */
 	size_t nmounts;
 	ab_strv hidden;   /* for explain: deny entries that were masked */
-	/* a secret has a stable placeholder: the key file (src/phkey.c), NULL
+	/* a secret has a stable placeholder: the key file (src/creds/phkey.c), NULL
 	 * when none has.  Its directory is denied like a profile's deny entry
 	 * (masked where a grant shows it); PH_KEY_RW: a writable grant covers
-	 * it, so the run may leave another file there (src/sandbox.c removes
+	 * it, so the run may leave another file there (src/sandbox/sandbox.c removes
 	 * a key that is not the one the run started with) */
 	char *ph_key;
 	bool ph_key_rw;
@@ -200,11 +200,11 @@ typedef struct ab_plan {
 	unsigned pty_mask; /* which of the command's fds 0-2 get the pty: those that are
 			      terminals outside (all three with --pty) */
 	bool pass_clipboard; /* terminal.clipboard: the relay lets the clipboard
-				escape sequences through (src/termfilter.c) */
+				escape sequences through (src/sandbox/termfilter.c) */
 
 	ab_egress_plan egress;
 	bool share_net;     /* test ablation "netns": no CLONE_NEWNET, no proxy */
-	int trace;          /* run --trace: enum ab_trace_mode (trace.h), src/trace.c */
+	int trace;          /* run --trace: enum ab_trace_mode (trace.h), src/observe/trace.c */
 
 	ab_strv downgrades; /* named protections lost on this kernel and allowed by the profile */
 	const char *record_lost; /* why there is no record here (static text), or NULL */
@@ -228,7 +228,7 @@ int ab_plan_explain(const ab_plan *p, const ab_profile *prof, bool json, FILE *o
 
 const char *ab_mnt_kind_name(enum ab_mnt_kind k);
 
-/* src/plan_net.c, called by ab_plan_build: the egress plan, its environment
+/* src/plan/plan_net.c, called by ab_plan_build: the egress plan, its environment
  * (proxy variables), /etc/resolv.conf and /etc/hosts, and the TCP ports
  * Landlock lets the sandbox connect to (proxy, DNS, transparent ports). */
 int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err);

@@ -92,7 +92,7 @@ typedef struct ab_profile {
 	} audit;
 
 	/* terminal.clipboard: -1 unset (= filtered), 0 filtered, 1 the clipboard
-	 * escape sequences reach the user's terminal (src/termfilter.c) */
+	 * escape sequences reach the user's terminal (src/sandbox/termfilter.c) */
 	struct {
 		int clipboard;
 	} terminal;
@@ -135,7 +135,7 @@ typedef struct ab_profile {
 		bool ph_jwt;        /* placeholder {"jwt": true}: the value's JWT header and
 				       payload, a random signature (secrets.h) */
 		bool ph_stable;     /* placeholder {"stable": true}: the same placeholder every
-				       run for the same value (keyed, src/phkey.c) */
+				       run for the same value (keyed, src/creds/phkey.c) */
 		char *env_name;     /* variable inside holding the placeholder; NULL = name,
 				       "" = none */
 		bool mask_in_body;  /* body of a request to a bound host, "body" not
@@ -237,5 +237,8 @@ int ab_upstream_proxy_parse(const char *url, char *host, size_t hostlen, unsigne
 /* Known downgrade names (for validation of allow_downgrade and for explain). */
 extern const char *const ab_downgrade_names[];
 bool ab_downgrade_known(const char *name);
+/* What losing a named downgrade costs, one sentence ("landlock-truncate" ->
+ * "..."), for doctor and explain.  Unknown names get a generic sentence. */
+const char *ab_downgrade_describe(const char *name);
 
 #endif

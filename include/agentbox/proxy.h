@@ -2,7 +2,7 @@
 /*
  * The egress proxy (parent, in-process, on the run's event loop).  It serves
  * the listeners the child created inside the sandbox's network namespace
- * (src/netns.c): the explicit HTTP proxy (CONNECT and absolute-form
+ * (src/sandbox/netns.c): the explicit HTTP proxy (CONNECT and absolute-form
  * requests), the DNS responder and the transparent listeners.  Upstream
  * connections leave from the host namespace.  docs/egress.md describes the
  * behaviour; this header the wiring.

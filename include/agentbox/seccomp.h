@@ -20,7 +20,7 @@ typedef struct ab_seccomp_policy {
 	bool disabled;      /* test-only ablation switch (AGENTBOX_TEST_ABLATE=seccomp) */
 	/* The record (issue 7): with either set, program 1 is loaded with a
 	 * user-notification listener that agentbox's parent serves
-	 * (src/supervise.c).  notify_denials: every EPERM/EAFNOSUPPORT rule
+	 * (src/observe/supervise.c).  notify_denials: every EPERM/EAFNOSUPPORT rule
 	 * becomes SECCOMP_RET_USER_NOTIF and the parent answers with that same
 	 * errno (ab_seccomp_deny_errno) and logs it; the ENOSYS rules stay plain
 	 * (they steer user space to a fallback, they deny nothing by
@@ -30,7 +30,7 @@ typedef struct ab_seccomp_policy {
 	/* Rendered credentials files (docs/credentials.md): rename, renameat
 	 * and renameat2 notify; the parent carries out a rename onto one of
 	 * them (a mount point: EBUSY otherwise) and lets every other one
-	 * continue (src/supervise.c). */
+	 * continue (src/observe/supervise.c). */
 	bool notify_rename;
 	/* Host unix sockets bound after the start (docs/threat-model.md):
 	 * connect notifies; the parent resolves the address inside, refuses a

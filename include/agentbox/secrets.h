@@ -140,13 +140,13 @@ int ab_placeholder_make(const char *prefix, size_t len, size_t value_len, char *
 
 /*
  * The same, but the characters come from HMAC-SHA256 under KEY
- * (AB_PHKEY_LEN bytes, secret: src/phkey.c keeps it outside every sandbox)
+ * (AB_PHKEY_LEN bytes, secret: src/creds/phkey.c keeps it outside every sandbox)
  * of a message that holds a fixed label, NAME, VALUE[0..VALUE_LEN) and
  * COUNTER, one 32-byte block after another: the same inputs give the same
  * placeholder (a "stable" placeholder), and without KEY it reveals nothing
  * about the value, not even to a dictionary (a weak value stays unguessable
  * from its placeholder).  COUNTER draws again (a placeholder that conflicts
- * with a masked response, src/broker.c).  Errors as ab_placeholder_make,
+ * with a masked response, src/egress/broker.c).  Errors as ab_placeholder_make,
  * plus -ENOMEM and -EIO (HMAC).
  */
 #define AB_PHKEY_LEN 32

@@ -70,7 +70,7 @@ int ab_trace_start(pid_t sandbox_pid, struct ab_audit *audit, bool denials, ab_t
 /* The ring buffer's epoll fd (readable when records wait): for the loop. */
 int ab_trace_fd(const ab_trace *t);
 /* Does the tracer record the seccomp filter's denials?  Then the filter
- * answers them itself, without user notification (src/sandbox.c). */
+ * answers them itself, without user notification (src/sandbox/sandbox.c). */
 bool ab_trace_records_denials(const ab_trace *t);
 /* Turn every waiting record into an audit event. */
 void ab_trace_poll(ab_trace *t);
@@ -78,7 +78,7 @@ void ab_trace_get_counts(const ab_trace *t, ab_trace_counts *out);
 /* Final drain, detach, "trace-lost" if the buffer overflowed; NULL is fine. */
 void ab_trace_free(ab_trace *t);
 
-/* ---- pure pieces (src/trace_event.c), exposed for the tests ---- */
+/* ---- pure pieces (src/observe/trace_event.c), exposed for the tests ---- */
 
 /* One ring-buffer record (struct ab_trace_ev, include/agentbox/trace_event.h)
  * of LEN bytes -> a new audit event, counted in *c; NULL (counted as

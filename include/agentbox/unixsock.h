@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * unixsock.h: the host's bound pathname Unix sockets (src/unixsock.c), so
+ * unixsock.h: the host's bound pathname Unix sockets (src/kernel/unixsock.c), so
  * that the plan can hide those inside granted trees.
  *
  * connect(2) (and sendto(2) to a datagram socket) on a pathname socket needs
@@ -58,7 +58,7 @@ int ab_unixsock_parse_vfs(const void *buf, size_t len, uint32_t dev, uint32_t in
  * Is a socket bound to the file DEV:INO (as above) listening, or unbound-
  * connectionless, in the network namespace the NETLINK_SOCK_DIAG socket
  * DIAG_FD was made in?  1, 0, or -errno (connect mediation: a socket the
- * sandbox bound itself, src/supervise.c).
+ * sandbox bound itself, src/observe/supervise.c).
  */
 int ab_unixsock_bound_in(int diag_fd, uint32_t dev, uint32_t ino);
 

@@ -2,7 +2,7 @@
 /*
  * wsframe.h: the frames of a WebSocket stream from the server (RFC 6455,
  * section 5.2), so the egress proxy can mask real values in their payloads
- * on intercepted connections (src/pxtls.c).  Pure, streaming, fuzzed
+ * on intercepted connections (src/egress/pxtls.c).  Pure, streaming, fuzzed
  * (tests/fuzz/fuzz_wsframe.c).
  *
  * The stream is cut into pieces: frame-head bytes, which pass as they are,

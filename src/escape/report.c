@@ -423,7 +423,16 @@ static int parse_numbers(json_t *o, ab_esc_result *r, ab_err *err)
 	return 0;
 }
 
-static int parse_object(json_t *o, ab_esc_result *r, ab_err *err)
+static const ab_probe_def *find_def(const ab_probe_def *probes, size_t n, const char *id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcasecmp(probes[i].id, id) == 0)
+			return &probes[i];
+	return NULL;
+}
+
+static int parse_object(json_t *o, const ab_probe_def *probes, size_t nprobes, ab_esc_result *r,
+			ab_err *err)
 {
 	json_t *id = json_object_get(o, "id"), *rep = json_object_get(o, "report");
 	char pb[48];
@@ -431,7 +440,7 @@ static int parse_object(json_t *o, ab_esc_result *r, ab_err *err)
 
 	if (!json_is_string(id))
 		return ab_fail(err, 0, "\"id\" missing or not a string");
-	r->def = ab_probe_find(json_string_value(id));
+	r->def = find_def(probes, nprobes, json_string_value(id));
 	if (!r->def)
 		return ab_fail(err, 0, "unknown probe id \"%s\"",
 			       printable(json_string_value(id), pb));
@@ -449,7 +458,8 @@ static int parse_object(json_t *o, ab_esc_result *r, ab_err *err)
 	return 0;
 }
 
-int ab_esc_result_parse(const char *line, ab_esc_result *out, ab_err *err)
+int ab_esc_result_parse(const char *line, const ab_probe_def *probes, size_t nprobes,
+			ab_esc_result *out, ab_err *err)
 {
 	ab_esc_result r = {0};
 	_cleanup_json_ json_t *j = NULL;
@@ -469,7 +479,7 @@ int ab_esc_result_parse(const char *line, ab_esc_result *out, ab_err *err)
 			       printable(je.text, pb));
 	if (!json_is_object(j))
 		return ab_fail(err, 0, "result line: not a JSON object");
-	ret = parse_object(j, &r, err);
+	ret = parse_object(j, probes, nprobes, &r, err);
 	if (ret < 0) {
 		ab_err_prefix(err, "result line");
 		ab_esc_result_free(&r);

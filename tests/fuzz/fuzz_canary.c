@@ -147,7 +147,7 @@ static void round_trip(const ab_esc_result *r)
 
 	if (!s)
 		__builtin_trap();
-	if (ab_esc_result_parse(s, &back, &err) < 0)
+	if (ab_esc_result_parse(s, ab_probes, ab_nprobes, &back, &err) < 0)
 		__builtin_trap();
 	if (back.def != r->def || back.verdict != r->verdict || back.nattempts != r->nattempts ||
 	    back.found.n != r->found.n)
@@ -227,7 +227,7 @@ static void fuzz_results(const uint8_t *d, size_t n, uint8_t flags)
 	for (char *l = strtok_r(text, "\n", &save); l && rs.n < 64;
 	     l = strtok_r(NULL, "\n", &save)) {
 		ab_err err;
-		if (ab_esc_result_parse(l, &rs.v[rs.n], &err) < 0) {
+		if (ab_esc_result_parse(l, ab_probes, ab_nprobes, &rs.v[rs.n], &err) < 0) {
 			if (rs.v[rs.n].def || rs.v[rs.n].attempts)
 				__builtin_trap();
 			continue;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target (parent; fuzzing only): credentials files and token
- * responses (src/credfile.c), which come from the host file a sandbox may
+ * responses (src/parse/credfile.c), which come from the host file a sandbox may
  * have written to, and from an OAuth token endpoint.  Input: the first line
  * is a JSON pointer, the rest a document.  Properties beyond "no crash, no
  * leak, no UB":

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target (fuzzing only): the git index parser of src/gitscan.c,
+ * libFuzzer target (fuzzing only): the git index parser of src/observe/gitscan.c,
  * which reads a file the sandbox can write.  The first byte picks the hash
  * length (SHA-1 or SHA-256); the rest is the index, copied to an exact-size
  * buffer so ASan sees any read past the end.  Every gitlink reported must be

@@ -2,7 +2,7 @@
 /*
  * libFuzzer target (parent; fuzzing only): the path of a rename onto a
  * rendered credentials file, as the sandbox gives it and as /proc gives the
- * directory it is relative to (src/supervise_path.c, ab_sup_path_norm).
+ * directory it is relative to (src/observe/supervise_path.c, ab_sup_path_norm).
  * Input: the base directory, a NUL, the path; the first byte picks the
  * output size.  Properties beyond "no crash, no UB":
  *   - a result is absolute, NUL-terminated within the buffer, and holds no

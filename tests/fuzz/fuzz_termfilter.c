@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target (fuzzing only): the clipboard filter of src/termfilter.c
+ * libFuzzer target (fuzzing only): the clipboard filter of src/sandbox/termfilter.c
  * over the sandbox's terminal output.  The first byte picks the chunk size.
  * Checked: only digits change, each to '9'; and no OSC introducer (ESC ],
  * C2 9D, or 9D after an ASCII byte) in the output is followed, after leading zeros, by the digits of a
  * clipboard sequence (52, 5522, 1337), whatever the chunking.
  */
-#include "agentbox/termfilter.h"
+#include "../../src/sandbox/termfilter.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target (any process; fuzzing only): the `run --trace` record
- * parser (src/trace_event.c), whose records carry bytes chosen inside the
+ * parser (src/observe/trace_event.c), whose records carry bytes chosen inside the
  * sandbox (comm, paths, connect addresses).  Each input is used three ways:
  * as a raw record; framed (a header built from the first 8 bytes with `len`
  * set to what follows, so the fuzzer reaches the path and address parsers
@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "agentbox/trace.h"
-#include "agentbox/trace_event.h"
+#include "../../src/observe/trace_event.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target (fuzzing only): the two listings of the host's unix
- * sockets in src/unixsock.c, whose paths any local user chooses: the first
+ * sockets in src/kernel/unixsock.c, whose paths any local user chooses: the first
  * byte picks /proc/net/unix text (even) or a sock_diag netlink datagram
  * (odd; read for names, and for the UNIX_DIAG_VFS connect mediation asks
  * about: a parse that succeeds for names succeeds for it too).  The rest is copied to an exact-size buffer so ASan sees any read

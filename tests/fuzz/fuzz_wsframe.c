@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target (fuzzing only): the WebSocket frame cutter of
- * src/wsframe.c, fed what an intercepted server sends.  The first byte picks
+ * src/parse/wsframe.c, fed what an intercepted server sends.  The first byte picks
  * the step size (the stream arrives in reads of any size); the pieces must
  * cover the input exactly, each of positive length, and a payload must never
  * run past the length its head announced.

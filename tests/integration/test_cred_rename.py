@@ -4,7 +4,7 @@
 A rendered credentials file (docs/credentials.md, "render") is a mount point
 inside, so rename(2) onto it fails with EBUSY in the kernel.  With a rendered
 file in the plan, every rename notifies agentbox's supervisor
-(src/supervise.c): one onto the rendered file is carried out there (the new
+(src/observe/supervise.c): one onto the rendered file is carried out there (the new
 file's bytes copied into the rendered copy, the new file removed), when the
 new file is the sandbox's own (a regular file with one link, owned by the
 sandbox, made during the run, in the same directory); anything else onto it

@@ -11,7 +11,7 @@ ALLOWED_ENV = {"TERM", "LANG", "LANGUAGE", "COLORTERM", "TZ", "NO_COLOR", "PATH"
                "TMPDIR"}
 # Set by agentbox itself (not copied from the host) if at all.
 AGENTBOX_SET_ENV = {"USER", "LOGNAME", "SHELL", "HOSTNAME", "PWD", "container", "AGENTBOX"}
-# the egress proxy's variables (src/plan_net.c); values are checked in test_egress.py
+# the egress proxy's variables (src/plan/plan_net.c); values are checked in test_egress.py
 AGENTBOX_SET_ENV |= {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY",
                      "no_proxy", "npm_config_proxy", "npm_config_https_proxy", "PIP_PROXY",
                      "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY", "NODE_USE_ENV_PROXY",

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for src/ca.c (no privileges, no files: memfds stand in for the
+ * Unit tests for src/creds/ca.c (no privileges, no files: memfds stand in for the
  * bundle files): the root and issuing CA certificates, leaves chaining to the
  * root (X509_verify_cert + X509_check_host), the per-host cache and its LRU
  * eviction, name constraints allowing and refusing names (leaves and a

@@ -158,8 +158,8 @@ static void map_self(uid_t ou, gid_t og)
 static void child_nofile(void *ctx)
 {
 	ab_rlimit lim[] = {
-		{ RLIMIT_NOFILE, 64, 64 },
-		{ RLIMIT_CORE, 0, 0 },
+		{ RLIMIT_NOFILE, 64, 64, 0 },
+		{ RLIMIT_CORE, 0, 0, 0 },
 	};
 	ab_err err = { 0 };
 	CHECK(ab_rlimits_apply(lim, AB_ARRAY_SIZE(lim), &err) == 0, err.msg);
@@ -189,12 +189,12 @@ static void test_rlimit_errors(void **state)
 		const char *msg; /* substring of err.msg */
 		bool hint;
 	} t[] = {
-		{ { RLIMIT_FSIZE, 10, 5 }, -EINVAL,
+		{ { RLIMIT_FSIZE, 10, 5, 0 }, -EINVAL,
 		  "setting rlimit fsize to soft=10 hard=5: Invalid argument", true },
-		{ { RLIMIT_NOFILE, RLIM_INFINITY, 5 }, -EINVAL,
+		{ { RLIMIT_NOFILE, RLIM_INFINITY, 5, 0 }, -EINVAL,
 		  "rlimit nofile to soft=infinity hard=5", true },
-		{ { 9999, 1, 1 }, -EINVAL, "setting rlimit resource 9999 to soft=1 hard=1", false },
-		{ { -1, 1, 1 }, -EINVAL, "rlimit resource -1", false },
+		{ { 9999, 1, 1, 0 }, -EINVAL, "setting rlimit resource 9999 to soft=1 hard=1", false },
+		{ { -1, 1, 1, 0 }, -EINVAL, "rlimit resource -1", false },
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		ab_err err = { 0 };
@@ -217,7 +217,7 @@ static void child_raise(void *ctx)
 	rl.rlim_max = rl.rlim_cur = 32;
 	CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, "lower nofile");
 	enter_userns();
-	ab_rlimit up = { RLIMIT_NOFILE, 64, 64 };
+	ab_rlimit up = { RLIMIT_NOFILE, 64, 64, 0 };
 	CHECK(ab_rlimits_apply(&up, 1, &err) == -EPERM, "raise fails EPERM");
 	CHECK(strstr(err.msg, "nofile") != NULL, "message names the limit");
 	CHECK(strstr(err.hint, "hard limit of nofile is 32") != NULL, "hint has the limit");

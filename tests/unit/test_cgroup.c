@@ -161,42 +161,32 @@ static void test_paths(void **state)
 	assert_false(ab_cgroup_path_valid("/a\x7f"));
 }
 
-/* No limit wanted, or not applied: nothing happens, out_path stays NULL. */
+/* No limit wanted: nothing happens, out_path stays NULL.  (Whether limits
+ * apply at all is the planner's cgroup_apply, which the caller checks.) */
 static void test_setup_noop(void **state)
 {
-	ab_plan plan = { 0 };
 	ab_host host;
 	ab_err err = { 0 };
 	char *path = (char *)"sentinel";
 
 	ab_host_fake(&host, 6);
-	plan.cg_memory = plan.cg_pids = AB_LIMIT_UNSET;
-	plan.cgroup_apply = true;
-	assert_int_equal(ab_cgroup_setup(&plan, &host, 1234, &path, &err), 0);
-	assert_null(path);
-
-	plan.cg_memory = 1 << 20;
-	plan.cgroup_apply = false; /* planner decided not to (downgrade) */
-	path = (char *)"sentinel";
-	assert_int_equal(ab_cgroup_setup(&plan, &host, 1234, &path, &err), 0);
+	assert_int_equal(ab_cgroup_setup(AB_LIMIT_UNSET, AB_LIMIT_UNSET, &host, 1234, &path, &err),
+			 0);
 	assert_null(path);
 
 	/* Asked to apply on a host without delegation: an error, not a no-op. */
-	plan.cgroup_apply = true;
 	host.cgroup_version = 1;
 	host.cgroup_delegated = AB_NO;
-	assert_true(ab_cgroup_setup(&plan, &host, 1234, &path, &err) < 0);
+	assert_true(ab_cgroup_setup(1 << 20, AB_LIMIT_UNSET, &host, 1234, &path, &err) < 0);
 	assert_null(path);
 	assert_non_null(strstr(err.msg, "no delegated cgroup v2"));
 
 	/* Invalid values from a broken planner are refused before any syscall. */
 	host.cgroup_version = 2;
 	host.cgroup_delegated = AB_YES;
-	plan.cg_memory = -7;
-	assert_int_equal(ab_cgroup_setup(&plan, &host, 1234, &path, &err), -EINVAL);
-	plan.cg_memory = 1 << 20;
+	assert_int_equal(ab_cgroup_setup(-7, AB_LIMIT_UNSET, &host, 1234, &path, &err), -EINVAL);
 	snprintf(host.cgroup_path, sizeof(host.cgroup_path), "/a/../../etc");
-	assert_int_equal(ab_cgroup_setup(&plan, &host, 1234, &path, &err), -EINVAL);
+	assert_int_equal(ab_cgroup_setup(1 << 20, AB_LIMIT_UNSET, &host, 1234, &path, &err), -EINVAL);
 	assert_null(path);
 
 	ab_cgroup_cleanup(NULL);

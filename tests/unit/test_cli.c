@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agentbox/cli.h"
+#include "../../src/cli/cli.h"
 #include "agentbox/trace.h"
 
 #define MAXARGS 16

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for the control socket's directory and socket (src/control.c):
+/* Unit tests for the control socket's directory and socket (src/egress/control.c):
  * the directory is used only when it is a real directory of the caller's,
  * closed to everyone else; a dead run's socket is replaced; the socket is
  * removed at the end.  In a temporary base, never /tmp or /run/user.  The

@@ -338,7 +338,7 @@ static void test_parse_table(void **state)
 		const struct parse_case *c = &parse_cases[i];
 		ab_esc_result r;
 		ab_err err = {0};
-		int ret = ab_esc_result_parse(c->line, &r, &err);
+		int ret = ab_esc_result_parse(c->line, ab_probes, ab_nprobes, &r, &err);
 		if (c->err) {
 			if (ret >= 0)
 				fail_msg("case %zu: parsed", i);
@@ -368,7 +368,7 @@ static void test_parse_fields(void **state)
 		"\"found\":[\"0123456789abcdef\",\"0123456789abcdef\",\"fedcba9876543210\"],"
 		"\"report\":{\"k\":\"v\"},\"note\":\"n\"}";
 
-	assert_int_equal(ab_esc_result_parse(line, &r, &err), 0);
+	assert_int_equal(ab_esc_result_parse(line, ab_probes, ab_nprobes, &r, &err), 0);
 	assert_string_equal(r.def->id, "SEC-01");
 	assert_int_equal(r.verdict, AB_ESC_ESCAPED);
 	assert_true(r.ms == 12);
@@ -414,7 +414,7 @@ static void test_parse_limits(void **state)
 
 	/* the escape is the very last attempt: it must keep its place */
 	char *line = big_line(n, n - 1, AB_ESC_MAX_FOUND + 10);
-	assert_int_equal(ab_esc_result_parse(line, &r, &err), 0);
+	assert_int_equal(ab_esc_result_parse(line, ab_probes, ab_nprobes, &r, &err), 0);
 	assert_int_equal(r.nattempts, AB_ESC_MAX_ATTEMPTS);
 	assert_int_equal(r.dropped, 300);
 	assert_int_equal(r.verdict, AB_ESC_ESCAPED);
@@ -426,7 +426,7 @@ static void test_parse_limits(void **state)
 	free(line);
 	/* nothing escaped: all ok, the first ones kept */
 	line = big_line(n, SIZE_MAX, 0);
-	assert_int_equal(ab_esc_result_parse(line, &r, &err), 0);
+	assert_int_equal(ab_esc_result_parse(line, ab_probes, ab_nprobes, &r, &err), 0);
 	assert_int_equal(r.verdict, AB_ESC_OK);
 	assert_string_equal(r.attempts[AB_ESC_MAX_ATTEMPTS - 1].what, "a255");
 	ab_esc_result_free(&r);
@@ -439,11 +439,11 @@ static void test_parse_limits(void **state)
 	memset(line, ' ', big);
 	memcpy(line, "{\"id\":\"FS-01\",\"verdict\":\"ok\"}", 29);
 	line[big] = '\0';
-	assert_true(ab_esc_result_parse(line, &r, &err) < 0);
+	assert_true(ab_esc_result_parse(line, ab_probes, ab_nprobes, &r, &err) < 0);
 	assert_non_null(strstr(err.msg, "longer than"));
 	/* exactly 1 MiB is read (a probe with no attempts settles to ERROR) */
 	line[big - 1] = '\0';
-	assert_int_equal(ab_esc_result_parse(line, &r, &err), 0);
+	assert_int_equal(ab_esc_result_parse(line, ab_probes, ab_nprobes, &r, &err), 0);
 	assert_int_equal(r.verdict, AB_ESC_ERROR);
 	ab_esc_result_free(&r);
 	free(line);
@@ -456,9 +456,9 @@ static void test_parse_limits(void **state)
 	memset(line + k, '[', depth);
 	memset(line + k + depth, ']', depth);
 	strcpy(line + k + 2 * depth, "}");
-	assert_true(ab_esc_result_parse(line, &r, &err) < 0);
+	assert_true(ab_esc_result_parse(line, ab_probes, ab_nprobes, &r, &err) < 0);
 	free(line);
-	assert_true(ab_esc_result_parse(NULL, &r, &err) < 0);
+	assert_true(ab_esc_result_parse(NULL, ab_probes, ab_nprobes, &r, &err) < 0);
 }
 
 /* ================================================================ settle */
@@ -1164,7 +1164,7 @@ static void test_json_lines(void **state)
 		if (n < rs.n) {
 			/* every probe line parses back to the same result */
 			ab_esc_result r;
-			if (ab_esc_result_parse(l, &r, &err) < 0)
+			if (ab_esc_result_parse(l, ab_probes, ab_nprobes, &r, &err) < 0)
 				fail_msg("line %zu: %s", n + 1, err.msg);
 			assert_ptr_equal(r.def, rs.v[n].def);
 			assert_int_equal(r.verdict, rs.v[n].verdict);
@@ -1205,7 +1205,7 @@ static void test_result_json_utf8(void **state)
 			    "\xef\xbf\xbd\xef\xbf\xbd");
 	char *s = json_dumps(j, JSON_COMPACT);
 	ab_esc_result back;
-	assert_int_equal(ab_esc_result_parse(s, &back, &err), 0);
+	assert_int_equal(ab_esc_result_parse(s, ab_probes, ab_nprobes, &back, &err), 0);
 	assert_int_equal(back.verdict, OK);
 	free(s);
 	json_decref(j);

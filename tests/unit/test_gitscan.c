@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for src/gitscan.c: the git index parser (versions 2-4, SHA-1
+ * Unit tests for src/observe/gitscan.c: the git index parser (versions 2-4, SHA-1
  * and SHA-256 names, hostile input) and the after-run findings on a real
  * directory tree.
  */

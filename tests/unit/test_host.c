@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "agentbox/host.h"
+#include "agentbox/profile.h"
 
 #ifndef EUSERS
 #define EUSERS 87

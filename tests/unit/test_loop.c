@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for the epoll loop (src/loop.c).  No privileges needed. */
+/* Unit tests for the epoll loop (src/base/loop.c).  No privileges needed. */
 #include "unit.h"
 
 #include <errno.h>

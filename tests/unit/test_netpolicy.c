@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for src/netpolicy.c: host normalisation, rules, the policy
+/* Unit tests for src/parse/netpolicy.c: host normalisation, rules, the policy
  * decision and private-address classification (pure; no privileges). */
 #include "unit.h"
 

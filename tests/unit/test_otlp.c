@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for src/otlp.c's pure parts: the collector URL and an audit
+ * Unit tests for src/observe/otlp.c's pure parts: the collector URL and an audit
  * event as an OTLP LogRecord (OTLP/JSON: 64-bit integers as strings,
  * arrays and objects as arrayValue/kvlistValue, nesting capped).
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for the helpers of the file, secret and persistence probes
- * (src/escape/probe_fsutil.c): the secret sweep (what it reads, skips and
+ * (src/escape/probes/probe_fsutil.c): the secret sweep (what it reads, skips and
  * counts, on hostile trees), the `..` walk that tells whether a directory
  * fd reaches outside the root (proved with a chroot in an unprivileged
  * user namespace), pread that leaves a shared offset alone, path helpers.
@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "../../src/escape/probe_fsutil.h"
+#include "../../src/escape/probes/probe_fsutil.h"
 
 #define TOK_A "ABCANARY-TEST-0123456789abcdef0123456789abcdef"
 #define TOK_B "ABCANARY-HOME-fedcba9876543210fedcba9876543210"

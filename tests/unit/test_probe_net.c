@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The network probes' client (src/escape/probe_netlib.c), its pure and
+ * The network probes' client (src/escape/probes/probe_netlib.c), its pure and
  * hostile-input parts: response reading over a socketpair (status lines
  * valid and not, heads over the cap, no head, huge and negative
  * Content-Length, chunked bodies, bodies over the cap, a CONNECT answer
@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../src/escape/probe_netlib.h"
+#include "../../src/escape/probes/probe_netlib.h"
 
 /* ---------------------------------------------------------------- helpers */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for the pty module (src/pty.c).  No privileges needed: the
+ * Unit tests for the pty module (src/sandbox/pty.c).  No privileges needed: the
  * "outer terminal" is a pty pair from the host's /dev/ptmx (om = the user's
  * terminal emulator, os = agentbox's stdin/stdout), the "inner" pty comes
  * from ab_pty_open on the same devpts (im = master handed to the parent,
@@ -23,7 +23,7 @@
 #include <termios.h>
 
 #include "agentbox/loop.h"
-#include "agentbox/pty.h"
+#include "../../src/sandbox/pty.h"
 
 #define GUARD_MS 10000
 #define MIB (1u << 20)

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agentbox/cli.h"
+#include "../../src/cli/cli.h"
 #include "agentbox/report.h"
 
 #define TS(s) "{\"ts\":\"2026-01-02T03:04:" s "Z\","

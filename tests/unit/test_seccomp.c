@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for src/seccomp.c (no privileges needed).
+ * Unit tests for src/kernel/seccomp.c (no privileges needed).
  *
  *  - validation of the profile lists, with the exact messages;
  *  - the default policy exported as text, compared with the golden file

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for ab_ca_secure_heap_init (src/ca.c): with OpenSSL's secure
- * heap set up before the session CA is made (as src/broker.c does), the
+ * Unit tests for ab_ca_secure_heap_init (src/creds/ca.c): with OpenSSL's secure
+ * heap set up before the session CA is made (as src/egress/broker.c does), the
  * private scalars of the issuing CA key and the leaf key, and the key shares
  * of live TLS connections, are in the secure heap: CRYPTO_secure_used()
  * grows by them and returns to its level when they are freed, and no block

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for the pure pieces of src/supervise.c: /proc parsing (hostile
+ * Unit tests for the pure pieces of src/observe/supervise.c: /proc parsing (hostile
  * process names included), the rate limiter, and the decisions behind a rename
  * onto a rendered credentials file (path normalisation, the file checks).  The
  * notification paths themselves run for real in tests/integration/test_record.py

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for the parent/child sync messages (ab_sync_send/recv in
- * src/sandbox.c) over a real SOCK_SEQPACKET socketpair.  No privileges. */
+ * src/sandbox/sandbox.c) over a real SOCK_SEQPACKET socketpair.  No privileges. */
 #include "unit.h"
 
 #include <errno.h>

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for the clipboard filter on the sandbox's terminal output
- * (src/termfilter.c): every split of the input, lengths kept. */
+ * (src/sandbox/termfilter.c): every split of the input, lengths kept. */
 #include "unit.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentbox/termfilter.h"
+#include "../../src/sandbox/termfilter.h"
 
 /* Filter IN in chunks of STEP bytes; returns a malloc'd copy. */
 static char *run(const char *in, size_t n, size_t step, uint64_t *count)

@@ -21,7 +21,7 @@
 
 #include "agentbox/common.h"
 #include "agentbox/trace.h"
-#include "agentbox/trace_event.h"
+#include "../../src/observe/trace_event.h"
 
 static struct ab_trace_ev *rec_new(unsigned kind, const char *comm)
 {
@@ -140,7 +140,7 @@ static void test_denied(void **state)
 	struct ab_tev_denied d = {.nr = 250, .ip = 0x7f0011223344ULL};
 	e->ret = -EPERM;
 	rec_data(e, (const char *)&d, sizeof(d));
-	/* the number stays a number here: src/trace.c names it */
+	/* the number stays a number here: src/observe/trace.c names it */
 	expect(e, "{\"event\":\"denied\",\"kind\":\"syscall\",\"source\":\"bpf\",\"syscall\":250,"
 		  "\"errno\":\"EPERM\",\"pid\":7,\"comm\":\"python3\",\"ip\":\"0x7f0011223344\"}", &c);
 	e->ret = -EAFNOSUPPORT;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for the /proc/net/unix parser (src/unixsock.c), including
+/* Unit tests for the /proc/net/unix parser (src/kernel/unixsock.c), including
  * hostile listings: paths are chosen by any local user.  No privileges. */
 #include "unit.h"
 

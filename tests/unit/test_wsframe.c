@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for the WebSocket frame cutter (src/wsframe.c): the server's
+/* Unit tests for the WebSocket frame cutter (src/parse/wsframe.c): the server's
  * frames, fed whole and a byte at a time, hostile ones refused. */
 #include "unit.h"
 

@@ -1,0 +1,440 @@
+/* SPDX-License-Identifier: MIT */
+/* Command-line parsing (parent, pure: fills struct ab_cli, prints only usage). */
+#include "cli.h"
+#include "agentbox/trace.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	enum ab_cmd cmd;
+} commands[] = {
+	{"run", AB_CMD_RUN},         {"check", AB_CMD_CHECK},   {"explain", AB_CMD_EXPLAIN},
+	{"doctor", AB_CMD_DOCTOR},   {"help", AB_CMD_HELP},     {"version", AB_CMD_VERSION},
+	{"allow", AB_CMD_ALLOW},     {"test-escape", AB_CMD_TEST_ESCAPE},
+	{"report", AB_CMD_REPORT},
+};
+
+void ab_cli_usage(enum ab_cmd which)
+{
+	switch (which) {
+	case AB_CMD_RUN:
+		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [--log FILE] [-q]\n"
+		      "                    [--otlp URL] [--allow HOST[:PORT]] [--read PATH] [--write PATH]\n"
+		      "                    [--env NAME] [--trace[=best-effort]] [--] COMMAND [ARG...]\n"
+		      "\n"
+		      "Run COMMAND in a sandbox built from PROFILE (default: \"default\").\n"
+		      "With no COMMAND, the profile's \"command\" runs.\n"
+		      "\n"
+		      "  -p, --profile PROFILE  profile name or path; repeat to merge (left to right)\n"
+		      "  -w, --workspace DIR    writable workspace (default: current directory)\n"
+		      "      --pty              always give the command its own pseudo-terminal\n"
+		      "      --no-pty           never (plain stdio passes through)\n"
+		      "      --log FILE         append the audit log (JSON lines) to FILE: requests,\n"
+		      "                         commands run, syscalls denied (docs/audit.md)\n"
+		      "      --otlp URL         also send those events as OpenTelemetry logs to the\n"
+		      "                         collector at http://HOST[:PORT][/PATH] (OTLP/HTTP JSON;\n"
+		      "                         port 4318 and /v1/logs when not given)\n"
+		      "  -q, --quiet            no warnings about forced downgrades, no exit summary\n"
+		      "      --allow HOST[:PORT]  also allow this destination (as network.allow)\n"
+		      "      --read PATH        also bind PATH read-only (as filesystem.read)\n"
+		      "      --write PATH       also bind PATH read-write (as filesystem.write)\n"
+		      "      --env NAME         also pass variable NAME (or a pattern, as env.pass)\n"
+		      "                         (each repeatable; shown by explain and in the audit log)\n"
+		      "      --trace            also record programs started, connect attempts and\n"
+		      "                         file operations refused (EACCES/EPERM) with kernel\n"
+		      "                         tracing (BPF) into the audit log; needs root or\n"
+		      "                         CAP_BPF+CAP_PERFMON, else agentbox stops (exit 125)\n"
+		      "      --trace=best-effort  the same, but without the privileges: a warning,\n"
+		      "                         and the command runs untraced\n"
+		      "\n"
+		      "Exit status: the command's; 128+N if it was killed by signal N;\n"
+		      "125 agentbox failed; 126 command not executable; 127 command not found.\n",
+		      stdout);
+		break;
+	case AB_CMD_CHECK:
+		fputs("Usage: agentbox check PROFILE...\n"
+		      "\n"
+		      "Validate profiles (names or paths) as run would on this machine: each is\n"
+		      "loaded and its plan built (nothing runs).  Prints nothing and exits 0 when\n"
+		      "all are valid; otherwise prints FILE:LINE:COL: message (or profile:\n"
+		      "message for a rule between keys) and exits 125.\n",
+		      stdout);
+		break;
+	case AB_CMD_EXPLAIN:
+		fputs("Usage: agentbox explain [-p PROFILE]... [-w DIR] [--json] [--allow ...] [--read ...]\n"
+		      "                        [--write ...] [--env ...] [--] [COMMAND...]\n"
+		      "\n"
+		      "Print the boundary a run would get on this machine, before anything runs:\n"
+		      "readable, writable and hidden paths, network, secrets, environment,\n"
+		      "syscall policy, Landlock rules, limits, and every downgrade this kernel forces.\n"
+		      "\n"
+		      "  -p, --profile PROFILE  profile name or path; repeat to merge\n"
+		      "  -w, --workspace DIR    workspace (default: current directory)\n"
+		      "      --json             machine-readable output\n"
+		      "      --allow, --read, --write, --env   one-off grants, as for run\n",
+		      stdout);
+		break;
+	case AB_CMD_ALLOW:
+		fputs("Usage: agentbox allow [-w DIR] HOST[:PORT]...\n"
+		      "\n"
+		      "Add destinations to the allow list of the sandbox running in DIR (default:\n"
+		      "the current directory), for the rest of its run: a human approving a host\n"
+		      "the agent was refused.  Same syntax as network.allow; deny rules still win.\n"
+		      "Only the user who started the sandbox can do this, root included: root\n"
+		      "approves a host for another user's sandbox as that user (sudo -u USER\n"
+		      "agentbox allow ...).  Nothing inside the sandbox can.\n"
+		      "\n"
+		      "Exit status: 0 every rule added, 1 the sandbox refused one, 125 any other\n"
+		      "failure (no sandbox of yours runs in DIR, an unsafe control directory, no\n"
+		      "answer), with a message.\n",
+		      stdout);
+		break;
+	case AB_CMD_TEST_ESCAPE:
+		fputs("Usage: agentbox test-escape [-p PROFILE]... [--format tap|junit|json] [-o FILE]\n"
+		      "                            [--only ID,...] [--list] [-q]\n"
+		      "\n"
+		      "Prove a profile on this machine: build a throwaway lab (fake home with canary\n"
+		      "secrets, listeners, fake agents, test HTTPS hosts), run a battery of real\n"
+		      "escape attempts inside `agentbox run` with PROFILE (default: \"default\"),\n"
+		      "and judge from inside and outside.  Nothing on the real host is touched.\n"
+		      "\n"
+		      "  -p, --profile PROFILE  profile name or path; repeat to merge\n"
+		      "      --format FORMAT    tap (TAP 14, default), junit (JUnit XML), json (lines)\n"
+		      "  -o, --output FILE      write the results to FILE instead of stdout\n"
+		      "      --only ID,...      run only these probes (controls and PRC-01 always run)\n"
+		      "      --list             list the probes and exit\n"
+		      "  -q, --quiet            no per-category summary on stderr\n"
+		      "\n"
+		      "Exit status: 0 everything blocked; 1 an escape; 2 probe errors only;\n"
+		      "3 the lab could not be built; 4 the sandbox is not in effect; 125 usage.\n",
+		      stdout);
+		break;
+	case AB_CMD_REPORT:
+		fputs("Usage: agentbox report [--json] LOG\n"
+		      "\n"
+		      "Summarize an audit log written by `agentbox run --log LOG`: the session\n"
+		      "(profile, times, grants), the command tree with exit statuses, hosts\n"
+		      "reached and refused, denials, secrets used (names only) and runtime\n"
+		      "policy changes.  Lines that cannot be read are counted, never fatal.\n"
+		      "\n"
+		      "      --json             one JSON object with the same aggregates\n"
+		      "\n"
+		      "Exit status: 0 done (an empty log reports \"no events\"); 125 usage, or LOG\n"
+		      "is missing, not a regular file, unreadable or not an audit log.\n",
+		      stdout);
+		break;
+	case AB_CMD_DOCTOR:
+		fputs("Usage: agentbox doctor [--json]\n"
+		      "\n"
+		      "Probe the kernel (user namespaces, AppArmor restriction, Landlock ABI, seccomp,\n"
+		      "cgroups, legacy TIOCSTI, io_uring, idmapped mounts) and say what works and\n"
+		      "how to fix what does not.  Exit 0 when agentbox can run here, 1 otherwise.\n",
+		      stdout);
+		break;
+	default:
+		fputs("Usage: agentbox COMMAND [OPTIONS]\n"
+		      "\n"
+		      "A deny-by-default sandbox for AI coding agents.\n"
+		      "\n"
+		      "Commands:\n"
+		      "  run [-p PROFILE] [-w DIR] [--] COMMAND [ARG...]   run COMMAND in the sandbox\n"
+		      "  check PROFILE...                                  validate profiles\n"
+		      "  explain [-p PROFILE] [-w DIR] [--json]            print the resolved boundary\n"
+		      "  doctor [--json]                                   check this kernel\n"
+		      "  allow [-w DIR] HOST[:PORT]...                     allow a host in a running sandbox\n"
+		      "  test-escape [-p PROFILE] [--format F]             prove the sandbox holds here\n"
+		      "  report [--json] LOG                               summarize an audit log\n"
+		      "\n"
+		      "Options:\n"
+		      "  -h, --help      show help (also: agentbox COMMAND --help)\n"
+		      "  -V, --version   show version\n"
+		      "\n"
+		      "See agentbox(1) and agentbox-profile(5).\n",
+		      stdout);
+	}
+}
+
+void ab_cli_free(ab_cli *c)
+{
+	ab_strv_free(&c->profiles);
+	ab_strv_free(&c->grants);
+	free(c->workspace);
+	c->workspace = NULL;
+	free(c->log_path);
+	c->log_path = NULL;
+	free(c->otlp_url);
+	c->otlp_url = NULL;
+	free(c->format);
+	free(c->out_path);
+	free(c->only);
+	c->format = c->out_path = c->only = NULL;
+}
+
+static int set_str(char **dst, const char *v, const char *sub, const char *opt, ab_err *err)
+{
+	if (!v[0])
+		return ab_fail(err, 0, "%s: %s needs a value", sub, opt);
+	free(*dst);
+	*dst = strdup(v);
+	return *dst ? 0 : ab_fail(err, ENOMEM, "%s", sub);
+}
+
+enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON, OPT_LOG, OPT_FORMAT, OPT_ONLY, OPT_LIST,
+       OPT_ALLOW, OPT_READ, OPT_WRITE, OPT_ENV, OPT_TRACE, OPT_OTLP };
+
+/* The option getopt_long just returned, as the user spelled it: "--name" for
+ * a long option, "-c" for a short one (also inside a group such as "-qx"),
+ * else the whole argument (an unknown long option). */
+static const char *opt_name(char *buf, size_t len, int o, int idx, const struct option *longopts,
+			    char **argv)
+{
+	const char *arg = argv[optind - 1];
+	if (idx >= 0)
+		snprintf(buf, len, "--%s", longopts[idx].name);
+	else if (o == ':' && strncmp(arg, "--", 2) == 0)
+		return arg; /* long option at the end, missing its argument */
+	else if ((o == '?' || o == ':') && optopt > 0 && optopt < 256)
+		snprintf(buf, len, "-%c", optopt);
+	else if (o > 0 && o < 256 && o != '?' && o != ':')
+		snprintf(buf, len, "-%c", o);
+	else
+		return arg;
+	return buf;
+}
+
+static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
+{
+	static const struct option longopts[] = {
+		{"profile", required_argument, NULL, 'p'}, {"workspace", required_argument, NULL, 'w'},
+		{"pty", no_argument, NULL, OPT_PTY},       {"no-pty", no_argument, NULL, OPT_NO_PTY},
+		{"json", no_argument, NULL, OPT_JSON},     {"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},          {"log", required_argument, NULL, OPT_LOG},
+		{"format", required_argument, NULL, OPT_FORMAT},
+		{"only", required_argument, NULL, OPT_ONLY},
+		{"list", no_argument, NULL, OPT_LIST},
+		{"output", required_argument, NULL, 'o'},
+		{"allow", required_argument, NULL, OPT_ALLOW},
+		{"read", required_argument, NULL, OPT_READ},
+		{"write", required_argument, NULL, OPT_WRITE},
+		{"env", required_argument, NULL, OPT_ENV},
+		{"trace", optional_argument, NULL, OPT_TRACE},
+		{"otlp", required_argument, NULL, OPT_OTLP},
+		{NULL, 0, NULL, 0},
+	};
+	const char *sub = argv[0];
+	optind = 0; /* full reset of getopt state */
+	opterr = 0;
+	char name[64];
+	for (;;) {
+		int idx = -1;
+		int o = getopt_long(argc, argv, "+:p:w:qho:", longopts, &idx);
+		if (o == -1)
+			break;
+		bool run_like = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN ||
+				c->cmd == AB_CMD_TEST_ESCAPE;
+		bool esc = c->cmd == AB_CMD_TEST_ESCAPE;
+		int r;
+		bool ws_ok = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_ALLOW;
+		switch (o) {
+		case 'h':
+			c->help_for = c->cmd;
+			c->cmd = AB_CMD_HELP;
+			return 0;
+		case 'p':
+			if (!run_like)
+				goto bad;
+			if (!optarg[0])
+				return ab_fail(err, 0, "%s: -p needs a profile name or path", sub);
+			if (ab_strv_push(&c->profiles, optarg) < 0)
+				return ab_fail(err, ENOMEM, "%s", sub);
+			break;
+		case 'w':
+			if (!ws_ok)
+				goto bad;
+			free(c->workspace);
+			c->workspace = strdup(optarg);
+			if (!c->workspace)
+				return ab_fail(err, ENOMEM, "%s", sub);
+			break;
+		case OPT_FORMAT:
+		case OPT_ONLY:
+		case 'o':
+			if (!esc)
+				goto bad;
+			r = set_str(o == OPT_FORMAT ? &c->format : o == OPT_ONLY ? &c->only : &c->out_path,
+				    optarg, sub, opt_name(name, sizeof(name), o, idx, longopts, argv), err);
+			if (r < 0)
+				return r;
+			break;
+		case OPT_ALLOW:
+		case OPT_READ:
+		case OPT_WRITE:
+		case OPT_ENV: {
+			if (c->cmd != AB_CMD_RUN && c->cmd != AB_CMD_EXPLAIN)
+				goto bad;
+			const char *kind = o == OPT_ALLOW ? "allow" : o == OPT_READ ? "read"
+					   : o == OPT_WRITE ? "write" : "env";
+			if (!optarg[0])
+				return ab_fail(err, 0, "%s: --%s needs a value", sub, kind);
+			char *g = ab_asprintf("%s=%s", kind, optarg);
+			if (!g || ab_strv_push_take(&c->grants, g) < 0)
+				return ab_fail(err, ENOMEM, "%s", sub);
+			break;
+		}
+		case OPT_LIST:
+			if (!esc)
+				goto bad;
+			c->list = true;
+			break;
+		case 'q':
+			if (c->cmd != AB_CMD_RUN && !esc)
+				goto bad;
+			c->quiet = true;
+			break;
+		case OPT_PTY:
+		case OPT_NO_PTY:
+			if (c->cmd != AB_CMD_RUN)
+				goto bad;
+			c->pty = o == OPT_PTY ? 1 : 0;
+			break;
+		case OPT_OTLP:
+			if (c->cmd != AB_CMD_RUN)
+				goto bad;
+			r = set_str(&c->otlp_url, optarg, sub, "--otlp", err);
+			if (r < 0)
+				return r;
+			break;
+		case OPT_LOG:
+			if (c->cmd != AB_CMD_RUN)
+				goto bad;
+			if (!optarg[0])
+				return ab_fail(err, 0, "%s: --log needs a file name", sub);
+			free(c->log_path);
+			c->log_path = strdup(optarg);
+			if (!c->log_path)
+				return ab_fail(err, ENOMEM, "%s", sub);
+			break;
+		case OPT_TRACE:
+			if (c->cmd != AB_CMD_RUN)
+				goto bad;
+			if (!optarg)
+				c->trace = AB_TRACE_STRICT;
+			else if (strcmp(optarg, "best-effort") == 0)
+				c->trace = AB_TRACE_BEST_EFFORT;
+			else
+				return ab_fail(err, 0, "%s: --trace takes no value or '=best-effort', not "
+					       "'%s'", sub, optarg);
+			break;
+		case OPT_JSON:
+			if (c->cmd != AB_CMD_EXPLAIN && c->cmd != AB_CMD_DOCTOR &&
+			    c->cmd != AB_CMD_REPORT)
+				goto bad;
+			c->json = true;
+			break;
+		case ':':
+			return ab_fail(err, 0, "%s: option '%s' needs an argument (see 'agentbox %s --help')",
+				       sub, opt_name(name, sizeof(name), o, idx, longopts, argv), sub);
+		default:
+			goto bad;
+		}
+		continue;
+	bad:
+		return ab_fail(err, 0, "%s: unknown option '%s' (see 'agentbox %s --help')", sub,
+			       opt_name(name, sizeof(name), o, idx, longopts, argv), sub);
+	}
+	c->argv = argv + optind;
+	c->argc = argc - optind;
+	switch (c->cmd) {
+	case AB_CMD_CHECK:
+		if (c->argc == 0)
+			return ab_fail(err, 0, "check: name at least one profile (see 'agentbox check --help')");
+		c->check_files = c->argv;
+		c->ncheck = c->argc;
+		break;
+	case AB_CMD_ALLOW:
+		if (c->argc == 0)
+			return ab_fail(err, 0, "allow: name at least one HOST[:PORT] (see 'agentbox allow --help')");
+		break;
+	case AB_CMD_REPORT: {
+		/* options may also follow LOG: `agentbox report LOG --json` */
+		int log = -1;
+		bool opts = strcmp(c->argv[-1], "--") != 0; /* getopt took a "--" */
+		for (int i = 0; i < c->argc; i++) {
+			const char *a = c->argv[i];
+			if (opts && strcmp(a, "--") == 0) {
+				opts = false;
+			} else if (opts && strcmp(a, "--json") == 0) {
+				c->json = true;
+			} else if (opts && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+				c->help_for = c->cmd;
+				c->cmd = AB_CMD_HELP;
+				return 0;
+			} else if (opts && a[0] == '-' && a[1]) {
+				return ab_fail(err, 0, "report: unknown option '%s' (see 'agentbox report "
+					       "--help')", a);
+			} else if (log >= 0) {
+				return ab_fail(err, 0, "report: give exactly one LOG (see 'agentbox "
+					       "report --help')");
+			} else {
+				log = i;
+			}
+		}
+		if (log < 0 || !c->argv[log][0])
+			return ab_fail(err, 0, "report: name the audit log (see 'agentbox report --help')");
+		c->argv += log;
+		c->argc = 1;
+		break;
+	}
+	case AB_CMD_DOCTOR:
+	case AB_CMD_TEST_ESCAPE:
+		if (c->argc != 0)
+			return ab_fail(err, 0, "%s: unexpected argument '%s'", sub, c->argv[0]);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+int ab_cli_parse(int argc, char **argv, ab_cli *c, ab_err *err)
+{
+	memset(c, 0, sizeof(*c));
+	c->pty = -1;
+	if (argc < 2) {
+		c->cmd = AB_CMD_HELP;
+		return ab_fail(err, 0, "no command given (see 'agentbox --help')");
+	}
+	const char *a = argv[1];
+	if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+		c->cmd = AB_CMD_HELP;
+		return 0;
+	}
+	if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+		c->cmd = AB_CMD_VERSION;
+		return 0;
+	}
+	for (size_t i = 0; i < AB_ARRAY_SIZE(commands); i++) {
+		if (strcmp(a, commands[i].name) != 0)
+			continue;
+		c->cmd = commands[i].cmd;
+		if (c->cmd == AB_CMD_VERSION)
+			return 0;
+		if (c->cmd == AB_CMD_HELP) {
+			c->help_for = AB_CMD_NONE;
+			if (argc > 2) {
+				for (size_t j = 0; j < AB_ARRAY_SIZE(commands); j++)
+					if (strcmp(argv[2], commands[j].name) == 0)
+						c->help_for = commands[j].cmd;
+			}
+			return 0;
+		}
+		return parse_sub(argc - 1, argv + 1, c, err);
+	}
+	if (a[0] == '-')
+		return ab_fail(err, 0, "unknown option '%s' (see 'agentbox --help')", a);
+	return ab_fail(err, 0, "unknown command '%s' (see 'agentbox --help')", a);
+}

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The child (pid 1 of the new pid namespace): the containment checklist, then
+ * the command's init.  One line per step, in this order, failing closed:
+ *
+ *   wait for the uid/gid maps     (parent writes them)
+ *   hostname, loopback up         (uts, net)
+ *   egress listeners -> parent    (netns.c: proxy, DNS, transparent)
+ *   new root, pivot_root          (mount.c)
+ *   own pty, master to the parent (pty.c)
+ *   fresh session keyring         (caps.c)
+ *   rlimits                       (caps.c)
+ *   Landlock                      (landlock.c)
+ *   drop capabilities, no_new_privs (caps.c)
+ *   seccomp (LAST)                (seccomp.c; its notification listener -> parent,
+ *                                  which records execs and denials: supervise.c)
+ *   fork the command; reap and forward signals until it exits.
+ *
+ * Every failure is sent to the parent as one fixed-size ab_err message; the
+ * parent prints it once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <linux/netlink.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agentbox/caps.h"
+#include "agentbox/landlock.h"
+#include "agentbox/netns.h"
+#include "pty.h"
+#include "agentbox/sandbox.h"
+#include "agentbox/seccomp.h"
+
+extern char **environ;
+
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT,
+				SIGWINCH, SIGALRM};
+
+static int loopback_up(ab_err *err)
+{
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return ab_fail(err, errno, "loopback: socket");
+	struct ifreq ifr = {0};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		return ab_fail(err, errno, "loopback: get flags");
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		return ab_fail(err, errno, "loopback: up");
+	return 0;
+}
+
+static void close_all_but(int a, int b)
+{
+	int keep[2] = {a < b ? a : b, a < b ? b : a};
+	unsigned lo = 3;
+	for (int i = 0; i < 2; i++) {
+		if (keep[i] < 3)
+			continue;
+		if ((unsigned)keep[i] > lo)
+			syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
+		lo = (unsigned)keep[i] + 1;
+	}
+	syscall(SYS_close_range, lo, ~0U, 0);
+}
+
+static int parent_alive(int sync_fd)
+{
+	char c;
+	ssize_t n = recv(sync_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return !(n == 0); /* 0 = orderly shutdown: the parent is gone */
+}
+
+/* Profile limits are ceilings: one above the inherited hard limit (which an
+ * unprivileged process cannot raise) becomes that hard limit, i.e. stricter. */
+static int apply_limits(const ab_plan *plan, ab_err *err)
+{
+	ab_rlimit lim[16];
+	size_t n = plan->nrlimits < AB_ARRAY_SIZE(lim) ? plan->nrlimits : AB_ARRAY_SIZE(lim);
+	for (size_t i = 0; i < n; i++) {
+		struct rlimit cur;
+		lim[i] = plan->rlimits[i];
+		if (getrlimit(lim[i].resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY) {
+			if (lim[i].hard == RLIM_INFINITY || lim[i].hard > cur.rlim_max)
+				lim[i].hard = cur.rlim_max;
+			if (lim[i].soft == RLIM_INFINITY || lim[i].soft > lim[i].hard)
+				lim[i].soft = lim[i].hard;
+		}
+	}
+	return ab_rlimits_apply(lim, n, err);
+}
+
+static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_err *err)
+{
+	const ab_plan *plan = a->plan;
+	int r;
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		return ab_fail(err, errno, "cgroup namespace");
+	if (sethostname(plan->hostname, strlen(plan->hostname)) < 0)
+		return ab_fail(err, errno, "sethostname");
+	if (!plan->share_net && ((r = loopback_up(err)) < 0 ||
+				 (r = ab_netns_setup(plan, a->sync_fd, err)) < 0))
+		return r;
+	if ((r = ab_mount_build_root(plan, a->sync_fd, rt, err)) < 0)
+		return ab_err_prefix(err, "filesystem");
+	/* credential changes clear the parent-death signal: set it again */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || !parent_alive(a->sync_fd))
+		return ab_fail(err, ESRCH, "parent exited");
+	if (plan->use_pty) {
+		int master = -1;
+		if ((r = ab_pty_open(&master, pty_slave, a->have_ws ? &a->ws : NULL, err)) < 0)
+			return ab_err_prefix(err, "pty");
+		ab_sync_msg m = {.type = AB_SYNC_PTY_MASTER};
+		r = ab_sync_send(a->sync_fd, &m, master);
+		close(master);
+		if (r < 0)
+			return ab_fail(err, -r, "pty: send master");
+	}
+	if ((r = ab_keyring_new_session(err)) < 0)
+		return ab_err_prefix(err, "keyring");
+	if ((r = apply_limits(plan, err)) < 0)
+		return ab_err_prefix(err, "limits");
+	if (plan->landlock.enabled && (r = ab_landlock_apply(&plan->landlock, err)) < 0)
+		return ab_err_prefix(err, "landlock");
+	if ((r = ab_caps_drop_all(plan->cap_last_cap, err)) < 0)
+		return ab_err_prefix(err, "capabilities");
+	/* the parent compiled the filter while we built the root */
+	static struct sock_filter store[AB_SECCOMP_MAX_PROGS * AB_SECCOMP_MAX_INSNS];
+	ab_seccomp_prog prog = {0};
+	if ((r = ab_sync_recv_seccomp(a->sync_fd, &prog, store)) < 0)
+		return ab_fail(err, -r, "seccomp: receive the filter");
+	if (plan->seccomp.notify_connect) {
+		/* the supervisor asks it which unix sockets were bound in here */
+		int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+		if (diag < 0)
+			return ab_fail(err, errno, "connect mediation: a socket diagnostics socket");
+		ab_sync_msg m = {.type = AB_SYNC_SOCKDIAG};
+		r = ab_sync_send(a->sync_fd, &m, diag);
+		close(diag);
+		if (r < 0)
+			return ab_fail(err, -r, "connect mediation: send the diagnostics socket");
+	}
+	bool listen = ab_seccomp_listens(&plan->seccomp);
+	int listener = -1;
+	if ((r = ab_seccomp_apply(&prog, listen ? &listener : NULL, err)) < 0)
+		return ab_err_prefix(err, "seccomp");
+	if (listen) {
+		/* to the parent before anything can notify: the command's exec
+		 * (or a denied call) waits for it to answer */
+		ab_sync_msg m = {.type = AB_SYNC_NOTIFY};
+		r = ab_sync_send(a->sync_fd, &m, listener);
+		close(listener);
+		if (r < 0)
+			return ab_fail(err, -r, "seccomp: send the notification listener");
+	}
+	return 0;
+}
+
+/* The command's process: terminal, signals, fds, exec.  Never returns. */
+/* plan->envp with the run-time entries (placeholders) added or replacing. */
+static char **merged_env(const ab_plan *plan, const ab_runtime *rt)
+{
+	if (!rt->env.n)
+		return plan->envp.v;
+	char **v = calloc(plan->envp.n + rt->env.n + 1, sizeof(char *));
+	if (!v)
+		return NULL;
+	size_t n = 0;
+	for (size_t i = 0; i < plan->envp.n; i++) {
+		const char *e = plan->envp.v[i];
+		size_t kl = strcspn(e, "=");
+		bool replaced = false;
+		for (size_t j = 0; j < rt->env.n && !replaced; j++)
+			replaced = strncmp(rt->env.v[j], e, kl + 1) == 0;
+		if (!replaced)
+			v[n++] = plan->envp.v[i];
+	}
+	for (size_t j = 0; j < rt->env.n; j++)
+		v[n++] = rt->env.v[j];
+	return v;
+}
+
+static void exec_command(const ab_plan *plan, const ab_runtime *rt, int pty_slave, int errpipe)
+{
+	ab_err err = {0};
+	sigset_t none;
+	sigemptyset(&none);
+	for (size_t i = 0; i < AB_ARRAY_SIZE(forwarded); i++)
+		signal(forwarded[i], SIG_DFL);
+	signal(SIGCHLD, SIG_DFL);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (pty_slave >= 0) {
+		if (ab_pty_make_controlling(pty_slave, plan->pty_mask, &err) < 0)
+			goto fail;
+	} else if (setsid() < 0) {
+		ab_fail(&err, errno, "setsid");
+		goto fail;
+	}
+	/* Nothing but 0-2 crosses exec (errpipe is O_CLOEXEC and closes itself). */
+	if (syscall(SYS_close_range, 3, errpipe - 1, 0) < 0 && errpipe > 3) {
+		ab_fail(&err, errno, "close_range");
+		goto fail;
+	}
+	if (syscall(SYS_close_range, errpipe + 1, ~0U, 0) < 0) {
+		ab_fail(&err, errno, "close_range");
+		goto fail;
+	}
+	environ = merged_env(plan, rt);
+	if (!environ) {
+		ab_fail(&err, ENOMEM, "environment");
+		goto fail;
+	}
+	/* init made itself non-dumpable and this copy inherited it: then an
+	 * unprivileged agentbox could not read the exec's arguments for the
+	 * record (ptrace access).  Nothing else runs inside yet, and this copy
+	 * holds nothing secret (placeholders only); the exec replaces it. */
+	if (plan->seccomp.notify_exec)
+		prctl(PR_SET_DUMPABLE, 1);
+	execvp(plan->argv.v[0], plan->argv.v);
+	int e = errno;
+	if (e == ENOENT)
+		ab_fail_exit(&err, AB_EXIT_NOTFOUND, 0, "%s: command not found", plan->argv.v[0]);
+	else
+		ab_fail_exit(&err, AB_EXIT_NOEXEC, e, "%s", plan->argv.v[0]);
+fail:
+	if (err.exit_code == 0)
+		err.exit_code = AB_EXIT_FAIL;
+	(void)!write(errpipe, &err, sizeof(err));
+	_exit(err.exit_code);
+}
+
+static int encode_status(int st)
+{
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return AB_EXIT_FAIL;
+}
+
+/* pid 1: forward signals, reap everything, exit with the command's status. */
+static int init_loop(pid_t cmd, const sigset_t *set)
+{
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(set, &si);
+		if (sig < 0)
+			continue;
+		if (sig != SIGCHLD) {
+			/* terminal-style signals go to the command's process group */
+			bool group = sig == SIGINT || sig == SIGQUIT || sig == SIGHUP || sig == SIGCONT;
+			kill(group ? -cmd : cmd, sig);
+			continue;
+		}
+		for (;;) {
+			int st;
+			pid_t p = waitpid(-1, &st, WNOHANG);
+			if (p <= 0)
+				break;
+			if (p == cmd)
+				return encode_status(st);
+		}
+	}
+}
+
+static void child_fail(const ab_child_args *a, ab_err *err)
+{
+	ab_sync_msg m = {.type = AB_SYNC_ERROR};
+	if (err->exit_code == 0)
+		err->exit_code = AB_EXIT_FAIL;
+	m.err = *err;
+	ab_sync_send(a->sync_fd, &m, -1);
+	_exit(err->exit_code);
+}
+
+int ab_child_main(void *arg)
+{
+	const ab_child_args *a = arg;
+	ab_err err = {0};
+	int pty_slave = -1;
+	ab_runtime rt = {0};
+
+	/* The parent's end of the sync socket (and its other fds) must not live
+	 * here, or the parent's death would never show as EOF. */
+	for (size_t i = 0; i < AB_ARRAY_SIZE(a->parent_fds); i++)
+		if (a->parent_fds[i] >= 0)
+			close(a->parent_fds[i]);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	sigset_t set;
+	sigemptyset(&set);
+	for (size_t i = 0; i < AB_ARRAY_SIZE(forwarded); i++)
+		sigaddset(&set, forwarded[i]);
+	sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+
+	ab_sync_msg m;
+	if (ab_sync_recv(a->sync_fd, &m, NULL) <= 0 || m.type != AB_SYNC_MAPS_DONE)
+		_exit(AB_EXIT_FAIL); /* parent gone or failed: it reports */
+	if (contain(a, &pty_slave, &rt, &err) < 0)
+		child_fail(a, &err);
+
+	/* From here on: fully contained.  pid 1 is not dumpable, so the command
+	 * cannot ptrace or read the memory of its init, and it keeps no fd but
+	 * stdio and the sync socket (fds handed to agentbox never cross). */
+	prctl(PR_SET_DUMPABLE, 0);
+	close_all_but(a->sync_fd, pty_slave);
+	int errpipe[2];
+	if (pipe2(errpipe, O_CLOEXEC) < 0) {
+		ab_fail(&err, errno, "pipe");
+		child_fail(a, &err);
+	}
+	pid_t cmd = fork();
+	if (cmd < 0) {
+		ab_fail(&err, errno, "fork");
+		child_fail(a, &err);
+	}
+	if (cmd == 0) {
+		close(errpipe[0]);
+		close(a->sync_fd);
+		exec_command(a->plan, &rt, pty_slave, errpipe[1]);
+	}
+	close(errpipe[1]);
+	if (pty_slave >= 0) {
+		/* init must not hold the user's real terminal either */
+		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+		for (int fd = 0; devnull >= 0 && fd <= 2; fd++)
+			dup3(devnull, fd, 0);
+		if (devnull > 2)
+			close(devnull);
+		close(pty_slave);
+	}
+	ab_err cerr;
+	ssize_t n = read(errpipe[0], &cerr, sizeof(cerr));
+	close(errpipe[0]);
+	if (n == (ssize_t)sizeof(cerr)) {
+		waitpid(cmd, NULL, 0);
+		child_fail(a, &cerr);
+	}
+	m = (ab_sync_msg){.type = AB_SYNC_READY, .value = cmd};
+	ab_sync_send(a->sync_fd, &m, -1);
+	int status = init_loop(cmd, &set);
+	/* Nothing of the sandbox outlives the command: kill what is left and
+	 * reap it, so that once the parent reads EXIT only this (contained,
+	 * exiting) init remains and it may clean up on the host right away. */
+	kill(-1, SIGKILL);
+	while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+		;
+	m = (ab_sync_msg){.type = AB_SYNC_EXIT, .value = status};
+	ab_sync_send(a->sync_fd, &m, -1);
+	_exit(status);
+}

@@ -1,0 +1,847 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The new root (child, inside the new user+mount namespaces), plus the
+ * parent-side preparation of idmapped trees for root callers.
+ *
+ * Order:
+ *   1. make every mount private (nothing propagates back to the host);
+ *   2. open every bind source O_PATH while the host tree is visible (sources
+ *      inside writable trees without following any symlink), and check each
+ *      is still what the planner saw;
+ *   3. wait for the parent to create protected-path placeholders (see
+ *      src/sandbox/cleanup.c), which it does meanwhile;
+ *   4. stage a tmpfs root and attach everything by fd (open_tree/move_mount);
+ *      mount points are reached component by component from the stage with
+ *      O_NOFOLLOW, so a symlink planted in a writable tree by an earlier run
+ *      can never redirect a mount or a mkdir outside the new root;
+ *   5. pivot_root into it, detach the old root, make "/" read-only.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agentbox/sandbox.h"
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#define MOUNT_ATTR_NOSUID 0x00000002
+#define MOUNT_ATTR_NODEV 0x00000004
+#define MOUNT_ATTR_NOEXEC 0x00000008
+#endif
+#ifndef MOUNT_ATTR_IDMAP
+#define MOUNT_ATTR_IDMAP 0x00100000
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#ifndef __NR_open_tree
+#define __NR_open_tree 428
+#define __NR_move_mount 429
+#endif
+#ifndef __NR_mount_setattr
+#define __NR_mount_setattr 442
+#endif
+
+struct ab_mount_attr {
+	unsigned long long attr_set, attr_clr, propagation, userns_fd;
+};
+
+#define STAGE "/tmp" /* covered by the staging tmpfs in our private mount ns */
+#define EMPTY_FILE ".agentbox-empty" /* source of file masks, unlinked before pivot */
+/* empty read-only directories cloned over denied (mode 000) and reserved
+ * (placeholder, 0555) directories: a clone is cheaper than a new tmpfs */
+#define EMPTY_DENY ".agentbox-deny"
+#define EMPTY_RESERVE ".agentbox-reserve"
+#define AB_MAX_MOUNTS 4096
+#define BASE_ATTRS (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+
+static int sys_open_tree(int dfd, const char *path, unsigned flags)
+{
+	return (int)syscall(__NR_open_tree, dfd, path, flags);
+}
+static int sys_move_mount(int from_dfd, const char *from, int to_dfd, const char *to, unsigned fl)
+{
+	return (int)syscall(__NR_move_mount, from_dfd, from, to_dfd, to, fl);
+}
+static int sys_mount_setattr(int dfd, const char *path, unsigned flags, struct ab_mount_attr *a)
+{
+	return (int)syscall(__NR_mount_setattr, dfd, path, flags, a, sizeof(*a));
+}
+
+/* Open a host path O_PATH.  `strict`: no symlink anywhere on the way except
+ * that a final symlink is returned as itself (for sources inside writable
+ * trees, which the sandbox could have seeded with links). */
+static int open_host_path(const char *path, bool strict)
+{
+	if (!strict)
+		return open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	return ab_open_nofollow(path, O_PATH | O_NOFOLLOW);
+}
+
+/* Is `path` strictly inside a writable bind of the plan? */
+static bool in_writable_tree(const ab_plan *plan, const char *path)
+{
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		const ab_mount *m = &plan->mounts[i];
+		if (m->kind == AB_MNT_BIND_RW && strcmp(path, m->dst) != 0 &&
+		    ab_path_is_under(path, m->dst))
+			return true;
+	}
+	return false;
+}
+
+/* ------------------------------------------------------------ parent side */
+
+/* The idmap helper: it lives in its new user namespace until killed, by
+ * agentbox or by agentbox's death (it holds agentbox's memory: it must not
+ * outlive it). ARG: agentbox's pid. */
+static int idmap_hold(void *arg)
+{
+	sigset_t all;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != (pid_t)(intptr_t)arg)
+		return 0;
+	for (;;)
+		pause();
+	return 0;
+}
+
+/* A throwaway user namespace mapping on-disk root to the sandbox's host ids:
+ * the idmapping of root-owned grants when root starts agentbox.  Its holder
+ * is a light child (CLONE_VM|CLONE_NEWUSER: no copy of agentbox's page
+ * tables), created in the namespace, killed once the namespace is open. */
+static int idmap_userns(uid_t kuid, gid_t kgid, ab_err *err)
+{
+	ab_light l;
+	if (ab_light_spawn(&l, idmap_hold, (void *)(intptr_t)getpid(), CLONE_NEWUSER) < 0)
+		return ab_fail(err, errno, "idmap: create a user namespace");
+	int r = 0, nsfd = -1;
+	char path[64], map[64];
+	static const char *const files[] = {"uid_map", "setgroups", "gid_map"};
+	for (size_t i = 0; i < 3 && r == 0; i++) {
+		if (i == 0)
+			snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)kuid);
+		else if (i == 1)
+			snprintf(map, sizeof(map), "deny\n");
+		else
+			snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)kgid);
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)l.pid, files[i]);
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : write(fd, map, strlen(map));
+		if (n != (ssize_t)strlen(map))
+			r = ab_fail(err, n < 0 ? errno : EIO, "idmap: write %s", path);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (r == 0) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)l.pid);
+		nsfd = open(path, O_RDONLY | O_CLOEXEC);
+		if (nsfd < 0)
+			r = ab_fail(err, errno, "idmap: open %s", path);
+	}
+	kill(l.pid, SIGKILL);
+	ab_light_reap(&l);
+	return r < 0 ? r : nsfd;
+}
+
+int ab_mount_prepare_idmaps(const ab_plan *plan, int *fds, ab_err *err)
+{
+	_cleanup_close_ int userns = -1;
+	for (size_t i = 0; i < plan->nmounts; i++)
+		fds[i] = -1;
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		const ab_mount *m = &plan->mounts[i];
+		if (!(m->flags & AB_MNT_F_IDMAP))
+			continue;
+		if (userns < 0) {
+			userns = idmap_userns(plan->map_kuid, plan->map_kgid, err);
+			if (userns < 0)
+				return userns;
+		}
+		_cleanup_close_ int src = open_host_path(m->src, in_writable_tree(plan, m->src));
+		if (src < 0)
+			return ab_fail(err, errno, "%s %s", m->why, m->src);
+		struct stat st;
+		if (fstat(src, &st) < 0)
+			return ab_fail(err, errno, "%s %s", m->why, m->src);
+		if (S_ISLNK(st.st_mode) || !!S_ISDIR(st.st_mode) != !!(m->flags & AB_MNT_F_DIR))
+			return ab_fail(err, 0, "%s %s changed type while agentbox started; refusing",
+				       m->why, m->src);
+		int tree = sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+		if (tree < 0)
+			return ab_fail(err, errno, "%s %s: open_tree", m->why, m->src);
+		struct ab_mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP | BASE_ATTRS |
+						      (m->kind == AB_MNT_BIND_RO ? MOUNT_ATTR_RDONLY : 0),
+					  .userns_fd = (unsigned long long)userns};
+		if (sys_mount_setattr(tree, "", AT_EMPTY_PATH, &a) < 0) {
+			int e = errno;
+			close(tree);
+			ab_fail(err, e, "%s %s: idmapped mount", m->why, m->src);
+			ab_err_hint(err, "this filesystem does not support idmapped mounts; chown "
+					 "%s to an unprivileged user or run agentbox as that user",
+				    m->src);
+			return -e;
+		}
+		fds[i] = tree;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ child: targets */
+
+/* Reach dst inside the stage one component at a time, never following a
+ * symlink (O_NOFOLLOW on each step), creating missing components when
+ * `create` (directories, and for a file target an empty file last).
+ * Returns an O_PATH fd of the target or -errno (-ELOOP for a symlink). */
+static int open_target(int stage_fd, const char *dst, bool dir, bool create)
+{
+	char buf[PATH_MAX];
+	if (strlen(dst) >= sizeof(buf))
+		return -ENAMETOOLONG;
+	strcpy(buf, dst);
+	int cur = fcntl(stage_fd, F_DUPFD_CLOEXEC, 3);
+	if (cur < 0)
+		return -errno;
+	char *save = NULL;
+	char *comp = strtok_r(buf, "/", &save);
+	while (comp) {
+		char *next = strtok_r(NULL, "/", &save);
+		bool last = next == NULL;
+		int fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT && create) {
+			int r;
+			if (!last || dir) {
+				r = mkdirat(cur, comp, 0755);
+			} else {
+				r = openat(cur, comp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+					   0644);
+				if (r >= 0)
+					close(r), r = 0;
+			}
+			if (r < 0 && errno != EEXIST) {
+				int e = errno;
+				close(cur);
+				return -e;
+			}
+			fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		}
+		int e = errno;
+		close(cur);
+		if (fd < 0)
+			return -e;
+		struct stat st;
+		if (fstat(fd, &st) < 0) {
+			e = errno;
+			close(fd);
+			return -e;
+		}
+		if (S_ISLNK(st.st_mode) || (!last && !S_ISDIR(st.st_mode))) {
+			close(fd);
+			return S_ISLNK(st.st_mode) ? -ELOOP : -ENOTDIR;
+		}
+		cur = fd;
+		comp = next;
+	}
+	return cur; /* dst "/" gives the stage itself */
+}
+
+/* mount(2) onto an O_PATH fd through its /proc/self/fd link (the host's
+ * procfs is still visible before pivot_root). */
+static int mount_on_fd(const char *source, int tfd, const char *fstype, unsigned long flags,
+		       const char *opts)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", tfd);
+	return mount(source, p, fstype, flags, opts) < 0 ? -errno : 0;
+}
+
+/* Attach a tree at the target fd.  clone: src_fd is a path to clone (else an
+ * already detached tree); attrs set on the (recursive) tree before moving. */
+static int attach(int src_fd, bool clone, int tfd, unsigned long long attrs, bool recursive)
+{
+	_cleanup_close_ int tree = -1;
+	int fd = src_fd;
+	if (clone) {
+		tree = sys_open_tree(src_fd, "",
+				     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+					     (recursive ? AT_RECURSIVE : 0));
+		if (tree < 0)
+			return -errno;
+		fd = tree;
+	}
+	if (attrs) {
+		struct ab_mount_attr a = {.attr_set = attrs};
+		if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a) < 0)
+			return -errno;
+	}
+	if (sys_move_mount(fd, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return -errno;
+	return 0;
+}
+
+/* ------------------------------------------------------------ child: sources */
+
+typedef struct src_state {
+	int fd;     /* O_PATH of the source, or -1 */
+	bool is_link;
+	char *link; /* symlink target (malloc) */
+} src_state;
+
+static int open_sources(const ab_plan *plan, src_state *src, ab_err *err)
+{
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		const ab_mount *m = &plan->mounts[i];
+		if (m->kind != AB_MNT_BIND_RO && m->kind != AB_MNT_BIND_RW)
+			continue;
+		int fd = open_host_path(m->src, in_writable_tree(plan, m->src));
+		if (fd < 0) {
+			if (errno == ENOENT && (m->flags & AB_MNT_F_OPTIONAL))
+				continue;
+			return ab_fail(err, errno, "%s %s", m->why, m->src);
+		}
+		src[i].fd = fd;
+		struct stat st;
+		if (fstat(fd, &st) < 0)
+			return ab_fail(err, errno, "%s %s: fstat", m->why, m->src);
+		if (S_ISLNK(st.st_mode)) {
+			char buf[PATH_MAX];
+			ssize_t n = readlinkat(fd, "", buf, sizeof(buf) - 1);
+			if (n < 0)
+				return ab_fail(err, errno, "%s %s: readlink", m->why, m->src);
+			buf[n] = '\0';
+			src[i].is_link = true;
+			src[i].link = strdup(buf);
+			if (!src[i].link)
+				return ab_fail(err, ENOMEM, "mount");
+			continue;
+		}
+		if (!!S_ISDIR(st.st_mode) != !!(m->flags & AB_MNT_F_DIR))
+			return ab_fail(err, 0, "%s %s changed type while agentbox started; refusing",
+				       m->why, m->src);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ child: kinds */
+
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+static const struct {
+	const char *name, *opts;
+	enum ab_mnt_kind kind;
+} empties[] = {{EMPTY_DENY, "mode=0000,size=4k", AB_MNT_MASK},
+	       {EMPTY_RESERVE, "mode=0555,size=4k", AB_MNT_PLACEHOLDER}};
+
+/* Only stage the empty directories some mount will clone. */
+static bool empty_needed(const ab_plan *plan, size_t which)
+{
+	for (size_t i = 0; i < plan->nmounts; i++)
+		if (plan->mounts[i].kind == empties[which].kind && (plan->mounts[i].flags & AB_MNT_F_DIR))
+			return true;
+	return false;
+}
+
+typedef struct stage {
+	int fd;               /* O_PATH of the staging root */
+	const ab_plan *plan;
+	const src_state *src;
+	const int *idmap_fds;
+	const int *devfds;
+} stage;
+
+static int build_dev(const stage *st, int tfd, ab_err *err)
+{
+	char opts[64];
+	snprintf(opts, sizeof(opts), "mode=0755,size=64k,uid=%u,gid=%u",
+		 (unsigned)st->plan->inside_uid, (unsigned)st->plan->inside_gid);
+	int r = mount_on_fd("tmpfs", tfd, "tmpfs", MS_NOSUID | MS_NOEXEC, opts);
+	if (r < 0)
+		return ab_fail(err, -r, "mount /dev");
+	/* from here on /dev is our own fresh tmpfs: nothing in it can be planted */
+	for (size_t i = 0; i < AB_ARRAY_SIZE(dev_nodes); i++) {
+		char d[32];
+		snprintf(d, sizeof(d), "/dev/%s", dev_nodes[i]);
+		_cleanup_close_ int nfd = open_target(st->fd, d, false, true);
+		r = nfd < 0 ? nfd : attach(st->devfds[i], true, nfd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false);
+		if (r < 0)
+			return ab_fail(err, -r, "/dev/%s", dev_nodes[i]);
+	}
+	if (mkdirat(st->fd, "dev/pts", 0755) < 0 || mkdirat(st->fd, "dev/shm", 01777) < 0)
+		return ab_fail(err, errno, "mkdir /dev/pts");
+	if (mount("devpts", STAGE "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		  "newinstance,ptmxmode=0666,mode=0620") < 0)
+		return ab_fail(err, errno, "mount /dev/pts");
+	static const char *const links[][2] = {
+		{"pts/ptmx", "dev/ptmx"},        {"/proc/self/fd", "dev/fd"},
+		{"/proc/self/fd/0", "dev/stdin"}, {"/proc/self/fd/1", "dev/stdout"},
+		{"/proc/self/fd/2", "dev/stderr"},
+	};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(links); i++)
+		if (symlinkat(links[i][0], st->fd, links[i][1]) < 0)
+			return ab_fail(err, errno, "/%s", links[i][1]);
+	return 0;
+}
+
+static int mount_tmpfs(const stage *st, int tfd, const char *dst, bool ro, mode_t ro_mode,
+		       ab_err *err)
+{
+	const ab_plan *plan = st->plan;
+	char opts[96];
+	mode_t mode = 0755;
+	if (strcmp(dst, "/tmp") == 0 || strcmp(dst, "/var/tmp") == 0 || strcmp(dst, "/dev/shm") == 0)
+		mode = 01777;
+	else if (strcmp(dst, plan->home) == 0)
+		mode = 0700;
+	/* Bounded: tmpfs pages are not reclaimed by the OOM killer, so the
+	 * private trees together may hold at most half of RAM. */
+	const char *size = "size=10%";
+	if (strcmp(dst, plan->home) == 0 || strcmp(dst, "/tmp") == 0)
+		size = "size=15%";
+	else if (strcmp(dst, "/run") == 0 || strcmp(dst, "/var/tmp") == 0 ||
+		 strcmp(dst, "/dev/shm") == 0)
+		size = "size=5%";
+	if (ro) {
+		mode = ro_mode;
+		size = "size=4k";
+	}
+	snprintf(opts, sizeof(opts), "mode=%04o,uid=%u,gid=%u,%s", (unsigned)mode,
+		 (unsigned)plan->inside_uid, (unsigned)plan->inside_gid, size);
+	unsigned long fl = MS_NOSUID | MS_NODEV | (ro ? MS_RDONLY | MS_NOEXEC : 0);
+	int r = mount_on_fd("tmpfs", tfd, "tmpfs", fl, opts);
+	return r < 0 ? ab_fail(err, -r, "mount tmpfs on %s", dst) : 0;
+}
+
+static int copy_runtime(int from, int to)
+{
+	if (from < 0)
+		return -EPROTO; /* the parent never sent it */
+	char buf[16384];
+	off_t off = 0;
+	for (;;) {
+		ssize_t n = pread(from, buf, sizeof(buf), off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		if (write(to, buf, (size_t)n) != n)
+			return -EIO;
+		off += n;
+	}
+}
+
+static int mount_content(const stage *st, const ab_mount *m, int content_fd, int tfd,
+			 ab_err *err)
+{
+	bool render = m->flags & AB_MNT_F_RENDER;
+	int fd = openat(st->fd, ".agentbox-content", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+							     O_NOFOLLOW, render ? 0600 : 0644);
+	if (fd < 0)
+		return ab_fail(err, errno, "%s: create", m->dst);
+	/* a rendered credentials file: the harness rewrites it after a token
+	 * refresh; in the staging tmpfs (memory, at most its size), never on disk */
+	if (render && fchown(fd, st->plan->inside_uid, st->plan->inside_gid) < 0) {
+		int e = errno;
+		close(fd);
+		return ab_fail(err, e, "%s: chown", m->dst);
+	}
+	if (m->flags & AB_MNT_F_RUNTIME) {
+		/* made at run time by the parent (a sealed memfd): copy it */
+		int r = copy_runtime(content_fd, fd);
+		close(fd);
+		if (r < 0)
+			return ab_fail(err, -r, "%s: content", m->dst);
+	} else {
+		size_t len = strlen(m->src);
+		ssize_t w = write(fd, m->src, len);
+		close(fd);
+		if (w < 0 || (size_t)w != len)
+			return ab_fail(err, w < 0 ? errno : EIO, "%s: write", m->dst);
+	}
+	_cleanup_close_ int t = sys_open_tree(st->fd, ".agentbox-content",
+					      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	int r = t < 0 ? -errno
+		      : attach(t, false, tfd,
+			       BASE_ATTRS | (render ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_RDONLY), false);
+	unlinkat(st->fd, ".agentbox-content", 0);
+	return r < 0 ? ab_fail(err, -r, "%s", m->dst) : 0;
+}
+
+/* Hide (deny) or reserve (placeholder) what is at the target. */
+static int mount_cover(const stage *st, const ab_mount *m, int tfd, ab_err *err)
+{
+	struct stat sb;
+	if (fstat(tfd, &sb) < 0)
+		return ab_fail(err, errno, "%s %s", m->why, m->dst);
+	bool deny = m->kind == AB_MNT_MASK;
+	if (!deny && !S_ISDIR(sb.st_mode)) {
+		/* a placeholder file keeps its content (e.g. commondir "."): it is
+		 * bound onto itself read-only */
+		int r = attach(tfd, true, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, false);
+		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
+	}
+	if (S_ISDIR(sb.st_mode)) {
+		_cleanup_close_ int d = sys_open_tree(st->fd, deny ? EMPTY_DENY : EMPTY_RESERVE,
+						      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		int r = d < 0 ? -errno : attach(d, false, tfd, 0, false);
+		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
+	}
+	_cleanup_close_ int t = sys_open_tree(st->fd, EMPTY_FILE, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	int r = t < 0 ? -errno : attach(t, false, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, false);
+	return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
+}
+
+static int apply_bind(const stage *st, size_t i, ab_err *err)
+{
+	const ab_mount *m = &st->plan->mounts[i];
+	const src_state *s = &st->src[i];
+	if (s->fd < 0 && st->idmap_fds[i] < 0)
+		return 0; /* optional and absent */
+	if (s->is_link) {
+		/* never followed: the same link is recreated inside */
+		_cleanup_close_ int pfd = -1;
+		char parent[PATH_MAX];
+		const char *slash = strrchr(m->dst, '/');
+		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - m->dst), m->dst);
+		pfd = open_target(st->fd, parent[0] ? parent : "/", true, true);
+		if (pfd < 0)
+			return ab_fail(err, -pfd, "%s %s", m->why, m->dst);
+		if (symlinkat(s->link, pfd, slash + 1) < 0 && errno != EEXIST)
+			return ab_fail(err, errno, "symlink %s", m->dst);
+		return 0;
+	}
+	_cleanup_close_ int tfd = open_target(st->fd, m->dst, m->flags & AB_MNT_F_DIR, true);
+	if (tfd < 0)
+		return ab_fail(err, -tfd, "%s %s: mount point", m->why, m->dst);
+	int r;
+	if (st->idmap_fds[i] >= 0)
+		r = attach(st->idmap_fds[i], false, tfd, 0, false);
+	else
+		r = attach(s->fd, true, tfd,
+			   BASE_ATTRS | (m->kind == AB_MNT_BIND_RO ? MOUNT_ATTR_RDONLY : 0), true);
+	return r < 0 ? ab_fail(err, -r, "%s: bind %s", m->why, m->src) : 0;
+}
+
+/* A protected directory whose files have other names (hard links made while
+ * it was not protected) would stay writable through those: refuse. */
+static int check_no_links(const stage *st, const ab_mount *m, ab_err *err)
+{
+	int tfd = open_target(st->fd, m->dst, true, false);
+	if (tfd < 0)
+		return tfd == -ENOENT ? 0 : ab_fail(err, -tfd, "fs.protect %s", m->dst);
+	int dfd = openat(tfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(tfd);
+	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return ab_fail(err, errno, "fs.protect %s", m->dst);
+	}
+	int r = 0;
+	for (struct dirent *e; r == 0 && (e = readdir(d));) {
+		struct stat sb;
+		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(sb.st_mode) && sb.st_nlink > 1) {
+			ab_fail(err, 0, "fs.protect: %s/%s has %lu hard links; the other names would "
+					"stay writable, so it cannot be protected",
+				m->dst, e->d_name, (unsigned long)sb.st_nlink);
+			ab_err_hint(err, "remove the extra links (find WORKSPACE -samefile FILE)");
+			r = -EINVAL;
+		}
+	}
+	closedir(d);
+	return r;
+}
+
+/* A clone of what is already staged at the target, bound onto itself. */
+static int apply_reclone(const stage *st, const ab_mount *m, bool ro, ab_err *err)
+{
+	_cleanup_close_ int tfd = open_target(st->fd, m->dst, true, false);
+	if (tfd < 0) {
+		if (tfd == -ENOENT && (m->flags & AB_MNT_F_OPTIONAL))
+			return 0;
+		return ab_fail(err, -tfd, "%s %s", m->why, m->dst);
+	}
+	int r = attach(tfd, true, tfd, ro ? BASE_ATTRS | MOUNT_ATTR_RDONLY : 0, true);
+	return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
+}
+
+/* A credentials file rendered with placeholders goes there (it replaces a
+ * deny of the same path). */
+static bool rendered_over(const ab_plan *plan, const char *dst)
+{
+	for (size_t i = 0; i < plan->nmounts; i++)
+		if (plan->mounts[i].kind == AB_MNT_CONTENT &&
+		    (plan->mounts[i].flags & AB_MNT_F_RENDER) && strcmp(plan->mounts[i].dst, dst) == 0)
+			return true;
+	return false;
+}
+
+static int apply_one(const stage *st, size_t i, ab_err *err)
+{
+	const ab_mount *m = &st->plan->mounts[i];
+	_cleanup_close_ int tfd = -1;
+	int r;
+	switch (m->kind) {
+	case AB_MNT_BIND_RO:
+	case AB_MNT_BIND_RW:
+		return apply_bind(st, i, err);
+	case AB_MNT_RO_REMOUNT:
+		return apply_reclone(st, m, true, err);
+	case AB_MNT_PIN:
+		return apply_reclone(st, m, false, err);
+	case AB_MNT_PROTECT:
+		/* what the writable tree shows there (idmap included), read-only */
+		if ((m->flags & AB_MNT_F_DIR) && (r = check_no_links(st, m, err)) < 0)
+			return r;
+		return apply_reclone(st, m, true, err);
+	case AB_MNT_MASK:
+	case AB_MNT_PLACEHOLDER:
+		if (m->kind == AB_MNT_MASK && rendered_over(st->plan, m->dst))
+			return 0; /* the rendered copy covers it (stacking on the empty
+				     file would pin the staging file) */
+		tfd = open_target(st->fd, m->dst, false, false);
+		if (tfd == -ENOENT || tfd == -ENOTDIR)
+			return 0; /* nothing there to hide */
+		if (tfd < 0)
+			return ab_fail(err, -tfd, "%s %s", m->why, m->dst);
+		return mount_cover(st, m, tfd, err);
+	default:
+		break;
+	}
+	bool dir = m->kind != AB_MNT_CONTENT && m->kind != AB_MNT_SYMLINK;
+	tfd = open_target(st->fd, m->dst, dir, true);
+	if (tfd < 0)
+		return ab_fail(err, -tfd, "%s %s: mount point", m->why, m->dst);
+	switch (m->kind) {
+	case AB_MNT_TMPFS:
+		return mount_tmpfs(st, tfd, m->dst, false, 0, err);
+	case AB_MNT_PROC:
+		r = mount_on_fd("proc", tfd, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+		return r < 0 ? ab_fail(err, -r, "mount /proc") : 0;
+	case AB_MNT_DEV:
+		return build_dev(st, tfd, err);
+	case AB_MNT_CONTENT:
+		return mount_content(st, m, st->src[i].fd, tfd, err);
+	default:
+		return ab_fail(err, EINVAL, "unsupported mount kind %d for %s", m->kind, m->dst);
+	}
+}
+
+static int enter_root(const ab_plan *plan, int stage_fd, ab_err *err)
+{
+	struct ab_mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC};
+	if (unlinkat(stage_fd, EMPTY_FILE, 0) < 0)
+		return ab_fail(err, errno, "remove staging file");
+	for (size_t i = 0; i < AB_ARRAY_SIZE(empties); i++) {
+		char path[64];
+		snprintf(path, sizeof(path), STAGE "/%s", empties[i].name);
+		if (empty_needed(plan, i) && (umount2(path, MNT_DETACH) < 0 || rmdir(path) < 0))
+			return ab_fail(err, errno, "remove %s", path);
+	}
+	/* /dev itself becomes read-only (pts and shm stay writable submounts) */
+	if (sys_mount_setattr(stage_fd, "dev", AT_SYMLINK_NOFOLLOW, &ro) < 0)
+		return ab_fail(err, errno, "make /dev read-only");
+	if (fchdir(stage_fd) < 0)
+		return ab_fail(err, errno, "chdir new root");
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return ab_fail(err, errno, "pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		return ab_fail(err, errno, "detach old root");
+	if (chdir("/") < 0)
+		return ab_fail(err, errno, "chdir /");
+	ro.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	if (sys_mount_setattr(AT_FDCWD, "/", 0, &ro) < 0)
+		return ab_fail(err, errno, "make / read-only");
+	if (chdir(plan->cwd) < 0 && chdir(plan->workspace) < 0)
+		return ab_fail(err, errno, "chdir %s", plan->cwd);
+	return 0;
+}
+
+static int stage_and_apply(const ab_plan *plan, const src_state *src, const int *idmap_fds,
+			   const int *devfds, ab_err *err)
+{
+	/* the content mounts live here: with secrets, the trust files (two copies of
+	 * the system bundle, ~220 KB on Debian, and two Java truststores, ~170 KB) */
+	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0)
+		return ab_fail(err, errno, "mount staging tmpfs");
+	_cleanup_close_ int sfd = open(STAGE, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0)
+		return ab_fail(err, errno, "open staging root");
+	int fd = openat(sfd, EMPTY_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	if (fd < 0)
+		return ab_fail(err, errno, "create staging file");
+	close(fd);
+	for (size_t i = 0; i < AB_ARRAY_SIZE(empties); i++) {
+		if (!empty_needed(plan, i))
+			continue;
+		char path[64], opts[96];
+		snprintf(path, sizeof(path), STAGE "/%s", empties[i].name);
+		snprintf(opts, sizeof(opts), "%s,uid=%u,gid=%u", empties[i].opts,
+			 (unsigned)plan->inside_uid, (unsigned)plan->inside_gid);
+		if (mkdirat(sfd, empties[i].name, 0) < 0 ||
+		    mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+			return ab_fail(err, errno, "staging %s", empties[i].name);
+	}
+	stage st = {.fd = sfd, .plan = plan, .src = src, .idmap_fds = idmap_fds, .devfds = devfds};
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		int r = apply_one(&st, i, err);
+		if (r < 0)
+			return r;
+	}
+	return enter_root(plan, sfd, err);
+}
+
+static int recv_env(int sync_fd, int len, ab_runtime *rt, ab_err *err)
+{
+	if (len <= 0 || len > AB_SYNC_ENV_MAX)
+		return ab_fail(err, EPROTO, "receive the environment");
+	char *buf = malloc((size_t)len + 1);
+	if (!buf)
+		return ab_fail(err, ENOMEM, "receive the environment");
+	ssize_t n;
+	do
+		n = recv(sync_fd, buf, (size_t)len + 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n != len || memchr(buf, '\0', (size_t)len) || !memchr(buf, '=', (size_t)len)) {
+		free(buf);
+		return ab_fail(err, n < 0 ? errno : EPROTO, "receive the environment");
+	}
+	buf[len] = '\0';
+	return ab_strv_push_take(&rt->env, buf) < 0 ? ab_fail(err, ENOMEM, "environment") : 0;
+}
+
+/* The parent creates the protected-path placeholders while we get going;
+ * before it says so, it sends what is made at run time: the content of
+ * AB_MNT_F_RUNTIME mounts and the placeholders' environment. */
+static int wait_placeholders(const ab_plan *plan, int sync_fd, src_state *src, ab_runtime *rt,
+			     ab_err *err)
+{
+	for (;;) {
+		ab_sync_msg m;
+		int fd = -1;
+		int r = ab_sync_recv(sync_fd, &m, &fd);
+		if (r <= 0)
+			return ab_fail(err, r < 0 ? -r : EPIPE, "wait for placeholders");
+		if (m.type == AB_SYNC_PLACEHOLDERS_DONE && fd < 0)
+			return 0;
+		if (m.type == AB_SYNC_ENV && fd < 0) {
+			if ((r = recv_env(sync_fd, m.value, rt, err)) < 0)
+				return r;
+			continue;
+		}
+		if (m.type == AB_SYNC_CONTENT && fd >= 0 && m.value >= 0 &&
+		    (size_t)m.value < plan->nmounts &&
+		    (plan->mounts[m.value].flags & AB_MNT_F_RUNTIME) && src[m.value].fd < 0) {
+			src[m.value].fd = fd;
+			continue;
+		}
+		if (fd >= 0)
+			close(fd);
+		return ab_fail(err, EPROTO, "wait for placeholders");
+	}
+}
+
+/* Root callers: the parent sends the idmapped trees while we get going. */
+static int recv_idmaps(const ab_plan *plan, int sync_fd, int *fds, ab_err *err)
+{
+	for (;;) {
+		ab_sync_msg m;
+		int fd = -1;
+		int r = ab_sync_recv(sync_fd, &m, &fd);
+		if (r <= 0)
+			return ab_fail(err, r < 0 ? -r : EPIPE, "receive idmapped mounts");
+		if (m.type != AB_SYNC_IDMAP) {
+			if (fd >= 0)
+				close(fd);
+			return ab_fail(err, EPROTO, "receive idmapped mounts");
+		}
+		if (m.value < 0)
+			return 0;
+		if (fd < 0 || (size_t)m.value >= plan->nmounts || fds[m.value] >= 0) {
+			if (fd >= 0)
+				close(fd);
+			return ab_fail(err, EPROTO, "receive idmapped mounts");
+		}
+		fds[m.value] = fd;
+	}
+}
+
+int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_runtime *rt, ab_err *err)
+{
+	if (plan->nmounts > AB_MAX_MOUNTS)
+		return ab_fail(err, E2BIG, "too many mounts (%zu)", plan->nmounts);
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return ab_fail(err, errno, "make mounts private");
+	src_state *src = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(*src));
+	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
+	if (!src || !idmap_fds) {
+		free(src);
+		free(idmap_fds);
+		return ab_fail(err, ENOMEM, "mount");
+	}
+	for (size_t i = 0; i < plan->nmounts; i++)
+		src[i].fd = idmap_fds[i] = -1;
+	int devfds[AB_ARRAY_SIZE(dev_nodes)];
+	int r = 0;
+	for (size_t i = 0; i < AB_ARRAY_SIZE(dev_nodes); i++)
+		devfds[i] = -1;
+	for (size_t i = 0; i < AB_ARRAY_SIZE(dev_nodes) && r == 0; i++) {
+		char p[32];
+		snprintf(p, sizeof(p), "/dev/%s", dev_nodes[i]);
+		devfds[i] = open(p, O_PATH | O_CLOEXEC);
+		if (devfds[i] < 0)
+			r = ab_fail(err, errno, "open %s", p);
+	}
+	if (r == 0)
+		r = open_sources(plan, src, err);
+	if (r == 0)
+		r = wait_placeholders(plan, sync_fd, src, rt, err);
+	/* from here on, act as the sandbox user (sources are already open) */
+	if (r == 0 && plan->root_mode)
+		r = ab_creds_switch(plan->inside_uid, plan->inside_gid, plan->drop_groups, err);
+	if (r == 0 && plan->root_mode)
+		r = recv_idmaps(plan, sync_fd, idmap_fds, err);
+	if (r == 0)
+		r = stage_and_apply(plan, src, idmap_fds, devfds, err);
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		if (src[i].fd >= 0)
+			close(src[i].fd);
+		if (idmap_fds[i] >= 0)
+			close(idmap_fds[i]);
+		free(src[i].link);
+	}
+	free(src);
+	free(idmap_fds);
+	for (size_t i = 0; i < AB_ARRAY_SIZE(dev_nodes); i++)
+		if (devfds[i] >= 0)
+			close(devfds[i]);
+	return r;
+}

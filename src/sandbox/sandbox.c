@@ -1,0 +1,759 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `run`, parent side (host namespaces): compile seccomp, clone the child into
+ * new namespaces, write its uid/gid maps, then serve it from one event loop
+ * (sync messages, pty relay, signals) until it exits, and clean up after it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "agentbox/audit.h"
+#include "agentbox/broker.h"
+#include "agentbox/cgroup.h"
+#include "cleanup.h"
+#include "agentbox/control.h"
+#include "agentbox/gitscan.h"
+#include "agentbox/host.h"
+#include "agentbox/loop.h"
+#include "agentbox/netns.h"
+#include "agentbox/phkey.h"
+#include "agentbox/proxy.h"
+#include "pty.h"
+#include "agentbox/sandbox.h"
+#include "agentbox/sync.h"
+#include "agentbox/supervise.h"
+#include "agentbox/trace.h"
+#include "watch.h"
+
+#define CHILD_STACK (256 * 1024)
+
+int ab_sync_send_seccomp(int fd, const ab_seccomp_prog *p)
+{
+	ab_sync_msg m = {.type = AB_SYNC_SECCOMP, .value = (int)p->nprogs};
+	int r = ab_sync_send(fd, &m, -1);
+	for (size_t i = 0; r == 0 && i < p->nprogs; i++) {
+		size_t len = p->progs[i].len * sizeof(struct sock_filter);
+		if (p->progs[i].len > AB_SECCOMP_MAX_INSNS)
+			return -E2BIG;
+		ssize_t n;
+		do
+			n = send(fd, p->progs[i].filter, len, MSG_NOSIGNAL);
+		while (n < 0 && errno == EINTR);
+		r = n == (ssize_t)len ? 0 : -(n < 0 ? errno : EIO);
+	}
+	return r;
+}
+
+int ab_sync_recv_seccomp(int fd, ab_seccomp_prog *out, struct sock_filter *store)
+{
+	ab_sync_msg m;
+	int r = ab_sync_recv(fd, &m, NULL);
+	if (r <= 0)
+		return r < 0 ? r : -EPIPE;
+	if (m.type != AB_SYNC_SECCOMP || m.value < 0 || m.value > AB_SECCOMP_MAX_PROGS)
+		return -EPROTO;
+	out->nprogs = 0;
+	for (int i = 0; i < m.value; i++) {
+		struct sock_filter *buf = store + (size_t)i * AB_SECCOMP_MAX_INSNS;
+		ssize_t n;
+		do
+			n = recv(fd, buf, AB_SECCOMP_MAX_INSNS * sizeof(*buf), MSG_TRUNC);
+		while (n < 0 && errno == EINTR);
+		if (n <= 0 || n % (ssize_t)sizeof(*buf) != 0 ||
+		    n > (ssize_t)(AB_SECCOMP_MAX_INSNS * sizeof(*buf)))
+			return n < 0 ? -errno : -EPROTO;
+		out->progs[i].filter = buf;
+		out->progs[i].len = (unsigned short)(n / (ssize_t)sizeof(*buf));
+		out->nprogs++;
+	}
+	return 1;
+}
+
+/* ------------------------------------------------------------ id maps */
+
+static int write_file(pid_t pid, const char *name, const char *content, ab_err *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ab_fail(err, errno, "open %s", path);
+	ssize_t n = write(fd, content, strlen(content));
+	if (n < 0 || (size_t)n != strlen(content))
+		return ab_fail(err, n < 0 ? errno : EIO, "write %s", path);
+	return 0;
+}
+
+static int write_maps(const ab_plan *p, pid_t pid, ab_err *err)
+{
+	char map[64];
+	int r;
+	/* Unprivileged callers must deny setgroups before writing gid_map; root
+	 * leaves it allowed so the child can drop root's supplementary groups. */
+	if (!p->root_mode && (r = write_file(pid, "setgroups", "deny\n", err)) < 0)
+		return r;
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)p->inside_uid, (unsigned)p->map_kuid);
+	if ((r = write_file(pid, "uid_map", map, err)) < 0)
+		return r;
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)p->inside_gid, (unsigned)p->map_kgid);
+	return write_file(pid, "gid_map", map, err);
+}
+
+/* ------------------------------------------------------------ the run */
+
+typedef struct run_state {
+	const ab_plan *plan;
+	ab_loop *loop;
+	pid_t child;
+	int sync_fd;
+	int sig_fd;
+	ab_pty_relay *relay;
+	bool child_done;
+	int child_status;   /* raw waitpid status */
+	bool have_exit;     /* AB_SYNC_EXIT received */
+	int exit_status;
+	bool have_error;
+	ab_err child_err;
+	ab_cleaner cleaner;
+	ab_watch watch;
+	bool tampered;
+	int devnull;
+	int ws_lock;
+	ab_err *err;
+	int fatal;          /* parent-side failure while serving */
+	ab_proxy *proxy;    /* egress: serves the listeners the child hands over */
+	ab_audit *audit;    /* the log (maybe none) and the exit summary's counts */
+	ab_supervisor *sup; /* the exec and denial record (seccomp user notification) */
+	bool want_trace;    /* --trace and ab_trace_check passed */
+	ab_trace *trace;    /* --trace: kernel tracing into the audit log */
+	ab_control *ctl;    /* `agentbox allow`'s socket (removed at the end) */
+	int ctl_fd;         /* its listener, until the proxy takes it */
+	ab_err ctl_err;     /* why there is none, for the audit log */
+} run_state;
+
+/* The relay reads the user's keystrokes from stdin when it is a terminal
+ * (else from nothing) and shows the pty's output on the first of stdout,
+ * stderr that is a terminal; fds that are not terminals were handed to the
+ * command directly. */
+static int start_relay(run_state *s, ab_loop *l, int master)
+{
+	const unsigned m = s->plan->pty_mask;
+	int in = STDIN_FILENO, out = STDOUT_FILENO;
+	if (!(m & 1)) {
+		in = s->devnull;
+	}
+	if (!(m & 2) && (m & 4))
+		out = STDERR_FILENO;
+	else if (!(m & 2))
+		out = s->devnull;
+	int r = ab_pty_relay_start(l, in, out, master, &s->relay, s->err);
+	if (r == 0)
+		ab_pty_relay_pass_clipboard(s->relay, s->plan->pass_clipboard);
+	return r;
+}
+
+static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
+{
+	run_state *s = data;
+	ab_sync_msg m;
+	int pfd = -1;
+	int r = ab_sync_recv(fd, &m, &pfd);
+	if (r <= 0) {
+		ab_loop_unwatch(l, fd);
+		return;
+	}
+	switch (m.type) {
+	case AB_SYNC_PTY_MASTER:
+		if (pfd < 0 || s->relay)
+			break;
+		if (start_relay(s, l, pfd) < 0) {
+			s->fatal = -1;
+			kill(s->child, SIGKILL);
+		}
+		pfd = -1; /* the relay owns it now */
+		break;
+	case AB_SYNC_LISTENER:
+		if (pfd >= 0 && s->proxy)
+			(void)ab_proxy_add_listener(s->proxy, AB_LISTENER_KIND(m.value),
+						    AB_LISTENER_PORT(m.value), pfd);
+		else if (pfd >= 0)
+			close(pfd);
+		pfd = -1;
+		break;
+	case AB_SYNC_SOCKDIAG:
+		if (pfd >= 0 && s->sup) {
+			ab_supervisor_set_diag(s->sup, pfd);
+			pfd = -1;
+		}
+		break;
+	case AB_SYNC_NOTIFY:
+		if (pfd >= 0 && s->sup) {
+			/* unserved, every exec inside would wait forever: stop */
+			if (ab_supervisor_attach(s->sup, l, pfd, s->child, s->err) < 0) {
+				s->fatal = -1;
+				kill(s->child, SIGKILL);
+			}
+			pfd = -1;
+		}
+		break;
+	case AB_SYNC_ERROR:
+		s->have_error = true;
+		s->child_err = m.err;
+		break;
+	case AB_SYNC_EXIT:
+		s->have_exit = true;
+		s->exit_status = m.value;
+		break;
+	default:
+		break;
+	}
+	if (pfd >= 0)
+		close(pfd);
+}
+
+/* A protected path was replaced or removed on the host: stop the sandbox
+ * before it can use the now unprotected path. */
+static void on_watch(ab_loop *l, int fd, unsigned ev, void *data)
+{
+	run_state *s = data;
+	const char *path = ab_watch_changed(&s->watch);
+	if (!path || s->have_exit || s->tampered)
+		return;
+	s->tampered = true;
+	kill(s->child, SIGKILL);
+	ab_fail(s->err, 0, "protected or hidden path %s was replaced or removed outside the sandbox while "
+			   "it ran; the sandbox was stopped (its read-only cover no longer applied)",
+		path);
+	ab_err_hint(s->err, "change protected files (e.g. with git config) while no agentbox "
+			    "runs in that workspace");
+}
+
+static void on_signal(ab_loop *l, int fd, unsigned ev, void *data)
+{
+	run_state *s = data;
+	struct signalfd_siginfo si;
+	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		int sig = (int)si.ssi_signo;
+		if (sig == SIGCHLD) {
+			int st;
+			pid_t p = waitpid(s->child, &st, WNOHANG);
+			if (p == s->child) {
+				s->child_done = true;
+				s->child_status = st;
+				ab_loop_stop(l);
+			}
+		} else if (sig == SIGWINCH) {
+			if (s->relay)
+				ab_pty_relay_resize(s->relay);
+			else
+				kill(s->child, sig);
+		} else {
+			kill(s->child, sig);
+		}
+	}
+}
+
+static void on_trace(ab_loop *l, int fd, unsigned ev, void *data)
+{
+	ab_trace_poll(((run_state *)data)->trace);
+}
+
+/* --trace failed (TERR): strict stops the run, best-effort warns and runs
+ * without it. */
+static int trace_failed(const ab_plan *plan, ab_err *terr, ab_err *err)
+{
+	ab_err_prefix(terr, "--trace");
+	if (plan->trace == AB_TRACE_BEST_EFFORT) {
+		ab_warn("%s; running without kernel tracing", terr->msg);
+		return 0;
+	}
+	*err = *terr;
+	return -1;
+}
+
+/* Without a control socket the sandbox still runs (a convenience, not a
+ * protection), but it is said, on stderr now and in the log. */
+static void control_failed(run_state *s, const ab_err *cerr)
+{
+	ab_warn("no control socket: `agentbox allow` cannot reach this sandbox: %s", cerr->msg);
+	if (cerr->hint[0])
+		fprintf(stderr, "Hint: %s\n", cerr->hint);
+	ab_control_close(s->ctl);
+	s->ctl = NULL;
+}
+
+/* `agentbox allow`'s socket: made after clone (the sandbox never held it),
+ * before the command starts (a failure is said before it draws anything),
+ * under the workspace lock (control.h). */
+static void open_control(run_state *s)
+{
+	struct stat ws;
+	if (fstat(s->ws_lock, &ws) < 0)
+		ab_fail(&s->ctl_err, errno, "workspace %s", s->plan->workspace);
+	else if (ab_control_open(&ws, &s->ctl, &s->ctl_fd, &s->ctl_err) == 0)
+		return;
+	control_failed(s, &s->ctl_err);
+}
+
+static const int parent_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+				     SIGUSR2, SIGWINCH, SIGCONT, SIGALRM};
+
+static int serve(run_state *s, ab_err *err)
+{
+	int r = ab_loop_new(&s->loop, err);
+	if (r < 0)
+		return r;
+	if (s->proxy && (r = ab_proxy_attach(s->proxy, s->loop, err)) < 0)
+		return r;
+	if (s->proxy && s->ctl_fd >= 0) {
+		r = ab_proxy_control(s->proxy, s->ctl_fd, &s->ctl_err);
+		s->ctl_fd = -1; /* the proxy's, closed on failure too */
+		if (r < 0)
+			control_failed(s, &s->ctl_err);
+	}
+	if (s->ctl_err.msg[0]) { /* after the proxy's "start" */
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("warning"));
+		json_object_set_new(ev, "kind", json_string("control"));
+		json_object_set_new(ev, "message", json_string(s->ctl_err.msg));
+		ab_audit_emit(s->audit, ev);
+	}
+	if (ab_loop_watch(s->loop, s->sync_fd, AB_EV_READ, on_sync, s) < 0 ||
+	    ab_loop_watch(s->loop, s->sig_fd, AB_EV_READ, on_signal, s) < 0 ||
+	    (s->watch.fd >= 0 && ab_loop_watch(s->loop, s->watch.fd, AB_EV_READ, on_watch, s) < 0) ||
+	    (s->trace && ab_loop_watch(s->loop, ab_trace_fd(s->trace), AB_EV_READ, on_trace, s) < 0))
+		return ab_fail(err, errno, "event loop");
+	/* the child may already be gone */
+	int st;
+	if (waitpid(s->child, &st, WNOHANG) == s->child) {
+		s->child_done = true;
+		s->child_status = st;
+	}
+	while (!s->child_done) {
+		r = ab_loop_run(s->loop);
+		if (r < 0 && r != -EINTR)
+			return ab_fail(err, -r, "event loop");
+	}
+	/* drain the last messages (EXIT, ERROR) the child sent before exiting */
+	for (;;) {
+		ab_sync_msg m;
+		int pfd = -1;
+		struct timeval tv = {0, 0};
+		setsockopt(s->sync_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		int fl = fcntl(s->sync_fd, F_GETFL);
+		fcntl(s->sync_fd, F_SETFL, fl | O_NONBLOCK);
+		r = ab_sync_recv(s->sync_fd, &m, &pfd);
+		if (pfd >= 0)
+			close(pfd);
+		if (r <= 0)
+			break;
+		if (m.type == AB_SYNC_ERROR) {
+			s->have_error = true;
+			s->child_err = m.err;
+		} else if (m.type == AB_SYNC_EXIT) {
+			s->have_exit = true;
+			s->exit_status = m.value;
+		}
+	}
+	return 0;
+}
+
+static int start_child(const ab_plan *plan, ab_child_args *args, pid_t *out, ab_err *err)
+{
+	void *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		return ab_fail(err, errno, "mmap child stack");
+	/* CLONE_NEWCGROUP comes later, in the child, once the parent has moved it
+	 * into its own cgroup (so that cgroup is the namespace's root). */
+	int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+		    SIGCHLD | (plan->share_net ? 0 : CLONE_NEWNET);
+	pid_t pid = clone(ab_child_main, (char *)stack + CHILD_STACK, flags, args);
+	int e = errno;
+	if (pid < 0) {
+		munmap(stack, CHILD_STACK);
+		ab_host h;
+		ab_host_probe(&h, false);
+		ab_host_userns_error(&h, e, err);
+		return -e;
+	}
+	/* the stack stays mapped in the child (its own copy); ours is unused */
+	munmap(stack, CHILD_STACK);
+	*out = pid;
+	return 0;
+}
+
+static int send_idmaps(int fd, const ab_plan *plan, int *fds)
+{
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		if (fds[i] < 0)
+			continue;
+		ab_sync_msg m = {.type = AB_SYNC_IDMAP, .value = (int)i};
+		int r = ab_sync_send(fd, &m, fds[i]);
+		close(fds[i]);
+		fds[i] = -1;
+		if (r < 0)
+			return r;
+	}
+	ab_sync_msg end = {.type = AB_SYNC_IDMAP, .value = -1};
+	return ab_sync_send(fd, &end, -1);
+}
+
+static int setup_cgroup(const ab_plan *plan, pid_t child, char **path, ab_err *err)
+{
+	if (!plan->cgroup_apply)
+		return 0;
+	ab_host h;
+	ab_host_probe(&h, false);
+	return ab_cgroup_setup(plan->cg_memory, plan->cg_pids, &h, child, path, err);
+}
+
+static int exit_code_of(run_state *s, ab_err *err)
+{
+	if (s->tampered)
+		return AB_EXIT_FAIL; /* err was set by on_watch */
+	if (s->have_error) {
+		*err = s->child_err;
+		return err->exit_code ? err->exit_code : AB_EXIT_FAIL;
+	}
+	if (s->have_exit)
+		return s->exit_status;
+	if (WIFEXITED(s->child_status)) {
+		if (WEXITSTATUS(s->child_status) == AB_EXIT_FAIL) {
+			ab_fail(err, 0, "the sandbox failed to start (no details reported)");
+			return AB_EXIT_FAIL;
+		}
+		return WEXITSTATUS(s->child_status);
+	}
+	if (WIFSIGNALED(s->child_status))
+		return 128 + WTERMSIG(s->child_status);
+	return AB_EXIT_FAIL;
+}
+
+/* A nested repository or a new gitlink left by the run: on stderr always (a
+ * later `git status` on the host would run its configuration) and in the log.
+ * BEFORE NULL: the index could not be read before the run. */
+static void report_git(const ab_plan *plan, run_state *s, const ab_strv *before,
+		       struct timespec since, bool repo)
+{
+	_cleanup_strv_ ab_strv found = {0};
+	ab_err err = {0};
+	if (ab_gitscan_findings(plan->workspace, before, since, repo, &found, &err) < 0) {
+		ab_warn("%s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < found.n; i++) {
+		ab_warn("%s", found.v[i]);
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("warning"));
+		json_object_set_new(ev, "kind", json_string("git"));
+		json_object_set_new(ev, "message", json_string(found.v[i]));
+		ab_audit_emit(s->audit, ev);
+	}
+	if (found.n)
+		ab_warn("review them before you run git in %s: `git ls-files -s | grep ^160000` and "
+			"`find . -mindepth 2 -name .git` run nothing from them "
+			"(docs/threat-model.md, nested git repositories)", plan->workspace);
+}
+
+int ab_sandbox_run(const ab_plan *plan, ab_err *err)
+{
+	ab_seccomp_prog prog = {0};
+	struct termios saved_tio[3];
+	bool tio_saved[3] = {false, false, false};
+	/* validate now, compile after clone (overlapping the child's setup) */
+	if (ab_seccomp_validate(&plan->seccomp, err) < 0)
+		return AB_EXIT_FAIL;
+
+	run_state s = {.plan = plan, .child = -1, .sync_fd = -1, .sig_fd = -1, .err = err,
+		       .cleaner = {.pipe_fd = -1}, .watch = {.fd = -1}, .devnull = -1,
+		       .ws_lock = -1, .ctl_fd = -1};
+	char *cg_path = NULL;
+	ab_broker *broker = NULL;
+	ab_strv git_before = {0};
+	bool git_before_ok = false, git_repo = false;
+	ab_phkey_id key_before = {0};
+	struct timespec git_since = {0};
+	ab_stash stash = {0};
+	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
+	int sv[2] = {-1, -1};
+	int code = AB_EXIT_FAIL;
+	sigset_t set, old;
+	sigemptyset(&set);
+	for (size_t i = 0; i < AB_ARRAY_SIZE(parent_signals); i++)
+		sigaddset(&set, parent_signals[i]);
+	sigprocmask(SIG_BLOCK, &set, &old);
+
+	if (!idmap_fds) {
+		ab_fail(err, ENOMEM, "run");
+		goto out;
+	}
+	for (size_t i = 0; i < plan->nmounts; i++)
+		idmap_fds[i] = -1;
+	/* One sandbox per workspace: two would see each other's placeholders as
+	 * protected paths and, removing their own, undo the other's protection.
+	 * The lock lives as long as the parent (and the cleanup watcher). */
+	s.ws_lock = open(plan->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s.ws_lock < 0) {
+		ab_fail(err, errno, "workspace %s", plan->workspace);
+		goto out;
+	}
+	if (flock(s.ws_lock, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		ab_fail(err, e == EWOULDBLOCK ? 0 : e, "another agentbox is running in the workspace %s",
+			plan->workspace);
+		ab_err_hint(err, "wait for it to end, or give each sandbox its own directory (e.g. a "
+				 "separate clone of the repository)");
+		goto out;
+	}
+	/* --no-pty (or no terminal at all): the command holds the user's real
+	 * terminal, so at least its settings are put back afterwards */
+	for (int fd = 0; !plan->use_pty && fd <= 2; fd++)
+		tio_saved[fd] = tcgetattr(fd, &saved_tio[fd]) == 0;
+	bool placeholders = false;
+	for (size_t i = 0; i < plan->nmounts; i++)
+		placeholders |= plan->mounts[i].kind == AB_MNT_PLACEHOLDER;
+	/* nested repositories planted during the run are reported after it */
+	clock_gettime(CLOCK_REALTIME_COARSE, &git_since); /* the clock file times use */
+	{
+		ab_err gerr = {0};
+		git_repo = ab_gitscan_is_repo(plan->workspace); /* before the placeholders */
+		git_before_ok = ab_gitscan_snapshot(plan->workspace, &git_before, &gerr) == 0;
+		if (!git_before_ok)
+			ab_warn("%s; gitlinks added during the run cannot be told apart", gerr.msg);
+	}
+	if (ab_watch_init(&s.watch, plan, err) < 0)
+		goto out;
+	if ((placeholders || s.watch.fd >= 0) &&
+	    ab_cleaner_start(&s.cleaner, s.ws_lock, s.watch.fd, err) < 0)
+		goto out;
+	if (plan->use_pty && (plan->pty_mask & 3) != 3) {
+		s.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (s.devnull < 0) {
+			ab_fail(err, errno, "open /dev/null");
+			goto out;
+		}
+	}
+	if (plan->trace != AB_TRACE_OFF) { /* before anything starts */
+		ab_err terr = {0};
+		s.want_trace = ab_trace_check(&terr) == 0;
+		if (!s.want_trace && trace_failed(plan, &terr, err) < 0)
+			goto out;
+	}
+	/* a bad log path is a setup error, before anything starts */
+	if (ab_audit_open(plan->egress.log_path, &s.audit, err) < 0)
+		goto out;
+	if (plan->egress.otlp_url &&
+	    ab_audit_export(s.audit, plan->egress.otlp_url, plan->egress.profile_name, err) < 0)
+		goto out;
+	if (ab_seccomp_listens(&plan->seccomp) &&
+	    (ab_supervisor_new(&plan->seccomp, s.audit, &s.sup, err) < 0 ||
+	     ab_supervisor_configure(s.sup, plan, err) < 0))
+		goto out;
+	if (ab_proxy_new(&plan->egress, s.audit, &s.proxy, err) < 0)
+		goto out;
+	/* before clone: the values agentbox's environment holds move out of it */
+	if (ab_broker_stash(plan, &stash, err) < 0)
+		goto out;
+	if (plan->ph_key_rw)
+		ab_phkey_id_of(plan->ph_key, &key_before);
+	s.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (s.sig_fd < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		ab_fail(err, errno, "run: signalfd/socketpair");
+		goto out;
+	}
+	ab_child_args args = {.plan = plan, .sync_fd = sv[1],
+			      .parent_fds = {sv[0], s.sig_fd, s.cleaner.pipe_fd, s.devnull,
+					     s.ws_lock, s.watch.fd}};
+	if (plan->use_pty)
+		args.have_ws = ab_pty_get_winsize(STDIN_FILENO, &args.ws) ||
+			       ab_pty_get_winsize(STDOUT_FILENO, &args.ws) ||
+			       ab_pty_get_winsize(STDERR_FILENO, &args.ws);
+	if (start_child(plan, &args, &s.child, err) < 0)
+		goto out;
+	/* The proxy writes to sockets whose peers may be gone (splice has no
+	 * MSG_NOSIGNAL): EPIPE, not death.  Set after clone so the sandbox keeps
+	 * the default disposition (an ignored signal would survive its exec). */
+	signal(SIGPIPE, SIG_IGN);
+	close(sv[1]);
+	sv[1] = -1;
+	s.sync_fd = sv[0];
+	ab_cleaner_watch_pid(&s.cleaner, s.child);
+	if (s.proxy)
+		open_control(&s);
+	/* the child waits for MAPS_DONE: tracing sees everything it does */
+	if (s.want_trace) {
+		ab_err terr = {0};
+		if (ab_trace_start(s.child, s.audit, plan->seccomp.notify_denials, &s.trace, &terr) < 0 &&
+		    trace_failed(plan, &terr, err) < 0) {
+			kill(s.child, SIGKILL);
+			waitpid(s.child, NULL, 0);
+			goto out;
+		}
+	}
+	ab_sync_msg go = {.type = AB_SYNC_MAPS_DONE};
+	/* A failed send means the child already died: serve() collects its
+	 * error report.  A failed compile is ours to report. */
+	ab_sync_msg ph = {.type = AB_SYNC_PLACEHOLDERS_DONE};
+	bool sent = write_maps(plan, s.child, err) == 0 &&
+		    setup_cgroup(plan, s.child, &cg_path, err) == 0 &&
+		    ab_sync_send(s.sync_fd, &go, -1) == 0;
+	/* the child gets going (hostname, loopback, sources) while we create
+	 * the placeholders, the idmapped trees and the seccomp filter */
+	if (sent && ab_placeholders_create(plan, &s.cleaner, err) < 0) {
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	if (sent && ab_watch_start(&s.watch, plan, err) < 0) {
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	/* From here agentbox holds real values: no core dump of it, and no
+	 * process of the same user may ptrace it or read its memory.  Not
+	 * before: the child's id maps were written through /proc, which a
+	 * non-dumpable parent's clone would have made root's. */
+	if (sent && plan->egress.nsecrets && prctl(PR_SET_DUMPABLE, 0) < 0) {
+		ab_fail(err, errno, "prctl(PR_SET_DUMPABLE)");
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	/* secrets and the session CA: made now, so the child never held them */
+	if (sent && ab_broker_prepare(plan, &stash, s.sync_fd, &broker, err) < 0) {
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	if (broker)
+		ab_proxy_set_broker(s.proxy, broker);
+	if (sent)
+		(void)ab_sync_send(s.sync_fd, &ph, -1);
+	if (sent && plan->root_mode) {
+		if (ab_mount_prepare_idmaps(plan, idmap_fds, err) < 0) {
+			kill(s.child, SIGKILL);
+			waitpid(s.child, NULL, 0);
+			goto out;
+		}
+		(void)send_idmaps(s.sync_fd, plan, idmap_fds);
+	}
+	/* the tracer records the denials in the kernel: the filter answers them
+	 * itself (no round trip to the supervisor per denied call) */
+	ab_seccomp_policy pol = plan->seccomp;
+	if (ab_trace_records_denials(s.trace))
+		pol.notify_denials = false;
+	if (sent && ab_seccomp_compile(&pol, &prog, err) < 0) {
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	if (sent)
+		(void)ab_sync_send_seccomp(s.sync_fd, &prog);
+	if (!sent) {
+		if (!err->msg[0])
+			ab_fail(err, EIO, "run: start the sandbox");
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	/* after the last fork (the idmap helper above): threads may start */
+	if (ab_audit_export_run(s.audit, err) < 0 || serve(&s, err) < 0 || s.fatal) {
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		goto out;
+	}
+	code = exit_code_of(&s, err);
+out:
+	if (s.proxy)
+		ab_proxy_shutdown(s.proxy);
+	if (s.ctl_fd >= 0)
+		close(s.ctl_fd);
+	ab_control_close(s.ctl); /* still under the workspace lock */
+	if (s.relay)
+		ab_pty_relay_free(s.relay);
+	ab_supervisor_finish(s.sup); /* the last exits, the repeat counts */
+	if (s.loop)
+		ab_loop_free(s.loop);
+	ab_trace_free(s.trace); /* the last records, before the summary and "end" */
+	for (int fd = 0; fd <= 2; fd++) {
+		if (!tio_saved[fd])
+			continue;
+		(void)tcsetattr(fd, TCSANOW, &saved_tio[fd]);
+		if (fd == 0)
+			(void)tcflush(fd, TCIFLUSH);
+	}
+	/* after the terminal is back to normal */
+	if (s.child > 0 && (code != AB_EXIT_FAIL || s.have_exit))
+		report_git(plan, &s, git_before_ok ? &git_before : NULL, git_since, git_repo);
+	if (s.audit && plan->egress.summary && (code != AB_EXIT_FAIL || s.have_exit))
+		ab_audit_summary(s.audit, stderr);
+	ab_proxy_free(s.proxy);
+	ab_supervisor_free(s.sup);
+	if (s.audit) {
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("end"));
+		if (code != AB_EXIT_FAIL || s.have_exit)
+			json_object_set_new(ev, "status", json_integer(code));
+		ab_audit_emit(s.audit, ev);
+		ab_audit_free(s.audit);
+	}
+	ab_broker_free(broker); /* wipes the values */
+	ab_stash_free(&stash);
+	ab_watch_free(&s.watch);
+	ab_cleaner_finish(&s.cleaner);
+	if (plan->ph_key_rw && s.child > 0) {
+		int kr = ab_phkey_settle(plan->ph_key, &key_before);
+		if (kr > 0)
+			ab_warn("%s was replaced during the run (a writable grant covers it) and is "
+				"removed: the next run makes a new key, and new stable placeholders",
+				plan->ph_key);
+		else if (kr < 0)
+			ab_warn("%s was replaced during the run (a writable grant covers it) and "
+				"could not be removed (%s): remove it before the next run",
+				plan->ph_key, strerror(-kr));
+	}
+	if (cg_path) {
+		ab_cgroup_cleanup(cg_path);
+		free(cg_path);
+	}
+	if (idmap_fds) {
+		for (size_t i = 0; i < plan->nmounts; i++)
+			if (idmap_fds[i] >= 0)
+				close(idmap_fds[i]);
+		free(idmap_fds);
+	}
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	if (s.sig_fd >= 0)
+		close(s.sig_fd);
+	if (s.devnull >= 0)
+		close(s.devnull);
+	if (s.ws_lock >= 0) {
+		/* placeholders are gone: release the lock now, for the watcher's
+		 * copy too (it is one open file description) */
+		flock(s.ws_lock, LOCK_UN);
+		close(s.ws_lock);
+	}
+	ab_seccomp_prog_free(&prog);
+	ab_strv_free(&git_before);
+	/* the signal mask stays: main returns right away, and a signal still
+	 * pending (a second Ctrl-C) must not replace the command's status */
+	(void)old;
+	return code;
+}

@@ -21,7 +21,8 @@ HARDEN  := -fstack-protector-strong -fPIE -D_FORTIFY_SOURCE=3
 OPT     ?= -O2 -g
 CFLAGS  ?=
 override CFLAGS += -std=gnu11 $(OPT) $(WARN) $(HARDEN) -Iinclude $(PKG_CFLAGS) \
-           -DAB_VERSION='"$(VERSION)"' -DAB_DATADIR='"$(DATADIR)"' -D_GNU_SOURCE
+           -DAB_VERSION='"$(VERSION)"' -DAB_DATADIR='"$(DATADIR)"' -D_GNU_SOURCE \
+           -DAB_STATIC_LIBS=$(STATIC_LIBS)
 override LDFLAGS += -pie -pthread -Wl,-z,relro,-z,now
 # libseccomp, libcap, jansson and OpenSSL are linked statically by default (the
 # -dev packages ship the archives): it saves ~0.3 ms of dynamic linking on

@@ -60,6 +60,9 @@ typedef struct ab_trace_counts {
  * exactly what is missing (the build, the kernel's BTF, CAP_BPF and/or
  * CAP_PERFMON). */
 int ab_trace_check(ab_err *err);
+
+/* The libbpf linked in ("v1.1"), NULL in a build without tracing. */
+const char *ab_trace_libbpf_version(void);
 /* Load and attach the programs for the sandbox whose init is SANDBOX_PID
  * (just cloned: nothing of it has run yet).  AUDIT is borrowed and must
  * outlive the tracer.  DENIALS: also record the seccomp filter's denials

@@ -4,6 +4,8 @@
  * doctor.  The only place that prints errors and picks the exit status.
  */
 #include <errno.h>
+#include <openssl/crypto.h>
+#include <seccomp.h>
 #include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@
 #include "agentbox/report.h"
 #include "agentbox/sandbox.h"
 #include "agentbox/seccomp.h"
+#include "agentbox/trace.h"
 #include "agentbox/unixsock.h"
 
 extern char **environ;
@@ -436,6 +439,24 @@ static int cmd_test_escape(const ab_cli *cli, ab_err *err)
 	return rc;
 }
 
+/* The libraries a security fix may be in, as linked into this binary. */
+static int print_version(void)
+{
+	const struct scmp_version *sv = seccomp_version();
+	const char *bpf = ab_trace_libbpf_version();
+	printf("agentbox %s\n", AB_VERSION);
+	printf("  %s (%s)\n", OpenSSL_version(OPENSSL_VERSION),
+	       AB_STATIC_LIBS ? "linked statically" : "shared library");
+	printf("  libseccomp %u.%u.%u\n", sv->major, sv->minor, sv->micro);
+	printf("  jansson %s\n", jansson_version_str());
+	printf("  libbpf %s\n", bpf ? bpf : "(not built in: no run --trace)");
+	printf("  libseccomp, libcap, jansson%s: %s\n", bpf ? ", libbpf" : "",
+	       AB_STATIC_LIBS ? "linked statically (make STATIC_LIBS=0 links them as shared "
+				"libraries)"
+			      : "shared libraries");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	ab_cli cli;
@@ -466,8 +487,7 @@ int main(int argc, char **argv)
 		rc = 0;
 		break;
 	case AB_CMD_VERSION:
-		printf("agentbox %s\n", AB_VERSION);
-		rc = 0;
+		rc = print_version();
 		break;
 	case AB_CMD_DOCTOR:
 		rc = ab_doctor(cli.json);

@@ -350,6 +350,15 @@ void ab_trace_free(ab_trace *t)
 
 #endif /* AB_HAVE_TRACE */
 
+const char *ab_trace_libbpf_version(void)
+{
+#if AB_HAVE_TRACE
+	return libbpf_version_string();
+#else
+	return NULL;
+#endif
+}
+
 /* CAP_SYS_ADMIN stands in for both (kernels before 5.8 have neither). */
 int ab_trace_check(ab_err *err)
 {

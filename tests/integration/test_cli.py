@@ -19,7 +19,14 @@ INVALID_PROFILE = """{
 def test_version(ctx):
     r = ctx.run(["--version"])
     assert r.returncode == 0, describe(r)
-    assert r.stdout.strip() == "agentbox 0.1.0", describe(r)
+    lines = r.stdout.splitlines()
+    assert lines[0] == "agentbox 0.1.0", describe(r)
+    # the libraries a security fix may be in, as linked in
+    import re
+    assert re.match(r"  OpenSSL \d+\.\d+\.\d+", lines[1]), describe(r)
+    assert re.match(r"  libseccomp \d+\.\d+\.\d+$", lines[2]), describe(r)
+    assert re.match(r"  jansson \d+\.\d+", lines[3]), describe(r)
+    assert lines[4].startswith("  libbpf "), describe(r)
 
 
 def test_help(ctx):

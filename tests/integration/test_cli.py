@@ -352,3 +352,84 @@ def test_explain_shows_the_command(ctx):
     assert json.loads(r.stdout)["command"] == ["make", "test"], r.stdout
     r = ctx.run(["explain", "-w", ctx.ws])
     assert "  command: /bin/sh\n" in r.stdout, r.stdout
+
+
+def test_readme_counts_the_escape_probes(ctx):
+    """The README's count of escape attempts, controls and gate is the
+    registry's (test-escape --list)."""
+    import re
+    r = ctx.run(["test-escape", "--list"])
+    assert r.returncode == 0, describe(r)
+    rows = [l for l in r.stdout.splitlines() if l.strip()]
+    controls = [l for l in rows if "[control]" in l]
+    gate = [l for l in rows if l.startswith("PRC-01")]
+    attempts = len(rows) - len(controls) - len(gate)
+    with open(os.path.join(_srcdir(), "README.md")) as f:
+        text = " ".join(f.read().split())
+    want = ("runs %d real escape attempts inside `agentbox run` with the profile (after %d "
+            "controls, which must work, and a gate that checks the sandbox is in effect: %d "
+            "probes in `--list`)" % (attempts, len(controls), len(rows)))
+    assert want in text, "README.md should say: " + want
+
+
+def test_every_command_exits_125_on_a_usage_error(ctx):
+    """As agentbox(1) EXIT STATUS says: an unknown option is 125 with a
+    message, for every command."""
+    for cmd in ("run", "check", "explain", "doctor", "allow", "test-escape", "report"):
+        r = ctx.run([cmd, "--bogus"])
+        assert r.returncode == 125 and "unknown option" in r.stderr, describe(r)
+
+
+def test_man_pages_name_every_shipped_profile(ctx):
+    """agentbox(1) FILES and agentbox-profile(5) SHIPPED PROFILES name every
+    profile in profiles/, and the profile error example shows the absolute
+    path agentbox prints."""
+    src = _srcdir()
+    names = sorted(f[:-5] for f in os.listdir(os.path.join(src, "profiles"))
+                   if f.endswith(".json") and f != "schema.json")
+    for page, section in (("agentbox.1", ".SH FILES"), ("agentbox-profile.5",
+                                                          ".SH SHIPPED PROFILES")):
+        with open(os.path.join(src, "man", page)) as f:
+            text = f.read()
+        start = text.index(section)
+        body = text[start:text.index("\n.SH ", start + 1)].replace("\\-", "-")
+        missing = [n for n in names if n not in body]
+        assert not missing, "%s %s does not name %s" % (page, section, missing)
+    with open(os.path.join(src, "man", "agentbox-profile.5")) as f:
+        text = f.read()
+    examples = [l for l in text.splitlines() if l.startswith("agentbox: ") and ".json:" in l]
+    assert examples and all(l.split(" ")[1].startswith("/") for l in examples), examples
+
+
+def _usage_words(text):
+    """A usage synopsis as one line of words (the wrapping differs)."""
+    return " ".join(text.replace("Usage: ", "").split())
+
+
+def test_readme_usage_is_the_help(ctx):
+    """The README's usage block says what each command's --help says, option
+    for option (the help is the source)."""
+    with open(os.path.join(_srcdir(), "README.md")) as f:
+        text = f.read()
+    start = text.index("## Usage\n\n```\n") + len("## Usage\n\n```\n")
+    block = text[start:text.index("```", start)]
+    entries = {}
+    for line in block.splitlines():
+        if line.startswith("agentbox "):
+            cur = line.split()[1]
+            entries[cur] = line
+        elif line.startswith(" "):
+            entries[cur] += " " + line
+    for cmd in ("run", "check", "explain", "doctor", "allow", "test-escape", "report"):
+        r = ctx.run([cmd, "--help"])
+        assert r.returncode == 0, describe(r)
+        usage = []
+        for line in r.stdout.splitlines():
+            if line.startswith("Usage:") or (usage and line.startswith(" ")):
+                usage.append(line)
+            elif usage:
+                break
+        assert cmd in entries, "README's usage block lacks " + cmd
+        assert _usage_words(entries[cmd]) == _usage_words("\n".join(usage)), \
+            "README usage of %s:\n  %s\n--help says:\n  %s" % (
+                cmd, _usage_words(entries[cmd]), _usage_words("\n".join(usage)))

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Filesystem boundary: secrets absent, writes stay inside, protected paths, /proc."""
 
+import json
 import os
 import secrets
 import shutil
@@ -335,3 +336,16 @@ def test_write_grant_over_startup_files_refused(ctx):
                              '"filesystem": {"write": ["%s"]}}\n' % grant)
         r = ctx.sandbox(["true"], profile=prof)
         assert r.returncode == 125 and "refusing" in r.stderr, describe(r)
+
+
+def test_tmpfs_mount_point_stays_empty_on_the_host(ctx):
+    """filesystem.tmpfs at a path absent from the workspace: its mount
+    point is made there and stays, empty, as agentbox-profile(5) says;
+    what the command wrote went to the tmpfs."""
+    prof = os.path.join(ctx.scratch, "tmpfs.json")
+    ctx.host_file(prof, json.dumps({"version": 1, "extends": ["default"],
+                                    "filesystem": {"tmpfs": ["${WORKSPACE}/nm/cache"]}}))
+    r = ctx.sandbox("echo x > nm/cache/f && test -f nm/cache/f", profile=prof)
+    assert r.returncode == 0, describe(r)
+    d = os.path.join(ctx.ws, "nm", "cache")
+    assert os.path.isdir(d) and os.listdir(d) == [], os.listdir(d)

@@ -433,3 +433,53 @@ def test_readme_usage_is_the_help(ctx):
         assert _usage_words(entries[cmd]) == _usage_words("\n".join(usage)), \
             "README usage of %s:\n  %s\n--help says:\n  %s" % (
                 cmd, _usage_words(entries[cmd]), _usage_words("\n".join(usage)))
+
+
+def _schema_keys(node, out):
+    if isinstance(node, dict):
+        for k, v in (node.get("properties") or {}).items():
+            out.add(k)
+            _schema_keys(v, out)
+        for k in ("items", "additionalProperties"):
+            if isinstance(node.get(k), dict):
+                _schema_keys(node[k], out)
+        for k in ("oneOf", "anyOf", "allOf"):
+            for v in node.get(k) or []:
+                _schema_keys(v, out)
+        for v in (node.get("$defs") or {}).values():
+            _schema_keys(v, out)
+    return out
+
+
+def test_every_key_and_option_is_documented(ctx):
+    """One source each: every key of profiles/schema.json is in
+    agentbox-profile(5) (and the loader knows it: test_profile's
+    test_schema_matches_parser), and every option each command's --help
+    lists is in agentbox(1) and in both shell completions."""
+    import re
+    src = _srcdir()
+    with open(os.path.join(src, "profiles", "schema.json")) as f:
+        keys = _schema_keys(json.load(f), set()) - {"$schema"}
+    with open(os.path.join(src, "man", "agentbox-profile.5")) as f:
+        page5 = f.read().replace("\\-", "-")
+    missing = sorted(k for k in keys if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(k),
+                                                     page5))
+    assert not missing, "keys of schema.json not in agentbox-profile(5): %s" % missing
+    with open(os.path.join(src, "man", "agentbox.1")) as f:
+        page1 = f.read().replace("\\-", "-")
+    comps = {}
+    for c in ("agentbox.bash", "_agentbox"):
+        with open(os.path.join(src, "completions", c)) as f:
+            comps[c] = f.read()
+    problems = []
+    for cmd in ("run", "check", "explain", "doctor", "allow", "test-escape", "report"):
+        r = ctx.run([cmd, "--help"])
+        for opt in sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", r.stdout))):
+            if opt == "--help":
+                continue
+            if opt not in page1:
+                problems.append("%s %s: not in agentbox(1)" % (cmd, opt))
+            for c, text in comps.items():
+                if opt not in text:
+                    problems.append("%s %s: not in completions/%s" % (cmd, opt, c))
+    assert not problems, "\n".join(problems)

@@ -101,7 +101,7 @@ MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)
 UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%)
 
 .PHONY: check-fuzz bench-proxy all deps check check-unit check-integration asan asan-unit fuzz \
-        bench install uninstall clean lint
+        bench install uninstall clean lint format format-check
 
 all: $(BUILD)/agentbox $(BUILD)/agentbox-ablate
 
@@ -150,7 +150,7 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libagentbox.a tests/unit/uni
 
 # ---- dependencies (Debian packages only) ----
 DEB_BUILD := build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev libssl-dev \
-             bpftool libbpf-dev libelf-dev zlib1g-dev clang
+             bpftool libbpf-dev libelf-dev zlib1g-dev clang clang-format
 DEB_TEST  := libcmocka-dev python3 iproute2 util-linux git curl procps tmux strace zsh \
              libclang-rt-14-dev openjdk-17-jre-headless
 DEB_BENCH := hyperfine bubblewrap
@@ -171,6 +171,15 @@ check: lint check-unit check-fuzz check-integration
 # The folders' order (tests/lint/layers.py): no include or call climbs it.
 lint: $(LIB_OBJS) $(MAIN_OBJ)
 	python3 tests/lint/layers.py --objs $(BUILD)/obj
+
+# The C style (.clang-format).
+CLANG_FORMAT ?= $(firstword $(shell command -v clang-format-14 clang-format 2>/dev/null))
+FORMAT_FILES = $(shell git ls-files 'src/*.[ch]' 'include/*.h' 'tests/unit/*.[ch]' \
+                 'tests/fuzz/*.c' 'tests/common/*.h' 'bpf/*.c' 2>/dev/null)
+format:
+	$(CLANG_FORMAT) -i $(FORMAT_FILES)
+format-check:
+	$(CLANG_FORMAT) --dry-run -Werror $(FORMAT_FILES)
 
 check-unit: $(UNIT_BINS)
 	@fail=0; for t in $(UNIT_BINS); do $$t || fail=1; done; exit $$fail

@@ -175,7 +175,8 @@ def _doc_snippet(doc, after):
     with open(os.path.join(abtest.SRCDIR, "docs", doc)) as f:
         text = f.read()
     rest = text[text.index(after):]
-    start = rest.index("```sh\n") + len("```sh\n")
+    start = rest.index("```sh")
+    start = rest.index("\n", start) + 1  # past the info string (test_docs.py's marks)
     return rest[start:rest.index("```", start)]
 
 

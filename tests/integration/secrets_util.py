@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Host-side helpers of test_secrets.py (credential brokering, issue 4).
+"""Host-side helpers of test_secrets.py (credential brokering).
 
   * SecretUpstream: a loopback HTTP(S) server like upstream.Upstream that
     records, per request, the exact request line, header pairs and body bytes

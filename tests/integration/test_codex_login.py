@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Codex's ChatGPT login (~/.codex/auth.json) brokered by the shipped codex
-profile (issue 6): JWT-shaped placeholders, the file rendered inside, the
+profile: JWT-shaped placeholders, the file rendered inside, the
 token refresh captured and written back.
 
 The fake login: an auth.json whose id_token and access_token are JWTs minted

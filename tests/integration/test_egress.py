@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Egress (issue 3): the allowlisting proxy is the sandbox's only way out.
+"""Egress: the allowlisting proxy is the sandbox's only way out.
 
 Upstreams are loopback servers on the host (upstream.py): a TLS one reached as
 "upstream.test"/"a.upstream.test", a plain one as "http.test", both through

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Egress (issue 3), the parts around the proxy: `agentbox allow` on a running
+"""Egress, the parts around the proxy: `agentbox allow` on a running
 sandbox, chaining through a corporate proxy (network.upstream_proxy), and
 what `explain` says about the network."""
 

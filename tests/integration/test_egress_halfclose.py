@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Egress proxy (issue 14, item 4): a client that half-closes.
+"""Egress proxy: a client that half-closes.
 
 A client may send its request and at once shut down its write side
 (shutdown(SHUT_WR), a TCP FIN) and then read the answer, as HTTP/1.1

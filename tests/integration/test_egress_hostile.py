@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Egress (issue 3), hostile input and load: request smuggling and host
+"""Egress, hostile input and load: request smuggling and host
 confusion from inside the sandbox, SNI mismatch, oversized heads, pipelining,
 upstream resets, big transfers, slowloris, 2,000 tunnels, response framing,
 hostile DNS, exit with connections open.  Shares the set-up of

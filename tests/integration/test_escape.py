@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""`agentbox test-escape` (issue 5): the battery against every shipped
+"""`agentbox test-escape`: the battery against every shipped
 profile (must hold: exit 0), the output formats, and the ablation check that
 proves the battery can fail: build/agentbox-ablate (a test-only build that
 honours AGENTBOX_TEST_ABLATE) weakens one layer at a time and the probes tied

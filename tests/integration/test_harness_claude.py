@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Claude Code, unmodified, inside `agentbox run -p claude-code` (issue 6).
+"""Claude Code, unmodified, inside `agentbox run -p claude-code`.
 
 The test installs @anthropic-ai/claude-code from the npm registry itself, into
 a cache that survives between runs (/var/cache/agentbox-tests/npm/

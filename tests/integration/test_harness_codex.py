@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The real OpenAI Codex CLI (@openai/codex, pinned), unmodified, in YOLO mode
-inside `agentbox run -p codex` (issue 6).
+inside `agentbox run -p codex`.
 
 The test installs the package itself from the npm registry into a cache that
 survives between runs (/var/cache/agentbox-tests/npm/codex@VERSION, reused

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Subscription logins (issue 6): a credentials file rendered with
+"""Subscription logins: a credentials file rendered with
 placeholders, OAuth tokens brokered, and a token refresh captured.
 
 The shipped claude-code profile runs with NO API key and a fake

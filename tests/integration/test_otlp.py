@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""run --otlp URL (issue 7, optional part): the audit events as OpenTelemetry
+"""run --otlp URL: the audit events as OpenTelemetry
 log records, POSTed (OTLP/HTTP, JSON) by agentbox's parent to a collector the
 test runs on loopback.  Runs as root and as uid 65534."""
 

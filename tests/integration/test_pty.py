@@ -163,8 +163,8 @@ print("DEV", __import__("os").fstat(fd).st_dev)
 def test_stdin_tty_stdout_pipe(ctx):
     """`agentbox run -- cmd | less`: stdin is the user's terminal.  Whatever the
     command does to its stdin, the outer terminal is not reachable: no
-    injection, termios restored, and (issue 2: "when stdin is a terminal, the
-    command gets its own pseudo-terminal") fd 0 is not the outer terminal."""
+    injection, termios restored, and (when stdin is a terminal, the command
+    gets its own pseudo-terminal) fd 0 is not the outer terminal."""
     p = _run_pty(ctx, [INNER_PY, "-c", TCSET_PY, "0"], stdout=subprocess.PIPE)
     out = p.proc.communicate(timeout=30)[0].decode(errors="replace")
     assert "TIOCSTI EPERM" in out or "TIOCSTI ENOTTY" in out, out
@@ -179,7 +179,7 @@ def test_stdin_tty_stdout_pipe(ctx):
 def test_stdout_tty_stdin_pipe(ctx):
     """`echo x | agentbox run -- cmd`: stdout is the user's terminal.  No
     keystroke injection through it.  (Whether the outer termios survive a
-    tcsetattr on fd 1 is not asserted here: issue 2 asks for the own pty only
+    tcsetattr on fd 1 is not asserted here: the command gets its own pty only
     when stdin is a terminal.)"""
     p = _run_pty(ctx, [INNER_PY, "-c", TCSET_PY, "1"], stdin=subprocess.DEVNULL)
     rc = p.wait(30)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The record (issue 7): every exec and every denied syscall of the sandbox,
+"""The record: every exec and every denied syscall of the sandbox,
 through seccomp user notification served by agentbox's parent (supervise.c).
 Runs as root and as uid 65534 (the parent reads the sandbox's memory and
 /proc across the user namespace in both cases)."""

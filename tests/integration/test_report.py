@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""`agentbox report LOG [--json]` (issue 7): the audit log of a real run, and
+"""`agentbox report LOG [--json]`: the audit log of a real run, and
 hand-written logs with exec/exit/denial records and hostile strings.
 
 The real run: `agentbox run --log L -p default` of a shell that is refused

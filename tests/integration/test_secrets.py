@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Credential brokering (issue 4): the sandbox holds placeholders; the proxy
+"""Credential brokering: the sandbox holds placeholders; the proxy
 puts the real value in, only where it belongs, and masks it on the way back.
 
 Upstreams are loopback servers on the host (secrets_util.py): a TLS one for

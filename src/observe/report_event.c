@@ -212,7 +212,7 @@ static void each_name(ev *e, const char *key, const char *host, uint32_t port,
 	}
 }
 
-static void on_request(ev *e)
+static void on_request(ev *e, session *s, int64_t ts)
 {
 	ab_report *r = e->r;
 	const char *host = ev_str(e, "host", AB_REPORT_STR_MAX, true);
@@ -254,7 +254,7 @@ static void on_request(ev *e)
 	each_name(e, "elsewhere", host, (uint32_t)port, NC_ELSEWHERE);
 }
 
-static void on_dns(ev *e)
+static void on_dns(ev *e, session *s, int64_t ts)
 {
 	ab_report *r = e->r;
 	const char *name = ev_str(e, "name", AB_REPORT_STR_MAX, true);
@@ -283,7 +283,7 @@ static void on_dns(ev *e)
 		a->b = rcode;
 }
 
-static void on_policy(ev *e, int64_t ts)
+static void on_policy(ev *e, session *s, int64_t ts)
 {
 	ab_report *r = e->r;
 	const char *action = ev_str(e, "action", SMALL_MAX, false);
@@ -316,7 +316,58 @@ static bool cmd_add_child(ab_report *r, uint32_t parent, uint32_t i)
 	return true;
 }
 
-static void on_exec(ev *e, int64_t ts)
+/* The N strings of an exec's argv pooled (capped: *CUT) in an array of
+ * their own; false when they cannot be kept (e->drop, or r->oom). */
+static bool pooled_argv(ev *e, json_t *av, size_t n, bool *cut, const char ***out)
+{
+	const char **argv = n ? calloc(n, sizeof(*argv)) : NULL;
+	if (n && !argv) {
+		e->r->oom = true;
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		argv[i] = pool_json(e, json_array_get(av, i), AB_REPORT_ARG_MAX, cut);
+		if (!argv[i]) {
+			free(argv);
+			e->drop = true;
+			return false;
+		}
+	}
+	*out = argv;
+	return true;
+}
+
+/* C (its argv the model's from here on, COST bytes of it) into the current
+ * session's tree: under the same pid's program when that has not exited
+ * (the program it became), else under its ppid's command, if any. */
+static void cmd_insert(ab_report *r, const cmd *c, size_t cost)
+{
+	uint64_t kp[5] = {K_PID, r->cur, (uint64_t)c->pid, 0, 0};
+	uint64_t kpp[5] = {K_PID, r->cur, (uint64_t)c->ppid, 0, 0};
+	uint32_t prev = rep_map_get(r, kp);
+	uint32_t parent = NONE;
+	bool same = prev != NONE && !r->cmds.v[prev].exited;
+	if (same)
+		parent = prev; /* the same process, a new program */
+	else if (c->ppid >= 0)
+		parent = rep_map_get(r, kpp);
+	tent *slot = rep_map_slot(r, kp);
+	cmd *n = slot ? VEC_PUSH(r, r->cmds) : NULL;
+	if (!n) {
+		free(c->argv);
+		return;
+	}
+	r->bytes += cost;
+	*n = *c;
+	uint32_t i = (uint32_t)(r->cmds.n - 1);
+	if (same)
+		r->cmds.v[prev].replaced = true;
+	cmd_add_child(r, parent, i);
+	rep_map_set(r, slot, i);
+	r->c.commands = r->cmds.n;
+}
+
+static void on_exec(ev *e, session *s, int64_t ts)
 {
 	ab_report *r = e->r;
 	int64_t pid = 0, ppid = -1;
@@ -342,47 +393,16 @@ static void on_exec(ev *e, int64_t ts)
 		e->drop = true;
 		return;
 	}
-	const char **argv = n ? calloc(n, sizeof(*argv)) : NULL;
-	if (n && !argv) {
-		r->oom = true;
+	const char **argv = NULL;
+	if (!pooled_argv(e, av, n, &cut, &argv))
 		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		argv[i] = pool_json(e, json_array_get(av, i), AB_REPORT_ARG_MAX, &cut);
-		if (!argv[i]) {
-			free(argv);
-			e->drop = true;
-			return;
-		}
-	}
-	uint64_t kp[5] = {K_PID, r->cur, (uint64_t)pid, 0, 0};
-	uint64_t kpp[5] = {K_PID, r->cur, (uint64_t)ppid, 0, 0};
-	uint32_t prev = rep_map_get(r, kp);
-	uint32_t parent = NONE;
-	bool same = prev != NONE && !r->cmds.v[prev].exited;
-	if (same)
-		parent = prev; /* the same process, a new program */
-	else if (ppid >= 0)
-		parent = rep_map_get(r, kpp);
-	tent *slot = rep_map_slot(r, kp);
-	cmd *c = slot ? VEC_PUSH(r, r->cmds) : NULL;
-	if (!c) {
-		free(argv);
-		return;
-	}
-	r->bytes += cost;
-	*c = (cmd){.session = r->cur, .first_child = NONE, .last_child = NONE, .next = NONE,
-		   .pid = (int32_t)pid, .ppid = (int32_t)ppid, .cwd = cwd, .path = path,
-		   .argv = argv, .argc = (uint32_t)n, .truncated = cut, .exec_ms = ts, .ms = -1};
-	uint32_t i = (uint32_t)(r->cmds.n - 1);
-	if (same)
-		r->cmds.v[prev].replaced = true;
-	cmd_add_child(r, parent, i);
-	rep_map_set(r, slot, i);
-	r->c.commands = r->cmds.n;
+	cmd c = {.session = r->cur, .first_child = NONE, .last_child = NONE, .next = NONE,
+		 .pid = (int32_t)pid, .ppid = (int32_t)ppid, .cwd = cwd, .path = path,
+		 .argv = argv, .argc = (uint32_t)n, .truncated = cut, .exec_ms = ts, .ms = -1};
+	cmd_insert(r, &c, cost);
 }
 
-static void on_exit_ev(ev *e, int64_t ts)
+static void on_exit_ev(ev *e, session *s, int64_t ts)
 {
 	ab_report *r = e->r;
 	int64_t pid = 0, st = 0, sig = 0, ms = -1;
@@ -453,7 +473,7 @@ static void syscall_denial(ev *e, bool first, uint64_t count)
 		a->c = err;
 }
 
-static void on_denied(ev *e)
+static void on_denied(ev *e, session *s, int64_t ts)
 {
 	ab_report *r = e->r;
 	const char *kind = ev_str(e, "kind", SMALL_MAX, true);
@@ -505,7 +525,7 @@ static void on_denied(ev *e)
 		e->drop = true;
 }
 
-static void on_trace(ev *e)
+static void on_trace(ev *e, session *s, int64_t ts)
 {
 	ab_report *r = e->r;
 	const char *kind = ev_str(e, "kind", SMALL_MAX, true);
@@ -547,7 +567,7 @@ static void on_trace(ev *e)
 
 /* "warning" (kind "git": a nested git repository or a gitlink the run left;
  * other kinds are shown too): once per (session, kind, message), counted. */
-static void on_warning(ev *e)
+static void on_warning(ev *e, session *s, int64_t ts)
 {
 	ab_report *r = e->r;
 	const char *kind = ev_str(e, "kind", SMALL_MAX, false);
@@ -584,6 +604,93 @@ static void on_credentials(ev *e, bool saved)
 		e->drop = true;
 }
 
+static void on_cred_saved(ev *e, session *s, int64_t ts)
+{
+	on_credentials(e, true);
+}
+
+static void on_cred_refused(ev *e, session *s, int64_t ts)
+{
+	on_credentials(e, false);
+}
+
+static void on_end(ev *e, session *s, int64_t ts)
+{
+	int64_t v = 0;
+	s->has_end = true;
+	s->end_ms = ts;
+	if (ev_int(e, "status", 0, 255, &v, false))
+		s->status = v;
+}
+
+static void on_denied_repeat(ev *e, session *s, int64_t ts)
+{
+	int64_t v = 0;
+	const char *kind = ev_str(e, "kind", SMALL_MAX, false);
+	if (kind && strcmp(kind, "syscall") != 0) {
+		e->r->c.unknown++;
+		return;
+	}
+	if (ev_int(e, "count", 0, INT64_MAX, &v, true))
+		syscall_denial(e, false, (uint64_t)v);
+}
+
+static void on_suppressed(ev *e, session *s, int64_t ts)
+{
+	int64_t v = 0;
+	if (ev_int(e, "count", 0, INT64_MAX, &v, true))
+		e->r->suppressed = sat_add(e->r->suppressed, (uint64_t)v);
+}
+
+static void on_trace_lost(ev *e, session *s, int64_t ts)
+{
+	int64_t v = 0;
+	if (ev_int(e, "count", 0, INT64_MAX, &v, true))
+		e->r->trace_lost = sat_add(e->r->trace_lost, (uint64_t)v);
+}
+
+/* an optional secret whose source was absent (a name) */
+static void on_secret_skipped(ev *e, session *s, int64_t ts)
+{
+	const char *sec = ev_str(e, "secret", SMALL_MAX, true);
+	agg *a = sec ? rep_agg_get(e->r, K_SKIPPED, sec, NULL, NULL, NULL, 0) : NULL;
+	if (a)
+		a->n++;
+	else if (!e->bad)
+		e->drop = true;
+}
+
+/* the first of a (secret, host:port): the request lines' "elsewhere"
+ * count them all */
+static void on_elsewhere(ev *e, session *s, int64_t ts)
+{
+}
+
+/* The events this version knows, each with its handler (S: the event's
+ * session, a new one for a "start" when the current one has started). */
+static const struct {
+	const char *name;
+	void (*fn)(ev *e, session *s, int64_t ts);
+} handlers[] = {
+	{"start", on_start},
+	{"end", on_end},
+	{"request", on_request},
+	{"dns", on_dns},
+	{"policy", on_policy},
+	{"exec", on_exec},
+	{"exit", on_exit_ev},
+	{"denied", on_denied},
+	{"denied-repeat", on_denied_repeat},
+	{"suppressed", on_suppressed},
+	{"trace", on_trace},
+	{"trace-lost", on_trace_lost},
+	{"secret-skipped", on_secret_skipped},
+	{"warning", on_warning},
+	{"credentials-saved", on_cred_saved},
+	{"credentials-refused", on_cred_refused},
+	{"placeholder-elsewhere", on_elsewhere},
+};
+
 void rep_on_event(ab_report *r, json_t *j)
 {
 	ev e = {.r = r, .j = j};
@@ -597,20 +704,15 @@ void rep_on_event(ab_report *r, json_t *j)
 	json_t *tsv = json_object_get(j, "ts");
 	if (json_is_string(tsv))
 		ts = rep_parse_ts(json_string_value(tsv), json_string_length(tsv));
-	static const char *const known[] = {"start", "end", "request", "dns", "policy", "exec",
-					    "exit", "denied", "denied-repeat", "suppressed",
-					    "trace", "trace-lost", "secret-skipped", "warning",
-					    "credentials-saved", "credentials-refused",
-					    "placeholder-elsewhere"};
 	size_t k = 0;
-	while (k < AB_ARRAY_SIZE(known) && strcmp(n, known[k]) != 0)
+	while (k < AB_ARRAY_SIZE(handlers) && strcmp(n, handlers[k].name) != 0)
 		k++;
-	if (k == AB_ARRAY_SIZE(known)) {
+	if (k == AB_ARRAY_SIZE(handlers)) {
 		r->c.events++;
 		r->c.unknown++;
 		return;
 	}
-	session *s = cur_session(r, k == 0);
+	session *s = cur_session(r, handlers[k].fn == on_start);
 	if (!s)
 		return;
 	if (ts != TS_NONE) {
@@ -618,78 +720,7 @@ void rep_on_event(ab_report *r, json_t *j)
 			s->first_ms = ts;
 		s->last_ms = ts;
 	}
-	int64_t v = 0;
-	switch (k) {
-	case 0:
-		on_start(&e, s, ts);
-		break;
-	case 1:
-		s->has_end = true;
-		s->end_ms = ts;
-		if (ev_int(&e, "status", 0, 255, &v, false))
-			s->status = v;
-		break;
-	case 2:
-		on_request(&e);
-		break;
-	case 3:
-		on_dns(&e);
-		break;
-	case 4:
-		on_policy(&e, ts);
-		break;
-	case 5:
-		on_exec(&e, ts);
-		break;
-	case 6:
-		on_exit_ev(&e, ts);
-		break;
-	case 7:
-		on_denied(&e);
-		break;
-	case 8: {
-		const char *kind = ev_str(&e, "kind", SMALL_MAX, false);
-		if (kind && strcmp(kind, "syscall") != 0) {
-			r->c.unknown++;
-			break;
-		}
-		if (ev_int(&e, "count", 0, INT64_MAX, &v, true))
-			syscall_denial(&e, false, (uint64_t)v);
-		break;
-	}
-	case 9:
-		if (ev_int(&e, "count", 0, INT64_MAX, &v, true))
-			r->suppressed = sat_add(r->suppressed, (uint64_t)v);
-		break;
-	case 10:
-		on_trace(&e);
-		break;
-	case 11:
-		if (ev_int(&e, "count", 0, INT64_MAX, &v, true))
-			r->trace_lost = sat_add(r->trace_lost, (uint64_t)v);
-		break;
-	case 12: {
-		/* an optional secret whose source was absent (a name) */
-		const char *sec = ev_str(&e, "secret", SMALL_MAX, true);
-		agg *a = sec ? rep_agg_get(r, K_SKIPPED, sec, NULL, NULL, NULL, 0) : NULL;
-		if (a)
-			a->n++;
-		else if (!e.bad)
-			e.drop = true;
-		break;
-	}
-	case 13:
-		on_warning(&e);
-		break;
-	case 14:
-	case 15:
-		on_credentials(&e, k == 14);
-		break;
-	case 16:
-		/* the first of a (secret, host:port): the request lines'
-		 * "elsewhere" count them all */
-		break;
-	}
+	handlers[k].fn(&e, s, ts);
 	if (e.bad) {
 		r->c.bad_lines++;
 		if (!r->c.first_bad)

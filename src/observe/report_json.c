@@ -155,9 +155,10 @@ static json_t *j_cmd(const ab_report *r, uint32_t i)
 			 jint(c->sig, c->exited && c->has_signal), "ms", jint(c->ms, c->ms >= 0));
 }
 
-int ab_report_json(const ab_report *r, const ab_report_opts *o, FILE *out)
+/* The counters, as the head object left open: "{\n <keys>\n}" ->
+ * "{\n <keys>," */
+static int json_head(const ab_report *r, const ab_report_opts *o, FILE *out)
 {
-	uint64_t net = sat_add(sat_add(r->req_denied, r->dns_denied), r->net_total);
 	json_t *head = json_pack(
 		"{s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "version", 1, "source",
 		jstr(o ? o->source : NULL), "lines", ju(r->c.lines), "events", ju(r->c.events),
@@ -171,13 +172,20 @@ int ab_report_json(const ab_report *r, const ab_report_opts *o, FILE *out)
 	json_decref(head);
 	if (!h)
 		return -ENOMEM;
-	/* the head object, left open: "{\n <keys>\n}" -> "{\n <keys>," */
 	char *end = strrchr(h, '}');
 	if (!end)
 		return -ENOMEM;
 	while (end > h && (end[-1] == '\n' || end[-1] == ' '))
 		end--;
-	fprintf(out, "%.*s,\n\"sessions\": [", (int)(end - h), h);
+	fprintf(out, "%.*s,\n", (int)(end - h), h);
+	return 0;
+}
+
+/* Sessions, warnings, commands: in log order, the index of a command is
+ * its "id" */
+static int json_runs(const ab_report *r, FILE *out)
+{
+	fputs("\"sessions\": [", out);
 	for (size_t i = 0; i < r->ses.n; i++)
 		if (dump(out, j_session(&r->ses.v[i]), i ? ",\n  " : "\n  ", "") < 0)
 			return -ENOMEM;
@@ -195,6 +203,11 @@ int ab_report_json(const ab_report *r, const ab_report_opts *o, FILE *out)
 		if (dump(out, j_cmd(r, (uint32_t)i), i ? ",\n  " : "\n  ", "") < 0)
 			return -ENOMEM;
 	fprintf(out, "%s],\n", r->cmds.n ? "\n" : "");
+	return 0;
+}
+
+static int json_network(const ab_report *r, FILE *out)
+{
 	if (dump(out, json_pack("{s:o,s:o,s:o,s:o,s:o}", "execs", ju(r->execs), "kept",
 				ju(r->cmds.n), "exits_without_exec", ju(r->exits_unmatched),
 				"trace_execs", ju(r->trace_exec), "trace_lost", ju(r->trace_lost)),
@@ -211,6 +224,13 @@ int ab_report_json(const ab_report *r, const ab_report_opts *o, FILE *out)
 	    json_list(out, "refused", r->refused.v, r->refused.n, false, j_refused, ",\n") < 0 ||
 	    json_list(out, "dns_refused", r->dns.v, r->dns.n, false, j_dns, ",\n") < 0)
 		return -ENOMEM;
+	return 0;
+}
+
+/* Denials, secrets and credentials files */
+static int json_denials(const ab_report *r, FILE *out)
+{
+	uint64_t net = sat_add(sat_add(r->req_denied, r->dns_denied), r->net_total);
 	uint64_t total = sat_add(sat_add(sat_add(r->sys_total, r->file_total), net), r->other_total);
 	if (dump(out, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "total", ju(total), "syscall",
 				ju(r->sys_total), "file", ju(r->file_total), "network", ju(net),
@@ -226,6 +246,11 @@ int ab_report_json(const ab_report *r, const ab_report_opts *o, FILE *out)
 		      ",\n") < 0 ||
 	    json_list(out, "credentials_files", r->creds.v, r->creds.n, true, j_cred, ",\n") < 0)
 		return -ENOMEM;
+	return 0;
+}
+
+static int json_policy(const ab_report *r, FILE *out)
+{
 	fputs("\"policy\": [", out);
 	for (size_t i = 0; i < r->pol.n; i++) {
 		const policy *p = &r->pol.v[i];
@@ -237,5 +262,13 @@ int ab_report_json(const ab_report *r, const ab_report_opts *o, FILE *out)
 	}
 	fprintf(out, "%s],\n\"policy_changes\": %llu\n}\n", r->pol.n ? "\n" : "",
 		(unsigned long long)r->policies);
+	return 0;
+}
+
+int ab_report_json(const ab_report *r, const ab_report_opts *o, FILE *out)
+{
+	if (json_head(r, o, out) < 0 || json_runs(r, out) < 0 || json_network(r, out) < 0 ||
+	    json_denials(r, out) < 0 || json_policy(r, out) < 0)
+		return -ENOMEM;
 	return fflush(out) == 0 && !ferror(out) ? 0 : -EIO;
 }

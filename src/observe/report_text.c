@@ -232,6 +232,54 @@ static bool same_line(const cmd *a, const cmd *b)
 	return !a->argc || memcmp(a->argv, b->argv, a->argc * sizeof(*a->argv)) == 0;
 }
 
+/* The siblings from N on that print as one line: the last of them, *K how
+ * many, *MS their run time in all (-1 when one's is unknown). */
+static uint32_t same_run(const ab_report *r, uint32_t n, uint64_t *k, int64_t *ms)
+{
+	const cmd *c = &r->cmds.v[n];
+	uint32_t m = n;
+	*k = 1;
+	*ms = c->ms;
+	while (r->cmds.v[m].next != NONE && same_line(c, &r->cmds.v[r->cmds.v[m].next])) {
+		m = r->cmds.v[m].next;
+		(*k)++;
+		*ms = *ms >= 0 && r->cmds.v[m].ms >= 0 ? *ms + r->cmds.v[m].ms : -1;
+	}
+	return m;
+}
+
+/* C's line (K times, MS in all) at DEPTH.  Its cwd is shown when it is not
+ * its parent's (a top-level command's parent: PREV_ROOT, the top-level
+ * command before it, within its session). */
+static void text_cmd_line(const ab_report *r, FILE *out, const cmd *c, size_t depth,
+			  uint32_t prev_root, uint64_t k, int64_t ms)
+{
+	if (c->parent == NONE && r->ses.n > 1 &&
+	    (prev_root == NONE || r->cmds.v[prev_root].session != c->session))
+		fprintf(out, "  [session %u]\n", c->session + 1);
+	fputs("  ", out);
+	for (size_t i = 0; i < depth && i < INDENT_MAX; i++)
+		fputs("  ", out);
+	if (depth > INDENT_MAX)
+		fprintf(out, "[depth %zu] ", depth);
+	put_argv(out, c, ARGV_COLS);
+	char st[64], t[40];
+	status_label(st, sizeof(st), c);
+	human_ms(t, sizeof(t), ms);
+	fprintf(out, "  [%s%s%s]", st, ms >= 0 ? ", " : "", ms >= 0 ? t : "");
+	if (k > 1)
+		fprintf(out, " (%llu times)", (unsigned long long)k);
+	const char *pcwd = c->parent != NONE ? r->cmds.v[c->parent].cwd
+		: prev_root != NONE && r->cmds.v[prev_root].session == c->session
+			? r->cmds.v[prev_root].cwd : NULL;
+	if (c->cwd && c->cwd != pcwd) {
+		fputs("  in ", out);
+		put(out, c->cwd, CWD_COLS);
+	}
+	fputc('\n', out);
+}
+
+/* The tree, depth first, without recursion (parents precede children) */
 static void text_commands(const ab_report *r, FILE *out, size_t max_lines)
 {
 	fprintf(out, "\nCommands (%zu)\n", r->cmds.n);
@@ -244,39 +292,12 @@ static void text_commands(const ab_report *r, FILE *out, size_t max_lines)
 	uint32_t n = r->first_root, prev_root = NONE;
 	while (n != NONE) {
 		const cmd *c = &r->cmds.v[n];
-		uint32_t m = n;
-		uint64_t k = 1;
-		int64_t ms = c->ms;
-		while (r->cmds.v[m].next != NONE && same_line(c, &r->cmds.v[r->cmds.v[m].next])) {
-			m = r->cmds.v[m].next;
-			k++;
-			ms = ms >= 0 && r->cmds.v[m].ms >= 0 ? ms + r->cmds.v[m].ms : -1;
-		}
+		uint64_t k;
+		int64_t ms;
+		uint32_t m = same_run(r, n, &k, &ms);
 		if (lines >= max_lines)
 			break;
-		if (c->parent == NONE && r->ses.n > 1 &&
-		    (prev_root == NONE || r->cmds.v[prev_root].session != c->session))
-			fprintf(out, "  [session %u]\n", c->session + 1);
-		fputs("  ", out);
-		for (size_t i = 0; i < depth && i < INDENT_MAX; i++)
-			fputs("  ", out);
-		if (depth > INDENT_MAX)
-			fprintf(out, "[depth %zu] ", depth);
-		put_argv(out, c, ARGV_COLS);
-		char st[64], t[40];
-		status_label(st, sizeof(st), c);
-		human_ms(t, sizeof(t), ms);
-		fprintf(out, "  [%s%s%s]", st, ms >= 0 ? ", " : "", ms >= 0 ? t : "");
-		if (k > 1)
-			fprintf(out, " (%llu times)", (unsigned long long)k);
-		const char *pcwd = c->parent != NONE ? r->cmds.v[c->parent].cwd
-			: prev_root != NONE && r->cmds.v[prev_root].session == c->session
-				? r->cmds.v[prev_root].cwd : NULL;
-		if (c->cwd && c->cwd != pcwd) {
-			fputs("  in ", out);
-			put(out, c->cwd, CWD_COLS);
-		}
-		fputc('\n', out);
+		text_cmd_line(r, out, c, depth, prev_root, k, ms);
 		lines++;
 		shown += k;
 		if (c->parent == NONE)
@@ -308,18 +329,9 @@ static void more(FILE *out, size_t n)
 		fprintf(out, "    ... %zu more\n", n - LIST_MAX);
 }
 
-static int text_network(const ab_report *r, FILE *out)
+/* The lists below are printed in the order of A, B, D (rep_sorted) */
+static void text_reached(const ab_report *r, const uint32_t *a, FILE *out)
 {
-	fputs("\nNetwork\n", out);
-	if (!r->req_allowed && !r->req_denied && !r->dns_denied && !r->dns_allowed) {
-		fputs("  no requests\n", out);
-		return 0;
-	}
-	_cleanup_free_ uint32_t *a = rep_sorted(r->reached.v, r->reached.n, false);
-	_cleanup_free_ uint32_t *b = rep_sorted(r->refused.v, r->refused.n, false);
-	_cleanup_free_ uint32_t *d = rep_sorted(r->dns.v, r->dns.n, false);
-	if (!a || !b || !d)
-		return -ENOMEM;
 	uint64_t up = 0, down = 0;
 	for (size_t i = 0; i < r->reached.n; i++) {
 		up = sat_add(up, r->reached.v[i].up);
@@ -341,6 +353,10 @@ static int text_network(const ab_report *r, FILE *out)
 			(unsigned long long)h->n, plural(h->n, "", "s"), u, dn);
 	}
 	more(out, r->reached.n);
+}
+
+static void text_refused(const ab_report *r, const uint32_t *b, FILE *out)
+{
 	fprintf(out, "  refused: %llu request%s\n", (unsigned long long)r->req_denied,
 		plural(r->req_denied, "", "s"));
 	for (size_t i = 0; i < r->refused.n && i < LIST_MAX; i++) {
@@ -357,6 +373,10 @@ static int text_network(const ab_report *r, FILE *out)
 		fputc('\n', out);
 	}
 	more(out, r->refused.n);
+}
+
+static void text_dns(const ab_report *r, const uint32_t *d, FILE *out)
+{
 	fprintf(out, "  DNS: %llu lookup%s answered, %llu refused\n",
 		(unsigned long long)r->dns_allowed, plural(r->dns_allowed, "", "s"),
 		(unsigned long long)r->dns_denied);
@@ -373,6 +393,23 @@ static int text_network(const ab_report *r, FILE *out)
 		fputc('\n', out);
 	}
 	more(out, r->dns.n);
+}
+
+static int text_network(const ab_report *r, FILE *out)
+{
+	fputs("\nNetwork\n", out);
+	if (!r->req_allowed && !r->req_denied && !r->dns_denied && !r->dns_allowed) {
+		fputs("  no requests\n", out);
+		return 0;
+	}
+	_cleanup_free_ uint32_t *a = rep_sorted(r->reached.v, r->reached.n, false);
+	_cleanup_free_ uint32_t *b = rep_sorted(r->refused.v, r->refused.n, false);
+	_cleanup_free_ uint32_t *d = rep_sorted(r->dns.v, r->dns.n, false);
+	if (!a || !b || !d)
+		return -ENOMEM;
+	text_reached(r, a, out);
+	text_refused(r, b, out);
+	text_dns(r, d, out);
 	return 0;
 }
 
@@ -385,17 +422,9 @@ static void put_err(FILE *out, const char *e)
 	}
 }
 
-static int text_denials(const ab_report *r, FILE *out)
+/* Denied syscalls, by S (sorted) */
+static void text_denied_sys(const ab_report *r, const uint32_t *s, FILE *out)
 {
-	uint64_t net = sat_add(sat_add(r->req_denied, r->dns_denied), r->net_total);
-	uint64_t total = sat_add(sat_add(sat_add(r->sys_total, r->file_total), net), r->other_total);
-	fprintf(out, "\nDenials (%llu)\n", (unsigned long long)total);
-	_cleanup_free_ uint32_t *s = rep_sorted(r->sys.v, r->sys.n, false);
-	_cleanup_free_ uint32_t *f = rep_sorted(r->file.v, r->file.n, false);
-	_cleanup_free_ uint32_t *n = rep_sorted(r->net.v, r->net.n, false);
-	_cleanup_free_ uint32_t *o = rep_sorted(r->other.v, r->other.n, false);
-	if (!s || !f || !n || !o)
-		return -ENOMEM;
 	fprintf(out, "  syscalls: %llu\n", (unsigned long long)r->sys_total);
 	for (size_t i = 0; i < r->sys.n && i < LIST_MAX; i++) {
 		const agg *a = &r->sys.v[s[i]];
@@ -411,6 +440,10 @@ static int text_denials(const ab_report *r, FILE *out)
 	if (r->suppressed)
 		fprintf(out, "    %llu more record%s suppressed by the rate limit\n",
 			(unsigned long long)r->suppressed, plural(r->suppressed, "", "s"));
+}
+
+static void text_denied_files(const ab_report *r, const uint32_t *f, FILE *out)
+{
 	fprintf(out, "  files: %llu\n", (unsigned long long)r->file_total);
 	for (size_t i = 0; i < r->file.n && i < LIST_MAX; i++) {
 		const agg *a = &r->file.v[f[i]];
@@ -425,6 +458,12 @@ static int text_denials(const ab_report *r, FILE *out)
 		fputc('\n', out);
 	}
 	more(out, r->file.n);
+}
+
+/* NET counts refused requests and lookups too (listed under Network); the
+ * connects refused (traced, or a host's unix socket) are listed here. */
+static void text_denied_net(const ab_report *r, uint64_t net, const uint32_t *n, FILE *out)
+{
 	fprintf(out, "  network: %llu (%llu request%s refused, %llu DNS lookup%s refused, "
 		"%llu connect%s refused)\n", (unsigned long long)net,
 		(unsigned long long)r->req_denied, plural(r->req_denied, "", "s"),
@@ -446,6 +485,22 @@ static int text_denials(const ab_report *r, FILE *out)
 		fputc('\n', out);
 	}
 	more(out, r->net.n);
+}
+
+static int text_denials(const ab_report *r, FILE *out)
+{
+	uint64_t net = sat_add(sat_add(r->req_denied, r->dns_denied), r->net_total);
+	uint64_t total = sat_add(sat_add(sat_add(r->sys_total, r->file_total), net), r->other_total);
+	fprintf(out, "\nDenials (%llu)\n", (unsigned long long)total);
+	_cleanup_free_ uint32_t *s = rep_sorted(r->sys.v, r->sys.n, false);
+	_cleanup_free_ uint32_t *f = rep_sorted(r->file.v, r->file.n, false);
+	_cleanup_free_ uint32_t *n = rep_sorted(r->net.v, r->net.n, false);
+	_cleanup_free_ uint32_t *o = rep_sorted(r->other.v, r->other.n, false);
+	if (!s || !f || !n || !o)
+		return -ENOMEM;
+	text_denied_sys(r, s, out);
+	text_denied_files(r, f, out);
+	text_denied_net(r, net, n, out);
 	if (r->other_total) {
 		fprintf(out, "  other: %llu\n", (unsigned long long)r->other_total);
 		for (size_t i = 0; i < r->other.n && i < LIST_MAX; i++) {

@@ -444,49 +444,57 @@ static bool port_listed(const ab_supervisor *s, const conn_job *j, int domain)
 	return false;
 }
 
-void sup_on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
+#define CONN_DONE (-1) /* answered already, or the caller is gone */
+
+/* The caller's address, read once (J->addr), and its socket, ours now
+ * (J->sock): 0, the errno to answer, or CONN_DONE. */
+static int conn_take(ab_supervisor *s, const struct seccomp_notif *rq, conn_job *j)
 {
 	pid_t tid = (pid_t)rq->pid;
-	conn_job j = {.id = rq->id, .sock = -1, .pin = -1, .kuid = s->kuid,
-		      .kgid = s->kgid, .resp_size = s->resp_size};
 	int len = (int)(uint32_t)rq->data.args[2];
-	int e = 0;
 	/* the kernel's own checks first, on one copy of the address */
-	if (len < 0 || (size_t)len > sizeof(j.addr))
-		e = EINVAL;
-	else if (len && sup_remote_read(tid, rq->data.args[1], &j.addr, (size_t)len) != len)
-		e = EFAULT;
-	j.alen = (socklen_t)len;
-	int pidfd = e ? -1 : caller_pidfd(tid);
-	if (!e && pidfd < 0) {
+	if (len < 0 || (size_t)len > sizeof(j->addr))
+		return EINVAL;
+	if (len && sup_remote_read(tid, rq->data.args[1], &j->addr, (size_t)len) != len)
+		return EFAULT;
+	j->alen = (socklen_t)len;
+	int pidfd = caller_pidfd(tid);
+	if (pidfd < 0) {
 		if (pidfd != -ESRCH) /* ESRCH: the caller is gone */
 			cannot_mediate(s, "pidfd_open", -pidfd);
 		sup_answer(s, rq->id, EACCES, false);
+		return CONN_DONE;
+	}
+	if (!sup_still_valid(s, rq->id)) {
+		close(pidfd);
+		return CONN_DONE; /* the caller went away (its tid may name another task now) */
+	}
+	j->sock = (int)syscall(SYS_pidfd_getfd, pidfd, (int)rq->data.args[0], 0);
+	int ge = errno;
+	int e = j->sock < 0 ? (ge == EBADF ? EBADF : EACCES) : 0;
+	if (j->sock < 0 && ge != EBADF && ge != ESRCH)
+		cannot_mediate(s, "pidfd_getfd", ge);
+	close(pidfd);
+	return e;
+}
+
+void sup_on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
+{
+	conn_job j = {.id = rq->id, .sock = -1, .pin = -1, .kuid = s->kuid,
+		      .kgid = s->kgid, .resp_size = s->resp_size};
+	int e = conn_take(s, rq, &j);
+	if (e == CONN_DONE)
 		return;
-	}
-	if (!e && !sup_still_valid(s, rq->id)) {
-		close(pidfd);
-		return; /* the caller went away (its tid may name another task now) */
-	}
-	if (!e) {
-		j.sock = (int)syscall(SYS_pidfd_getfd, pidfd, (int)rq->data.args[0], 0);
-		int ge = errno;
-		e = j.sock < 0 ? (ge == EBADF ? EBADF : EACCES) : 0;
-		if (j.sock < 0 && ge != EBADF && ge != ESRCH)
-			cannot_mediate(s, "pidfd_getfd", ge);
-	}
-	if (pidfd >= 0)
-		close(pidfd);
 	int domain = 0;
 	socklen_t dl = sizeof(domain);
 	if (!e && getsockopt(j.sock, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0)
 		e = errno == ENOTSOCK ? ENOTSOCK : EACCES;
 	const struct sockaddr_un *un = (const struct sockaddr_un *)&j.addr;
 	size_t off = offsetof(struct sockaddr_un, sun_path);
-	if (!e && domain == AF_UNIX && (size_t)len > off && un->sun_family == AF_UNIX &&
+	if (!e && domain == AF_UNIX && (size_t)j.alen > off && un->sun_family == AF_UNIX &&
 	    un->sun_path[0] != '\0') {
-		size_t plen = strnlen(un->sun_path, (size_t)len - off);
-		e = conn_unix_path(s, tid, &j, plen);
+		size_t plen = strnlen(un->sun_path, (size_t)j.alen - off);
+		e = conn_unix_path(s, (pid_t)rq->pid, &j, plen);
 	}
 	/* anything else (TCP to the proxy, an abstract or unnamed unix address,
 	 * a wrong family): as given, on the caller's socket, in its network
@@ -519,7 +527,6 @@ void sup_on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 		conn_do(&j, s->resp, s->fd);
 	conn_job_close(&j);
 }
-
 
 int sup_connect_configure(ab_supervisor *s, const struct ab_plan *plan, ab_err *err)
 {

@@ -137,6 +137,52 @@ static int reopen(int fd, int flags)
 #define RN_GONE (-1)    /* the notification is no longer valid: nothing was done */
 #define RN_REFUSED (-2) /* not carried out (*WHY): the kernel's turn (EBUSY) */
 
+/* The paths of a rename onto a rendered file: OLD (read from the caller at
+ * OADDR, relative to ODFD) and the new name read before, each joined to the
+ * directory it is relative to, as given.  false when one cannot be. */
+static bool both_paths(struct rename_buf *b, pid_t tid, int odfd, uint64_t oaddr)
+{
+	return sup_remote_str(tid, oaddr, b->old_raw, sizeof(b->old_raw)) == 0 &&
+	       plain_last(b->old_raw) &&
+	       sup_caller_base(tid, b->old_raw, odfd, b->obase, sizeof(b->obase)) >= 0 &&
+	       sup_join_raw(b->obase, b->old_raw, b->ofull, sizeof(b->ofull)) >= 0 &&
+	       sup_join_raw(b->nbase, b->new_raw, b->nfull, sizeof(b->nfull)) >= 0;
+}
+
+/* The bytes of the new file SRC (O_PATH) into B->data: their length (one
+ * more than AB_SUP_RENDERED_MAX: too long), or -1 (unreadable) */
+static ssize_t read_new(int src, struct rename_buf *b)
+{
+	_cleanup_close_ int rfd = reopen(src, O_RDONLY);
+	size_t len = 0;
+	for (ssize_t n = 1; rfd >= 0 && n > 0 && len < sizeof(b->data); len += (size_t)n) {
+		n = read(rfd, b->data + len, sizeof(b->data) - len);
+		if (n < 0 && errno == EINTR)
+			n = 0;
+		else if (n < 0)
+			return -1;
+		else if (n == 0)
+			break;
+	}
+	return rfd < 0 ? -1 : (ssize_t)len;
+}
+
+/* DATA as the whole content of the rendered copy WFD: 0, or EIO */
+static int write_copy(int wfd, const char *data, size_t len)
+{
+	if (ftruncate(wfd, 0) < 0)
+		return EIO;
+	for (size_t off = 0; off < len;) {
+		ssize_t n = pwrite(wfd, data + off, len - off, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return EIO;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
 /* The rename of OLD (relative to ODFD) onto the rendered file whose path
  * the caller gave as s->rb->new_raw (relative to s->rb->nbase): carried
  * out (0; EIO when the copy failed after the new file was removed), or
@@ -147,11 +193,7 @@ static int carry_out(ab_supervisor *s, uint64_t id, pid_t tid, int odfd, uint64_
 {
 	struct rename_buf *b = s->rb;
 	*why = "the new file's path cannot be read";
-	if (sup_remote_str(tid, oaddr, b->old_raw, sizeof(b->old_raw)) != 0 ||
-	    !plain_last(b->old_raw) ||
-	    sup_caller_base(tid, b->old_raw, odfd, b->obase, sizeof(b->obase)) < 0 ||
-	    sup_join_raw(b->obase, b->old_raw, b->ofull, sizeof(b->ofull)) < 0 ||
-	    sup_join_raw(b->nbase, b->new_raw, b->nfull, sizeof(b->nfull)) < 0)
+	if (!both_paths(b, tid, odfd, oaddr))
 		return RN_REFUSED;
 	char rootp[64];
 	snprintf(rootp, sizeof(rootp), "/proc/%d/root", (int)tid);
@@ -176,18 +218,8 @@ static int carry_out(ab_supervisor *s, uint64_t id, pid_t tid, int odfd, uint64_
 	if (*why)
 		return RN_REFUSED;
 	*why = "the new file cannot be read";
-	_cleanup_close_ int rfd = reopen(src, O_RDONLY);
-	size_t len = 0;
-	for (ssize_t n = 1; rfd >= 0 && n > 0 && len < sizeof(b->data); len += (size_t)n) {
-		n = read(rfd, b->data + len, sizeof(b->data) - len);
-		if (n < 0 && errno == EINTR)
-			n = 0;
-		else if (n < 0)
-			return RN_REFUSED;
-		else if (n == 0)
-			break;
-	}
-	if (rfd < 0 || len > AB_SUP_RENDERED_MAX)
+	ssize_t len = read_new(src, b);
+	if (len < 0 || len > AB_SUP_RENDERED_MAX)
 		return RN_REFUSED;
 	*why = "the rendered copy cannot be written";
 	_cleanup_close_ int wfd = reopen(tgt, O_WRONLY);
@@ -203,16 +235,9 @@ static int carry_out(ab_supervisor *s, uint64_t id, pid_t tid, int odfd, uint64_
 		return RN_REFUSED;
 	/* the new file is gone: its bytes are the rendered copy's now */
 	*why = "the rendered copy cannot be written";
-	if (ftruncate(wfd, 0) < 0)
-		return EIO;
-	for (size_t off = 0; off < len;) {
-		ssize_t n = pwrite(wfd, b->data + off, len - off, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return EIO;
-		off += (size_t)n;
-	}
+	int e = write_copy(wfd, b->data, (size_t)len);
+	if (e)
+		return e;
 	*why = NULL;
 	return 0;
 }

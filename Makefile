@@ -74,8 +74,10 @@ KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src
 CREDS_SRCS   := src/creds/ca.c src/creds/secrets.c src/creds/scan.c src/creds/phkey.c
 PLAN_SRCS    := src/plan/plan.c src/plan/plan_net.c src/plan/explain.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
-                src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_path.c \
-                src/observe/report.c src/observe/gitscan.c
+                src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_exec.c \
+                src/observe/supervise_rename.c src/observe/supervise_connect.c \
+                src/observe/supervise_path.c src/observe/report.c src/observe/report_event.c \
+                src/observe/report_text.c src/observe/report_json.c src/observe/gitscan.c
 EGRESS_SRCS  := src/egress/proxy.c src/egress/pxhttp.c src/egress/pxtls.c src/egress/pxtunnel.c \
                 src/egress/pxscan.c src/egress/dnsd.c src/egress/resolve.c src/egress/control.c \
                 src/egress/broker.c

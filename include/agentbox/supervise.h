@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The record of what ran and what was denied (issue 7), parent side: serves
- * the seccomp user-notification listener the sandbox's init hands over
+ * The record of what ran and what was denied, parent side: serves the
+ * seccomp user-notification listener the sandbox's init hands over
  * (AB_SYNC_NOTIFY).  Exec notifications are logged and continued; denied
  * syscalls are answered with the policy's errno, then logged once per call
- * site, rate-limited.  A record, not a decision: see docs/audit.md for the
- * time-of-check caveat.
+ * site, rate-limited; renames onto a rendered credentials file and connects
+ * are carried out for the sandbox.  A record, not a decision: see
+ * docs/audit.md for the time-of-check caveat.
  */
 #ifndef AGENTBOX_SUPERVISE_H
 #define AGENTBOX_SUPERVISE_H

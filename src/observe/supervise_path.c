@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The pure decisions behind a rename onto a rendered credentials file
- * (include/agentbox/supervise.h, src/observe/supervise.c): the caller's path as
- * text, normalised, and the checks of the files involved.  Apart so that
- * the fuzz target (tests/fuzz/fuzz_suppath.c) needs nothing else.
+ * (supervise_rename.c): the caller's path as text, normalised, and the
+ * checks of the files involved.  Apart so that the fuzz target
+ * (tests/fuzz/fuzz_suppath.c) needs nothing else.
  */
 #include "agentbox/supervise.h"
 

@@ -69,7 +69,8 @@ BASE_SRCS    := src/base/common.c src/base/loop.c src/base/json_pos.c src/base/s
 PARSE_SRCS   := src/parse/http.c src/parse/dns.c src/parse/tls.c src/parse/wsframe.c \
                 src/parse/netpolicy.c src/parse/credfile.c
 CONFIG_SRCS  := src/config/profile.c
-KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src/kernel/caps.c \
+KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src/kernel/seccomp_filter.c \
+                src/kernel/seccomp_prog.c src/kernel/caps.c \
                 src/kernel/cgroup.c src/kernel/unixsock.c
 CREDS_SRCS   := src/creds/ca.c src/creds/secrets.c src/creds/scan.c src/creds/phkey.c
 PLAN_SRCS    := src/plan/plan.c src/plan/plan_net.c src/plan/explain.c

@@ -3,6 +3,8 @@
  * `run`, parent side (host namespaces): compile seccomp, clone the child into
  * new namespaces, write its uid/gid maps, then serve it from one event loop
  * (sync messages, pty relay, signals) until it exits, and clean up after it.
+ * ab_sandbox_run is that sequence of phases over one run_state, which owns
+ * every resource; whichever phase fails, run_release() is the one way out.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -114,27 +116,46 @@ static int write_maps(const ab_plan *p, pid_t pid, ab_err *err)
 
 /* ------------------------------------------------------------ the run */
 
+/* Everything one run holds.  Each resource starts as none (-1, NULL, zero)
+ * and is released once, by run_release(), whichever phase failed. */
 typedef struct run_state {
 	const ab_plan *plan;
-	ab_loop *loop;
-	pid_t child;
-	int sync_fd;
-	int sig_fd;
-	ab_pty_relay *relay;
-	bool child_done;
+	ab_err *err;
+	sigset_t sigs;      /* parent_signals: blocked, read through sig_fd */
+	/* the child */
+	pid_t child;        /* -1 until clone */
+	bool child_done;    /* reaped */
 	int child_status;   /* raw waitpid status */
 	bool have_exit;     /* AB_SYNC_EXIT received */
 	int exit_status;
 	bool have_error;
 	ab_err child_err;
+	int fatal;          /* parent-side failure while serving */
+	bool tampered;
+	/* the host side */
+	int ws_lock;        /* the workspace, flock'ed */
 	ab_cleaner cleaner;
 	ab_watch watch;
-	bool tampered;
 	int devnull;
-	int ws_lock;
-	ab_err *err;
-	int fatal;          /* parent-side failure while serving */
+	struct termios saved_tio[3]; /* --no-pty: put back at the end */
+	bool tio_saved[3];
+	ab_strv git_before;          /* the gitlinks before the run */
+	bool git_before_ok, git_repo;
+	struct timespec git_since;
+	ab_phkey_id key_before;
+	char *cg_path;      /* the run's cgroup, removed at the end */
+	int *idmap_fds;     /* one per plan mount, -1 for none */
+	/* the channel */
+	int sync_fd;        /* our end of the sync socketpair */
+	int child_end;      /* the child's end, closed after clone */
+	int sig_fd;
+	ab_seccomp_prog prog;
+	/* the services */
+	ab_loop *loop;
+	ab_pty_relay *relay;
 	ab_proxy *proxy;    /* egress: serves the listeners the child hands over */
+	ab_stash stash;     /* the values moved out of agentbox's environment */
+	ab_broker *broker;  /* secrets and the session CA (the proxy borrows it) */
 	ab_audit *audit;    /* the log (maybe none) and the exit summary's counts */
 	ab_supervisor *sup; /* the exec and denial record (seccomp user notification) */
 	bool want_trace;    /* --trace and ab_trace_check passed */
@@ -311,6 +332,31 @@ static void open_control(run_state *s)
 static const int parent_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
 				     SIGUSR2, SIGWINCH, SIGCONT, SIGALRM};
 
+/* The last messages (EXIT, ERROR) the child sent before exiting. */
+static void drain_sync(run_state *s)
+{
+	for (;;) {
+		ab_sync_msg m;
+		int pfd = -1;
+		struct timeval tv = {0, 0};
+		setsockopt(s->sync_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		int fl = fcntl(s->sync_fd, F_GETFL);
+		fcntl(s->sync_fd, F_SETFL, fl | O_NONBLOCK);
+		int r = ab_sync_recv(s->sync_fd, &m, &pfd);
+		if (pfd >= 0)
+			close(pfd);
+		if (r <= 0)
+			break;
+		if (m.type == AB_SYNC_ERROR) {
+			s->have_error = true;
+			s->child_err = m.err;
+		} else if (m.type == AB_SYNC_EXIT) {
+			s->have_exit = true;
+			s->exit_status = m.value;
+		}
+	}
+}
+
 static int serve(run_state *s, ab_err *err)
 {
 	int r = ab_loop_new(&s->loop, err);
@@ -319,8 +365,8 @@ static int serve(run_state *s, ab_err *err)
 	if (s->proxy && (r = ab_proxy_attach(s->proxy, s->loop, err)) < 0)
 		return r;
 	if (s->proxy && s->ctl_fd >= 0) {
-		r = ab_proxy_control(s->proxy, s->ctl_fd, &s->ctl_err);
-		s->ctl_fd = -1; /* the proxy's, closed on failure too */
+		/* the proxy's from here, closed on failure too */
+		r = ab_proxy_control(s->proxy, TAKE_FD(s->ctl_fd), &s->ctl_err);
 		if (r < 0)
 			control_failed(s, &s->ctl_err);
 	}
@@ -347,27 +393,7 @@ static int serve(run_state *s, ab_err *err)
 		if (r < 0 && r != -EINTR)
 			return ab_fail(err, -r, "event loop");
 	}
-	/* drain the last messages (EXIT, ERROR) the child sent before exiting */
-	for (;;) {
-		ab_sync_msg m;
-		int pfd = -1;
-		struct timeval tv = {0, 0};
-		setsockopt(s->sync_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		int fl = fcntl(s->sync_fd, F_GETFL);
-		fcntl(s->sync_fd, F_SETFL, fl | O_NONBLOCK);
-		r = ab_sync_recv(s->sync_fd, &m, &pfd);
-		if (pfd >= 0)
-			close(pfd);
-		if (r <= 0)
-			break;
-		if (m.type == AB_SYNC_ERROR) {
-			s->have_error = true;
-			s->child_err = m.err;
-		} else if (m.type == AB_SYNC_EXIT) {
-			s->have_exit = true;
-			s->exit_status = m.value;
-		}
-	}
+	drain_sync(s);
 	return 0;
 }
 
@@ -403,8 +429,7 @@ static int send_idmaps(int fd, const ab_plan *plan, int *fds)
 			continue;
 		ab_sync_msg m = {.type = AB_SYNC_IDMAP, .value = (int)i};
 		int r = ab_sync_send(fd, &m, fds[i]);
-		close(fds[i]);
-		fds[i] = -1;
+		ab_closep(&fds[i]);
 		if (r < 0)
 			return r;
 	}
@@ -445,13 +470,14 @@ static int exit_code_of(run_state *s, ab_err *err)
 
 /* A nested repository or a new gitlink left by the run: on stderr always (a
  * later `git status` on the host would run its configuration) and in the log.
- * BEFORE NULL: the index could not be read before the run. */
-static void report_git(const ab_plan *plan, run_state *s, const ab_strv *before,
-		       struct timespec since, bool repo)
+ * git_before counts only when the index could be read before the run. */
+static void report_git(run_state *s)
 {
+	const ab_plan *plan = s->plan;
 	_cleanup_strv_ ab_strv found = {0};
 	ab_err err = {0};
-	if (ab_gitscan_findings(plan->workspace, before, since, repo, &found, &err) < 0) {
+	if (ab_gitscan_findings(plan->workspace, s->git_before_ok ? &s->git_before : NULL,
+				s->git_since, s->git_repo, &found, &err) < 0) {
 		ab_warn("%s", err.msg);
 		return;
 	}
@@ -469,291 +495,342 @@ static void report_git(const ab_plan *plan, run_state *s, const ab_strv *before,
 			"(docs/threat-model.md, nested git repositories)", plan->workspace);
 }
 
-int ab_sandbox_run(const ab_plan *plan, ab_err *err)
+/* ---- the phases of a run: each returns < 0 with *err set (or the child's
+ * report to collect) and leaves what it holds in run_state for run_release */
+
+static int run_init(run_state *s, const ab_plan *plan, ab_err *err)
 {
-	ab_seccomp_prog prog = {0};
-	struct termios saved_tio[3];
-	bool tio_saved[3] = {false, false, false};
-	/* validate now, compile after clone (overlapping the child's setup) */
-	if (ab_seccomp_validate(&plan->seccomp, err) < 0)
-		return AB_EXIT_FAIL;
-
-	run_state s = {.plan = plan, .child = -1, .sync_fd = -1, .sig_fd = -1, .err = err,
-		       .cleaner = {.pipe_fd = -1}, .watch = {.fd = -1}, .devnull = -1,
-		       .ws_lock = -1, .ctl_fd = -1};
-	char *cg_path = NULL;
-	ab_broker *broker = NULL;
-	ab_strv git_before = {0};
-	bool git_before_ok = false, git_repo = false;
-	ab_phkey_id key_before = {0};
-	struct timespec git_since = {0};
-	ab_stash stash = {0};
-	int *idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
-	int sv[2] = {-1, -1};
-	int code = AB_EXIT_FAIL;
-	sigset_t set, old;
-	sigemptyset(&set);
+	*s = (run_state){.plan = plan, .err = err, .child = -1, .ws_lock = -1,
+			 .cleaner = {.pipe_fd = -1}, .watch = {.fd = -1}, .devnull = -1,
+			 .sync_fd = -1, .child_end = -1, .sig_fd = -1, .ctl_fd = -1};
+	sigemptyset(&s->sigs);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(parent_signals); i++)
-		sigaddset(&set, parent_signals[i]);
-	sigprocmask(SIG_BLOCK, &set, &old);
-
-	if (!idmap_fds) {
-		ab_fail(err, ENOMEM, "run");
-		goto out;
-	}
+		sigaddset(&s->sigs, parent_signals[i]);
+	sigprocmask(SIG_BLOCK, &s->sigs, NULL);
+	s->idmap_fds = calloc(plan->nmounts ? plan->nmounts : 1, sizeof(int));
+	if (!s->idmap_fds)
+		return ab_fail(err, ENOMEM, "run");
 	for (size_t i = 0; i < plan->nmounts; i++)
-		idmap_fds[i] = -1;
-	/* One sandbox per workspace: two would see each other's placeholders as
-	 * protected paths and, removing their own, undo the other's protection.
-	 * The lock lives as long as the parent (and the cleanup watcher). */
-	s.ws_lock = open(plan->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s.ws_lock < 0) {
-		ab_fail(err, errno, "workspace %s", plan->workspace);
-		goto out;
-	}
-	if (flock(s.ws_lock, LOCK_EX | LOCK_NB) < 0) {
+		s->idmap_fds[i] = -1;
+	return 0;
+}
+
+/* One sandbox per workspace: two would see each other's placeholders as
+ * protected paths and, removing their own, undo the other's protection.
+ * The lock lives as long as the parent (and the cleanup watcher). */
+static int lock_workspace(run_state *s)
+{
+	const ab_plan *plan = s->plan;
+	s->ws_lock = open(plan->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->ws_lock < 0)
+		return ab_fail(s->err, errno, "workspace %s", plan->workspace);
+	if (flock(s->ws_lock, LOCK_EX | LOCK_NB) < 0) {
 		int e = errno;
-		ab_fail(err, e == EWOULDBLOCK ? 0 : e, "another agentbox is running in the workspace %s",
-			plan->workspace);
-		ab_err_hint(err, "wait for it to end, or give each sandbox its own directory (e.g. a "
-				 "separate clone of the repository)");
-		goto out;
+		ab_fail(s->err, e == EWOULDBLOCK ? 0 : e,
+			"another agentbox is running in the workspace %s", plan->workspace);
+		ab_err_hint(s->err, "wait for it to end, or give each sandbox its own directory (e.g. "
+				    "a separate clone of the repository)");
+		return -1;
 	}
+	return 0;
+}
+
+/* Under the lock, before clone: what the run must put back or look at
+ * afterwards, the inotify watch and the cleanup watcher. */
+static int prepare_host(run_state *s)
+{
+	const ab_plan *plan = s->plan;
 	/* --no-pty (or no terminal at all): the command holds the user's real
 	 * terminal, so at least its settings are put back afterwards */
 	for (int fd = 0; !plan->use_pty && fd <= 2; fd++)
-		tio_saved[fd] = tcgetattr(fd, &saved_tio[fd]) == 0;
+		s->tio_saved[fd] = tcgetattr(fd, &s->saved_tio[fd]) == 0;
 	bool placeholders = false;
 	for (size_t i = 0; i < plan->nmounts; i++)
 		placeholders |= plan->mounts[i].kind == AB_MNT_PLACEHOLDER;
 	/* nested repositories planted during the run are reported after it */
-	clock_gettime(CLOCK_REALTIME_COARSE, &git_since); /* the clock file times use */
-	{
-		ab_err gerr = {0};
-		git_repo = ab_gitscan_is_repo(plan->workspace); /* before the placeholders */
-		git_before_ok = ab_gitscan_snapshot(plan->workspace, &git_before, &gerr) == 0;
-		if (!git_before_ok)
-			ab_warn("%s; gitlinks added during the run cannot be told apart", gerr.msg);
-	}
-	if (ab_watch_init(&s.watch, plan, err) < 0)
-		goto out;
-	if ((placeholders || s.watch.fd >= 0) &&
-	    ab_cleaner_start(&s.cleaner, s.ws_lock, s.watch.fd, err) < 0)
-		goto out;
+	clock_gettime(CLOCK_REALTIME_COARSE, &s->git_since); /* the clock file times use */
+	ab_err gerr = {0};
+	s->git_repo = ab_gitscan_is_repo(plan->workspace); /* before the placeholders */
+	s->git_before_ok = ab_gitscan_snapshot(plan->workspace, &s->git_before, &gerr) == 0;
+	if (!s->git_before_ok)
+		ab_warn("%s; gitlinks added during the run cannot be told apart", gerr.msg);
+	if (ab_watch_init(&s->watch, plan, s->err) < 0)
+		return -1;
+	if ((placeholders || s->watch.fd >= 0) &&
+	    ab_cleaner_start(&s->cleaner, s->ws_lock, s->watch.fd, s->err) < 0)
+		return -1;
 	if (plan->use_pty && (plan->pty_mask & 3) != 3) {
-		s.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (s.devnull < 0) {
-			ab_fail(err, errno, "open /dev/null");
-			goto out;
-		}
+		s->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (s->devnull < 0)
+			return ab_fail(s->err, errno, "open /dev/null");
 	}
-	if (plan->trace != AB_TRACE_OFF) { /* before anything starts */
+	return 0;
+}
+
+/* Before anything starts, so that a bad --trace, log path or collector is
+ * a setup error: the tracing check, the log, the record, the proxy. */
+static int prepare_services(run_state *s)
+{
+	const ab_plan *plan = s->plan;
+	ab_err *err = s->err;
+	if (plan->trace != AB_TRACE_OFF) {
 		ab_err terr = {0};
-		s.want_trace = ab_trace_check(&terr) == 0;
-		if (!s.want_trace && trace_failed(plan, &terr, err) < 0)
-			goto out;
+		s->want_trace = ab_trace_check(&terr) == 0;
+		if (!s->want_trace && trace_failed(plan, &terr, err) < 0)
+			return -1;
 	}
-	/* a bad log path is a setup error, before anything starts */
-	if (ab_audit_open(plan->egress.log_path, &s.audit, err) < 0)
-		goto out;
+	if (ab_audit_open(plan->egress.log_path, &s->audit, err) < 0)
+		return -1;
 	if (plan->egress.otlp_url &&
-	    ab_audit_export(s.audit, plan->egress.otlp_url, plan->egress.profile_name, err) < 0)
-		goto out;
+	    ab_audit_export(s->audit, plan->egress.otlp_url, plan->egress.profile_name, err) < 0)
+		return -1;
 	if (ab_seccomp_listens(&plan->seccomp) &&
-	    (ab_supervisor_new(&plan->seccomp, s.audit, &s.sup, err) < 0 ||
-	     ab_supervisor_configure(s.sup, plan, err) < 0))
-		goto out;
-	if (ab_proxy_new(&plan->egress, s.audit, &s.proxy, err) < 0)
-		goto out;
+	    (ab_supervisor_new(&plan->seccomp, s->audit, &s->sup, err) < 0 ||
+	     ab_supervisor_configure(s->sup, plan, err) < 0))
+		return -1;
+	if (ab_proxy_new(&plan->egress, s->audit, &s->proxy, err) < 0)
+		return -1;
 	/* before clone: the values agentbox's environment holds move out of it */
-	if (ab_broker_stash(plan, &stash, err) < 0)
-		goto out;
+	if (ab_broker_stash(plan, &s->stash, err) < 0)
+		return -1;
 	if (plan->ph_key_rw)
-		ab_phkey_id_of(plan->ph_key, &key_before);
-	s.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (s.sig_fd < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-		ab_fail(err, errno, "run: signalfd/socketpair");
-		goto out;
-	}
-	ab_child_args args = {.plan = plan, .sync_fd = sv[1],
-			      .parent_fds = {sv[0], s.sig_fd, s.cleaner.pipe_fd, s.devnull,
-					     s.ws_lock, s.watch.fd}};
+		ab_phkey_id_of(plan->ph_key, &s->key_before);
+	return 0;
+}
+
+/* Clone the child, then what must follow clone before the child may go on:
+ * SIGPIPE ignored, the watcher told, the control socket, the tracer. */
+static int start_sandbox(run_state *s)
+{
+	const ab_plan *plan = s->plan;
+	int sv[2] = {-1, -1};
+	s->sig_fd = signalfd(-1, &s->sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (s->sig_fd < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return ab_fail(s->err, errno, "run: signalfd/socketpair");
+	s->sync_fd = sv[0];
+	s->child_end = sv[1];
+	ab_child_args args = {.plan = plan, .sync_fd = s->child_end,
+			      .parent_fds = {s->sync_fd, s->sig_fd, s->cleaner.pipe_fd, s->devnull,
+					     s->ws_lock, s->watch.fd}};
 	if (plan->use_pty)
 		args.have_ws = ab_pty_get_winsize(STDIN_FILENO, &args.ws) ||
 			       ab_pty_get_winsize(STDOUT_FILENO, &args.ws) ||
 			       ab_pty_get_winsize(STDERR_FILENO, &args.ws);
-	if (start_child(plan, &args, &s.child, err) < 0)
-		goto out;
+	if (start_child(plan, &args, &s->child, s->err) < 0)
+		return -1;
 	/* The proxy writes to sockets whose peers may be gone (splice has no
 	 * MSG_NOSIGNAL): EPIPE, not death.  Set after clone so the sandbox keeps
 	 * the default disposition (an ignored signal would survive its exec). */
 	signal(SIGPIPE, SIG_IGN);
-	close(sv[1]);
-	sv[1] = -1;
-	s.sync_fd = sv[0];
-	ab_cleaner_watch_pid(&s.cleaner, s.child);
-	if (s.proxy)
-		open_control(&s);
+	ab_closep(&s->child_end);
+	ab_cleaner_watch_pid(&s->cleaner, s->child);
+	if (s->proxy)
+		open_control(s);
 	/* the child waits for MAPS_DONE: tracing sees everything it does */
-	if (s.want_trace) {
+	if (s->want_trace) {
 		ab_err terr = {0};
-		if (ab_trace_start(s.child, s.audit, plan->seccomp.notify_denials, &s.trace, &terr) < 0 &&
-		    trace_failed(plan, &terr, err) < 0) {
-			kill(s.child, SIGKILL);
-			waitpid(s.child, NULL, 0);
-			goto out;
-		}
+		if (ab_trace_start(s->child, s->audit, plan->seccomp.notify_denials, &s->trace,
+				   &terr) < 0 &&
+		    trace_failed(plan, &terr, s->err) < 0)
+			return -1;
 	}
+	return 0;
+}
+
+/* What the child waits for, in the order it needs it: its id maps and cgroup
+ * (MAPS_DONE), the placeholders and secrets (PLACEHOLDERS_DONE), the
+ * idmapped trees, the seccomp filter. */
+static int feed_child(run_state *s)
+{
+	const ab_plan *plan = s->plan;
+	ab_err *err = s->err;
 	ab_sync_msg go = {.type = AB_SYNC_MAPS_DONE};
-	/* A failed send means the child already died: serve() collects its
-	 * error report.  A failed compile is ours to report. */
-	ab_sync_msg ph = {.type = AB_SYNC_PLACEHOLDERS_DONE};
-	bool sent = write_maps(plan, s.child, err) == 0 &&
-		    setup_cgroup(plan, s.child, &cg_path, err) == 0 &&
-		    ab_sync_send(s.sync_fd, &go, -1) == 0;
+	/* A failed send means the child already died; a failed write of the
+	 * maps or of the cgroup said why. */
+	if (write_maps(plan, s->child, err) < 0 ||
+	    setup_cgroup(plan, s->child, &s->cg_path, err) < 0 ||
+	    ab_sync_send(s->sync_fd, &go, -1) < 0) {
+		if (!err->msg[0])
+			ab_fail(err, EIO, "run: start the sandbox");
+		return -1;
+	}
 	/* the child gets going (hostname, loopback, sources) while we create
 	 * the placeholders, the idmapped trees and the seccomp filter */
-	if (sent && ab_placeholders_create(plan, &s.cleaner, err) < 0) {
-		kill(s.child, SIGKILL);
-		waitpid(s.child, NULL, 0);
-		goto out;
-	}
-	if (sent && ab_watch_start(&s.watch, plan, err) < 0) {
-		kill(s.child, SIGKILL);
-		waitpid(s.child, NULL, 0);
-		goto out;
-	}
+	if (ab_placeholders_create(plan, &s->cleaner, err) < 0 ||
+	    ab_watch_start(&s->watch, plan, err) < 0)
+		return -1;
 	/* From here agentbox holds real values: no core dump of it, and no
 	 * process of the same user may ptrace it or read its memory.  Not
 	 * before: the child's id maps were written through /proc, which a
 	 * non-dumpable parent's clone would have made root's. */
-	if (sent && plan->egress.nsecrets && prctl(PR_SET_DUMPABLE, 0) < 0) {
-		ab_fail(err, errno, "prctl(PR_SET_DUMPABLE)");
-		kill(s.child, SIGKILL);
-		waitpid(s.child, NULL, 0);
-		goto out;
-	}
+	if (plan->egress.nsecrets && prctl(PR_SET_DUMPABLE, 0) < 0)
+		return ab_fail(err, errno, "prctl(PR_SET_DUMPABLE)");
 	/* secrets and the session CA: made now, so the child never held them */
-	if (sent && ab_broker_prepare(plan, &stash, s.sync_fd, &broker, err) < 0) {
-		kill(s.child, SIGKILL);
-		waitpid(s.child, NULL, 0);
-		goto out;
-	}
-	if (broker)
-		ab_proxy_set_broker(s.proxy, broker);
-	if (sent)
-		(void)ab_sync_send(s.sync_fd, &ph, -1);
-	if (sent && plan->root_mode) {
-		if (ab_mount_prepare_idmaps(plan, idmap_fds, err) < 0) {
-			kill(s.child, SIGKILL);
-			waitpid(s.child, NULL, 0);
-			goto out;
-		}
-		(void)send_idmaps(s.sync_fd, plan, idmap_fds);
+	if (ab_broker_prepare(plan, &s->stash, s->sync_fd, &s->broker, err) < 0)
+		return -1;
+	if (s->broker)
+		ab_proxy_set_broker(s->proxy, s->broker);
+	ab_sync_msg ph = {.type = AB_SYNC_PLACEHOLDERS_DONE};
+	(void)ab_sync_send(s->sync_fd, &ph, -1);
+	if (plan->root_mode) {
+		if (ab_mount_prepare_idmaps(plan, s->idmap_fds, err) < 0)
+			return -1;
+		(void)send_idmaps(s->sync_fd, plan, s->idmap_fds);
 	}
 	/* the tracer records the denials in the kernel: the filter answers them
 	 * itself (no round trip to the supervisor per denied call) */
 	ab_seccomp_policy pol = plan->seccomp;
-	if (ab_trace_records_denials(s.trace))
+	if (ab_trace_records_denials(s->trace))
 		pol.notify_denials = false;
-	if (sent && ab_seccomp_compile(&pol, &prog, err) < 0) {
-		kill(s.child, SIGKILL);
-		waitpid(s.child, NULL, 0);
-		goto out;
-	}
-	if (sent)
-		(void)ab_sync_send_seccomp(s.sync_fd, &prog);
-	if (!sent) {
-		if (!err->msg[0])
-			ab_fail(err, EIO, "run: start the sandbox");
-		kill(s.child, SIGKILL);
-		waitpid(s.child, NULL, 0);
-		goto out;
-	}
-	/* after the last fork (the idmap helper above): threads may start */
-	if (ab_audit_export_run(s.audit, err) < 0 || serve(&s, err) < 0 || s.fatal) {
-		kill(s.child, SIGKILL);
-		waitpid(s.child, NULL, 0);
-		goto out;
-	}
-	code = exit_code_of(&s, err);
-out:
-	if (s.proxy)
-		ab_proxy_shutdown(s.proxy);
-	if (s.ctl_fd >= 0)
-		close(s.ctl_fd);
-	ab_control_close(s.ctl); /* still under the workspace lock */
-	if (s.relay)
-		ab_pty_relay_free(s.relay);
-	ab_supervisor_finish(s.sup); /* the last exits, the repeat counts */
-	if (s.loop)
-		ab_loop_free(s.loop);
-	ab_trace_free(s.trace); /* the last records, before the summary and "end" */
+	if (ab_seccomp_compile(&pol, &s->prog, err) < 0)
+		return -1;
+	(void)ab_sync_send_seccomp(s->sync_fd, &s->prog);
+	return 0;
+}
+
+/* Until the child is gone; after the last fork (the idmap helper above):
+ * threads may start. */
+static int serve_child(run_state *s)
+{
+	if (ab_audit_export_run(s->audit, s->err) < 0 || serve(s, s->err) < 0 || s->fatal)
+		return -1;
+	return 0;
+}
+
+/* ---- the one way out: the child killed and reaped unless it already was,
+ * then every resource released once, in an order that matters */
+
+/* The services stop before anything they use goes: the proxy's connections,
+ * the control socket (still under the workspace lock), the relay, the
+ * record's last exits and repeat counts, the tracer's last records (before
+ * the summary and "end"). */
+static void stop_services(run_state *s)
+{
+	if (s->proxy)
+		ab_proxy_shutdown(s->proxy);
+	ab_closep(&s->ctl_fd);
+	ab_control_close(s->ctl);
+	s->ctl = NULL;
+	if (s->relay)
+		ab_pty_relay_free(s->relay);
+	s->relay = NULL;
+	ab_supervisor_finish(s->sup);
+	if (s->loop)
+		ab_loop_free(s->loop);
+	s->loop = NULL;
+	ab_trace_free(s->trace);
+	s->trace = NULL;
+}
+
+static void restore_terminal(run_state *s)
+{
 	for (int fd = 0; fd <= 2; fd++) {
-		if (!tio_saved[fd])
+		if (!s->tio_saved[fd])
 			continue;
-		(void)tcsetattr(fd, TCSANOW, &saved_tio[fd]);
+		(void)tcsetattr(fd, TCSANOW, &s->saved_tio[fd]);
 		if (fd == 0)
 			(void)tcflush(fd, TCIFLUSH);
 	}
-	/* after the terminal is back to normal */
-	if (s.child > 0 && (code != AB_EXIT_FAIL || s.have_exit))
-		report_git(plan, &s, git_before_ok ? &git_before : NULL, git_since, git_repo);
-	if (s.audit && plan->egress.summary && (code != AB_EXIT_FAIL || s.have_exit))
-		ab_audit_summary(s.audit, stderr);
-	ab_proxy_free(s.proxy);
-	ab_supervisor_free(s.sup);
-	if (s.audit) {
-		json_t *ev = json_object();
-		json_object_set_new(ev, "event", json_string("end"));
-		if (code != AB_EXIT_FAIL || s.have_exit)
-			json_object_set_new(ev, "status", json_integer(code));
-		ab_audit_emit(s.audit, ev);
-		ab_audit_free(s.audit);
+}
+
+/* The run's last words: the summary on stderr, "end" (with the status when
+ * the command ran) in the log. */
+static void close_log(run_state *s, int code, bool ran)
+{
+	if (s->audit && s->plan->egress.summary && ran)
+		ab_audit_summary(s->audit, stderr);
+	ab_proxy_free(s->proxy);
+	s->proxy = NULL;
+	ab_supervisor_free(s->sup);
+	s->sup = NULL;
+	if (!s->audit)
+		return;
+	json_t *ev = json_object();
+	json_object_set_new(ev, "event", json_string("end"));
+	if (ran)
+		json_object_set_new(ev, "status", json_integer(code));
+	ab_audit_emit(s->audit, ev);
+	ab_audit_free(s->audit);
+	s->audit = NULL;
+}
+
+static void settle_phkey(run_state *s)
+{
+	const ab_plan *plan = s->plan;
+	if (!plan->ph_key_rw || s->child <= 0)
+		return;
+	int kr = ab_phkey_settle(plan->ph_key, &s->key_before);
+	if (kr > 0)
+		ab_warn("%s was replaced during the run (a writable grant covers it) and is "
+			"removed: the next run makes a new key, and new stable placeholders",
+			plan->ph_key);
+	else if (kr < 0)
+		ab_warn("%s was replaced during the run (a writable grant covers it) and "
+			"could not be removed (%s): remove it before the next run",
+			plan->ph_key, strerror(-kr));
+}
+
+static void release_fds(run_state *s)
+{
+	if (s->idmap_fds) {
+		for (size_t i = 0; i < s->plan->nmounts; i++)
+			ab_closep(&s->idmap_fds[i]);
+		free(TAKE_PTR(s->idmap_fds));
 	}
-	ab_broker_free(broker); /* wipes the values */
-	ab_stash_free(&stash);
-	ab_watch_free(&s.watch);
-	ab_cleaner_finish(&s.cleaner);
-	if (plan->ph_key_rw && s.child > 0) {
-		int kr = ab_phkey_settle(plan->ph_key, &key_before);
-		if (kr > 0)
-			ab_warn("%s was replaced during the run (a writable grant covers it) and is "
-				"removed: the next run makes a new key, and new stable placeholders",
-				plan->ph_key);
-		else if (kr < 0)
-			ab_warn("%s was replaced during the run (a writable grant covers it) and "
-				"could not be removed (%s): remove it before the next run",
-				plan->ph_key, strerror(-kr));
-	}
-	if (cg_path) {
-		ab_cgroup_cleanup(cg_path);
-		free(cg_path);
-	}
-	if (idmap_fds) {
-		for (size_t i = 0; i < plan->nmounts; i++)
-			if (idmap_fds[i] >= 0)
-				close(idmap_fds[i]);
-		free(idmap_fds);
-	}
-	if (sv[0] >= 0)
-		close(sv[0]);
-	if (sv[1] >= 0)
-		close(sv[1]);
-	if (s.sig_fd >= 0)
-		close(s.sig_fd);
-	if (s.devnull >= 0)
-		close(s.devnull);
-	if (s.ws_lock >= 0) {
+	ab_closep(&s->sync_fd);
+	ab_closep(&s->child_end);
+	ab_closep(&s->sig_fd);
+	ab_closep(&s->devnull);
+	if (s->ws_lock >= 0) {
 		/* placeholders are gone: release the lock now, for the watcher's
 		 * copy too (it is one open file description) */
-		flock(s.ws_lock, LOCK_UN);
-		close(s.ws_lock);
+		flock(s->ws_lock, LOCK_UN);
+		ab_closep(&s->ws_lock);
 	}
-	ab_seccomp_prog_free(&prog);
-	ab_strv_free(&git_before);
+}
+
+static void run_release(run_state *s, int code)
+{
+	bool ran = code != AB_EXIT_FAIL || s->have_exit;
+	if (s->child > 0 && !s->child_done) {
+		kill(s->child, SIGKILL);
+		waitpid(s->child, NULL, 0);
+		s->child_done = true;
+	}
+	stop_services(s);
+	restore_terminal(s);
+	/* after the terminal is back to normal */
+	if (s->child > 0 && ran)
+		report_git(s);
+	close_log(s, code, ran);
+	ab_broker_free(s->broker); /* wipes the values */
+	s->broker = NULL;
+	ab_stash_free(&s->stash);
+	ab_watch_free(&s->watch);
+	ab_cleaner_finish(&s->cleaner);
+	settle_phkey(s);
+	if (s->cg_path) {
+		ab_cgroup_cleanup(s->cg_path);
+		free(TAKE_PTR(s->cg_path));
+	}
+	release_fds(s);
+	ab_seccomp_prog_free(&s->prog);
+	ab_strv_free(&s->git_before);
+}
+
+int ab_sandbox_run(const ab_plan *plan, ab_err *err)
+{
+	/* validate now, compile after clone (overlapping the child's setup) */
+	if (ab_seccomp_validate(&plan->seccomp, err) < 0)
+		return AB_EXIT_FAIL;
+	run_state s;
+	int code = AB_EXIT_FAIL;
+	if (run_init(&s, plan, err) == 0 && lock_workspace(&s) == 0 && prepare_host(&s) == 0 &&
+	    prepare_services(&s) == 0 && start_sandbox(&s) == 0 && feed_child(&s) == 0 &&
+	    serve_child(&s) == 0)
+		code = exit_code_of(&s, err);
+	run_release(&s, code);
 	/* the signal mask stays: main returns right away, and a signal still
 	 * pending (a second Ctrl-C) must not replace the command's status */
-	(void)old;
 	return code;
 }

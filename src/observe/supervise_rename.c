@@ -155,16 +155,21 @@ static ssize_t read_new(int src, struct rename_buf *b)
 {
 	_cleanup_close_ int rfd = reopen(src, O_RDONLY);
 	size_t len = 0;
-	for (ssize_t n = 1; rfd >= 0 && n > 0 && len < sizeof(b->data); len += (size_t)n) {
-		n = read(rfd, b->data + len, sizeof(b->data) - len);
+	if (rfd < 0)
+		return -1;
+	/* an interrupted read is tried again, never taken for the end: a short
+	 * copy would be saved as the credentials file */
+	while (len < sizeof(b->data)) {
+		ssize_t n = read(rfd, b->data + len, sizeof(b->data) - len);
 		if (n < 0 && errno == EINTR)
-			n = 0;
-		else if (n < 0)
+			continue;
+		if (n < 0)
 			return -1;
-		else if (n == 0)
+		if (n == 0)
 			break;
+		len += (size_t)n;
 	}
-	return rfd < 0 ? -1 : (ssize_t)len;
+	return (ssize_t)len;
 }
 
 /* DATA as the whole content of the rendered copy WFD: 0, or EIO */

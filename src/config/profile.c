@@ -78,14 +78,11 @@ static int merge_secret(ab_profile *base, const struct ab_profile_secret *s)
 	return 0;
 }
 
-static int merge_values(ab_profile *base, const ab_profile *top)
+/* All lists but `command` (the last) are unions; a later `command` replaces. */
+static int merge_lists(ab_profile *base, const ab_profile *top)
 {
 	ab_strv cmd = { 0 };
 	int r;
-	if (pf_replace_str(&base->description, top->description) < 0 ||
-	    pf_replace_str(&base->hostname, top->hostname) < 0)
-		return -ENOMEM;
-	/* all lists but `command` (the last) are unions */
 	for (size_t i = 0; profile_lists(base, i + 1); i++)
 		if ((r = ab_strv_extend(profile_lists(base, i),
 					profile_lists((ab_profile *)top, i))) < 0)
@@ -98,9 +95,11 @@ static int merge_values(ab_profile *base, const ab_profile *top)
 		ab_strv_free(&base->command);
 		base->command = cmd;
 	}
-	for (size_t i = 0; i < top->env.nset; i++)
-		if (pf_kv_set(base, top->env.set[i].key, top->env.set[i].val) < 0)
-			return -ENOMEM;
+	return 0;
+}
+
+static void merge_limits(ab_profile *base, const ab_profile *top)
+{
 #define OVERRIDE(f)                                 \
 	do {                                        \
 		if (top->limits.f != AB_LIMIT_UNSET) \
@@ -114,6 +113,12 @@ static int merge_values(ab_profile *base, const ab_profile *top)
 	OVERRIDE(pids);
 	OVERRIDE(cpu);
 #undef OVERRIDE
+}
+
+/* network (but its lists and loopback ports), audit and terminal: a value
+ * set later wins */
+static int merge_settings(ab_profile *base, const ab_profile *top)
+{
 	for (size_t i = 0; i < top->net.nhosts; i++)
 		if (pf_kv_put(&base->net.hosts, &base->net.nhosts, top->net.hosts[i].key,
 			      top->net.hosts[i].val) < 0)
@@ -133,6 +138,23 @@ static int merge_values(ab_profile *base, const ab_profile *top)
 	if (pf_replace_str(&base->net.log, top->net.log) < 0 ||
 	    pf_replace_str(&base->net.upstream_proxy, top->net.upstream_proxy) < 0 ||
 	    pf_replace_str(&base->net.ca_file, top->net.ca_file) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static int merge_values(ab_profile *base, const ab_profile *top)
+{
+	int r;
+	if (pf_replace_str(&base->description, top->description) < 0 ||
+	    pf_replace_str(&base->hostname, top->hostname) < 0)
+		return -ENOMEM;
+	if ((r = merge_lists(base, top)) < 0)
+		return r;
+	for (size_t i = 0; i < top->env.nset; i++)
+		if (pf_kv_set(base, top->env.set[i].key, top->env.set[i].val) < 0)
+			return -ENOMEM;
+	merge_limits(base, top);
+	if (merge_settings(base, top) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < top->nsecrets; i++)
 		if (merge_secret(base, &top->secrets[i]) < 0)

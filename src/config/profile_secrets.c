@@ -296,6 +296,63 @@ static int secret_optional(pf_ctx *c, json_t *e, struct ab_profile_secret *x)
 	return 0;
 }
 
+/* "env": the variable the placeholder is set in, or false for none. */
+static int secret_env(pf_ctx *c, json_t *e, struct ab_profile_secret *x)
+{
+	if (json_is_false(e))
+		return (x->env_name = strdup("")) ? 0 : pf_oom(c);
+	if (json_is_string(e) &&
+	    pf_env_name_ok(json_string_value(e), strlen(json_string_value(e))))
+		return (x->env_name = strdup(json_string_value(e))) ? 0 : pf_oom(c);
+	return pf_fail(c, "expected a variable name or false");
+}
+
+static int secret_hint(pf_ctx *c, json_t *e, struct ab_profile_secret *x)
+{
+	const char *s;
+	int r;
+	if ((r = pf_get_str(c, e, &s)) == 0 && strlen(s) > 300)
+		r = pf_fail(c, "a hint of at most 300 bytes");
+	if (r == 0 && !(x->hint = strdup(s)))
+		r = pf_oom(c);
+	return r;
+}
+
+/* One key of a secret's object (the current path ends at it). */
+static int secret_key(pf_ctx *c, const char *k, json_t *e, struct ab_profile_secret *x)
+{
+	char q[100];
+	if (strcmp(k, "from") == 0)
+		return secret_from(c, e, x);
+	if (strcmp(k, "hosts") == 0)
+		return pf_parse_strings(c, e, pf_item_netrule, PF_UNIQUE, &x->hosts);
+	if (strcmp(k, "in") == 0)
+		return pf_parse_strings(c, e, item_place, PF_UNIQUE, &x->places);
+	if (strcmp(k, "placeholder") == 0)
+		return secret_placeholder(c, e, x);
+	if (strcmp(k, "env") == 0)
+		return secret_env(c, e, x);
+	if (strcmp(k, "mask_in_body") == 0) {
+		if (!json_is_boolean(e))
+			return pf_fail(c, "expected true or false, got %s", pf_jtype(e));
+		x->mask_in_body = json_is_true(e);
+		return 0;
+	}
+	if (strcmp(k, "elsewhere") == 0)
+		return pf_get_elsewhere(c, e, &x->elsewhere);
+	if (strcmp(k, "optional") == 0)
+		return secret_optional(c, e, x);
+	if (strcmp(k, "hint") == 0)
+		return secret_hint(c, e, x);
+	if (strcmp(k, "render") == 0)
+		return secret_render(c, e, x);
+	if (strcmp(k, "rotate") == 0)
+		return secret_rotate(c, e, x);
+	return pf_fail_key(c, "unknown key \"%s\" (from, hosts, in, placeholder, env, "
+			   "mask_in_body, elsewhere, optional, hint, render, rotate)",
+			   pf_quote(q, sizeof(q), k));
+}
+
 static int secret_one(pf_ctx *c, const char *name, json_t *v, struct ab_profile_secret *x)
 {
 	const char *k;
@@ -308,60 +365,19 @@ static int secret_one(pf_ctx *c, const char *name, json_t *v, struct ab_profile_
 		return pf_fail(c, "expected an object, got %s", pf_jtype(v));
 	if (!(x->name = strdup(name)))
 		return pf_oom(c);
-	bool have_from = false, have_hosts = false;
+	bool have_from = false;
 	json_object_foreach(v, k, e) {
-		int r = 0;
 		pf_push_key(c, k);
-		if (strcmp(k, "from") == 0) {
-			r = secret_from(c, e, x);
-			have_from = true;
-		} else if (strcmp(k, "hosts") == 0) {
-			r = pf_parse_strings(c, e, pf_item_netrule, PF_UNIQUE, &x->hosts);
-			have_hosts = x->hosts.n > 0;
-		} else if (strcmp(k, "in") == 0) {
-			r = pf_parse_strings(c, e, item_place, PF_UNIQUE, &x->places);
-		} else if (strcmp(k, "placeholder") == 0) {
-			r = secret_placeholder(c, e, x);
-		} else if (strcmp(k, "env") == 0) {
-			if (json_is_false(e)) {
-				r = (x->env_name = strdup("")) ? 0 : pf_oom(c);
-			} else if (json_is_string(e) &&
-				   pf_env_name_ok(json_string_value(e), strlen(json_string_value(e)))) {
-				r = (x->env_name = strdup(json_string_value(e))) ? 0 : pf_oom(c);
-			} else {
-				r = pf_fail(c, "expected a variable name or false");
-			}
-		} else if (strcmp(k, "mask_in_body") == 0) {
-			if (json_is_boolean(e))
-				x->mask_in_body = json_is_true(e);
-			else
-				r = pf_fail(c, "expected true or false, got %s", pf_jtype(e));
-		} else if (strcmp(k, "elsewhere") == 0) {
-			r = pf_get_elsewhere(c, e, &x->elsewhere);
-		} else if (strcmp(k, "optional") == 0) {
-			r = secret_optional(c, e, x);
-		} else if (strcmp(k, "hint") == 0) {
-			const char *s;
-			if ((r = pf_get_str(c, e, &s)) == 0 && strlen(s) > 300)
-				r = pf_fail(c, "a hint of at most 300 bytes");
-			if (r == 0 && !(x->hint = strdup(s)))
-				r = pf_oom(c);
-		} else if (strcmp(k, "render") == 0) {
-			r = secret_render(c, e, x);
-		} else if (strcmp(k, "rotate") == 0) {
-			r = secret_rotate(c, e, x);
-		} else {
-			r = pf_fail_key(c, "unknown key \"%s\" (from, hosts, in, placeholder, env, "
-					"mask_in_body, elsewhere, optional, hint, render, rotate)",
-					pf_quote(q, sizeof(q), k));
-		}
+		int r = secret_key(c, k, e, x);
 		pf_pop(c);
 		if (r < 0)
 			return r;
+		have_from |= strcmp(k, "from") == 0;
 	}
 	if (!have_from)
 		return pf_fail(c, "secret %s: missing \"from\" (where agentbox reads the value)", name);
-	if (!have_hosts)
+	/* only "hosts" fills x->hosts */
+	if (x->hosts.n == 0)
 		return pf_fail(c, "secret %s: missing \"hosts\" (where the value may be sent)",
 			       name);
 	if (x->render && x->src != AB_PSECRET_JSON)

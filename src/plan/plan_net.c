@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "agentbox/netpolicy.h"
-#include "agentbox/plan.h"
+#include "plan_int.h"
 
 static int add_port(ab_egress_plan *e, unsigned port, ab_err *err)
 {
@@ -57,11 +57,11 @@ static int collect_ports(ab_egress_plan *e, const ab_strv *rules, ab_err *err)
 
 static int resolv_and_hosts(ab_plan *p)
 {
-	int r = ab_plan_add_mount(p, AB_MNT_CONTENT,
-				  "# agentbox: the sandbox's own DNS responder; no query leaves it\n"
-				  "nameserver 127.0.0.1\n"
-				  "options edns0 trust-ad\n",
-				  "/etc/resolv.conf", 0, "network");
+	int r = pl_add_mount(p, AB_MNT_CONTENT,
+			     "# agentbox: the sandbox's own DNS responder; no query leaves it\n"
+			     "nameserver 127.0.0.1\n"
+			     "options edns0 trust-ad\n",
+			     "/etc/resolv.conf", 0, "network");
 	if (r < 0)
 		return r;
 	char *hosts = ab_asprintf("127.0.0.1\tlocalhost\n"
@@ -70,7 +70,7 @@ static int resolv_and_hosts(ab_plan *p)
 				  p->hostname);
 	if (!hosts)
 		return -ENOMEM;
-	r = ab_plan_add_mount(p, AB_MNT_CONTENT, hosts, "/etc/hosts", 0, "network");
+	r = pl_add_mount(p, AB_MNT_CONTENT, hosts, "/etc/hosts", 0, "network");
 	free(hosts);
 	return r;
 }
@@ -228,18 +228,18 @@ static int plan_trust(ab_plan *p, const ab_plan_input *in)
 	for (size_t i = 0; !r && i < AB_ARRAY_SIZE(distro); i++) {
 		struct stat st;
 		if (in->lstat(in->lstat_ctx, distro[i], &st) == 0 && S_ISREG(st.st_mode))
-			r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, distro[i], AB_MNT_F_RUNTIME,
-					      "session CA");
+			r = pl_add_mount(p, AB_MNT_CONTENT, NULL, distro[i], AB_MNT_F_RUNTIME,
+					 "session CA");
 	}
 	if (!r)
-		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_BUNDLE, AB_MNT_F_RUNTIME,
-				      "session CA");
+		r = pl_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_BUNDLE, AB_MNT_F_RUNTIME,
+				 "session CA");
 	if (!r)
-		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_CA,
-				      AB_MNT_F_RUNTIME | AB_MNT_F_CA_ONLY, "session CA");
+		r = pl_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_CA,
+				 AB_MNT_F_RUNTIME | AB_MNT_F_CA_ONLY, "session CA");
 	if (!r)
-		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_JAVA,
-				      AB_MNT_F_RUNTIME | AB_MNT_F_JAVA, "session CA");
+		r = pl_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_JAVA,
+				 AB_MNT_F_RUNTIME | AB_MNT_F_JAVA, "session CA");
 	/* Java's own default truststores (the JDKs' lib/security/cacerts link to
 	 * them; "changeit" is their password): the PKCS#12 one replaces them */
 	static const char *const java[] = {
@@ -248,8 +248,8 @@ static int plan_trust(ab_plan *p, const ab_plan_input *in)
 	for (size_t i = 0; !r && i < AB_ARRAY_SIZE(java); i++) {
 		struct stat st;
 		if (in->lstat(in->lstat_ctx, java[i], &st) == 0 && S_ISREG(st.st_mode))
-			r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, java[i],
-					      AB_MNT_F_RUNTIME | AB_MNT_F_JAVA, "session CA");
+			r = pl_add_mount(p, AB_MNT_CONTENT, NULL, java[i],
+					 AB_MNT_F_RUNTIME | AB_MNT_F_JAVA, "session CA");
 	}
 	return r;
 }
@@ -271,13 +271,13 @@ static int plan_rendered(ab_plan *p, const ab_plan_input *in)
 			dup |= e->secrets[j].render && strcmp(e->secrets[j].src_file, x->src_file) == 0;
 		if (dup || in->lstat(in->lstat_ctx, x->src_file, &st) < 0 || !S_ISREG(st.st_mode))
 			continue;
-		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, x->src_file,
-				      AB_MNT_F_RUNTIME | AB_MNT_F_RENDER, "credentials");
+		r = pl_add_mount(p, AB_MNT_CONTENT, NULL, x->src_file,
+				 AB_MNT_F_RUNTIME | AB_MNT_F_RENDER, "credentials");
 	}
 	return r;
 }
 
-int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
+int pl_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	const ab_profile *prof = in->profile;
 	ab_egress_plan *e = &p->egress;
@@ -369,7 +369,7 @@ static int env_put(ab_strv *env, const char *key, const char *val)
 /* What common clients need to find the proxy (guide/egress.md).  NO_PROXY is
  * loopback only: the host's is never inherited (env.pass may not carry it
  * either: these names are overwritten). */
-int ab_plan_egress_env(ab_plan *p, ab_err *err)
+int pl_plan_egress_env(ab_plan *p, ab_err *err)
 {
 	char url[64], port[8], java[512];
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)p->egress.proxy_port);
@@ -445,7 +445,7 @@ int ab_plan_egress_env(ab_plan *p, ab_err *err)
 	return r < 0 ? ab_fail(err, -r, "plan: environment") : 0;
 }
 
-void ab_egress_plan_free(ab_egress_plan *e)
+void pl_egress_plan_free(ab_egress_plan *e)
 {
 	ab_strv_free(&e->allow);
 	ab_strv_free(&e->deny);

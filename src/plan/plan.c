@@ -191,28 +191,10 @@ static int plan_limits(ab_plan *p, const ab_plan_input *in, ab_err *err)
 
 /* ---------------------------------------------------------------- build */
 
-static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
+/* HOME may have been pointed elsewhere, or reach the home through a
+ * symlink (/home -> /var/home): every form of it is just as private */
+static int plan_other_homes(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
-	p->workspace = ab_path_normalize(in->workspace);
-	p->home = ab_path_normalize(in->home);
-	if (!p->workspace || !p->home)
-		return ab_fail(err, EINVAL, "workspace and home must be absolute paths");
-	if (strcmp(p->home, "/") == 0) {
-		/* the private home is a tmpfs at $HOME: over "/" it would replace the
-		 * whole new root (and make every root-owned grant "under home") */
-		ab_fail(err, 0, "refusing to use / as the home directory");
-		ab_err_hint(err, "set HOME to a real home directory");
-		return -EINVAL;
-	}
-	if (strcmp(p->workspace, "/") == 0 || ab_path_is_under(p->home, p->workspace)) {
-		ab_fail(err, 0, "refusing to use %s as the workspace: it contains your home "
-				"directory (%s), which the sandbox must not see",
-			p->workspace, p->home);
-		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
-		return -EINVAL;
-	}
-	/* HOME may have been pointed elsewhere, or reach the home through a
-	 * symlink (/home -> /var/home): every form of it is just as private */
 	const char *cands[64];
 	size_t nc = 0;
 	if (in->pw_home)
@@ -233,8 +215,13 @@ static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
 	}
-	/* System trees are never a workspace: as root (idmapped) the sandbox
-	 * could otherwise write /etc or /usr, and unprivileged it is a mistake. */
+	return 0;
+}
+
+/* System trees are never a workspace: as root (idmapped) the sandbox
+ * could otherwise write /etc or /usr, and unprivileged it is a mistake. */
+static int check_workspace_place(const ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
 	static const char *const system_trees[] = {"/etc", "/usr", "/bin", "/sbin", "/lib",
 						   "/lib32", "/lib64", "/libx32", "/boot",
 						   "/dev", "/proc", "/sys", "/run", "/snap"};
@@ -265,6 +252,32 @@ static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
 	}
+	return 0;
+}
+
+static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	p->workspace = ab_path_normalize(in->workspace);
+	p->home = ab_path_normalize(in->home);
+	if (!p->workspace || !p->home)
+		return ab_fail(err, EINVAL, "workspace and home must be absolute paths");
+	if (strcmp(p->home, "/") == 0) {
+		/* the private home is a tmpfs at $HOME: over "/" it would replace the
+		 * whole new root (and make every root-owned grant "under home") */
+		ab_fail(err, 0, "refusing to use / as the home directory");
+		ab_err_hint(err, "set HOME to a real home directory");
+		return -EINVAL;
+	}
+	if (strcmp(p->workspace, "/") == 0 || ab_path_is_under(p->home, p->workspace)) {
+		ab_fail(err, 0, "refusing to use %s as the workspace: it contains your home "
+				"directory (%s), which the sandbox must not see",
+			p->workspace, p->home);
+		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
+		return -EINVAL;
+	}
+	int r = plan_other_homes(p, in, err);
+	if (r < 0 || (r = check_workspace_place(p, in, err)) < 0)
+		return r;
 	const char *d = pl_under_any(&in->profile->fs.deny, p->workspace);
 	if (d) {
 		ab_fail(err, 0, "the workspace %s is inside a denied path (%s)", p->workspace, d);

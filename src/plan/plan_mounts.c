@@ -168,7 +168,8 @@ static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	r |= pl_add_mount(p, AB_MNT_DEV, NULL, "/dev", AB_MNT_F_DIR, "dev");
 	r |= pl_add_mount(p, AB_MNT_TMPFS, NULL, "/dev/shm", AB_MNT_F_DIR, "dev");
 	for (size_t i = 0; i < AB_ARRAY_SIZE(tmpfs_dirs); i++)
-		r |= pl_add_mount(p, AB_MNT_TMPFS, NULL, tmpfs_dirs[i], AB_MNT_F_DIR, "private tmp");
+		r |= pl_add_mount(p, AB_MNT_TMPFS, NULL, tmpfs_dirs[i], AB_MNT_F_DIR,
+				  "private tmp");
 	if (in->ablate & AB_ABLATE_HOME)
 		r |= pl_add_mount(p, AB_MNT_BIND_RW, p->home, p->home,
 				  AB_MNT_F_DIR | (p->root_mode ? AB_MNT_F_IDMAP : 0), "TEST ABLATION home");
@@ -177,7 +178,8 @@ static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	/* the kernel's knobs stay read-only; the rest of /proc is per-pid-ns */
 	static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(proc_ro); i++)
-		r |= pl_add_mount(p, AB_MNT_RO_REMOUNT, NULL, proc_ro[i], AB_MNT_F_OPTIONAL, "proc");
+		r |= pl_add_mount(p, AB_MNT_RO_REMOUNT, NULL, proc_ro[i], AB_MNT_F_OPTIONAL,
+				  "proc");
 	/* host-wide information the sandbox has no business reading */
 	static const char *const proc_mask[] = {"/proc/kcore", "/proc/timer_list",
 						"/proc/sched_debug", "/proc/keys",
@@ -509,6 +511,31 @@ static int add_placeholder(ab_plan *p, const char *cur, const char *root, const 
 		       : 0;
 }
 
+/* The walk of protect_one reached an existing path that is the last one or
+ * no directory: the last one, or a regular file in between, is re-bound
+ * read-only; anything else in between ends the walk. */
+static int protect_existing(ab_plan *p, const char *root, const char *cur,
+			    const struct stat *st, bool last, ab_err *err)
+{
+	if (!last && !S_ISREG(st->st_mode))
+		return 0;
+	if (has_mount_at(p, cur))
+		return 0;
+	if (S_ISREG(st->st_mode) && st->st_nlink > 1) {
+		/* another name for the same file would stay writable */
+		ab_fail(err, 0, "fs.protect: %s has %lu hard links; the other names "
+				"would stay writable, so it cannot be protected",
+			cur, (unsigned long)st->st_nlink);
+		ab_err_hint(err, "find them with `find %s -samefile %s` and remove the "
+				 "extra links", root, cur);
+		return -EINVAL;
+	}
+	unsigned flags = S_ISDIR(st->st_mode) ? AB_MNT_F_DIR : 0;
+	return pl_add_mount(p, AB_MNT_PROTECT, cur, cur, flags, "fs.protect") < 0
+		       ? ab_fail(err, ENOMEM, "plan")
+		       : 0;
+}
+
 /* One protected entry under one writable root.  `anchored`: an entry naming
  * one path (a missing file is reserved by an empty file); `denied`: the
  * reservation of an absent denied path (plan_denies), which the deny check
@@ -562,25 +589,8 @@ static int protect_one(ab_plan *p, const ab_plan_input *in, const char *root, co
 					 "\"%s\" from filesystem.protect", rel);
 			return -EINVAL;
 		}
-		if (last || !S_ISDIR(st.st_mode)) {
-			if (!last && !S_ISREG(st.st_mode))
-				return 0;
-			if (has_mount_at(p, cur))
-				return 0;
-			if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
-				/* another name for the same file would stay writable */
-				ab_fail(err, 0, "fs.protect: %s has %lu hard links; the other names "
-						"would stay writable, so it cannot be protected",
-					cur, (unsigned long)st.st_nlink);
-				ab_err_hint(err, "find them with `find %s -samefile %s` and remove the "
-						 "extra links", root, cur);
-				return -EINVAL;
-			}
-			unsigned flags = S_ISDIR(st.st_mode) ? AB_MNT_F_DIR : 0;
-			return pl_add_mount(p, AB_MNT_PROTECT, cur, cur, flags, "fs.protect") < 0
-				       ? ab_fail(err, ENOMEM, "plan")
-				       : 0;
-		}
+		if (last || !S_ISDIR(st.st_mode))
+			return protect_existing(p, root, cur, &st, last, err);
 		if (!has_mount_at(p, cur) &&
 		    pl_add_mount(p, AB_MNT_PIN, NULL, cur, AB_MNT_F_DIR, "fs.protect (parent)") < 0)
 			return ab_fail(err, ENOMEM, "plan");

@@ -68,12 +68,14 @@ endif
 BASE_SRCS    := src/base/common.c src/base/loop.c src/base/json_pos.c src/base/sync.c
 PARSE_SRCS   := src/parse/http.c src/parse/dns.c src/parse/tls.c src/parse/wsframe.c \
                 src/parse/netpolicy.c src/parse/credfile.c
-CONFIG_SRCS  := src/config/profile.c
+CONFIG_SRCS  := src/config/profile.c src/config/profile_keys.c src/config/profile_secrets.c \
+                src/config/profile_values.c src/config/profile_vars.c
 KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src/kernel/seccomp_filter.c \
                 src/kernel/seccomp_prog.c src/kernel/caps.c \
                 src/kernel/cgroup.c src/kernel/unixsock.c
 CREDS_SRCS   := src/creds/ca.c src/creds/secrets.c src/creds/scan.c src/creds/phkey.c
-PLAN_SRCS    := src/plan/plan.c src/plan/plan_net.c src/plan/explain.c
+PLAN_SRCS    := src/plan/plan.c src/plan/plan_mounts.c src/plan/plan_net.c src/plan/plan_landlock.c \
+                src/plan/explain.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_exec.c \
                 src/observe/supervise_rename.c src/observe/supervise_connect.c \

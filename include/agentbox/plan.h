@@ -228,13 +228,4 @@ int ab_plan_explain(const ab_plan *p, const ab_profile *prof, bool json, FILE *o
 
 const char *ab_mnt_kind_name(enum ab_mnt_kind k);
 
-/* src/plan/plan_net.c, called by ab_plan_build: the egress plan, its environment
- * (proxy variables), /etc/resolv.conf and /etc/hosts, and the TCP ports
- * Landlock lets the sandbox connect to (proxy, DNS, transparent ports). */
-int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err);
-int ab_plan_egress_env(ab_plan *p, ab_err *err);
-void ab_egress_plan_free(ab_egress_plan *e);
-int ab_plan_add_mount(ab_plan *p, enum ab_mnt_kind kind, const char *src, const char *dst,
-		      unsigned flags, const char *why);
-
 #endif

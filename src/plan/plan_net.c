@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "agentbox/netpolicy.h"
-#include "agentbox/plan.h"
+#include "plan_int.h"
 
 static int add_port(ab_egress_plan *e, unsigned port, ab_err *err)
 {
@@ -57,11 +57,11 @@ static int collect_ports(ab_egress_plan *e, const ab_strv *rules, ab_err *err)
 
 static int resolv_and_hosts(ab_plan *p)
 {
-	int r = ab_plan_add_mount(p, AB_MNT_CONTENT,
-				  "# agentbox: the sandbox's own DNS responder; no query leaves it\n"
-				  "nameserver 127.0.0.1\n"
-				  "options edns0 trust-ad\n",
-				  "/etc/resolv.conf", 0, "network");
+	int r = pl_add_mount(p, AB_MNT_CONTENT,
+			     "# agentbox: the sandbox's own DNS responder; no query leaves it\n"
+			     "nameserver 127.0.0.1\n"
+			     "options edns0 trust-ad\n",
+			     "/etc/resolv.conf", 0, "network");
 	if (r < 0)
 		return r;
 	char *hosts = ab_asprintf("127.0.0.1\tlocalhost\n"
@@ -70,7 +70,7 @@ static int resolv_and_hosts(ab_plan *p)
 				  p->hostname);
 	if (!hosts)
 		return -ENOMEM;
-	r = ab_plan_add_mount(p, AB_MNT_CONTENT, hosts, "/etc/hosts", 0, "network");
+	r = pl_add_mount(p, AB_MNT_CONTENT, hosts, "/etc/hosts", 0, "network");
 	free(hosts);
 	return r;
 }
@@ -228,18 +228,18 @@ static int plan_trust(ab_plan *p, const ab_plan_input *in)
 	for (size_t i = 0; !r && i < AB_ARRAY_SIZE(distro); i++) {
 		struct stat st;
 		if (in->lstat(in->lstat_ctx, distro[i], &st) == 0 && S_ISREG(st.st_mode))
-			r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, distro[i], AB_MNT_F_RUNTIME,
-					      "session CA");
+			r = pl_add_mount(p, AB_MNT_CONTENT, NULL, distro[i], AB_MNT_F_RUNTIME,
+					 "session CA");
 	}
 	if (!r)
-		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_BUNDLE, AB_MNT_F_RUNTIME,
-				      "session CA");
+		r = pl_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_BUNDLE, AB_MNT_F_RUNTIME,
+				 "session CA");
 	if (!r)
-		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_CA,
-				      AB_MNT_F_RUNTIME | AB_MNT_F_CA_ONLY, "session CA");
+		r = pl_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_CA,
+				 AB_MNT_F_RUNTIME | AB_MNT_F_CA_ONLY, "session CA");
 	if (!r)
-		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_JAVA,
-				      AB_MNT_F_RUNTIME | AB_MNT_F_JAVA, "session CA");
+		r = pl_add_mount(p, AB_MNT_CONTENT, NULL, AB_TRUST_JAVA,
+				 AB_MNT_F_RUNTIME | AB_MNT_F_JAVA, "session CA");
 	/* Java's own default truststores (the JDKs' lib/security/cacerts link to
 	 * them; "changeit" is their password): the PKCS#12 one replaces them */
 	static const char *const java[] = {
@@ -248,8 +248,8 @@ static int plan_trust(ab_plan *p, const ab_plan_input *in)
 	for (size_t i = 0; !r && i < AB_ARRAY_SIZE(java); i++) {
 		struct stat st;
 		if (in->lstat(in->lstat_ctx, java[i], &st) == 0 && S_ISREG(st.st_mode))
-			r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, java[i],
-					      AB_MNT_F_RUNTIME | AB_MNT_F_JAVA, "session CA");
+			r = pl_add_mount(p, AB_MNT_CONTENT, NULL, java[i],
+					 AB_MNT_F_RUNTIME | AB_MNT_F_JAVA, "session CA");
 	}
 	return r;
 }
@@ -271,17 +271,15 @@ static int plan_rendered(ab_plan *p, const ab_plan_input *in)
 			dup |= e->secrets[j].render && strcmp(e->secrets[j].src_file, x->src_file) == 0;
 		if (dup || in->lstat(in->lstat_ctx, x->src_file, &st) < 0 || !S_ISREG(st.st_mode))
 			continue;
-		r = ab_plan_add_mount(p, AB_MNT_CONTENT, NULL, x->src_file,
-				      AB_MNT_F_RUNTIME | AB_MNT_F_RENDER, "credentials");
+		r = pl_add_mount(p, AB_MNT_CONTENT, NULL, x->src_file,
+				 AB_MNT_F_RUNTIME | AB_MNT_F_RENDER, "credentials");
 	}
 	return r;
 }
 
-int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
+/* The proxy's port and mode, its rules and the local name mappings. */
+static int egress_rules(ab_egress_plan *e, const ab_profile *prof, ab_err *err)
 {
-	const ab_profile *prof = in->profile;
-	ab_egress_plan *e = &p->egress;
-	int r;
 	e->proxy_port = (uint16_t)(prof->net.proxy_port ? prof->net.proxy_port
 							: AB_PROXY_DEFAULT_PORT);
 	e->transparent = prof->net.transparent != 0;
@@ -294,7 +292,14 @@ int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		if (!kv || ab_strv_push_take(&e->hosts, kv) < 0)
 			return ab_fail(err, ENOMEM, "plan");
 	}
-	/* loopback ports the sandbox serves itself cannot double as listeners */
+	return 0;
+}
+
+/* The transparent listeners' ports; loopback ports the sandbox serves itself
+ * cannot double as listeners */
+static int egress_ports(ab_egress_plan *e, const ab_profile *prof, ab_err *err)
+{
+	int r;
 	if (e->transparent) {
 		if ((r = collect_ports(e, &e->allow, err)) < 0 ||
 		    (r = collect_ports(e, &e->priv, err)) < 0)
@@ -311,19 +316,13 @@ int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
 					       "transparent destination port)",
 				       lp);
 	}
-	if ((r = plan_upstream(e, prof, in, p, err)) < 0)
-		return r;
-	e->secrets = prof->secrets;
-	e->nsecrets = prof->nsecrets;
-	e->placeholder_elsewhere = prof->net.placeholder_elsewhere;
-	if (prof->net.ca_file && !(e->ca_file = strdup(prof->net.ca_file)))
-		return ab_fail(err, ENOMEM, "plan");
-	if ((r = check_secret_hosts(e, err)) < 0)
-		return r;
-	if (e->nsecrets && (r = plan_trust(p, in)) < 0)
-		return ab_fail(err, -r, "plan");
-	if ((r = plan_rendered(p, in)) < 0)
-		return ab_fail(err, -r, "plan");
+	return 0;
+}
+
+/* Where the run is recorded (audit log, OTLP) and what the record names. */
+static int egress_record(ab_egress_plan *e, const ab_profile *prof, const ab_plan_input *in,
+			 ab_err *err)
+{
 	const char *log = in->log_path ? in->log_path : prof->net.log;
 	if (log && !(e->log_path = strdup(log)))
 		return ab_fail(err, ENOMEM, "plan");
@@ -337,6 +336,30 @@ int ab_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	if (!(e->profile_name = strdup(name)))
 		return ab_fail(err, ENOMEM, "plan");
 	e->summary = !in->quiet && (in->tty_mask & 4);
+	return 0;
+}
+
+int pl_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_profile *prof = in->profile;
+	ab_egress_plan *e = &p->egress;
+	int r;
+	if ((r = egress_rules(e, prof, err)) < 0 || (r = egress_ports(e, prof, err)) < 0 ||
+	    (r = plan_upstream(e, prof, in, p, err)) < 0)
+		return r;
+	e->secrets = prof->secrets;
+	e->nsecrets = prof->nsecrets;
+	e->placeholder_elsewhere = prof->net.placeholder_elsewhere;
+	if (prof->net.ca_file && !(e->ca_file = strdup(prof->net.ca_file)))
+		return ab_fail(err, ENOMEM, "plan");
+	if ((r = check_secret_hosts(e, err)) < 0)
+		return r;
+	if (e->nsecrets && (r = plan_trust(p, in)) < 0)
+		return ab_fail(err, -r, "plan");
+	if ((r = plan_rendered(p, in)) < 0)
+		return ab_fail(err, -r, "plan");
+	if ((r = egress_record(e, prof, in, err)) < 0)
+		return r;
 	if ((r = resolv_and_hosts(p)) < 0)
 		return ab_fail(err, -r, "plan");
 	return 0;
@@ -366,17 +389,19 @@ static int env_put(ab_strv *env, const char *key, const char *val)
 	return ab_strv_push_take(env, ab_asprintf("%s=%s", key, val));
 }
 
-/* What common clients need to find the proxy (guide/egress.md).  NO_PROXY is
- * loopback only: the host's is never inherited (env.pass may not carry it
- * either: these names are overwritten). */
-int ab_plan_egress_env(ab_plan *p, ab_err *err)
+static const char *const proxy_vars[] = {
+	"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
+	"npm_config_proxy", "npm_config_https_proxy", "PIP_PROXY",
+	"YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
+};
+
+/* JAVA_TOOL_OPTIONS: with secrets, Java trusts the session CA through its own
+ * truststore (its password only keys the integrity MAC) */
+static void java_options(const ab_plan *p, char *java, size_t javasz)
 {
-	char url[64], port[8], java[512];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)p->egress.proxy_port);
+	char port[8];
 	snprintf(port, sizeof(port), "%u", (unsigned)p->egress.proxy_port);
-	/* with secrets, Java trusts the session CA through its own truststore
-	 * (its password only keys the integrity MAC) */
-	snprintf(java, sizeof(java),
+	snprintf(java, javasz,
 		 "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=%s -Dhttps.proxyHost=127.0.0.1 "
 		 "-Dhttps.proxyPort=%s -Dhttp.nonProxyHosts=localhost|127.0.0.1|[::1]%s",
 		 port, port,
@@ -384,34 +409,37 @@ int ab_plan_egress_env(ab_plan *p, ab_err *err)
 				      " -Djavax.net.ssl.trustStoreType=PKCS12"
 				      " -Djavax.net.ssl.trustStorePassword=" AB_TRUST_JAVA_PASSWORD
 				    : "");
-	static const char *const proxy_vars[] = {
-		"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
-		"npm_config_proxy", "npm_config_https_proxy", "PIP_PROXY",
-		"YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
-	};
+}
+
+/* the host's proxy settings never cross (env.pass, env.set): these are ours */
+static void drop_host_proxy_vars(ab_strv *env)
+{
 	static const char *const forced[] = {"NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"};
-	/* the host's proxy settings never cross (env.pass, env.set): these are ours */
-	for (size_t i = 0; i < p->envp.n;) {
+	for (size_t i = 0; i < env->n;) {
 		bool drop = false;
 		for (size_t j = 0; j < AB_ARRAY_SIZE(forced); j++) {
 			size_t kl = strlen(forced[j]);
-			drop |= strncmp(p->envp.v[i], forced[j], kl) == 0 && p->envp.v[i][kl] == '=';
+			drop |= strncmp(env->v[i], forced[j], kl) == 0 && env->v[i][kl] == '=';
 		}
 		for (size_t j = 0; j < AB_ARRAY_SIZE(proxy_vars); j++) {
 			size_t kl = strlen(proxy_vars[j]);
-			drop |= strncmp(p->envp.v[i], proxy_vars[j], kl) == 0 &&
-				p->envp.v[i][kl] == '=';
+			drop |= strncmp(env->v[i], proxy_vars[j], kl) == 0 &&
+				env->v[i][kl] == '=';
 		}
 		if (drop) {
-			free(p->envp.v[i]);
-			memmove(&p->envp.v[i], &p->envp.v[i + 1], (p->envp.n - i) * sizeof(char *));
-			p->envp.n--;
+			free(env->v[i]);
+			memmove(&env->v[i], &env->v[i + 1], (env->n - i) * sizeof(char *));
+			env->n--;
 		} else {
 			i++;
 		}
 	}
-	/* a secret's real value never crosses, whatever env.pass says: its
-	 * variable is dropped here and set to the placeholder at run time */
+}
+
+/* a secret's real value never crosses, whatever env.pass says: its
+ * variable is dropped here and set to the placeholder at run time */
+static void drop_secret_vars(ab_plan *p)
+{
 	for (size_t s = 0; s < p->egress.nsecrets; s++) {
 		const struct ab_profile_secret *x = &p->egress.secrets[s];
 		const char *names[2] = {x->env_name && x->env_name[0] ? x->env_name : x->name,
@@ -420,6 +448,11 @@ int ab_plan_egress_env(ab_plan *p, ab_err *err)
 			if (names[k])
 				env_drop(&p->envp, names[k]);
 	}
+}
+
+/* Returns 0 or -errno. */
+static int put_egress_vars(ab_plan *p, const char *url, const char *java)
+{
 	int r = 0;
 	for (size_t i = 0; !r && i < AB_ARRAY_SIZE(proxy_vars); i++)
 		r = env_put(&p->envp, proxy_vars[i], url);
@@ -442,10 +475,24 @@ int ab_plan_egress_env(ab_plan *p, ab_err *err)
 		r = env_put(&p->envp, "NODE_USE_ENV_PROXY", "1");
 	if (!r)
 		r = env_put(&p->envp, "JAVA_TOOL_OPTIONS", java);
+	return r;
+}
+
+/* What common clients need to find the proxy (docs/egress.md).  NO_PROXY is
+ * loopback only: the host's is never inherited (env.pass may not carry it
+ * either: these names are overwritten). */
+int pl_plan_egress_env(ab_plan *p, ab_err *err)
+{
+	char url[64], java[512];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u", (unsigned)p->egress.proxy_port);
+	java_options(p, java, sizeof(java));
+	drop_host_proxy_vars(&p->envp);
+	drop_secret_vars(p);
+	int r = put_egress_vars(p, url, java);
 	return r < 0 ? ab_fail(err, -r, "plan: environment") : 0;
 }
 
-void ab_egress_plan_free(ab_egress_plan *e)
+void pl_egress_plan_free(ab_egress_plan *e)
 {
 	ab_strv_free(&e->allow);
 	ab_strv_free(&e->deny);

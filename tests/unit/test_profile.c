@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for src/config/profile.c (no privileges): every fixture under
+ * Unit tests for src/config/profile*.c (no privileges): every fixture under
  * fixtures/profiles/valid loads with the expected values; every fixture under
  * fixtures/profiles/invalid fails with the exact message (and hint) in its
  * .err file; the position locator on tricky and hostile input; variables,

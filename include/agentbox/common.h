@@ -76,6 +76,10 @@ ssize_t ab_read_small(const char *path, char *buf, size_t size);
  * 0, -E2BIG past MAX bytes, -ENOMEM, or the read error; *OUT is NULL on
  * failure. */
 int ab_read_fd_all(int fd, size_t hint, size_t max, char **out, size_t *len);
+/* Write all N bytes of P to FD, again after EINTR and short writes: 0, or
+ * -errno (-EIO when write returns 0).  System calls only: usable in a child
+ * after fork or clone. */
+int ab_write_all(int fd, const void *p, size_t n);
 
 /* S for a terminal: bytes below 0x20, from 0x7f up, and '\\' as the text
  * \xNN (names and paths from inside a sandbox).  OUT is cut short, never

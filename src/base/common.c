@@ -238,6 +238,21 @@ int ab_read_fd_all(int fd, size_t hint, size_t max, char **out, size_t *len)
 	return 0;
 }
 
+int ab_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
 void ab_clean(const char *s, char *out, size_t size)
 {
 	size_t o = 0;

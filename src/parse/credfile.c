@@ -300,20 +300,6 @@ int ab_credfile_dump(const json_t *root, char **out, size_t *len)
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 bool ab_credfile_stamp_kind_ok(const char *kind)
 {
 	return strcmp(kind, "now") == 0 || strcmp(kind, "expires_at_ms") == 0;
@@ -465,7 +451,7 @@ int ab_credfile_update(const char *path, const char *const *ptrs, const char *co
 		return ab_fail(err, e, "create a temporary file in %s", dir);
 	}
 	const char *step = "write";
-	r = write_all(tfd, out, olen);
+	r = ab_write_all(tfd, out, olen);
 	wipe_buf(out, olen);
 	if (!r && (st.st_uid != geteuid() || st.st_gid != getegid()) &&
 	    fchown(tfd, st.st_uid, st.st_gid) < 0)

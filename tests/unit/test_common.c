@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * common.c: the error value (formatting, prefixing, hints, truncation), the
- * string vectors, and the lexical path helpers.  Pure, table-driven.
+ * string vectors, the lexical path helpers and reading and writing whole
+ * fds.  Table-driven.
  */
 #include "unit.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agentbox/common.h"
@@ -392,6 +395,42 @@ static void test_read_fd_all(void **state)
 	assert_int_equal(ab_read_fd_all(-1, 0, 100, &out, &len), -EBADF);
 }
 
+/* ab_write_all: more than a pipe holds (a child drains it), nothing, a
+ * closed reader, no fd. */
+static void test_write_all(void **state)
+{
+	static char data[300000];
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)('a' + i % 26);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[1]);
+		char *out = NULL;
+		size_t len = 0;
+		int ok = ab_read_fd_all(p[0], 0, sizeof(data), &out, &len) == 0 &&
+			 len == sizeof(data) && memcmp(out, data, len) == 0;
+		_exit(ok ? 0 : 1);
+	}
+	close(p[0]);
+	assert_int_equal(ab_write_all(p[1], data, sizeof(data)), 0);
+	assert_int_equal(ab_write_all(p[1], data, 0), 0);
+	close(p[1]);
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	close(p[0]);
+	void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+	assert_int_equal(ab_write_all(p[1], "x", 1), -EPIPE);
+	signal(SIGPIPE, old);
+	close(p[1]);
+	assert_int_equal(ab_write_all(-1, "x", 1), -EBADF);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -414,6 +453,7 @@ int main(void)
 		cmocka_unit_test(test_explicit_bzero),
 		cmocka_unit_test(test_cleanup_macros),
 		cmocka_unit_test(test_read_fd_all),
+		cmocka_unit_test(test_write_all),
 	};
 	return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -80,6 +81,10 @@ int ab_read_fd_all(int fd, size_t hint, size_t max, char **out, size_t *len);
  * -errno (-EIO when write returns 0).  System calls only: usable in a child
  * after fork or clone. */
 int ab_write_all(int fd, const void *p, size_t n);
+
+/* B bytes for a person: "999 B", else one decimal in the largest binary
+ * unit it reaches ("1.5 KiB" ... "2.0 EiB"). */
+void ab_fmt_bytes(char *out, size_t size, uint64_t b);
 
 /* S for a terminal: bytes below 0x20, from 0x7f up, and '\\' as the text
  * \xNN (names and paths from inside a sandbox).  OUT is cut short, never

@@ -253,6 +253,21 @@ int ab_write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+void ab_fmt_bytes(char *out, size_t size, uint64_t b)
+{
+	static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	double v = (double)b;
+	size_t i = 0;
+	while (v >= 1024 && i + 1 < AB_ARRAY_SIZE(u)) {
+		v /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(out, size, "%llu B", (unsigned long long)b);
+	else
+		snprintf(out, size, "%.1f %s", v, u[i]);
+}
+
 void ab_clean(const char *s, char *out, size_t size)
 {
 	size_t o = 0;

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * common.c: the error value (formatting, prefixing, hints, truncation), the
- * string vectors, the lexical path helpers and reading and writing whole
- * fds.  Table-driven.
+ * string vectors, the lexical path helpers, reading and writing whole fds
+ * and byte counts for people.  Table-driven.
  */
 #include "unit.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,6 +432,36 @@ static void test_write_all(void **state)
 	assert_int_equal(ab_write_all(-1, "x", 1), -EBADF);
 }
 
+/* ab_fmt_bytes: bytes as they are below 1 KiB, then one decimal in the
+ * largest unit reached, up to EiB. */
+static void test_fmt_bytes(void **state)
+{
+	static const struct {
+		uint64_t b;
+		const char *want;
+	} cases[] = {
+		{ 0, "0 B" },
+		{ 1023, "1023 B" },
+		{ 1024, "1.0 KiB" },
+		{ 1536, "1.5 KiB" },
+		{ 1048575, "1024.0 KiB" },
+		{ 1048576, "1.0 MiB" },
+		{ 1073741824, "1.0 GiB" },
+		{ 1ULL << 40, "1.0 TiB" },
+		{ 1ULL << 50, "1.0 PiB" },
+		{ 1ULL << 60, "1.0 EiB" },
+		{ UINT64_MAX, "16.0 EiB" },
+	};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++) {
+		char out[32];
+		ab_fmt_bytes(out, sizeof(out), cases[i].b);
+		assert_string_equal(out, cases[i].want);
+	}
+	char small[4];
+	ab_fmt_bytes(small, sizeof(small), 1536);
+	assert_string_equal(small, "1.5");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -454,6 +485,7 @@ int main(void)
 		cmocka_unit_test(test_cleanup_macros),
 		cmocka_unit_test(test_read_fd_all),
 		cmocka_unit_test(test_write_all),
+		cmocka_unit_test(test_fmt_bytes),
 	};
 	return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define AB_EXIT_FAIL 125      /* agentbox itself failed: usage, profile, setup */
@@ -156,5 +157,14 @@ static inline int ab_take_fd_(int *fd)
 #define TAKE_FD(fd) ab_take_fd_(&(fd))
 
 #define AB_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* statx bits newer than some C libraries' headers (the kernel has had them
+ * since 5.8); the values are the kernel's ABI. */
+#ifndef STATX_ATTR_MOUNT_ROOT
+#define STATX_ATTR_MOUNT_ROOT 0x00002000
+#endif
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
 
 #endif

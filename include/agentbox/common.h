@@ -78,6 +78,10 @@ ssize_t ab_read_small(const char *path, char *buf, size_t size);
  * 0, -E2BIG past MAX bytes, -ENOMEM, or the read error; *OUT is NULL on
  * failure. */
 int ab_read_fd_all(int fd, size_t hint, size_t max, char **out, size_t *len);
+/* Read FD until its end or SIZE bytes, again after EINTR and short reads:
+ * how many (no NUL added), or -errno.  A caller that reads one byte more
+ * than it takes knows the file was too large. */
+ssize_t ab_read_full(int fd, void *buf, size_t size);
 /* Write all N bytes of P to FD, again after EINTR and short writes: 0, or
  * -errno (-EIO when write returns 0).  System calls only: usable in a child
  * after fork or clone. */

@@ -169,15 +169,13 @@ char *ab_strdup(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-ssize_t ab_read_small(const char *path, char *buf, size_t size)
+ssize_t ab_read_full(int fd, void *buf, size_t size)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	char *b = buf;
 	size_t got = 0;
 
-	if (fd < 0)
-		return -errno;
-	while (got < size - 1) {
-		ssize_t n = read(fd, buf + got, size - 1 - got);
+	while (got < size) {
+		ssize_t n = read(fd, b + got, size - got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -186,8 +184,19 @@ ssize_t ab_read_small(const char *path, char *buf, size_t size)
 			break;
 		got += (size_t)n;
 	}
-	buf[got] = '\0';
 	return (ssize_t)got;
+}
+
+ssize_t ab_read_small(const char *path, char *buf, size_t size)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		return -errno;
+	ssize_t got = ab_read_full(fd, buf, size - 1);
+	if (got >= 0)
+		buf[got] = '\0';
+	return got;
 }
 
 int ab_read_fd_all(int fd, size_t hint, size_t max, char **out, size_t *len)

@@ -155,20 +155,12 @@ static int read_small(const char *path, char **buf, size_t *len, struct stat *st
 	char *b = malloc(AB_CREDFILE_MAX + 1);
 	if (!b)
 		return ab_fail(err, ENOMEM, "%s", path);
-	size_t n = 0;
-	while (n <= AB_CREDFILE_MAX) {
-		ssize_t r = read(fd, b + n, AB_CREDFILE_MAX + 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = errno;
-			wipe_buf(b, AB_CREDFILE_MAX + 1);
-			return ab_fail(err, e, "cannot read %s", path);
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
+	ssize_t got = ab_read_full(fd, b, AB_CREDFILE_MAX + 1);
+	if (got < 0) {
+		wipe_buf(b, AB_CREDFILE_MAX + 1);
+		return ab_fail(err, (int)-got, "cannot read %s", path);
 	}
+	size_t n = (size_t)got;
 	if (n > AB_CREDFILE_MAX) {
 		wipe_buf(b, AB_CREDFILE_MAX + 1);
 		return ab_fail(err, EFBIG, "%s is larger than %d bytes", path, AB_CREDFILE_MAX);

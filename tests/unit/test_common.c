@@ -396,6 +396,26 @@ static void test_read_fd_all(void **state)
 	assert_int_equal(ab_read_fd_all(-1, 0, 100, &out, &len), -EBADF);
 }
 
+/* ab_read_full: less than asked (to the end), exactly, one byte more than
+ * asked stays unread, no fd. */
+static void test_read_full(void **state)
+{
+	char buf[16];
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(write(p[1], "abcdefghijk", 11), 11);
+	assert_int_equal(ab_read_full(p[0], buf, 4), 4);
+	assert_memory_equal(buf, "abcd", 4);
+	assert_int_equal(ab_read_full(p[0], buf, 6), 6);
+	assert_memory_equal(buf, "efghij", 6);
+	close(p[1]);
+	assert_int_equal(ab_read_full(p[0], buf, sizeof(buf)), 1);
+	assert_int_equal(buf[0], 'k');
+	assert_int_equal(ab_read_full(p[0], buf, sizeof(buf)), 0);
+	close(p[0]);
+	assert_int_equal(ab_read_full(-1, buf, sizeof(buf)), -EBADF);
+}
+
 /* ab_write_all: more than a pipe holds (a child drains it), nothing, a
  * closed reader, no fd. */
 static void test_write_all(void **state)
@@ -484,6 +504,7 @@ int main(void)
 		cmocka_unit_test(test_explicit_bzero),
 		cmocka_unit_test(test_cleanup_macros),
 		cmocka_unit_test(test_read_fd_all),
+		cmocka_unit_test(test_read_full),
 		cmocka_unit_test(test_write_all),
 		cmocka_unit_test(test_fmt_bytes),
 	};

@@ -174,13 +174,20 @@ void ab_cli_free(ab_cli *c)
 	c->format = c->out_path = c->only = NULL;
 }
 
+/* *DST = a copy of V (an option's value; the last one given wins). */
+static int set_copy(char **dst, const char *v, const char *sub, ab_err *err)
+{
+	free(*dst);
+	*dst = strdup(v);
+	return *dst ? 0 : ab_fail(err, ENOMEM, "%s", sub);
+}
+
+/* The same for a value that may not be empty. */
 static int set_str(char **dst, const char *v, const char *sub, const char *opt, ab_err *err)
 {
 	if (!v[0])
 		return ab_fail(err, 0, "%s: %s needs a value", sub, opt);
-	free(*dst);
-	*dst = strdup(v);
-	return *dst ? 0 : ab_fail(err, ENOMEM, "%s", sub);
+	return set_copy(dst, v, sub, err);
 }
 
 enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON, OPT_LOG, OPT_FORMAT, OPT_ONLY, OPT_LIST,
@@ -246,11 +253,8 @@ static int run_opt(ab_cli *c, int o, const char *sub, ab_err *err)
 			return SUB_UNKNOWN;
 		if (!optarg[0])
 			return ab_fail(err, 0, "%s: --log needs a file name", sub);
-		free(c->log_path);
-		c->log_path = strdup(optarg);
-		if (!c->log_path)
-			return ab_fail(err, ENOMEM, "%s", sub);
-		return SUB_NEXT;
+		r = set_copy(&c->log_path, optarg, sub, err);
+		return r < 0 ? r : SUB_NEXT;
 	case OPT_TRACE:
 		if (c->cmd != AB_CMD_RUN)
 			return SUB_UNKNOWN;
@@ -291,11 +295,8 @@ static int sub_opt(ab_cli *c, int o, const char *spelled, const char *sub, ab_er
 	case 'w':
 		if (!ws_ok)
 			return SUB_UNKNOWN;
-		free(c->workspace);
-		c->workspace = strdup(optarg);
-		if (!c->workspace)
-			return ab_fail(err, ENOMEM, "%s", sub);
-		return SUB_NEXT;
+		r = set_copy(&c->workspace, optarg, sub, err);
+		return r < 0 ? r : SUB_NEXT;
 	case OPT_FORMAT:
 	case OPT_ONLY:
 	case 'o':

@@ -66,8 +66,8 @@ endif
 # (tests/lint/layers.py checks it).  One concern per file; which process runs
 # what is said at the top of each.
 BASE_SRCS    := src/base/common.c src/base/loop.c src/base/json_pos.c src/base/sync.c
-PARSE_SRCS   := src/parse/http.c src/parse/dns.c src/parse/tls.c src/parse/wsframe.c \
-                src/parse/netpolicy.c src/parse/credfile.c
+PARSE_SRCS   := src/parse/http.c src/parse/http_body.c src/parse/dns.c src/parse/tls.c \
+                src/parse/wsframe.c src/parse/netpolicy.c src/parse/credfile.c
 CONFIG_SRCS  := src/config/profile.c src/config/profile_keys.c src/config/profile_secrets.c \
                 src/config/profile_values.c src/config/profile_vars.c
 KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src/kernel/seccomp_filter.c \

@@ -17,7 +17,9 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define AB_EXIT_FAIL 125      /* agentbox itself failed: usage, profile, setup */
@@ -76,6 +78,18 @@ ssize_t ab_read_small(const char *path, char *buf, size_t size);
  * 0, -E2BIG past MAX bytes, -ENOMEM, or the read error; *OUT is NULL on
  * failure. */
 int ab_read_fd_all(int fd, size_t hint, size_t max, char **out, size_t *len);
+/* Read FD until its end or SIZE bytes, again after EINTR and short reads:
+ * how many (no NUL added), or -errno.  A caller that reads one byte more
+ * than it takes knows the file was too large. */
+ssize_t ab_read_full(int fd, void *buf, size_t size);
+/* Write all N bytes of P to FD, again after EINTR and short writes: 0, or
+ * -errno (-EIO when write returns 0).  System calls only: usable in a child
+ * after fork or clone. */
+int ab_write_all(int fd, const void *p, size_t n);
+
+/* B bytes for a person: "999 B", else one decimal in the largest binary
+ * unit it reaches ("1.5 KiB" ... "2.0 EiB"). */
+void ab_fmt_bytes(char *out, size_t size, uint64_t b);
 
 /* S for a terminal: bytes below 0x20, from 0x7f up, and '\\' as the text
  * \xNN (names and paths from inside a sandbox).  OUT is cut short, never
@@ -147,5 +161,14 @@ static inline int ab_take_fd_(int *fd)
 #define TAKE_FD(fd) ab_take_fd_(&(fd))
 
 #define AB_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* statx bits newer than some C libraries' headers (the kernel has had them
+ * since 5.8); the values are the kernel's ABI. */
+#ifndef STATX_ATTR_MOUNT_ROOT
+#define STATX_ATTR_MOUNT_ROOT 0x00002000
+#endif
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
 
 #endif

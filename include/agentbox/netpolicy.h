@@ -71,6 +71,13 @@ int ab_host_normalize(const char *in, char *out, size_t outlen);
 /* Short static description of a negative ab_host_normalize result. */
 const char *ab_host_strerror(int r);
 
+/* Does the label [S, S+N) look like a number (WHATWG "ends in a number"):
+ * one or more decimal digits, or "0x"/"0X" and any hex digits (none, as in
+ * "0x", counts: a URL parser reads it as 0)?  Either case, so it answers
+ * the same before and after lower-casing.  A name whose last label is
+ * numeric is an IPv4 attempt, never a host name. */
+bool ab_host_label_is_numeric(const char *s, size_t n);
+
 typedef struct ab_netrule {
 	char host[AB_HOST_BUF];      /* normalised; for wildcards the suffix only */
 	char text[AB_NETRULE_TEXT];  /* canonical rule text for logs and messages */

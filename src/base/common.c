@@ -169,15 +169,13 @@ char *ab_strdup(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-ssize_t ab_read_small(const char *path, char *buf, size_t size)
+ssize_t ab_read_full(int fd, void *buf, size_t size)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	char *b = buf;
 	size_t got = 0;
 
-	if (fd < 0)
-		return -errno;
-	while (got < size - 1) {
-		ssize_t n = read(fd, buf + got, size - 1 - got);
+	while (got < size) {
+		ssize_t n = read(fd, b + got, size - got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -186,8 +184,19 @@ ssize_t ab_read_small(const char *path, char *buf, size_t size)
 			break;
 		got += (size_t)n;
 	}
-	buf[got] = '\0';
 	return (ssize_t)got;
+}
+
+ssize_t ab_read_small(const char *path, char *buf, size_t size)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		return -errno;
+	ssize_t got = ab_read_full(fd, buf, size - 1);
+	if (got >= 0)
+		buf[got] = '\0';
+	return got;
 }
 
 int ab_read_fd_all(int fd, size_t hint, size_t max, char **out, size_t *len)
@@ -236,6 +245,36 @@ int ab_read_fd_all(int fd, size_t hint, size_t max, char **out, size_t *len)
 	*out = buf;
 	*len = n;
 	return 0;
+}
+
+int ab_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+void ab_fmt_bytes(char *out, size_t size, uint64_t b)
+{
+	static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	double v = (double)b;
+	size_t i = 0;
+	while (v >= 1024 && i + 1 < AB_ARRAY_SIZE(u)) {
+		v /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(out, size, "%llu B", (unsigned long long)b);
+	else
+		snprintf(out, size, "%.1f %s", v, u[i]);
 }
 
 void ab_clean(const char *s, char *out, size_t size)

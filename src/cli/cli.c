@@ -174,13 +174,20 @@ void ab_cli_free(ab_cli *c)
 	c->format = c->out_path = c->only = NULL;
 }
 
+/* *DST = a copy of V (an option's value; the last one given wins). */
+static int set_copy(char **dst, const char *v, const char *sub, ab_err *err)
+{
+	free(*dst);
+	*dst = strdup(v);
+	return *dst ? 0 : ab_fail(err, ENOMEM, "%s", sub);
+}
+
+/* The same for a value that may not be empty. */
 static int set_str(char **dst, const char *v, const char *sub, const char *opt, ab_err *err)
 {
 	if (!v[0])
 		return ab_fail(err, 0, "%s: %s needs a value", sub, opt);
-	free(*dst);
-	*dst = strdup(v);
-	return *dst ? 0 : ab_fail(err, ENOMEM, "%s", sub);
+	return set_copy(dst, v, sub, err);
 }
 
 enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON, OPT_LOG, OPT_FORMAT, OPT_ONLY, OPT_LIST,
@@ -206,7 +213,125 @@ static const char *opt_name(char *buf, size_t len, int o, int idx, const struct 
 	return buf;
 }
 
-static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
+/* What one option asks of the option loop besides an error: go on, stop
+ * there (--help), or refuse it as unknown for this command. */
+enum { SUB_NEXT = 0, SUB_HELP = 1, SUB_UNKNOWN = 2 };
+
+/* An option only run takes (grants: run and explain). */
+static int run_opt(ab_cli *c, int o, const char *sub, ab_err *err)
+{
+	int r;
+	switch (o) {
+	case OPT_ALLOW:
+	case OPT_READ:
+	case OPT_WRITE:
+	case OPT_ENV: {
+		if (c->cmd != AB_CMD_RUN && c->cmd != AB_CMD_EXPLAIN)
+			return SUB_UNKNOWN;
+		const char *kind = o == OPT_ALLOW ? "allow" : o == OPT_READ ? "read"
+				   : o == OPT_WRITE ? "write" : "env";
+		if (!optarg[0])
+			return ab_fail(err, 0, "%s: --%s needs a value", sub, kind);
+		char *g = ab_asprintf("%s=%s", kind, optarg);
+		if (!g || ab_strv_push_take(&c->grants, g) < 0)
+			return ab_fail(err, ENOMEM, "%s", sub);
+		return SUB_NEXT;
+	}
+	case OPT_PTY:
+	case OPT_NO_PTY:
+		if (c->cmd != AB_CMD_RUN)
+			return SUB_UNKNOWN;
+		c->pty = o == OPT_PTY ? 1 : 0;
+		return SUB_NEXT;
+	case OPT_OTLP:
+		if (c->cmd != AB_CMD_RUN)
+			return SUB_UNKNOWN;
+		r = set_str(&c->otlp_url, optarg, sub, "--otlp", err);
+		return r < 0 ? r : SUB_NEXT;
+	case OPT_LOG:
+		if (c->cmd != AB_CMD_RUN)
+			return SUB_UNKNOWN;
+		if (!optarg[0])
+			return ab_fail(err, 0, "%s: --log needs a file name", sub);
+		r = set_copy(&c->log_path, optarg, sub, err);
+		return r < 0 ? r : SUB_NEXT;
+	case OPT_TRACE:
+		if (c->cmd != AB_CMD_RUN)
+			return SUB_UNKNOWN;
+		if (!optarg)
+			c->trace = AB_TRACE_STRICT;
+		else if (strcmp(optarg, "best-effort") == 0)
+			c->trace = AB_TRACE_BEST_EFFORT;
+		else
+			return ab_fail(err, 0, "%s: --trace takes no value or '=best-effort', not "
+				       "'%s'", sub, optarg);
+		return SUB_NEXT;
+	default:
+		return SUB_UNKNOWN;
+	}
+}
+
+/* One option getopt_long returned (O, spelled SPELLED) for command SUB. */
+static int sub_opt(ab_cli *c, int o, const char *spelled, const char *sub, ab_err *err)
+{
+	bool run_like = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN ||
+			c->cmd == AB_CMD_TEST_ESCAPE;
+	bool esc = c->cmd == AB_CMD_TEST_ESCAPE;
+	bool ws_ok = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_ALLOW;
+	int r;
+	switch (o) {
+	case 'h':
+		c->help_for = c->cmd;
+		c->cmd = AB_CMD_HELP;
+		return SUB_HELP;
+	case 'p':
+		if (!run_like)
+			return SUB_UNKNOWN;
+		if (!optarg[0])
+			return ab_fail(err, 0, "%s: -p needs a profile name or path", sub);
+		if (ab_strv_push(&c->profiles, optarg) < 0)
+			return ab_fail(err, ENOMEM, "%s", sub);
+		return SUB_NEXT;
+	case 'w':
+		if (!ws_ok)
+			return SUB_UNKNOWN;
+		r = set_copy(&c->workspace, optarg, sub, err);
+		return r < 0 ? r : SUB_NEXT;
+	case OPT_FORMAT:
+	case OPT_ONLY:
+	case 'o':
+		if (!esc)
+			return SUB_UNKNOWN;
+		r = set_str(o == OPT_FORMAT ? &c->format : o == OPT_ONLY ? &c->only : &c->out_path,
+			    optarg, sub, spelled, err);
+		return r < 0 ? r : SUB_NEXT;
+	case OPT_LIST:
+		if (!esc)
+			return SUB_UNKNOWN;
+		c->list = true;
+		return SUB_NEXT;
+	case 'q':
+		if (c->cmd != AB_CMD_RUN && !esc)
+			return SUB_UNKNOWN;
+		c->quiet = true;
+		return SUB_NEXT;
+	case OPT_JSON:
+		if (c->cmd != AB_CMD_EXPLAIN && c->cmd != AB_CMD_DOCTOR &&
+		    c->cmd != AB_CMD_REPORT)
+			return SUB_UNKNOWN;
+		c->json = true;
+		return SUB_NEXT;
+	case ':':
+		return ab_fail(err, 0, "%s: option '%s' needs an argument (see 'agentbox %s --help')",
+			       sub, spelled, sub);
+	default:
+		return run_opt(c, o, sub, err);
+	}
+}
+
+/* The options of command argv[0], up to its first operand or "--":
+ * 0, SUB_HELP (--help: parsing stops there) or -errno. */
+static int parse_opts(int argc, char **argv, ab_cli *c, ab_err *err)
 {
 	static const struct option longopts[] = {
 		{"profile", required_argument, NULL, 'p'}, {"workspace", required_argument, NULL, 'w'},
@@ -233,171 +358,86 @@ static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
 		int idx = -1;
 		int o = getopt_long(argc, argv, "+:p:w:qho:", longopts, &idx);
 		if (o == -1)
-			break;
-		bool run_like = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN ||
-				c->cmd == AB_CMD_TEST_ESCAPE;
-		bool esc = c->cmd == AB_CMD_TEST_ESCAPE;
-		int r;
-		bool ws_ok = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_ALLOW;
-		switch (o) {
-		case 'h':
+			return 0;
+		const char *spelled = opt_name(name, sizeof(name), o, idx, longopts, argv);
+		int r = sub_opt(c, o, spelled, sub, err);
+		if (r == SUB_UNKNOWN)
+			return ab_fail(err, 0, "%s: unknown option '%s' (see 'agentbox %s --help')",
+				       sub, spelled, sub);
+		if (r != SUB_NEXT)
+			return r;
+	}
+}
+
+/* report's operands: exactly one LOG, and options may also follow it
+ * (`agentbox report LOG --json`).  0, SUB_HELP or -errno. */
+static int report_operands(ab_cli *c, ab_err *err)
+{
+	int log = -1;
+	bool opts = strcmp(c->argv[-1], "--") != 0; /* getopt took a "--" */
+	for (int i = 0; i < c->argc; i++) {
+		const char *a = c->argv[i];
+		if (opts && strcmp(a, "--") == 0) {
+			opts = false;
+		} else if (opts && strcmp(a, "--json") == 0) {
+			c->json = true;
+		} else if (opts && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
 			c->help_for = c->cmd;
 			c->cmd = AB_CMD_HELP;
-			return 0;
-		case 'p':
-			if (!run_like)
-				goto bad;
-			if (!optarg[0])
-				return ab_fail(err, 0, "%s: -p needs a profile name or path", sub);
-			if (ab_strv_push(&c->profiles, optarg) < 0)
-				return ab_fail(err, ENOMEM, "%s", sub);
-			break;
-		case 'w':
-			if (!ws_ok)
-				goto bad;
-			free(c->workspace);
-			c->workspace = strdup(optarg);
-			if (!c->workspace)
-				return ab_fail(err, ENOMEM, "%s", sub);
-			break;
-		case OPT_FORMAT:
-		case OPT_ONLY:
-		case 'o':
-			if (!esc)
-				goto bad;
-			r = set_str(o == OPT_FORMAT ? &c->format : o == OPT_ONLY ? &c->only : &c->out_path,
-				    optarg, sub, opt_name(name, sizeof(name), o, idx, longopts, argv), err);
-			if (r < 0)
-				return r;
-			break;
-		case OPT_ALLOW:
-		case OPT_READ:
-		case OPT_WRITE:
-		case OPT_ENV: {
-			if (c->cmd != AB_CMD_RUN && c->cmd != AB_CMD_EXPLAIN)
-				goto bad;
-			const char *kind = o == OPT_ALLOW ? "allow" : o == OPT_READ ? "read"
-					   : o == OPT_WRITE ? "write" : "env";
-			if (!optarg[0])
-				return ab_fail(err, 0, "%s: --%s needs a value", sub, kind);
-			char *g = ab_asprintf("%s=%s", kind, optarg);
-			if (!g || ab_strv_push_take(&c->grants, g) < 0)
-				return ab_fail(err, ENOMEM, "%s", sub);
-			break;
+			return SUB_HELP;
+		} else if (opts && a[0] == '-' && a[1]) {
+			return ab_fail(err, 0, "report: unknown option '%s' (see 'agentbox report "
+				       "--help')", a);
+		} else if (log >= 0) {
+			return ab_fail(err, 0, "report: give exactly one LOG (see 'agentbox "
+				       "report --help')");
+		} else {
+			log = i;
 		}
-		case OPT_LIST:
-			if (!esc)
-				goto bad;
-			c->list = true;
-			break;
-		case 'q':
-			if (c->cmd != AB_CMD_RUN && !esc)
-				goto bad;
-			c->quiet = true;
-			break;
-		case OPT_PTY:
-		case OPT_NO_PTY:
-			if (c->cmd != AB_CMD_RUN)
-				goto bad;
-			c->pty = o == OPT_PTY ? 1 : 0;
-			break;
-		case OPT_OTLP:
-			if (c->cmd != AB_CMD_RUN)
-				goto bad;
-			r = set_str(&c->otlp_url, optarg, sub, "--otlp", err);
-			if (r < 0)
-				return r;
-			break;
-		case OPT_LOG:
-			if (c->cmd != AB_CMD_RUN)
-				goto bad;
-			if (!optarg[0])
-				return ab_fail(err, 0, "%s: --log needs a file name", sub);
-			free(c->log_path);
-			c->log_path = strdup(optarg);
-			if (!c->log_path)
-				return ab_fail(err, ENOMEM, "%s", sub);
-			break;
-		case OPT_TRACE:
-			if (c->cmd != AB_CMD_RUN)
-				goto bad;
-			if (!optarg)
-				c->trace = AB_TRACE_STRICT;
-			else if (strcmp(optarg, "best-effort") == 0)
-				c->trace = AB_TRACE_BEST_EFFORT;
-			else
-				return ab_fail(err, 0, "%s: --trace takes no value or '=best-effort', not "
-					       "'%s'", sub, optarg);
-			break;
-		case OPT_JSON:
-			if (c->cmd != AB_CMD_EXPLAIN && c->cmd != AB_CMD_DOCTOR &&
-			    c->cmd != AB_CMD_REPORT)
-				goto bad;
-			c->json = true;
-			break;
-		case ':':
-			return ab_fail(err, 0, "%s: option '%s' needs an argument (see 'agentbox %s --help')",
-				       sub, opt_name(name, sizeof(name), o, idx, longopts, argv), sub);
-		default:
-			goto bad;
-		}
-		continue;
-	bad:
-		return ab_fail(err, 0, "%s: unknown option '%s' (see 'agentbox %s --help')", sub,
-			       opt_name(name, sizeof(name), o, idx, longopts, argv), sub);
 	}
-	c->argv = argv + optind;
-	c->argc = argc - optind;
+	if (log < 0 || !c->argv[log][0])
+		return ab_fail(err, 0, "report: name the audit log (see 'agentbox report --help')");
+	c->argv += log;
+	c->argc = 1;
+	return 0;
+}
+
+/* The operands each command needs (c->argv, c->argc: what follows the
+ * options); 0, SUB_HELP or -errno. */
+static int check_operands(ab_cli *c, const char *sub, ab_err *err)
+{
 	switch (c->cmd) {
 	case AB_CMD_CHECK:
 		if (c->argc == 0)
 			return ab_fail(err, 0, "check: name at least one profile (see 'agentbox check --help')");
 		c->check_files = c->argv;
 		c->ncheck = c->argc;
-		break;
+		return 0;
 	case AB_CMD_ALLOW:
 		if (c->argc == 0)
 			return ab_fail(err, 0, "allow: name at least one HOST[:PORT] (see 'agentbox allow --help')");
-		break;
-	case AB_CMD_REPORT: {
-		/* options may also follow LOG: `agentbox report LOG --json` */
-		int log = -1;
-		bool opts = strcmp(c->argv[-1], "--") != 0; /* getopt took a "--" */
-		for (int i = 0; i < c->argc; i++) {
-			const char *a = c->argv[i];
-			if (opts && strcmp(a, "--") == 0) {
-				opts = false;
-			} else if (opts && strcmp(a, "--json") == 0) {
-				c->json = true;
-			} else if (opts && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
-				c->help_for = c->cmd;
-				c->cmd = AB_CMD_HELP;
-				return 0;
-			} else if (opts && a[0] == '-' && a[1]) {
-				return ab_fail(err, 0, "report: unknown option '%s' (see 'agentbox report "
-					       "--help')", a);
-			} else if (log >= 0) {
-				return ab_fail(err, 0, "report: give exactly one LOG (see 'agentbox "
-					       "report --help')");
-			} else {
-				log = i;
-			}
-		}
-		if (log < 0 || !c->argv[log][0])
-			return ab_fail(err, 0, "report: name the audit log (see 'agentbox report --help')");
-		c->argv += log;
-		c->argc = 1;
-		break;
-	}
+		return 0;
+	case AB_CMD_REPORT:
+		return report_operands(c, err);
 	case AB_CMD_DOCTOR:
 	case AB_CMD_TEST_ESCAPE:
 		if (c->argc != 0)
 			return ab_fail(err, 0, "%s: unexpected argument '%s'", sub, c->argv[0]);
-		break;
+		return 0;
 	default:
-		break;
+		return 0;
 	}
-	return 0;
+}
+
+static int parse_sub(int argc, char **argv, ab_cli *c, ab_err *err)
+{
+	int r = parse_opts(argc, argv, c, err);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	c->argv = argv + optind;
+	c->argc = argc - optind;
+	r = check_operands(c, argv[0], err);
+	return r < 0 ? r : 0;
 }
 
 int ab_cli_parse(int argc, char **argv, ab_cli *c, ab_err *err)

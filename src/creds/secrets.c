@@ -541,19 +541,12 @@ static int load_file(const char *name, const char *path, char **value, size_t *l
 	buf = malloc(AB_SECRET_FILE_MAX + 2);
 	if (!buf)
 		return ab_fail(err, ENOMEM, "secret %s", name);
-	while (n <= AB_SECRET_FILE_MAX) {
-		ssize_t r = read(fd, buf + n, AB_SECRET_FILE_MAX + 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = errno;
-			ab_secrets_wipe_free(buf, AB_SECRET_FILE_MAX + 2);
-			return ab_fail(err, e, "secret %s: cannot read %s", name, path);
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
+	ssize_t got = ab_read_full(fd, buf, AB_SECRET_FILE_MAX + 1);
+	if (got < 0) {
+		ab_secrets_wipe_free(buf, AB_SECRET_FILE_MAX + 2);
+		return ab_fail(err, (int)-got, "secret %s: cannot read %s", name, path);
 	}
+	n = (size_t)got;
 	if (n > AB_SECRET_FILE_MAX) {
 		ab_secrets_wipe_free(buf, AB_SECRET_FILE_MAX + 2);
 		return fail_as(err, EFBIG, "secret %s: %s is larger than %d bytes", name, path,

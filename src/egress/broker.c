@@ -188,17 +188,10 @@ static int sealed_memfd(const char *name, const char *data, size_t len, ab_err *
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return ab_fail(err, errno, "memfd_create");
-	size_t off = 0;
-	while (off < len) {
-		ssize_t w = write(fd, data + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			int e = w < 0 ? errno : EIO;
-			close(fd);
-			return ab_fail(err, e, "memfd write");
-		}
-		off += (size_t)w;
+	int r = ab_write_all(fd, data, len);
+	if (r < 0) {
+		close(fd);
+		return ab_fail(err, -r, "memfd write");
 	}
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
 		int e = errno;

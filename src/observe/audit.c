@@ -354,21 +354,6 @@ static void summary_elsewhere(const ab_audit *a, FILE *out)
 	fputc('\n', out);
 }
 
-static void human(char *out, size_t n, uint64_t b)
-{
-	const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	double v = (double)b;
-	size_t i = 0;
-	while (v >= 1024 && i + 1 < AB_ARRAY_SIZE(u)) {
-		v /= 1024;
-		i++;
-	}
-	if (i == 0)
-		snprintf(out, n, "%llu B", (unsigned long long)b);
-	else
-		snprintf(out, n, "%.1f %s", v, u[i]);
-}
-
 void ab_audit_summary(const ab_audit *a, FILE *out)
 {
 	if (!a)
@@ -397,8 +382,8 @@ void ab_audit_summary(const ab_audit *a, FILE *out)
 		if (!h->allowed)
 			continue;
 		char up[32], down[32];
-		human(up, sizeof(up), h->up);
-		human(down, sizeof(down), h->down);
+		ab_fmt_bytes(up, sizeof(up), h->up);
+		ab_fmt_bytes(down, sizeof(down), h->down);
 		fprintf(out, "  reached  %s:%u  %llu request%s, %s up, %s down\n", h->host, h->port,
 			(unsigned long long)h->allowed, h->allowed == 1 ? "" : "s", up, down);
 		shown++;

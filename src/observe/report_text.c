@@ -108,21 +108,6 @@ static void put(FILE *out, const char *s, size_t cols)
 	ab_report_sanitize(out, s, SIZE_MAX, cols);
 }
 
-static void human_bytes(char *out, size_t n, uint64_t b)
-{
-	const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-	double v = (double)b;
-	size_t i = 0;
-	while (v >= 1024 && i + 1 < AB_ARRAY_SIZE(u)) {
-		v /= 1024;
-		i++;
-	}
-	if (i == 0)
-		snprintf(out, n, "%llu B", (unsigned long long)b);
-	else
-		snprintf(out, n, "%.1f %s", v, u[i]);
-}
-
 static void human_ms(char *out, size_t n, int64_t ms)
 {
 	if (ms < 0)
@@ -338,15 +323,15 @@ static void text_reached(const ab_report *r, const uint32_t *a, FILE *out)
 		down = sat_add(down, r->reached.v[i].down);
 	}
 	char u[32], dn[32];
-	human_bytes(u, sizeof(u), up);
-	human_bytes(dn, sizeof(dn), down);
+	ab_fmt_bytes(u, sizeof(u), up);
+	ab_fmt_bytes(dn, sizeof(dn), down);
 	fprintf(out, "  reached: %zu destination%s, %llu request%s, %s up, %s down\n",
 		r->reached.n, plural(r->reached.n, "", "s"), (unsigned long long)r->req_allowed,
 		plural(r->req_allowed, "", "s"), u, dn);
 	for (size_t i = 0; i < r->reached.n && i < LIST_MAX; i++) {
 		const agg *h = &r->reached.v[a[i]];
-		human_bytes(u, sizeof(u), h->up);
-		human_bytes(dn, sizeof(dn), h->down);
+		ab_fmt_bytes(u, sizeof(u), h->up);
+		ab_fmt_bytes(dn, sizeof(dn), h->down);
 		fputs("    ", out);
 		put(out, h->a, 80);
 		fprintf(out, ":%u  %llu request%s, %s up, %s down\n", h->port,

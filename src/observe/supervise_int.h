@@ -29,9 +29,6 @@
 
 #include "agentbox/supervise.h"
 
-#ifndef STATX_MNT_ID
-#define STATX_MNT_ID 0x00001000U
-#endif
 /* linux/nsfs.h (6.11): a pid of the caller's namespace, translated into the
  * pid namespace behind the fd (its process's pid there) */
 #define AB_NS_GET_TGID_IN_PIDNS _IOR(0xb7, 0x9, int)

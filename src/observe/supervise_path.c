@@ -11,13 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#ifndef STATX_ATTR_MOUNT_ROOT
-#define STATX_ATTR_MOUNT_ROOT 0x00002000
-#endif
-#ifndef STATX_MNT_ID
-#define STATX_MNT_ID 0x00001000U
-#endif
-
 int ab_sup_path_norm(const char *base, const char *path, char *out, size_t size)
 {
 	if (!path[0] || size < 2 || (path[0] != '/' && (!base || base[0] != '/')))

@@ -155,20 +155,12 @@ static int read_small(const char *path, char **buf, size_t *len, struct stat *st
 	char *b = malloc(AB_CREDFILE_MAX + 1);
 	if (!b)
 		return ab_fail(err, ENOMEM, "%s", path);
-	size_t n = 0;
-	while (n <= AB_CREDFILE_MAX) {
-		ssize_t r = read(fd, b + n, AB_CREDFILE_MAX + 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = errno;
-			wipe_buf(b, AB_CREDFILE_MAX + 1);
-			return ab_fail(err, e, "cannot read %s", path);
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
+	ssize_t got = ab_read_full(fd, b, AB_CREDFILE_MAX + 1);
+	if (got < 0) {
+		wipe_buf(b, AB_CREDFILE_MAX + 1);
+		return ab_fail(err, (int)-got, "cannot read %s", path);
 	}
+	size_t n = (size_t)got;
 	if (n > AB_CREDFILE_MAX) {
 		wipe_buf(b, AB_CREDFILE_MAX + 1);
 		return ab_fail(err, EFBIG, "%s is larger than %d bytes", path, AB_CREDFILE_MAX);
@@ -300,20 +292,6 @@ int ab_credfile_dump(const json_t *root, char **out, size_t *len)
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 bool ab_credfile_stamp_kind_ok(const char *kind)
 {
 	return strcmp(kind, "now") == 0 || strcmp(kind, "expires_at_ms") == 0;
@@ -385,17 +363,16 @@ int ab_credfile_apply_stamps(json_t *root, const ab_credfile_stamps *st)
 	return done;
 }
 
-int ab_credfile_update(const char *path, const char *const *ptrs, const char *const *vals,
+/* The new version of the file REAL: its values at PTRS set to VALS, the
+ * stamps applied, as compact JSON in *OUT (malloc'd; the caller wipes it).
+ * *ST is the file as it was read. */
+static int new_version(const char *real, const char *const *ptrs, const char *const *vals,
 		       const size_t *lens, size_t n, const ab_credfile_stamps *stamps,
-		       bool in_place, ab_err *err)
+		       struct stat *st, char **out, size_t *olen, ab_err *err)
 {
-	char real[PATH_MAX];
-	if (!realpath(path, real))
-		return ab_fail(err, errno, "cannot resolve %s", path);
 	char *buf = NULL;
 	size_t blen = 0;
-	struct stat st;
-	int r = read_small(real, &buf, &blen, &st, err);
+	int r = read_small(real, &buf, &blen, st, err);
 	if (r < 0)
 		return r;
 	json_t *root = NULL;
@@ -415,62 +392,75 @@ int ab_credfile_update(const char *path, const char *const *ptrs, const char *co
 		json_decref(root);
 		return ab_fail(err, ENOMEM, "%s", real);
 	}
-	char *out = NULL;
-	size_t olen = 0;
-	r = ab_credfile_dump(root, &out, &olen);
+	r = ab_credfile_dump(root, out, olen);
 	json_decref(root);
-	if (r < 0)
-		return ab_fail(err, -r, "%s", real);
+	return r < 0 ? ab_fail(err, -r, "%s", real) : 0;
+}
 
-	if (in_place) {
-		/* the same inode: a mount on this path (the sandbox's rendered copy)
-		 * stays where it is; renaming over it would detach it */
-		_cleanup_close_ int fd = open(real, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-		r = fd < 0 ? -errno : 0;
-		ssize_t w = r ? -1 : pwrite(fd, out, olen, 0);
-		if (!r && (w < 0 || (size_t)w != olen))
-			r = w < 0 ? -errno : -EIO;
-		if (!r && ftruncate(fd, (off_t)olen) < 0)
-			r = -errno;
-		if (!r && fsync(fd) < 0)
-			r = -errno;
-		wipe_buf(out, olen);
-		return r < 0 ? ab_fail(err, -r, "%s: write the new version", real) : 0;
-	}
+/* Overwrite REAL with OUT in the same inode: a mount on this path (the
+ * sandbox's rendered copy) stays where it is; renaming over it would
+ * detach it.  OUT is wiped. */
+static int write_in_place(const char *real, char *out, size_t olen, ab_err *err)
+{
+	_cleanup_close_ int fd = open(real, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	int r = fd < 0 ? -errno : 0;
+	ssize_t w = r ? -1 : pwrite(fd, out, olen, 0);
+	if (!r && (w < 0 || (size_t)w != olen))
+		r = w < 0 ? -errno : -EIO;
+	if (!r && ftruncate(fd, (off_t)olen) < 0)
+		r = -errno;
+	if (!r && fsync(fd) < 0)
+		r = -errno;
+	wipe_buf(out, olen);
+	return r < 0 ? ab_fail(err, -r, "%s: write the new version", real) : 0;
+}
+
+/* A new file beside BASE in DFD (directory DIR), named into TMP: its fd, or
+ * -errno with ERR set. */
+static int create_temp(int dfd, const char *dir, const char *base, const char *real,
+		       char tmp[NAME_MAX + 1], ab_err *err)
+{
+	unsigned char rnd[6];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return ab_fail(err, EIO, "getrandom");
+	int tl = snprintf(tmp, NAME_MAX + 1, ".%.200s.agentbox-%02x%02x%02x%02x%02x%02x", base,
+			  rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	if (tl < 0 || tl >= NAME_MAX + 1)
+		return ab_fail(err, ENAMETOOLONG, "%s", real);
+	int tfd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (tfd < 0)
+		return ab_fail(err, errno, "create a temporary file in %s", dir);
+	return tfd;
+}
+
+/* Replace REAL by a new file holding OUT, with the owner and mode of the
+ * old one (ST), renamed over it.  OUT is wiped. */
+static int replace_by_rename(const char *real, const struct stat *st, char *out, size_t olen,
+			     ab_err *err)
+{
 	char dirbuf[PATH_MAX], basebuf[PATH_MAX];
 	snprintf(dirbuf, sizeof(dirbuf), "%s", real);
 	snprintf(basebuf, sizeof(basebuf), "%s", real);
 	const char *dir = dirname(dirbuf), *base = basename(basebuf);
 	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
-		wipe_buf(out, olen);
-		return ab_fail(err, errno, "open %s", dir);
-	}
-	unsigned char rnd[6];
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-		wipe_buf(out, olen);
-		return ab_fail(err, EIO, "getrandom");
-	}
-	char tmp[NAME_MAX + 1];
-	int tl = snprintf(tmp, sizeof(tmp), ".%.200s.agentbox-%02x%02x%02x%02x%02x%02x", base,
-			  rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
-	if (tl < 0 || (size_t)tl >= sizeof(tmp)) {
-		wipe_buf(out, olen);
-		return ab_fail(err, ENAMETOOLONG, "%s", real);
-	}
-	int tfd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (tfd < 0) {
 		int e = errno;
 		wipe_buf(out, olen);
-		return ab_fail(err, e, "create a temporary file in %s", dir);
+		return ab_fail(err, e, "open %s", dir);
+	}
+	char tmp[NAME_MAX + 1];
+	int tfd = create_temp(dfd, dir, base, real, tmp, err);
+	if (tfd < 0) {
+		wipe_buf(out, olen);
+		return tfd;
 	}
 	const char *step = "write";
-	r = write_all(tfd, out, olen);
+	int r = ab_write_all(tfd, out, olen);
 	wipe_buf(out, olen);
-	if (!r && (st.st_uid != geteuid() || st.st_gid != getegid()) &&
-	    fchown(tfd, st.st_uid, st.st_gid) < 0)
+	if (!r && (st->st_uid != geteuid() || st->st_gid != getegid()) &&
+	    fchown(tfd, st->st_uid, st->st_gid) < 0)
 		r = -errno, step = "chown";
-	if (!r && fchmod(tfd, st.st_mode & 07777) < 0)
+	if (!r && fchmod(tfd, st->st_mode & 07777) < 0)
 		r = -errno, step = "chmod";
 	if (!r && fsync(tfd) < 0)
 		r = -errno, step = "fsync";
@@ -484,4 +474,22 @@ int ab_credfile_update(const char *path, const char *const *ptrs, const char *co
 	}
 	(void)fsync(dfd);
 	return 0;
+}
+
+int ab_credfile_update(const char *path, const char *const *ptrs, const char *const *vals,
+		       const size_t *lens, size_t n, const ab_credfile_stamps *stamps,
+		       bool in_place, ab_err *err)
+{
+	char real[PATH_MAX];
+	if (!realpath(path, real))
+		return ab_fail(err, errno, "cannot resolve %s", path);
+	struct stat st;
+	char *out = NULL;
+	size_t olen = 0;
+	int r = new_version(real, ptrs, vals, lens, n, stamps, &st, &out, &olen, err);
+	if (r < 0)
+		return r;
+	if (in_place)
+		return write_in_place(real, out, olen, err);
+	return replace_by_rename(real, &st, out, olen, err);
 }

@@ -61,12 +61,14 @@ static int normalize_v6(const char *in, size_t len, char *out, size_t outlen)
 	return AB_HOST_IPV6;
 }
 
-/* Does the label [s, s+n) look like a number (WHATWG "ends in a number")? */
-static bool label_is_numeric(const char *s, size_t n)
+/* The one answer to "is this name an IP literal?" for policy rules, Host
+ * and CONNECT targets and TLS server names alike: two answers would let a
+ * name pass one check as a host name and reach the other as an address. */
+bool ab_host_label_is_numeric(const char *s, size_t n)
 {
 	size_t i = 0;
 
-	if (n >= 2 && s[0] == '0' && s[1] == 'x') {
+	if (n >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
 		for (i = 2; i < n; i++)
 			if (!is_hex(s[i]))
 				return false;
@@ -177,12 +179,12 @@ int ab_host_normalize(const char *in, char *out, size_t outlen)
 	r = check_labels(buf, (size_t)n, &last);
 	if (r < 0)
 		return r;
-	if (label_is_numeric(last, strlen(last)) && !is_canonical_v4(buf))
+	if (ab_host_label_is_numeric(last, strlen(last)) && !is_canonical_v4(buf))
 		return -EDOM;
 	if ((size_t)n + 1 > outlen)
 		return -ENOBUFS;
 	memcpy(out, buf, (size_t)n + 1);
-	return label_is_numeric(last, strlen(last)) ? AB_HOST_IPV4 : AB_HOST_NAME;
+	return ab_host_label_is_numeric(last, strlen(last)) ? AB_HOST_IPV4 : AB_HOST_NAME;
 }
 
 /* ---- rules ---- */

@@ -14,6 +14,7 @@
  * a stream gives NEED_MORE or the stream's final answer (see tls.h).
  */
 #include "agentbox/tls.h"
+#include "agentbox/netpolicy.h"
 
 #include <string.h>
 
@@ -138,25 +139,6 @@ static bool get_uint(rd *r, size_t end, size_t nbytes, size_t *v, const char *re
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-static bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f'); }
-
-/* The last label looks like a number (as ab_host_normalize decides). */
-static bool label_is_numeric(const char *s, size_t n)
-{
-	size_t i = 0;
-
-	if (n >= 2 && s[0] == '0' && s[1] == 'x') {
-		for (i = 2; i < n; i++)
-			if (!is_hex(s[i]))
-				return false;
-		return true;
-	}
-	for (i = 0; i < n; i++)
-		if (!is_digit(s[i]))
-			return false;
-	return n > 0;
-}
-
 /* Check the labels of the lower-cased name[0..n); NULL if fine. */
 static const char *check_labels(const char *name, size_t n)
 {
@@ -174,7 +156,7 @@ static const char *check_labels(const char *name, size_t n)
 			return "label longer than 63 bytes in server_name";
 		if (name[start] == '-' || name[i - 1] == '-')
 			return "label starts or ends with '-' in server_name";
-		if (i == n && label_is_numeric(name + start, l))
+		if (i == n && ab_host_label_is_numeric(name + start, l))
 			return "IP literal in server_name";
 		start = i + 1;
 	}

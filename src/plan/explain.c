@@ -105,17 +105,13 @@ static void rights_text(uint64_t access, uint64_t handled, char *buf, size_t len
 
 static void fmt_bytes(long long v, char *buf, size_t len)
 {
-	static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB" };
-	double d = (double)v;
-	int u = -1;
-	while (d >= 1024.0 && u < 3) {
-		d /= 1024.0;
-		u++;
-	}
-	if (u < 0)
+	char h[32];
+	if (v < 1024) {
 		snprintf(buf, len, "%lld bytes", v);
-	else
-		snprintf(buf, len, "%lld bytes (%.1f %s)", v, d, unit[u]);
+		return;
+	}
+	ab_fmt_bytes(h, sizeof(h), (uint64_t)v);
+	snprintf(buf, len, "%lld bytes (%s)", v, h);
 }
 
 static bool is_writable_dst(const ab_plan *p, const char *path)

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * common.c: the error value (formatting, prefixing, hints, truncation), the
- * string vectors, and the lexical path helpers.  Pure, table-driven.
+ * string vectors, the lexical path helpers, reading and writing whole fds
+ * and byte counts for people.  Table-driven.
  */
 #include "unit.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agentbox/common.h"
@@ -392,6 +396,92 @@ static void test_read_fd_all(void **state)
 	assert_int_equal(ab_read_fd_all(-1, 0, 100, &out, &len), -EBADF);
 }
 
+/* ab_read_full: less than asked (to the end), exactly, one byte more than
+ * asked stays unread, no fd. */
+static void test_read_full(void **state)
+{
+	char buf[16];
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(write(p[1], "abcdefghijk", 11), 11);
+	assert_int_equal(ab_read_full(p[0], buf, 4), 4);
+	assert_memory_equal(buf, "abcd", 4);
+	assert_int_equal(ab_read_full(p[0], buf, 6), 6);
+	assert_memory_equal(buf, "efghij", 6);
+	close(p[1]);
+	assert_int_equal(ab_read_full(p[0], buf, sizeof(buf)), 1);
+	assert_int_equal(buf[0], 'k');
+	assert_int_equal(ab_read_full(p[0], buf, sizeof(buf)), 0);
+	close(p[0]);
+	assert_int_equal(ab_read_full(-1, buf, sizeof(buf)), -EBADF);
+}
+
+/* ab_write_all: more than a pipe holds (a child drains it), nothing, a
+ * closed reader, no fd. */
+static void test_write_all(void **state)
+{
+	static char data[300000];
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)('a' + i % 26);
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[1]);
+		char *out = NULL;
+		size_t len = 0;
+		int ok = ab_read_fd_all(p[0], 0, sizeof(data), &out, &len) == 0 &&
+			 len == sizeof(data) && memcmp(out, data, len) == 0;
+		_exit(ok ? 0 : 1);
+	}
+	close(p[0]);
+	assert_int_equal(ab_write_all(p[1], data, sizeof(data)), 0);
+	assert_int_equal(ab_write_all(p[1], data, 0), 0);
+	close(p[1]);
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	close(p[0]);
+	void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+	assert_int_equal(ab_write_all(p[1], "x", 1), -EPIPE);
+	signal(SIGPIPE, old);
+	close(p[1]);
+	assert_int_equal(ab_write_all(-1, "x", 1), -EBADF);
+}
+
+/* ab_fmt_bytes: bytes as they are below 1 KiB, then one decimal in the
+ * largest unit reached, up to EiB. */
+static void test_fmt_bytes(void **state)
+{
+	static const struct {
+		uint64_t b;
+		const char *want;
+	} cases[] = {
+		{ 0, "0 B" },
+		{ 1023, "1023 B" },
+		{ 1024, "1.0 KiB" },
+		{ 1536, "1.5 KiB" },
+		{ 1048575, "1024.0 KiB" },
+		{ 1048576, "1.0 MiB" },
+		{ 1073741824, "1.0 GiB" },
+		{ 1ULL << 40, "1.0 TiB" },
+		{ 1ULL << 50, "1.0 PiB" },
+		{ 1ULL << 60, "1.0 EiB" },
+		{ UINT64_MAX, "16.0 EiB" },
+	};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++) {
+		char out[32];
+		ab_fmt_bytes(out, sizeof(out), cases[i].b);
+		assert_string_equal(out, cases[i].want);
+	}
+	char small[4];
+	ab_fmt_bytes(small, sizeof(small), 1536);
+	assert_string_equal(small, "1.5");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -414,6 +504,9 @@ int main(void)
 		cmocka_unit_test(test_explicit_bzero),
 		cmocka_unit_test(test_cleanup_macros),
 		cmocka_unit_test(test_read_fd_all),
+		cmocka_unit_test(test_read_full),
+		cmocka_unit_test(test_write_all),
+		cmocka_unit_test(test_fmt_bytes),
 	};
 	return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

@@ -227,6 +227,17 @@ static void test_text_variants(void **state)
 	find_after(t, "  supplementary groups: dropped\n", NULL);
 	find_after(t, "(root: the command never runs as root", NULL);
 	free(t);
+
+	/* the units go on past TiB as in the audit summary and the report
+	 * (this said "2048.0 TiB") */
+	f->p.cg_memory = 2048LL << 40;
+	t = explain(f, false);
+	find_after(t, "  memory: 2251799813685248 bytes (2.0 PiB) [cgroup v2]\n", NULL);
+	free(t);
+	f->p.cg_memory = 1023;
+	t = explain(f, false);
+	find_after(t, "  memory: 1023 bytes [cgroup v2]\n", NULL);
+	free(t);
 	free_fixture(f);
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * http.c: the HTTP/1.1 request-head parser, the chunk-size parser, the
- * response-head parser, the body-framing decision and the body framer.
+ * http.c and http_body.c: the HTTP/1.1 request-head parser, the chunk-size
+ * parser, the response-head parser, the body-framing decision and the body
+ * framer.
  * Table-driven valid and hostile heads (each with its exact status and
  * reason), byte-by-byte feeding, limits at and one past each boundary,
  * pipelining; response streams parsed head, body, head, ... as the proxy

@@ -115,6 +115,32 @@ static void test_normalize_table(void **state)
 	}
 }
 
+/* The label test on its own, in both cases: the TLS server-name check and
+ * ab_host_normalize share it, and a copy of it that knew only lower-case hex
+ * called "0xAB" a name. */
+static void test_label_is_numeric(void **state)
+{
+	static const struct {
+		const char *s;
+		bool numeric;
+	} cases[] = {
+		{ "0", true },      { "127", true },   { "0177", true },   { "4294967296", true },
+		{ "0x", true },     { "0X", true },    { "0x7f", true },   { "0X7F", true },
+		{ "0xab", true },   { "0xAB", true },  { "0XaB", true },   { "0x00000000ff", true },
+		{ "", false },      { "x", false },    { "0xg", false },   { "0XG", false },
+		{ "12a", false },   { "a12", false },  { "0x7f-", false }, { "x7f", false },
+		{ "00x1", false },  { "1x", false },   { "0x 1", false },  { "-1", false },
+	};
+
+	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++)
+		if (ab_host_label_is_numeric(cases[i].s, strlen(cases[i].s)) != cases[i].numeric)
+			fail_msg("'%s': want %s", cases[i].s, cases[i].numeric ? "numeric" : "a name");
+	/* only the N bytes given count */
+	assert_true(ab_host_label_is_numeric("12ab", 2));
+	assert_false(ab_host_label_is_numeric("0xz", 3));
+	assert_true(ab_host_label_is_numeric("0xz", 2));
+}
+
 static void test_normalize_lengths(void **state)
 {
 	char in[AB_HOST_INPUT_MAX + 50], out[AB_HOST_BUF];
@@ -528,6 +554,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rule_error_printable),
 		cmocka_unit_test(test_normalize_table),
+		cmocka_unit_test(test_label_is_numeric),
 		cmocka_unit_test(test_normalize_lengths),
 		cmocka_unit_test(test_rule_table),
 		cmocka_unit_test(test_check_table),

@@ -10,11 +10,13 @@
  */
 #include "unit.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "agentbox/common.h"
+#include "agentbox/netpolicy.h"
 #include "agentbox/tls.h"
 
 #define S(lit) (const uint8_t *)(lit), sizeof(lit) - 1
@@ -679,6 +681,34 @@ static void test_names(void **state)
 	}
 }
 
+/* A server name is an IP literal exactly when ab_host_normalize calls the
+ * same text IPv4 or a non-canonical IPv4 attempt (one label test serves
+ * both), in any case of the hex digits. */
+static void test_names_agree_with_host_normalize(void **state)
+{
+	static const char *const in[] = {
+		"0xAB", "a.0xAB", "a.0XAB", "a.0Xab", "0x7F.0.0.1", "127.1", "127.0.0.1",
+		"1.2.3.0xFF", "a.0x", "a.0X", "a.0xG", "0xAB.example", "a.123", "a.123x",
+		"a.08", "4294967296", "x.0x0x1",
+	};
+
+	for (size_t i = 0; i < AB_ARRAY_SIZE(in); i++) {
+		char out[AB_HOST_BUF];
+		int k = ab_host_normalize(in[i], out, sizeof(out));
+		bool literal = k == AB_HOST_IPV4 || k == -EDOM;
+		hello_spec s = { .sni = in[i] };
+		size_t n = build(&s, NULL);
+
+		assert_true(k == AB_HOST_NAME || literal);
+		assert_int_equal(ab_tls_parse_client_hello(stream, n, &h), AB_TLS_OK);
+		if (h.sni_invalid != literal)
+			fail_msg("%s: normalize %d, server_name %s", in[i], k,
+				 h.sni_invalid ? h.reason : "accepted");
+		if (literal)
+			assert_string_equal(h.reason, "IP literal in server_name");
+	}
+}
+
 /* ----------------------------------------- hostile extensions / fields */
 
 typedef struct {
@@ -1091,6 +1121,7 @@ int main(void)
 		cmocka_unit_test(test_good),
 		cmocka_unit_test(test_captured),
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_names_agree_with_host_normalize),
 		cmocka_unit_test(test_ext_hostile),
 		cmocka_unit_test(test_patches),
 		cmocka_unit_test(test_every_length),

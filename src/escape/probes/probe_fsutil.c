@@ -57,17 +57,7 @@ bool fsp_mkname(char *buf, size_t n, ab_probe_run *r, const char *dir, const cha
 
 bool fsp_write_str(int fd, const char *s)
 {
-	size_t n = strlen(s);
-	while (n) {
-		ssize_t k = write(fd, s, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return false;
-		s += k;
-		n -= (size_t)k;
-	}
-	return true;
+	return ab_write_all(fd, s, strlen(s)) == 0;
 }
 
 void fsp_mark(json_t *arr, const char *path)

@@ -221,19 +221,6 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static void write_all(int fd, const char *s, size_t n)
-{
-	while (n) {
-		ssize_t k = write(fd, s, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return;
-		s += k;
-		n -= (size_t)k;
-	}
-}
-
 /* In the probe's child: run it, send {attempts, found, report, dropped}. */
 static _Noreturn void probe_child(const ab_probe_def *d, const ab_lab_info *lab, int wfd)
 {
@@ -246,7 +233,7 @@ static _Noreturn void probe_child(const ab_probe_def *d, const ab_lab_info *lab,
 	json_object_set_new(o, "dropped", json_integer((json_int_t)r.dropped));
 	char *s = json_dumps(o, JSON_COMPACT);
 	if (s)
-		write_all(wfd, s, strlen(s));
+		(void)ab_write_all(wfd, s, strlen(s));
 	_exit(0);
 }
 
@@ -376,8 +363,8 @@ int ab_escape_inside(int argc, char **argv)
 		char *s = json_dumps(res, JSON_COMPACT);
 		json_decref(res);
 		if (s) {
-			write_all(out, s, strlen(s));
-			write_all(out, "\n", 1);
+			(void)ab_write_all(out, s, strlen(s));
+			(void)ab_write_all(out, "\n", 1);
 			free(s);
 		}
 	}

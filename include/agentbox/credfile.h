@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * credfile.h: credentials files (subscription logins, issue 6), the pure part
+ * credfile.h: credentials files (subscription logins), the pure part
  * (parent only).  A harness that keeps OAuth tokens in a JSON file (Claude
  * Code's ~/.claude/.credentials.json, Codex's ~/.codex/auth.json) gets a
  * RENDERED copy inside the sandbox: the same document with every brokered

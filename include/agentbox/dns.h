@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * dns.h: pure DNS query parser and response builder for the in-sandbox DNS
- * responder of the egress proxy (issue 3).  No I/O, no allocation, no state.
+ * responder of the egress proxy.  No I/O, no allocation, no state.
  * The responder answers allowlisted names with one synthetic IPv4 address
  * (198.18.0.0/15), NXDOMAIN for everything else, and forwards nothing.
  * Queries are hostile input: anything a stub resolver has no reason to send

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * http.h: pure HTTP/1.1 parsers for the egress proxy (issue 3): request head,
+ * http.h: pure HTTP/1.1 parsers for the egress proxy: request head,
  * response head, chunk-size line, the response body-framing decision, an
  * incremental body framer (where does this message body end?) and the
  * sniffer of a tunnel's first bytes (is this HTTP?).  No I/O, no

@@ -102,7 +102,7 @@ typedef struct ab_plan_input {
 				       in the installed binary */
 } ab_plan_input;
 
-/* Test-only ablation (issue 5: proving that test-escape can fail).  Only
+/* Test-only ablation (proving that test-escape can fail).  Only
  * build/agentbox-ablate, whose main.c is compiled with -DAB_ABLATION, sets
  * these, from AGENTBOX_TEST_ABLATE=seccomp,landlock,netns,env,home,pty; the
  * agentbox binary that is built and installed has no way to.  Each ablated
@@ -131,7 +131,7 @@ int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
  * secret); the JDK's default for cacerts, which tools assume. */
 #define AB_TRUST_JAVA_PASSWORD "changeit"
 
-/* Egress (issue 3): what the child sets up inside the network namespace and
+/* Egress: what the child sets up inside the network namespace and
  * what the parent's proxy enforces.  Rule texts are canonical (validated). */
 typedef struct ab_egress_plan {
 	uint16_t proxy_port;        /* explicit proxy on 127.0.0.1 inside */
@@ -147,7 +147,7 @@ typedef struct ab_egress_plan {
 	ab_strv no_proxy;           /* host's NO_PROXY entries (upstream_proxy "env") */
 	char *profile_name;         /* for 403 explanations */
 	ab_strv grants;             /* command-line grants, for the audit log's start event */
-	/* credential brokering (issue 4): the profile's secrets (borrowed: the
+	/* credential brokering: the profile's secrets (borrowed: the
 	 * profile outlives the plan), the CA bundle for intercepted upstreams */
 	const struct ab_profile_secret *secrets;
 	size_t nsecrets;

@@ -85,7 +85,7 @@ typedef struct ab_profile {
 		ab_strv allow; /* default-denied syscalls this profile re-allows (relaxable only) */
 	} syscalls;
 
-	/* The record (issue 7): -1 unset (= on), 0 off, 1 on.  exec needs a log. */
+	/* The record: -1 unset (= on), 0 off, 1 on.  exec needs a log. */
 	struct {
 		int exec;
 		int denials;
@@ -105,7 +105,7 @@ typedef struct ab_profile {
 		bool any; /* "loopback_ports": "any" */
 	} loopback;
 
-	/* Egress (issue 3): rules are validated with ab_netrule_parse at load and
+	/* Egress: rules are validated with ab_netrule_parse at load and
 	 * kept as text; the proxy builds its ab_netpolicy from them. */
 	struct {
 		ab_strv allow, deny, priv; /* network.allow / deny / private */
@@ -120,7 +120,7 @@ typedef struct ab_profile {
 		int placeholder_elsewhere; /* AB_ELSEWHERE_*: the default of every secret */
 	} net;
 
-	/* Brokered secrets (issue 4): the sandbox sees a placeholder; the proxy
+	/* Brokered secrets: the sandbox sees a placeholder; the proxy
 	 * swaps it for the value on requests to the bound hosts. */
 	struct ab_profile_secret {
 		char *name;
@@ -141,7 +141,7 @@ typedef struct ab_profile {
 		bool mask_in_body;  /* body of a request to a bound host, "body" not
 				       allowed: send a mask instead of refusing */
 		int elsewhere;      /* AB_ELSEWHERE_*: wins over network.placeholder_elsewhere */
-		/* subscription logins (issue 6, docs/credentials.md) */
+		/* subscription logins (docs/credentials.md) */
 		char *src_pointer;  /* json: JSON pointer into src_file */
 		bool optional;      /* "optional": an absent source skips the secret */
 		ab_strv optional_unless; /* "optional": [NAMES]: absent is fine only when

@@ -18,7 +18,7 @@ typedef struct ab_seccomp_policy {
 	ab_strv extra_deny; /* profile syscalls.deny: names, EPERM */
 	ab_strv allow;      /* profile syscalls.allow: relaxable default entries to drop */
 	bool disabled;      /* test-only ablation switch (AGENTBOX_TEST_ABLATE=seccomp) */
-	/* The record (issue 7): with either set, program 1 is loaded with a
+	/* The record: with either set, program 1 is loaded with a
 	 * user-notification listener that agentbox's parent serves
 	 * (src/observe/supervise.c).  notify_denials: every EPERM/EAFNOSUPPORT rule
 	 * becomes SECCOMP_RET_USER_NOTIF and the parent answers with that same

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * secrets.h: credential brokering (issue 4), the pure part.  The sandbox only
+ * secrets.h: credential brokering, the pure part.  The sandbox only
  * ever sees PLACEHOLDERS; the egress proxy, which TLS-intercepts the hosts a
  * secret is bound to, swaps a placeholder for the real value only in the
  * places the profile allows, blocks a request to those hosts that carries

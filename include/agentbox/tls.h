@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tls.h: pure TLS ClientHello parser for the egress proxy (issue 3).
+ * tls.h: pure TLS ClientHello parser for the egress proxy.
  *
  * The proxy peeks at the first bytes a client sends on a CONNECT tunnel or on
  * a transparently captured connection, and checks that the ClientHello's SNI

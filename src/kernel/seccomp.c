@@ -75,7 +75,7 @@ _Static_assert(AB_SECCOMP_MAX_KNOWN_NR == 469,
  * on this architecture (umount, stime, vm86 on x86_64; most legacy calls on
  * aarch64) are skipped. */
 const sc_deny_entry sc_deny_table[] = {
-	/* Kernel keyrings are not namespaced (threat model 2). */
+	/* Kernel keyrings are not namespaced. */
 	{"add_key", 0}, {"keyctl", 0}, {"request_key", 0},
 	/* No nested sandboxes, no changes to the mount tree. */
 	{"setns", 0}, {"mount", 0}, {"umount", 0}, {"umount2", 0}, {"pivot_root", 0},

@@ -405,7 +405,7 @@ static int plan_connect_lost(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	return -EINVAL;
 }
 
-/* The record (issue 7, src/observe/supervise.c): denied syscalls always, commands
+/* The record (src/observe/supervise.c): denied syscalls always, commands
  * when there is an audit log to write them to.  Both ride on seccomp user
  * notification; without it the filter still denies, only the record is lost,
  * and the run says so. */

@@ -606,7 +606,7 @@ static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *roo
 
 /* The profile files that define this sandbox are read-only inside it, or a
  * profile kept in the workspace could be rewritten to grant the next run
- * more (threat model 8). */
+ * more (docs/threat-model.md). */
 static int protect_under_writable(ab_plan *p, const ab_plan_input *in, const ab_strv *files,
 				  ab_err *err);
 

@@ -1634,7 +1634,7 @@ static void test_pty_decision(void **state)
 	}
 }
 
-/* Test ablation (issue 5): only agentbox-ablate sets in.ablate; the plan
+/* Test ablation: only agentbox-ablate sets in.ablate; the plan
  * applies each layer's weakening and lists it as a downgrade. */
 static void test_ablation(void **state)
 {

@@ -361,7 +361,7 @@ static void test_export_variants(void **state)
 	pol_free(&pol);
 }
 
-/* The record (issue 7): denying rules become user notifications answered
+/* The record: denying rules become user notifications answered
  * with the same errno; ENOSYS steering stays plain; execs notify. */
 static void test_export_notify(void **state)
 {

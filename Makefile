@@ -80,7 +80,7 @@ EGRESS_SRCS  := src/egress/proxy.c src/egress/pxhttp.c src/egress/pxtls.c src/eg
                 src/egress/broker.c
 SANDBOX_SRCS := src/sandbox/sandbox.c src/sandbox/init.c src/sandbox/mount.c src/sandbox/netns.c \
                 src/sandbox/pty.c src/sandbox/termfilter.c src/sandbox/watch.c src/sandbox/cleanup.c
-ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/report.c \
+ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/result.c src/escape/report.c \
                 src/escape/probes/registry.c src/escape/probes/runner.c \
                 src/escape/probes/probe_fs.c src/escape/probes/probe_fsutil.c \
                 src/escape/probes/probe_harness.c src/escape/probes/probe_krn.c \

@@ -86,7 +86,9 @@ ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/result.c src
                 src/escape/probes/probe_harness.c src/escape/probes/probe_krn.c \
                 src/escape/probes/probe_net.c src/escape/probes/probe_crd.c \
                 src/escape/probes/probe_netrec.c src/escape/probes/probe_netlib.c \
-                src/escape/probes/probe_secper.c src/escape/probes/probe_sys.c \
+                src/escape/probes/probe_secper.c src/escape/probes/probe_sysutil.c \
+                src/escape/probes/probe_prc.c src/escape/probes/probe_secproc.c \
+                src/escape/probes/probe_tty.c \
                 src/escape/lab/harness.c src/escape/lab/lab.c src/escape/lab/judge.c
 CLI_SRCS     := src/cli/cli.c src/cli/doctor.c
 LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRCS) $(PLAN_SRCS) \

@@ -82,7 +82,8 @@ SANDBOX_SRCS := src/sandbox/sandbox.c src/sandbox/init.c src/sandbox/mount.c src
                 src/sandbox/pty.c src/sandbox/termfilter.c src/sandbox/watch.c src/sandbox/cleanup.c
 ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/result.c src/escape/report.c \
                 src/escape/probes/registry.c src/escape/probes/runner.c \
-                src/escape/probes/probe_fs.c src/escape/probes/probe_fsutil.c \
+                src/escape/probes/probe_fs.c src/escape/probes/probe_fsctl.c \
+                src/escape/probes/probe_fsmount.c src/escape/probes/probe_fsutil.c \
                 src/escape/probes/probe_harness.c src/escape/probes/probe_krn.c \
                 src/escape/probes/probe_net.c src/escape/probes/probe_crd.c \
                 src/escape/probes/probe_netrec.c src/escape/probes/probe_netlib.c \

@@ -407,15 +407,15 @@ struct setid_prog {
 	const char *path, *arg;
 };
 
-/* Exec a set-id program; read its creds from /proc while it is a zombie. */
-static void exec_setid(ab_probe_run *r, const struct setid_prog *p)
+/* Fork and exec the program (its stdio on /dev/null): the child's pid, or
+ * -1 after recording why it did not run (the exec's errno comes back
+ * through a close-on-exec pipe). */
+static pid_t setid_spawn(ab_probe_run *r, const char *what, const struct setid_prog *p)
 {
-	char what[160], path[64], st[PSYS_SMALL], name[32];
-	snprintf(what, sizeof(what), "exec set-id %s %s: no elevation", p->path, p->arg ? p->arg : "");
 	int ep[2];
 	if (pipe2(ep, O_CLOEXEC) < 0) {
 		ab_pr_error(r, what, "pipe: %s", psys_ename(errno));
-		return;
+		return -1;
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -437,8 +437,17 @@ static void exec_setid(ab_probe_run *r, const struct setid_prog *p)
 		if (pid > 0)
 			wait_status(pid);
 		ab_pr_sys(r, what, -1, pid < 0 ? errno : e);
-		return;
+		return -1;
 	}
+	return pid;
+}
+
+/* The child's /proc status, read once it is a zombie (or after
+ * EXEC_TIMEOUT_MS) so its creds are those the exec gave; then it is killed
+ * and reaped.  st[0] is a newline for status_field; the bytes read, or -1. */
+static ssize_t setid_status(pid_t pid, char *st, size_t n)
+{
+	char path[64];
 	siginfo_t si;
 	for (int i = 0; i < EXEC_TIMEOUT_MS / 10; i++) {
 		memset(&si, 0, sizeof(si));
@@ -448,9 +457,22 @@ static void exec_setid(ab_probe_run *r, const struct setid_prog *p)
 	}
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	st[0] = '\n';
-	ssize_t n = psys_read_small(path, st + 1, sizeof(st) - 1);
+	st[1] = '\0';
+	ssize_t got = psys_read_small(path, st + 1, n - 1);
 	kill(pid, SIGKILL);
 	wait_status(pid);
+	return got;
+}
+
+/* Exec a set-id program; its creds must be the caller's, without capabilities. */
+static void exec_setid(ab_probe_run *r, const struct setid_prog *p)
+{
+	char what[160], st[PSYS_SMALL], name[32];
+	snprintf(what, sizeof(what), "exec set-id %s %s: no elevation", p->path, p->arg ? p->arg : "");
+	pid_t pid = setid_spawn(r, what, p);
+	if (pid < 0)
+		return;
+	ssize_t n = setid_status(pid, st, sizeof(st));
 	const char *nm = status_field(st, "Name"), *uid = status_field(st, "Uid");
 	const char *gid = status_field(st, "Gid"), *ce = status_field(st, "CapEff");
 	const char *cp = status_field(st, "CapPrm");

@@ -58,16 +58,10 @@ static void sti(ab_probe_run *r, int fd, const char *name, bool *sent)
 		ab_pr_escaped(r, what, "injected into a terminal that is not the sandbox's pty");
 }
 
-/* TTY-01: TIOCSTI of "#abprobe\n" on fds 0-2 (each distinct terminal once)
- * and on /dev/tty; ioctl(-1, TIOCSTI) and ioctl(-1, TIOCSTI | 1<<32) (EBADF:
- * not filtered, CVE-2019-10063); ioctl(-1, TIOCLINUX) with subcodes 2/3
- * (selection, paste) and the high-bit variant; TIOCLINUX subcode 6 (a
- * harmless read) on terminals; TIOCSETD/TIOCCONS on a bad fd (not filtered
- * by design: reported) and TIOCCONS on terminals unless CAP_SYS_ADMIN.
- * Reports "tiocsti_sent". */
-void ab_probe_tty01(ab_probe_run *r)
+/* TIOCSTI on each distinct terminal among fds 0-2, and a harmless
+ * TIOCLINUX (6, TIOCL_GETSHIFTSTATE) on it. */
+static void tty01_fds(ab_probe_run *r, bool *sent)
 {
-	bool sent = false;
 	dev_t seen[3];
 	ino_t seen_ino[3];
 	int nseen = 0;
@@ -85,12 +79,51 @@ void ab_probe_tty01(ab_probe_run *r)
 		if (dup)
 			continue;
 		seen[nseen] = st.st_rdev, seen_ino[nseen++] = st.st_ino;
-		sti(r, fd, name, &sent);
+		sti(r, fd, name, sent);
 		char sub = 6; /* TIOCL_GETSHIFTSTATE */
 		snprintf(name, sizeof(name), "ioctl(fd %d, TIOCLINUX, 6)", fd);
 		int k = ioctl(fd, TIOCLINUX, &sub), e = errno;
 		psys_rec_filtered(r, name, k, e, psys_b_seccomp, "seccomp");
 	}
+}
+
+/* TIOCCONS on each terminal among fds 0-2 (undone if it works); not tried
+ * with CAP_SYS_ADMIN, which is an escape by itself. */
+static void tty01_cons(ab_probe_run *r)
+{
+	char name[64];
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct cd[2] = {{0, 0, 0}, {0, 0, 0}};
+	bool admin = syscall(SYS_capget, &h, cd) == 0 && (cd[0].effective & (1u << CAP_SYS_ADMIN));
+	for (int fd = 0; fd < 3; fd++) {
+		if (!isatty(fd))
+			continue;
+		snprintf(name, sizeof(name), "ioctl(fd %d, TIOCCONS)", fd);
+		if (admin) {
+			ab_pr_escaped(r, name, "CAP_SYS_ADMIN held: would redirect the console (not tried)");
+			continue;
+		}
+		long k = ioctl(fd, TIOCCONS);
+		int e = errno;
+		if (k == 0)
+			ioctl(fd, TIOCCONS); /* undo */
+		ab_pr_sys(r, name, k, e);
+		if (k < 0)
+			ab_pr_layer(r, "capabilities"); /* TIOCCONS is not filtered */
+	}
+}
+
+/* TTY-01: TIOCSTI of "#abprobe\n" on fds 0-2 (each distinct terminal once)
+ * and on /dev/tty; ioctl(-1, TIOCSTI) and ioctl(-1, TIOCSTI | 1<<32) (EBADF:
+ * not filtered, CVE-2019-10063); ioctl(-1, TIOCLINUX) with subcodes 2/3
+ * (selection, paste) and the high-bit variant; TIOCLINUX subcode 6 (a
+ * harmless read) on terminals; TIOCSETD/TIOCCONS on a bad fd (not filtered
+ * by design: reported) and TIOCCONS on terminals unless CAP_SYS_ADMIN.
+ * Reports "tiocsti_sent". */
+void ab_probe_tty01(ab_probe_run *r)
+{
+	bool sent = false;
+	tty01_fds(r, &sent);
 	int tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (tty < 0) {
 		int e = errno;
@@ -120,25 +153,7 @@ void ab_probe_tty01(ab_probe_run *r)
 	k = ioctl(-1, TIOCCONS);
 	ab_pr_ok(r, "ioctl(-1, TIOCCONS)", "%s: not filtered by design (needs CAP_SYS_ADMIN)",
 		 k < 0 ? psys_ename(errno) : "succeeded");
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct cd[2] = {{0, 0, 0}, {0, 0, 0}};
-	bool admin = syscall(SYS_capget, &h, cd) == 0 && (cd[0].effective & (1u << CAP_SYS_ADMIN));
-	for (int fd = 0; fd < 3; fd++) {
-		if (!isatty(fd))
-			continue;
-		snprintf(name, sizeof(name), "ioctl(fd %d, TIOCCONS)", fd);
-		if (admin) {
-			ab_pr_escaped(r, name, "CAP_SYS_ADMIN held: would redirect the console (not tried)");
-			continue;
-		}
-		k = ioctl(fd, TIOCCONS);
-		int e = errno;
-		if (k == 0)
-			ioctl(fd, TIOCCONS); /* undo */
-		ab_pr_sys(r, name, k, e);
-		if (k < 0)
-			ab_pr_layer(r, "capabilities"); /* TIOCCONS is not filtered */
-	}
+	tty01_cons(r);
 	ab_pr_report(r, "tiocsti_sent", json_boolean(sent));
 }
 

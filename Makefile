@@ -86,12 +86,16 @@ EGRESS_SRCS  := src/egress/proxy.c src/egress/pxhttp.c src/egress/pxtls.c src/eg
                 src/egress/broker.c
 SANDBOX_SRCS := src/sandbox/sandbox.c src/sandbox/init.c src/sandbox/mount.c src/sandbox/netns.c \
                 src/sandbox/pty.c src/sandbox/termfilter.c src/sandbox/watch.c src/sandbox/cleanup.c
-ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/report.c \
+ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/result.c src/escape/report.c \
                 src/escape/probes/registry.c src/escape/probes/runner.c \
-                src/escape/probes/probe_fs.c src/escape/probes/probe_fsutil.c \
+                src/escape/probes/probe_fs.c src/escape/probes/probe_fsctl.c \
+                src/escape/probes/probe_fsmount.c src/escape/probes/probe_fsutil.c \
                 src/escape/probes/probe_harness.c src/escape/probes/probe_krn.c \
-                src/escape/probes/probe_net.c src/escape/probes/probe_netlib.c \
-                src/escape/probes/probe_secper.c src/escape/probes/probe_sys.c \
+                src/escape/probes/probe_net.c src/escape/probes/probe_crd.c \
+                src/escape/probes/probe_netrec.c src/escape/probes/probe_netlib.c \
+                src/escape/probes/probe_secper.c src/escape/probes/probe_sysutil.c \
+                src/escape/probes/probe_prc.c src/escape/probes/probe_secproc.c \
+                src/escape/probes/probe_tty.c \
                 src/escape/lab/harness.c src/escape/lab/lab.c src/escape/lab/judge.c
 CLI_SRCS     := src/cli/cli.c src/cli/doctor.c
 LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRCS) $(PLAN_SRCS) \

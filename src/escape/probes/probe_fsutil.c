@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Helpers shared by the file, secret and persistence probes of test-escape
- * (probe_fs.c, probe_secper.c): path formatting, zero-byte writes, reading
- * and scanning, the `..` walk that tells whether a directory fd reaches
- * outside the sandbox's tree, and the bounded recursive reader ("the secret
- * sweep").  Runs inside the sandbox, in a probe's forked child.
+ * (probe_fs.c, probe_fsctl.c, probe_fsmount.c, probe_secper.c): path
+ * formatting, zero-byte writes, reading and scanning, the `..` walk that
+ * tells whether a directory fd reaches outside the sandbox's tree, and the
+ * bounded recursive reader ("the secret sweep").  Runs inside the sandbox,
+ * in a probe's forked child.
  */
 #include <dirent.h>
 #include <errno.h>

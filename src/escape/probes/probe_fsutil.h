@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to src/escape/: helpers of the file, secret and persistence
- * probes (probe_fsutil.c), used by probe_fs.c and probe_secper.c.  Inside
- * the sandbox only.
+ * Internal to src/escape/probes/: helpers of the file, secret and
+ * persistence probes (probe_fsutil.c), used by probe_fs.c, probe_fsctl.c,
+ * probe_fsmount.c and probe_secper.c.  Inside the sandbox only.
  */
 #ifndef AGENTBOX_ESCAPE_PROBE_FSUTIL_H
 #define AGENTBOX_ESCAPE_PROBE_FSUTIL_H

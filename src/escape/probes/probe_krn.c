@@ -6,7 +6,7 @@
  *
  * Runs INSIDE the sandbox, in the probe's own forked child (src/escape/probes/runner.c).
  * Every call that could change the process runs in a forked sub-child
- * (psys_sub_run, probe_sys.h).  Bad-argument calls: an errno other than
+ * (psys_sub_run, probe_sysutil.h).  Bad-argument calls: an errno other than
  * EPERM/ENOSYS (EBADF, EFAULT, EINVAL...) means the call reached the kernel,
  * i.e. it is not filtered; nothing is ever written to /proc/sys or /sys.
  */
@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "agentbox/escape.h"
-#include "probe_sys.h"
+#include "probe_sysutil.h"
 
 /* ------------------------------------------------------------------ */
 /* KRN-01                                                             */

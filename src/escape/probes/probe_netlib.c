@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The small network client of the network probes (src/escape/probes/probe_net.c):
- * non-blocking connect with a short timeout, HTTP/1.1 through agentbox's
- * explicit proxy (CONNECT, absolute-form) or straight to the transparent
- * path's synthetic addresses, TLS with OpenSSL (default verify paths, SNI,
- * hostname check, ALPN http/1.1), strictly bounded response reading, and a
- * minimal DNS client.  Inside the sandbox, in a probe's forked child; no
- * policy here: the probes judge.  Every byte read is scanned for canaries.
+ * The small network client of the network and credential probes
+ * (probe_net.c, probe_crd.c, through probe_netrec.c): non-blocking connect
+ * with a short timeout, HTTP/1.1 through agentbox's explicit proxy (CONNECT,
+ * absolute-form) or straight to the transparent path's synthetic addresses,
+ * TLS with OpenSSL (default verify paths, SNI, hostname check, ALPN
+ * http/1.1), strictly bounded response reading, and a minimal DNS client.
+ * Inside the sandbox, in a probe's forked child; no policy here: the probes
+ * judge.  Every byte read is scanned for canaries.
  */
 #include <arpa/inet.h>
 #include <errno.h>

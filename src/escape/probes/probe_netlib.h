@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * probe_netlib.h: the small network client of the network probes
- * (src/escape/probes/probe_netlib.c), private to src/escape/probes/probe_net.c and its
- * unit test.  Inside the sandbox, in a probe's child.
+ * probe_netlib.h: the small network client of the network and credential
+ * probes (probe_netlib.c), private to src/escape/probes/ (probe_netrec.c,
+ * probe_net.c, probe_crd.c) and its unit test.  Inside the sandbox, in a
+ * probe's child.
  */
 #ifndef AGENTBOX_ESCAPE_PROBE_NETLIB_H
 #define AGENTBOX_ESCAPE_PROBE_NETLIB_H

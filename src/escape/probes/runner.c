@@ -239,6 +239,41 @@ static _Noreturn void probe_child(const ab_probe_def *d, const ab_lab_info *lab,
 
 #define CHILD_MAX (8u << 20)
 
+/* Read the child's result from fd into buf (CHILD_MAX bytes) until end of
+ * file or the probe's time, counted from t0, runs out; true on timeout. */
+static bool read_child(int fd, double t0, char *buf, size_t *got)
+{
+	for (;;) {
+		int left = (int)(AB_PROBE_TIMEOUT_MS - (now_ms() - t0));
+		struct pollfd pf = {fd, POLLIN, 0};
+		if (left <= 0 || poll(&pf, 1, left) == 0)
+			return true;
+		ssize_t k = read(fd, buf + *got, CHILD_MAX - 1 - *got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0 || (*got += (size_t)k) >= CHILD_MAX - 1)
+			return false;
+	}
+}
+
+/* Why the child's result cannot be used (NULL: it can); nb holds a built one. */
+static const char *child_failed(pid_t pid, bool timeout, int st, const json_t *body, char *nb,
+				size_t n)
+{
+	if (pid < 0)
+		return "fork failed";
+	if (timeout)
+		return "timed out";
+	if (WIFSIGNALED(st)) {
+		snprintf(nb, n, "probe killed by signal %d (%s)", WTERMSIG(st),
+			 strsignal(WTERMSIG(st)));
+		return nb;
+	}
+	if (!json_is_object(body))
+		return "probe sent no result";
+	return NULL;
+}
+
 /* Run one probe; returns its result line as a JSON object. */
 static json_t *run_one(const ab_probe_def *d, const ab_lab_info *lab)
 {
@@ -260,20 +295,7 @@ static json_t *run_one(const ab_probe_def *d, const ab_lab_info *lab)
 	close(p[1]);
 	char *buf = malloc(CHILD_MAX);
 	size_t got = 0;
-	bool timeout = false;
-	while (pid > 0 && buf) {
-		int left = (int)(AB_PROBE_TIMEOUT_MS - (now_ms() - t0));
-		struct pollfd pf = {p[0], POLLIN, 0};
-		if (left <= 0 || poll(&pf, 1, left) == 0) {
-			timeout = true;
-			break;
-		}
-		ssize_t k = read(p[0], buf + got, CHILD_MAX - 1 - got);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0 || (got += (size_t)k) >= CHILD_MAX - 1)
-			break;
-	}
+	bool timeout = pid > 0 && buf && read_child(p[0], t0, buf, &got);
 	close(p[0]);
 	int st = 0;
 	if (pid > 0) {
@@ -285,18 +307,8 @@ static json_t *run_one(const ab_probe_def *d, const ab_lab_info *lab)
 	json_object_set_new(res, "ms", json_real(now_ms() - t0));
 	json_t *body = buf && !timeout ? json_loadb(buf, got, 0, NULL) : NULL;
 	free(buf);
-	const char *note = NULL;
 	char nb[128];
-	if (pid < 0)
-		note = "fork failed";
-	else if (timeout)
-		note = "timed out";
-	else if (WIFSIGNALED(st)) {
-		snprintf(nb, sizeof(nb), "probe killed by signal %d (%s)", WTERMSIG(st),
-			 strsignal(WTERMSIG(st)));
-		note = nb;
-	} else if (!json_is_object(body))
-		note = "probe sent no result";
+	const char *note = child_failed(pid, timeout, st, body, nb, sizeof(nb));
 	if (note) {
 		json_decref(body);
 		json_object_set_new(res, "verdict", json_string("error"));

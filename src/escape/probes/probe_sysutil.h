@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers shared by probe_sys.c and probe_krn.c (test-escape, issue 5).
- * Inside the sandbox, in a probe's forked child only.  Defined in probe_sys.c.
+ * probe_sysutil.h: helpers of the process, keyring, terminal and kernel
+ * probes (probe_prc.c, probe_secproc.c, probe_tty.c, probe_krn.c), defined
+ * in probe_sysutil.c, and the syscall numbers and flags they need that
+ * older headers lack.  Private to src/escape/probes/.  Inside the sandbox,
+ * in a probe's forked child only.
  */
-#ifndef AGENTBOX_ESCAPE_PROBE_SYS_H
-#define AGENTBOX_ESCAPE_PROBE_SYS_H
+#ifndef AGENTBOX_ESCAPE_PROBE_SYSUTIL_H
+#define AGENTBOX_ESCAPE_PROBE_SYSUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -66,6 +70,19 @@ ssize_t psys_read_small(const char *path, char *buf, size_t n);
 void psys_printable(const char *s, size_t len, char *out, size_t n);
 /* Open path O_WRONLY|O_APPEND and close it without writing; an fd is ESCAPED. */
 void psys_open_for_write(ab_probe_run *r, const char *path);
+/* Open, read and scan path: a canary found is ESCAPED; else opening it is
+ * ESCAPED when escape_on_open, OK when not.  A failed open is blocked
+ * (ENOENT names pid-ns, another errno fail_layer when given). */
+void psys_read_scan(ab_probe_run *r, const char *what, const char *path, bool escape_on_open,
+		    const char *fail_layer);
+/* Whether pid is in our session, i.e. one of this sandbox's processes (a
+ * lab pid number that exists here is pid reuse).  Not pid 1, agentbox's
+ * init: callers treat it apart. */
+bool psys_pid_is_ours(pid_t pid);
+/* Scan every readable /proc/PID/{environ,cmdline} but our own; with
+ * count_outside, processes of other sessions than ours (pid 1 aside) are
+ * counted as visible from outside: any is ESCAPED. */
+void psys_scan_all_procs(ab_probe_run *r, bool count_outside);
 
 /* A forked sub-child, so that a success cannot change the probe process. */
 struct psys_out {

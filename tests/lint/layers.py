@@ -25,10 +25,10 @@ LAYERS = ["base", "parse", "config", "kernel", "creds", "plan", "observe", "egre
           "sandbox", "escape", "escape/probes", "escape/lab", "cli"]
 
 # headers with no NAME.c: the folder they belong to
-HEADER_HOME = {"escape": "escape"}
+HEADER_HOME = {"escape": "escape", "report": "observe"}
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-INC = re.compile(r'^\s*#\s*include\s+"(?:agentbox/)?([A-Za-z0-9_]+)\.h"', re.M)
+INC = re.compile(r'^\s*#\s*include\s+"(agentbox/)?([A-Za-z0-9_./]+)\.h"', re.M)
 
 
 def folder_of(path):
@@ -68,8 +68,9 @@ def link_edges(objs, rank, edges, bad):
 
 
 def main():
-    home = {}      # module name -> folder (from NAME.c or a private NAME.h)
-    files = []
+    rank = {f: i for i, f in enumerate(LAYERS)}
+    files = []     # (path, folder)
+    sources = {}   # module name -> the folders of its NAME.c files
     for root, _, names in os.walk(os.path.join(TOP, "src")):
         for n in names:
             p = os.path.join(root, n)
@@ -81,28 +82,38 @@ def main():
                       os.path.relpath(p, TOP))
                 return 1
             files.append((p, f))
-            home.setdefault(n[:-2], f)
+            if n.endswith(".c"):
+                sources.setdefault(n[:-2], set()).add(f)
+    # a public header belongs to the folder of its NAME.c (HEADER_HOME when
+    # it has none, or when two folders have one)
+    public = {}
     inc_dir = os.path.join(TOP, "include", "agentbox")
     for n in sorted(os.listdir(inc_dir)):
         mod = n[:-2]
-        if mod in HEADER_HOME:
-            home[mod] = HEADER_HOME[mod]
-        if mod not in home:
-            print("layers: include/agentbox/%s has no %s.c (give it a home)" % (n, mod))
+        homes = {HEADER_HOME[mod]} if mod in HEADER_HOME else sources.get(mod, set())
+        if len(homes) != 1:
+            print("layers: include/agentbox/%s: %s (name its folder in HEADER_HOME)" %
+                  (n, "no %s.c" % mod if not homes else "%s.c in %s" %
+                   (mod, ", ".join(sorted(homes)))))
             return 1
-        files.append((os.path.join(inc_dir, n), home[mod]))
-    rank = {f: i for i, f in enumerate(LAYERS)}
+        public[mod] = homes.pop()
+        files.append((os.path.join(inc_dir, n), public[mod]))
     bad, edges = [], set()
     for p, f in files:
         with open(p, encoding="utf-8") as fh:
             text = fh.read()
-        for mod in INC.findall(text):
-            g = home.get(mod)
+        for m in INC.finditer(text):
+            if m.group(1):  # "agentbox/NAME.h"
+                g = public.get(m.group(2))
+            else:           # a private header, beside the including file or relative to it
+                q = os.path.normpath(os.path.join(os.path.dirname(p), m.group(2) + ".h"))
+                g = folder_of(q) if q.startswith(os.path.join(TOP, "src") + os.sep) else None
             if g is None or g == f:
                 continue
             edges.add((f, g))
             if rank[g] > rank[f]:
-                bad.append("%s (%s) includes %s.h (%s)" % (os.path.relpath(p, TOP), f, mod, g))
+                bad.append("%s (%s) includes %s.h (%s)" % (os.path.relpath(p, TOP), f,
+                                                           m.group(2), g))
     if "--objs" in sys.argv:
         objs = sys.argv[sys.argv.index("--objs") + 1]
         link_edges(objs, rank, edges, bad)
@@ -110,7 +121,7 @@ def main():
         for a, b in sorted(edges, key=lambda e: (rank[e[0]], rank[e[1]])):
             print("%s -> %s" % (a, b))
     if bad:
-        print("layers: %d include(s) climb the layers (%s, bottom first):" %
+        print("layers: %d use(s) climb the layers (%s, bottom first):" %
               (len(bad), " < ".join(LAYERS)))
         print("\n".join("  " + b for b in bad))
         return 1

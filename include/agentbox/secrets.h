@@ -1,107 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * secrets.h: credential brokering, the pure part.  The sandbox only
- * ever sees PLACEHOLDERS; the egress proxy, which TLS-intercepts the hosts a
- * secret is bound to, swaps a placeholder for the real value only in the
- * places the profile allows, blocks a request to those hosts that carries
- * a placeholder anywhere else, sends a placeholder bound elsewhere on
- * unchanged (or blocks it: refuse_elsewhere), and masks the real value (and
- * its common encodings) in everything upstream sends back.  No network and
- * no TLS here.
+ * Credential brokering, the pure part (no network, no TLS): secrets, their
+ * placeholders, the request-head swap and the streaming scanner that the
+ * proxy runs bodies and responses through.  What the sandbox sees and why
+ * is docs/credentials.md; what a caller must know:
  *
- * Secrets (ab_secret):
- *   - name: an environment-variable-like name [A-Za-z_][A-Za-z0-9_]*, at most
- *     AB_SECRET_NAME_MAX bytes.
- *   - value: 1..AB_SECRET_VALUE_MAX bytes, no NUL, CR, LF nor any other
- *     control byte except HTAB (it is placed into header lines).  Held only
- *     here, wiped (explicit_bzero) by ab_secret_free.
- *   - placeholder: [A-Za-z0-9_-] only (see ab_placeholder_make).  By default
- *     exactly as long as the value, so swapping never changes the length of a
- *     message and body swaps keep the framing.  A JWT placeholder
- *     (ab_jwt_placeholder_make, jwt set) keeps the value's header and payload
- *     and adds the two '.' separators.
- *   - bound hosts: netpolicy rules ("api.example.com", "*.example.com",
- *     "host:8443"; see netpolicy.h), kept as the ALLOW list of an
- *     ab_netpolicy and matched with ab_netpolicy_check: a rule without a port
- *     means ports 443 and 80, a wildcard never matches the bare suffix.
- *   - places: header names (lower-cased; default {"authorization",
- *     "x-api-key"} when the profile names no place at all), and the flags
- *     in_query and in_body.  Headers that frame or route a message (host,
- *     content-length, transfer-encoding, connection, upgrade, te, trailer,
- *     expect, keep-alive, proxy-connection) are refused as places.
- *   - mask_in_body (opt-in, not a place): in the body of a request to a
- *     bound host, a placeholder that may not be swapped there (no in_body)
- *     is replaced by a mask of the same length instead of blocking the
- *     request: "agentbox-masked" followed by '*' up to the placeholder's
- *     length (only '*' for a shorter placeholder).  The placeholder is
- *     worthless, so sending it to the secret's own host leaks nothing; the
- *     mask keeps it from being echoed back into the sandbox's history
- *     forever (coding agents resend their conversation).  Everywhere else
- *     (other hosts, headers, query, path) it still blocks; with in_body the
- *     swap wins and mask_in_body changes nothing.
- *   - refuse_elsewhere (opt-in): what happens to the placeholder in a
- *     request to a host the secret is NOT bound to.  By default (false) it
- *     is sent on unchanged, never swapped, and reported (ab_swap_result
- *     .elsewhere, and the body set's count of its pattern): a placeholder
- *     is worthless away from its bound hosts, so sending it there leaks
- *     nothing, while refusing turns an agent's printed `env` (now in the
- *     conversation it resends) into a dead session.  With refuse_elsewhere
- *     such a request is BLOCKED, wherever the placeholder is in it.
- *
- * The request-head swap (ab_secrets_rewrite_head), for each placeholder P:
- *   - in the value of an allowed header of a request to a bound host: P is
- *     replaced by the value (also inside "Authorization: Basic <base64>":
- *     decoded, replaced inside user:pass, re-encoded; likewise for
- *     Proxy-Authorization);
- *   - in the query of the request-target: replaced (the value
- *     percent-encoded where it is not unreserved) if in_query and bound,
- *     also when P itself was sent percent-encoded; otherwise BLOCK;
- *   - anywhere else (another header's value, a header name, the path, the
- *     method, the authority of an absolute-form target) of a request to a
- *     bound host, or in any place of a request to a host the secret is not
- *     bound to when it has refuse_elsewhere: BLOCK;
- *   - in any place of a request to a host the secret is not bound to, by
- *     default: left as it is (the secret is ignored by the rewrite), and
- *     reported in res->elsewhere when it is found where the searches below
- *     would find it (also inside Basic credentials).  The target is
- *     searched raw and percent-decoded (up to 3 times, for %2541-style double
- *     encoding), header names and values raw and percent-decoded: a
- *     placeholder that is there but cannot be swapped (percent-encoded in a
- *     header, double-encoded in the query) blocks too.  Matching is exact
- *     bytes (no case folding: a placeholder with its case changed is simply
- *     not a placeholder).
- *   Headers change length, bodies never: Content-Length stays correct.
- *
- * Bodies and responses go through the streaming scanner (ab_scanner): an
- * Aho-Corasick automaton over a fixed pattern set (ab_scan_set, built once,
- * read-only, shareable by any number of scanners).  Every match is replaced
- * by a replacement OF THE SAME LENGTH, so the output of a stream is exactly
- * as long as its input.  Overlapping matches: every byte covered by at least
- * one match is replaced; it takes its byte from the covering match that
- * starts first (the longest one on a tie).  The scanner holds back only the
- * bytes that can still become part of a match: the longest suffix of what it
- * has seen that is a proper prefix of some pattern, nothing more.  So a
- * stream without a pending partial match (SSE, chunks of JSON) is passed on
- * without delay, and a match split over any number of feeds is still found.
- * At the end of a message (flush) a pending partial match is released as is:
- * masking covers the value and its common encodings verbatim, not an
- * upstream that truncates or transforms it.  A BLOCK pattern stops the
- * stream: the output stops before the match (not a byte of it is released)
- * and the caller must abort the message.
- *
- * Notes for the proxy (what this module cannot do for it):
- *   - feed the scanners the PAYLOAD bytes (de-chunked), not the raw chunked
- *     stream, or a value split across two chunks is missed; re-frame the
- *     output with your own chunk sizes (the scanner may hold bytes back).
- *   - masking cannot see into compressed bodies: on intercepted requests
- *     replace Accept-Encoding by "identity"; run the response HEAD through
- *     the response scanner too (Location, Set-Cookie, ...).
- *   - the audit log gets the names from ab_secrets_names(res->injected),
- *     never a value, never the query; the names of the secrets whose
- *     placeholders were masked in the body (ab_secret_masks_body and the
- *     body scanner's ab_scanner_count); and those whose placeholders went on
- *     unchanged to a host they are not bound to (res->elsewhere, and
- *     ab_secret_forwards_elsewhere with the body scanner's count).
+ *   - A value lives only in its ab_secret (wiped by ab_secret_free); it has
+ *     no control byte but HTAB.  A placeholder is [A-Za-z0-9_-], as long as
+ *     the value unless it is a JWT one, so a body swap keeps the framing.
+ *   - ab_secrets_rewrite_head swaps a placeholder in the places the profile
+ *     allows on a request to a bound host, BLOCKs it anywhere else on such a
+ *     request (the target is also searched percent-decoded), and leaves it
+ *     alone on other hosts, reporting it in res->elsewhere (or BLOCKs it
+ *     there too with refuse_elsewhere).  Headers may change length.
+ *   - The scanner (ab_scanner over an ab_scan_set) replaces every match by
+ *     bytes of the same length, holds back only a possible partial match,
+ *     and stops before a BLOCK pattern: the caller aborts the message.
+ *     Feed it payload bytes (de-chunked) and re-frame its output; it cannot
+ *     see into coded bodies (the proxy asks for identity and refuses coded
+ *     responses).
+ *   - Only names reach the audit log (ab_secrets_names), never a value or a
+ *     placeholder.
  */
 #ifndef AGENTBOX_SECRETS_H
 #define AGENTBOX_SECRETS_H

@@ -71,9 +71,7 @@ static int ossl_fail(ab_err *err, int errnum, const char *what)
 	if (e != 0)
 		ERR_error_string_n(e, buf, sizeof(buf));
 	ERR_clear_error();
-	ab_fail(err, 0, "%s%s%s", what, buf[0] ? ": " : "", buf);
-	err->code = errnum;
-	return -errnum;
+	return ab_fail_code(err, AB_EXIT_FAIL, errnum, "%s%s%s", what, buf[0] ? ": " : "", buf);
 }
 
 /* ------------------------------------------------------------ names */

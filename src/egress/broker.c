@@ -94,14 +94,12 @@ void ab_stash_free(ab_stash *st)
 static int stashed_value(const ab_stash *st, size_t i, const struct ab_profile_secret *x,
 			 char **value, size_t *len, ab_err *err)
 {
-	if (!st || i >= AB_SECRETS_MAX || !st->have[i]) {
-		ab_fail(err, 0, "environment variable %s is not set", x->src_env);
-		return -ENOENT;
-	}
-	if (!st->len[i]) {
-		ab_fail(err, 0, "environment variable %s is empty", x->src_env);
-		return -ENODATA;
-	}
+	if (!st || i >= AB_SECRETS_MAX || !st->have[i])
+		return ab_fail_code(err, AB_EXIT_FAIL, ENOENT, "environment variable %s is not set",
+				    x->src_env);
+	if (!st->len[i])
+		return ab_fail_code(err, AB_EXIT_FAIL, ENODATA, "environment variable %s is empty",
+				    x->src_env);
 	*value = malloc(st->len[i] + 1);
 	if (!*value)
 		return ab_fail(err, ENOMEM, "secrets");

@@ -50,21 +50,24 @@ int ab_control_dirs(uid_t uid, ab_control_dir out[2])
 static int dir_unsafe(const struct stat *st, const char *path, ab_err *err)
 {
 	if (S_ISLNK(st->st_mode) || !S_ISDIR(st->st_mode)) {
-		ab_fail(err, 0, "%s is a %s of uid %u, not a directory: refusing to use it", path,
-			S_ISLNK(st->st_mode) ? "symbolic link" : "file", (unsigned)st->st_uid);
+		ab_fail_code(err, AB_EXIT_FAIL, EPERM,
+			     "%s is a %s of uid %u, not a directory: refusing to use it", path,
+			     S_ISLNK(st->st_mode) ? "symbolic link" : "file", (unsigned)st->st_uid);
 		ab_err_hint(err, "someone may have put it there to take the name; remove it (as "
 				 "root if it is not yours)");
 		return -EPERM;
 	}
 	if (st->st_uid != getuid()) {
-		ab_fail(err, 0, "%s belongs to uid %u, not to you (uid %u): refusing to use it", path,
-			(unsigned)st->st_uid, (unsigned)getuid());
+		ab_fail_code(err, AB_EXIT_FAIL, EPERM,
+			     "%s belongs to uid %u, not to you (uid %u): refusing to use it", path,
+			     (unsigned)st->st_uid, (unsigned)getuid());
 		ab_err_hint(err, "another user may have made it to take the name; remove it as root");
 		return -EPERM;
 	}
 	if (st->st_mode & (S_IRWXG | S_IRWXO)) {
-		ab_fail(err, 0, "%s is open to other users (mode %04o): refusing to use it", path,
-			(unsigned)(st->st_mode & 07777));
+		ab_fail_code(err, AB_EXIT_FAIL, EPERM,
+			     "%s is open to other users (mode %04o): refusing to use it", path,
+			     (unsigned)(st->st_mode & 07777));
 		ab_err_hint(err, "check what is in it, then chmod 700 %s (or remove it)", path);
 		return -EPERM;
 	}
@@ -276,7 +279,8 @@ static int connect_ctl(const char *workspace, int *fd, ab_err *err)
 		*err = first;
 		return ab_err_ret(err);
 	}
-	ab_fail(err, 0, "no agentbox is running in the workspace %s", workspace);
+	ab_fail_code(err, AB_EXIT_FAIL, ENOENT, "no agentbox is running in the workspace %s",
+		     workspace);
 	ab_err_hint(err, "`agentbox allow` reaches only the sandboxes its user started, for root "
 			 "too: run it as that user (sudo -u USER agentbox allow ...), in the "
 			 "sandbox's workspace or with -w DIR");

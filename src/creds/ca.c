@@ -363,8 +363,10 @@ static int make_cas(ab_ca *ca, int days, ab_err *err)
 {
 	unsigned char id[4];
 	char cn[80];
-	EVP_PKEY *root_key = EVP_EC_gen("P-256");
-	EVP_PKEY *root_pub = public_copy(root_key), *key_pub;
+	/* root_key's is the last reference: cleansed and gone on return */
+	_cleanup_evp_pkey_ EVP_PKEY *root_key = EVP_EC_gen("P-256");
+	_cleanup_evp_pkey_ EVP_PKEY *root_pub = public_copy(root_key);
+	_cleanup_evp_pkey_ EVP_PKEY *key_pub = NULL;
 	bool ok;
 
 	ca->key = EVP_EC_gen("P-256");
@@ -372,12 +374,8 @@ static int make_cas(ab_ca *ca, int days, ab_err *err)
 	key_pub = public_copy(ca->key);
 	ca->leaf_pub = public_copy(ca->leaf_key);
 	if (!root_key || !root_pub || !key_pub || !ca->leaf_pub ||
-	    RAND_bytes(id, sizeof(id)) != 1) {
-		EVP_PKEY_free(root_key);
-		EVP_PKEY_free(root_pub);
-		EVP_PKEY_free(key_pub);
+	    RAND_bytes(id, sizeof(id)) != 1)
 		return ossl_fail(err, EIO, "session CA: P-256 key generation");
-	}
 	ca->cert = X509_new();
 	ca->issuer = X509_new();
 	snprintf(cn, sizeof(cn), "agentbox session CA %02x%02x%02x%02x", id[0], id[1], id[2],
@@ -386,17 +384,19 @@ static int make_cas(ab_ca *ca, int days, ab_err *err)
 	snprintf(cn, sizeof(cn), "agentbox session issuing CA %02x%02x%02x%02x", id[0], id[1],
 		 id[2], id[3]);
 	ok = ok && ca->issuer && fill_ca_cert(ca, ca->issuer, ca->cert, key_pub, root_key, cn, 0);
-	EVP_PKEY_free(root_key); /* the last reference: cleansed and gone */
-	EVP_PKEY_free(root_pub);
-	EVP_PKEY_free(key_pub);
 	if (!ok)
 		return ossl_fail(err, EIO, "session CA: certificate");
 	return 0;
 }
 
+static void ca_freep(ab_ca **ca)
+{
+	ab_ca_free(*ca);
+}
+
 int ab_ca_new(const char *const *name_constraints, int days, ab_ca **out, ab_err *err)
 {
-	ab_ca *ca;
+	_cleanup_(ca_freep) ab_ca *ca = NULL;
 	int r;
 
 	*out = NULL;
@@ -409,40 +409,32 @@ int ab_ca_new(const char *const *name_constraints, int days, ab_ca **out, ab_err
 	for (size_t i = 0; i < CA_NBUCKETS; i++)
 		ca->buckets[i] = NONE;
 	if (name_constraints && (r = parse_constraints(ca, name_constraints, err)) < 0)
-		goto fail;
+		return r;
 	ca->leaves = calloc(AB_CA_CACHE_MAX, sizeof(*ca->leaves));
-	if (!ca->leaves) {
-		r = ab_fail(err, ENOMEM, "session CA: leaf cache");
-		goto fail;
-	}
+	if (!ca->leaves)
+		return ab_fail(err, ENOMEM, "session CA: leaf cache");
 	if ((r = make_cas(ca, days, err)) < 0)
-		goto fail;
-	*out = ca;
+		return r;
+	*out = TAKE_PTR(ca);
 	return 0;
-fail:
-	ab_ca_free(ca);
-	return r;
 }
 
 int ab_ca_cert_pem(const ab_ca *ca, char **out, ab_err *err)
 {
-	BIO *bio = BIO_new(BIO_s_mem());
+	_cleanup_bio_ BIO *bio = BIO_new(BIO_s_mem());
 	char *data;
 	long len;
 
 	*out = NULL;
-	if (!bio || !PEM_write_bio_X509(bio, ca->cert)) {
-		BIO_free(bio);
+	if (!bio || !PEM_write_bio_X509(bio, ca->cert))
 		return ossl_fail(err, ENOMEM, "session CA: PEM");
-	}
 	len = BIO_get_mem_data(bio, &data);
 	*out = malloc((size_t)len + 1);
-	if (*out) {
-		memcpy(*out, data, (size_t)len);
-		(*out)[len] = '\0';
-	}
-	BIO_free(bio);
-	return *out ? 0 : ab_fail(err, ENOMEM, "session CA: PEM");
+	if (!*out)
+		return ab_fail(err, ENOMEM, "session CA: PEM");
+	memcpy(*out, data, (size_t)len);
+	(*out)[len] = '\0';
+	return 0;
 }
 
 X509 *ab_ca_get0_cert(const ab_ca *ca)
@@ -486,7 +478,7 @@ void ab_ca_free(ab_ca *ca)
 
 static X509 *mint_leaf(const ab_ca *ca, const char *host)
 {
-	X509 *x = X509_new();
+	_cleanup_x509_ X509 *x = X509_new();
 	bool long_name = strlen(host) > LEAF_CN_MAX;
 	bool ok;
 
@@ -503,11 +495,7 @@ static X509 *mint_leaf(const ab_ca *ca, const char *host)
 	     add_ext(x, ca->issuer, NID_ext_key_usage, "serverAuth") &&
 	     add_ext(x, ca->issuer, NID_authority_key_identifier, "keyid:always") &&
 	     add_san(x, host, long_name) && X509_sign(x, ca->key, EVP_sha256()) > 0;
-	if (!ok) {
-		X509_free(x);
-		return NULL;
-	}
-	return x;
+	return ok ? TAKE_PTR(x) : NULL;
 }
 
 /* ALPN on the intercepted leg: http/1.1 or nothing (see ca.h). */
@@ -532,8 +520,8 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
 
 static SSL_CTX *server_ctx_new(const ab_ca *ca, const char *host, ab_err *err)
 {
-	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-	X509 *leaf = NULL;
+	_cleanup_ssl_ctx_ SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	_cleanup_x509_ X509 *leaf = NULL;
 
 	if (!ctx) {
 		ossl_fail(err, ENOMEM, "TLS server context");
@@ -542,14 +530,14 @@ static SSL_CTX *server_ctx_new(const ab_ca *ca, const char *host, ab_err *err)
 	leaf = mint_leaf(ca, host);
 	if (!leaf) {
 		ossl_fail(err, EIO, "minting the leaf certificate");
-		goto fail;
+		return NULL;
 	}
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
 	    !SSL_CTX_use_certificate(ctx, leaf) || !SSL_CTX_add1_chain_cert(ctx, ca->issuer) ||
 	    !SSL_CTX_use_PrivateKey(ctx, ca->leaf_key) ||
 	    !SSL_CTX_check_private_key(ctx)) {
 		ossl_fail(err, EIO, "TLS server context");
-		goto fail;
+		return NULL;
 	}
 	/* The leg to the sandbox's client: AEAD only, and AES-128-GCM first
 	 * (the server's preference decides).  It is TLS 1.3's mandatory suite,
@@ -563,18 +551,13 @@ static SSL_CTX *server_ctx_new(const ab_ca *ca, const char *host, ab_err *err)
 					  "ECDHE-ECDSA-AES256-GCM-SHA384:"
 					  "ECDHE-ECDSA-CHACHA20-POLY1305")) {
 		ossl_fail(err, EIO, "TLS server context: cipher suites");
-		goto fail;
+		return NULL;
 	}
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
 					 SSL_OP_CIPHER_SERVER_PREFERENCE);
 	SSL_CTX_sess_set_cache_size(ctx, 256);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
-	X509_free(leaf);
-	return ctx;
-fail:
-	X509_free(leaf);
-	SSL_CTX_free(ctx);
-	return NULL;
+	return TAKE_PTR(ctx);
 }
 
 static uint32_t host_hash(const char *s)
@@ -685,7 +668,7 @@ int ab_ca_server_ctx(ab_ca *ca, const char *host, SSL_CTX **out, ab_err *err)
 static SSL_CTX *client_ctx_base(ab_err *err)
 {
 	static const unsigned char alpn[] = "\x08http/1.1";
-	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	_cleanup_ssl_ctx_ SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 
 	if (!ctx) {
 		ossl_fail(err, ENOMEM, "TLS client context");
@@ -694,19 +677,18 @@ static SSL_CTX *client_ctx_base(ab_err *err)
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
 	    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0) {
 		ossl_fail(err, EIO, "TLS client context");
-		SSL_CTX_free(ctx);
 		return NULL;
 	}
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	X509_VERIFY_PARAM_set_hostflags(SSL_CTX_get0_param(ctx),
 					X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-	return ctx;
+	return TAKE_PTR(ctx);
 }
 
 int ab_ca_client_ctx(const char *ca_file, SSL_CTX **out, ab_err *err)
 {
-	SSL_CTX *ctx;
+	_cleanup_ssl_ctx_ SSL_CTX *ctx = NULL;
 
 	*out = NULL;
 	ctx = client_ctx_base(err);
@@ -714,20 +696,18 @@ int ab_ca_client_ctx(const char *ca_file, SSL_CTX **out, ab_err *err)
 		return ab_err_ret(err);
 	if (ca_file ? SSL_CTX_load_verify_file(ctx, ca_file) != 1
 		    : SSL_CTX_set_default_verify_paths(ctx) != 1) {
-		SSL_CTX_free(ctx);
 		if (ca_file)
 			return ossl_fail(err, EINVAL, "TLS client context: loading CA bundle");
 		return ossl_fail(err, EIO, "TLS client context: system trust store");
 	}
-	*out = ctx;
+	*out = TAKE_PTR(ctx);
 	return 0;
 }
 
 int ab_ca_client_ctx_mem(const char *pem, SSL_CTX **out, ab_err *err)
 {
-	SSL_CTX *ctx;
-	BIO *bio;
-	X509 *x;
+	_cleanup_ssl_ctx_ SSL_CTX *ctx = NULL;
+	_cleanup_bio_ BIO *bio = NULL;
 	int n = 0;
 
 	*out = NULL;
@@ -735,27 +715,20 @@ int ab_ca_client_ctx_mem(const char *pem, SSL_CTX **out, ab_err *err)
 	if (!ctx)
 		return ab_err_ret(err);
 	bio = BIO_new_mem_buf(pem, -1);
-	if (!bio) {
-		SSL_CTX_free(ctx);
+	if (!bio)
 		return ossl_fail(err, ENOMEM, "TLS client context");
-	}
-	while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
-		int ok = X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), x);
-		X509_free(x);
-		if (!ok) {
-			BIO_free(bio);
-			SSL_CTX_free(ctx);
+	for (;;) {
+		_cleanup_x509_ X509 *x = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+		if (!x)
+			break;
+		if (!X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), x))
 			return ossl_fail(err, EIO, "TLS client context: adding a CA");
-		}
 		n++;
 	}
 	ERR_clear_error(); /* the end of the PEM stream */
-	BIO_free(bio);
-	if (n == 0) {
-		SSL_CTX_free(ctx);
+	if (n == 0)
 		return ab_fail(err, EINVAL, "TLS client context: no certificate in the PEM");
-	}
-	*out = ctx;
+	*out = TAKE_PTR(ctx);
 	return 0;
 }
 
@@ -895,6 +868,32 @@ static bool trusted_bag(STACK_OF(PKCS12_SAFEBAG) *bags, const unsigned char *der
 	return ok;
 }
 
+/* OpenSSL's own allocations and containers, freed on scope exit. */
+static void ossl_freep(void *p)
+{
+	OPENSSL_free(*(void **)p);
+}
+
+static void bags_freep(STACK_OF(PKCS12_SAFEBAG) **bags)
+{
+	sk_PKCS12_SAFEBAG_pop_free(*bags, PKCS12_SAFEBAG_free);
+}
+
+static void safes_freep(STACK_OF(PKCS7) **safes)
+{
+	sk_PKCS7_pop_free(*safes, PKCS7_free);
+}
+
+static void p7_freep(PKCS7 **p7)
+{
+	PKCS7_free(*p7);
+}
+
+static void p12_freep(PKCS12 **p12)
+{
+	PKCS12_free(*p12);
+}
+
 /* The "CERTIFICATE" blocks of a PEM text as trusted bags (other blocks are
  * skipped, as PEM_read_bio_X509 skips them); the session CA's alias is
  * fixed, and it is added when the text lacks it.  The certificates are
@@ -903,22 +902,21 @@ static bool trusted_bag(STACK_OF(PKCS12_SAFEBAG) *bags, const unsigned char *der
 static int trust_bags(const ab_ca *ca, const char *pem, size_t len,
 		      STACK_OF(PKCS12_SAFEBAG) *bags, ab_err *err)
 {
-	unsigned char *ours = NULL;
+	_cleanup_(ossl_freep) unsigned char *ours = NULL;
 	int ours_len = i2d_X509(ca->cert, &ours);
-	BIO *bio = len ? BIO_new_mem_buf(pem, (int)len) : NULL;
+	_cleanup_bio_ BIO *bio = len ? BIO_new_mem_buf(pem, (int)len) : NULL;
 	size_t n = 0;
 	bool have_ca = false;
-	int r = 0;
 
-	if (ours_len <= 0 || (len && !bio)) {
-		r = ossl_fail(err, ENOMEM, "Java truststore");
-		goto out;
-	}
+	if (ours_len <= 0 || (len && !bio))
+		return ossl_fail(err, ENOMEM, "Java truststore");
 	ERR_clear_error();
 	for (;;) {
-		char *name = NULL, *header = NULL, alias[32];
-		unsigned char *der = NULL;
+		_cleanup_(ossl_freep) char *name = NULL, *header = NULL;
+		_cleanup_(ossl_freep) unsigned char *der = NULL;
+		char alias[32];
 		long dlen = 0;
+		int r = 0;
 		if (!bio || !PEM_read_bio(bio, &name, &header, &der, &dlen))
 			break;
 		bool cert = strcmp(name, "CERTIFICATE") == 0 || strcmp(name, "X509 CERTIFICATE") == 0;
@@ -936,85 +934,60 @@ static int trust_bags(const ab_ca *ca, const char *pem, size_t len,
 				    "is not DER", n + 1);
 		have_ca |= is_ca;
 		n += cert;
-		OPENSSL_free(name);
-		OPENSSL_free(header);
-		OPENSSL_free(der);
-		if (r < 0)
-			goto out;
+		if (r < 0) {
+			ERR_clear_error();
+			return r;
+		}
 	}
 	/* the end of the text, or a block that does not decode */
 	unsigned long e = ERR_peek_last_error();
-	if (bio && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
-		r = ossl_fail(err, EINVAL, "Java truststore: the CA bundle has a PEM block that "
-			      "does not decode");
-		goto out;
-	}
+	if (bio && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE))
+		return ossl_fail(err, EINVAL, "Java truststore: the CA bundle has a PEM block that "
+				 "does not decode");
 	ERR_clear_error();
 	if (!have_ca && !trusted_bag(bags, ours, ours_len, "agentbox-session-ca"))
-		r = ossl_fail(err, ENOMEM, "Java truststore");
-out:
-	if (r < 0)
-		ERR_clear_error();
-	BIO_free(bio);
-	OPENSSL_free(ours);
-	return r;
+		return ossl_fail(err, ENOMEM, "Java truststore");
+	return 0;
 }
 
 int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const char *password,
 			  unsigned char **out, size_t *outlen, ab_err *err)
 {
-	STACK_OF(PKCS12_SAFEBAG) *bags = sk_PKCS12_SAFEBAG_new_null();
-	STACK_OF(PKCS7) *safes = sk_PKCS7_new_null();
-	PKCS7 *p7 = NULL;
-	PKCS12 *p12 = NULL;
-	unsigned char *der = NULL, *p;
-	int r = 0, n;
+	_cleanup_(bags_freep) STACK_OF(PKCS12_SAFEBAG) *bags = sk_PKCS12_SAFEBAG_new_null();
+	_cleanup_(safes_freep) STACK_OF(PKCS7) *safes = sk_PKCS7_new_null();
+	_cleanup_(p7_freep) PKCS7 *p7 = NULL;
+	_cleanup_(p12_freep) PKCS12 *p12 = NULL;
+	_cleanup_free_ unsigned char *der = NULL;
+	unsigned char *p;
+	int r, n;
 
 	*out = NULL;
 	*outlen = 0;
-	if (len > AB_CA_MAX_BUNDLE) {
-		r = ab_fail(err, EFBIG, "Java truststore: a bundle larger than %u bytes",
-			    AB_CA_MAX_BUNDLE);
-		goto out;
-	}
-	if (!bags || !safes) {
-		r = ossl_fail(err, ENOMEM, "Java truststore");
-		goto out;
-	}
+	if (len > AB_CA_MAX_BUNDLE)
+		return ab_fail(err, EFBIG, "Java truststore: a bundle larger than %u bytes",
+			       AB_CA_MAX_BUNDLE);
+	if (!bags || !safes)
+		return ossl_fail(err, ENOMEM, "Java truststore");
 	if ((r = trust_bags(ca, bundle, len, bags, err)) < 0)
-		goto out;
+		return r;
 	/* one unencrypted SafeContents (nothing in it is secret), under an
 	 * HMAC-SHA256 integrity MAC */
 	p7 = PKCS12_pack_p7data(bags);
-	if (!p7 || !sk_PKCS7_push(safes, p7)) {
-		r = ossl_fail(err, ENOMEM, "Java truststore");
-		goto out;
-	}
+	if (!p7 || !sk_PKCS7_push(safes, p7))
+		return ossl_fail(err, ENOMEM, "Java truststore");
 	p7 = NULL; /* safes owns it */
 	p12 = PKCS12_add_safes(safes, NID_pkcs7_data);
 	if (!p12 || PKCS12_set_mac(p12, password, -1, NULL, 0, PKCS12_DEFAULT_ITER,
-				   EVP_sha256()) != 1 || (n = i2d_PKCS12(p12, NULL)) <= 0) {
-		r = ossl_fail(err, EIO, "Java truststore: PKCS#12 encoding");
-		goto out;
-	}
+				   EVP_sha256()) != 1 || (n = i2d_PKCS12(p12, NULL)) <= 0)
+		return ossl_fail(err, EIO, "Java truststore: PKCS#12 encoding");
 	p = der = malloc((size_t)n);
-	if (!der) {
-		r = ab_fail(err, ENOMEM, "Java truststore");
-		goto out;
-	}
-	if (i2d_PKCS12(p12, &p) != n) {
-		free(der);
-		r = ossl_fail(err, EIO, "Java truststore: PKCS#12 encoding");
-		goto out;
-	}
-	*out = der;
+	if (!der)
+		return ab_fail(err, ENOMEM, "Java truststore");
+	if (i2d_PKCS12(p12, &p) != n)
+		return ossl_fail(err, EIO, "Java truststore: PKCS#12 encoding");
+	*out = TAKE_PTR(der);
 	*outlen = (size_t)n;
-out:
-	PKCS12_free(p12);
-	PKCS7_free(p7);
-	sk_PKCS7_pop_free(safes, PKCS7_free);
-	sk_PKCS12_SAFEBAG_pop_free(bags, PKCS12_SAFEBAG_free);
-	return r;
+	return 0;
 }
 
 /* ------------------------------------------------------------ secure heap */

@@ -20,6 +20,7 @@
 
 #include "agentbox/broker.h"
 #include "agentbox/credfile.h"
+#include "agentbox/json_pos.h"
 #include "agentbox/phkey.h"
 #include "agentbox/sync.h"
 
@@ -163,7 +164,7 @@ static int send_env(int sync_fd, const char *name, const ab_secret *s, ab_err *e
 	size_t n = strlen(name) + 1 + s->placeholder_len;
 	if (n > AB_SYNC_ENV_MAX)
 		return ab_fail(err, E2BIG, "secret %s: placeholder too long", s->name);
-	char *buf = malloc(n + 1);
+	_cleanup_free_ char *buf = malloc(n + 1);
 	if (!buf)
 		return ab_fail(err, ENOMEM, "secrets");
 	snprintf(buf, n + 1, "%s=%s", name, s->placeholder);
@@ -176,14 +177,13 @@ static int send_env(int sync_fd, const char *name, const ab_secret *s, ab_err *e
 		while (w < 0 && errno == EINTR);
 		r = w == (ssize_t)n ? 0 : -(w < 0 ? errno : EIO);
 	}
-	free(buf);
 	return r < 0 ? ab_fail(err, -r, "send the placeholders") : 0;
 }
 
 /* A sealed, read-only memfd holding data. */
 static int sealed_memfd(const char *name, const char *data, size_t len, ab_err *err)
 {
-	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	_cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return ab_fail(err, errno, "memfd_create");
 	size_t off = 0;
@@ -191,26 +191,20 @@ static int sealed_memfd(const char *name, const char *data, size_t len, ab_err *
 		ssize_t w = write(fd, data + off, len - off);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0) {
-			int e = w < 0 ? errno : EIO;
-			close(fd);
-			return ab_fail(err, e, "memfd write");
-		}
+		if (w <= 0)
+			return ab_fail(err, w < 0 ? errno : EIO, "memfd write");
 		off += (size_t)w;
 	}
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
-		int e = errno;
-		close(fd);
-		return ab_fail(err, e, "memfd seal");
-	}
-	return fd;
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		return ab_fail(err, errno, "memfd seal");
+	return TAKE_FD(fd);
 }
 
 /* The CA may vouch only for the hosts secrets are bound to. */
 static int make_ca(const ab_plan *plan, ab_ca **out, ab_err *err)
 {
 	const ab_egress_plan *e = &plan->egress;
-	ab_strv names = {0};
+	_cleanup_strv_ ab_strv names = {0};
 	int r = 0;
 	for (size_t i = 0; !r && i < e->nsecrets; i++) {
 		for (size_t j = 0; !r && j < e->secrets[i].hosts.n; j++) {
@@ -225,21 +219,20 @@ static int make_ca(const ab_plan *plan, ab_ca **out, ab_err *err)
 	}
 	if (!r)
 		r = ab_ca_new((const char *const *)names.v, CA_DAYS, out, err);
-	ab_strv_free(&names);
 	return r < 0 ? ab_err_prefix(err, "session CA") : 0;
 }
 
 static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 {
-	char *bundle = NULL, *capem = NULL;
-	unsigned char *p12 = NULL;
+	_cleanup_free_ char *bundle = NULL, *capem = NULL;
+	_cleanup_free_ unsigned char *p12 = NULL;
+	_cleanup_close_ int bfd = -1, cfd = -1, jfd = -1;
 	size_t blen = 0, plen = 0;
 	int r = ab_ca_trust_bundle(ca, NULL, &bundle, &blen, err);
 	if (r >= 0)
 		r = ab_ca_cert_pem(ca, &capem, err);
 	if (r >= 0)
 		r = ab_ca_java_truststore(ca, bundle, blen, AB_TRUST_JAVA_PASSWORD, &p12, &plen, err);
-	int bfd = -1, cfd = -1, jfd = -1;
 	if (r >= 0 && (bfd = sealed_memfd("agentbox-ca-bundle", bundle, blen, err)) < 0)
 		r = bfd;
 	if (r >= 0 && (cfd = sealed_memfd("agentbox-session-ca", capem, strlen(capem), err)) < 0)
@@ -257,15 +250,6 @@ static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 		if (r < 0)
 			ab_fail(err, -r, "send the trust files");
 	}
-	if (bfd >= 0)
-		close(bfd);
-	if (cfd >= 0)
-		close(cfd);
-	if (jfd >= 0)
-		close(jfd);
-	free(bundle);
-	free(capem);
-	free(p12);
 	return r < 0 ? r : 0;
 }
 
@@ -342,8 +326,9 @@ static int redraw_placeholders(ab_broker *b, const unsigned char *key, ab_err *e
 static int load_all(ab_broker *b, const ab_egress_plan *e, const char *ph_key, const ab_stash *st,
 		    ab_err *err)
 {
-	ab_err *why = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*why)); /* skipped: why */
-	bool *skip = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*skip));
+	/* why[i]: why secret i was skipped */
+	_cleanup_free_ ab_err *why = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*why));
+	_cleanup_free_ bool *skip = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*skip));
 	int r = why && skip ? 0 : ab_fail(err, ENOMEM, "secrets");
 	unsigned char keybuf[AB_PHKEY_LEN];
 	const unsigned char *key = NULL;
@@ -391,8 +376,6 @@ static int load_all(ab_broker *b, const ab_egress_plan *e, const char *ph_key, c
 			r = ab_fail(err, ENOMEM, "secrets");
 		}
 	}
-	free(why);
-	free(skip);
 	if (!r)
 		r = redraw_placeholders(b, key, err);
 	explicit_bzero(keybuf, sizeof(keybuf));
@@ -408,7 +391,7 @@ static int render_file(const ab_egress_plan *e, const ab_broker *b, const char *
 		       size_t *len, ab_err *err)
 {
 	const struct ab_profile_secret *owner = NULL;
-	json_t *root = NULL, *doc = NULL;
+	_cleanup_json_ json_t *root = NULL, *doc = NULL;
 	bool loaded = false;
 	for (size_t i = 0; i < e->nsecrets && !owner; i++)
 		if (e->secrets[i].render && strcmp(e->secrets[i].src_file, path) == 0)
@@ -427,11 +410,10 @@ static int render_file(const ab_egress_plan *e, const ab_broker *b, const char *
 		return r;
 	if (owner->render_keep.n) {
 		r = ab_credfile_keep(root, owner->render_keep.v, owner->render_keep.n, &doc);
-		json_decref(root);
 		if (r < 0)
 			return ab_fail(err, -r, "%s", path);
 	} else {
-		doc = root;
+		doc = TAKE_PTR(root);
 	}
 	for (size_t i = 0; !r && i < b->n; i++) {
 		const struct ab_profile_secret *x = b->prof[i];
@@ -444,7 +426,6 @@ static int render_file(const ab_egress_plan *e, const ab_broker *b, const char *
 	}
 	if (!r && (r = ab_credfile_dump(doc, out, len)) < 0)
 		ab_fail(err, -r, "%s", path);
-	json_decref(doc);
 	/* fail closed: a value that is also somewhere else in the file */
 	for (size_t i = 0; !r && i < b->n; i++) {
 		if (memmem(*out, *len, b->secs[i].value, b->secs[i].value_len)) {
@@ -482,6 +463,11 @@ static int send_rendered(const ab_plan *plan, const ab_broker *b, int sync_fd, a
 	return 0;
 }
 
+static void broker_freep(ab_broker **b)
+{
+	ab_broker_free(*b);
+}
+
 int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_broker **out,
 		      ab_err *err)
 {
@@ -489,14 +475,10 @@ int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_b
 	*out = NULL;
 	if (!e->nsecrets)
 		return 0;
-	ab_broker *b = calloc(1, sizeof(*b));
+	_cleanup_(broker_freep) ab_broker *b = calloc(1, sizeof(*b));
 	if (!b || !(b->secs = calloc(e->nsecrets, sizeof(*b->secs))) ||
-	    !(b->prof = calloc(e->nsecrets, sizeof(*b->prof)))) {
-		if (b)
-			free(b->secs);
-		free(b);
+	    !(b->prof = calloc(e->nsecrets, sizeof(*b->prof))))
 		return ab_fail(err, ENOMEM, "secrets");
-	}
 	int r = load_all(b, e, plan->ph_key, st, err);
 	if (!r)
 		r = ab_secrets_check(b->secs, b->n, err);
@@ -514,11 +496,9 @@ int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_b
 	}
 	if (!r)
 		r = send_trust(plan, b->ca, sync_fd, err);
-	if (r < 0) {
-		ab_broker_free(b);
+	if (r < 0)
 		return r;
-	}
-	*out = b;
+	*out = TAKE_PTR(b);
 	return 0;
 }
 

@@ -759,14 +759,13 @@ static void up_connect_read(px_conn *c)
 			c->px->up_host, (unsigned)c->px->up_port);
 		return;
 	}
-	ab_http_resp *rs = malloc(sizeof(*rs));
+	_cleanup_free_ ab_http_resp *rs = malloc(sizeof(*rs));
 	if (!rs) {
 		px_close(c);
 		return;
 	}
 	int r = ab_http_parse_response_head(c->back.p, c->back.len, NULL, rs);
 	int code = rs->code;
-	free(rs);
 	if (r == 0)
 		return;
 	if (r < 0 || code < 200 || code > 299) {
@@ -846,21 +845,19 @@ void px_head_process(px_conn *c)
 	c->up = c->down = 0;
 	c->dialled[0] = '\0';
 	c->path[0] = '\0';
-	ab_http_req *req = malloc(sizeof(*req));
+	_cleanup_free_ ab_http_req *req = malloc(sizeof(*req));
 	if (!req) {
 		px_close(c);
 		return;
 	}
 	int r = ab_http_parse_head(c->in.p, c->in.len, NULL, req);
 	if (r == 0) { /* the deadline set when the head began still holds */
-		free(req);
 		px_update(c);
 		return;
 	}
 	if (r < 0) {
 		snprintf(c->method, sizeof(c->method), "?");
 		px_fail(c, req->status, "deny", "malformed", "malformed request: %s", req->reason);
-		free(req);
 		return;
 	}
 	sanitize(c->method, sizeof(c->method), c->in.p + req->method_tok.off, req->method_tok.len);
@@ -869,14 +866,12 @@ void px_head_process(px_conn *c)
 		sanitize(host, sizeof(host), c->in.p + req->host.off, req->host.len);
 		unsigned port = req->port_num;
 		px_buf_consume(&c->in, (size_t)r);
-		free(req);
 		c->is_connect = true;
 		if (px_decide(c, host, port) == 0)
 			px_dial(c);
 		return;
 	}
 	if (req->form != AB_HTTP_ABSOLUTE) {
-		free(req);
 		px_fail(c, 400, "deny", "not-a-proxy-request",
 			"this is agentbox's egress proxy: send absolute-form requests "
 			"(http://host/path) or CONNECT host:port");
@@ -888,7 +883,6 @@ void px_head_process(px_conn *c)
 	px_copy_path(c->path, sizeof(c->path), c->in.p + req->path.off, req->path.len);
 	if (!c->path[0])
 		snprintf(c->path, sizeof(c->path), "/");
-	free(req);
 	/* the HTTP engine parses the head again, with its body */
 	if (px_decide(c, host, port) == 0)
 		px_dial(c);
@@ -1190,10 +1184,15 @@ static int parse_map(const char *kv, px_map *m, ab_err *err)
 	return 0;
 }
 
+static void proxy_freep(ab_proxy **px)
+{
+	ab_proxy_free(*px);
+}
+
 int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **out,
 		 ab_err *err)
 {
-	ab_proxy *px = calloc(1, sizeof(*px));
+	_cleanup_(proxy_freep) ab_proxy *px = calloc(1, sizeof(*px));
 	if (!px)
 		return ab_fail(err, ENOMEM, "proxy");
 	px->audit = audit;
@@ -1215,22 +1214,16 @@ int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **
 	for (size_t i = 0; !r && i < plan->grants.n; i++)
 		if (json_array_append_new(px->grants, json_string(plan->grants.v[i])) < 0)
 			r = ab_fail(err, ENOMEM, "proxy");
-	if (r < 0) {
-		ab_proxy_free(px);
+	if (r < 0)
 		return r;
-	}
 	if (plan->upstream_host) {
 		px->up_host = strdup(plan->upstream_host);
 		px->up_port = plan->upstream_port;
-		if (!px->up_host || ab_strv_copy(&px->no_proxy, &plan->no_proxy) < 0) {
-			ab_proxy_free(px);
+		if (!px->up_host || ab_strv_copy(&px->no_proxy, &plan->no_proxy) < 0)
 			return ab_fail(err, ENOMEM, "proxy");
-		}
 	}
-	if (plan->ca_file && !(px->ca_file = strdup(plan->ca_file))) {
-		ab_proxy_free(px);
+	if (plan->ca_file && !(px->ca_file = strdup(plan->ca_file)))
 		return ab_fail(err, ENOMEM, "proxy");
-	}
 	px->transparent = plan->transparent;
 	px->proxy_port = plan->proxy_port;
 	/* every tunnel holds two sockets and two pipes: make room */
@@ -1239,7 +1232,7 @@ int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **
 		rl.rlim_cur = rl.rlim_max;
 		(void)setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	*out = px;
+	*out = TAKE_PTR(px);
 	return 0;
 }
 
@@ -1445,7 +1438,7 @@ static void on_ctl(ab_loop *l, int fd, unsigned ev, void *data)
 		ctl_close(k);
 		return;
 	}
-	px_buf ans = {0};
+	_cleanup_px_buf_ px_buf ans = {0};
 	px_buf_append(&k->in, "", 1);
 	for (char *line = k->in.p, *nl; line && *line; line = nl ? nl + 1 : NULL) {
 		nl = strchr(line, '\n');
@@ -1460,7 +1453,6 @@ static void on_ctl(ab_loop *l, int fd, unsigned ev, void *data)
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (ans.len)
 		(void)!send(fd, ans.p, ans.len, MSG_NOSIGNAL);
-	px_buf_free(&ans);
 	ctl_close(k);
 }
 

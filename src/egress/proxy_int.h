@@ -44,6 +44,8 @@ void px_buf_free(px_buf *b);
 ssize_t px_buf_read(px_buf *b, int fd, size_t want);
 /* write(2) from the front; returns bytes written or -errno (-EAGAIN) */
 ssize_t px_buf_write(px_buf *b, int fd);
+/* A buffer wiped and freed when its variable goes out of scope. */
+#define _cleanup_px_buf_ _cleanup_(px_buf_free)
 
 enum px_side { PX_EXPLICIT, PX_TRANSPARENT };
 

@@ -140,11 +140,10 @@ static void alive(px_conn *c)
 	c->deadline = ab_now_ms() + AB_PROXY_IDLE_MS;
 }
 
-/* Refuse the request at the front of c->in (q is freed): now, or once the
- * responses owed are out.  Returns what one_request returns. */
-static int refuse(px_conn *c, ab_http_req *q, int status, const char *rule, const char *msg)
+/* Refuse the request at the front of c->in: now, or once the responses
+ * owed are out.  Returns what one_request returns. */
+static int refuse(px_conn *c, int status, const char *rule, const char *msg)
 {
-	free(q);
 	if (owed(c))
 		return 0;
 	px_fail(c, status, "deny", rule, "%s", msg);
@@ -278,13 +277,10 @@ static int prescan_body(px_conn *c, const char *p, size_t n, bool chunked)
 	if (ab_scanner_init(&s, c->bset) < 0)
 		return -ENOMEM;
 	px_scanpass sp;
-	px_buf sink = {0};
+	_cleanup_px_buf_ px_buf sink = {0}; /* wiped: it may hold a real value */
 	ab_scan_hit hit = {0};
 	px_scan_begin(&sp, &s, chunked);
 	int r = px_scan_pass(&sp, p, n, false, &sink, &hit);
-	if (sink.p)
-		explicit_bzero(sink.p, sink.len);
-	px_buf_free(&sink);
 	ab_scanner_free(&s);
 	if (r == -EACCES) {
 		const ab_broker *b = c->px->broker;
@@ -297,7 +293,7 @@ static int prescan_body(px_conn *c, const char *p, size_t n, bool chunked)
 
 /* Queue the request (r bytes of head at the front of c->in) for the
  * upstream.  Returns 1, or -1 when c is gone. */
-static int forward_request(px_conn *c, ab_http_req *q, int r)
+static int forward_request(px_conn *c, const ab_http_req *q, int r)
 {
 	px_req *e = &c->fifo[c->nfifo];
 	memset(e, 0, sizeof(*e));
@@ -316,19 +312,16 @@ static int forward_request(px_conn *c, ab_http_req *q, int r)
 	e->upgrade = q->conn_upgrade && q->has_upgrade;
 	e->ws = e->upgrade && q->upgrade_websocket;
 	e->close = q->conn_close || (q->version_minor == 0 && !q->conn_keep_alive);
-	px_buf head = {0};
+	_cleanup_px_buf_ px_buf head = {0};
 	int hn = forward_head(c, q, c->in.p, &head);
 	bool chunked = q->chunked;
 	uint64_t cl = q->has_content_length ? q->content_length : 0;
-	free(q);
 	if (hn < 0) {
-		px_buf_free(&head);
 		px_close(c);
 		return -1;
 	}
 	if (c->px->broker && (chunked || cl)) {
 		if (start_body_scan(c, chunked) < 0) {
-			px_buf_free(&head);
 			px_close(c);
 			return -1;
 		}
@@ -337,10 +330,8 @@ static int forward_request(px_conn *c, ab_http_req *q, int r)
 		size_t have = c->in.len - (size_t)r;
 		if (!chunked && have > cl)
 			have = (size_t)cl;
-		if (have && prescan_body(c, c->in.p + r, have, chunked) == -EACCES) {
-			px_buf_free(&head);
+		if (have && prescan_body(c, c->in.p + r, have, chunked) == -EACCES)
 			return refuse_exfil(c, e);
-		}
 	}
 	hn = swap_secrets(c, e, &head);
 	if (hn < 0)
@@ -360,42 +351,40 @@ static int forward_request(px_conn *c, ab_http_req *q, int r)
  * owed), -1 when c changed state or is gone (stop touching it). */
 static int one_request(px_conn *c)
 {
-	ab_http_req *q = malloc(sizeof(*q));
+	_cleanup_free_ ab_http_req *q = malloc(sizeof(*q));
 	if (!q) {
 		px_close(c);
 		return -1;
 	}
 	int r = ab_http_parse_head(c->in.p, c->in.len, NULL, q);
 	if (r == 0 && c->c_eof) /* the rest of the head will never come */
-		return refuse(c, q, 400, "incomplete",
+		return refuse(c, 400, "incomplete",
 			      "incomplete request: the client closed its side inside the request head");
-	if (r == 0) {
-		free(q);
+	if (r == 0)
 		return 0;
-	}
 	char msg[AB_HOST_BUF * 2 + 96];
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "malformed request: %s", q->reason);
-		return refuse(c, q, q->status, "malformed", msg);
+		return refuse(c, q->status, "malformed", msg);
 	}
 	char host[AB_HOST_BUF];
 	unsigned port = 0;
 	if (q->method == AB_HTTP_CONNECT && c->fixed)
-		return refuse(c, q, 400, "nested-connect",
+		return refuse(c, 400, "nested-connect",
 			      "CONNECT inside a tunnel or to a transparent destination");
 	if (q->method != AB_HTTP_CONNECT && !c->fixed && q->form != AB_HTTP_ABSOLUTE)
-		return refuse(c, q, 400, "not-a-proxy-request",
+		return refuse(c, 400, "not-a-proxy-request",
 			      "this is agentbox's egress proxy: send absolute-form requests "
 			      "(http://host/path) or CONNECT host:port");
 	if (q->method != AB_HTTP_CONNECT && target_of(c, q, c->in.p, host, &port) < 0)
-		return refuse(c, q, 400, "invalid-host", "the request names no valid host");
+		return refuse(c, 400, "invalid-host", "the request names no valid host");
 	if (q->method != AB_HTTP_CONNECT && c->fixed && (strcmp(host, c->host) || port != c->port)) {
 		snprintf(msg, sizeof(msg), "the request is for %s:%u but this connection goes to %s:%u",
 			 host, port, c->host, (unsigned)c->port);
-		return refuse(c, q, 400, "host-mismatch", msg);
+		return refuse(c, 400, "host-mismatch", msg);
 	}
 	if (q->method == AB_HTTP_CONNECT || strcmp(host, c->host) || port != c->port) {
-		free(q); /* another destination (a CONNECT counts as one) */
+		/* another destination (a CONNECT counts as one) */
 		if (owed(c)) {
 			c->want_switch = true; /* after the responses in flight */
 			return 0;
@@ -404,7 +393,6 @@ static int one_request(px_conn *c)
 		return -1;
 	}
 	if (c->ufd < 0) { /* the upstream closed a kept-alive connection: dial again */
-		free(q);
 		px_dial(c);
 		return -1;
 	}
@@ -586,11 +574,9 @@ static int dechunk(const char *p, size_t n, px_buf *out)
 static int rebuild_head(const char *head, size_t hlen, size_t len, px_buf *o)
 {
 	static const ab_http_limits lim = {.max_head = PX_RESP_HEAD_MAX};
-	ab_http_resp *rs = malloc(sizeof(*rs));
-	if (!rs || ab_http_parse_response_head(head, hlen, &lim, rs) <= 0) {
-		free(rs);
+	_cleanup_free_ ab_http_resp *rs = malloc(sizeof(*rs));
+	if (!rs || ab_http_parse_response_head(head, hlen, &lim, rs) <= 0)
 		return -EINVAL;
-	}
 	const char *eol = memmem(head, hlen, "\r\n", 2);
 	int r = eol ? px_buf_append(o, head, (size_t)(eol - head) + 2) : -EINVAL;
 	for (size_t i = 0; r >= 0 && i < rs->n_headers; i++) {
@@ -603,7 +589,6 @@ static int rebuild_head(const char *head, size_t hlen, size_t len, px_buf *o)
 		r |= px_buf_append(o, head + h->value.off, h->value.len);
 		r |= px_buf_append(o, "\r\n", 2);
 	}
-	free(rs);
 	char cl[48];
 	int cn = snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n\r\n", len);
 	if (r >= 0)
@@ -617,7 +602,7 @@ static int rebuild_head(const char *head, size_t hlen, size_t len, px_buf *o)
 static int finish_capture(px_conn *c)
 {
 	px_req *e = &c->fifo[0];
-	px_buf body = {0}, head = {0};
+	_cleanup_px_buf_ px_buf body = {0}, head = {0};
 	char *out = NULL;
 	size_t outlen = 0;
 	uint64_t rotated = 0;
@@ -633,9 +618,7 @@ static int finish_capture(px_conn *c)
 	if (r >= 0)
 		r = ab_broker_rotate(c->px->broker, c->host, c->port, e->path, body.p, body.len,
 				     &out, &outlen, &rotated, &err);
-	if (body.p)
-		explicit_bzero(body.p, body.len);
-	px_buf_free(&body);
+	px_buf_free(&body); /* wiped: the new values */
 	if (rotated && px_rotated(c->px) < 0)
 		r = -ENOMEM; /* the new values could not be masked: nothing goes out */
 	if (r == -EIO && out) {
@@ -650,7 +633,6 @@ static int finish_capture(px_conn *c)
 	c->capturing = false;
 	if (r < 0) {
 		ab_secrets_wipe_free(out, outlen);
-		px_buf_free(&head);
 		px_fail(c, 502, "error", "token-refresh",
 			"agentbox: the token refresh response from %s was not passed on (%s)", c->host,
 			err.msg[0] ? err.msg : "out of memory");
@@ -665,7 +647,6 @@ static int finish_capture(px_conn *c)
 	if (r >= 0)
 		r = resp_out(c, out, outlen, true);
 	ab_secrets_wipe_free(out, outlen);
-	px_buf_free(&head);
 	if (r < 0) {
 		px_close(c);
 		return -1;

@@ -106,17 +106,15 @@ static BIO *wpeer(const px_conn *c)
 /* Without the pair (out of memory) the records go to the socket as before. */
 static void coalesce_writes(SSL *ssl)
 {
-	BIO *in = NULL, *out = NULL;
+	_cleanup_bio_ BIO *in = NULL, *out = NULL;
 	if (wpeer_idx < 0)
 		wpeer_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, wpeer_free);
 	if (wpeer_idx < 0 || BIO_new_bio_pair(&in, PX_TLS_WRITE_BUF, &out, PX_TLS_WRITE_BUF) != 1)
 		return;
-	if (!SSL_set_ex_data(ssl, wpeer_idx, out)) {
-		BIO_free(in);
-		BIO_free(out);
+	if (!SSL_set_ex_data(ssl, wpeer_idx, out))
 		return;
-	}
-	SSL_set0_wbio(ssl, in); /* frees the socket BIO (BIO_NOCLOSE) it replaces */
+	out = NULL; /* the SSL's now: wpeer_free */
+	SSL_set0_wbio(ssl, TAKE_PTR(in)); /* frees the socket BIO (BIO_NOCLOSE) it replaces */
 }
 
 /* Send what the pair holds: 0 (all of it), -EAGAIN (the socket is full) or
@@ -281,7 +279,7 @@ static void deny_tls(px_conn *c, const char *rule, const char *why)
 void px_intercept_start(px_conn *c)
 {
 	ab_proxy *px = c->px;
-	SSL_CTX *sctx = NULL;
+	_cleanup_ssl_ctx_ SSL_CTX *sctx = NULL; /* the SSL holds its own reference */
 	ab_err err = {0};
 	if (ab_ca_server_ctx(px->broker->ca, c->host, &sctx, &err) < 0) {
 		px_log_conn(c, "error", "intercept", 0, err.msg);
@@ -289,12 +287,9 @@ void px_intercept_start(px_conn *c)
 		return;
 	}
 	c->cssl = SSL_new(sctx);
-	SSL_CTX_free(sctx); /* the SSL holds its own reference */
-	BIO *mem = BIO_new(BIO_s_mem());
-	BIO *sock = BIO_new_socket(c->cfd, BIO_NOCLOSE);
+	_cleanup_bio_ BIO *mem = BIO_new(BIO_s_mem());
+	_cleanup_bio_ BIO *sock = BIO_new_socket(c->cfd, BIO_NOCLOSE);
 	if (!c->cssl || !mem || !sock || BIO_write(mem, c->in.p, (int)c->in.len) != (int)c->in.len) {
-		BIO_free(mem);
-		BIO_free(sock);
 		deny_tls(c, "intercept", "out of memory");
 		return;
 	}
@@ -307,7 +302,7 @@ void px_intercept_start(px_conn *c)
 	SSL_set_options(c->cssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
 #endif
 	px_tls_buffers(c->cssl);
-	SSL_set_bio(c->cssl, mem, sock);
+	SSL_set_bio(c->cssl, TAKE_PTR(mem), TAKE_PTR(sock));
 	SSL_set_accept_state(c->cssl);
 	c->up += c->in.len;
 	px_buf_free(&c->in);

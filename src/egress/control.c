@@ -213,6 +213,7 @@ void ab_control_close(ab_control *c)
 	free(c);
 }
 
+/* 0, or a negative errno. */
 static int send_all(int fd, const char *p, size_t n)
 {
 	while (n) {
@@ -220,7 +221,7 @@ static int send_all(int fd, const char *p, size_t n)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
-			return -1;
+			return w < 0 ? -errno : -EIO;
 		p += w;
 		n -= (size_t)w;
 	}
@@ -324,13 +325,18 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 	if (cr.uid != getuid())
 		return ab_fail(err, 0, "the control socket of %s is served by uid %u, not by you: "
 				       "refusing to use it", workspace, (unsigned)cr.uid);
-	for (int i = 0; i < nrules; i++)
-		if (send_all(fd, "allow ", 6) < 0 || send_all(fd, rules[i], strlen(rules[i])) < 0 ||
-		    send_all(fd, "\n", 1) < 0)
-			return errno == EPIPE || errno == ECONNRESET
+	for (int i = 0; i < nrules; i++) {
+		int s = send_all(fd, "allow ", 6);
+		if (s >= 0)
+			s = send_all(fd, rules[i], strlen(rules[i]));
+		if (s >= 0)
+			s = send_all(fd, "\n", 1);
+		if (s < 0)
+			return s == -EPIPE || s == -ECONNRESET
 				       ? unanswered(err, workspace)
-				       : ab_fail(err, errno, "allow: send to the agentbox of %s",
+				       : ab_fail(err, -s, "allow: send to the agentbox of %s",
 						 workspace);
+	}
 	shutdown(fd, SHUT_WR);
 	/* one line per rule, each at most an error message long */
 	size_t cap = (size_t)nrules * (sizeof(err->msg) + 32) + 1;

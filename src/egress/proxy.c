@@ -465,8 +465,9 @@ void px_fail(px_conn *c, int status, const char *decision, const char *rule, con
 
 /* ------------------------------------------------------------ decisions */
 
-/* Policy for host:port; fills c->host/port/rule.  Returns 0 to go on, or
- * -1 after answering the client. */
+/* Policy for host:port; fills c->host/port/rule.  Returns 0 to go on, or a
+ * negative errno after answering the client: -EINVAL (not a valid
+ * destination), -EACCES (the policy refuses it). */
 int px_decide(px_conn *c, const char *host, unsigned port)
 {
 	ab_proxy *px = c->px;
@@ -478,7 +479,7 @@ int px_decide(px_conn *c, const char *host, unsigned port)
 		c->port = (uint16_t)port;
 		px_fail(c, 400, "deny", "invalid-host", "'%s' is not a valid host name (%s)", shown,
 			ab_host_strerror(k));
-		return -1;
+		return -EINVAL;
 	}
 	snprintf(c->host, sizeof(c->host), "%s", norm);
 	c->port = (uint16_t)port;
@@ -492,17 +493,17 @@ int px_decide(px_conn *c, const char *host, unsigned port)
 		px_fail(c, 403, "deny", rule ? rule->text : "deny",
 			"%s:%u is denied by rule '%s' of profile '%s' (network.deny)", norm, port,
 			rule ? rule->text : "?", px->profile);
-		return -1;
+		return -EACCES;
 	case AB_NET_INVALID:
 		px_fail(c, 400, "deny", "invalid-host", "%s:%u is not a valid destination", norm,
 			port);
-		return -1;
+		return -EINVAL;
 	default:
 		px_fail(c, 403, "deny", "not-listed",
 			"%s:%u is not in the allowlist of profile '%s' (add it under "
 			"network.allow)",
 			norm, port, px->profile);
-		return -1;
+		return -EACCES;
 	}
 }
 
@@ -1041,9 +1042,9 @@ static void on_resume(ab_loop *l, uint64_t id, void *data)
 	ab_loop_modify(l, p->fd, AB_EV_READ);
 }
 
-void px_accept_failed(px_pause *p)
+void px_accept_failed(px_pause *p, int e)
 {
-	if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM)
+	if (e != EMFILE && e != ENFILE && e != ENOBUFS && e != ENOMEM)
 		return; /* EAGAIN, or a connection that died in the queue */
 	if (p->timer)
 		return;
@@ -1068,7 +1069,7 @@ static void on_accept(ab_loop *l, int fd, unsigned ev, void *data)
 	for (int i = 0; i < 64; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd < 0) {
-			px_accept_failed(&ls->pause);
+			px_accept_failed(&ls->pause, errno);
 			return;
 		}
 		if (px->nconns >= AB_PROXY_MAX_CONNS) {
@@ -1462,7 +1463,7 @@ static void on_ctl_accept(ab_loop *l, int fd, unsigned ev, void *data)
 	for (int i = 0; i < 8; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd < 0) {
-			px_accept_failed(&px->ctl_pause);
+			px_accept_failed(&px->ctl_pause, errno);
 			return;
 		}
 		struct ucred cr;
@@ -1492,9 +1493,10 @@ static void on_ctl_accept(ab_loop *l, int fd, unsigned ev, void *data)
 
 int ab_proxy_control(ab_proxy *px, int fd, ab_err *err)
 {
-	if (ab_loop_watch(px->loop, fd, AB_EV_READ, on_ctl_accept, px) < 0) {
+	int r = ab_loop_watch(px->loop, fd, AB_EV_READ, on_ctl_accept, px);
+	if (r < 0) {
 		close(fd);
-		return ab_fail(err, errno, "control socket");
+		return ab_fail(err, -r, "control socket");
 	}
 	px->ctl_fd = fd;
 	px->ctl_pause = (px_pause){.px = px, .fd = fd};

@@ -244,9 +244,9 @@ struct ab_proxy {
 };
 
 /* proxy.c */
-/* accept4() just failed (errno): pause p's listener when that was
+/* accept4() just failed with errno E: pause p's listener when that was
  * exhaustion; px_pause_cancel() before the listener is closed */
-void px_accept_failed(px_pause *p);
+void px_accept_failed(px_pause *p, int e);
 void px_pause_cancel(px_pause *p);
 void px_update(px_conn *c);
 void px_close(px_conn *c);
@@ -262,17 +262,17 @@ void px_connected(px_conn *c);
 void px_head_process(px_conn *c);
 
 /* pxscan.c */
-/* The server's WebSocket bytes read so far (c->wsraw), cut into frames:
- * heads as they are, payloads through the masking scanner, which releases
- * what it holds where a message ends (FIN); each frame goes out once its
- * payload is out of the scanner.  Appends to B; 0 or -1 (a frame the
- * scanner could not see into, or no memory: close). */
-int px_ws_cut(px_conn *c, px_buf *b);
 void px_scan_begin(px_scanpass *sp, ab_scanner *s, bool chunked);
 int px_scan_pass(px_scanpass *sp, const char *p, size_t n, bool done, px_buf *dst,
 		 ab_scan_hit *hit);
 
 /* pxtls.c */
+/* The server's WebSocket bytes read so far (c->wsraw), cut into frames:
+ * heads as they are, payloads through the masking scanner, which releases
+ * what it holds where a message ends (FIN); each frame goes out once its
+ * payload is out of the scanner.  Appends to B; 0, or a negative errno
+ * (-EPROTO: a frame the scanner could not see into; -ENOMEM...): close. */
+int px_ws_cut(px_conn *c, px_buf *b);
 ssize_t px_io_read(px_conn *c, bool up, px_buf *b, size_t want);
 ssize_t px_io_write(px_conn *c, bool up, px_buf *b);
 bool px_io_pending(const px_conn *c);

@@ -134,6 +134,20 @@ static bool owed(const px_conn *c)
 	return c->nfifo || c->in_resp_body;
 }
 
+/* The engine's steps return 1 (go on), 0 (wait for bytes, or for the
+ * responses owed) or a negative errno once c is no longer theirs to touch:
+ * closed (why: -ENOMEM, -EBADMSG...), answered with a refusal and closing
+ * (-EACCES...), or handed on to another destination or to a tunnel
+ * (HANDED_ON, which is no failure). */
+#define HANDED_ON (-EINPROGRESS)
+
+/* Close c for the reason E (a negative errno), returned. */
+static int gone(px_conn *c, int e)
+{
+	px_close(c);
+	return e;
+}
+
 /* A request or response is moving: the idle timeout starts again. */
 static void alive(px_conn *c)
 {
@@ -147,7 +161,7 @@ static int refuse(px_conn *c, int status, const char *rule, const char *msg)
 	if (owed(c))
 		return 0;
 	px_fail(c, status, "deny", rule, "%s", msg);
-	return -1;
+	return -EACCES;
 }
 
 /* Credential brokering: swap the placeholders of the upstream-bound head
@@ -202,7 +216,7 @@ static int refuse_exfil(px_conn *c, px_req *e)
 	px_log_exfil(c, e, 403);
 	c->logged = true; /* px_fail: answer only */
 	px_fail(c, 403, "deny", "exfiltration", "%s", c->exfil);
-	return -1;
+	return -EACCES;
 }
 
 static int start_body_scan(px_conn *c, bool chunked)
@@ -213,12 +227,13 @@ static int start_body_scan(px_conn *c, bool chunked)
 		ab_scanner_free(c->bscan); /* before its set: it reads the set */
 	ab_scan_set_free(c->bset);
 	c->bset = NULL;
-	if (ab_secrets_body_set(b->secs, b->n, c->host, c->port, &c->bset, &err) < 0)
-		return -1;
+	int r = ab_secrets_body_set(b->secs, b->n, c->host, c->port, &c->bset, &err);
+	if (r < 0)
+		return r;
 	if (!c->bscan && !(c->bscan = calloc(1, sizeof(*c->bscan))))
-		return -1;
-	if (ab_scanner_init(c->bscan, c->bset) < 0)
-		return -1;
+		return -ENOMEM;
+	if ((r = ab_scanner_init(c->bscan, c->bset)) < 0)
+		return r;
 	px_scan_begin(&c->bpass, c->bscan, chunked);
 	return 0;
 }
@@ -292,7 +307,7 @@ static int prescan_body(px_conn *c, const char *p, size_t n, bool chunked)
 }
 
 /* Queue the request (r bytes of head at the front of c->in) for the
- * upstream.  Returns 1, or -1 when c is gone. */
+ * upstream.  Returns 1, or a negative errno when c was refused or closed. */
 static int forward_request(px_conn *c, const ab_http_req *q, int r)
 {
 	px_req *e = &c->fifo[c->nfifo];
@@ -316,15 +331,12 @@ static int forward_request(px_conn *c, const ab_http_req *q, int r)
 	int hn = forward_head(c, q, c->in.p, &head);
 	bool chunked = q->chunked;
 	uint64_t cl = q->has_content_length ? q->content_length : 0;
-	if (hn < 0) {
-		px_close(c);
-		return -1;
-	}
+	if (hn < 0)
+		return gone(c, hn);
 	if (c->px->broker && (chunked || cl)) {
-		if (start_body_scan(c, chunked) < 0) {
-			px_close(c);
-			return -1;
-		}
+		int k = start_body_scan(c, chunked);
+		if (k < 0)
+			return gone(c, k);
 		/* the part of the body already here decides before the head leaves:
 		 * a refusal is then still a 403, not a cut */
 		size_t have = c->in.len - (size_t)r;
@@ -335,7 +347,7 @@ static int forward_request(px_conn *c, const ab_http_req *q, int r)
 	}
 	hn = swap_secrets(c, e, &head);
 	if (hn < 0)
-		return hn == -EACCES ? refuse_exfil(c, e) : (px_close(c), -1);
+		return hn == -EACCES ? refuse_exfil(c, e) : gone(c, hn);
 	e->up = (uint64_t)hn;
 	c->nfifo++;
 	px_buf_consume(&c->in, (size_t)r); /* q's spans pointed in there: not used after */
@@ -347,15 +359,13 @@ static int forward_request(px_conn *c, const ab_http_req *q, int r)
 	return 1;
 }
 
-/* Returns 1 to go on, 0 to wait for more bytes (or for the responses
- * owed), -1 when c changed state or is gone (stop touching it). */
+/* One request head at the front of c->in: forwarded, refused, or the
+ * connection handed on (a step of the engine, above). */
 static int one_request(px_conn *c)
 {
 	_cleanup_free_ ab_http_req *q = malloc(sizeof(*q));
-	if (!q) {
-		px_close(c);
-		return -1;
-	}
+	if (!q)
+		return gone(c, -ENOMEM);
 	int r = ab_http_parse_head(c->in.p, c->in.len, NULL, q);
 	if (r == 0 && c->c_eof) /* the rest of the head will never come */
 		return refuse(c, 400, "incomplete",
@@ -390,11 +400,11 @@ static int one_request(px_conn *c)
 			return 0;
 		}
 		px_head_process(c); /* decide and dial again */
-		return -1;
+		return HANDED_ON;
 	}
 	if (c->ufd < 0) { /* the upstream closed a kept-alive connection: dial again */
 		px_dial(c);
-		return -1;
+		return HANDED_ON;
 	}
 	return forward_request(c, q, r);
 }
@@ -412,18 +422,15 @@ static int process_requests(px_conn *c)
 					px_log_request(c, &c->fifo[i], "error", 0);
 				c->nfifo = 0;
 				c->logged = true;
-				px_close(c);
-				return -1;
+				return gone(c, -ECONNRESET);
 			}
 			if (!c->in.len || !room)
 				return 0;
 			bool done = false;
 			int n = ab_http_framer_feed(&c->reqf, c->in.p,
 						    c->in.len < room ? c->in.len : room, &done);
-			if (n < 0) {
-				px_close(c); /* a broken body: the stream cannot be resynchronised */
-				return -1;
-			}
+			if (n < 0) /* a broken body: the stream cannot be resynchronised */
+				return gone(c, n);
 			int br = body_out(c, c->in.p, (size_t)n, done);
 			if (br == -EACCES) {
 				/* the head already left: the only refusal left is the cut */
@@ -433,13 +440,10 @@ static int process_requests(px_conn *c)
 					px_log_conn(c, "deny", "exfiltration", 0, c->exfil);
 				c->logged = true;
 				c->nfifo = 0; /* the cut answers them all */
-				px_close(c);
-				return -1;
+				return gone(c, -EACCES);
 			}
-			if (br < 0) {
-				px_close(c);
-				return -1;
-			}
+			if (br < 0)
+				return gone(c, br);
 			if (c->nfifo) /* always: the body's request waits for its response */
 				c->fifo[c->nfifo - 1].up += (uint64_t)n;
 			px_buf_consume(&c->in, (size_t)n);
@@ -598,7 +602,7 @@ static int rebuild_head(const char *head, size_t hlen, size_t len, px_buf *o)
 
 /* The whole token response is here: swap its tokens, save them on the host,
  * send the sandbox the placeholders.  Fails closed (502: nothing of it
- * reaches the client).  Returns 0, or -1 when c is gone. */
+ * reaches the client).  Returns 0, or a negative errno when c is closing. */
 static int finish_capture(px_conn *c)
 {
 	px_req *e = &c->fifo[0];
@@ -636,7 +640,7 @@ static int finish_capture(px_conn *c)
 		px_fail(c, 502, "error", "token-refresh",
 			"agentbox: the token refresh response from %s was not passed on (%s)", c->host,
 			err.msg[0] ? err.msg : "out of memory");
-		return -1;
+		return r;
 	}
 	e->rotated = rotated;
 	r = resp_begin(c, false);
@@ -647,10 +651,8 @@ static int finish_capture(px_conn *c)
 	if (r >= 0)
 		r = resp_out(c, out, outlen, true);
 	ab_secrets_wipe_free(out, outlen);
-	if (r < 0) {
-		px_close(c);
-		return -1;
-	}
+	if (r < 0)
+		return gone(c, r);
 	e->head_sent = true;
 	finish_response(c);
 	return 0;
@@ -731,23 +733,24 @@ static int process_responses(px_conn *c)
 				return 0;
 			bool done = false;
 			int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
-			if (n < 0 || px_buf_append(&c->rot, c->back.p, (size_t)n) < 0) {
-				px_close(c);
-				return -1;
-			}
+			if (n < 0)
+				return gone(c, n);
+			if (px_buf_append(&c->rot, c->back.p, (size_t)n) < 0)
+				return gone(c, -ENOMEM);
 			px_buf_consume(&c->back, (size_t)n);
 			c->fifo[0].down += (uint64_t)n;
 			if (c->rot.len - c->rot_head > AB_CREDFILE_MAX + 8192) {
 				px_fail(c, 502, "error", "token-refresh",
 					"agentbox: the token refresh response from %s is larger than "
 					"%d bytes", c->host, AB_CREDFILE_MAX);
-				return -1;
+				return -EFBIG;
 			}
 			alive(c);
 			if (!done)
 				return 0;
-			if (finish_capture(c) < 0)
-				return -1;
+			int k = finish_capture(c);
+			if (k < 0)
+				return k;
 			continue;
 		}
 		if (c->in_resp_body) {
@@ -755,10 +758,9 @@ static int process_responses(px_conn *c)
 				return 0;
 			bool done = false;
 			int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
-			if (n < 0 || resp_out(c, c->back.p, (size_t)n, done) < 0) {
-				px_close(c);
-				return -1;
-			}
+			int k = n < 0 ? n : resp_out(c, c->back.p, (size_t)n, done);
+			if (k < 0)
+				return gone(c, k);
 			c->fifo[0].down += (uint64_t)n;
 			px_buf_consume(&c->back, (size_t)n);
 			alive(c);
@@ -769,15 +771,11 @@ static int process_responses(px_conn *c)
 		}
 		if (!c->back.len)
 			return 0;
-		if (!c->nfifo) { /* bytes nobody asked for */
-			px_close(c);
-			return -1;
-		}
+		if (!c->nfifo) /* bytes nobody asked for */
+			return gone(c, -EBADMSG);
 		ab_http_resp *rs = malloc(sizeof(*rs));
-		if (!rs) {
-			px_close(c);
-			return -1;
-		}
+		if (!rs)
+			return gone(c, -ENOMEM);
 		int r = ab_http_parse_response_head(c->back.p, c->back.len, &lim, rs);
 		if (r == 0) {
 			free(rs);
@@ -786,20 +784,18 @@ static int process_responses(px_conn *c)
 		if (r < 0) {
 			const char *why = rs->reason;
 			free(rs);
-			if (c->fifo[0].head_sent) {
-				px_close(c);
-				return -1;
-			}
+			if (c->fifo[0].head_sent)
+				return gone(c, -EBADMSG);
 			px_fail(c, 502, "error", c->rule, "invalid response from %s:%u (%s)", c->host,
 				(unsigned)c->port, why);
-			return -1;
+			return -EBADMSG;
 		}
 		px_req *e = &c->fifo[0];
 		ab_http_body_kind kind = ab_http_response_body(rs, e->m);
 		if (c->intercepted && coded_body(rs, kind)) {
 			refuse_coded(c, rs);
 			free(rs);
-			return -1;
+			return -EACCES;
 		}
 		int code = rs->code;
 		bool close_after = rs->conn_close || (rs->version_minor == 0 && !rs->conn_keep_alive);
@@ -812,13 +808,11 @@ static int process_responses(px_conn *c)
 				px_fail(c, 502, "error", "token-refresh",
 					"agentbox: the token refresh response from %s is larger than "
 					"%d bytes", c->host, AB_CREDFILE_MAX);
-				return -1;
+				return -EFBIG;
 			}
 			px_buf_free(&c->rot);
-			if (px_buf_append(&c->rot, c->back.p, (size_t)r) < 0) {
-				px_close(c);
-				return -1;
-			}
+			if (px_buf_append(&c->rot, c->back.p, (size_t)r) < 0)
+				return gone(c, -ENOMEM);
 			c->rot_head = (size_t)r;
 			c->capturing = true;
 			px_buf_consume(&c->back, (size_t)r);
@@ -833,13 +827,15 @@ static int process_responses(px_conn *c)
 		if (e->rotate && code >= 200 && code < 300 && kind == AB_HTTP_BODY_CLOSE) {
 			px_fail(c, 502, "error", "token-refresh",
 				"agentbox: the token refresh response from %s has no length", c->host);
-			return -1;
+			return -EBADMSG;
 		}
-		if (resp_begin(c, false) < 0 || resp_out(c, c->back.p, (size_t)r, true) < 0 ||
-		    resp_begin(c, kind == AB_HTTP_BODY_CHUNKED) < 0) {
-			px_close(c);
-			return -1;
-		}
+		int k = resp_begin(c, false);
+		if (k >= 0)
+			k = resp_out(c, c->back.p, (size_t)r, true);
+		if (k >= 0)
+			k = resp_begin(c, kind == AB_HTTP_BODY_CHUNKED);
+		if (k < 0)
+			return gone(c, k);
 		px_buf_consume(&c->back, (size_t)r);
 		e->down += (uint64_t)r;
 		e->head_sent = true;
@@ -847,17 +843,13 @@ static int process_responses(px_conn *c)
 		if (code >= 100 && code < 200 && code != 101)
 			continue; /* interim: the final response follows */
 		if (kind == AB_HTTP_BODY_TUNNEL) {
-			if (code != 101 || !e->upgrade || c->nfifo != 1) {
-				px_close(c);
-				return -1;
-			}
+			if (code != 101 || !e->upgrade || c->nfifo != 1)
+				return gone(c, -EBADMSG);
 			/* a WebSocket from an intercepted host: its frames are
 			 * masked (pxtls.c); any other upgrade stays opaque */
 			if (c->intercepted && e->ws) {
-				if (resp_begin(c, false) < 0) {
-					px_close(c);
-					return -1;
-				}
+				if ((k = resp_begin(c, false)) < 0)
+					return gone(c, k);
 				c->ws_mask = true;
 				memset(&c->wsf, 0, sizeof(c->wsf));
 				c->wshn = 0;
@@ -865,7 +857,7 @@ static int process_responses(px_conn *c)
 			}
 			finish_response(c); /* logged as the upgrade request */
 			px_tunnel_start(c);
-			return -1;
+			return HANDED_ON;
 		}
 		if (close_after)
 			c->close_after = true;
@@ -878,7 +870,8 @@ static int process_responses(px_conn *c)
 	}
 }
 
-/* The upstream said EOF (err: or failed). */
+/* The upstream said EOF (err: or failed).  0 when it was idle (the next
+ * request dials again), else a negative errno: c is closing. */
 static int upstream_eof(px_conn *c, bool err)
 {
 	bool to_close = c->in_resp_body && c->respf.kind == AB_HTTP_BODY_CLOSE;
@@ -900,14 +893,13 @@ static int upstream_eof(px_conn *c, bool err)
 			px_fail(c, 502, "error", c->rule,
 				"%s:%u closed the connection without answering", c->host,
 				(unsigned)c->port);
-			return -1;
+			return -ECONNRESET;
 		}
 		if (to_close) { /* a client reading to the close must not take the cut for the end */
 			struct linger lg = {.l_onoff = 1, .l_linger = 0};
 			(void)setsockopt(c->cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 		}
-		px_close(c); /* cut off mid-response: the framing shows the client */
-		return -1;
+		return gone(c, -ECONNRESET); /* cut off mid-response: the framing shows the client */
 	}
 	/* an idle kept-alive upstream went away: the next request dials again */
 	ab_loop_unwatch(c->px->loop, c->ufd);

@@ -294,12 +294,12 @@ static int unanswered(ab_err *err, const char *workspace)
 		       workspace);
 }
 
-static int allow(const char *workspace, char *const *rules, int nrules, ab_err *err)
+/* Every rule checked here first (the running agentbox parses each again
+ * with the same parser): a rule that cannot be one is said before asking. */
+static int check_rules(char *const *rules, int nrules, ab_err *err)
 {
 	size_t total = 0;
 	for (int i = 0; i < nrules; i++) {
-		/* the running agentbox parses each rule again (the same parser);
-		 * a rule that cannot be one is said here, before asking it */
 		ab_netrule nr;
 		if (strchr(rules[i], '\n') || strlen(rules[i]) > 300)
 			return ab_fail(err, EINVAL, "allow: invalid rule");
@@ -309,10 +309,15 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 		if (total > AB_CONTROL_MAX_REQUEST)
 			return ab_fail(err, E2BIG, "allow: too many rules at once");
 	}
-	_cleanup_close_ int fd = -1;
-	int r = connect_ctl(workspace, &fd, err);
-	if (r < 0)
-		return r;
+	return 0;
+}
+
+/* The connection to the agentbox of WORKSPACE made blocking and checked to
+ * be served by the caller's uid, then the requests sent and its write side
+ * shut down. */
+static int send_rules(int fd, const char *workspace, char *const *rules, int nrules,
+		      ab_err *err)
+{
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
 		return ab_fail(err, errno, "allow: socket");
@@ -338,11 +343,12 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 						 workspace);
 	}
 	shutdown(fd, SHUT_WR);
-	/* one line per rule, each at most an error message long */
-	size_t cap = (size_t)nrules * (sizeof(err->msg) + 32) + 1;
-	_cleanup_free_ char *buf = malloc(cap);
-	if (!buf)
-		return ab_fail(err, ENOMEM, "allow");
+	return 0;
+}
+
+/* The answer, read to its end (or CAP - 1 bytes) into BUF, NUL-terminated. */
+static int read_answer(int fd, const char *workspace, char *buf, size_t cap, ab_err *err)
+{
 	size_t got = 0;
 	while (got < cap - 1) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -365,6 +371,13 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 		got += (size_t)n;
 	}
 	buf[got] = '\0';
+	return 0;
+}
+
+/* Print the answer's lines, one per rule: "ok RULE" on stdout, a refusal
+ * on stderr.  0 all added, 1 some refused, or err set. */
+static int print_answers(char *buf, const char *workspace, int nrules, ab_err *err)
+{
 	int refused = 0, answers = 0;
 	for (char *line = buf, *nl; *line; line = nl + 1) {
 		nl = strchr(line, '\n');
@@ -389,6 +402,26 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 		return ab_fail(err, 0, "allow: the agentbox of %s answered %d of %d request%s",
 			       workspace, answers, nrules, nrules == 1 ? "" : "s");
 	return refused ? 1 : 0;
+}
+
+static int allow(const char *workspace, char *const *rules, int nrules, ab_err *err)
+{
+	int r = check_rules(rules, nrules, err);
+	if (r < 0)
+		return r;
+	_cleanup_close_ int fd = -1;
+	if ((r = connect_ctl(workspace, &fd, err)) < 0)
+		return r;
+	if ((r = send_rules(fd, workspace, rules, nrules, err)) < 0)
+		return r;
+	/* one line per rule, each at most an error message long */
+	size_t cap = (size_t)nrules * (sizeof(err->msg) + 32) + 1;
+	_cleanup_free_ char *buf = malloc(cap);
+	if (!buf)
+		return ab_fail(err, ENOMEM, "allow");
+	if ((r = read_answer(fd, workspace, buf, cap, err)) < 0)
+		return r;
+	return print_answers(buf, workspace, nrules, err);
 }
 
 int ab_control_allow(const char *workspace, char *const *rules, int nrules, ab_err *err)

@@ -724,149 +724,200 @@ static void finish_response(px_conn *c)
 	c->deadline = ab_now_ms() + (c->nfifo ? AB_PROXY_IDLE_MS : AB_PROXY_KEEPALIVE_MS);
 }
 
-static int process_responses(px_conn *c)
+/* What the engine keeps of a response head, whose bytes stay at the front
+ * of c->back until they are passed on. */
+typedef struct resp_head {
+	int len; /* of the head */
+	int code;
+	ab_http_body_kind kind;
+	uint64_t cl;     /* Content-Length */
+	bool close;      /* Connection: close, or HTTP/1.0 without keep-alive */
+} resp_head;
+
+static int refresh_too_large(px_conn *c)
+{
+	px_fail(c, 502, "error", "token-refresh",
+		"agentbox: the token refresh response from %s is larger than %d bytes", c->host,
+		AB_CREDFILE_MAX);
+	return -EFBIG;
+}
+
+/* The head of the next response, parsed into *H: 1, or 0 (not all here
+ * yet), or a negative errno (a step of the engine): an invalid head, a
+ * response nobody asked for, a coded body refused. */
+static int read_head(px_conn *c, resp_head *h)
 {
 	static const ab_http_limits lim = {.max_head = PX_RESP_HEAD_MAX};
-	for (;;) {
-		if (c->in_resp_body && c->capturing) {
-			if (!c->back.len)
-				return 0;
-			bool done = false;
-			int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
-			if (n < 0)
-				return gone(c, n);
-			if (px_buf_append(&c->rot, c->back.p, (size_t)n) < 0)
-				return gone(c, -ENOMEM);
-			px_buf_consume(&c->back, (size_t)n);
-			c->fifo[0].down += (uint64_t)n;
-			if (c->rot.len - c->rot_head > AB_CREDFILE_MAX + 8192) {
-				px_fail(c, 502, "error", "token-refresh",
-					"agentbox: the token refresh response from %s is larger than "
-					"%d bytes", c->host, AB_CREDFILE_MAX);
-				return -EFBIG;
-			}
-			alive(c);
-			if (!done)
-				return 0;
-			int k = finish_capture(c);
-			if (k < 0)
-				return k;
-			continue;
-		}
-		if (c->in_resp_body) {
-			if (!c->back.len)
-				return 0;
-			bool done = false;
-			int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
-			int k = n < 0 ? n : resp_out(c, c->back.p, (size_t)n, done);
-			if (k < 0)
-				return gone(c, k);
-			c->fifo[0].down += (uint64_t)n;
-			px_buf_consume(&c->back, (size_t)n);
-			alive(c);
-			if (!done)
-				return 0;
-			finish_response(c);
-			continue;
-		}
-		if (!c->back.len)
-			return 0;
-		if (!c->nfifo) /* bytes nobody asked for */
+	if (!c->back.len)
+		return 0;
+	if (!c->nfifo) /* bytes nobody asked for */
+		return gone(c, -EBADMSG);
+	_cleanup_free_ ab_http_resp *rs = malloc(sizeof(*rs));
+	if (!rs)
+		return gone(c, -ENOMEM);
+	int r = ab_http_parse_response_head(c->back.p, c->back.len, &lim, rs);
+	if (r == 0)
+		return 0;
+	if (r < 0) {
+		if (c->fifo[0].head_sent)
 			return gone(c, -EBADMSG);
-		ab_http_resp *rs = malloc(sizeof(*rs));
-		if (!rs)
-			return gone(c, -ENOMEM);
-		int r = ab_http_parse_response_head(c->back.p, c->back.len, &lim, rs);
-		if (r == 0) {
-			free(rs);
-			return 0;
-		}
-		if (r < 0) {
-			const char *why = rs->reason;
-			free(rs);
-			if (c->fifo[0].head_sent)
-				return gone(c, -EBADMSG);
-			px_fail(c, 502, "error", c->rule, "invalid response from %s:%u (%s)", c->host,
-				(unsigned)c->port, why);
-			return -EBADMSG;
-		}
-		px_req *e = &c->fifo[0];
-		ab_http_body_kind kind = ab_http_response_body(rs, e->m);
-		if (c->intercepted && coded_body(rs, kind)) {
-			refuse_coded(c, rs);
-			free(rs);
-			return -EACCES;
-		}
-		int code = rs->code;
-		bool close_after = rs->conn_close || (rs->version_minor == 0 && !rs->conn_keep_alive);
-		uint64_t cl = rs->content_length;
-		free(rs);
-		if (e->rotate && code >= 200 && code < 300 &&
-		    (kind == AB_HTTP_BODY_CHUNKED || (kind == AB_HTTP_BODY_LENGTH && cl > 0))) {
-			/* a token refresh: held whole, its tokens swapped (finish_capture) */
-			if (kind == AB_HTTP_BODY_LENGTH && cl > AB_CREDFILE_MAX) {
-				px_fail(c, 502, "error", "token-refresh",
-					"agentbox: the token refresh response from %s is larger than "
-					"%d bytes", c->host, AB_CREDFILE_MAX);
-				return -EFBIG;
-			}
-			px_buf_free(&c->rot);
-			if (px_buf_append(&c->rot, c->back.p, (size_t)r) < 0)
-				return gone(c, -ENOMEM);
-			c->rot_head = (size_t)r;
-			c->capturing = true;
-			px_buf_consume(&c->back, (size_t)r);
-			e->down += (uint64_t)r;
-			e->status = code;
-			if (close_after)
-				c->close_after = true;
-			ab_http_framer_init(&c->respf, kind, cl);
-			c->in_resp_body = true;
-			continue;
-		}
-		if (e->rotate && code >= 200 && code < 300 && kind == AB_HTTP_BODY_CLOSE) {
-			px_fail(c, 502, "error", "token-refresh",
-				"agentbox: the token refresh response from %s has no length", c->host);
-			return -EBADMSG;
-		}
+		px_fail(c, 502, "error", c->rule, "invalid response from %s:%u (%s)", c->host,
+			(unsigned)c->port, rs->reason);
+		return -EBADMSG;
+	}
+	h->kind = ab_http_response_body(rs, c->fifo[0].m);
+	if (c->intercepted && coded_body(rs, h->kind)) {
+		refuse_coded(c, rs);
+		return -EACCES;
+	}
+	h->len = r;
+	h->code = rs->code;
+	h->close = rs->conn_close || (rs->version_minor == 0 && !rs->conn_keep_alive);
+	h->cl = rs->content_length;
+	return 1;
+}
+
+/* A token refresh's response (H: 2xx, a body whose end is known): held
+ * whole, head and body, until its tokens are swapped (finish_capture). */
+static int capture_start(px_conn *c, const resp_head *h)
+{
+	px_req *e = &c->fifo[0];
+	if (h->kind == AB_HTTP_BODY_LENGTH && h->cl > AB_CREDFILE_MAX)
+		return refresh_too_large(c);
+	px_buf_free(&c->rot);
+	if (px_buf_append(&c->rot, c->back.p, (size_t)h->len) < 0)
+		return gone(c, -ENOMEM);
+	c->rot_head = (size_t)h->len;
+	c->capturing = true;
+	px_buf_consume(&c->back, (size_t)h->len);
+	e->down += (uint64_t)h->len;
+	e->status = h->code;
+	if (h->close)
+		c->close_after = true;
+	ab_http_framer_init(&c->respf, h->kind, h->cl);
+	c->in_resp_body = true;
+	return 1;
+}
+
+/* The body of a token refresh's response, held (c->rot) to its end. */
+static int capture_body(px_conn *c)
+{
+	if (!c->back.len)
+		return 0;
+	bool done = false;
+	int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
+	if (n < 0)
+		return gone(c, n);
+	if (px_buf_append(&c->rot, c->back.p, (size_t)n) < 0)
+		return gone(c, -ENOMEM);
+	px_buf_consume(&c->back, (size_t)n);
+	c->fifo[0].down += (uint64_t)n;
+	if (c->rot.len - c->rot_head > AB_CREDFILE_MAX + 8192)
+		return refresh_too_large(c);
+	alive(c);
+	if (!done)
+		return 0;
+	int k = finish_capture(c);
+	return k < 0 ? k : 1;
+}
+
+/* A 101 to the upgrade request: from here on a tunnel.  A WebSocket from an
+ * intercepted host has its frames masked (pxtls.c); any other upgrade stays
+ * opaque. */
+static int start_upgrade(px_conn *c, int code)
+{
+	px_req *e = &c->fifo[0];
+	if (code != 101 || !e->upgrade || c->nfifo != 1)
+		return gone(c, -EBADMSG);
+	if (c->intercepted && e->ws) {
 		int k = resp_begin(c, false);
-		if (k >= 0)
-			k = resp_out(c, c->back.p, (size_t)r, true);
-		if (k >= 0)
-			k = resp_begin(c, kind == AB_HTTP_BODY_CHUNKED);
 		if (k < 0)
 			return gone(c, k);
-		px_buf_consume(&c->back, (size_t)r);
-		e->down += (uint64_t)r;
-		e->head_sent = true;
-		e->status = code;
-		if (code >= 100 && code < 200 && code != 101)
-			continue; /* interim: the final response follows */
-		if (kind == AB_HTTP_BODY_TUNNEL) {
-			if (code != 101 || !e->upgrade || c->nfifo != 1)
-				return gone(c, -EBADMSG);
-			/* a WebSocket from an intercepted host: its frames are
-			 * masked (pxtls.c); any other upgrade stays opaque */
-			if (c->intercepted && e->ws) {
-				if ((k = resp_begin(c, false)) < 0)
-					return gone(c, k);
-				c->ws_mask = true;
-				memset(&c->wsf, 0, sizeof(c->wsf));
-				c->wshn = 0;
-				c->wsq_n = 0;
-			}
-			finish_response(c); /* logged as the upgrade request */
-			px_tunnel_start(c);
-			return HANDED_ON;
-		}
-		if (close_after)
-			c->close_after = true;
-		if (kind == AB_HTTP_BODY_NONE || (kind == AB_HTTP_BODY_LENGTH && cl == 0)) {
-			finish_response(c);
-			continue;
-		}
-		ab_http_framer_init(&c->respf, kind, cl);
-		c->in_resp_body = true;
+		c->ws_mask = true;
+		memset(&c->wsf, 0, sizeof(c->wsf));
+		c->wshn = 0;
+		c->wsq_n = 0;
+	}
+	finish_response(c); /* logged as the upgrade request */
+	px_tunnel_start(c);
+	return HANDED_ON;
+}
+
+/* The next response's head: passed on to the client (masked), or held (a
+ * token refresh), or refused. */
+static int response_head(px_conn *c)
+{
+	resp_head h;
+	int k = read_head(c, &h);
+	if (k <= 0)
+		return k;
+	px_req *e = &c->fifo[0];
+	bool refresh = e->rotate && h.code >= 200 && h.code < 300;
+	if (refresh && (h.kind == AB_HTTP_BODY_CHUNKED || (h.kind == AB_HTTP_BODY_LENGTH && h.cl > 0)))
+		return capture_start(c, &h);
+	if (refresh && h.kind == AB_HTTP_BODY_CLOSE) {
+		px_fail(c, 502, "error", "token-refresh",
+			"agentbox: the token refresh response from %s has no length", c->host);
+		return -EBADMSG;
+	}
+	k = resp_begin(c, false);
+	if (k >= 0)
+		k = resp_out(c, c->back.p, (size_t)h.len, true);
+	if (k >= 0)
+		k = resp_begin(c, h.kind == AB_HTTP_BODY_CHUNKED);
+	if (k < 0)
+		return gone(c, k);
+	px_buf_consume(&c->back, (size_t)h.len);
+	e->down += (uint64_t)h.len;
+	e->head_sent = true;
+	e->status = h.code;
+	if (h.code >= 100 && h.code < 200 && h.code != 101)
+		return 1; /* interim: the final response follows */
+	if (h.kind == AB_HTTP_BODY_TUNNEL)
+		return start_upgrade(c, h.code);
+	if (h.close)
+		c->close_after = true;
+	if (h.kind == AB_HTTP_BODY_NONE || (h.kind == AB_HTTP_BODY_LENGTH && h.cl == 0)) {
+		finish_response(c);
+		return 1;
+	}
+	ab_http_framer_init(&c->respf, h.kind, h.cl);
+	c->in_resp_body = true;
+	return 1;
+}
+
+/* Body bytes of the response at the front, to the client (masked). */
+static int response_body(px_conn *c)
+{
+	if (!c->back.len)
+		return 0;
+	bool done = false;
+	int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
+	int k = n < 0 ? n : resp_out(c, c->back.p, (size_t)n, done);
+	if (k < 0)
+		return gone(c, k);
+	c->fifo[0].down += (uint64_t)n;
+	px_buf_consume(&c->back, (size_t)n);
+	alive(c);
+	if (!done)
+		return 0;
+	finish_response(c);
+	return 1;
+}
+
+/* The responses read so far, in order: heads, bodies, token refreshes. */
+static int process_responses(px_conn *c)
+{
+	for (;;) {
+		int k;
+		if (!c->in_resp_body)
+			k = response_head(c);
+		else if (c->capturing)
+			k = capture_body(c);
+		else
+			k = response_body(c);
+		if (k <= 0)
+			return k;
 	}
 }
 

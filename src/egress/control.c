@@ -2,7 +2,7 @@
 /*
  * The control socket of a running sandbox (parent side: the directory, the
  * socket and its removal; the `allow` client).  The serving side is in the
- * proxy (src/egress/proxy.c), which owns the policy.  See include/agentbox/control.h.
+ * proxy (src/egress/pxctl.c), which owns the policy.  See include/agentbox/control.h.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internals shared by the egress proxy's files (parent only):
- *   proxy.c   listeners, connections, decisions, dialling, timeouts, logging
- *   pxhttp.c  plain-HTTP forwarding (request/response framing, pipelining)
- *   pxtunnel.c the ClientHello/Host check of tunnels and the splice relay
- *   dnsd.c    the DNS responder and the synthetic address table
+ *   proxy.c    set-up, listeners and accept, resolving and dialling, timeouts
+ *   pxconn.c   a connection: buffers, loop interest, refusals, closing, the
+ *              explicit request head and the policy decision
+ *   pxlog.c    the audit lines
+ *   pxctl.c    the serving side of `agentbox allow`
+ *   pxhttp.c   plain-HTTP forwarding (request/response framing, pipelining)
+ *   pxscan.c   bodies through a scanner (de-chunked and re-chunked)
+ *   pxtls.c    interception (TLS both ways), its I/O, masked WebSockets
+ *   pxtunnel.c the ClientHello/Host check of tunnels and the relay
+ *   dnsd.c     the DNS responder and the synthetic address table
+ * Functions that can fail return a negative errno, as everywhere else.
  */
 #ifndef AGENTBOX_PROXY_INT_H
 #define AGENTBOX_PROXY_INT_H
@@ -248,18 +255,30 @@ struct ab_proxy {
  * exhaustion; px_pause_cancel() before the listener is closed */
 void px_accept_failed(px_pause *p, int e);
 void px_pause_cancel(px_pause *p);
+void px_dial(px_conn *c);
+void px_connected(px_conn *c);
+
+/* pxconn.c */
 void px_update(px_conn *c);
 void px_close(px_conn *c);
 void px_fail(px_conn *c, int status, const char *decision, const char *rule, const char *fmt,
 	     ...) __attribute__((format(printf, 5, 6)));
+int px_decide(px_conn *c, const char *host, unsigned port);
+void px_head_process(px_conn *c);
+/* the loop's callback for client sockets */
+void px_on_client(ab_loop *l, int fd, unsigned ev, void *data);
+
+/* pxlog.c */
 void px_log_request(px_conn *c, const px_req *r, const char *decision, int status);
 void px_log_exfil(px_conn *c, const px_req *r, int status);
 void px_log_refused(px_conn *c, const px_req *r, const char *rule, int status,
 		    const char *reason);
-int px_decide(px_conn *c, const char *host, unsigned port);
-void px_dial(px_conn *c);
-void px_connected(px_conn *c);
-void px_head_process(px_conn *c);
+void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
+		 const char *reason);
+
+/* pxctl.c */
+/* Close the control socket and its connections. */
+void px_ctl_shutdown(ab_proxy *px);
 
 /* pxscan.c */
 void px_scan_begin(px_scanpass *sp, ab_scanner *s, bool chunked);
@@ -281,18 +300,17 @@ void px_intercept_start(px_conn *c);
 void px_tls_pump(px_conn *c);
 void px_tls_free(px_conn *c);
 void px_tls_tunnel_pump(px_conn *c);
-void px_kick(ab_loop *l, uint64_t id, void *data);
-void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
-		 const char *reason);
 
 /* pxhttp.c */
 void px_copy_path(char *out, size_t n, const char *p, size_t len);
 void px_http_free(px_conn *c);
-/* a token refresh changed the secrets: new masking set (old ones kept) */
-int px_rotated(struct ab_proxy *px);
 void px_http_start(px_conn *c);
 void px_http_pump(px_conn *c);
 void px_http_upstream_gone(px_conn *c);
+/* A token refresh changed the secrets: a new masking set (the old ones kept). */
+int px_rotated(struct ab_proxy *px);
+/* timer: TLS holds decrypted bytes no event announces */
+void px_kick(ab_loop *l, uint64_t id, void *data);
 
 /* pxtunnel.c */
 void px_hello(px_conn *c);

@@ -76,8 +76,9 @@ OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_path.c \
                 src/observe/report.c src/observe/gitscan.c
 EGRESS_SRCS  := src/egress/proxy.c src/egress/pxconn.c src/egress/pxlog.c src/egress/pxctl.c \
-                src/egress/pxhttp.c src/egress/pxtls.c src/egress/pxtunnel.c src/egress/pxscan.c \
-                src/egress/dnsd.c src/egress/resolve.c src/egress/control.c src/egress/broker.c
+                src/egress/pxhttp.c src/egress/pxbroker.c src/egress/pxtls.c src/egress/pxtunnel.c \
+                src/egress/pxscan.c src/egress/dnsd.c src/egress/resolve.c src/egress/control.c \
+                src/egress/broker.c
 SANDBOX_SRCS := src/sandbox/sandbox.c src/sandbox/init.c src/sandbox/mount.c src/sandbox/netns.c \
                 src/sandbox/pty.c src/sandbox/termfilter.c src/sandbox/watch.c src/sandbox/cleanup.c
 ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/report.c \

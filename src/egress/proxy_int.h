@@ -7,6 +7,8 @@
  *   pxlog.c    the audit lines
  *   pxctl.c    the serving side of `agentbox allow`
  *   pxhttp.c   plain-HTTP forwarding (request/response framing, pipelining)
+ *   pxbroker.c what credential brokering does to HTTP: placeholders swapped
+ *              or refused, responses masked, token refreshes captured
  *   pxscan.c   bodies through a scanner (de-chunked and re-chunked)
  *   pxtls.c    interception (TLS both ways), its I/O, masked WebSockets
  *   pxtunnel.c the ClientHello/Host check of tunnels and the relay
@@ -302,15 +304,41 @@ void px_tls_free(px_conn *c);
 void px_tls_tunnel_pump(px_conn *c);
 
 /* pxhttp.c */
+bool px_hdr_is(const char *buf, ab_http_span name, const char *want);
 void px_copy_path(char *out, size_t n, const char *p, size_t len);
 void px_http_free(px_conn *c);
 void px_http_start(px_conn *c);
 void px_http_pump(px_conn *c);
 void px_http_upstream_gone(px_conn *c);
-/* A token refresh changed the secrets: a new masking set (the old ones kept). */
-int px_rotated(struct ab_proxy *px);
+/* the response at the front of c->fifo is complete: logged and dropped */
+void px_finish_response(px_conn *c);
 /* timer: TLS holds decrypted bytes no event announces */
 void px_kick(ab_loop *l, uint64_t id, void *data);
+
+/* pxbroker.c */
+/* Swap the placeholders of the upstream-bound HEAD (freed) and queue it;
+ * e records the secrets.  The head's length, -EACCES (c->exfil says why)
+ * or another negative errno. */
+int px_swap_head(px_conn *c, px_req *e, px_buf *head);
+/* A request body of CHUNKED framing starts: a new placeholder scanner. */
+int px_body_scan_start(px_conn *c, bool chunked);
+/* Body bytes through the placeholder scanner to c->out: 0, -EACCES (c->exfil
+ * says why) or another negative errno. */
+int px_body_out(px_conn *c, const char *p, size_t n, bool done);
+/* Scan body bytes that arrived with their head on a scanner of their own
+ * (the real pass comes later): 0, or -EACCES (c->exfil says why). */
+int px_body_prescan(px_conn *c, const char *p, size_t n, bool chunked);
+/* Masking starts afresh for a head (CHUNKED false) or a body. */
+int px_resp_begin(px_conn *c, bool chunked);
+/* Response bytes to the client (masked when intercepted); DONE: the message
+ * ends here, what the scanner held is released. */
+int px_resp_out(px_conn *c, const char *p, size_t n, bool done);
+/* A token refresh changed the secrets: a new masking set (the old ones kept). */
+int px_rotated(struct ab_proxy *px);
+/* A token refresh's whole response is in c->rot: its tokens swapped, saved
+ * on the host, the placeholders sent on; else a 502.  0, or a negative
+ * errno when c is closing. */
+int px_finish_capture(px_conn *c);
 
 /* pxtunnel.c */
 void px_hello(px_conn *c);

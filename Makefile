@@ -70,7 +70,8 @@ PARSE_SRCS   := src/parse/http.c src/parse/dns.c src/parse/tls.c src/parse/wsfra
 CONFIG_SRCS  := src/config/profile.c
 KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src/kernel/caps.c \
                 src/kernel/cgroup.c src/kernel/unixsock.c
-CREDS_SRCS   := src/creds/ca.c src/creds/secrets.c src/creds/scan.c src/creds/phkey.c
+CREDS_SRCS   := src/creds/ca.c src/creds/truststore.c src/creds/secrets.c src/creds/scan.c \
+                src/creds/phkey.c
 PLAN_SRCS    := src/plan/plan.c src/plan/plan_net.c src/plan/explain.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_path.c \

@@ -109,6 +109,11 @@ static inline void ab_bio_freep(BIO **p)
 #define _cleanup_ssl_ctx_ _cleanup_(ab_ssl_ctx_freep)
 #define _cleanup_bio_ _cleanup_(ab_bio_freep)
 
+/* Fail with WHAT and OpenSSL's first queued error (the queue is cleared):
+ * ERRNUM (ENOMEM, EIO, EINVAL...) is recorded, not spelled out, as
+ * ab_fail_code does.  Returns -errnum. */
+int ab_ossl_fail(ab_err *err, int errnum, const char *what);
+
 /* A fresh CA (see above).  name_constraints: NULL, or a NULL-terminated list
  * of 1..AB_CA_MAX_CONSTRAINTS "host" / "*.suffix" entries (normalised with
  * ab_host_normalize: case and one trailing dot are forgiven; IP literals,

@@ -450,13 +450,12 @@ static int send_rendered(const ab_plan *plan, const ab_broker *b, int sync_fd, a
 		int r = render_file(&plan->egress, b, m->dst, &doc, &len, err);
 		if (r < 0)
 			return ab_err_prefix(err, "credentials file");
-		int fd = sealed_memfd("agentbox-credentials", doc, len, err);
+		_cleanup_close_ int fd = sealed_memfd("agentbox-credentials", doc, len, err);
 		ab_secrets_wipe_free(doc, len);
 		if (fd < 0)
 			return fd;
 		ab_sync_msg msg = {.type = AB_SYNC_CONTENT, .value = (int)i};
 		r = ab_sync_send(sync_fd, &msg, fd);
-		close(fd);
 		if (r < 0)
 			return ab_fail(err, -r, "send the credentials files");
 	}

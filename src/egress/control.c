@@ -138,49 +138,36 @@ static void fd_addr(int dirfd, const char *name, struct sockaddr_un *sa, socklen
 int ab_control_open_in(const char *base, const char *leaf, const struct stat *ws,
 		       ab_control **out, int *fd, ab_err *err)
 {
-	int dfd;
-	_cleanup_close_ int s = -1;
+	_cleanup_close_ int dfd = -1, s = -1;
 	int r = ab_control_dir_open(base, leaf, true, &dfd, err);
 	if (r < 0)
 		return r;
-	ab_control *c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(dfd);
+	_cleanup_free_ ab_control *c = calloc(1, sizeof(*c));
+	if (!c)
 		return ab_fail(err, ENOMEM, "control socket");
-	}
-	c->dirfd = dfd;
 	ab_control_sock_name(ws, c->name, sizeof(c->name));
 	snprintf(c->path, sizeof(c->path), "%s/%s/%s", base, leaf, c->name);
 	/* The caller holds the workspace's lock: a socket of this name is a
 	 * dead run's (killed before it could remove it). */
-	if (unlinkat(dfd, c->name, 0) < 0 && errno != ENOENT) {
-		r = ab_fail(err, errno, "cannot remove the old socket %s", c->path);
-		goto fail;
-	}
+	if (unlinkat(dfd, c->name, 0) < 0 && errno != ENOENT)
+		return ab_fail(err, errno, "cannot remove the old socket %s", c->path);
 	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s < 0) {
-		r = ab_fail(err, errno, "control socket");
-		goto fail;
-	}
+	if (s < 0)
+		return ab_fail(err, errno, "control socket");
 	struct sockaddr_un sa;
 	socklen_t len;
 	fd_addr(dfd, c->name, &sa, &len);
-	if (bind(s, (struct sockaddr *)&sa, len) < 0) {
-		r = ab_fail(err, errno, "bind %s", c->path);
-		goto fail;
-	}
+	if (bind(s, (struct sockaddr *)&sa, len) < 0)
+		return ab_fail(err, errno, "bind %s", c->path);
 	if (listen(s, 16) < 0) {
 		r = ab_fail(err, errno, "listen on %s", c->path);
-		ab_control_close(c);
+		(void)unlinkat(dfd, c->name, 0); /* bound: the name is ours */
 		return r;
 	}
+	c->dirfd = TAKE_FD(dfd);
 	*fd = TAKE_FD(s);
-	*out = c;
+	*out = TAKE_PTR(c);
 	return 0;
-fail:
-	close(c->dirfd);
-	free(c);
-	return r;
 }
 
 int ab_control_open(const struct stat *ws, ab_control **out, int *fd, ab_err *err)
@@ -241,7 +228,7 @@ static int connect_ctl(const char *workspace, int *fd, ab_err *err)
 	int n = ab_control_dirs(getuid(), d);
 	ab_err first = {0};
 	for (int i = 0; i < n; i++) {
-		int dfd;
+		_cleanup_close_ int dfd = -1;
 		ab_err e = {0};
 		int r = ab_control_dir_open(d[i].base, d[i].leaf, false, &dfd, &e);
 		if (r == -ENOENT)
@@ -251,21 +238,17 @@ static int connect_ctl(const char *workspace, int *fd, ab_err *err)
 				first = e;
 			continue;
 		}
-		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (s < 0) {
-			close(dfd);
+		_cleanup_close_ int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (s < 0)
 			return ab_fail(err, errno, "allow: socket");
-		}
 		struct sockaddr_un sa;
 		socklen_t len;
 		fd_addr(dfd, name, &sa, &len);
 		int c = connect(s, (struct sockaddr *)&sa, len), ce = errno;
-		close(dfd);
 		if (c == 0) {
-			*fd = s;
+			*fd = TAKE_FD(s);
 			return 0;
 		}
-		close(s);
 		if (ce == ENOENT || ce == ECONNREFUSED)
 			continue; /* none here, or a dead run's */
 		if (!first.msg[0]) {

@@ -73,7 +73,8 @@ CONFIG_SRCS  := src/config/profile.c src/config/profile_keys.c src/config/profil
 KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src/kernel/seccomp_filter.c \
                 src/kernel/seccomp_prog.c src/kernel/caps.c \
                 src/kernel/cgroup.c src/kernel/unixsock.c
-CREDS_SRCS   := src/creds/ca.c src/creds/secrets.c src/creds/scan.c src/creds/phkey.c
+CREDS_SRCS   := src/creds/ca.c src/creds/truststore.c src/creds/secrets.c src/creds/scan.c \
+                src/creds/phkey.c
 PLAN_SRCS    := src/plan/plan.c src/plan/plan_mounts.c src/plan/plan_net.c src/plan/plan_landlock.c \
                 src/plan/explain.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
@@ -81,7 +82,8 @@ OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/supervise_rename.c src/observe/supervise_connect.c \
                 src/observe/supervise_path.c src/observe/report.c src/observe/report_event.c \
                 src/observe/report_text.c src/observe/report_json.c src/observe/gitscan.c
-EGRESS_SRCS  := src/egress/proxy.c src/egress/pxhttp.c src/egress/pxtls.c src/egress/pxtunnel.c \
+EGRESS_SRCS  := src/egress/proxy.c src/egress/pxconn.c src/egress/pxlog.c src/egress/pxctl.c \
+                src/egress/pxhttp.c src/egress/pxbroker.c src/egress/pxtls.c src/egress/pxtunnel.c \
                 src/egress/pxscan.c src/egress/dnsd.c src/egress/resolve.c src/egress/control.c \
                 src/egress/broker.c
 SANDBOX_SRCS := src/sandbox/sandbox.c src/sandbox/init.c src/sandbox/mount.c src/sandbox/netns.c \

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ca.h: the per-session interception CA and the TLS contexts of the
- * intercepted leg (issue 4, credential brokering).  Parent process, the
- * egress proxy's thread only (nothing here is thread-safe).
+ * intercepted leg (credential brokering).  Parent process, the egress
+ * proxy's thread only (nothing here is thread-safe).
  *
  * Everything is made in memory at start and never written anywhere: two CA
  * certificates and three EC P-256 keys.
@@ -83,6 +83,36 @@
 #define AB_CA_SECURE_HEAP_MIN 16
 
 typedef struct ab_ca ab_ca;
+
+/* OpenSSL objects freed when their variable goes out of scope, as
+ * _cleanup_free_ does for malloc'd memory (each free function takes NULL);
+ * TAKE_PTR hands one on.  Here, the lowest header that includes OpenSSL's,
+ * for the CA and the egress proxy alike. */
+static inline void ab_evp_pkey_freep(EVP_PKEY **p)
+{
+	EVP_PKEY_free(*p);
+}
+static inline void ab_x509_freep(X509 **p)
+{
+	X509_free(*p);
+}
+static inline void ab_ssl_ctx_freep(SSL_CTX **p)
+{
+	SSL_CTX_free(*p);
+}
+static inline void ab_bio_freep(BIO **p)
+{
+	(void)BIO_free(*p);
+}
+#define _cleanup_evp_pkey_ _cleanup_(ab_evp_pkey_freep)
+#define _cleanup_x509_ _cleanup_(ab_x509_freep)
+#define _cleanup_ssl_ctx_ _cleanup_(ab_ssl_ctx_freep)
+#define _cleanup_bio_ _cleanup_(ab_bio_freep)
+
+/* Fail with WHAT and OpenSSL's first queued error (the queue is cleared):
+ * ERRNUM (ENOMEM, EIO, EINVAL...) is recorded, not spelled out, as
+ * ab_fail_code does.  Returns -errnum. */
+int ab_ossl_fail(ab_err *err, int errnum, const char *what);
 
 /* A fresh CA (see above).  name_constraints: NULL, or a NULL-terminated list
  * of 1..AB_CA_MAX_CONSTRAINTS "host" / "*.suffix" entries (normalised with

@@ -37,8 +37,11 @@ typedef struct ab_err {
  * errnum != 0.  Returns -errnum, or -EINVAL when errnum is 0. */
 int ab_fail(ab_err *e, int errnum, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Same, with an explicit exit code (126/127). */
-int ab_fail_exit(ab_err *e, int exit_code, int errnum, const char *fmt, ...)
+/* Fail with this code: EXIT_CODE is the exit status (AB_EXIT_*) and ERRNUM
+ * the errno recorded and returned, without ": strerror(errnum)" appended (the
+ * message says what went wrong where strerror's words would mislead).
+ * Returns -errnum, or -EINVAL when errnum is 0. */
+int ab_fail_code(ab_err *e, int exit_code, int errnum, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* Prepend "context: " to the message.  Returns -e->code (or -EINVAL). */
 int ab_err_prefix(ab_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -6,6 +6,9 @@
  * jansson records no positions for parsed values, so these functions re-scan
  * the original bytes.  All are pure (no allocation, no I/O), bounded and
  * never read outside buf[0..len): hostile input is fine.
+ *
+ * Also the cleanup attribute for jansson's references (_cleanup_json_), the
+ * one header of the lowest folder that includes jansson.
  */
 #ifndef AGENTBOX_JSON_POS_H
 #define AGENTBOX_JSON_POS_H
@@ -15,7 +18,17 @@
 
 #include <jansson.h>
 
+#include "agentbox/common.h"
+
 struct json_error_t; /* jansson.h's json_error_t */
+
+/* A json_t reference dropped when its variable goes out of scope (NULL is
+ * fine), as _cleanup_free_ does for malloc'd memory; TAKE_PTR hands it on. */
+static inline void ab_json_decrefp(json_t **j)
+{
+	json_decref(*j);
+}
+#define _cleanup_json_ _cleanup_(ab_json_decrefp)
 
 /* One step of a JSON path: an object key (key != NULL) or an array index. */
 typedef struct ab_json_step {

@@ -36,12 +36,13 @@ int ab_fail(ab_err *e, int errnum, const char *fmt, ...)
 	return errnum > 0 ? -errnum : -EINVAL;
 }
 
-int ab_fail_exit(ab_err *e, int exit_code, int errnum, const char *fmt, ...)
+int ab_fail_code(ab_err *e, int exit_code, int errnum, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vset(e, errnum, fmt, ap);
+	vset(e, 0, fmt, ap);
 	va_end(ap);
+	e->code = errnum;
 	e->exit_code = exit_code;
 	return errnum > 0 ? -errnum : -EINVAL;
 }

@@ -338,12 +338,12 @@ static int find_by_name(const char *name, const ab_vars *v, const char *sibling_
 		if (n > 0 && (size_t)n < sizeof(list) - o)
 			o += (size_t)n;
 	}
-	ab_fail(err, 0, "profile \"%s\" not found (looked in %s)", q, list);
+	ab_fail_code(err, AB_EXIT_FAIL, ENOENT, "profile \"%s\" not found (looked in %s)", q,
+		     list);
 	cfg = pf_xdg_dir(v->xdg_config_home, v->home, ".config", tmp, sizeof(tmp));
 	ab_err_hint(err, "put your own in %s/agentbox/profiles/%s.json (or pass a path to a "
 		    ".json file) and validate it with \"agentbox check %s\"",
 		    cfg ? cfg : "$XDG_CONFIG_HOME", q, q);
-	err->code = ENOENT;
 	return -ENOENT;
 }
 

@@ -2,20 +2,18 @@
 /*
  * ca.c (parent: the egress proxy's thread): the per-session interception CA
  * made in memory at start, leaf certificates minted per host on demand and
- * cached as server SSL_CTXs, the client SSL_CTX for the upstream leg, the
- * trust bundle and the Java truststore handed to the sandbox, and OpenSSL's
- * secure heap the keys live in.  Nothing here writes a file; keys are never
+ * cached as server SSL_CTXs, the client SSL_CTX for the upstream leg, and
+ * OpenSSL's secure heap the keys live in (the trust files handed to the
+ * sandbox are truststore.c's).  Nothing here writes a file; keys are never
  * serialised.  See ca.h for the certificate profiles and the name
  * constraint encoding.
  */
 #include "agentbox/ca.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
@@ -23,7 +21,6 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <openssl/pkcs12.h>
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
@@ -61,9 +58,8 @@ struct ab_ca {
 
 /* ------------------------------------------------------------ errors */
 
-/* Fill err with what failed and OpenSSL's first queued error; clear the
- * queue.  errnum: ENOMEM, EIO, EPROTO... (no strerror text appended). */
-static int ossl_fail(ab_err *err, int errnum, const char *what)
+/* What failed and OpenSSL's own word for it (ca.h). */
+int ab_ossl_fail(ab_err *err, int errnum, const char *what)
 {
 	char buf[256] = "";
 	unsigned long e = ERR_get_error();
@@ -71,9 +67,7 @@ static int ossl_fail(ab_err *err, int errnum, const char *what)
 	if (e != 0)
 		ERR_error_string_n(e, buf, sizeof(buf));
 	ERR_clear_error();
-	ab_fail(err, 0, "%s%s%s", what, buf[0] ? ": " : "", buf);
-	err->code = errnum;
-	return -errnum;
+	return ab_fail_code(err, AB_EXIT_FAIL, errnum, "%s%s%s", what, buf[0] ? ": " : "", buf);
 }
 
 /* ------------------------------------------------------------ names */
@@ -365,8 +359,10 @@ static int make_cas(ab_ca *ca, int days, ab_err *err)
 {
 	unsigned char id[4];
 	char cn[80];
-	EVP_PKEY *root_key = EVP_EC_gen("P-256");
-	EVP_PKEY *root_pub = public_copy(root_key), *key_pub;
+	/* root_key's is the last reference: cleansed and gone on return */
+	_cleanup_evp_pkey_ EVP_PKEY *root_key = EVP_EC_gen("P-256");
+	_cleanup_evp_pkey_ EVP_PKEY *root_pub = public_copy(root_key);
+	_cleanup_evp_pkey_ EVP_PKEY *key_pub = NULL;
 	bool ok;
 
 	ca->key = EVP_EC_gen("P-256");
@@ -374,12 +370,8 @@ static int make_cas(ab_ca *ca, int days, ab_err *err)
 	key_pub = public_copy(ca->key);
 	ca->leaf_pub = public_copy(ca->leaf_key);
 	if (!root_key || !root_pub || !key_pub || !ca->leaf_pub ||
-	    RAND_bytes(id, sizeof(id)) != 1) {
-		EVP_PKEY_free(root_key);
-		EVP_PKEY_free(root_pub);
-		EVP_PKEY_free(key_pub);
-		return ossl_fail(err, EIO, "session CA: P-256 key generation");
-	}
+	    RAND_bytes(id, sizeof(id)) != 1)
+		return ab_ossl_fail(err, EIO, "session CA: P-256 key generation");
 	ca->cert = X509_new();
 	ca->issuer = X509_new();
 	snprintf(cn, sizeof(cn), "agentbox session CA %02x%02x%02x%02x", id[0], id[1], id[2],
@@ -388,17 +380,19 @@ static int make_cas(ab_ca *ca, int days, ab_err *err)
 	snprintf(cn, sizeof(cn), "agentbox session issuing CA %02x%02x%02x%02x", id[0], id[1],
 		 id[2], id[3]);
 	ok = ok && ca->issuer && fill_ca_cert(ca, ca->issuer, ca->cert, key_pub, root_key, cn, 0);
-	EVP_PKEY_free(root_key); /* the last reference: cleansed and gone */
-	EVP_PKEY_free(root_pub);
-	EVP_PKEY_free(key_pub);
 	if (!ok)
-		return ossl_fail(err, EIO, "session CA: certificate");
+		return ab_ossl_fail(err, EIO, "session CA: certificate");
 	return 0;
+}
+
+static void ca_freep(ab_ca **ca)
+{
+	ab_ca_free(*ca);
 }
 
 int ab_ca_new(const char *const *name_constraints, int days, ab_ca **out, ab_err *err)
 {
-	ab_ca *ca;
+	_cleanup_(ca_freep) ab_ca *ca = NULL;
 	int r;
 
 	*out = NULL;
@@ -411,40 +405,32 @@ int ab_ca_new(const char *const *name_constraints, int days, ab_ca **out, ab_err
 	for (size_t i = 0; i < CA_NBUCKETS; i++)
 		ca->buckets[i] = NONE;
 	if (name_constraints && (r = parse_constraints(ca, name_constraints, err)) < 0)
-		goto fail;
+		return r;
 	ca->leaves = calloc(AB_CA_CACHE_MAX, sizeof(*ca->leaves));
-	if (!ca->leaves) {
-		r = ab_fail(err, ENOMEM, "session CA: leaf cache");
-		goto fail;
-	}
+	if (!ca->leaves)
+		return ab_fail(err, ENOMEM, "session CA: leaf cache");
 	if ((r = make_cas(ca, days, err)) < 0)
-		goto fail;
-	*out = ca;
+		return r;
+	*out = TAKE_PTR(ca);
 	return 0;
-fail:
-	ab_ca_free(ca);
-	return r;
 }
 
 int ab_ca_cert_pem(const ab_ca *ca, char **out, ab_err *err)
 {
-	BIO *bio = BIO_new(BIO_s_mem());
+	_cleanup_bio_ BIO *bio = BIO_new(BIO_s_mem());
 	char *data;
 	long len;
 
 	*out = NULL;
-	if (!bio || !PEM_write_bio_X509(bio, ca->cert)) {
-		BIO_free(bio);
-		return ossl_fail(err, ENOMEM, "session CA: PEM");
-	}
+	if (!bio || !PEM_write_bio_X509(bio, ca->cert))
+		return ab_ossl_fail(err, ENOMEM, "session CA: PEM");
 	len = BIO_get_mem_data(bio, &data);
 	*out = malloc((size_t)len + 1);
-	if (*out) {
-		memcpy(*out, data, (size_t)len);
-		(*out)[len] = '\0';
-	}
-	BIO_free(bio);
-	return *out ? 0 : ab_fail(err, ENOMEM, "session CA: PEM");
+	if (!*out)
+		return ab_fail(err, ENOMEM, "session CA: PEM");
+	memcpy(*out, data, (size_t)len);
+	(*out)[len] = '\0';
+	return 0;
 }
 
 X509 *ab_ca_get0_cert(const ab_ca *ca)
@@ -488,7 +474,7 @@ void ab_ca_free(ab_ca *ca)
 
 static X509 *mint_leaf(const ab_ca *ca, const char *host)
 {
-	X509 *x = X509_new();
+	_cleanup_x509_ X509 *x = X509_new();
 	bool long_name = strlen(host) > LEAF_CN_MAX;
 	bool ok;
 
@@ -505,11 +491,7 @@ static X509 *mint_leaf(const ab_ca *ca, const char *host)
 	     add_ext(x, ca->issuer, NID_ext_key_usage, "serverAuth") &&
 	     add_ext(x, ca->issuer, NID_authority_key_identifier, "keyid:always") &&
 	     add_san(x, host, long_name) && X509_sign(x, ca->key, EVP_sha256()) > 0;
-	if (!ok) {
-		X509_free(x);
-		return NULL;
-	}
-	return x;
+	return ok ? TAKE_PTR(x) : NULL;
 }
 
 /* ALPN on the intercepted leg: http/1.1 or nothing (see ca.h). */
@@ -534,24 +516,24 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
 
 static SSL_CTX *server_ctx_new(const ab_ca *ca, const char *host, ab_err *err)
 {
-	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-	X509 *leaf = NULL;
+	_cleanup_ssl_ctx_ SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	_cleanup_x509_ X509 *leaf = NULL;
 
 	if (!ctx) {
-		ossl_fail(err, ENOMEM, "TLS server context");
+		ab_ossl_fail(err, ENOMEM, "TLS server context");
 		return NULL;
 	}
 	leaf = mint_leaf(ca, host);
 	if (!leaf) {
-		ossl_fail(err, EIO, "minting the leaf certificate");
-		goto fail;
+		ab_ossl_fail(err, EIO, "minting the leaf certificate");
+		return NULL;
 	}
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
 	    !SSL_CTX_use_certificate(ctx, leaf) || !SSL_CTX_add1_chain_cert(ctx, ca->issuer) ||
 	    !SSL_CTX_use_PrivateKey(ctx, ca->leaf_key) ||
 	    !SSL_CTX_check_private_key(ctx)) {
-		ossl_fail(err, EIO, "TLS server context");
-		goto fail;
+		ab_ossl_fail(err, EIO, "TLS server context");
+		return NULL;
 	}
 	/* The leg to the sandbox's client: AEAD only, and AES-128-GCM first
 	 * (the server's preference decides).  It is TLS 1.3's mandatory suite,
@@ -564,19 +546,14 @@ static SSL_CTX *server_ctx_new(const ab_ca *ca, const char *host, ab_err *err)
 	    !SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:"
 					  "ECDHE-ECDSA-AES256-GCM-SHA384:"
 					  "ECDHE-ECDSA-CHACHA20-POLY1305")) {
-		ossl_fail(err, EIO, "TLS server context: cipher suites");
-		goto fail;
+		ab_ossl_fail(err, EIO, "TLS server context: cipher suites");
+		return NULL;
 	}
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
 					 SSL_OP_CIPHER_SERVER_PREFERENCE);
 	SSL_CTX_sess_set_cache_size(ctx, 256);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
-	X509_free(leaf);
-	return ctx;
-fail:
-	X509_free(leaf);
-	SSL_CTX_free(ctx);
-	return NULL;
+	return TAKE_PTR(ctx);
 }
 
 static uint32_t host_hash(const char *s)
@@ -677,7 +654,7 @@ int ab_ca_server_ctx(ab_ca *ca, const char *host, SSL_CTX **out, ab_err *err)
 		lru_push_front(ca, i);
 	}
 	if (!SSL_CTX_up_ref(ca->leaves[i].ctx))
-		return ossl_fail(err, ENOMEM, "TLS server context reference");
+		return ab_ossl_fail(err, ENOMEM, "TLS server context reference");
 	*out = ca->leaves[i].ctx;
 	return 0;
 }
@@ -687,28 +664,27 @@ int ab_ca_server_ctx(ab_ca *ca, const char *host, SSL_CTX **out, ab_err *err)
 static SSL_CTX *client_ctx_base(ab_err *err)
 {
 	static const unsigned char alpn[] = "\x08http/1.1";
-	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	_cleanup_ssl_ctx_ SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 
 	if (!ctx) {
-		ossl_fail(err, ENOMEM, "TLS client context");
+		ab_ossl_fail(err, ENOMEM, "TLS client context");
 		return NULL;
 	}
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
 	    SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0) {
-		ossl_fail(err, EIO, "TLS client context");
-		SSL_CTX_free(ctx);
+		ab_ossl_fail(err, EIO, "TLS client context");
 		return NULL;
 	}
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	X509_VERIFY_PARAM_set_hostflags(SSL_CTX_get0_param(ctx),
 					X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-	return ctx;
+	return TAKE_PTR(ctx);
 }
 
 int ab_ca_client_ctx(const char *ca_file, SSL_CTX **out, ab_err *err)
 {
-	SSL_CTX *ctx;
+	_cleanup_ssl_ctx_ SSL_CTX *ctx = NULL;
 
 	*out = NULL;
 	ctx = client_ctx_base(err);
@@ -716,20 +692,18 @@ int ab_ca_client_ctx(const char *ca_file, SSL_CTX **out, ab_err *err)
 		return ab_err_ret(err);
 	if (ca_file ? SSL_CTX_load_verify_file(ctx, ca_file) != 1
 		    : SSL_CTX_set_default_verify_paths(ctx) != 1) {
-		SSL_CTX_free(ctx);
 		if (ca_file)
-			return ossl_fail(err, EINVAL, "TLS client context: loading CA bundle");
-		return ossl_fail(err, EIO, "TLS client context: system trust store");
+			return ab_ossl_fail(err, EINVAL, "TLS client context: loading CA bundle");
+		return ab_ossl_fail(err, EIO, "TLS client context: system trust store");
 	}
-	*out = ctx;
+	*out = TAKE_PTR(ctx);
 	return 0;
 }
 
 int ab_ca_client_ctx_mem(const char *pem, SSL_CTX **out, ab_err *err)
 {
-	SSL_CTX *ctx;
-	BIO *bio;
-	X509 *x;
+	_cleanup_ssl_ctx_ SSL_CTX *ctx = NULL;
+	_cleanup_bio_ BIO *bio = NULL;
 	int n = 0;
 
 	*out = NULL;
@@ -737,27 +711,20 @@ int ab_ca_client_ctx_mem(const char *pem, SSL_CTX **out, ab_err *err)
 	if (!ctx)
 		return ab_err_ret(err);
 	bio = BIO_new_mem_buf(pem, -1);
-	if (!bio) {
-		SSL_CTX_free(ctx);
-		return ossl_fail(err, ENOMEM, "TLS client context");
-	}
-	while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
-		int ok = X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), x);
-		X509_free(x);
-		if (!ok) {
-			BIO_free(bio);
-			SSL_CTX_free(ctx);
-			return ossl_fail(err, EIO, "TLS client context: adding a CA");
-		}
+	if (!bio)
+		return ab_ossl_fail(err, ENOMEM, "TLS client context");
+	for (;;) {
+		_cleanup_x509_ X509 *x = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+		if (!x)
+			break;
+		if (!X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), x))
+			return ab_ossl_fail(err, EIO, "TLS client context: adding a CA");
 		n++;
 	}
 	ERR_clear_error(); /* the end of the PEM stream */
-	BIO_free(bio);
-	if (n == 0) {
-		SSL_CTX_free(ctx);
+	if (n == 0)
 		return ab_fail(err, EINVAL, "TLS client context: no certificate in the PEM");
-	}
-	*out = ctx;
+	*out = TAKE_PTR(ctx);
 	return 0;
 }
 
@@ -787,236 +754,8 @@ int ab_tls_client_setup(SSL *ssl, const char *host, ab_err *err)
 		     X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip) == 1;
 	}
 	if (!ok)
-		return ossl_fail(err, EIO, "TLS upstream: setting the expected peer name");
+		return ab_ossl_fail(err, EIO, "TLS upstream: setting the expected peer name");
 	return 0;
-}
-
-/* ------------------------------------------------------------ trust bundle */
-
-static int read_bundle(const char *path, char **buf, size_t *len, ab_err *err)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	struct stat st;
-	size_t got = 0;
-
-	if (fd < 0)
-		return ab_fail(err, errno, "system CA bundle %s", path);
-	if (fstat(fd, &st) < 0)
-		return ab_fail(err, errno, "system CA bundle %s", path);
-	if (!S_ISREG(st.st_mode))
-		return ab_fail(err, EINVAL, "system CA bundle %s: not a regular file", path);
-	if ((uintmax_t)st.st_size > AB_CA_MAX_BUNDLE)
-		return ab_fail(err, EFBIG, "system CA bundle %s: larger than %u bytes", path,
-			       AB_CA_MAX_BUNDLE);
-	*buf = malloc((size_t)st.st_size + 1);
-	if (!*buf)
-		return ab_fail(err, ENOMEM, "system CA bundle %s", path);
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, *buf + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) { /* error, or the file shrank: take what we have */
-			if (n < 0) {
-				free(*buf);
-				*buf = NULL;
-				return ab_fail(err, errno, "reading system CA bundle %s", path);
-			}
-			break;
-		}
-		got += (size_t)n;
-	}
-	*len = got;
-	return 0;
-}
-
-int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, char **out, size_t *len,
-		       ab_err *err)
-{
-	static const char *const defaults[] = {
-		"/etc/ssl/certs/ca-certificates.crt",
-		"/etc/pki/tls/certs/ca-bundle.crt",
-		"/etc/ssl/cert.pem",
-	};
-	_cleanup_free_ char *sys = NULL, *pem = NULL;
-	size_t sys_len = 0, pem_len;
-	const char *path = system_bundle;
-	int r;
-
-	*out = NULL;
-	*len = 0;
-	for (size_t i = 0; !path && i < AB_ARRAY_SIZE(defaults); i++)
-		if (access(defaults[i], R_OK) == 0)
-			path = defaults[i];
-	if (path && (r = read_bundle(path, &sys, &sys_len, err)) < 0)
-		return r;
-	if ((r = ab_ca_cert_pem(ca, &pem, err)) < 0)
-		return r;
-	pem_len = strlen(pem);
-	bool nl = sys_len > 0 && sys[sys_len - 1] != '\n';
-	*out = malloc(sys_len + nl + pem_len + 1);
-	if (!*out)
-		return ab_fail(err, ENOMEM, "trust bundle");
-	if (sys_len)
-		memcpy(*out, sys, sys_len);
-	if (nl)
-		(*out)[sys_len] = '\n';
-	memcpy(*out + sys_len + nl, pem, pem_len + 1);
-	*len = sys_len + nl + pem_len;
-	return path ? 0 : 1;
-}
-
-/* ------------------------------------------------------------ Java truststore */
-
-/* Java's PKCS12 keystore takes a certificate bag as a trusted entry only
- * when it carries Oracle's trusted-key-usage attribute (a SET OF the OIDs
- * the certificate is trusted for); OpenSSL 3.0 has no name for it. */
-#define JDK_TRUSTED_KEY_USAGE "2.16.840.1.113894.746875.1.1"
-
-/* A certBag for the certificate DER der[0..len) (an X.509 certificate: one
- * DER SEQUENCE, copied as it is), trusted for Java under alias. */
-static bool trusted_bag(STACK_OF(PKCS12_SAFEBAG) *bags, const unsigned char *der, long len,
-			const char *alias)
-{
-	const unsigned char *p = der;
-	ASN1_TYPE *cert = d2i_ASN1_TYPE(NULL, &p, len);
-	const ASN1_OBJECT *any = OBJ_nid2obj(NID_anyExtendedKeyUsage); /* 2.5.29.37.0 */
-	PKCS12_SAFEBAG *bag = NULL;
-	bool ok = false;
-
-	if (cert && p == der + len && ASN1_TYPE_get(cert) == V_ASN1_SEQUENCE)
-		bag = PKCS12_item_pack_safebag(cert, ASN1_ITEM_rptr(ASN1_ANY), NID_x509Certificate,
-					       NID_certBag);
-	/* value length -1: the value is the ASN1_OBJECT itself */
-	ok = bag && any && PKCS12_add_friendlyname_asc(bag, alias, -1) == 1 &&
-	     PKCS12_add1_attr_by_txt(bag, JDK_TRUSTED_KEY_USAGE, V_ASN1_OBJECT,
-				     (const unsigned char *)any, -1) == 1 &&
-	     sk_PKCS12_SAFEBAG_push(bags, bag) > 0;
-	if (!ok)
-		PKCS12_SAFEBAG_free(bag);
-	ASN1_TYPE_free(cert);
-	return ok;
-}
-
-/* The "CERTIFICATE" blocks of a PEM text as trusted bags (other blocks are
- * skipped, as PEM_read_bio_X509 skips them); the session CA's alias is
- * fixed, and it is added when the text lacks it.  The certificates are
- * copied as DER, not decoded: OpenSSL 3.0 decodes each public key through
- * its provider decoders, ~0.1 ms a certificate, 16 ms for Debian's 145. */
-static int trust_bags(const ab_ca *ca, const char *pem, size_t len,
-		      STACK_OF(PKCS12_SAFEBAG) *bags, ab_err *err)
-{
-	unsigned char *ours = NULL;
-	int ours_len = i2d_X509(ca->cert, &ours);
-	BIO *bio = len ? BIO_new_mem_buf(pem, (int)len) : NULL;
-	size_t n = 0;
-	bool have_ca = false;
-	int r = 0;
-
-	if (ours_len <= 0 || (len && !bio)) {
-		r = ossl_fail(err, ENOMEM, "Java truststore");
-		goto out;
-	}
-	ERR_clear_error();
-	for (;;) {
-		char *name = NULL, *header = NULL, alias[32];
-		unsigned char *der = NULL;
-		long dlen = 0;
-		if (!bio || !PEM_read_bio(bio, &name, &header, &der, &dlen))
-			break;
-		bool cert = strcmp(name, "CERTIFICATE") == 0 || strcmp(name, "X509 CERTIFICATE") == 0;
-		bool is_ca = cert && !have_ca && dlen == ours_len &&
-			     memcmp(der, ours, (size_t)dlen) == 0;
-		if (cert && n >= AB_CA_MAX_TRUST_CERTS)
-			r = ab_fail(err, E2BIG, "Java truststore: more than %d certificates in the "
-				    "bundle", AB_CA_MAX_TRUST_CERTS);
-		else if (cert && header[0])
-			r = ab_fail(err, EINVAL, "Java truststore: certificate %zu of the CA bundle "
-				    "has PEM headers", n + 1);
-		snprintf(alias, sizeof(alias), is_ca ? "agentbox-session-ca" : "system-%zu", n);
-		if (!r && cert && !trusted_bag(bags, der, dlen, alias))
-			r = ab_fail(err, EINVAL, "Java truststore: certificate %zu of the CA bundle "
-				    "is not DER", n + 1);
-		have_ca |= is_ca;
-		n += cert;
-		OPENSSL_free(name);
-		OPENSSL_free(header);
-		OPENSSL_free(der);
-		if (r < 0)
-			goto out;
-	}
-	/* the end of the text, or a block that does not decode */
-	unsigned long e = ERR_peek_last_error();
-	if (bio && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
-		r = ossl_fail(err, EINVAL, "Java truststore: the CA bundle has a PEM block that "
-			      "does not decode");
-		goto out;
-	}
-	ERR_clear_error();
-	if (!have_ca && !trusted_bag(bags, ours, ours_len, "agentbox-session-ca"))
-		r = ossl_fail(err, ENOMEM, "Java truststore");
-out:
-	if (r < 0)
-		ERR_clear_error();
-	BIO_free(bio);
-	OPENSSL_free(ours);
-	return r;
-}
-
-int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const char *password,
-			  unsigned char **out, size_t *outlen, ab_err *err)
-{
-	STACK_OF(PKCS12_SAFEBAG) *bags = sk_PKCS12_SAFEBAG_new_null();
-	STACK_OF(PKCS7) *safes = sk_PKCS7_new_null();
-	PKCS7 *p7 = NULL;
-	PKCS12 *p12 = NULL;
-	unsigned char *der = NULL, *p;
-	int r = 0, n;
-
-	*out = NULL;
-	*outlen = 0;
-	if (len > AB_CA_MAX_BUNDLE) {
-		r = ab_fail(err, EFBIG, "Java truststore: a bundle larger than %u bytes",
-			    AB_CA_MAX_BUNDLE);
-		goto out;
-	}
-	if (!bags || !safes) {
-		r = ossl_fail(err, ENOMEM, "Java truststore");
-		goto out;
-	}
-	if ((r = trust_bags(ca, bundle, len, bags, err)) < 0)
-		goto out;
-	/* one unencrypted SafeContents (nothing in it is secret), under an
-	 * HMAC-SHA256 integrity MAC */
-	p7 = PKCS12_pack_p7data(bags);
-	if (!p7 || !sk_PKCS7_push(safes, p7)) {
-		r = ossl_fail(err, ENOMEM, "Java truststore");
-		goto out;
-	}
-	p7 = NULL; /* safes owns it */
-	p12 = PKCS12_add_safes(safes, NID_pkcs7_data);
-	if (!p12 || PKCS12_set_mac(p12, password, -1, NULL, 0, PKCS12_DEFAULT_ITER,
-				   EVP_sha256()) != 1 || (n = i2d_PKCS12(p12, NULL)) <= 0) {
-		r = ossl_fail(err, EIO, "Java truststore: PKCS#12 encoding");
-		goto out;
-	}
-	p = der = malloc((size_t)n);
-	if (!der) {
-		r = ab_fail(err, ENOMEM, "Java truststore");
-		goto out;
-	}
-	if (i2d_PKCS12(p12, &p) != n) {
-		free(der);
-		r = ossl_fail(err, EIO, "Java truststore: PKCS#12 encoding");
-		goto out;
-	}
-	*out = der;
-	*outlen = (size_t)n;
-out:
-	PKCS12_free(p12);
-	PKCS7_free(p7);
-	sk_PKCS7_pop_free(safes, PKCS7_free);
-	sk_PKCS12_SAFEBAG_pop_free(bags, PKCS12_SAFEBAG_free);
-	return r;
 }
 
 /* ------------------------------------------------------------ secure heap */

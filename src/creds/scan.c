@@ -14,23 +14,6 @@
 
 #include "agentbox/secrets.h"
 
-#include <stdarg.h>
-#include <stdio.h>
-
-/* ab_fail with a chosen code but without ": strerror" appended. */
-__attribute__((format(printf, 3, 4))) static int fail_as(ab_err *err, int code, const char *fmt, ...)
-{
-	char msg[sizeof(err->msg)];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	ab_fail(err, 0, "%s", msg);
-	err->code = code;
-	return -code;
-}
-
 /* --------------------------------------------------------------- scanner */
 
 /* Aho-Corasick trie node.  Node 0 is the root; 0 also means "none" for
@@ -234,20 +217,25 @@ static int set_check(const ab_scan_pattern *pats, size_t n, size_t *total, ab_er
 {
 	*total = 0;
 	if (n > AB_SCAN_MAX_PATTERNS)
-		return fail_as(err, E2BIG, "too many scan patterns (%zu, max %d)", n,
-			       AB_SCAN_MAX_PATTERNS);
+		return ab_fail_code(err, AB_EXIT_FAIL, E2BIG,
+				    "too many scan patterns (%zu, max %d)", n,
+				    AB_SCAN_MAX_PATTERNS);
 	for (size_t i = 0; i < n; i++) {
 		if (!pats[i].bytes || pats[i].len == 0)
-			return fail_as(err, EINVAL, "scan pattern %zu is empty", i);
+			return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "scan pattern %zu is empty",
+					    i);
 		if (pats[i].len > AB_SCAN_MAX_PATTERN_LEN)
-			return fail_as(err, E2BIG, "scan pattern %zu is too long (max %d)", i,
-				       AB_SCAN_MAX_PATTERN_LEN);
+			return ab_fail_code(err, AB_EXIT_FAIL, E2BIG,
+					    "scan pattern %zu is too long (max %d)", i,
+					    AB_SCAN_MAX_PATTERN_LEN);
 		if (pats[i].action != AB_SCAN_REPLACE && pats[i].action != AB_SCAN_BLOCK)
-			return fail_as(err, EINVAL, "scan pattern %zu: unknown action", i);
+			return ab_fail_code(err, AB_EXIT_FAIL, EINVAL,
+					    "scan pattern %zu: unknown action", i);
 		*total += pats[i].len;
 		if (*total > AB_SCAN_MAX_TOTAL)
-			return fail_as(err, E2BIG, "scan patterns too large (max %d bytes in all)",
-				       AB_SCAN_MAX_TOTAL);
+			return ab_fail_code(err, AB_EXIT_FAIL, E2BIG,
+					    "scan patterns too large (max %d bytes in all)",
+					    AB_SCAN_MAX_TOTAL);
 	}
 	return 0;
 }

@@ -15,7 +15,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -40,20 +39,6 @@ void ab_secrets_wipe_free(char *p, size_t len)
 		return;
 	explicit_bzero(p, len);
 	free(p);
-}
-
-/* ab_fail with a chosen code but without ": strerror" appended. */
-__attribute__((format(printf, 3, 4))) static int fail_as(ab_err *err, int code, const char *fmt, ...)
-{
-	char msg[sizeof(err->msg)];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	ab_fail(err, 0, "%s", msg);
-	err->code = code;
-	return -code;
 }
 
 /* ------------------------------------------------------ growable buffer */
@@ -239,9 +224,11 @@ int ab_secret_init(ab_secret *s, const char *name, ab_err *err)
 {
 	memset(s, 0, sizeof(*s));
 	if (!name_ok(name))
-		return fail_as(err, EINVAL,
-			       "secret name '%.80s': use letters, digits and '_' (not first a digit), "
-			       "at most %d characters", name ? name : "", AB_SECRET_NAME_MAX);
+		return ab_fail_code(
+			err, AB_EXIT_FAIL, EINVAL,
+			"secret name '%.80s': use letters, digits and '_' (not first a digit), "
+			"at most %d characters",
+			name ? name : "", AB_SECRET_NAME_MAX);
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	return 0;
 }
@@ -272,24 +259,26 @@ static int add_header_place(ab_secret *s, const char *h, ab_err *err)
 	size_t n = strnlen(h, AB_SECRET_HEADER_MAX + 1);
 
 	if (n == 0 || n > AB_SECRET_HEADER_MAX)
-		return fail_as(err, EINVAL, "secret %s: header name must have 1..%d characters",
-			       s->name, AB_SECRET_HEADER_MAX);
+		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL,
+				    "secret %s: header name must have 1..%d characters", s->name,
+				    AB_SECRET_HEADER_MAX);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)h[i];
 		if (!is_tchar(c))
-			return fail_as(err, EINVAL, "secret %s: '%.64s' is not a header name",
-				       s->name, h);
+			return ab_fail_code(err, AB_EXIT_FAIL, EINVAL,
+					    "secret %s: '%.64s' is not a header name", s->name, h);
 		low[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
 	}
 	low[n] = '\0';
 	for (size_t i = 0; i < AB_ARRAY_SIZE(framing_headers); i++)
 		if (strcmp(low, framing_headers[i]) == 0)
-			return fail_as(err, EINVAL,
-				       "secret %s: header %s frames or routes the request and "
-				       "cannot carry a secret", s->name, low);
+			return ab_fail_code(err, AB_EXIT_FAIL, EINVAL,
+					    "secret %s: header %s frames or routes the request and "
+					    "cannot carry a secret", s->name, low);
 	if (!ab_strv_contains(&s->headers, low) && s->headers.n >= AB_SECRET_MAX_HEADERS)
-		return fail_as(err, E2BIG, "secret %s: too many header places (max %d)", s->name,
-			       AB_SECRET_MAX_HEADERS);
+		return ab_fail_code(err, AB_EXIT_FAIL, E2BIG,
+				    "secret %s: too many header places (max %d)", s->name,
+				    AB_SECRET_MAX_HEADERS);
 	if (ab_strv_push_unique(&s->headers, low) < 0)
 		return ab_fail(err, ENOMEM, "secret %s", s->name);
 	return 0;
@@ -308,7 +297,8 @@ int ab_secret_add_place(ab_secret *s, const char *place, ab_err *err)
 	else if (strcmp(place, "body") == 0)
 		s->in_body = true;
 	else {
-		r = fail_as(err, EINVAL, "secret %s: unknown place '%.64s'", s->name, place);
+		r = ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: unknown place '%.64s'",
+				 s->name, place);
 		ab_err_hint(err, "places are \"header:NAME\", \"query\" and \"body\"");
 	}
 	if (r == 0)
@@ -340,8 +330,8 @@ int ab_secret_set_value(ab_secret *s, char *value, size_t len, ab_err *err)
 
 	if (why) {
 		ab_secrets_wipe_free(value, value ? len : 0);
-		return fail_as(err, len > AB_SECRET_VALUE_MAX ? EFBIG : EINVAL,
-			       "secret %s: the value %s", s->name, why);
+		return ab_fail_code(err, AB_EXIT_FAIL, len > AB_SECRET_VALUE_MAX ? EFBIG : EINVAL,
+				    "secret %s: the value %s", s->name, why);
 	}
 	ab_secrets_wipe_free(s->value, s->value_len);
 	s->value = value;
@@ -361,15 +351,16 @@ int ab_secret_set_placeholder_keyed(ab_secret *s, const char *prefix, size_t len
 	int r;
 
 	if (!s->value)
-		return fail_as(err, EINVAL, "secret %s: no value yet", s->name);
+		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: no value yet", s->name);
 	r = key ? ab_placeholder_derive(prefix, len, key, s->name, s->value, s->value_len, counter,
 					buf, sizeof(buf))
 		: ab_placeholder_make(prefix, len, s->value_len, buf, sizeof(buf));
 	if (r == -EINVAL)
-		return fail_as(err, EINVAL,
-			       "secret %s: placeholder prefix must be at most %d characters of "
-			       "[A-Za-z0-9_-], the length at most %d", s->name,
-			       AB_PLACEHOLDER_PREFIX_MAX, AB_PLACEHOLDER_MAX);
+		return ab_fail_code(
+			err, AB_EXIT_FAIL, EINVAL,
+			"secret %s: placeholder prefix must be at most %d characters of "
+			"[A-Za-z0-9_-], the length at most %d",
+			s->name, AB_PLACEHOLDER_PREFIX_MAX, AB_PLACEHOLDER_MAX);
 	if (r < 0)
 		return ab_fail(err, -r, "secret %s: placeholder", s->name);
 	free(s->placeholder);
@@ -384,19 +375,23 @@ int ab_secret_set_placeholder_jwt(ab_secret *s, ab_err *err)
 {
 	char buf[AB_PLACEHOLDER_MAX + 1];
 	if (!s->value)
-		return fail_as(err, EINVAL, "secret %s: no value yet", s->name);
+		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: no value yet", s->name);
 	int r = ab_jwt_placeholder_make(s->value, s->value_len, buf, sizeof(buf));
 	if (r == -EINVAL) {
-		fail_as(err, EINVAL, "secret %s: the value is not a JWT (header.payload.signature, "
-			"each in base64url), but its placeholder is {\"jwt\": true}", s->name);
+		ab_fail_code(err, AB_EXIT_FAIL, EINVAL,
+			     "secret %s: the value is not a JWT (header.payload.signature, "
+			     "each in base64url), but its placeholder is {\"jwt\": true}",
+			     s->name);
 		ab_err_hint(err, "drop \"jwt\" from secrets.%s.placeholder if this secret is not a "
 			    "JWT", s->name);
 		return -EINVAL;
 	}
 	if (r == -ERANGE)
-		return fail_as(err, ERANGE, "secret %s: the JWT's signature is shorter than %d bytes: "
-			       "a placeholder keeping its header and payload would be guessable",
-			       s->name, AB_JWT_SIG_MIN_BYTES);
+		return ab_fail_code(
+			err, AB_EXIT_FAIL, ERANGE,
+			"secret %s: the JWT's signature is shorter than %d bytes: "
+			"a placeholder keeping its header and payload would be guessable",
+			s->name, AB_JWT_SIG_MIN_BYTES);
 	if (r < 0)
 		return ab_fail(err, -r, "secret %s: placeholder", s->name);
 	char *ph = ab_strdup(buf);
@@ -413,14 +408,16 @@ int ab_secret_set_placeholder_jwt(ab_secret *s, ab_err *err)
 int ab_secret_finish(ab_secret *s, ab_err *err)
 {
 	if (!s->value)
-		return fail_as(err, EINVAL, "secret %s: no value", s->name);
+		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: no value", s->name);
 	if (!s->placeholder || s->placeholder_len == 0)
-		return fail_as(err, EINVAL, "secret %s: no placeholder", s->name);
+		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: no placeholder",
+				    s->name);
 	for (size_t i = 0; i < s->placeholder_len; i++)
 		if (!ph_char((unsigned char)s->placeholder[i]) && !(s->jwt && s->placeholder[i] == '.'))
-			return fail_as(err, EINVAL, "secret %s: bad placeholder", s->name);
+			return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: bad placeholder",
+					    s->name);
 	if (s->hosts.n_allow == 0) {
-		fail_as(err, EINVAL, "secret %s: bound to no host", s->name);
+		ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: bound to no host", s->name);
 		ab_err_hint(err, "list the hosts that may receive it under secrets.%s.hosts", s->name);
 		return -EINVAL;
 	}
@@ -455,15 +452,17 @@ bool ab_secret_forwards_elsewhere(const ab_secret *s, const char *host, unsigned
 int ab_secrets_check(const ab_secret *secs, size_t n, ab_err *err)
 {
 	if (n > AB_SECRETS_MAX)
-		return fail_as(err, E2BIG, "too many secrets (max %d)", AB_SECRETS_MAX);
+		return ab_fail_code(err, AB_EXIT_FAIL, E2BIG, "too many secrets (max %d)",
+				    AB_SECRETS_MAX);
 	for (size_t i = 0; i < n; i++) {
 		if (!secs[i].value || !secs[i].placeholder || secs[i].headers.n + secs[i].in_query +
 		    secs[i].in_body == 0 || secs[i].hosts.n_allow == 0)
-			return fail_as(err, EINVAL, "secret %s is incomplete", secs[i].name);
+			return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s is incomplete",
+					    secs[i].name);
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(secs[i].name, secs[j].name) == 0)
-				return fail_as(err, EINVAL, "secret %s is defined twice",
-					       secs[i].name);
+				return ab_fail_code(err, AB_EXIT_FAIL, EINVAL,
+						    "secret %s is defined twice", secs[i].name);
 	}
 	return 0;
 }
@@ -497,7 +496,8 @@ static int finish_loaded(const char *name, const char *what, char *buf, size_t l
 	if (why) {
 		int code = len == 0 ? ENODATA : len > AB_SECRET_VALUE_MAX ? EFBIG : EINVAL;
 		ab_secrets_wipe_free(buf, len);
-		return fail_as(err, code, "secret %s: the value from %s %s", name, what, why);
+		return ab_fail_code(err, AB_EXIT_FAIL, code, "secret %s: the value from %s %s",
+				    name, what, why);
 	}
 	buf[len] = '\0';
 	*value = buf;
@@ -513,10 +513,11 @@ static int load_env(const char *name, const char *var, char **value, size_t *len
 	size_t n;
 
 	if (!var || !*var)
-		return fail_as(err, EINVAL, "secret %s: no environment variable named", name);
+		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL,
+				    "secret %s: no environment variable named", name);
 	if (!v)
-		return fail_as(err, ENOENT, "secret %s: environment variable %.80s is not set",
-			       name, var);
+		return ab_fail_code(err, AB_EXIT_FAIL, ENOENT,
+				    "secret %s: environment variable %.80s is not set", name, var);
 	n = strlen(v);
 	copy = malloc(n + 1);
 	if (!copy)
@@ -534,7 +535,7 @@ static int load_file(const char *name, const char *path, char **value, size_t *l
 	char *buf;
 
 	if (!path || !*path)
-		return fail_as(err, EINVAL, "secret %s: no file named", name);
+		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: no file named", name);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return ab_fail(err, errno, "secret %s: cannot open %s", name, path);
@@ -549,8 +550,9 @@ static int load_file(const char *name, const char *path, char **value, size_t *l
 	n = (size_t)got;
 	if (n > AB_SECRET_FILE_MAX) {
 		ab_secrets_wipe_free(buf, AB_SECRET_FILE_MAX + 2);
-		return fail_as(err, EFBIG, "secret %s: %s is larger than %d bytes", name, path,
-			       AB_SECRET_FILE_MAX);
+		return ab_fail_code(err, AB_EXIT_FAIL, EFBIG,
+				    "secret %s: %s is larger than %d bytes", name, path,
+				    AB_SECRET_FILE_MAX);
 	}
 	if (n && buf[n - 1] == '\n') {
 		n--;
@@ -664,20 +666,24 @@ static int cmd_result(const char *name, const char *cmd, unsigned tmo, int r, co
 		      ab_err *err)
 {
 	if (r == -ETIMEDOUT)
-		return fail_as(err, ETIMEDOUT,
-			       "secret %s: command %.200s did not finish within %u ms (killed)",
-			       name, cmd, tmo);
+		return ab_fail_code(
+			err, AB_EXIT_FAIL, ETIMEDOUT,
+			"secret %s: command %.200s did not finish within %u ms (killed)", name, cmd,
+			tmo);
 	if (r == -EFBIG)
-		return fail_as(err, EFBIG, "secret %s: command %.200s wrote more than %d bytes",
-			       name, cmd, AB_SECRET_FILE_MAX);
+		return ab_fail_code(err, AB_EXIT_FAIL, EFBIG,
+				    "secret %s: command %.200s wrote more than %d bytes", name, cmd,
+				    AB_SECRET_FILE_MAX);
 	if (r < 0)
 		return ab_fail(err, -r, "secret %s: command %.200s", name, cmd);
 	if (c->status < 0 || WIFSIGNALED(c->status))
-		return fail_as(err, ECHILD, "secret %s: command %.200s was killed by signal %d",
-			       name, cmd, c->status < 0 ? 0 : WTERMSIG(c->status));
+		return ab_fail_code(err, AB_EXIT_FAIL, ECHILD,
+				    "secret %s: command %.200s was killed by signal %d", name, cmd,
+				    c->status < 0 ? 0 : WTERMSIG(c->status));
 	if (WEXITSTATUS(c->status) != 0)
-		return fail_as(err, ECHILD, "secret %s: command %.200s exited with status %d",
-			       name, cmd, WEXITSTATUS(c->status));
+		return ab_fail_code(err, AB_EXIT_FAIL, ECHILD,
+				    "secret %s: command %.200s exited with status %d", name, cmd,
+				    WEXITSTATUS(c->status));
 	return 0;
 }
 
@@ -691,7 +697,7 @@ static int load_command(const char *name, const ab_secret_source *src, char **va
 	char *buf, what[240];
 
 	if (!src->argv || !src->argv[0] || !src->argv[0][0])
-		return fail_as(err, EINVAL, "secret %s: empty command", name);
+		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: empty command", name);
 	snprintf(what, sizeof(what), "command %.200s", src->argv[0]);
 	buf = malloc(AB_SECRET_FILE_MAX + 2);
 	if (!buf)
@@ -732,7 +738,8 @@ static int load_json(const char *name, const char *path, const char *ptr, char *
 	char what[4400];
 	json_t *root = NULL;
 	if (!path || !*path || !ptr)
-		return fail_as(err, EINVAL, "secret %s: no file or pointer named", name);
+		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL,
+				    "secret %s: no file or pointer named", name);
 	int r = ab_credfile_load(path, &root, err);
 	if (r < 0)
 		return ab_err_prefix(err, "secret %s", name);
@@ -741,10 +748,12 @@ static int load_json(const char *name, const char *path, const char *ptr, char *
 	r = ab_credfile_get(root, ptr, &v, &n);
 	json_decref(root);
 	if (r == -ENOENT)
-		return fail_as(err, ENOENT, "secret %s: %s has no value at %.300s", name, path, ptr);
+		return ab_fail_code(err, AB_EXIT_FAIL, ENOENT,
+				    "secret %s: %s has no value at %.300s", name, path, ptr);
 	if (r == -EINVAL)
-		return fail_as(err, EINVAL, "secret %s: the value at %.300s in %s is not a string",
-			       name, ptr, path);
+		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL,
+				    "secret %s: the value at %.300s in %s is not a string", name,
+				    ptr, path);
 	if (r < 0)
 		return ab_fail(err, -r, "secret %s", name);
 	snprintf(what, sizeof(what), "%.300s in %s", ptr, path);
@@ -757,7 +766,8 @@ int ab_secret_load(const char *name, const ab_secret_source *src, char **value, 
 	*value = NULL;
 	*len = 0;
 	if (!name || !src)
-		return fail_as(err, EINVAL, "secret %s: no source", name ? name : "?");
+		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: no source",
+				    name ? name : "?");
 	switch (src->kind) {
 	case AB_SECRET_SRC_ENV:
 		return load_env(name, src->env, value, len, err);
@@ -768,7 +778,8 @@ int ab_secret_load(const char *name, const ab_secret_source *src, char **value, 
 	case AB_SECRET_SRC_JSON:
 		return load_json(name, src->path, src->pointer, value, len, err);
 	}
-	return fail_as(err, EINVAL, "secret %s: unknown source kind %d", name, (int)src->kind);
+	return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: unknown source kind %d", name,
+			    (int)src->kind);
 }
 
 /* ------------------------------------------------------------- encodings */
@@ -1190,9 +1201,11 @@ int ab_secrets_response_set(const ab_secret *secs, size_t n, ab_scan_set **out, 
 
 	*out = NULL;
 	if ((r = all_patterns(secs, n, &b, &bad)) == -E2BIG)
-		r = fail_as(err, E2BIG, "too many secrets (max %d)", AB_SECRETS_MAX);
+		r = ab_fail_code(err, AB_EXIT_FAIL, E2BIG, "too many secrets (max %d)",
+				 AB_SECRETS_MAX);
 	else if (r == -EINVAL)
-		r = fail_as(err, EINVAL, "secret %s is incomplete", secs[bad].name);
+		r = ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s is incomplete",
+				 secs[bad].name);
 	else if (r < 0)
 		r = ab_fail(err, -r, "secret masks");
 	else if ((r = safe_replacements(&b)) < 0)
@@ -1226,14 +1239,16 @@ int ab_secrets_body_set(const ab_secret *secs, size_t n, const char *host, unsig
 
 	*out = NULL;
 	if (n > AB_SECRETS_MAX)
-		return fail_as(err, E2BIG, "too many secrets (max %d)", AB_SECRETS_MAX);
+		return ab_fail_code(err, AB_EXIT_FAIL, E2BIG, "too many secrets (max %d)",
+				    AB_SECRETS_MAX);
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		const ab_secret *s = &secs[i];
 		bool ok = s->in_body && s->placeholder_len == s->value_len &&
 			  ab_secret_bound(s, host, port);
 		bool fwd = ab_secret_forwards_elsewhere(s, host, port);
 		if (!s->placeholder || !s->value) {
-			r = fail_as(err, EINVAL, "secret %s is incomplete", s->name);
+			r = ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s is incomplete",
+					 s->name);
 			break;
 		}
 		if (ab_secret_masks_body(s, host, port)) {

@@ -20,6 +20,7 @@
 
 #include "agentbox/broker.h"
 #include "agentbox/credfile.h"
+#include "agentbox/json_pos.h"
 #include "agentbox/phkey.h"
 #include "agentbox/sync.h"
 
@@ -94,14 +95,12 @@ void ab_stash_free(ab_stash *st)
 static int stashed_value(const ab_stash *st, size_t i, const struct ab_profile_secret *x,
 			 char **value, size_t *len, ab_err *err)
 {
-	if (!st || i >= AB_SECRETS_MAX || !st->have[i]) {
-		ab_fail(err, 0, "environment variable %s is not set", x->src_env);
-		return -ENOENT;
-	}
-	if (!st->len[i]) {
-		ab_fail(err, 0, "environment variable %s is empty", x->src_env);
-		return -ENODATA;
-	}
+	if (!st || i >= AB_SECRETS_MAX || !st->have[i])
+		return ab_fail_code(err, AB_EXIT_FAIL, ENOENT, "environment variable %s is not set",
+				    x->src_env);
+	if (!st->len[i])
+		return ab_fail_code(err, AB_EXIT_FAIL, ENODATA, "environment variable %s is empty",
+				    x->src_env);
 	*value = malloc(st->len[i] + 1);
 	if (!*value)
 		return ab_fail(err, ENOMEM, "secrets");
@@ -165,7 +164,7 @@ static int send_env(int sync_fd, const char *name, const ab_secret *s, ab_err *e
 	size_t n = strlen(name) + 1 + s->placeholder_len;
 	if (n > AB_SYNC_ENV_MAX)
 		return ab_fail(err, E2BIG, "secret %s: placeholder too long", s->name);
-	char *buf = malloc(n + 1);
+	_cleanup_free_ char *buf = malloc(n + 1);
 	if (!buf)
 		return ab_fail(err, ENOMEM, "secrets");
 	snprintf(buf, n + 1, "%s=%s", name, s->placeholder);
@@ -178,34 +177,28 @@ static int send_env(int sync_fd, const char *name, const ab_secret *s, ab_err *e
 		while (w < 0 && errno == EINTR);
 		r = w == (ssize_t)n ? 0 : -(w < 0 ? errno : EIO);
 	}
-	free(buf);
 	return r < 0 ? ab_fail(err, -r, "send the placeholders") : 0;
 }
 
 /* A sealed, read-only memfd holding data. */
 static int sealed_memfd(const char *name, const char *data, size_t len, ab_err *err)
 {
-	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	_cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return ab_fail(err, errno, "memfd_create");
 	int r = ab_write_all(fd, data, len);
-	if (r < 0) {
-		close(fd);
+	if (r < 0)
 		return ab_fail(err, -r, "memfd write");
-	}
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
-		int e = errno;
-		close(fd);
-		return ab_fail(err, e, "memfd seal");
-	}
-	return fd;
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		return ab_fail(err, errno, "memfd seal");
+	return TAKE_FD(fd);
 }
 
 /* The CA may vouch only for the hosts secrets are bound to. */
 static int make_ca(const ab_plan *plan, ab_ca **out, ab_err *err)
 {
 	const ab_egress_plan *e = &plan->egress;
-	ab_strv names = {0};
+	_cleanup_strv_ ab_strv names = {0};
 	int r = 0;
 	for (size_t i = 0; !r && i < e->nsecrets; i++) {
 		for (size_t j = 0; !r && j < e->secrets[i].hosts.n; j++) {
@@ -220,21 +213,20 @@ static int make_ca(const ab_plan *plan, ab_ca **out, ab_err *err)
 	}
 	if (!r)
 		r = ab_ca_new((const char *const *)names.v, CA_DAYS, out, err);
-	ab_strv_free(&names);
 	return r < 0 ? ab_err_prefix(err, "session CA") : 0;
 }
 
 static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 {
-	char *bundle = NULL, *capem = NULL;
-	unsigned char *p12 = NULL;
+	_cleanup_free_ char *bundle = NULL, *capem = NULL;
+	_cleanup_free_ unsigned char *p12 = NULL;
+	_cleanup_close_ int bfd = -1, cfd = -1, jfd = -1;
 	size_t blen = 0, plen = 0;
 	int r = ab_ca_trust_bundle(ca, NULL, &bundle, &blen, err);
 	if (r >= 0)
 		r = ab_ca_cert_pem(ca, &capem, err);
 	if (r >= 0)
 		r = ab_ca_java_truststore(ca, bundle, blen, AB_TRUST_JAVA_PASSWORD, &p12, &plen, err);
-	int bfd = -1, cfd = -1, jfd = -1;
 	if (r >= 0 && (bfd = sealed_memfd("agentbox-ca-bundle", bundle, blen, err)) < 0)
 		r = bfd;
 	if (r >= 0 && (cfd = sealed_memfd("agentbox-session-ca", capem, strlen(capem), err)) < 0)
@@ -252,15 +244,6 @@ static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 		if (r < 0)
 			ab_fail(err, -r, "send the trust files");
 	}
-	if (bfd >= 0)
-		close(bfd);
-	if (cfd >= 0)
-		close(cfd);
-	if (jfd >= 0)
-		close(jfd);
-	free(bundle);
-	free(capem);
-	free(p12);
 	return r < 0 ? r : 0;
 }
 
@@ -337,8 +320,9 @@ static int redraw_placeholders(ab_broker *b, const unsigned char *key, ab_err *e
 static int load_all(ab_broker *b, const ab_egress_plan *e, const char *ph_key, const ab_stash *st,
 		    ab_err *err)
 {
-	ab_err *why = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*why)); /* skipped: why */
-	bool *skip = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*skip));
+	/* why[i]: why secret i was skipped */
+	_cleanup_free_ ab_err *why = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*why));
+	_cleanup_free_ bool *skip = calloc(e->nsecrets ? e->nsecrets : 1, sizeof(*skip));
 	int r = why && skip ? 0 : ab_fail(err, ENOMEM, "secrets");
 	unsigned char keybuf[AB_PHKEY_LEN];
 	const unsigned char *key = NULL;
@@ -386,8 +370,6 @@ static int load_all(ab_broker *b, const ab_egress_plan *e, const char *ph_key, c
 			r = ab_fail(err, ENOMEM, "secrets");
 		}
 	}
-	free(why);
-	free(skip);
 	if (!r)
 		r = redraw_placeholders(b, key, err);
 	explicit_bzero(keybuf, sizeof(keybuf));
@@ -403,7 +385,7 @@ static int render_file(const ab_egress_plan *e, const ab_broker *b, const char *
 		       size_t *len, ab_err *err)
 {
 	const struct ab_profile_secret *owner = NULL;
-	json_t *root = NULL, *doc = NULL;
+	_cleanup_json_ json_t *root = NULL, *doc = NULL;
 	bool loaded = false;
 	for (size_t i = 0; i < e->nsecrets && !owner; i++)
 		if (e->secrets[i].render && strcmp(e->secrets[i].src_file, path) == 0)
@@ -422,11 +404,10 @@ static int render_file(const ab_egress_plan *e, const ab_broker *b, const char *
 		return r;
 	if (owner->render_keep.n) {
 		r = ab_credfile_keep(root, owner->render_keep.v, owner->render_keep.n, &doc);
-		json_decref(root);
 		if (r < 0)
 			return ab_fail(err, -r, "%s", path);
 	} else {
-		doc = root;
+		doc = TAKE_PTR(root);
 	}
 	for (size_t i = 0; !r && i < b->n; i++) {
 		const struct ab_profile_secret *x = b->prof[i];
@@ -439,7 +420,6 @@ static int render_file(const ab_egress_plan *e, const ab_broker *b, const char *
 	}
 	if (!r && (r = ab_credfile_dump(doc, out, len)) < 0)
 		ab_fail(err, -r, "%s", path);
-	json_decref(doc);
 	/* fail closed: a value that is also somewhere else in the file */
 	for (size_t i = 0; !r && i < b->n; i++) {
 		if (memmem(*out, *len, b->secs[i].value, b->secs[i].value_len)) {
@@ -464,17 +444,21 @@ static int send_rendered(const ab_plan *plan, const ab_broker *b, int sync_fd, a
 		int r = render_file(&plan->egress, b, m->dst, &doc, &len, err);
 		if (r < 0)
 			return ab_err_prefix(err, "credentials file");
-		int fd = sealed_memfd("agentbox-credentials", doc, len, err);
+		_cleanup_close_ int fd = sealed_memfd("agentbox-credentials", doc, len, err);
 		ab_secrets_wipe_free(doc, len);
 		if (fd < 0)
 			return fd;
 		ab_sync_msg msg = {.type = AB_SYNC_CONTENT, .value = (int)i};
 		r = ab_sync_send(sync_fd, &msg, fd);
-		close(fd);
 		if (r < 0)
 			return ab_fail(err, -r, "send the credentials files");
 	}
 	return 0;
+}
+
+static void broker_freep(ab_broker **b)
+{
+	ab_broker_free(*b);
 }
 
 int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_broker **out,
@@ -484,14 +468,10 @@ int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_b
 	*out = NULL;
 	if (!e->nsecrets)
 		return 0;
-	ab_broker *b = calloc(1, sizeof(*b));
+	_cleanup_(broker_freep) ab_broker *b = calloc(1, sizeof(*b));
 	if (!b || !(b->secs = calloc(e->nsecrets, sizeof(*b->secs))) ||
-	    !(b->prof = calloc(e->nsecrets, sizeof(*b->prof)))) {
-		if (b)
-			free(b->secs);
-		free(b);
+	    !(b->prof = calloc(e->nsecrets, sizeof(*b->prof))))
 		return ab_fail(err, ENOMEM, "secrets");
-	}
 	int r = load_all(b, e, plan->ph_key, st, err);
 	if (!r)
 		r = ab_secrets_check(b->secs, b->n, err);
@@ -509,11 +489,9 @@ int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_b
 	}
 	if (!r)
 		r = send_trust(plan, b->ca, sync_fd, err);
-	if (r < 0) {
-		ab_broker_free(b);
+	if (r < 0)
 		return r;
-	}
-	*out = b;
+	*out = TAKE_PTR(b);
 	return 0;
 }
 
@@ -567,6 +545,220 @@ static bool body_place(const ab_secret *s)
 	return s->in_body;
 }
 
+static uint64_t bit(size_t i)
+{
+	return (uint64_t)1 << i;
+}
+
+/* A token refresh on its way: the request it answers and, per secret, the
+ * new value and (when the old one will not do) a new placeholder, held
+ * until they are committed. */
+typedef struct rot_stage {
+	const char *host;
+	unsigned port;
+	const char *path;
+	char *nv[AB_SECRETS_MAX];
+	size_t nl[AB_SECRETS_MAX];
+	char *nph[AB_SECRETS_MAX];
+	size_t nphl[AB_SECRETS_MAX];
+	uint64_t mask;        /* the secrets rotated */
+	long long expires_in; /* the response's, for the stamps */
+} rot_stage;
+
+static void rot_stage_wipe(rot_stage *st)
+{
+	for (size_t i = 0; i < AB_SECRETS_MAX; i++) {
+		ab_secrets_wipe_free(st->nv[i], st->nl[i]);
+		free(st->nph[i]);
+	}
+}
+
+/* Secret I's new value from the token response (st->nv[i]), checked as a
+ * value; -ENOENT when the response has none (not rotated this time: e.g. no
+ * new refresh token). */
+static int new_value(const ab_broker *b, size_t i, json_t *root, rot_stage *st, ab_err *err)
+{
+	const struct ab_profile_secret *x = b->prof[i];
+	int q = ab_credfile_get(root, x->rot_field, &st->nv[i], &st->nl[i]);
+	if (q == -ENOENT)
+		return q;
+	ab_secret probe = {0};
+	if (q < 0 || ab_secret_init(&probe, x->name, err) < 0 ||
+	    ab_secret_set_value(&probe, st->nv[i], st->nl[i], err) < 0) {
+		st->nv[i] = NULL; /* set_value took and wiped it */
+		ab_secret_free(&probe);
+		return ab_fail(err, 0, "token response from %s: %s is not a usable value for "
+				       "secret %s", st->host, x->rot_field, x->name);
+	}
+	probe.value = NULL; /* ours again: st->nv[i] */
+	ab_secret_free(&probe);
+	return 0;
+}
+
+/* A placeholder for secret I's new value when the old one will not do:
+ * swapped in bodies, one of the new length; a JWT, one with the new
+ * token's claims (the harness decodes them). */
+static int new_placeholder(const ab_broker *b, size_t i, rot_stage *st, ab_err *err)
+{
+	const struct ab_profile_secret *x = b->prof[i];
+	const ab_secret *s = &b->secs[i];
+	if (!s->jwt && !(body_place(s) && st->nl[i] != s->placeholder_len))
+		return 0;
+	ab_secret t = {0};
+	char *copy = malloc(st->nl[i] + 1);
+	if (!copy)
+		return ab_fail(err, ENOMEM, "rotate");
+	memcpy(copy, st->nv[i], st->nl[i] + 1);
+	if (ab_secret_init(&t, x->name, err) < 0 ||
+	    ab_secret_set_value(&t, copy, st->nl[i], err) < 0 ||
+	    (s->jwt ? ab_secret_set_placeholder_jwt(&t, err)
+		    : ab_secret_set_placeholder(&t, x->ph_prefix, 0, err)) < 0) {
+		ab_secret_free(&t);
+		ab_err_prefix(err, "token response from %s", st->host);
+		return -EINVAL;
+	}
+	st->nphl[i] = t.placeholder_len;
+	st->nph[i] = TAKE_PTR(t.placeholder);
+	ab_secret_free(&t);
+	return 0;
+}
+
+/* Secret I's rotation staged: its new value and placeholder, and that
+ * placeholder where the value was in the response ROOT. */
+static int stage_one(const ab_broker *b, size_t i, json_t *root, rot_stage *st, ab_err *err)
+{
+	const struct ab_profile_secret *x = b->prof[i];
+	const ab_secret *s = &b->secs[i];
+	int r = new_value(b, i, root, st, err);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	if (st->nl[i] == s->value_len && memcmp(st->nv[i], s->value, st->nl[i]) == 0) {
+		/* the same value again: nothing to retire or write back */
+		ab_secrets_wipe_free(st->nv[i], st->nl[i]);
+		st->nv[i] = NULL;
+		if (ab_credfile_set(root, x->rot_field, s->placeholder, s->placeholder_len) < 0)
+			return ab_fail(err, ENOMEM, "rotate");
+		return 0;
+	}
+	if ((r = new_placeholder(b, i, st, err)) < 0)
+		return r;
+	const char *ph = st->nph[i] ? st->nph[i] : s->placeholder;
+	size_t phl = st->nph[i] ? st->nphl[i] : s->placeholder_len;
+	if (ab_credfile_set(root, x->rot_field, ph, phl) < 0)
+		return ab_fail(err, ENOMEM, "rotate");
+	st->mask |= bit(i);
+	return 0;
+}
+
+/* Step 1: every new value, checked, and its placeholder in the response,
+ * which becomes *OUT. */
+static int stage_all(const ab_broker *b, const char *body, size_t len, rot_stage *st,
+		     char **out, size_t *outlen, ab_err *err)
+{
+	_cleanup_json_ json_t *root = NULL;
+	int r = ab_credfile_parse(body, len, &root, err);
+	if (r < 0)
+		return ab_err_prefix(err, "token response from %s", st->host);
+	if (!json_is_object(root))
+		return ab_fail(err, 0, "token response from %s: not a JSON object", st->host);
+	for (size_t i = 0; !r && i < b->n && i < AB_SECRETS_MAX; i++)
+		if (rotates_at(b->prof[i], st->host, st->port, st->path))
+			r = stage_one(b, i, root, st, err);
+	if (!r && (r = ab_credfile_dump(root, out, outlen)) < 0)
+		ab_fail(err, -r, "rotate");
+	st->expires_in = ab_credfile_expires_in(root);
+	return r;
+}
+
+/* Step 2, fail closed: no new or current value may be left in OUT. */
+static int leak_check(const ab_broker *b, const rot_stage *st, const char *out, size_t outlen,
+		      ab_err *err)
+{
+	for (size_t i = 0; i < b->n && i < AB_SECRETS_MAX; i++) {
+		bool bad = (st->nv[i] && memmem(out, outlen, st->nv[i], st->nl[i])) ||
+			   memmem(out, outlen, b->secs[i].value, b->secs[i].value_len);
+		if (bad)
+			return ab_fail(err, 0, "token response from %s: a value of secret %s is at a "
+					       "place no \"rotate\" names", st->host, b->secs[i].name);
+	}
+	return 0;
+}
+
+/* Step 3: retire the old values, take the new ones. */
+static int commit(ab_broker *b, rot_stage *st, ab_err *err)
+{
+	for (size_t i = 0; i < b->n && i < AB_SECRETS_MAX; i++) {
+		if (!(st->mask & bit(i)))
+			continue;
+		if (retire(b, i) < 0) /* keep the old value: nothing half-done */
+			return ab_fail(err, ENOMEM, "rotate");
+		b->secs[i].value_len = st->nl[i];
+		b->secs[i].value = TAKE_PTR(st->nv[i]);
+		if (st->nph[i]) {
+			free(b->secs[i].placeholder);
+			b->secs[i].placeholder_len = st->nphl[i];
+			b->secs[i].placeholder = TAKE_PTR(st->nph[i]);
+		}
+	}
+	return 0;
+}
+
+/* Is secret I the first rotated one read from its file? */
+static bool first_of_file(const ab_broker *b, uint64_t mask, size_t i)
+{
+	for (size_t j = 0; j < i; j++)
+		if ((mask & bit(j)) && strcmp(b->prof[j]->src_file, b->prof[i]->src_file) == 0)
+			return false;
+	return true;
+}
+
+/* The host file of secret I, with the new values of every rotated secret
+ * read from it, in one atomic write. */
+static int write_file(const ab_broker *b, uint64_t mask, size_t i, long long expires_in,
+		      ab_err *err)
+{
+	const char *file = b->prof[i]->src_file;
+	const char *ptrs[AB_SECRETS_MAX], *vals[AB_SECRETS_MAX];
+	size_t lens[AB_SECRETS_MAX], k = 0;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	ab_credfile_stamps st = {.expires_in = expires_in,
+				 .now_us = (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000};
+	for (size_t j = i; j < b->n && j < AB_SECRETS_MAX; j++) {
+		if (!(mask & bit(j)) || strcmp(b->prof[j]->src_file, file) != 0)
+			continue;
+		ptrs[k] = b->prof[j]->src_pointer;
+		vals[k] = b->secs[j].value;
+		lens[k++] = b->secs[j].value_len;
+		const ab_strv *sp = &b->prof[j]->rot_stamp_ptr;
+		for (size_t m = 0; m < sp->n; m++) /* beyond the cap: not stamped */
+			(void)ab_credfile_stamps_add(&st, sp->v[m], b->prof[j]->rot_stamp_kind.v[m]);
+	}
+	bool rendered = false; /* the sandbox has a mount on it: in place */
+	for (size_t j = 0; j < b->n; j++)
+		rendered |= b->prof[j]->render && strcmp(b->prof[j]->src_file, file) == 0;
+	return ab_credfile_update(file, ptrs, vals, lens, k, &st, rendered, err);
+}
+
+/* Step 4: the host files.  0, or -EIO with err saying why the first failed
+ * (the session goes on with the new values). */
+static int write_back(const ab_broker *b, uint64_t mask, long long expires_in, ab_err *err)
+{
+	int wr = 0;
+	for (size_t i = 0; i < b->n && i < AB_SECRETS_MAX; i++) {
+		if (!(mask & bit(i)) || !first_of_file(b, mask, i))
+			continue;
+		ab_err we = {0};
+		if (write_file(b, mask, i, expires_in, &we) < 0 && !wr) {
+			*err = we;
+			wr = -EIO;
+		}
+	}
+	return wr;
+}
+
 int ab_broker_rotate(ab_broker *b, const char *host, unsigned port, const char *path,
 		     const char *body, size_t len, char **out, size_t *outlen, uint64_t *rotated,
 		     ab_err *err)
@@ -577,116 +769,12 @@ int ab_broker_rotate(ab_broker *b, const char *host, unsigned port, const char *
 	if (b->rotations >= AB_BROKER_MAX_ROTATIONS)
 		return ab_fail(err, E2BIG, "more than %d token refreshes in one run",
 			       AB_BROKER_MAX_ROTATIONS);
-	json_t *root = NULL;
-	int r = ab_credfile_parse(body, len, &root, err);
-	if (r < 0)
-		return ab_err_prefix(err, "token response from %s", host);
-	if (!json_is_object(root)) {
-		json_decref(root);
-		return ab_fail(err, 0, "token response from %s: not a JSON object", host);
-	}
-	char *nv[AB_SECRETS_MAX] = {0};
-	size_t nl[AB_SECRETS_MAX] = {0};
-	char *nph[AB_SECRETS_MAX] = {0};
-	size_t nphl[AB_SECRETS_MAX] = {0};
-	uint64_t mask = 0;
-	/* 1. every new value, checked, and its placeholder in the response */
-	for (size_t i = 0; !r && i < b->n && i < AB_SECRETS_MAX; i++) {
-		const struct ab_profile_secret *x = b->prof[i];
-		if (!rotates_at(x, host, port, path))
-			continue;
-		int q = ab_credfile_get(root, x->rot_field, &nv[i], &nl[i]);
-		if (q == -ENOENT)
-			continue; /* not rotated this time (e.g. no new refresh token) */
-		ab_secret probe = {0};
-		if (q < 0 || ab_secret_init(&probe, x->name, err) < 0 ||
-		    ab_secret_set_value(&probe, nv[i], nl[i], err) < 0) {
-			nv[i] = NULL; /* set_value took and wiped it */
-			ab_secret_free(&probe);
-			r = ab_fail(err, 0, "token response from %s: %s is not a usable value for "
-					    "secret %s", host, x->rot_field, x->name);
-			break;
-		}
-		probe.value = NULL; /* ours again: nv[i] */
-		ab_secret_free(&probe);
-		const ab_secret *s = &b->secs[i];
-		if (nl[i] == s->value_len && memcmp(nv[i], s->value, nl[i]) == 0) {
-			/* the same value again: nothing to retire or write back */
-			ab_secrets_wipe_free(nv[i], nl[i]);
-			nv[i] = NULL;
-			if (ab_credfile_set(root, x->rot_field, s->placeholder, s->placeholder_len) < 0) {
-				r = ab_fail(err, ENOMEM, "rotate");
-				break;
-			}
-			continue;
-		}
-		if (s->jwt || (body_place(s) && nl[i] != s->placeholder_len)) {
-			/* swapped in bodies: a placeholder of the new length; a JWT:
-			 * one with the new token's claims (the harness decodes them) */
-			ab_secret t = {0};
-			char *copy = malloc(nl[i] + 1);
-			if (!copy) {
-				r = ab_fail(err, ENOMEM, "rotate");
-				break;
-			}
-			memcpy(copy, nv[i], nl[i] + 1);
-			if (ab_secret_init(&t, x->name, err) < 0 ||
-			    ab_secret_set_value(&t, copy, nl[i], err) < 0 ||
-			    (s->jwt ? ab_secret_set_placeholder_jwt(&t, err)
-				    : ab_secret_set_placeholder(&t, x->ph_prefix, 0, err)) < 0) {
-				ab_secret_free(&t);
-				ab_err_prefix(err, "token response from %s", host);
-				r = -EINVAL;
-				break;
-			}
-			nph[i] = t.placeholder;
-			nphl[i] = t.placeholder_len;
-			t.placeholder = NULL;
-			ab_secret_free(&t);
-		}
-		const char *ph = nph[i] ? nph[i] : s->placeholder;
-		size_t phl = nph[i] ? nphl[i] : s->placeholder_len;
-		if (ab_credfile_set(root, x->rot_field, ph, phl) < 0) {
-			r = ab_fail(err, ENOMEM, "rotate");
-			break;
-		}
-		mask |= (uint64_t)1 << i;
-	}
-	if (!r && (r = ab_credfile_dump(root, out, outlen)) < 0)
-		ab_fail(err, -r, "rotate");
-	long long expires_in = ab_credfile_expires_in(root); /* for the stamps */
-	json_decref(root);
-	/* 2. fail closed: no new or current value may be left in the output */
-	for (size_t i = 0; !r && i < b->n && i < AB_SECRETS_MAX; i++) {
-		bool bad = (nv[i] && memmem(*out, *outlen, nv[i], nl[i])) ||
-			   memmem(*out, *outlen, b->secs[i].value, b->secs[i].value_len);
-		if (bad)
-			r = ab_fail(err, 0, "token response from %s: a value of secret %s is at a "
-					    "place no \"rotate\" names", host, b->secs[i].name);
-	}
-	/* 3. commit: retire the old values, take the new ones */
-	for (size_t i = 0; !r && i < b->n && i < AB_SECRETS_MAX; i++) {
-		if (!(mask & ((uint64_t)1 << i)))
-			continue;
-		if (retire(b, i) < 0) {
-			/* keep the old value: nothing half-done */
-			r = ab_fail(err, ENOMEM, "rotate");
-			break;
-		}
-		b->secs[i].value = nv[i];
-		b->secs[i].value_len = nl[i];
-		nv[i] = NULL;
-		if (nph[i]) {
-			free(b->secs[i].placeholder);
-			b->secs[i].placeholder = nph[i];
-			b->secs[i].placeholder_len = nphl[i];
-			nph[i] = NULL;
-		}
-	}
-	for (size_t i = 0; i < AB_SECRETS_MAX; i++) {
-		ab_secrets_wipe_free(nv[i], nl[i]);
-		free(nph[i]);
-	}
+	_cleanup_(rot_stage_wipe) rot_stage st = {.host = host, .port = port, .path = path};
+	int r = stage_all(b, body, len, &st, out, outlen, err);
+	if (!r)
+		r = leak_check(b, &st, *out, *outlen, err);
+	if (!r)
+		r = commit(b, &st, err);
 	if (r < 0) {
 		ab_secrets_wipe_free(*out, *outlen);
 		*out = NULL;
@@ -694,46 +782,8 @@ int ab_broker_rotate(ab_broker *b, const char *host, unsigned port, const char *
 		return r;
 	}
 	b->rotations++;
-	*rotated = mask;
-	/* 4. the host files: one atomic write each */
-	int wr = 0;
-	for (size_t i = 0; i < b->n && i < AB_SECRETS_MAX; i++) {
-		if (!(mask & ((uint64_t)1 << i)))
-			continue;
-		const char *file = b->prof[i]->src_file;
-		bool first = true;
-		for (size_t j = 0; j < i; j++)
-			first &= !((mask & ((uint64_t)1 << j)) &&
-				   strcmp(b->prof[j]->src_file, file) == 0);
-		if (!first)
-			continue;
-		const char *ptrs[AB_SECRETS_MAX], *vals[AB_SECRETS_MAX];
-		size_t lens[AB_SECRETS_MAX], k = 0;
-		struct timespec now;
-		clock_gettime(CLOCK_REALTIME, &now);
-		ab_credfile_stamps st = {.expires_in = expires_in,
-					 .now_us = (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000};
-		for (size_t j = i; j < b->n && j < AB_SECRETS_MAX; j++) {
-			if ((mask & ((uint64_t)1 << j)) && strcmp(b->prof[j]->src_file, file) == 0) {
-				ptrs[k] = b->prof[j]->src_pointer;
-				vals[k] = b->secs[j].value;
-				lens[k++] = b->secs[j].value_len;
-				const ab_strv *sp = &b->prof[j]->rot_stamp_ptr;
-				for (size_t m = 0; m < sp->n; m++) /* beyond the cap: not stamped */
-					(void)ab_credfile_stamps_add(&st, sp->v[m],
-								     b->prof[j]->rot_stamp_kind.v[m]);
-			}
-		}
-		ab_err we = {0};
-		bool rendered = false; /* the sandbox has a mount on it: in place */
-		for (size_t j = 0; j < b->n; j++)
-			rendered |= b->prof[j]->render && strcmp(b->prof[j]->src_file, file) == 0;
-		if (ab_credfile_update(file, ptrs, vals, lens, k, &st, rendered, &we) < 0 && !wr) {
-			*err = we;
-			wr = -EIO;
-		}
-	}
-	return wr;
+	*rotated = st.mask;
+	return write_back(b, st.mask, st.expires_in, err);
 }
 
 int ab_broker_response_set(const ab_broker *b, ab_scan_set **out, ab_err *err)

@@ -2,7 +2,7 @@
 /*
  * The control socket of a running sandbox (parent side: the directory, the
  * socket and its removal; the `allow` client).  The serving side is in the
- * proxy (src/egress/proxy.c), which owns the policy.  See include/agentbox/control.h.
+ * proxy (src/egress/pxctl.c), which owns the policy.  See include/agentbox/control.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,21 +50,24 @@ int ab_control_dirs(uid_t uid, ab_control_dir out[2])
 static int dir_unsafe(const struct stat *st, const char *path, ab_err *err)
 {
 	if (S_ISLNK(st->st_mode) || !S_ISDIR(st->st_mode)) {
-		ab_fail(err, 0, "%s is a %s of uid %u, not a directory: refusing to use it", path,
-			S_ISLNK(st->st_mode) ? "symbolic link" : "file", (unsigned)st->st_uid);
+		ab_fail_code(err, AB_EXIT_FAIL, EPERM,
+			     "%s is a %s of uid %u, not a directory: refusing to use it", path,
+			     S_ISLNK(st->st_mode) ? "symbolic link" : "file", (unsigned)st->st_uid);
 		ab_err_hint(err, "someone may have put it there to take the name; remove it (as "
 				 "root if it is not yours)");
 		return -EPERM;
 	}
 	if (st->st_uid != getuid()) {
-		ab_fail(err, 0, "%s belongs to uid %u, not to you (uid %u): refusing to use it", path,
-			(unsigned)st->st_uid, (unsigned)getuid());
+		ab_fail_code(err, AB_EXIT_FAIL, EPERM,
+			     "%s belongs to uid %u, not to you (uid %u): refusing to use it", path,
+			     (unsigned)st->st_uid, (unsigned)getuid());
 		ab_err_hint(err, "another user may have made it to take the name; remove it as root");
 		return -EPERM;
 	}
 	if (st->st_mode & (S_IRWXG | S_IRWXO)) {
-		ab_fail(err, 0, "%s is open to other users (mode %04o): refusing to use it", path,
-			(unsigned)(st->st_mode & 07777));
+		ab_fail_code(err, AB_EXIT_FAIL, EPERM,
+			     "%s is open to other users (mode %04o): refusing to use it", path,
+			     (unsigned)(st->st_mode & 07777));
 		ab_err_hint(err, "check what is in it, then chmod 700 %s (or remove it)", path);
 		return -EPERM;
 	}
@@ -135,49 +138,36 @@ static void fd_addr(int dirfd, const char *name, struct sockaddr_un *sa, socklen
 int ab_control_open_in(const char *base, const char *leaf, const struct stat *ws,
 		       ab_control **out, int *fd, ab_err *err)
 {
-	int dfd;
-	_cleanup_close_ int s = -1;
+	_cleanup_close_ int dfd = -1, s = -1;
 	int r = ab_control_dir_open(base, leaf, true, &dfd, err);
 	if (r < 0)
 		return r;
-	ab_control *c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(dfd);
+	_cleanup_free_ ab_control *c = calloc(1, sizeof(*c));
+	if (!c)
 		return ab_fail(err, ENOMEM, "control socket");
-	}
-	c->dirfd = dfd;
 	ab_control_sock_name(ws, c->name, sizeof(c->name));
 	snprintf(c->path, sizeof(c->path), "%s/%s/%s", base, leaf, c->name);
 	/* The caller holds the workspace's lock: a socket of this name is a
 	 * dead run's (killed before it could remove it). */
-	if (unlinkat(dfd, c->name, 0) < 0 && errno != ENOENT) {
-		r = ab_fail(err, errno, "cannot remove the old socket %s", c->path);
-		goto fail;
-	}
+	if (unlinkat(dfd, c->name, 0) < 0 && errno != ENOENT)
+		return ab_fail(err, errno, "cannot remove the old socket %s", c->path);
 	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s < 0) {
-		r = ab_fail(err, errno, "control socket");
-		goto fail;
-	}
+	if (s < 0)
+		return ab_fail(err, errno, "control socket");
 	struct sockaddr_un sa;
 	socklen_t len;
 	fd_addr(dfd, c->name, &sa, &len);
-	if (bind(s, (struct sockaddr *)&sa, len) < 0) {
-		r = ab_fail(err, errno, "bind %s", c->path);
-		goto fail;
-	}
+	if (bind(s, (struct sockaddr *)&sa, len) < 0)
+		return ab_fail(err, errno, "bind %s", c->path);
 	if (listen(s, 16) < 0) {
 		r = ab_fail(err, errno, "listen on %s", c->path);
-		ab_control_close(c);
+		(void)unlinkat(dfd, c->name, 0); /* bound: the name is ours */
 		return r;
 	}
+	c->dirfd = TAKE_FD(dfd);
 	*fd = TAKE_FD(s);
-	*out = c;
+	*out = TAKE_PTR(c);
 	return 0;
-fail:
-	close(c->dirfd);
-	free(c);
-	return r;
 }
 
 int ab_control_open(const struct stat *ws, ab_control **out, int *fd, ab_err *err)
@@ -210,6 +200,7 @@ void ab_control_close(ab_control *c)
 	free(c);
 }
 
+/* 0, or a negative errno. */
 static int send_all(int fd, const char *p, size_t n)
 {
 	while (n) {
@@ -217,7 +208,7 @@ static int send_all(int fd, const char *p, size_t n)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
-			return -1;
+			return w < 0 ? -errno : -EIO;
 		p += w;
 		n -= (size_t)w;
 	}
@@ -237,7 +228,7 @@ static int connect_ctl(const char *workspace, int *fd, ab_err *err)
 	int n = ab_control_dirs(getuid(), d);
 	ab_err first = {0};
 	for (int i = 0; i < n; i++) {
-		int dfd;
+		_cleanup_close_ int dfd = -1;
 		ab_err e = {0};
 		int r = ab_control_dir_open(d[i].base, d[i].leaf, false, &dfd, &e);
 		if (r == -ENOENT)
@@ -247,21 +238,17 @@ static int connect_ctl(const char *workspace, int *fd, ab_err *err)
 				first = e;
 			continue;
 		}
-		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (s < 0) {
-			close(dfd);
+		_cleanup_close_ int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (s < 0)
 			return ab_fail(err, errno, "allow: socket");
-		}
 		struct sockaddr_un sa;
 		socklen_t len;
 		fd_addr(dfd, name, &sa, &len);
 		int c = connect(s, (struct sockaddr *)&sa, len), ce = errno;
-		close(dfd);
 		if (c == 0) {
-			*fd = s;
+			*fd = TAKE_FD(s);
 			return 0;
 		}
-		close(s);
 		if (ce == ENOENT || ce == ECONNREFUSED)
 			continue; /* none here, or a dead run's */
 		if (!first.msg[0]) {
@@ -276,7 +263,8 @@ static int connect_ctl(const char *workspace, int *fd, ab_err *err)
 		*err = first;
 		return ab_err_ret(err);
 	}
-	ab_fail(err, 0, "no agentbox is running in the workspace %s", workspace);
+	ab_fail_code(err, AB_EXIT_FAIL, ENOENT, "no agentbox is running in the workspace %s",
+		     workspace);
 	ab_err_hint(err, "`agentbox allow` reaches only the sandboxes its user started, for root "
 			 "too: run it as that user (sudo -u USER agentbox allow ...), in the "
 			 "sandbox's workspace or with -w DIR");
@@ -289,12 +277,12 @@ static int unanswered(ab_err *err, const char *workspace)
 		       workspace);
 }
 
-static int allow(const char *workspace, char *const *rules, int nrules, ab_err *err)
+/* Every rule checked here first (the running agentbox parses each again
+ * with the same parser): a rule that cannot be one is said before asking. */
+static int check_rules(char *const *rules, int nrules, ab_err *err)
 {
 	size_t total = 0;
 	for (int i = 0; i < nrules; i++) {
-		/* the running agentbox parses each rule again (the same parser);
-		 * a rule that cannot be one is said here, before asking it */
 		ab_netrule nr;
 		if (strchr(rules[i], '\n') || strlen(rules[i]) > 300)
 			return ab_fail(err, EINVAL, "allow: invalid rule");
@@ -304,10 +292,15 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 		if (total > AB_CONTROL_MAX_REQUEST)
 			return ab_fail(err, E2BIG, "allow: too many rules at once");
 	}
-	_cleanup_close_ int fd = -1;
-	int r = connect_ctl(workspace, &fd, err);
-	if (r < 0)
-		return r;
+	return 0;
+}
+
+/* The connection to the agentbox of WORKSPACE made blocking and checked to
+ * be served by the caller's uid, then the requests sent and its write side
+ * shut down. */
+static int send_rules(int fd, const char *workspace, char *const *rules, int nrules,
+		      ab_err *err)
+{
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
 		return ab_fail(err, errno, "allow: socket");
@@ -320,19 +313,25 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 	if (cr.uid != getuid())
 		return ab_fail(err, 0, "the control socket of %s is served by uid %u, not by you: "
 				       "refusing to use it", workspace, (unsigned)cr.uid);
-	for (int i = 0; i < nrules; i++)
-		if (send_all(fd, "allow ", 6) < 0 || send_all(fd, rules[i], strlen(rules[i])) < 0 ||
-		    send_all(fd, "\n", 1) < 0)
-			return errno == EPIPE || errno == ECONNRESET
+	for (int i = 0; i < nrules; i++) {
+		int s = send_all(fd, "allow ", 6);
+		if (s >= 0)
+			s = send_all(fd, rules[i], strlen(rules[i]));
+		if (s >= 0)
+			s = send_all(fd, "\n", 1);
+		if (s < 0)
+			return s == -EPIPE || s == -ECONNRESET
 				       ? unanswered(err, workspace)
-				       : ab_fail(err, errno, "allow: send to the agentbox of %s",
+				       : ab_fail(err, -s, "allow: send to the agentbox of %s",
 						 workspace);
+	}
 	shutdown(fd, SHUT_WR);
-	/* one line per rule, each at most an error message long */
-	size_t cap = (size_t)nrules * (sizeof(err->msg) + 32) + 1;
-	_cleanup_free_ char *buf = malloc(cap);
-	if (!buf)
-		return ab_fail(err, ENOMEM, "allow");
+	return 0;
+}
+
+/* The answer, read to its end (or CAP - 1 bytes) into BUF, NUL-terminated. */
+static int read_answer(int fd, const char *workspace, char *buf, size_t cap, ab_err *err)
+{
 	size_t got = 0;
 	while (got < cap - 1) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -355,6 +354,13 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 		got += (size_t)n;
 	}
 	buf[got] = '\0';
+	return 0;
+}
+
+/* Print the answer's lines, one per rule: "ok RULE" on stdout, a refusal
+ * on stderr.  0 all added, 1 some refused, or err set. */
+static int print_answers(char *buf, const char *workspace, int nrules, ab_err *err)
+{
 	int refused = 0, answers = 0;
 	for (char *line = buf, *nl; *line; line = nl + 1) {
 		nl = strchr(line, '\n');
@@ -379,6 +385,26 @@ static int allow(const char *workspace, char *const *rules, int nrules, ab_err *
 		return ab_fail(err, 0, "allow: the agentbox of %s answered %d of %d request%s",
 			       workspace, answers, nrules, nrules == 1 ? "" : "s");
 	return refused ? 1 : 0;
+}
+
+static int allow(const char *workspace, char *const *rules, int nrules, ab_err *err)
+{
+	int r = check_rules(rules, nrules, err);
+	if (r < 0)
+		return r;
+	_cleanup_close_ int fd = -1;
+	if ((r = connect_ctl(workspace, &fd, err)) < 0)
+		return r;
+	if ((r = send_rules(fd, workspace, rules, nrules, err)) < 0)
+		return r;
+	/* one line per rule, each at most an error message long */
+	size_t cap = (size_t)nrules * (sizeof(err->msg) + 32) + 1;
+	_cleanup_free_ char *buf = malloc(cap);
+	if (!buf)
+		return ab_fail(err, ENOMEM, "allow");
+	if ((r = read_answer(fd, workspace, buf, cap, err)) < 0)
+		return r;
+	return print_answers(buf, workspace, nrules, err);
 }
 
 int ab_control_allow(const char *workspace, char *const *rules, int nrules, ab_err *err)

@@ -57,7 +57,8 @@ static uint32_t fnv1a(const char *s)
 	return h;
 }
 
-/* The index of name, created on first use; -1 when the table is full. */
+/* The index of name, created on first use; -ENOSPC when the table is full,
+ * -ENOMEM. */
 static long synth_index(px_dns *d, const char *name)
 {
 	uint32_t h = fnv1a(name) % HASH_SIZE;
@@ -65,19 +66,19 @@ static long synth_index(px_dns *d, const char *name)
 		if (strcmp(e->name, name) == 0)
 			return (long)e->idx;
 	if (d->n >= AB_PROXY_MAX_SYNTH)
-		return -1;
+		return -ENOSPC;
 	if (d->n == d->cap) {
 		size_t cap = d->cap ? d->cap * 2 : 64;
 		synth_ent **n = realloc(d->byidx, cap * sizeof(*n));
 		if (!n)
-			return -1;
+			return -ENOMEM;
 		d->byidx = n;
 		d->cap = cap;
 	}
 	size_t len = strlen(name);
 	synth_ent *e = malloc(sizeof(*e) + len + 1);
 	if (!e)
-		return -1;
+		return -ENOMEM;
 	memcpy(e->name, name, len + 1);
 	e->idx = (uint32_t)d->n;
 	e->next = d->hash[h];
@@ -276,7 +277,7 @@ static void on_tcp_accept(ab_loop *l, int fd, unsigned ev, void *data)
 	for (int i = 0; i < 16; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd < 0) {
-			px_accept_failed(&d->tcp_pause);
+			px_accept_failed(&d->tcp_pause, errno);
 			return;
 		}
 		size_t slot = DNS_TCP_MAX;

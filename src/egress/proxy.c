@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The egress proxy, core (parent): listeners handed over from inside the
- * sandbox, client connections, the policy decision, name resolution and the
- * upstream dial, timeouts, denials that explain themselves, the audit log.
- * Plain HTTP forwarding is in pxhttp.c, tunnels in pxtunnel.c, DNS in
- * dnsd.c.  Everything runs on the run's event loop; nothing blocks (names
- * resolve on resolver threads).
+ * The egress proxy, core (parent): set-up and teardown, the listeners
+ * handed over from inside the sandbox and the connections they accept,
+ * name resolution and the upstream dial (directly, or through the host's
+ * own proxy), timeouts.  A connection's life once accepted is in pxconn.c,
+ * the audit lines in pxlog.c, plain HTTP forwarding in pxhttp.c, tunnels in
+ * pxtunnel.c, DNS in dnsd.c, `agentbox allow` in pxctl.c.  Everything runs
+ * on the run's event loop; nothing blocks (names resolve on resolver
+ * threads).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,492 +22,12 @@
 #include <openssl/ssl.h>
 
 #include "agentbox/broker.h"
-#include "agentbox/control.h"
 #include "agentbox/sync.h"
 #include "proxy_int.h"
 
-/* ------------------------------------------------------------ buffers */
-
-/* Buffers may hold a secret's real value (requests to a brokered host):
- * growing, draining and freeing never leave a copy behind. */
-static int buf_grow(px_buf *b, size_t need)
-{
-	size_t cap = b->cap ? b->cap : 4096;
-	while (cap < need)
-		cap *= 2;
-	char *p = malloc(cap);
-	if (!p)
-		return -ENOMEM;
-	if (b->len)
-		memcpy(p, b->p, b->len);
-	if (b->p) {
-		explicit_bzero(b->p, b->cap);
-		free(b->p);
-	}
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
-
-int px_buf_reserve(px_buf *b, size_t need)
-{
-	return need > b->cap ? buf_grow(b, need) : 0;
-}
-
-int px_buf_append(px_buf *b, const void *data, size_t n)
-{
-	if (!n)
-		return 0; /* (data may be NULL then) */
-	if (b->len + n > b->cap && buf_grow(b, b->len + n) < 0)
-		return -ENOMEM;
-	memcpy(b->p + b->len, data, n);
-	b->len += n;
-	return 0;
-}
-
-/* Drop n bytes from the front; an emptied buffer gives its memory back, so
- * idle connections cost no buffer space. */
-void px_buf_consume(px_buf *b, size_t n)
-{
-	if (n >= b->len) {
-		px_buf_free(b);
-		return;
-	}
-	memmove(b->p, b->p + n, b->len - n);
-	explicit_bzero(b->p + b->len - n, n);
-	b->len -= n;
-}
-
-void px_buf_free(px_buf *b)
-{
-	if (b->p) {
-		explicit_bzero(b->p, b->len);
-		free(b->p);
-	}
-	*b = (px_buf){0};
-}
-
-ssize_t px_buf_read(px_buf *b, int fd, size_t want)
-{
-	if (b->len + want > b->cap && buf_grow(b, b->len + want) < 0)
-		return -ENOMEM;
-	ssize_t n;
-	do
-		n = read(fd, b->p + b->len, want);
-	while (n < 0 && errno == EINTR);
-	int e = errno;
-	if (n > 0)
-		b->len += (size_t)n;
-	if (b->len == 0)
-		px_buf_free(b); /* EAGAIN is the common case: idle sides hold no memory */
-	return n < 0 ? -e : n;
-}
-
-ssize_t px_buf_write(px_buf *b, int fd)
-{
-	if (!b->len)
-		return 0;
-	ssize_t n;
-	do
-		n = send(fd, b->p, b->len, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	px_buf_consume(b, (size_t)n);
-	return n;
-}
-
-/* ------------------------------------------------------------ logging */
-
-static const char *side_name(const px_conn *c)
-{
-	return c->side == PX_EXPLICIT ? "explicit" : "transparent";
-}
-
-static json_t *event_base(px_conn *c, const char *method)
-{
-	json_t *ev = json_object();
-	json_object_set_new(ev, "event", json_string("request"));
-	json_object_set_new(ev, "conn", json_integer((json_int_t)c->id));
-	json_object_set_new(ev, "side", json_string(side_name(c)));
-	json_object_set_new(ev, "method", json_string(method[0] ? method : "?"));
-	json_object_set_new(ev, "host", json_string(c->host[0] ? c->host : "?"));
-	json_object_set_new(ev, "port", json_integer(c->port));
-	return ev;
-}
-
-static void event_finish(px_conn *c, json_t *ev, const char *decision, const char *rule,
-			 int status, uint64_t up, uint64_t down, uint64_t t0, const char *reason)
-{
-	json_object_set_new(ev, "decision", json_string(decision));
-	json_object_set_new(ev, "rule", json_string(rule && rule[0] ? rule : "-"));
-	json_object_set_new(ev, "status", json_integer(status));
-	json_object_set_new(ev, "bytes_up", json_integer((json_int_t)up));
-	json_object_set_new(ev, "bytes_down", json_integer((json_int_t)down));
-	json_object_set_new(ev, "duration_ms", json_integer((json_int_t)(ab_now_ms() - t0)));
-	if (c->dialled[0])
-		json_object_set_new(ev, "addr", json_string(c->dialled));
-	if (reason)
-		json_object_set_new(ev, "reason", json_string(reason));
-	ab_audit_emit(c->px->audit, ev);
-	ab_audit_count(c->px->audit, c->host[0] ? c->host : "?", c->port,
-		       strcmp(decision, "allow") == 0, up, down);
-}
-
-/* "masked": the secrets whose placeholders the body carried masked
- * (mask_in_body): names, never values. */
-static void log_masked(px_conn *c, const px_req *r, json_t *ev)
-{
-	if (!r->masked_in_body || !c->px->broker)
-		return;
-	char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
-	ab_secrets_names(c->px->broker->secs, c->px->broker->n, r->masked_in_body, names,
-			 sizeof(names));
-	json_object_set_new(ev, "masked", json_string(names));
-}
-
-/* "elsewhere": the secrets whose placeholders the request carried on,
- * unchanged, to this host, which they are not bound to: names, never
- * values nor placeholders. */
-static void log_elsewhere(px_conn *c, const px_req *r, json_t *ev)
-{
-	uint64_t m = r->elsewhere_head | r->elsewhere_body;
-	if (!m || !c->px->broker)
-		return;
-	char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
-	ab_secrets_names(c->px->broker->secs, c->px->broker->n, m, names, sizeof(names));
-	json_object_set_new(ev, "elsewhere", json_string(names));
-}
-
-/* After the request's line: count each of those secrets for the summary, and
- * the first time for a (secret, host:port), a placeholder-elsewhere event. */
-static void note_elsewhere(px_conn *c, const px_req *r)
-{
-	const ab_broker *b = c->px->broker;
-	uint64_t m = r->elsewhere_head | r->elsewhere_body;
-	const char *host = c->host[0] ? c->host : "?";
-	for (size_t i = 0; b && m && i < b->n && i < AB_SECRETS_MAX; i++) {
-		uint64_t bit = (uint64_t)1 << i;
-		if (!(m & bit))
-			continue;
-		int first = ab_audit_count_elsewhere(c->px->audit, b->secs[i].name, host, c->port);
-		if (first < 0)
-			c->px->elsewhere_suppressed++;
-		if (first <= 0)
-			continue;
-		const char *where = (r->elsewhere_head & bit) && (r->elsewhere_body & bit) ? "head,body"
-				    : r->elsewhere_head & bit				       ? "head"
-											       : "body";
-		json_t *ev = json_object();
-		json_object_set_new(ev, "event", json_string("placeholder-elsewhere"));
-		json_object_set_new(ev, "secret", json_string(b->secs[i].name));
-		json_object_set_new(ev, "host", json_string(host));
-		json_object_set_new(ev, "port", json_integer(c->port));
-		json_object_set_new(ev, "where", json_string(where));
-		json_object_set_new(ev, "conn", json_integer((json_int_t)c->id));
-		ab_audit_emit(c->px->audit, ev);
-	}
-}
-
-/* A request's audit line, up to its decision. */
-static json_t *request_event(px_conn *c, const px_req *r)
-{
-	json_t *ev = event_base(c, r->method);
-	json_object_set_new(ev, "path", json_string(r->path));
-	if (c->intercepted)
-		json_object_set_new(ev, "intercepted", json_true());
-	if (r->secrets && c->px->broker) { /* names, never values */
-		char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
-		ab_secrets_names(c->px->broker->secs, c->px->broker->n, r->secrets, names,
-				 sizeof(names));
-		json_object_set_new(ev, "secrets", json_string(names));
-	}
-	if (r->rotated && c->px->broker) { /* a token refresh: names, never values */
-		char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
-		ab_secrets_names(c->px->broker->secs, c->px->broker->n, r->rotated, names,
-				 sizeof(names));
-		json_object_set_new(ev, "rotated", json_string(names));
-	}
-	log_masked(c, r, ev);
-	log_elsewhere(c, r, ev);
-	return ev;
-}
-
-void px_log_request(px_conn *c, const px_req *r, const char *decision, int status)
-{
-	event_finish(c, request_event(c, r), decision, c->rule, status, r->up, r->down, r->t0,
-		     NULL);
-	note_elsewhere(c, r);
-}
-
-/* A request whose response agentbox refused (rule and reason say why). */
-void px_log_refused(px_conn *c, const px_req *r, const char *rule, int status,
-		    const char *reason)
-{
-	event_finish(c, request_event(c, r), "deny", rule, status, r->up, r->down, r->t0,
-		     reason);
-	note_elsewhere(c, r);
-}
-
-/* A request refused for carrying a placeholder where it may not go. */
-void px_log_exfil(px_conn *c, const px_req *r, int status)
-{
-	json_t *ev = event_base(c, r->method);
-	json_object_set_new(ev, "path", json_string(r->path));
-	if (c->intercepted)
-		json_object_set_new(ev, "intercepted", json_true());
-	log_masked(c, r, ev);
-	log_elsewhere(c, r, ev); /* a body cut after its head left */
-	event_finish(c, ev, "deny", "exfiltration", status, 0, 0, r->t0, c->exfil);
-	note_elsewhere(c, r);
-}
-
-/* A tunnel (or a connection that never became one) ends. */
-void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
-		 const char *reason)
-{
-	if (c->logged)
-		return;
-	c->logged = true;
-	json_t *ev = event_base(c, c->method);
-	if (c->path[0])
-		json_object_set_new(ev, "path", json_string(c->path));
-	event_finish(c, ev, decision, rule, status, c->up, c->down, c->t0, reason);
-}
-
-/* ------------------------------------------------------------ connections */
-
-static void on_client(ab_loop *l, int fd, unsigned ev, void *data);
-static void on_upstream(ab_loop *l, int fd, unsigned ev, void *data);
-
-static void set_interest(ab_proxy *px, int fd, unsigned *cur, unsigned want, ab_fd_cb cb,
-			 void *data)
-{
-	if (fd < 0 || *cur == want)
-		return;
-	ab_loop_modify(px->loop, fd, want);
-	*cur = want;
-	(void)cb;
-	(void)data;
-}
-
-void px_update(px_conn *c)
-{
-	unsigned cw = 0, uw = 0;
-	bool toc = c->toc.len > 0;
-	switch (c->state) {
-	case PX_HEAD:
-		cw = AB_EV_READ | (toc ? AB_EV_WRITE : 0);
-		break;
-	case PX_RESOLVING:
-		cw = toc ? AB_EV_WRITE : 0;
-		break;
-	case PX_CONNECTING:
-		cw = toc ? AB_EV_WRITE : 0;
-		uw = AB_EV_WRITE;
-		break;
-	case PX_UPCONNECT:
-		cw = toc ? AB_EV_WRITE : 0;
-		uw = AB_EV_READ;
-		break;
-	case PX_HELLO:
-		cw = AB_EV_READ | (toc ? AB_EV_WRITE : 0);
-		/* the upstream matters only until the client's first byte (does the
-		 * server speak first?); after it, its data or EOF would spin us */
-		uw = c->in.len ? 0 : AB_EV_READ;
-		break;
-	case PX_TUNNEL:
-		/* a side is read only when what it sent last is all delivered */
-		cw = (!c->out.len && !c->cu.eof ? AB_EV_READ : 0) |
-		     (c->toc.len || c->c_ssl_ww ? AB_EV_WRITE : 0);
-		uw = (!c->toc.len && !c->uc.eof ? AB_EV_READ : 0) |
-		     (c->out.len || c->u_ssl_ww ? AB_EV_WRITE : 0);
-		break;
-	case PX_HTTP: {
-		bool upgrading = c->nfifo > 0 && c->fifo[c->nfifo - 1].upgrade;
-		if (!c->c_eof && c->out.len < PX_BUF_MAX && c->in.len < PX_BUF_MAX &&
-		    c->nfifo < PX_FIFO && !c->want_switch && !upgrading && !c->close_after)
-			cw |= AB_EV_READ;
-		if (toc)
-			cw |= AB_EV_WRITE;
-		if (c->ufd >= 0) {
-			if (!c->u_eof && c->toc.len < PX_BUF_MAX)
-				uw |= AB_EV_READ;
-			if (c->out.len || c->u_ssl_ww)
-				uw |= AB_EV_WRITE;
-		}
-		if (c->c_ssl_ww)
-			cw |= AB_EV_WRITE;
-		break;
-	}
-	case PX_TLS_ACCEPT:
-		cw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0);
-		break;
-	case PX_TLS_CONNECT:
-		uw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0);
-		break;
-	case PX_CLOSING:
-		cw = AB_EV_WRITE;
-		break;
-	}
-	set_interest(c->px, c->cfd, &c->cev, cw, on_client, c);
-	set_interest(c->px, c->ufd, &c->uev, uw, on_upstream, c);
-}
-
-static void close_upstream(px_conn *c)
-{
-	if (c->job) {
-		ab_resolve_cancel(c->job);
-		c->job = NULL;
-	}
-	if (c->ussl) {
-		SSL_free(c->ussl);
-		c->ussl = NULL;
-	}
-	if (c->ufd >= 0) {
-		ab_loop_unwatch(c->px->loop, c->ufd);
-		close(c->ufd);
-		c->ufd = -1;
-		c->uev = 0;
-	}
-	px_buf_free(&c->out);
-	px_buf_free(&c->back);
-}
-
-void px_close(px_conn *c)
-{
-	ab_proxy *px = c->px;
-	if (!c->logged && c->state == PX_TUNNEL)
-		px_log_conn(c, "allow", c->rule, 200, NULL);
-	close_upstream(c);
-	if (c->cfd >= 0) {
-		ab_loop_unwatch(px->loop, c->cfd);
-		close(c->cfd);
-	}
-	px_tunnel_free(c);
-	px_tls_free(c);
-	px_http_free(c);
-	if (c->kick)
-		ab_loop_timer_cancel(px->loop, c->kick);
-	px_buf_free(&c->in);
-	px_buf_free(&c->toc);
-	free(c->fifo);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		px->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	px->nconns--;
-	free(c);
-}
-
-/* Printable, bounded copy of untrusted text for messages and the log. */
-static void sanitize(char *out, size_t n, const char *in, size_t len)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < len && o + 1 < n; i++) {
-		unsigned char ch = (unsigned char)in[i];
-		out[o++] = ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\' ? (char)ch : '?';
-	}
-	out[o] = '\0';
-}
-
-/* Answer the client with `status` and a one-line plain-text explanation
- * (when it still speaks HTTP to us), log the decision, close after the
- * answer is flushed.  Tunnels already established are just closed. */
-void px_fail(px_conn *c, int status, const char *decision, const char *rule, const char *fmt,
-	     ...)
-{
-	char msg[768];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	bool http = c->state == PX_HEAD ||
-		    ((c->state == PX_RESOLVING || c->state == PX_CONNECTING ||
-		      c->state == PX_UPCONNECT) &&
-		     (c->side == PX_EXPLICIT || c->fixed)) ||
-		    (c->state == PX_HTTP && (c->nfifo == 0 || !c->fifo[0].head_sent));
-	if (c->nfifo > 0) {
-		px_log_request(c, &c->fifo[0], decision, status);
-		c->logged = true;
-	} else {
-		px_log_conn(c, decision, rule, status, msg);
-	}
-	close_upstream(c);
-	px_tunnel_free(c);
-	if (!http || c->cfd < 0) {
-		px_close(c);
-		return;
-	}
-	char head[256];
-	int hn = snprintf(head, sizeof(head),
-			  "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-			  "Content-Length: %zu\r\nConnection: close\r\n"
-			  "X-Agentbox-Decision: %s\r\n\r\n",
-			  status, ab_http_status_text(status),
-			  strlen(msg) + 1 + (strncmp(msg, "agentbox", 8) ? 10 : 0), decision);
-	/* toc keeps what it holds: only complete earlier responses (a partial one
-	 * made http false above), which the client is owed before this answer */
-	px_buf_free(&c->in);
-	c->nfifo = 0;
-	bool own = strncmp(msg, "agentbox", 8) == 0; /* already says who speaks */
-	if (px_buf_append(&c->toc, head, (size_t)hn) < 0 ||
-	    (!own && px_buf_append(&c->toc, "agentbox: ", 10) < 0) ||
-	    px_buf_append(&c->toc, msg, strlen(msg)) < 0 || px_buf_append(&c->toc, "\n", 1) < 0) {
-		px_close(c);
-		return;
-	}
-	c->state = PX_CLOSING;
-	c->deadline = ab_now_ms() + 10000;
-	px_update(c);
-}
-
-/* ------------------------------------------------------------ decisions */
-
-/* Policy for host:port; fills c->host/port/rule.  Returns 0 to go on, or
- * -1 after answering the client. */
-int px_decide(px_conn *c, const char *host, unsigned port)
-{
-	ab_proxy *px = c->px;
-	char norm[AB_HOST_BUF], shown[80];
-	int k = ab_host_normalize(host, norm, sizeof(norm));
-	if (k < 0) {
-		sanitize(shown, sizeof(shown), host, strlen(host));
-		snprintf(c->host, sizeof(c->host), "%s", "invalid");
-		c->port = (uint16_t)port;
-		px_fail(c, 400, "deny", "invalid-host", "'%s' is not a valid host name (%s)", shown,
-			ab_host_strerror(k));
-		return -1;
-	}
-	snprintf(c->host, sizeof(c->host), "%s", norm);
-	c->port = (uint16_t)port;
-	const ab_netrule *rule = NULL;
-	ab_netverdict v = ab_netpolicy_check(&px->pol, norm, port, &rule);
-	switch (v) {
-	case AB_NET_ALLOW:
-		snprintf(c->rule, sizeof(c->rule), "%s", rule ? rule->text : "allow");
-		return 0;
-	case AB_NET_DENY:
-		px_fail(c, 403, "deny", rule ? rule->text : "deny",
-			"%s:%u is denied by rule '%s' of profile '%s' (network.deny)", norm, port,
-			rule ? rule->text : "?", px->profile);
-		return -1;
-	case AB_NET_INVALID:
-		px_fail(c, 400, "deny", "invalid-host", "%s:%u is not a valid destination", norm,
-			port);
-		return -1;
-	default:
-		px_fail(c, 403, "deny", "not-listed",
-			"%s:%u is not in the allowlist of profile '%s' (add it under "
-			"network.allow)",
-			norm, port, px->profile);
-		return -1;
-	}
-}
-
 /* ------------------------------------------------------------ dialling */
+
+static void on_upstream(ab_loop *l, int fd, unsigned ev, void *data);
 
 static void fmt_addr(const struct sockaddr *sa, char *out, size_t n)
 {
@@ -759,14 +280,13 @@ static void up_connect_read(px_conn *c)
 			c->px->up_host, (unsigned)c->px->up_port);
 		return;
 	}
-	ab_http_resp *rs = malloc(sizeof(*rs));
+	_cleanup_free_ ab_http_resp *rs = malloc(sizeof(*rs));
 	if (!rs) {
 		px_close(c);
 		return;
 	}
 	int r = ab_http_parse_response_head(c->back.p, c->back.len, NULL, rs);
 	int code = rs->code;
-	free(rs);
 	if (r == 0)
 		return;
 	if (r < 0 || code < 200 || code > 299) {
@@ -813,147 +333,6 @@ void px_connected(px_conn *c)
 	px_http_start(c);
 }
 
-/* ------------------------------------------------------------ events */
-
-static void head_read(px_conn *c)
-{
-	ssize_t n = px_buf_read(&c->in, c->cfd, 16384);
-	if (n == -EAGAIN)
-		return;
-	if (n == 0 && c->in.len) {
-		/* the client closed its side (it may still read) inside a head */
-		px_fail(c, 400, "deny", "incomplete",
-			"incomplete request: the client closed its side inside the request head");
-		return;
-	}
-	if (n <= 0) {
-		px_close(c); /* EOF or error before a request: nothing to log */
-		return;
-	}
-	px_head_process(c);
-}
-
-/* An explicit request head at the front of c->in: CONNECT, or the first
- * absolute-form request for a destination. */
-void px_head_process(px_conn *c)
-{
-	close_upstream(c); /* a new destination (or the first) */
-	c->state = PX_HEAD;
-	c->is_connect = false;
-	c->fixed = false;
-	c->logged = false;
-	c->t0 = ab_now_ms();
-	c->up = c->down = 0;
-	c->dialled[0] = '\0';
-	c->path[0] = '\0';
-	ab_http_req *req = malloc(sizeof(*req));
-	if (!req) {
-		px_close(c);
-		return;
-	}
-	int r = ab_http_parse_head(c->in.p, c->in.len, NULL, req);
-	if (r == 0) { /* the deadline set when the head began still holds */
-		free(req);
-		px_update(c);
-		return;
-	}
-	if (r < 0) {
-		snprintf(c->method, sizeof(c->method), "?");
-		px_fail(c, req->status, "deny", "malformed", "malformed request: %s", req->reason);
-		free(req);
-		return;
-	}
-	sanitize(c->method, sizeof(c->method), c->in.p + req->method_tok.off, req->method_tok.len);
-	if (req->form == AB_HTTP_AUTHORITY) {
-		char host[AB_HOST_INPUT_MAX + 1];
-		sanitize(host, sizeof(host), c->in.p + req->host.off, req->host.len);
-		unsigned port = req->port_num;
-		px_buf_consume(&c->in, (size_t)r);
-		free(req);
-		c->is_connect = true;
-		if (px_decide(c, host, port) == 0)
-			px_dial(c);
-		return;
-	}
-	if (req->form != AB_HTTP_ABSOLUTE) {
-		free(req);
-		px_fail(c, 400, "deny", "not-a-proxy-request",
-			"this is agentbox's egress proxy: send absolute-form requests "
-			"(http://host/path) or CONNECT host:port");
-		return;
-	}
-	char host[AB_HOST_INPUT_MAX + 1];
-	sanitize(host, sizeof(host), c->in.p + req->host.off, req->host.len);
-	unsigned port = req->port_num;
-	px_copy_path(c->path, sizeof(c->path), c->in.p + req->path.off, req->path.len);
-	if (!c->path[0])
-		snprintf(c->path, sizeof(c->path), "/");
-	free(req);
-	/* the HTTP engine parses the head again, with its body */
-	if (px_decide(c, host, port) == 0)
-		px_dial(c);
-}
-
-static void on_client(ab_loop *l, int fd, unsigned ev, void *data)
-{
-	px_conn *c = data;
-	switch (c->state) {
-	case PX_HEAD:
-		if (ev & AB_EV_WRITE) {
-			ssize_t n = px_buf_write(&c->toc, c->cfd);
-			if (n < 0 && n != -EAGAIN) {
-				px_close(c);
-				return;
-			}
-		}
-		if (ev & (AB_EV_READ | AB_EV_HUP | AB_EV_ERR))
-			head_read(c);
-		else
-			px_update(c);
-		return;
-	case PX_HELLO:
-		if (ev & AB_EV_WRITE) {
-			ssize_t n = px_buf_write(&c->toc, c->cfd);
-			if (n < 0 && n != -EAGAIN) {
-				px_close(c);
-				return;
-			}
-		}
-		px_hello(c);
-		return;
-	case PX_TUNNEL:
-		px_tunnel_pump(c, true, false);
-		return;
-	case PX_HTTP:
-		px_http_pump(c);
-		return;
-	case PX_TLS_ACCEPT:
-		px_tls_pump(c);
-		return;
-	case PX_CLOSING: {
-		ssize_t n = px_io_write(c, false, &c->toc);
-		if ((n < 0 && n != -EAGAIN) || (!c->toc.len && !c->c_ssl_ww)) {
-			shutdown(c->cfd, SHUT_WR);
-			px_close(c);
-		}
-		return;
-	}
-	default: /* dialling: toc may still hold the previous destination's answers */
-		if (ev & AB_EV_WRITE) {
-			ssize_t n = px_buf_write(&c->toc, c->cfd);
-			if (n < 0 && n != -EAGAIN) {
-				px_close(c);
-				return;
-			}
-		}
-		if (ev & (AB_EV_HUP | AB_EV_ERR))
-			px_close(c);
-		else
-			px_update(c);
-		return;
-	}
-}
-
 static void on_upstream(ab_loop *l, int fd, unsigned ev, void *data)
 {
 	px_conn *c = data;
@@ -994,6 +373,8 @@ static void on_upstream(ab_loop *l, int fd, unsigned ev, void *data)
 		return;
 	}
 }
+
+/* ------------------------------------------------------------ accepting */
 
 static px_conn *conn_new(ab_proxy *px, int fd, enum px_side side)
 {
@@ -1047,9 +428,9 @@ static void on_resume(ab_loop *l, uint64_t id, void *data)
 	ab_loop_modify(l, p->fd, AB_EV_READ);
 }
 
-void px_accept_failed(px_pause *p)
+void px_accept_failed(px_pause *p, int e)
 {
-	if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM)
+	if (e != EMFILE && e != ENFILE && e != ENOBUFS && e != ENOMEM)
 		return; /* EAGAIN, or a connection that died in the queue */
 	if (p->timer)
 		return;
@@ -1074,7 +455,7 @@ static void on_accept(ab_loop *l, int fd, unsigned ev, void *data)
 	for (int i = 0; i < 64; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (cfd < 0) {
-			px_accept_failed(&ls->pause);
+			px_accept_failed(&ls->pause, errno);
 			return;
 		}
 		if (px->nconns >= AB_PROXY_MAX_CONNS) {
@@ -1097,7 +478,7 @@ static void on_accept(ab_loop *l, int fd, unsigned ev, void *data)
 			close(cfd);
 			continue;
 		}
-		if (ab_loop_watch(l, cfd, 0, on_client, c) < 0) {
+		if (ab_loop_watch(l, cfd, 0, px_on_client, c) < 0) {
 			px_close(c);
 			continue;
 		}
@@ -1190,10 +571,15 @@ static int parse_map(const char *kv, px_map *m, ab_err *err)
 	return 0;
 }
 
+static void proxy_freep(ab_proxy **px)
+{
+	ab_proxy_free(*px);
+}
+
 int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **out,
 		 ab_err *err)
 {
-	ab_proxy *px = calloc(1, sizeof(*px));
+	_cleanup_(proxy_freep) ab_proxy *px = calloc(1, sizeof(*px));
 	if (!px)
 		return ab_fail(err, ENOMEM, "proxy");
 	px->audit = audit;
@@ -1215,22 +601,16 @@ int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **
 	for (size_t i = 0; !r && i < plan->grants.n; i++)
 		if (json_array_append_new(px->grants, json_string(plan->grants.v[i])) < 0)
 			r = ab_fail(err, ENOMEM, "proxy");
-	if (r < 0) {
-		ab_proxy_free(px);
+	if (r < 0)
 		return r;
-	}
 	if (plan->upstream_host) {
 		px->up_host = strdup(plan->upstream_host);
 		px->up_port = plan->upstream_port;
-		if (!px->up_host || ab_strv_copy(&px->no_proxy, &plan->no_proxy) < 0) {
-			ab_proxy_free(px);
+		if (!px->up_host || ab_strv_copy(&px->no_proxy, &plan->no_proxy) < 0)
 			return ab_fail(err, ENOMEM, "proxy");
-		}
 	}
-	if (plan->ca_file && !(px->ca_file = strdup(plan->ca_file))) {
-		ab_proxy_free(px);
+	if (plan->ca_file && !(px->ca_file = strdup(plan->ca_file)))
 		return ab_fail(err, ENOMEM, "proxy");
-	}
 	px->transparent = plan->transparent;
 	px->proxy_port = plan->proxy_port;
 	/* every tunnel holds two sockets and two pipes: make room */
@@ -1239,7 +619,7 @@ int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **
 		rl.rlim_cur = rl.rlim_max;
 		(void)setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	*out = px;
+	*out = TAKE_PTR(px);
 	return 0;
 }
 
@@ -1296,8 +676,6 @@ int ab_proxy_add_listener(ab_proxy *px, int kind, uint16_t port, int fd)
 	return 0;
 }
 
-static void ctl_close(struct ctl_conn *k);
-
 void ab_proxy_shutdown(ab_proxy *px)
 {
 	if (!px)
@@ -1312,14 +690,7 @@ void ab_proxy_shutdown(ab_proxy *px)
 		close(px->lst[i].fd);
 	}
 	px->nlst = 0;
-	if (px->ctl_fd > 0) {
-		px_pause_cancel(&px->ctl_pause);
-		ab_loop_unwatch(px->loop, px->ctl_fd);
-		close(px->ctl_fd);
-		px->ctl_fd = -1;
-	}
-	while (px->ctls)
-		ctl_close(px->ctls);
+	px_ctl_shutdown(px);
 	if (px->loop && px->sweep)
 		ab_loop_timer_cancel(px->loop, px->sweep);
 	px->sweep = 0;
@@ -1371,140 +742,4 @@ void ab_proxy_free(ab_proxy *px)
 	free(px->profile);
 	json_decref(px->grants);
 	free(px);
-}
-
-/* ------------------------------------------------------------ control socket */
-
-typedef struct ctl_conn {
-	struct ctl_conn *prev, *next;
-	ab_proxy *px;
-	int fd;
-	pid_t pid;
-	px_buf in;
-} ctl_conn;
-
-static void ctl_close(ctl_conn *k)
-{
-	ab_loop_unwatch(k->px->loop, k->fd);
-	close(k->fd);
-	px_buf_free(&k->in);
-	if (k->prev)
-		k->prev->next = k->next;
-	else
-		k->px->ctls = k->next;
-	if (k->next)
-		k->next->prev = k->prev;
-	free(k);
-}
-
-static void ctl_line(ctl_conn *k, char *line, px_buf *ans)
-{
-	ab_proxy *px = k->px;
-	char msg[sizeof(((ab_err *)0)->msg) + 16];
-	if (strncmp(line, "allow ", 6) != 0) {
-		snprintf(msg, sizeof(msg), "error unknown request\n");
-		px_buf_append(ans, msg, strlen(msg));
-		return;
-	}
-	ab_err e = {0};
-	ab_netrule r;
-	if (ab_netrule_parse(line + 6, &r, &e) < 0 ||
-	    ab_netpolicy_add(&px->pol, AB_NETLIST_ALLOW, line + 6, &e) < 0) {
-		snprintf(msg, sizeof(msg), "error %s\n", e.msg);
-		px_buf_append(ans, msg, strlen(msg));
-		return;
-	}
-	char note[96] = "";
-	if (px->transparent && r.port && r.port != 80 && r.port != 443) {
-		bool have = false;
-		for (size_t i = 0; i < px->nlst; i++)
-			have |= px->lst[i].kind == AB_LISTEN_TRANSPARENT && px->lst[i].port == r.port;
-		if (!have)
-			snprintf(note, sizeof(note), " (port %u through the proxy variables only)",
-				 (unsigned)r.port);
-	}
-	snprintf(msg, sizeof(msg), "ok %s%s\n", r.text, note);
-	px_buf_append(ans, msg, strlen(msg));
-	json_t *ev = json_object();
-	json_object_set_new(ev, "event", json_string("policy"));
-	json_object_set_new(ev, "action", json_string("allow"));
-	json_object_set_new(ev, "rule", json_string(r.text));
-	json_object_set_new(ev, "by_pid", json_integer(k->pid));
-	ab_audit_emit(px->audit, ev);
-}
-
-static void on_ctl(ab_loop *l, int fd, unsigned ev, void *data)
-{
-	ctl_conn *k = data;
-	ssize_t n = px_buf_read(&k->in, fd, 4096);
-	if (n == -EAGAIN)
-		return;
-	if (n > 0 && k->in.len < AB_CONTROL_MAX_REQUEST)
-		return; /* until the client's EOF */
-	if (n < 0 || k->in.len >= AB_CONTROL_MAX_REQUEST) {
-		ctl_close(k);
-		return;
-	}
-	px_buf ans = {0};
-	px_buf_append(&k->in, "", 1);
-	for (char *line = k->in.p, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-		nl = strchr(line, '\n');
-		if (nl)
-			*nl = '\0';
-		if (*line)
-			ctl_line(k, line, &ans);
-	}
-	int fl = fcntl(fd, F_GETFL);
-	(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-	struct timeval tv = {1, 0};
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (ans.len)
-		(void)!send(fd, ans.p, ans.len, MSG_NOSIGNAL);
-	px_buf_free(&ans);
-	ctl_close(k);
-}
-
-static void on_ctl_accept(ab_loop *l, int fd, unsigned ev, void *data)
-{
-	ab_proxy *px = data;
-	for (int i = 0; i < 8; i++) {
-		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (cfd < 0) {
-			px_accept_failed(&px->ctl_pause);
-			return;
-		}
-		struct ucred cr;
-		socklen_t cl = sizeof(cr);
-		/* only the user who started the sandbox may widen it (root too
-		 * goes through that user: control.h) */
-		if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.uid != getuid()) {
-			close(cfd);
-			continue;
-		}
-		ctl_conn *k = calloc(1, sizeof(*k));
-		if (!k) {
-			close(cfd);
-			continue;
-		}
-		*k = (ctl_conn){.px = px, .fd = cfd, .pid = cr.pid, .next = px->ctls};
-		if (ab_loop_watch(l, cfd, AB_EV_READ, on_ctl, k) < 0) {
-			close(cfd);
-			free(k);
-			continue;
-		}
-		if (px->ctls)
-			px->ctls->prev = k;
-		px->ctls = k;
-	}
-}
-
-int ab_proxy_control(ab_proxy *px, int fd, ab_err *err)
-{
-	if (ab_loop_watch(px->loop, fd, AB_EV_READ, on_ctl_accept, px) < 0) {
-		close(fd);
-		return ab_fail(err, errno, "control socket");
-	}
-	px->ctl_fd = fd;
-	px->ctl_pause = (px_pause){.px = px, .fd = fd};
-	return 0;
 }

@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internals shared by the egress proxy's files (parent only):
- *   proxy.c   listeners, connections, decisions, dialling, timeouts, logging
- *   pxhttp.c  plain-HTTP forwarding (request/response framing, pipelining)
- *   pxtunnel.c the ClientHello/Host check of tunnels and the splice relay
- *   dnsd.c    the DNS responder and the synthetic address table
+ *   proxy.c    set-up, listeners and accept, resolving and dialling, timeouts
+ *   pxconn.c   a connection: buffers, loop interest, refusals, closing, the
+ *              explicit request head and the policy decision
+ *   pxlog.c    the audit lines
+ *   pxctl.c    the serving side of `agentbox allow`
+ *   pxhttp.c   plain-HTTP forwarding (request/response framing, pipelining)
+ *   pxbroker.c what credential brokering does to HTTP: placeholders swapped
+ *              or refused, responses masked, token refreshes captured
+ *   pxscan.c   bodies through a scanner (de-chunked and re-chunked)
+ *   pxtls.c    interception (TLS both ways), its I/O, masked WebSockets
+ *   pxtunnel.c the ClientHello/Host check of tunnels and the relay
+ *   dnsd.c     the DNS responder and the synthetic address table
+ * Functions that can fail return a negative errno, as everywhere else.
  */
 #ifndef AGENTBOX_PROXY_INT_H
 #define AGENTBOX_PROXY_INT_H
@@ -44,6 +53,8 @@ void px_buf_free(px_buf *b);
 ssize_t px_buf_read(px_buf *b, int fd, size_t want);
 /* write(2) from the front; returns bytes written or -errno (-EAGAIN) */
 ssize_t px_buf_write(px_buf *b, int fd);
+/* A buffer wiped and freed when its variable goes out of scope. */
+#define _cleanup_px_buf_ _cleanup_(px_buf_free)
 
 enum px_side { PX_EXPLICIT, PX_TRANSPARENT };
 
@@ -242,35 +253,47 @@ struct ab_proxy {
 };
 
 /* proxy.c */
-/* accept4() just failed (errno): pause p's listener when that was
+/* accept4() just failed with errno E: pause p's listener when that was
  * exhaustion; px_pause_cancel() before the listener is closed */
-void px_accept_failed(px_pause *p);
+void px_accept_failed(px_pause *p, int e);
 void px_pause_cancel(px_pause *p);
+void px_dial(px_conn *c);
+void px_connected(px_conn *c);
+
+/* pxconn.c */
 void px_update(px_conn *c);
 void px_close(px_conn *c);
 void px_fail(px_conn *c, int status, const char *decision, const char *rule, const char *fmt,
 	     ...) __attribute__((format(printf, 5, 6)));
+int px_decide(px_conn *c, const char *host, unsigned port);
+void px_head_process(px_conn *c);
+/* the loop's callback for client sockets */
+void px_on_client(ab_loop *l, int fd, unsigned ev, void *data);
+
+/* pxlog.c */
 void px_log_request(px_conn *c, const px_req *r, const char *decision, int status);
 void px_log_exfil(px_conn *c, const px_req *r, int status);
 void px_log_refused(px_conn *c, const px_req *r, const char *rule, int status,
 		    const char *reason);
-int px_decide(px_conn *c, const char *host, unsigned port);
-void px_dial(px_conn *c);
-void px_connected(px_conn *c);
-void px_head_process(px_conn *c);
+void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
+		 const char *reason);
+
+/* pxctl.c */
+/* Close the control socket and its connections. */
+void px_ctl_shutdown(ab_proxy *px);
 
 /* pxscan.c */
-/* The server's WebSocket bytes read so far (c->wsraw), cut into frames:
- * heads as they are, payloads through the masking scanner, which releases
- * what it holds where a message ends (FIN); each frame goes out once its
- * payload is out of the scanner.  Appends to B; 0 or -1 (a frame the
- * scanner could not see into, or no memory: close). */
-int px_ws_cut(px_conn *c, px_buf *b);
 void px_scan_begin(px_scanpass *sp, ab_scanner *s, bool chunked);
 int px_scan_pass(px_scanpass *sp, const char *p, size_t n, bool done, px_buf *dst,
 		 ab_scan_hit *hit);
 
 /* pxtls.c */
+/* The server's WebSocket bytes read so far (c->wsraw), cut into frames:
+ * heads as they are, payloads through the masking scanner, which releases
+ * what it holds where a message ends (FIN); each frame goes out once its
+ * payload is out of the scanner.  Appends to B; 0, or a negative errno
+ * (-EPROTO: a frame the scanner could not see into; -ENOMEM...): close. */
+int px_ws_cut(px_conn *c, px_buf *b);
 ssize_t px_io_read(px_conn *c, bool up, px_buf *b, size_t want);
 ssize_t px_io_write(px_conn *c, bool up, px_buf *b);
 bool px_io_pending(const px_conn *c);
@@ -279,18 +302,43 @@ void px_intercept_start(px_conn *c);
 void px_tls_pump(px_conn *c);
 void px_tls_free(px_conn *c);
 void px_tls_tunnel_pump(px_conn *c);
-void px_kick(ab_loop *l, uint64_t id, void *data);
-void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
-		 const char *reason);
 
 /* pxhttp.c */
+bool px_hdr_is(const char *buf, ab_http_span name, const char *want);
 void px_copy_path(char *out, size_t n, const char *p, size_t len);
 void px_http_free(px_conn *c);
-/* a token refresh changed the secrets: new masking set (old ones kept) */
-int px_rotated(struct ab_proxy *px);
 void px_http_start(px_conn *c);
 void px_http_pump(px_conn *c);
 void px_http_upstream_gone(px_conn *c);
+/* the response at the front of c->fifo is complete: logged and dropped */
+void px_finish_response(px_conn *c);
+/* timer: TLS holds decrypted bytes no event announces */
+void px_kick(ab_loop *l, uint64_t id, void *data);
+
+/* pxbroker.c */
+/* Swap the placeholders of the upstream-bound HEAD (freed) and queue it;
+ * e records the secrets.  The head's length, -EACCES (c->exfil says why)
+ * or another negative errno. */
+int px_swap_head(px_conn *c, px_req *e, px_buf *head);
+/* A request body of CHUNKED framing starts: a new placeholder scanner. */
+int px_body_scan_start(px_conn *c, bool chunked);
+/* Body bytes through the placeholder scanner to c->out: 0, -EACCES (c->exfil
+ * says why) or another negative errno. */
+int px_body_out(px_conn *c, const char *p, size_t n, bool done);
+/* Scan body bytes that arrived with their head on a scanner of their own
+ * (the real pass comes later): 0, or -EACCES (c->exfil says why). */
+int px_body_prescan(px_conn *c, const char *p, size_t n, bool chunked);
+/* Masking starts afresh for a head (CHUNKED false) or a body. */
+int px_resp_begin(px_conn *c, bool chunked);
+/* Response bytes to the client (masked when intercepted); DONE: the message
+ * ends here, what the scanner held is released. */
+int px_resp_out(px_conn *c, const char *p, size_t n, bool done);
+/* A token refresh changed the secrets: a new masking set (the old ones kept). */
+int px_rotated(struct ab_proxy *px);
+/* A token refresh's whole response is in c->rot: its tokens swapped, saved
+ * on the host, the placeholders sent on; else a 502.  0, or a negative
+ * errno when c is closing. */
+int px_finish_capture(px_conn *c);
 
 /* pxtunnel.c */
 void px_hello(px_conn *c);

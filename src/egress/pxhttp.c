@@ -6,7 +6,9 @@
  * (src/parse/http.c) and checked against the destination; bodies are framed both
  * ways (ab_http_framer), so persistent connections and pipelining work and
  * the upstream changes only between responses.  One upstream connection per
- * client connection, reused while the destination stays the same.
+ * client connection, reused while the destination stays the same.  What
+ * credential brokering does to these streams (placeholders, masking, token
+ * refreshes) is in pxbroker.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,7 +21,7 @@
 #include "agentbox/credfile.h"
 #include "proxy_int.h"
 
-static bool hdr_is(const char *buf, ab_http_span name, const char *want)
+bool px_hdr_is(const char *buf, ab_http_span name, const char *want)
 {
 	return name.len == strlen(want) && strncasecmp(buf + name.off, want, name.len) == 0;
 }
@@ -100,13 +102,13 @@ static int forward_head(px_conn *c, const ab_http_req *q, const char *buf, px_bu
 	r |= px_buf_append(o, q->version_minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
 	for (size_t i = 0; i < q->n_headers; i++) {
 		const ab_http_header *h = &q->headers[i];
-		if (hdr_is(buf, h->name, "proxy-connection") ||
-		    hdr_is(buf, h->name, "proxy-authorization"))
+		if (px_hdr_is(buf, h->name, "proxy-connection") ||
+		    px_hdr_is(buf, h->name, "proxy-authorization"))
 			continue;
 		/* masking cannot see into compressed responses, nor into
 		 * compressed WebSocket frames (permessage-deflate) */
-		if (c->intercepted && (hdr_is(buf, h->name, "accept-encoding") ||
-				       hdr_is(buf, h->name, "sec-websocket-extensions")))
+		if (c->intercepted && (px_hdr_is(buf, h->name, "accept-encoding") ||
+				       px_hdr_is(buf, h->name, "sec-websocket-extensions")))
 			continue;
 		r |= px_buf_append(o, buf + h->name.off, h->name.len);
 		r |= px_buf_append(o, ": ", 2);
@@ -134,65 +136,34 @@ static bool owed(const px_conn *c)
 	return c->nfifo || c->in_resp_body;
 }
 
+/* The engine's steps return 1 (go on), 0 (wait for bytes, or for the
+ * responses owed) or a negative errno once c is no longer theirs to touch:
+ * closed (why: -ENOMEM, -EBADMSG...), answered with a refusal and closing
+ * (-EACCES...), or handed on to another destination or to a tunnel
+ * (HANDED_ON, which is no failure). */
+#define HANDED_ON (-EINPROGRESS)
+
+/* Close c for the reason E (a negative errno), returned. */
+static int gone(px_conn *c, int e)
+{
+	px_close(c);
+	return e;
+}
+
 /* A request or response is moving: the idle timeout starts again. */
 static void alive(px_conn *c)
 {
 	c->deadline = ab_now_ms() + AB_PROXY_IDLE_MS;
 }
 
-/* Refuse the request at the front of c->in (q is freed): now, or once the
- * responses owed are out.  Returns what one_request returns. */
-static int refuse(px_conn *c, ab_http_req *q, int status, const char *rule, const char *msg)
+/* Refuse the request at the front of c->in: now, or once the responses
+ * owed are out.  Returns what one_request returns. */
+static int refuse(px_conn *c, int status, const char *rule, const char *msg)
 {
-	free(q);
 	if (owed(c))
 		return 0;
 	px_fail(c, status, "deny", rule, "%s", msg);
-	return -1;
-}
-
-/* Credential brokering: swap the placeholders of the upstream-bound head
- * (or find one where it must not be), then queue it.  Returns the head's
- * length, -EACCES (blocked: e->path names the place) or another -errno. */
-static int swap_secrets(px_conn *c, px_req *e, px_buf *head)
-{
-	const ab_broker *b = c->px->broker;
-	if (!b) {
-		int r = px_buf_append(&c->out, head->p, head->len);
-		int n = (int)head->len;
-		px_buf_free(head);
-		return r < 0 ? -ENOMEM : n;
-	}
-	char *out = NULL;
-	size_t outlen = 0;
-	ab_swap_result res;
-	int r = ab_secrets_rewrite_head(b->secs, b->n, c->host, c->port, head->p, head->len, &out,
-					&outlen, &res);
-	px_buf_free(head); /* placeholders only */
-	if (r < 0)
-		return r;
-	if (res.blocked) {
-		ab_swap_explain(&res, c->exfil, sizeof(c->exfil));
-		ab_secrets_wipe_free(out, outlen);
-		return -EACCES;
-	}
-	if (res.injected && !c->intercepted) {
-		/* a secret's host reached over plain HTTP: the value would cross the
-		 * network in clear and come back unmasked */
-		ab_secrets_wipe_free(out, outlen);
-		char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
-		ab_secrets_names(b->secs, b->n, res.injected, names, sizeof(names));
-		snprintf(c->exfil, sizeof(c->exfil),
-			 "agentbox: the placeholder of %.300s would be sent to %.260s:%u over plain HTTP; "
-			 "secrets are only sent over TLS (use https://)",
-			 names, c->host, (unsigned)c->port);
-		return -EACCES;
-	}
-	e->secrets = res.injected;
-	e->elsewhere_head = res.elsewhere;
-	r = px_buf_append(&c->out, out, outlen);
-	ab_secrets_wipe_free(out, outlen); /* the real value: c->out is wiped as it drains */
-	return r < 0 ? -ENOMEM : (int)outlen;
+	return -EACCES;
 }
 
 /* A placeholder where its secret may not go: 403, logged as exfiltration. */
@@ -203,101 +174,12 @@ static int refuse_exfil(px_conn *c, px_req *e)
 	px_log_exfil(c, e, 403);
 	c->logged = true; /* px_fail: answer only */
 	px_fail(c, 403, "deny", "exfiltration", "%s", c->exfil);
-	return -1;
-}
-
-static int start_body_scan(px_conn *c, bool chunked)
-{
-	const ab_broker *b = c->px->broker;
-	ab_err err = {0};
-	if (c->bscan)
-		ab_scanner_free(c->bscan); /* before its set: it reads the set */
-	ab_scan_set_free(c->bset);
-	c->bset = NULL;
-	if (ab_secrets_body_set(b->secs, b->n, c->host, c->port, &c->bset, &err) < 0)
-		return -1;
-	if (!c->bscan && !(c->bscan = calloc(1, sizeof(*c->bscan))))
-		return -1;
-	if (ab_scanner_init(c->bscan, c->bset) < 0)
-		return -1;
-	px_scan_begin(&c->bpass, c->bscan, chunked);
-	return 0;
-}
-
-/* The secrets whose placeholders the body scanner has masked so far (their
- * names go to the request's audit line; pattern i is secret i). */
-static uint64_t body_masked(const px_conn *c)
-{
-	const ab_broker *b = c->px->broker;
-	uint64_t m = 0;
-	for (size_t i = 0; c->bscan && i < b->n && i < AB_SECRETS_MAX; i++)
-		if (ab_scanner_count(c->bscan, i) && ab_secret_masks_body(&b->secs[i], c->host, c->port))
-			m |= (uint64_t)1 << i;
-	return m;
-}
-
-/* The secrets whose placeholders the body scanner has let through unchanged
- * so far (not bound to this host: ab_secret_forwards_elsewhere). */
-static uint64_t body_elsewhere(const px_conn *c)
-{
-	const ab_broker *b = c->px->broker;
-	uint64_t m = 0;
-	for (size_t i = 0; c->bscan && i < b->n && i < AB_SECRETS_MAX; i++)
-		if (ab_scanner_count(c->bscan, i) &&
-		    ab_secret_forwards_elsewhere(&b->secs[i], c->host, c->port))
-			m |= (uint64_t)1 << i;
-	return m;
-}
-
-/* Body bytes through the placeholder scanner (held-back bytes come later).
- * Returns 0, or -EACCES when a placeholder may not go to this host. */
-static int body_out(px_conn *c, const char *p, size_t n, bool done)
-{
-	if (!c->bscan)
-		return px_buf_append(&c->out, p, n);
-	ab_scan_hit hit = {0};
-	int r = px_scan_pass(&c->bpass, p, n, done, &c->out, &hit);
-	if (c->nfifo) {
-		c->fifo[c->nfifo - 1].masked_in_body |= body_masked(c);
-		c->fifo[c->nfifo - 1].elsewhere_body |= body_elsewhere(c);
-	}
-	if (r == -EACCES) {
-		const ab_broker *b = c->px->broker;
-		ab_swap_result res;
-		ab_secrets_body_blocked(b->secs, b->n, c->host, c->port, &hit, &res);
-		ab_swap_explain(&res, c->exfil, sizeof(c->exfil));
-	}
-	return r;
-}
-
-/* Scan body bytes that arrived with their head, on a scanner of their own
- * (the real pass comes later).  -EACCES (c->exfil says why) or 0. */
-static int prescan_body(px_conn *c, const char *p, size_t n, bool chunked)
-{
-	ab_scanner s;
-	if (ab_scanner_init(&s, c->bset) < 0)
-		return -ENOMEM;
-	px_scanpass sp;
-	px_buf sink = {0};
-	ab_scan_hit hit = {0};
-	px_scan_begin(&sp, &s, chunked);
-	int r = px_scan_pass(&sp, p, n, false, &sink, &hit);
-	if (sink.p)
-		explicit_bzero(sink.p, sink.len);
-	px_buf_free(&sink);
-	ab_scanner_free(&s);
-	if (r == -EACCES) {
-		const ab_broker *b = c->px->broker;
-		ab_swap_result res;
-		ab_secrets_body_blocked(b->secs, b->n, c->host, c->port, &hit, &res);
-		ab_swap_explain(&res, c->exfil, sizeof(c->exfil));
-	}
-	return r;
+	return -EACCES;
 }
 
 /* Queue the request (r bytes of head at the front of c->in) for the
- * upstream.  Returns 1, or -1 when c is gone. */
-static int forward_request(px_conn *c, ab_http_req *q, int r)
+ * upstream.  Returns 1, or a negative errno when c was refused or closed. */
+static int forward_request(px_conn *c, const ab_http_req *q, int r)
 {
 	px_req *e = &c->fifo[c->nfifo];
 	memset(e, 0, sizeof(*e));
@@ -316,35 +198,27 @@ static int forward_request(px_conn *c, ab_http_req *q, int r)
 	e->upgrade = q->conn_upgrade && q->has_upgrade;
 	e->ws = e->upgrade && q->upgrade_websocket;
 	e->close = q->conn_close || (q->version_minor == 0 && !q->conn_keep_alive);
-	px_buf head = {0};
+	_cleanup_px_buf_ px_buf head = {0};
 	int hn = forward_head(c, q, c->in.p, &head);
 	bool chunked = q->chunked;
 	uint64_t cl = q->has_content_length ? q->content_length : 0;
-	free(q);
-	if (hn < 0) {
-		px_buf_free(&head);
-		px_close(c);
-		return -1;
-	}
+	if (hn < 0)
+		return gone(c, hn);
 	if (c->px->broker && (chunked || cl)) {
-		if (start_body_scan(c, chunked) < 0) {
-			px_buf_free(&head);
-			px_close(c);
-			return -1;
-		}
+		int k = px_body_scan_start(c, chunked);
+		if (k < 0)
+			return gone(c, k);
 		/* the part of the body already here decides before the head leaves:
 		 * a refusal is then still a 403, not a cut */
 		size_t have = c->in.len - (size_t)r;
 		if (!chunked && have > cl)
 			have = (size_t)cl;
-		if (have && prescan_body(c, c->in.p + r, have, chunked) == -EACCES) {
-			px_buf_free(&head);
+		if (have && px_body_prescan(c, c->in.p + r, have, chunked) == -EACCES)
 			return refuse_exfil(c, e);
-		}
 	}
-	hn = swap_secrets(c, e, &head);
+	hn = px_swap_head(c, e, &head);
 	if (hn < 0)
-		return hn == -EACCES ? refuse_exfil(c, e) : (px_close(c), -1);
+		return hn == -EACCES ? refuse_exfil(c, e) : gone(c, hn);
 	e->up = (uint64_t)hn;
 	c->nfifo++;
 	px_buf_consume(&c->in, (size_t)r); /* q's spans pointed in there: not used after */
@@ -356,57 +230,52 @@ static int forward_request(px_conn *c, ab_http_req *q, int r)
 	return 1;
 }
 
-/* Returns 1 to go on, 0 to wait for more bytes (or for the responses
- * owed), -1 when c changed state or is gone (stop touching it). */
+/* One request head at the front of c->in: forwarded, refused, or the
+ * connection handed on (a step of the engine, above). */
 static int one_request(px_conn *c)
 {
-	ab_http_req *q = malloc(sizeof(*q));
-	if (!q) {
-		px_close(c);
-		return -1;
-	}
+	_cleanup_free_ ab_http_req *q = malloc(sizeof(*q));
+	if (!q)
+		return gone(c, -ENOMEM);
 	int r = ab_http_parse_head(c->in.p, c->in.len, NULL, q);
 	if (r == 0 && c->c_eof) /* the rest of the head will never come */
-		return refuse(c, q, 400, "incomplete",
+		return refuse(c, 400, "incomplete",
 			      "incomplete request: the client closed its side inside the request head");
-	if (r == 0) {
-		free(q);
+	if (r == 0)
 		return 0;
-	}
 	char msg[AB_HOST_BUF * 2 + 96];
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "malformed request: %s", q->reason);
-		return refuse(c, q, q->status, "malformed", msg);
+		return refuse(c, q->status, "malformed", msg);
 	}
 	char host[AB_HOST_BUF];
 	unsigned port = 0;
 	if (q->method == AB_HTTP_CONNECT && c->fixed)
-		return refuse(c, q, 400, "nested-connect",
+		return refuse(c, 400, "nested-connect",
 			      "CONNECT inside a tunnel or to a transparent destination");
 	if (q->method != AB_HTTP_CONNECT && !c->fixed && q->form != AB_HTTP_ABSOLUTE)
-		return refuse(c, q, 400, "not-a-proxy-request",
+		return refuse(c, 400, "not-a-proxy-request",
 			      "this is agentbox's egress proxy: send absolute-form requests "
 			      "(http://host/path) or CONNECT host:port");
 	if (q->method != AB_HTTP_CONNECT && target_of(c, q, c->in.p, host, &port) < 0)
-		return refuse(c, q, 400, "invalid-host", "the request names no valid host");
+		return refuse(c, 400, "invalid-host", "the request names no valid host");
 	if (q->method != AB_HTTP_CONNECT && c->fixed && (strcmp(host, c->host) || port != c->port)) {
 		snprintf(msg, sizeof(msg), "the request is for %s:%u but this connection goes to %s:%u",
 			 host, port, c->host, (unsigned)c->port);
-		return refuse(c, q, 400, "host-mismatch", msg);
+		return refuse(c, 400, "host-mismatch", msg);
 	}
 	if (q->method == AB_HTTP_CONNECT || strcmp(host, c->host) || port != c->port) {
-		free(q); /* another destination (a CONNECT counts as one) */
+		/* another destination (a CONNECT counts as one) */
 		if (owed(c)) {
 			c->want_switch = true; /* after the responses in flight */
 			return 0;
 		}
 		px_head_process(c); /* decide and dial again */
-		return -1;
+		return HANDED_ON;
 	}
 	if (c->ufd < 0) { /* the upstream closed a kept-alive connection: dial again */
-		free(q);
 		px_dial(c);
-		return -1;
+		return HANDED_ON;
 	}
 	return forward_request(c, q, r);
 }
@@ -424,19 +293,16 @@ static int process_requests(px_conn *c)
 					px_log_request(c, &c->fifo[i], "error", 0);
 				c->nfifo = 0;
 				c->logged = true;
-				px_close(c);
-				return -1;
+				return gone(c, -ECONNRESET);
 			}
 			if (!c->in.len || !room)
 				return 0;
 			bool done = false;
 			int n = ab_http_framer_feed(&c->reqf, c->in.p,
 						    c->in.len < room ? c->in.len : room, &done);
-			if (n < 0) {
-				px_close(c); /* a broken body: the stream cannot be resynchronised */
-				return -1;
-			}
-			int br = body_out(c, c->in.p, (size_t)n, done);
+			if (n < 0) /* a broken body: the stream cannot be resynchronised */
+				return gone(c, n);
+			int br = px_body_out(c, c->in.p, (size_t)n, done);
 			if (br == -EACCES) {
 				/* the head already left: the only refusal left is the cut */
 				if (c->nfifo)
@@ -445,13 +311,10 @@ static int process_requests(px_conn *c)
 					px_log_conn(c, "deny", "exfiltration", 0, c->exfil);
 				c->logged = true;
 				c->nfifo = 0; /* the cut answers them all */
-				px_close(c);
-				return -1;
+				return gone(c, -EACCES);
 			}
-			if (br < 0) {
-				px_close(c);
-				return -1;
-			}
+			if (br < 0)
+				return gone(c, br);
 			if (c->nfifo) /* always: the body's request waits for its response */
 				c->fifo[c->nfifo - 1].up += (uint64_t)n;
 			px_buf_consume(&c->in, (size_t)n);
@@ -470,44 +333,6 @@ static int process_requests(px_conn *c)
 		if (r <= 0)
 			return r;
 	}
-}
-
-/* Response bytes to the client; on intercepted connections through the
- * masking scanner first (the real values and their encodings never reach
- * the sandbox).  done: the message ends here (release what was held). */
-static int resp_out(px_conn *c, const char *p, size_t n, bool done)
-{
-	if (!c->intercepted)
-		return px_buf_append(&c->toc, p, n);
-	ab_scan_hit hit = {0};
-	int r = px_scan_pass(&c->rpass, p, n, done, &c->toc, &hit);
-	c->masked += hit.replaced;
-	return r;
-}
-
-/* Masking starts afresh for a head (done: true) or a body. */
-static int resp_begin(px_conn *c, bool chunked)
-{
-	if (!c->intercepted)
-		return 0;
-	if (!c->px->rset)
-		return -EIO; /* no masking set: fail closed */
-	if (c->rscan && c->rscan->set != c->px->rset) {
-		/* a token refresh changed the values: mask the new ones too */
-		ab_scanner_free(c->rscan);
-		if (ab_scanner_init(c->rscan, c->px->rset) < 0) {
-			free(c->rscan);
-			c->rscan = NULL;
-			return -ENOMEM;
-		}
-	}
-	if (!c->rscan) {
-		if (!(c->rscan = calloc(1, sizeof(*c->rscan))) ||
-		    ab_scanner_init(c->rscan, c->px->rset) < 0)
-			return -ENOMEM;
-	}
-	px_scan_begin(&c->rpass, c->rscan, chunked);
-	return 0;
 }
 
 void px_http_free(px_conn *c)
@@ -535,145 +360,7 @@ void px_http_free(px_conn *c)
 	c->capturing = false;
 }
 
-/* ------------------------------------------------ token refresh capture */
-
-static void finish_response(px_conn *c);
-
-int px_rotated(ab_proxy *px)
-{
-	ab_scan_set *set = NULL, **old;
-	ab_err err = {0};
-	if (ab_broker_response_set(px->broker, &set, &err) < 0)
-		return -ENOMEM;
-	old = realloc(px->old_rsets, (px->nold_rsets + 1) * sizeof(*old));
-	if (!old) {
-		ab_scan_set_free(set);
-		return -ENOMEM;
-	}
-	px->old_rsets = old;
-	if (px->rset)
-		px->old_rsets[px->nold_rsets++] = px->rset;
-	px->rset = set;
-	return 0;
-}
-
-/* The payload of a complete chunked body (already checked by the framer). */
-static int dechunk(const char *p, size_t n, px_buf *out)
-{
-	size_t i = 0;
-	for (;;) {
-		uint64_t size = 0;
-		size_t digits = 0;
-		while (i < n && strchr("0123456789abcdefABCDEF", p[i]) && p[i]) {
-			char ch = p[i++];
-			size = size * 16 + (uint64_t)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
-			if (++digits > 8)
-				return -EINVAL;
-		}
-		const char *eol = digits ? memmem(p + i, n - i, "\r\n", 2) : NULL;
-		if (!eol)
-			return -EINVAL;
-		i = (size_t)(eol - p) + 2;
-		if (!size)
-			return 0; /* trailers follow: not part of the payload */
-		if (size > n - i || n - i - size < 2 || px_buf_append(out, p + i, size) < 0)
-			return -EINVAL;
-		i += size + 2;
-	}
-}
-
-/* The captured head again, its framing replaced by Content-Length: LEN. */
-static int rebuild_head(const char *head, size_t hlen, size_t len, px_buf *o)
-{
-	static const ab_http_limits lim = {.max_head = PX_RESP_HEAD_MAX};
-	ab_http_resp *rs = malloc(sizeof(*rs));
-	if (!rs || ab_http_parse_response_head(head, hlen, &lim, rs) <= 0) {
-		free(rs);
-		return -EINVAL;
-	}
-	const char *eol = memmem(head, hlen, "\r\n", 2);
-	int r = eol ? px_buf_append(o, head, (size_t)(eol - head) + 2) : -EINVAL;
-	for (size_t i = 0; r >= 0 && i < rs->n_headers; i++) {
-		const ab_http_header *h = &rs->headers[i];
-		if (hdr_is(head, h->name, "content-length") ||
-		    hdr_is(head, h->name, "transfer-encoding"))
-			continue;
-		r = px_buf_append(o, head + h->name.off, h->name.len);
-		r |= px_buf_append(o, ": ", 2);
-		r |= px_buf_append(o, head + h->value.off, h->value.len);
-		r |= px_buf_append(o, "\r\n", 2);
-	}
-	free(rs);
-	char cl[48];
-	int cn = snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n\r\n", len);
-	if (r >= 0)
-		r = px_buf_append(o, cl, (size_t)cn);
-	return r < 0 ? -EINVAL : 0;
-}
-
-/* The whole token response is here: swap its tokens, save them on the host,
- * send the sandbox the placeholders.  Fails closed (502: nothing of it
- * reaches the client).  Returns 0, or -1 when c is gone. */
-static int finish_capture(px_conn *c)
-{
-	px_req *e = &c->fifo[0];
-	px_buf body = {0}, head = {0};
-	char *out = NULL;
-	size_t outlen = 0;
-	uint64_t rotated = 0;
-	ab_err err = {0};
-	const char *raw = c->rot.p + c->rot_head;
-	size_t rawlen = c->rot.len - c->rot_head;
-	int r = c->respf.kind == AB_HTTP_BODY_CHUNKED ? dechunk(raw, rawlen, &body)
-						      : px_buf_append(&body, raw, rawlen);
-	if (r < 0)
-		ab_fail(&err, 0, "unreadable body");
-	else if (body.len > AB_CREDFILE_MAX)
-		r = ab_fail(&err, EFBIG, "larger than %d bytes", AB_CREDFILE_MAX);
-	if (r >= 0)
-		r = ab_broker_rotate(c->px->broker, c->host, c->port, e->path, body.p, body.len,
-				     &out, &outlen, &rotated, &err);
-	if (body.p)
-		explicit_bzero(body.p, body.len);
-	px_buf_free(&body);
-	if (rotated && px_rotated(c->px) < 0)
-		r = -ENOMEM; /* the new values could not be masked: nothing goes out */
-	if (r == -EIO && out) {
-		/* rotated, but the host file was not updated: the session goes on */
-		ab_warn("the refreshed login could not be saved on the host: %s", err.msg);
-		r = 0;
-	}
-	if (r >= 0 && rebuild_head(c->rot.p, c->rot_head, outlen, &head) < 0)
-		r = -EINVAL;
-	explicit_bzero(c->rot.p, c->rot.len);
-	px_buf_free(&c->rot);
-	c->capturing = false;
-	if (r < 0) {
-		ab_secrets_wipe_free(out, outlen);
-		px_buf_free(&head);
-		px_fail(c, 502, "error", "token-refresh",
-			"agentbox: the token refresh response from %s was not passed on (%s)", c->host,
-			err.msg[0] ? err.msg : "out of memory");
-		return -1;
-	}
-	e->rotated = rotated;
-	r = resp_begin(c, false);
-	if (r >= 0)
-		r = resp_out(c, head.p, head.len, true);
-	if (r >= 0)
-		r = resp_begin(c, false);
-	if (r >= 0)
-		r = resp_out(c, out, outlen, true);
-	ab_secrets_wipe_free(out, outlen);
-	px_buf_free(&head);
-	if (r < 0) {
-		px_close(c);
-		return -1;
-	}
-	e->head_sent = true;
-	finish_response(c);
-	return 0;
-}
+/* ------------------------------------------------------------ responses */
 
 /* Does this response carry body bytes coded so that masking cannot see
  * into them (Content-Encoding other than identity, a transfer-coding other
@@ -719,7 +406,7 @@ static void refuse_coded(px_conn *c, const ab_http_resp *rs)
 	px_fail(c, 502, "deny", "encoded-response", "%s", why);
 }
 
-static void finish_response(px_conn *c)
+void px_finish_response(px_conn *c)
 {
 	px_req *e = &c->fifo[0];
 	px_log_request(c, e, "allow", e->status);
@@ -741,170 +428,212 @@ static void finish_response(px_conn *c)
 	c->deadline = ab_now_ms() + (c->nfifo ? AB_PROXY_IDLE_MS : AB_PROXY_KEEPALIVE_MS);
 }
 
-static int process_responses(px_conn *c)
+/* What the engine keeps of a response head, whose bytes stay at the front
+ * of c->back until they are passed on. */
+typedef struct resp_head {
+	int len; /* of the head */
+	int code;
+	ab_http_body_kind kind;
+	uint64_t cl;     /* Content-Length */
+	bool close;      /* Connection: close, or HTTP/1.0 without keep-alive */
+} resp_head;
+
+static int refresh_too_large(px_conn *c)
+{
+	px_fail(c, 502, "error", "token-refresh",
+		"agentbox: the token refresh response from %s is larger than %d bytes", c->host,
+		AB_CREDFILE_MAX);
+	return -EFBIG;
+}
+
+/* The head of the next response, parsed into *H: 1, or 0 (not all here
+ * yet), or a negative errno (a step of the engine): an invalid head, a
+ * response nobody asked for, a coded body refused. */
+static int read_head(px_conn *c, resp_head *h)
 {
 	static const ab_http_limits lim = {.max_head = PX_RESP_HEAD_MAX};
+	if (!c->back.len)
+		return 0;
+	if (!c->nfifo) /* bytes nobody asked for */
+		return gone(c, -EBADMSG);
+	_cleanup_free_ ab_http_resp *rs = malloc(sizeof(*rs));
+	if (!rs)
+		return gone(c, -ENOMEM);
+	int r = ab_http_parse_response_head(c->back.p, c->back.len, &lim, rs);
+	if (r == 0)
+		return 0;
+	if (r < 0) {
+		if (c->fifo[0].head_sent)
+			return gone(c, -EBADMSG);
+		px_fail(c, 502, "error", c->rule, "invalid response from %s:%u (%s)", c->host,
+			(unsigned)c->port, rs->reason);
+		return -EBADMSG;
+	}
+	h->kind = ab_http_response_body(rs, c->fifo[0].m);
+	if (c->intercepted && coded_body(rs, h->kind)) {
+		refuse_coded(c, rs);
+		return -EACCES;
+	}
+	h->len = r;
+	h->code = rs->code;
+	h->close = rs->conn_close || (rs->version_minor == 0 && !rs->conn_keep_alive);
+	h->cl = rs->content_length;
+	return 1;
+}
+
+/* A token refresh's response (H: 2xx, a body whose end is known): held
+ * whole, head and body, until its tokens are swapped (px_finish_capture). */
+static int capture_start(px_conn *c, const resp_head *h)
+{
+	px_req *e = &c->fifo[0];
+	if (h->kind == AB_HTTP_BODY_LENGTH && h->cl > AB_CREDFILE_MAX)
+		return refresh_too_large(c);
+	px_buf_free(&c->rot);
+	if (px_buf_append(&c->rot, c->back.p, (size_t)h->len) < 0)
+		return gone(c, -ENOMEM);
+	c->rot_head = (size_t)h->len;
+	c->capturing = true;
+	px_buf_consume(&c->back, (size_t)h->len);
+	e->down += (uint64_t)h->len;
+	e->status = h->code;
+	if (h->close)
+		c->close_after = true;
+	ab_http_framer_init(&c->respf, h->kind, h->cl);
+	c->in_resp_body = true;
+	return 1;
+}
+
+/* The body of a token refresh's response, held (c->rot) to its end. */
+static int capture_body(px_conn *c)
+{
+	if (!c->back.len)
+		return 0;
+	bool done = false;
+	int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
+	if (n < 0)
+		return gone(c, n);
+	if (px_buf_append(&c->rot, c->back.p, (size_t)n) < 0)
+		return gone(c, -ENOMEM);
+	px_buf_consume(&c->back, (size_t)n);
+	c->fifo[0].down += (uint64_t)n;
+	if (c->rot.len - c->rot_head > AB_CREDFILE_MAX + 8192)
+		return refresh_too_large(c);
+	alive(c);
+	if (!done)
+		return 0;
+	int k = px_finish_capture(c);
+	return k < 0 ? k : 1;
+}
+
+/* A 101 to the upgrade request: from here on a tunnel.  A WebSocket from an
+ * intercepted host has its frames masked (pxtls.c); any other upgrade stays
+ * opaque. */
+static int start_upgrade(px_conn *c, int code)
+{
+	px_req *e = &c->fifo[0];
+	if (code != 101 || !e->upgrade || c->nfifo != 1)
+		return gone(c, -EBADMSG);
+	if (c->intercepted && e->ws) {
+		int k = px_resp_begin(c, false);
+		if (k < 0)
+			return gone(c, k);
+		c->ws_mask = true;
+		memset(&c->wsf, 0, sizeof(c->wsf));
+		c->wshn = 0;
+		c->wsq_n = 0;
+	}
+	px_finish_response(c); /* logged as the upgrade request */
+	px_tunnel_start(c);
+	return HANDED_ON;
+}
+
+/* The next response's head: passed on to the client (masked), or held (a
+ * token refresh), or refused. */
+static int response_head(px_conn *c)
+{
+	resp_head h;
+	int k = read_head(c, &h);
+	if (k <= 0)
+		return k;
+	px_req *e = &c->fifo[0];
+	bool refresh = e->rotate && h.code >= 200 && h.code < 300;
+	if (refresh && (h.kind == AB_HTTP_BODY_CHUNKED || (h.kind == AB_HTTP_BODY_LENGTH && h.cl > 0)))
+		return capture_start(c, &h);
+	if (refresh && h.kind == AB_HTTP_BODY_CLOSE) {
+		px_fail(c, 502, "error", "token-refresh",
+			"agentbox: the token refresh response from %s has no length", c->host);
+		return -EBADMSG;
+	}
+	k = px_resp_begin(c, false);
+	if (k >= 0)
+		k = px_resp_out(c, c->back.p, (size_t)h.len, true);
+	if (k >= 0)
+		k = px_resp_begin(c, h.kind == AB_HTTP_BODY_CHUNKED);
+	if (k < 0)
+		return gone(c, k);
+	px_buf_consume(&c->back, (size_t)h.len);
+	e->down += (uint64_t)h.len;
+	e->head_sent = true;
+	e->status = h.code;
+	if (h.code >= 100 && h.code < 200 && h.code != 101)
+		return 1; /* interim: the final response follows */
+	if (h.kind == AB_HTTP_BODY_TUNNEL)
+		return start_upgrade(c, h.code);
+	if (h.close)
+		c->close_after = true;
+	if (h.kind == AB_HTTP_BODY_NONE || (h.kind == AB_HTTP_BODY_LENGTH && h.cl == 0)) {
+		px_finish_response(c);
+		return 1;
+	}
+	ab_http_framer_init(&c->respf, h.kind, h.cl);
+	c->in_resp_body = true;
+	return 1;
+}
+
+/* Body bytes of the response at the front, to the client (masked). */
+static int response_body(px_conn *c)
+{
+	if (!c->back.len)
+		return 0;
+	bool done = false;
+	int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
+	int k = n < 0 ? n : px_resp_out(c, c->back.p, (size_t)n, done);
+	if (k < 0)
+		return gone(c, k);
+	c->fifo[0].down += (uint64_t)n;
+	px_buf_consume(&c->back, (size_t)n);
+	alive(c);
+	if (!done)
+		return 0;
+	px_finish_response(c);
+	return 1;
+}
+
+/* The responses read so far, in order: heads, bodies, token refreshes. */
+static int process_responses(px_conn *c)
+{
 	for (;;) {
-		if (c->in_resp_body && c->capturing) {
-			if (!c->back.len)
-				return 0;
-			bool done = false;
-			int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
-			if (n < 0 || px_buf_append(&c->rot, c->back.p, (size_t)n) < 0) {
-				px_close(c);
-				return -1;
-			}
-			px_buf_consume(&c->back, (size_t)n);
-			c->fifo[0].down += (uint64_t)n;
-			if (c->rot.len - c->rot_head > AB_CREDFILE_MAX + 8192) {
-				px_fail(c, 502, "error", "token-refresh",
-					"agentbox: the token refresh response from %s is larger than "
-					"%d bytes", c->host, AB_CREDFILE_MAX);
-				return -1;
-			}
-			alive(c);
-			if (!done)
-				return 0;
-			if (finish_capture(c) < 0)
-				return -1;
-			continue;
-		}
-		if (c->in_resp_body) {
-			if (!c->back.len)
-				return 0;
-			bool done = false;
-			int n = ab_http_framer_feed(&c->respf, c->back.p, c->back.len, &done);
-			if (n < 0 || resp_out(c, c->back.p, (size_t)n, done) < 0) {
-				px_close(c);
-				return -1;
-			}
-			c->fifo[0].down += (uint64_t)n;
-			px_buf_consume(&c->back, (size_t)n);
-			alive(c);
-			if (!done)
-				return 0;
-			finish_response(c);
-			continue;
-		}
-		if (!c->back.len)
-			return 0;
-		if (!c->nfifo) { /* bytes nobody asked for */
-			px_close(c);
-			return -1;
-		}
-		ab_http_resp *rs = malloc(sizeof(*rs));
-		if (!rs) {
-			px_close(c);
-			return -1;
-		}
-		int r = ab_http_parse_response_head(c->back.p, c->back.len, &lim, rs);
-		if (r == 0) {
-			free(rs);
-			return 0;
-		}
-		if (r < 0) {
-			const char *why = rs->reason;
-			free(rs);
-			if (c->fifo[0].head_sent) {
-				px_close(c);
-				return -1;
-			}
-			px_fail(c, 502, "error", c->rule, "invalid response from %s:%u (%s)", c->host,
-				(unsigned)c->port, why);
-			return -1;
-		}
-		px_req *e = &c->fifo[0];
-		ab_http_body_kind kind = ab_http_response_body(rs, e->m);
-		if (c->intercepted && coded_body(rs, kind)) {
-			refuse_coded(c, rs);
-			free(rs);
-			return -1;
-		}
-		int code = rs->code;
-		bool close_after = rs->conn_close || (rs->version_minor == 0 && !rs->conn_keep_alive);
-		uint64_t cl = rs->content_length;
-		free(rs);
-		if (e->rotate && code >= 200 && code < 300 &&
-		    (kind == AB_HTTP_BODY_CHUNKED || (kind == AB_HTTP_BODY_LENGTH && cl > 0))) {
-			/* a token refresh: held whole, its tokens swapped (finish_capture) */
-			if (kind == AB_HTTP_BODY_LENGTH && cl > AB_CREDFILE_MAX) {
-				px_fail(c, 502, "error", "token-refresh",
-					"agentbox: the token refresh response from %s is larger than "
-					"%d bytes", c->host, AB_CREDFILE_MAX);
-				return -1;
-			}
-			px_buf_free(&c->rot);
-			if (px_buf_append(&c->rot, c->back.p, (size_t)r) < 0) {
-				px_close(c);
-				return -1;
-			}
-			c->rot_head = (size_t)r;
-			c->capturing = true;
-			px_buf_consume(&c->back, (size_t)r);
-			e->down += (uint64_t)r;
-			e->status = code;
-			if (close_after)
-				c->close_after = true;
-			ab_http_framer_init(&c->respf, kind, cl);
-			c->in_resp_body = true;
-			continue;
-		}
-		if (e->rotate && code >= 200 && code < 300 && kind == AB_HTTP_BODY_CLOSE) {
-			px_fail(c, 502, "error", "token-refresh",
-				"agentbox: the token refresh response from %s has no length", c->host);
-			return -1;
-		}
-		if (resp_begin(c, false) < 0 || resp_out(c, c->back.p, (size_t)r, true) < 0 ||
-		    resp_begin(c, kind == AB_HTTP_BODY_CHUNKED) < 0) {
-			px_close(c);
-			return -1;
-		}
-		px_buf_consume(&c->back, (size_t)r);
-		e->down += (uint64_t)r;
-		e->head_sent = true;
-		e->status = code;
-		if (code >= 100 && code < 200 && code != 101)
-			continue; /* interim: the final response follows */
-		if (kind == AB_HTTP_BODY_TUNNEL) {
-			if (code != 101 || !e->upgrade || c->nfifo != 1) {
-				px_close(c);
-				return -1;
-			}
-			/* a WebSocket from an intercepted host: its frames are
-			 * masked (pxtls.c); any other upgrade stays opaque */
-			if (c->intercepted && e->ws) {
-				if (resp_begin(c, false) < 0) {
-					px_close(c);
-					return -1;
-				}
-				c->ws_mask = true;
-				memset(&c->wsf, 0, sizeof(c->wsf));
-				c->wshn = 0;
-				c->wsq_n = 0;
-			}
-			finish_response(c); /* logged as the upgrade request */
-			px_tunnel_start(c);
-			return -1;
-		}
-		if (close_after)
-			c->close_after = true;
-		if (kind == AB_HTTP_BODY_NONE || (kind == AB_HTTP_BODY_LENGTH && cl == 0)) {
-			finish_response(c);
-			continue;
-		}
-		ab_http_framer_init(&c->respf, kind, cl);
-		c->in_resp_body = true;
+		int k;
+		if (!c->in_resp_body)
+			k = response_head(c);
+		else if (c->capturing)
+			k = capture_body(c);
+		else
+			k = response_body(c);
+		if (k <= 0)
+			return k;
 	}
 }
 
-/* The upstream said EOF (err: or failed). */
+/* The upstream said EOF (err: or failed).  0 when it was idle (the next
+ * request dials again), else a negative errno: c is closing. */
 static int upstream_eof(px_conn *c, bool err)
 {
 	bool to_close = c->in_resp_body && c->respf.kind == AB_HTTP_BODY_CLOSE;
-	if (to_close && !err && resp_out(c, NULL, 0, true) < 0)
+	if (to_close && !err && px_resp_out(c, NULL, 0, true) < 0)
 		err = true; /* what masking held back could not be released */
 	if (to_close && !err) {
-		finish_response(c);
+		px_finish_response(c);
 		/* the body ended with the connection, so does the client's: requests
 		 * pipelined behind it stay unanswered (the close tells the client) */
 		for (int i = 0; i < c->nfifo; i++)
@@ -919,14 +648,13 @@ static int upstream_eof(px_conn *c, bool err)
 			px_fail(c, 502, "error", c->rule,
 				"%s:%u closed the connection without answering", c->host,
 				(unsigned)c->port);
-			return -1;
+			return -ECONNRESET;
 		}
 		if (to_close) { /* a client reading to the close must not take the cut for the end */
 			struct linger lg = {.l_onoff = 1, .l_linger = 0};
 			(void)setsockopt(c->cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 		}
-		px_close(c); /* cut off mid-response: the framing shows the client */
-		return -1;
+		return gone(c, -ECONNRESET); /* cut off mid-response: the framing shows the client */
 	}
 	/* an idle kept-alive upstream went away: the next request dials again */
 	ab_loop_unwatch(c->px->loop, c->ufd);

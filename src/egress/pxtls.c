@@ -106,17 +106,15 @@ static BIO *wpeer(const px_conn *c)
 /* Without the pair (out of memory) the records go to the socket as before. */
 static void coalesce_writes(SSL *ssl)
 {
-	BIO *in = NULL, *out = NULL;
+	_cleanup_bio_ BIO *in = NULL, *out = NULL;
 	if (wpeer_idx < 0)
 		wpeer_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, wpeer_free);
 	if (wpeer_idx < 0 || BIO_new_bio_pair(&in, PX_TLS_WRITE_BUF, &out, PX_TLS_WRITE_BUF) != 1)
 		return;
-	if (!SSL_set_ex_data(ssl, wpeer_idx, out)) {
-		BIO_free(in);
-		BIO_free(out);
+	if (!SSL_set_ex_data(ssl, wpeer_idx, out))
 		return;
-	}
-	SSL_set0_wbio(ssl, in); /* frees the socket BIO (BIO_NOCLOSE) it replaces */
+	out = NULL; /* the SSL's now: wpeer_free */
+	SSL_set0_wbio(ssl, TAKE_PTR(in)); /* frees the socket BIO (BIO_NOCLOSE) it replaces */
 }
 
 /* Send what the pair holds: 0 (all of it), -EAGAIN (the socket is full) or
@@ -281,7 +279,7 @@ static void deny_tls(px_conn *c, const char *rule, const char *why)
 void px_intercept_start(px_conn *c)
 {
 	ab_proxy *px = c->px;
-	SSL_CTX *sctx = NULL;
+	_cleanup_ssl_ctx_ SSL_CTX *sctx = NULL; /* the SSL holds its own reference */
 	ab_err err = {0};
 	if (ab_ca_server_ctx(px->broker->ca, c->host, &sctx, &err) < 0) {
 		px_log_conn(c, "error", "intercept", 0, err.msg);
@@ -289,12 +287,9 @@ void px_intercept_start(px_conn *c)
 		return;
 	}
 	c->cssl = SSL_new(sctx);
-	SSL_CTX_free(sctx); /* the SSL holds its own reference */
-	BIO *mem = BIO_new(BIO_s_mem());
-	BIO *sock = BIO_new_socket(c->cfd, BIO_NOCLOSE);
+	_cleanup_bio_ BIO *mem = BIO_new(BIO_s_mem());
+	_cleanup_bio_ BIO *sock = BIO_new_socket(c->cfd, BIO_NOCLOSE);
 	if (!c->cssl || !mem || !sock || BIO_write(mem, c->in.p, (int)c->in.len) != (int)c->in.len) {
-		BIO_free(mem);
-		BIO_free(sock);
 		deny_tls(c, "intercept", "out of memory");
 		return;
 	}
@@ -307,7 +302,7 @@ void px_intercept_start(px_conn *c)
 	SSL_set_options(c->cssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
 #endif
 	px_tls_buffers(c->cssl);
-	SSL_set_bio(c->cssl, mem, sock);
+	SSL_set_bio(c->cssl, TAKE_PTR(mem), TAKE_PTR(sock));
 	SSL_set_accept_state(c->cssl);
 	c->up += c->in.len;
 	px_buf_free(&c->in);
@@ -317,23 +312,25 @@ void px_intercept_start(px_conn *c)
 	px_tls_pump(c);
 }
 
+/* The TLS session to the real host, set up (its handshake is the pump's).
+ * 0, or a negative errno once c is closed. */
 static int start_upstream_tls(px_conn *c)
 {
 	ab_proxy *px = c->px;
-	if (!px->client_ctx) {
-		ab_err err = {0};
-		if (ab_ca_client_ctx(px->ca_file, &px->client_ctx, &err) < 0) {
-			px_log_conn(c, "error", "intercept", 0, err.msg);
-			px_close(c);
-			return -1;
-		}
-	}
 	ab_err err = {0};
+	int r;
+	if (!px->client_ctx && (r = ab_ca_client_ctx(px->ca_file, &px->client_ctx, &err)) < 0) {
+		px_log_conn(c, "error", "intercept", 0, err.msg);
+		px_close(c);
+		return r;
+	}
 	c->ussl = SSL_new(px->client_ctx);
-	if (!c->ussl || ab_tls_client_setup(c->ussl, c->host, &err) < 0 ||
-	    SSL_set_fd(c->ussl, c->ufd) != 1) {
+	r = c->ussl ? ab_tls_client_setup(c->ussl, c->host, &err) : -ENOMEM;
+	if (r >= 0 && SSL_set_fd(c->ussl, c->ufd) != 1)
+		r = -ENOMEM;
+	if (r < 0) {
 		deny_tls(c, "intercept", err.msg[0] ? err.msg : "upstream TLS set-up");
-		return -1;
+		return r;
 	}
 	SSL_set_mode(c->ussl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	px_tls_buffers(c->ussl);
@@ -399,7 +396,8 @@ void px_tls_pump(px_conn *c)
 /* ------------------------------------------------------------ upgraded */
 
 /* Place the masked payload bytes (c->wsout) into their frames, oldest
- * first: a frame's head, then its payload as the scanner releases it. */
+ * first: a frame's head, then its payload as the scanner releases it.
+ * 0 or -ENOMEM. */
 static int ws_place(px_conn *c, px_buf *b)
 {
 	size_t used = 0, q = 0;
@@ -407,12 +405,12 @@ static int ws_place(px_conn *c, px_buf *b)
 		struct px_wsq *f = &c->wsq[q];
 		if (!f->sent) {
 			if (px_buf_append(b, f->hdr, f->hn) < 0)
-				return -1;
+				return -ENOMEM;
 			f->sent = true;
 		}
 		size_t m = c->wsout.len - used < f->left ? c->wsout.len - used : (size_t)f->left;
 		if (m && px_buf_append(b, c->wsout.p + used, m) < 0)
-			return -1;
+			return -ENOMEM;
 		used += m;
 		f->left -= m;
 		if (f->left)
@@ -425,13 +423,13 @@ static int ws_place(px_conn *c, px_buf *b)
 }
 
 /* Payload bytes through the masking scanner into c->wsout; FLUSH: the
- * scanner releases what it holds. */
+ * scanner releases what it holds.  0 or a negative errno (px_scan_pass). */
 static int ws_scan(px_conn *c, const uint8_t *p, size_t n, bool flush)
 {
 	ab_scan_hit hit = {0};
 	int r = px_scan_pass(&c->rpass, (const char *)p, n, flush, &c->wsout, &hit);
 	c->masked += hit.replaced;
-	return r < 0 ? -1 : 0;
+	return r < 0 ? r : 0;
 }
 
 int px_ws_cut(px_conn *c, px_buf *b)
@@ -443,12 +441,12 @@ int px_ws_cut(px_conn *c, px_buf *b)
 		int kind = 0;
 		ssize_t k = ab_ws_next(&c->wsf, p + i, n - i, &kind);
 		if (k <= 0) {
-			r = -1;
+			r = k < 0 ? (int)k : -EPROTO;
 			break;
 		}
 		if (kind == AB_WS_HEAD || kind == AB_WS_HEAD_END) {
 			if ((size_t)k > sizeof(c->wshdr) - c->wshn) {
-				r = -1;
+				r = -EPROTO;
 				break;
 			}
 			memcpy(c->wshdr + c->wshn, p + i, (size_t)k);
@@ -456,9 +454,9 @@ int px_ws_cut(px_conn *c, px_buf *b)
 		}
 		if (kind == AB_WS_HEAD_END) {
 			/* too many frames wait on held bytes: release them */
-			if (c->wsq_n == PX_WSQ && (ws_scan(c, NULL, 0, true) < 0 ||
-						   ws_place(c, b) < 0 || c->wsq_n == PX_WSQ)) {
-				r = -1;
+			if (c->wsq_n == PX_WSQ && ((r = ws_scan(c, NULL, 0, true)) < 0 ||
+						   (r = ws_place(c, b)) < 0 || c->wsq_n == PX_WSQ)) {
+				r = r < 0 ? r : -ENOBUFS;
 				break;
 			}
 			struct px_wsq *f = &c->wsq[c->wsq_n++];
@@ -486,14 +484,15 @@ int px_ws_cut(px_conn *c, px_buf *b)
 /* One direction of a WebSocket (or other 101-upgraded) stream on an
  * intercepted connection, through both TLS sessions: the server's
  * WebSocket frames masked (px_ws_cut), anything else opaque.
- * Returns 1 on progress, 0 on none, -1 when the connection must close. */
+ * Returns 1 on progress, 0 on none, a negative errno when the connection
+ * must close. */
 static int tls_dir(px_conn *c, bool from_up, px_buf *b, px_dir *d, uint64_t *count)
 {
 	int progress = 0;
 	if (b->len || (from_up && c->c_ssl_ww)) {
 		ssize_t n = px_io_write(c, !from_up, b);
 		if (n < 0 && n != -EAGAIN)
-			return -1;
+			return (int)n;
 		progress |= n > 0;
 	}
 	if (!b->len && !d->eof) {
@@ -502,11 +501,12 @@ static int tls_dir(px_conn *c, bool from_up, px_buf *b, px_dir *d, uint64_t *cou
 		if (n == 0)
 			d->eof = true;
 		else if (n < 0 && n != -EAGAIN)
-			return -1;
+			return (int)n;
 		else if (n > 0)
 			*count += (uint64_t)n;
-		if (n > 0 && cut && px_ws_cut(c, b) < 0)
-			return -1;
+		int r = n > 0 && cut ? px_ws_cut(c, b) : 0;
+		if (r < 0)
+			return r;
 		progress |= n != -EAGAIN;
 	}
 	if (d->eof && !b->len && !d->shut) {
@@ -527,7 +527,7 @@ void px_tls_tunnel_pump(px_conn *c)
 {
 	for (int round = 0; round < 8; round++) {
 		int a = tls_dir(c, false, &c->out, &c->cu, &c->up);
-		int b = a < 0 ? -1 : tls_dir(c, true, &c->toc, &c->uc, &c->down);
+		int b = a < 0 ? a : tls_dir(c, true, &c->toc, &c->uc, &c->down);
 		if (a < 0 || b < 0) {
 			px_close(c);
 			return;

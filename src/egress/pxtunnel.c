@@ -210,8 +210,8 @@ void px_tunnel_free(px_conn *c)
  * performance.md), and an idle tunnel holds two sockets and no memory. */
 static char scratch[RELAY_CHUNK];
 
-/* Move one direction as far as it goes without blocking.  Returns 0, or -1
- * when the connection must close (error). */
+/* Move one direction as far as it goes without blocking.  Returns 0, or a
+ * negative errno when the connection must close. */
 static int dir_pump(px_conn *c, int src, int dst, px_dir *d, px_buf *pre, uint64_t *count)
 {
 	for (int round = 0; round < RELAY_ROUNDS; round++) {
@@ -220,7 +220,7 @@ static int dir_pump(px_conn *c, int src, int dst, px_dir *d, px_buf *pre, uint64
 			if (n == -EAGAIN)
 				return 0;
 			if (n < 0)
-				return -1;
+				return (int)n;
 			continue;
 		}
 		if (d->eof)
@@ -230,7 +230,7 @@ static int dir_pump(px_conn *c, int src, int dst, px_dir *d, px_buf *pre, uint64
 			n = read(src, scratch, sizeof(scratch));
 		while (n < 0 && errno == EINTR);
 		if (n < 0)
-			return errno == EAGAIN ? 0 : -1;
+			return errno == EAGAIN ? 0 : -errno;
 		if (n == 0) {
 			d->eof = true;
 			break;
@@ -241,11 +241,11 @@ static int dir_pump(px_conn *c, int src, int dst, px_dir *d, px_buf *pre, uint64
 			w = send(dst, scratch, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 		while (w < 0 && errno == EINTR);
 		if (w < 0 && errno != EAGAIN)
-			return -1;
+			return -errno;
 		if (w < 0)
 			w = 0;
 		if (w < n && px_buf_append(pre, scratch + w, (size_t)(n - w)) < 0)
-			return -1;
+			return -ENOMEM;
 		if (w < n)
 			return 0; /* dst is full: wait for it */
 	}

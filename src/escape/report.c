@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "agentbox/escape.h"
+#include "agentbox/json_pos.h"
 #include "result.h"
 
 #define MSG_WHATS 3 /* attempts named in a JUnit message attribute */
@@ -27,7 +28,6 @@ static inline void fclosep(FILE **f)
 	if (*f)
 		fclose(*f);
 }
-#define _cleanup_json_ _cleanup_(json_decrefp) /* jansson >= 2.9 */
 
 /* ============================================================== formats */
 

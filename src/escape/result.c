@@ -20,12 +20,12 @@
 #include <string.h>
 
 #include "agentbox/escape.h"
+#include "agentbox/json_pos.h"
 #include "result.h"
 
 #define RESULT_LINE_MAX (1024 * 1024)
 #define HEX_HASH_LEN AB_CANARY_HASH_HEX
 
-#define _cleanup_json_ _cleanup_(json_decrefp) /* jansson >= 2.9 */
 
 /* ================================================================ names */
 

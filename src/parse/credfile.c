@@ -181,9 +181,7 @@ int ab_credfile_load(const char *path, json_t **out, ab_err *err)
 		return r;
 	if (!len) { /* an empty file (e.g. agentbox's reservation of it): no login */
 		wipe_buf(buf, AB_CREDFILE_MAX + 1);
-		ab_fail(err, 0, "%s is empty", path);
-		err->code = ENOENT;
-		return -ENOENT;
+		return ab_fail_code(err, AB_EXIT_FAIL, ENOENT, "%s is empty", path);
 	}
 	r = ab_credfile_parse(buf, len, out, err);
 	wipe_buf(buf, AB_CREDFILE_MAX + 1);

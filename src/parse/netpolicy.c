@@ -282,8 +282,8 @@ int ab_netrule_parse(const char *s, ab_netrule *out, ab_err *err)
 		return ab_fail(err, ENAMETOOLONG, "network rule too long");
 	r = split_host_port(s, host, sizeof(host), &port);
 	if (r < 0) {
-		ab_fail(err, 0, "network rule '%s': bad HOST:PORT", shown(s, sh, sizeof(sh)));
-		err->code = -r;
+		ab_fail_code(err, AB_EXIT_FAIL, -r, "network rule '%s': bad HOST:PORT",
+			     shown(s, sh, sizeof(sh)));
 		ab_err_hint(err, "write HOST, HOST:PORT, *.SUFFIX[:PORT] or [IPv6]:PORT "
 				 "(port 1-65535)");
 		return r;
@@ -296,11 +296,10 @@ int ab_netrule_parse(const char *s, ab_netrule *out, ab_err *err)
 	if (r >= 0 && out->wildcard && r != AB_HOST_NAME)
 		r = -EINVAL;
 	if (r < 0) {
-		int e = -r;
 		memset(out, 0, sizeof(*out));
-		ab_fail(err, 0, "network rule '%s': %s%s", shown(s, sh, sizeof(sh)), ab_host_strerror(r),
-			r == -EINVAL ? " (wildcards only as a leading '*.' on a name)" : "");
-		err->code = e;
+		ab_fail_code(err, AB_EXIT_FAIL, -r, "network rule '%s': %s%s", shown(s, sh, sizeof(sh)),
+			     ab_host_strerror(r),
+			     r == -EINVAL ? " (wildcards only as a leading '*.' on a name)" : "");
 		return r;
 	}
 	out->kind = (ab_host_kind)r;

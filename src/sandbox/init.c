@@ -232,9 +232,9 @@ static void exec_command(const ab_plan *plan, const ab_runtime *rt, int pty_slav
 	execvp(plan->argv.v[0], plan->argv.v);
 	int e = errno;
 	if (e == ENOENT)
-		ab_fail_exit(&err, AB_EXIT_NOTFOUND, 0, "%s: command not found", plan->argv.v[0]);
+		ab_fail_code(&err, AB_EXIT_NOTFOUND, 0, "%s: command not found", plan->argv.v[0]);
 	else
-		ab_fail_exit(&err, AB_EXIT_NOEXEC, e, "%s", plan->argv.v[0]);
+		ab_fail_code(&err, AB_EXIT_NOEXEC, e, "%s: %s", plan->argv.v[0], strerror(e));
 fail:
 	if (err.exit_code == 0)
 		err.exit_code = AB_EXIT_FAIL;

@@ -55,15 +55,17 @@ static void test_fail_overwrites_and_clears_hint(void **state)
 	assert_int_equal(e.code, 0);
 }
 
-static void test_fail_exit(void **state)
+static void test_fail_code(void **state)
 {
 	ab_err e = {0};
-	assert_int_equal(ab_fail_exit(&e, AB_EXIT_NOTFOUND, 0, "%s: command not found", "nope"),
+	assert_int_equal(ab_fail_code(&e, AB_EXIT_NOTFOUND, 0, "%s: command not found", "nope"),
 			 -EINVAL);
 	assert_int_equal(e.exit_code, AB_EXIT_NOTFOUND);
 	assert_string_equal(e.msg, "nope: command not found");
-	assert_int_equal(ab_fail_exit(&e, AB_EXIT_NOEXEC, EACCES, "x"), -EACCES);
+	assert_int_equal(ab_fail_code(&e, AB_EXIT_NOEXEC, EACCES, "x"), -EACCES);
 	assert_int_equal(e.exit_code, AB_EXIT_NOEXEC);
+	assert_int_equal(e.code, EACCES);
+	assert_string_equal(e.msg, "x"); /* the code is recorded, its strerror not said */
 	/* a plain ab_fail resets the exit code to 125 */
 	ab_fail(&e, 0, "y");
 	assert_int_equal(e.exit_code, AB_EXIT_FAIL);
@@ -488,7 +490,7 @@ int main(void)
 		cmocka_unit_test(test_fail_formats),
 		cmocka_unit_test(test_fail_no_errno),
 		cmocka_unit_test(test_fail_overwrites_and_clears_hint),
-		cmocka_unit_test(test_fail_exit),
+		cmocka_unit_test(test_fail_code),
 		cmocka_unit_test(test_prefix),
 		cmocka_unit_test(test_prefix_empty_message),
 		cmocka_unit_test(test_truncation),

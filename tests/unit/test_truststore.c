@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for ab_ca_java_truststore (src/creds/ca.c): the PKCS#12 truststore
+ * Unit tests for ab_ca_java_truststore (src/creds/truststore.c): the PKCS#12 truststore
  * handed to Java inside the sandbox.  The store is decoded back with
  * OpenSSL's PKCS#12 API: one unencrypted SafeContents of certBags, each the
  * exact DER of a bundle certificate, with its alias (friendlyName) and

@@ -25,9 +25,9 @@ override CFLAGS += -std=gnu11 $(OPT) $(WARN) $(HARDEN) -Iinclude $(PKG_CFLAGS) \
            -DAB_STATIC_LIBS=$(STATIC_LIBS)
 override LDFLAGS += -pie -pthread -Wl,-z,relro,-z,now
 # libseccomp, libcap, jansson and OpenSSL are linked statically by default (the
-# -dev packages ship the archives): it saves ~0.3 ms of dynamic linking on
-# every start, and OpenSSL alone ~1.2 ms more (relocations and page faults in
-# agentbox and in every process it forks; docs/performance.md).  The price:
+# -dev packages ship the archives): it saves the dynamic linking of every
+# start, OpenSSL's most of all (relocations and page faults in agentbox and
+# in every process it forks; docs/performance.md has the figures).  The price:
 # a security update of those packages needs a rebuild.  STATIC_LIBS=0 links
 # them dynamically.
 STATIC_LIBS ?= 1

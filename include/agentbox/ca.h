@@ -140,8 +140,8 @@ int ab_ca_cert_pem(const ab_ca *ca, char **out, ab_err *err);
  * the caller's, per SSL.
  * Contexts are cached per host (AB_CA_CACHE_MAX, least recently used
  * evicted).  *out is a NEW reference: the caller SSL_CTX_free()s it (an SSL
- * made from it keeps the context alive on its own).  A miss costs about
- * 0.35 ms on the development machine (mint + SSL_CTX_new), a hit < 1 us. */
+ * made from it keeps the context alive on its own).  A miss mints a leaf and
+ * makes a context; a hit is a lookup (docs/performance.md has the costs). */
 int ab_ca_server_ctx(ab_ca *ca, const char *host, SSL_CTX **out, ab_err *err);
 
 /* Contexts in the cache now (tests, diagnostics). */
@@ -193,8 +193,7 @@ int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, char **out, s
  * (Java 17 and 25 also load it without a password, skipping the check).
  * Errors: a PEM block that does not decode or a certificate that is not one
  * DER SEQUENCE, or has PEM headers (-EINVAL), more than
- * AB_CA_MAX_TRUST_CERTS (-E2BIG), len > AB_CA_MAX_BUNDLE (-EFBIG).  About
- * 1.5 ms for Debian's 145 roots (172 KB). */
+ * AB_CA_MAX_TRUST_CERTS (-E2BIG), len > AB_CA_MAX_BUNDLE (-EFBIG). */
 int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const char *password,
 			  unsigned char **out, size_t *outlen, ab_err *err);
 

@@ -117,8 +117,7 @@ void ab_explicit_bzero(void *p, size_t n);
 /* A short-lived helper process that shares agentbox's memory (clone with
  * CLONE_VM and EXTRA_FLAGS, e.g. CLONE_VFORK or CLONE_NEWUSER) on a small
  * stack of its own: no page tables copied and no copy-on-write faults
- * afterwards, which a fork of agentbox pays (~1 ms each on a VM,
- * docs/performance.md).  FN may make system calls only: no malloc, no
+ * afterwards, which a fork of agentbox pays (docs/performance.md).  FN may make system calls only: no malloc, no
  * stdio, nothing that takes a lock or changes memory the parent uses (errno
  * is the parent's; with CLONE_VFORK the parent is suspended meanwhile).
  * Its return value is the exit status.  The child's fd table, signal

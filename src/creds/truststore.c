@@ -155,7 +155,8 @@ static void p12_freep(PKCS12 **p12)
  * skipped, as PEM_read_bio_X509 skips them); the session CA's alias is
  * fixed, and it is added when the text lacks it.  The certificates are
  * copied as DER, not decoded: OpenSSL 3.0 decodes each public key through
- * its provider decoders, ~0.1 ms a certificate, 16 ms for Debian's 145. */
+ * its provider decoders, which costs more than the whole rest of the
+ * truststore for a system bundle (docs/performance.md). */
 static int trust_bags(const ab_ca *ca, const char *pem, size_t len,
 		      STACK_OF(PKCS12_SAFEBAG) *bags, ab_err *err)
 {

@@ -69,7 +69,7 @@ typedef struct tracked {
 } tracked;
 
 /* The ids of an exec'ing thread without rendering all of /proc/TID/status
- * (10 us): a pidfd (kept for the exit), the pid inside from the namespace
+ * (the record's hot path): a pidfd (kept for the exit), the pid inside from the namespace
  * (or the pidfd's fdinfo), PIDFD_GET_INFO (6.13) for the parent.  A thread
  * that is not its process's leader, or an older kernel: the status file. */
 static void exec_ids(const ab_supervisor *s, exec_rec *r)

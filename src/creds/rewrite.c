@@ -425,6 +425,28 @@ static void host_display(const char *host, char *out, size_t n)
 	out[o] = '\0';
 }
 
+static bool rw_args_ok(const ab_secret *secs, size_t n, const char *head, size_t len)
+{
+	if (n > AB_SECRETS_MAX || !head || (n && !secs) || len > AB_HTTP_HARD_MAX_HEAD)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!secs[i].placeholder || !secs[i].placeholder_len || !secs[i].value)
+			return false;
+	return true;
+}
+
+/* Which secrets are bound to the destination, and whose placeholders go on
+ * to it unchanged (the searches skip those). */
+static void rw_bind(rw_ctx *c, const char *host, unsigned port)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		c->bound[i] = ab_secret_bound(&c->secs[i], host, port);
+		if (!c->bound[i] && !c->secs[i].refuse_elsewhere)
+			c->skip |= UINT64_C(1) << i;
+	}
+	host_display(host, c->hostdisp, sizeof(c->hostdisp));
+}
+
 int ab_secrets_rewrite_head(const ab_secret *secs, size_t n, const char *host, unsigned port,
 			    const char *head, size_t len, char **out, size_t *outlen,
 			    ab_swap_result *res)
@@ -438,11 +460,8 @@ int ab_secrets_rewrite_head(const ab_secret *secs, size_t n, const char *host, u
 	*out = NULL;
 	*outlen = 0;
 	memset(res, 0, sizeof(*res));
-	if (n > AB_SECRETS_MAX || !head || (n && !secs) || len > AB_HTTP_HARD_MAX_HEAD)
+	if (!rw_args_ok(secs, n, head, len))
 		return -EINVAL;
-	for (size_t i = 0; i < n; i++)
-		if (!secs[i].placeholder || !secs[i].placeholder_len || !secs[i].value)
-			return -EINVAL;
 	q = malloc(sizeof(*q));
 	if (!q)
 		return -ENOMEM;
@@ -451,12 +470,7 @@ int ab_secrets_rewrite_head(const ab_secret *secs, size_t n, const char *host, u
 		free(q);
 		return -EINVAL;
 	}
-	for (size_t i = 0; i < n; i++) {
-		c.bound[i] = ab_secret_bound(&secs[i], host, port);
-		if (!c.bound[i] && !secs[i].refuse_elsewhere)
-			c.skip |= UINT64_C(1) << i;
-	}
-	host_display(host, c.hostdisp, sizeof(c.hostdisp));
+	rw_bind(&c, host, port);
 	r = rw_request_line(&c, q);
 	for (size_t i = 0; r == 0 && i < q->n_headers; i++)
 		r = rw_header(&c, &q->headers[i]);

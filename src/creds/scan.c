@@ -6,13 +6,14 @@
  * blocking matches and holding back only a suffix that could still start
  * one; text where no match can start is skipped a window at a time (a
  * Wu-Manber shift table, wm_build).  Pure: no I/O.  Rules in
- * include/agentbox/secrets.h.
+ * include/agentbox/scan.h.  It knows patterns, not secrets: the secrets
+ * code builds its sets on it, never the other way round.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentbox/secrets.h"
+#include "agentbox/scan.h"
 
 /* --------------------------------------------------------------- scanner */
 
@@ -47,13 +48,22 @@ struct ab_scan_set {
 size_t ab_scan_set_count(const ab_scan_set *set) { return set ? set->npat : 0; }
 size_t ab_scan_set_maxlen(const ab_scan_set *set) { return set ? set->maxlen : 0; }
 
+/* The patterns may be secret values or their encodings. */
+static void wipe_free(char *p, size_t len)
+{
+	if (!p)
+		return;
+	explicit_bzero(p, len);
+	free(p);
+}
+
 void ab_scan_set_free(ab_scan_set *set)
 {
 	if (!set)
 		return;
 	for (size_t i = 0; i < set->npat; i++) {
-		ab_secrets_wipe_free(set->pat ? set->pat[i] : NULL, set->plen ? set->plen[i] : 0);
-		ab_secrets_wipe_free(set->repl ? set->repl[i] : NULL, set->plen ? set->plen[i] : 0);
+		wipe_free(set->pat ? set->pat[i] : NULL, set->plen ? set->plen[i] : 0);
+		wipe_free(set->repl ? set->repl[i] : NULL, set->plen ? set->plen[i] : 0);
 	}
 	free(set->pat);
 	free(set->repl);

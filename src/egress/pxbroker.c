@@ -109,6 +109,15 @@ static uint64_t body_elsewhere(const px_conn *c)
 	return m;
 }
 
+/* c->exfil: why a body was blocked (names and places, never a value) */
+static void explain_blocked(px_conn *c, const ab_scan_hit *hit)
+{
+	const ab_broker *b = c->px->broker;
+	ab_swap_result res;
+	ab_secrets_body_blocked(b->secs, b->n, c->host, c->port, hit, &res);
+	ab_swap_explain(&res, c->exfil, sizeof(c->exfil));
+}
+
 /* Body bytes through the placeholder scanner (held-back bytes come later).
  * Returns 0, or -EACCES when a placeholder may not go to this host. */
 int px_body_out(px_conn *c, const char *p, size_t n, bool done)
@@ -121,12 +130,8 @@ int px_body_out(px_conn *c, const char *p, size_t n, bool done)
 		c->fifo[c->nfifo - 1].masked_in_body |= body_masked(c);
 		c->fifo[c->nfifo - 1].elsewhere_body |= body_elsewhere(c);
 	}
-	if (r == -EACCES) {
-		const ab_broker *b = c->px->broker;
-		ab_swap_result res;
-		ab_secrets_body_blocked(b->secs, b->n, c->host, c->port, &hit, &res);
-		ab_swap_explain(&res, c->exfil, sizeof(c->exfil));
-	}
+	if (r == -EACCES)
+		explain_blocked(c, &hit);
 	return r;
 }
 
@@ -143,12 +148,8 @@ int px_body_prescan(px_conn *c, const char *p, size_t n, bool chunked)
 	px_scan_begin(&sp, &s, chunked);
 	int r = px_scan_pass(&sp, p, n, false, &sink, &hit);
 	ab_scanner_free(&s);
-	if (r == -EACCES) {
-		const ab_broker *b = c->px->broker;
-		ab_swap_result res;
-		ab_secrets_body_blocked(b->secs, b->n, c->host, c->port, &hit, &res);
-		ab_swap_explain(&res, c->exfil, sizeof(c->exfil));
-	}
+	if (r == -EACCES)
+		explain_blocked(c, &hit);
 	return r;
 }
 

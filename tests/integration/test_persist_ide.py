@@ -31,12 +31,12 @@ from abtest import HOST_PATH, INNER_PY, chown_tree, describe, tree_listing
 
 # The entries of profiles/default.json this test covers (the ablated profile
 # is the shipped default without them).
-NEW_ENTRIES = [".claude/hooks/", ".devcontainer/", ".devcontainer.json", ".cursor/", ".zed/",
-               ".windsurf/", ".continue/", ".gemini/", ".codex/", ".opencode/",
-               "?opencode.json", "?opencode.jsonc", ".kiro/", ".amazonq/", ".roo/",
-               ".clinerules", ".github/hooks/", "?.aider.conf.yml", "?mise.toml",
-               "?.mise.toml", "?mise.local.toml", "?.mise.local.toml", "?.mise/",
-               "?.config/mise/", "?.config/mise.toml"]
+NEW_ENTRIES = [".claude/hooks/"] + ["${WORKSPACE}/%s/" % n for n in (
+    ".devcontainer", ".devcontainer.json", ".cursor", ".zed", ".windsurf", ".continue",
+    ".gemini", ".codex", ".opencode", ".kiro", ".amazonq", ".roo", ".clinerules",
+    ".github/hooks")] + [
+    "?opencode.json", "?opencode.jsonc", "?.aider.conf.yml", "?mise.toml", "?.mise.toml",
+    "?mise.local.toml", "?.mise.local.toml", "?.mise/", "?.config/mise/", "?.config/mise.toml"]
 # The ablated profile also drops .vscode/ (on the list before), so that its
 # folderOpen task shows the stand-in at work too.
 ABLATED = NEW_ENTRIES + [".vscode/"]
@@ -161,14 +161,22 @@ for p in ("mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml",
         sh(e)
 '''
 
-# Inside: create or rewrite each file; in place, else a new file renamed over it.
+# Inside: move the top directory away, then create or rewrite each file: in
+# place, else a new file renamed over it.
 PLANT = r'''
 import json, os, sys
-res = {}
+res, moved = {}, set()
 for path, (data, mode) in json.loads(sys.argv[1]).items():
+    top = path.split("/")[0]
+    if top not in moved and os.path.lexists(top):  # the user's, or the placeholder
+        try:
+            os.rename(top, top + ".away")
+        except OSError:
+            pass
+    moved.add(top)
     try:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    except OSError as e:
+    except OSError:
         pass
     try:
         with open(path, "w") as f:
@@ -363,3 +371,95 @@ def test_ide_agent_files_present_cannot_be_modified(ctx):
 def test_ide_agent_files_present_ablated(ctx):
     """Twin: without the entries, each rewritten file runs its payload on the host."""
     _ablated(ctx, present=True)
+
+
+# --------------------------------------------------------------------------
+# the harnesses start with the entries absent (placeholders) and present
+
+# Harmless copies of the project files, for the "present" run.
+PRESENT = {
+    ".devcontainer/devcontainer.json": '{"image": "debian"}\n',
+    ".devcontainer.json": '{"image": "debian"}\n',
+    ".cursor/mcp.json": '{"mcpServers": {}}\n',
+    ".zed/settings.json": "{}\n",
+    ".windsurf/hooks.json": '{"hooks": {}}\n',
+    ".continue/config.yaml": "name: project\n",
+    ".gemini/settings.json": "{}\n",
+    ".codex/config.toml": "# project settings\n",
+    ".opencode/opencode.json": '{"$schema": "https://opencode.ai/config.json"}\n',
+    "opencode.json": '{"$schema": "https://opencode.ai/config.json"}\n',
+    ".kiro/settings/mcp.json": '{"mcpServers": {}}\n',
+    ".amazonq/mcp.json": '{"mcpServers": {}}\n',
+    ".roo/mcp.json": '{"mcpServers": {}}\n',
+    ".clinerules/rules.md": "Be brief.\n",
+    ".github/hooks/hooks.json": '{"version": 1, "hooks": {}}\n',
+    ".claude/hooks/start.sh": "true\n",
+    ".aider.conf.yml": "auto-commits: false\n",
+    "mise.toml": "[tools]\n",
+}
+
+
+def _harness_runs(ctx, run_one):
+    """run_one() under each state of the workspace; both must succeed."""
+    ctx.git_host("init", "-q", ".")
+    before = tree_listing(ctx.ws)
+    r = run_one()
+    assert r.returncode == 0, "with the entries absent (placeholders)\n" + describe(r)
+    assert tree_listing(ctx.ws) == before, "placeholders left: %s" % sorted(
+        set(tree_listing(ctx.ws)) - set(before))
+    for path, data in PRESENT.items():
+        full = os.path.join(ctx.ws, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        ctx.host_file(full, data)
+    if ctx.uid != 0:
+        chown_tree(ctx.ws, ctx.uid, ctx.gid)
+    r = run_one()
+    assert r.returncode == 0, "with the entries present\n" + describe(r)
+
+
+def test_ide_entries_claude_code_starts(ctx):
+    """claude (native) `mcp list`, which reads the project's MCP and settings
+    files, exits 0 in -p claude-code with the entries absent and present."""
+    import test_harness_claude as hcl
+    path = hcl.install_native(ctx)
+    _harness_runs(ctx, lambda: ctx.sandbox(
+        ["claude", "mcp", "list"], profile="claude-code",
+        env={"PATH": path, "ANTHROPIC_API_KEY": hcl.new_key()}, timeout=hcl.RUN_TIMEOUT))
+
+
+def test_ide_entries_codex_starts(ctx):
+    """codex `mcp list` (loads its configuration layers) exits 0 in -p codex."""
+    import test_harness_codex as hc
+    prefix = hc.codex_prefix()
+    hc.codex_home(ctx)
+    ext = hc.ext_profile(ctx, prefix)
+    _harness_runs(ctx, lambda: hc.run_codex(ctx, ext, ["codex", "mcp", "list"],
+                                            hc.real_key(), timeout=hc.RUN_TIMEOUT))
+
+
+def test_ide_entries_gemini_cli_starts(ctx):
+    """gemini --version (it loads the user and workspace settings first)
+    exits 0 in -p gemini-cli."""
+    import test_harness_others as ho
+    prefix = ho.npm_install(ho.GEMINI_PKG, ho.GEMINI_VER, ho.GEMINI_DIR)
+    gemini = os.path.join(prefix, "node_modules", ".bin", "gemini")
+    ext = ho.ext_profile(ctx, "gemini-test", prefix)
+    ho.make_home_dirs(ctx, [".gemini"])
+    ctx.host_file(os.path.join(ctx.home, ".gemini", "settings.json"), "{}\n")
+    _harness_runs(ctx, lambda: ctx.sandbox(
+        [gemini, "--version"], profile=None, extra_args=["-p", "gemini-cli", "-p", ext],
+        env={"GEMINI_API_KEY": ho.gemini_key()}, timeout=80))
+
+
+def test_ide_entries_opencode_starts(ctx):
+    """opencode `debug config` (it loads every project configuration file:
+    opencode.json, .opencode/) exits 0 in -p opencode."""
+    import test_harness_others as ho
+    prefix = ho.npm_install(ho.OPENCODE_PKG, ho.OPENCODE_VER, ho.OPENCODE_DIR)
+    opencode = os.path.join(prefix, "node_modules", ".bin", "opencode")
+    ext = ho.ext_profile(ctx, "opencode-test", prefix)
+    ho.make_home_dirs(ctx, [".config/opencode", ".local/share/opencode", ".cache/opencode",
+                            ".local/state/opencode"])
+    _harness_runs(ctx, lambda: ctx.sandbox(
+        [opencode, "debug", "config"], profile=None, extra_args=["-p", "opencode", "-p", ext],
+        env={"ANTHROPIC_API_KEY": ho.anthropic_key()}, timeout=80))

@@ -26,7 +26,7 @@ import os
 import subprocess
 
 import abtest
-from abtest import HOST_PATH, INNER_PY, chown_tree, describe, tree_listing
+from abtest import HOST_PATH, INNER_PY, chown_tree, describe, known_gap, tree_listing
 
 
 # The entries of profiles/default.json this test covers (the ablated profile
@@ -371,6 +371,25 @@ def test_ide_agent_files_present_cannot_be_modified(ctx):
 def test_ide_agent_files_present_ablated(ctx):
     """Twin: without the entries, each rewritten file runs its payload on the host."""
     _ablated(ctx, present=True)
+
+
+@known_gap("an absent opencode.json or .aider.conf.yml can be created inside: opencode and "
+           "aider also run inside the sandbox and cannot take the directory placeholder that "
+           "would reserve it (docs/protected-paths.md, Entries marked ?)")
+def test_ide_agent_files_absent_opencode_json_aider(ctx):
+    """The `?` files of the list that a harness on the host would run, absent:
+    created inside with a payload, read by the stand-in on the host."""
+    _setup(ctx, present=False)
+    cmd_of = lambda case: "touch %s" % _marker(ctx, case)  # noqa: E731
+    cases = {k: v for k, v in _files_present_only(cmd_of).items() if k != "mise"}
+    plant = {}
+    for files in cases.values():
+        plant.update(files)
+    r = ctx.sandbox([INNER_PY, "-c", PLANT, json.dumps(plant)])
+    assert r.returncode == 0, describe(r)
+    _standin(ctx)
+    ran = _ran(ctx, sorted(cases))
+    assert not ran, "created inside, run on the host: %s\n%s" % (ran, r.stdout)
 
 
 # --------------------------------------------------------------------------

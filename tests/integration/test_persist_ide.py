@@ -329,9 +329,21 @@ def _ablated_profile(ctx):
     return path
 
 
+def _contents(ctx):
+    """{path: bytes} of the workspace's files outside .git."""
+    out = {}
+    for rel in tree_listing(ctx.ws):
+        full = os.path.join(ctx.ws, rel)
+        if not rel.startswith(".git" + os.sep) and os.path.isfile(full) \
+                and not os.path.islink(full):
+            with open(full, "rb") as f:
+                out[rel] = f.read()
+    return out
+
+
 def _protected(ctx, present):
     _setup(ctx, present)
-    before = tree_listing(ctx.ws)
+    before, files = tree_listing(ctx.ws), _contents(ctx)
     cases, r = _attack(ctx, present, "default")
     _standin(ctx)
     ran = _ran(ctx, cases)
@@ -339,6 +351,8 @@ def _protected(ctx, present):
         ran, r.stdout)
     assert tree_listing(ctx.ws) == before, "the workspace changed: %s" % sorted(
         set(tree_listing(ctx.ws)) ^ set(before))
+    changed = sorted(k for k, v in _contents(ctx).items() if files.get(k) != v)
+    assert not changed, "files changed from inside: %s" % changed
 
 
 def _ablated(ctx, present):

@@ -82,7 +82,8 @@ OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_exec.c \
                 src/observe/supervise_rename.c src/observe/supervise_connect.c \
                 src/observe/supervise_path.c src/observe/report.c src/observe/report_event.c \
-                src/observe/report_text.c src/observe/report_json.c src/observe/gitscan.c
+                src/observe/report_text.c src/observe/report_json.c src/observe/gitscan.c \
+                src/observe/gitnest.c
 EGRESS_SRCS  := src/egress/proxy.c src/egress/pxconn.c src/egress/pxlog.c src/egress/pxctl.c \
                 src/egress/pxhttp.c src/egress/pxbroker.c src/egress/pxtls.c src/egress/pxtunnel.c \
                 src/egress/pxscan.c src/egress/dnsd.c src/egress/resolve.c src/egress/control.c \

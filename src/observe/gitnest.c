@@ -57,11 +57,6 @@ typedef struct nest {
 	bool disarm;      /* false: judge and report only (test ablation) */
 	ab_strv *findings;
 	int oom;
-	struct moved {
-		dev_t dev;
-		ino_t ino;
-	} moved[64]; /* what this pass moved aside: not walked into again */
-	size_t nmoved;
 } nest;
 
 static bool recent(const struct statx *sx, const struct timespec *since)
@@ -252,33 +247,66 @@ static int move_aside(int dfd, const char *name, char *to, size_t size)
 	return -EEXIST;
 }
 
-/* REL: the directory holding NAME, relative to the root, cleaned for a
- * terminal.  WHAT: "nested repository" or "bare repository". */
-static void settle(nest *n, int dfd, const char *root, const char *rel, const char *name,
-		   const char *what, const verdict *v)
+/* What can arm a git directory, moved aside when it is disarmed.  Each of
+ * them stays in the set judged "touched": moving one back changes its
+ * change time, so the next run disarms it again. */
+static const char *const pieces[] = {"config", "config.worktree", "hooks", "commondir"};
+
+/* Move aside what is there of PIECES in GD; what moved, for the message. */
+static int move_pieces(int gd, char *done, size_t size)
+{
+	size_t used = 0;
+	done[0] = '\0';
+	for (size_t i = 0; i < AB_ARRAY_SIZE(pieces); i++) {
+		char to[64];
+		struct stat st;
+		if (fstatat(gd, pieces[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		int r = move_aside(gd, pieces[i], to, sizeof(to));
+		if (r < 0)
+			return r;
+		int w = snprintf(done + used, size - used, "%s%s to %s", used ? ", " : "",
+				 pieces[i], to);
+		if (w > 0 && (size_t)w < size - used)
+			used += (size_t)w;
+	}
+	return 0;
+}
+
+/* Disarm what the verdict found armed and touched: in a git directory
+ * (GD >= 0) its pieces, so it stays a repository that runs nothing; a gitfile
+ * or link (GD < 0) is moved aside whole.  REL: the directory holding it,
+ * relative to ROOT; it is cleaned for a terminal. */
+static void settle(nest *n, int dfd, int gd, const char *root, const char *rel,
+		   const char *name, const char *what, const verdict *v)
 {
 	if (!v->armed || !v->touched)
 		return;
-	char c[AB_GIT_PATH_MAX * 4 + 1], why[sizeof(v->why) * 4 + 1], to[64];
-	ab_clean(rel, c, sizeof(c));
+	char raw[AB_GIT_PATH_MAX + 16], c[sizeof(raw) * 4], why[sizeof(v->why) * 4 + 1], done[256];
+	snprintf(raw, sizeof(raw), "%s%s%s%s", rel, rel[0] && name[0] ? "/" : "", name,
+		 rel[0] || name[0] ? "" : ".");
+	ab_clean(raw, c, sizeof(c));
 	ab_clean(v->why, why, sizeof(why));
-	const char *sep = rel[0] ? "/" : "";
 	if (!n->disarm) {
-		finding(n, "a %s armed during the run was LEFT ARMED (test ablation): %s/%s%s%s "
-			   "(%s)", what, root, c, sep, name, why);
+		finding(n, "a %s armed during the run was LEFT ARMED (test ablation): %s/%s (%s)",
+			what, root, c, why);
 		return;
 	}
-	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && n->nmoved < AB_ARRAY_SIZE(n->moved))
-		n->moved[n->nmoved++] = (struct moved){st.st_dev, st.st_ino};
-	int r = move_aside(dfd, name, to, sizeof(to));
+	int r;
+	if (gd >= 0) {
+		r = move_pieces(gd, done, sizeof(done));
+	} else {
+		char to[64];
+		r = move_aside(dfd, name, to, sizeof(to));
+		snprintf(done, sizeof(done), "%s to %s", name, to);
+	}
 	if (r < 0)
-		finding(n, "a %s armed during the run could NOT be disarmed: %s/%s%s%s (%s): "
-			   "rename: %s; remove it before you run git there", what, root, c, sep,
-			name, why, strerror(-r));
+		finding(n, "a %s armed during the run could NOT be disarmed: %s/%s (%s): rename: "
+			   "%s; remove it before you run git there", what, root, c, why,
+			strerror(-r));
 	else
-		finding(n, "disarmed a %s armed during the run: %s/%s%s%s (%s), moved to %s; "
-			   "review it before you move it back", what, root, c, sep, name, why, to);
+		finding(n, "disarmed a %s armed during the run: %s/%s (%s): moved %s; review "
+			   "what moved before you move it back", what, root, c, why, done);
 }
 
 static void judge_dotgit(nest *n, int dfd, const char *root, const char *rel)
@@ -287,25 +315,19 @@ static void judge_dotgit(nest *n, int dfd, const char *root, const char *rel)
 	struct statx sx;
 	if (look(n, dfd, ".git", &v, &sx) < 0)
 		return;
+	_cleanup_close_ int gd = -1;
 	if (S_ISLNK(sx.stx_mode)) {
 		arm(&v, ".git is a symbolic link");
 	} else if (S_ISREG(sx.stx_mode)) {
 		judge_gitfile(n, dfd, &v);
 	} else if (S_ISDIR(sx.stx_mode)) {
-		_cleanup_close_ int gd =
-			openat(dfd, ".git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (gd >= 0)
-			judge_gitdir(n, gd, &v);
+		gd = openat(dfd, ".git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (gd < 0)
+			return;
+		v.touched = false; /* the directory's own time: any git command changes it */
+		judge_gitdir(n, gd, &v);
 	}
-	settle(n, dfd, root, rel, ".git", "nested git repository", &v);
-}
-
-static bool was_moved(const nest *n, const struct stat *st)
-{
-	for (size_t i = 0; i < n->nmoved; i++)
-		if (n->moved[i].dev == st->st_dev && n->moved[i].ino == st->st_ino)
-			return true;
-	return false;
+	settle(n, dfd, gd, root, rel, ".git", "nested git repository", &v);
 }
 
 static bool is_root(const nest *n, const struct stat *st)
@@ -328,11 +350,6 @@ static void descend(nest *n, int dfd, const char *root, const char *rel, const c
 		return;
 	}
 	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	struct stat st;
-	if (fd >= 0 && n->nmoved && fstat(fd, &st) == 0 && was_moved(n, &st)) {
-		close(fd); /* a .git this pass moved aside, met again under its new name */
-		return;
-	}
 	if (fd >= 0)
 		walk(n, fd, root, sub, depth + 1);
 }
@@ -376,7 +393,7 @@ static int walk(nest *n, int dfd, const char *root, const char *rel, int depth)
 	if (shape == 7 && !top) { /* a bare repository, or a gitfile's target */
 		verdict v = {0};
 		judge_gitdir(n, dirfd(d), &v);
-		settle(n, dirfd(d), root, rel, "HEAD", "bare git repository", &v);
+		settle(n, dirfd(d), dirfd(d), root, rel, "", "bare git repository", &v);
 	}
 	closedir(d);
 	return n->oom;

@@ -112,8 +112,21 @@ def test_nested_repo_via_gitlink(ctx):
     r = _gitlink(ctx, False)
     assert "disarmed a nested git repository armed during the run: %s/sub/.git " \
         "(core.fsmonitor in config, line " % ctx.ws in r.stderr, r.stderr
-    assert os.path.isdir(os.path.join(ctx.ws, "sub", ".git.agentbox-disarmed"))
-    assert not os.path.exists(os.path.join(ctx.ws, "sub", ".git"))
+    # still a repository, without what armed it
+    assert os.path.isfile(os.path.join(ctx.ws, "sub", ".git", "config.agentbox-disarmed"))
+    assert not os.path.exists(os.path.join(ctx.ws, "sub", ".git", "config"))
+    assert _host_git(ctx, "log", "--oneline", cwd=os.path.join(ctx.ws, "sub")).returncode == 0
+
+
+def test_nested_repo_moved_back_next_run(ctx):
+    """The next run moves the disarmed config back: its change time is new,
+    so it is disarmed again."""
+    _gitlink(ctx, False)
+    marker, _ = _marker(ctx)
+    r = _run(ctx, "mv sub/.git/config.agentbox-disarmed sub/.git/config")
+    assert "disarmed a nested git repository" in r.stderr, describe(r)
+    _host_git(ctx, "status", "--porcelain")
+    _verdict(ctx, marker, "a disarmed config moved back", False)
 
 
 def test_nested_repo_via_gitlink_ablated(ctx):
@@ -263,7 +276,8 @@ def test_killed_agentbox_still_disarms(ctx):
     assert wait_for(lambda: os.path.exists(ready), 30, 0.05), "the sandbox never got ready"
     os.kill(p.pid, signal.SIGKILL)
     p.communicate(timeout=30)
-    assert wait_for(lambda: not os.path.exists(os.path.join(ctx.ws, "sub", ".git")), 20, 0.05), \
+    cfg = os.path.join(ctx.ws, "sub", ".git", "config")
+    assert wait_for(lambda: not os.path.exists(cfg), 20, 0.05), \
         "the nested repository was not disarmed after agentbox was killed"
     _host_git(ctx, "status", "--porcelain")
     assert not os.path.exists(marker), "the payload ran on the host"

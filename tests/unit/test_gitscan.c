@@ -254,7 +254,7 @@ static void test_settle(void **state)
 	assert_int_equal(symlink(t, p), 0);
 	mkpath(root, "taken", true);
 	repo(root, "taken", ARMED);
-	mkpath(root, "taken/.git.agentbox-disarmed", true);
+	put(root, "taken/.git/config.agentbox-disarmed", "", 0644);
 
 	ab_strv found = {0};
 	settle(root, since, false, &found); /* the ablation: judged, nothing moved */
@@ -268,24 +268,42 @@ static void test_settle(void **state)
 	assert_true(exists(root, ".git/config"));         /* the root's own */
 	assert_true(exists(root, "mine/.git"));           /* armed by the user, untouched */
 	assert_true(exists(root, "clone/.git"));          /* inert */
-	assert_false(exists(root, "old/.git"));
-	assert_true(exists(root, "old/.git.agentbox-disarmed/config"));
-	assert_non_null(found_with(&found, "old/.git (core.fsmonitor in config, line 4)"));
-	assert_false(exists(root, "oldhook/.git"));
+	/* a git directory stays one, without what armed it */
+	assert_false(exists(root, "old/.git/config"));
+	assert_true(exists(root, "old/.git/config.agentbox-disarmed"));
+	assert_true(exists(root, "old/.git/hooks.agentbox-disarmed/pre-commit.sample"));
+	assert_non_null(found_with(&found, "old/.git (core.fsmonitor in config, line 4): moved "
+					   "config to config.agentbox-disarmed, hooks to "
+					   "hooks.agentbox-disarmed;"));
+	assert_false(exists(root, "oldhook/.git/hooks"));
 	assert_non_null(found_with(&found, "hook hooks/post-index-change"));
-	assert_false(exists(root, "gf/.git"));
-	assert_true(exists(root, "gf/.git.agentbox-disarmed"));
-	assert_false(exists(root, "gf/.hidden/HEAD"));    /* bare-shaped, armed */
+	/* a gitfile or a link is moved whole, unless what it names was disarmed
+	 * first (the order of the walk) */
+	assert_false(exists(root, "gf/.hidden/config"));  /* bare-shaped, armed */
+	size_t gitfile = exists(root, "gf/.git.agentbox-disarmed");
+	assert_true(gitfile != exists(root, "gf/.git"));
+	assert_non_null(found_with(&found, "bare git repository armed during the run: "));
 	assert_false(exists(root, "ln/.git"));
+	assert_true(exists(root, "ln/.git.agentbox-disarmed"));
 	assert_non_null(found_with(&found, ".git is a symbolic link"));
-	assert_true(exists(root, "taken/.git.agentbox-disarmed-2"));
+	assert_true(exists(root, "taken/.git/config.agentbox-disarmed-2"));
 	const char *esc = found_with(&found, "deep/a/\\x1b]0;x\\x07/.git");
 	assert_non_null(esc);
 	assert_null(strchr(esc, '\x1b'));
-	assert_int_equal(found.n, 7);
+	assert_int_equal(found.n, 6 + gitfile);
 	ab_strv_free(&found);
 	settle(root, since, true, &found); /* settled: nothing left */
 	assert_int_equal(found.n, 0);
+	/* moved back in a later run: its change time is new, so disarmed again */
+	clock_gettime(CLOCK_REALTIME_COARSE, &since);
+	nanosleep(&(struct timespec){0, 30000000}, NULL);
+	snprintf(p, sizeof(p), "%s/old/.git/config.agentbox-disarmed", root);
+	snprintf(t, sizeof(t), "%s/old/.git/config", root);
+	assert_int_equal(rename(p, t), 0);
+	settle(root, since, true, &found);
+	assert_int_equal(found.n, 1);
+	assert_false(exists(root, "old/.git/config"));
+	ab_strv_free(&found);
 	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	assert_int_equal(system(cmd), 0);

@@ -185,6 +185,8 @@ typedef struct ab_plan {
 	char *ph_key;
 	bool ph_key_rw;
 	ab_strv absent;   /* for explain: grants whose host path does not exist (skipped) */
+	ab_strv unguarded; /* host paths of "?" protect entries absent at the start: nothing
+			      reserves them, so one that exists after the run is named */
 	char *user_name;  /* login name inside (USER/LOGNAME, passwd entry) */
 
 	ab_ll_plan landlock;

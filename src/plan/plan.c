@@ -505,6 +505,7 @@ void ab_plan_free(ab_plan *p)
 	free(p->rlimits);
 	ab_strv_free(&p->hidden);
 	ab_strv_free(&p->absent);
+	ab_strv_free(&p->unguarded);
 	ab_ll_plan_free(&p->landlock);
 	pl_egress_plan_free(&p->egress);
 	ab_strv_free(&p->seccomp.extra_deny);

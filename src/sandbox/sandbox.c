@@ -506,10 +506,38 @@ static void settle_nested(const ab_plan *plan, struct timespec since, ab_audit *
 			"nested git repositories");
 }
 
+/* A "?" protect entry reserves nothing while absent (docs/protected-paths.md):
+ * one the run created is named, on stderr and in the log. */
+static void report_unguarded(run_state *s)
+{
+	const ab_strv *u = &s->plan->unguarded;
+	for (size_t i = 0; i < u->n; i++) {
+		struct stat st;
+		if (lstat(u->v[i], &st) < 0)
+			continue;
+		char c[PATH_MAX * 4 + 1];
+		ab_clean(u->v[i], c, sizeof(c));
+		_cleanup_free_ char *line = ab_asprintf(
+			"created during the run and not protected: %s (a \"?\" entry of "
+			"filesystem.protect reserves nothing while it is absent); review it before "
+			"a program on the host reads it", c);
+		if (!line)
+			return;
+		ab_warn("%s", line);
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("warning"));
+		json_object_set_new(ev, "kind", json_string("unprotected"));
+		json_object_set_new(ev, "path", json_string(u->v[i]));
+		json_object_set_new(ev, "message", json_string(line));
+		ab_audit_emit(s->audit, ev);
+	}
+}
+
 static void settle_git(run_state *s)
 {
 	settle_nested(s->plan, s->git_since, s->audit);
 	ab_cleaner_settled(&s->cleaner);
+	report_unguarded(s);
 }
 
 /* The cleanup watcher's, when agentbox was killed before settle_git: no

@@ -281,3 +281,22 @@ def test_killed_agentbox_still_disarms(ctx):
         "the nested repository was not disarmed after agentbox was killed"
     _host_git(ctx, "status", "--porcelain")
     assert not os.path.exists(marker), "the payload ran on the host"
+
+
+def test_unguarded_optional_entry_named(ctx):
+    """A `?` protect entry reserves nothing while absent (.husky/ in default):
+    one the run creates is named at the end and in the log.  One that was
+    there before the run (protected) or that the run did not create is not."""
+    _repo(ctx)
+    log = os.path.join(ctx.scratch, "audit.jsonl")
+    quiet = ctx.sandbox("true", extra_args=["--log", log])
+    assert quiet.returncode == 0 and "not protected" not in quiet.stderr, describe(quiet)
+    r = ctx.sandbox("mkdir .husky && echo 'npm test' > .husky/pre-commit",
+                    extra_args=["--log", log])
+    assert r.returncode == 0, describe(r)
+    assert "created during the run and not protected: %s/.husky " % ctx.ws in r.stderr, \
+        describe(r)
+    ev = [json.loads(l) for l in open(log) if '"kind":"unprotected"' in l]
+    assert len(ev) == 1 and ev[0]["path"] == os.path.join(ctx.ws, ".husky"), ev
+    again = ctx.sandbox("true")   # present at the start now: protected, not named
+    assert again.returncode == 0 and "not protected" not in again.stderr, describe(again)

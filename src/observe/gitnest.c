@@ -171,6 +171,11 @@ static void judge_hooks(const nest *n, int gd, verdict *v)
 			continue;
 		size_t l = strlen(e->d_name);
 		look(n, dirfd(d), e->d_name, v, &sx);
+		/* a hook that is a link into the work tree runs what the link names */
+		if (S_ISLNK(sx.stx_mode) &&
+		    statx(dirfd(d), e->d_name, AT_NO_AUTOMOUNT, STATX_CTIME | STATX_BTIME, &sx) == 0 &&
+		    recent(&sx, &n->since))
+			v->touched = true;
 		if (l < 7 || strcmp(e->d_name + l - 7, ".sample") != 0)
 			arm(v, "hook hooks/%.200s", e->d_name);
 	}

@@ -223,6 +223,12 @@ static void test_settle(void **state)
 	repo(root, "old", INERT);                 /* armed below, during the run */
 	mkpath(root, "oldhook", true);
 	repo(root, "oldhook", INERT);
+	mkpath(root, "linked", true);
+	repo(root, "linked", INERT);
+	put(root, "linked/hook.sh", "#!/bin/sh\n", 0755);
+	char lp[512];
+	snprintf(lp, sizeof(lp), "%s/linked/.git/hooks/pre-commit", root);
+	assert_int_equal(symlink("../../hook.sh", lp), 0);
 	struct timespec since;
 	clock_gettime(CLOCK_REALTIME_COARSE, &since);
 	since.tv_nsec += 20000000;
@@ -234,6 +240,7 @@ static void test_settle(void **state)
 	/* during the run */
 	put(root, "old/.git/config", ARMED, 0644);
 	put(root, "oldhook/.git/hooks/post-index-change", "#!/bin/sh\n", 0755);
+	put(root, "linked/hook.sh", "#!/bin/sh\n", 0755); /* the user's hook, a link, changed */
 	mkpath(root, "clone", true);
 	repo(root, "clone", INERT "[remote \"origin\"]\n\turl = ../x\n");
 	mkpath(root, "deep", true);
@@ -277,6 +284,7 @@ static void test_settle(void **state)
 					   "hooks.agentbox-disarmed;"));
 	assert_false(exists(root, "oldhook/.git/hooks"));
 	assert_non_null(found_with(&found, "hook hooks/post-index-change"));
+	assert_false(exists(root, "linked/.git/hooks"));
 	/* a gitfile or a link is moved whole, unless what it names was disarmed
 	 * first (the order of the walk) */
 	assert_false(exists(root, "gf/.hidden/config"));  /* bare-shaped, armed */
@@ -290,7 +298,7 @@ static void test_settle(void **state)
 	const char *esc = found_with(&found, "deep/a/\\x1b]0;x\\x07/.git");
 	assert_non_null(esc);
 	assert_null(strchr(esc, '\x1b'));
-	assert_int_equal(found.n, 6 + gitfile);
+	assert_int_equal(found.n, 7 + gitfile);
 	ab_strv_free(&found);
 	settle(root, since, true, &found); /* settled: nothing left */
 	assert_int_equal(found.n, 0);

@@ -67,7 +67,8 @@ endif
 # what is said at the top of each.
 BASE_SRCS    := src/base/common.c src/base/loop.c src/base/json_pos.c src/base/sync.c
 PARSE_SRCS   := src/parse/http.c src/parse/http_body.c src/parse/dns.c src/parse/tls.c \
-                src/parse/wsframe.c src/parse/netpolicy.c src/parse/credfile.c
+                src/parse/wsframe.c src/parse/netpolicy.c src/parse/credfile.c \
+                src/parse/gitconfig.c
 CONFIG_SRCS  := src/config/profile.c src/config/profile_keys.c src/config/profile_secrets.c \
                 src/config/profile_values.c src/config/profile_vars.c
 KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src/kernel/seccomp_filter.c \
@@ -82,7 +83,8 @@ OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_exec.c \
                 src/observe/supervise_rename.c src/observe/supervise_connect.c \
                 src/observe/supervise_path.c src/observe/report.c src/observe/report_event.c \
-                src/observe/report_text.c src/observe/report_json.c src/observe/gitscan.c
+                src/observe/report_text.c src/observe/report_json.c src/observe/gitscan.c \
+                src/observe/gitnest.c
 EGRESS_SRCS  := src/egress/proxy.c src/egress/pxconn.c src/egress/pxlog.c src/egress/pxctl.c \
                 src/egress/pxhttp.c src/egress/pxbroker.c src/egress/pxtls.c src/egress/pxtunnel.c \
                 src/egress/pxscan.c src/egress/dnsd.c src/egress/resolve.c src/egress/control.c \
@@ -106,7 +108,7 @@ LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRC
 MAIN_SRC := src/cli/main.c
 UNIT_TESTS := common sync control profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
-              report credfile otlp unixsock wsframe termfilter
+              report credfile otlp unixsock wsframe termfilter gitconfig
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)

@@ -1,22 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * After a run: nested git repositories the sandbox planted (parent).
+ * After a run: nested git repositories the sandbox armed are disarmed
+ * (parent; src/observe/gitnest.c says how they are judged).
  *
- * The open gap in docs/threat-model.md: the sandbox can create a repository
- * below the workspace (with its own core.fsmonitor or hooks) and register it
- * as a gitlink in the workspace's index, or replace an existing submodule's
- * .git; a later `git status` on the host then runs its configuration.  The
- * index must stay writable for git to work inside, so agentbox cannot stop
- * it; it makes it visible instead: after the run it compares the index's
- * gitlinks with those before it, and looks for .git entries below the
- * workspace created or changed during the run.  Findings go to the audit log
- * ("warning" events) and to stderr, always.
+ * A repository below a writable directory (made with `git init` or `git
+ * clone` inside, or a submodule's .git replaced) whose config or hooks were
+ * given something to run during the run would run it on the host: `git
+ * status` above it recurses into it through a gitlink, a git-aware prompt
+ * runs git in it.  The index and the trees must stay writable for git to
+ * work inside, so this is settled when the sandbox is gone: such a .git is
+ * moved aside, loudly (stderr and the audit log), before anything on the
+ * host could be told the run is over.
  */
 #ifndef AGENTBOX_GITSCAN_H
 #define AGENTBOX_GITSCAN_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "agentbox/common.h"
@@ -24,8 +25,8 @@
 #define AB_GIT_INDEX_MAX (512u << 20)   /* bytes of .git/index read */
 #define AB_GIT_INDEX_ENTRIES 10000000u  /* entries */
 #define AB_GIT_PATH_MAX 4096
-#define AB_GITSCAN_WALK_MAX 100000      /* directory entries looked at after a run */
-#define AB_GITSCAN_DEPTH 12
+#define AB_GITSCAN_WALK_MAX 16000000    /* directory entries looked at after a run */
+#define AB_GITSCAN_DEPTH 128
 
 /* Pure: the gitlink paths (mode 0160000) of a git index (versions 2-4).
  * HASH_LEN: 20 (SHA-1) or 32 (SHA-256).  0, or -EINVAL with a message
@@ -36,16 +37,22 @@ int ab_git_index_gitlinks(const uint8_t *buf, size_t len, size_t hash_len, ab_st
 /* The workspace's gitlinks now (none without a .git directory or index). */
 int ab_gitscan_snapshot(const char *workspace, ab_strv *gitlinks, ab_err *err);
 
-/* Is the workspace a repository (a .git entry of any type)?  Asked before
- * the run: during it an absent .git is a placeholder (docs/protected-paths). */
-bool ab_gitscan_is_repo(const char *workspace);
+/* A writable directory to settle: its host path, its identity (a root's own
+ * .git is a protected path, left alone wherever the walk meets it), and the
+ * gitlinks of its index after the run (judged even where the walk stopped). */
+typedef struct ab_gitnest_root {
+	const char *path;
+	dev_t dev;
+	ino_t ino;
+	ab_strv gitlinks;
+} ab_gitnest_root;
 
-/* After the run: human-readable findings (one line each) for gitlinks not
- * in BEFORE (NULL: the index could not be read before, no comparison), and,
- * when the workspace was a repository (REPO; elsewhere nothing runs git),
- * for .git entries below it whose change time is at or after SINCE.  The
- * walk stops after AB_GITSCAN_WALK_MAX entries and says so. */
-int ab_gitscan_findings(const char *workspace, const ab_strv *before, struct timespec since,
-			bool repo, ab_strv *findings, ab_err *err);
+/* After the run: walk every root (a root inside another is walked with it),
+ * judge each nested .git and bare-shaped directory, and move aside those
+ * armed and touched since SINCE (DISARM false: the test ablation, report
+ * only).  One human-readable line per repository settled, and one when the
+ * walk had to stop (AB_GITSCAN_WALK_MAX entries, AB_GITSCAN_DEPTH levels). */
+int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, struct timespec since,
+		      bool disarm, ab_strv *findings, ab_err *err);
 
 #endif

@@ -115,6 +115,7 @@ typedef struct ab_plan_input {
 #define AB_ABLATE_HOME     0x10 /* the real home bound read-write instead of a tmpfs */
 #define AB_ABLATE_PTY      0x20 /* no pty: the command gets agentbox's own fds 0-2 */
 #define AB_ABLATE_CONNECT  0x40 /* connect(2) is not mediated (host sockets bound later) */
+#define AB_ABLATE_GITNEST  0x80 /* nested repositories armed during the run are left armed */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
 
@@ -184,6 +185,8 @@ typedef struct ab_plan {
 	char *ph_key;
 	bool ph_key_rw;
 	ab_strv absent;   /* for explain: grants whose host path does not exist (skipped) */
+	ab_strv unguarded; /* host paths of "?" protect entries absent at the start: nothing
+			      reserves them, so one that exists after the run is named */
 	char *user_name;  /* login name inside (USER/LOGNAME, passwd entry) */
 
 	ab_ll_plan landlock;
@@ -203,6 +206,8 @@ typedef struct ab_plan {
 				escape sequences through (src/sandbox/termfilter.c) */
 
 	ab_egress_plan egress;
+	bool git_settle;    /* after the run, nested repositories armed during it are
+			       disarmed (gitscan.h); false only as a test ablation */
 	bool share_net;     /* test ablation "netns": no CLONE_NEWNET, no proxy */
 	int trace;          /* run --trace: enum ab_trace_mode (trace.h), src/observe/trace.c */
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * After a run: nested git repositories the sandbox planted
- * (include/agentbox/gitscan.h).  Parent only; the index parser is pure and
- * fuzzed (tests/fuzz/fuzz_gitindex.c).
+ * The gitlinks of a repository's index (include/agentbox/gitscan.h), for
+ * the nested repositories settled after a run (gitnest.c).  Parent only;
+ * the index parser is pure and fuzzed (tests/fuzz/fuzz_gitindex.c).
  *
  * Index format (Documentation/gitformat-index.txt): "DIRC", version 2, 3 or
  * 4, entry count; each entry 40 bytes of stat data (mode at offset 24), the
@@ -13,7 +13,6 @@
  */
 #include "agentbox/gitscan.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -147,112 +146,4 @@ int ab_gitscan_snapshot(const char *workspace, ab_strv *gitlinks, ab_err *err)
 	int r = ab_git_index_gitlinks(m, (size_t)st.st_size, hash_len_of(gd), gitlinks, err);
 	munmap(m, (size_t)st.st_size);
 	return r;
-}
-
-typedef struct walk {
-	struct timespec since;
-	size_t seen;
-	bool cut;
-	ab_strv *findings;
-} walk;
-
-static bool after(const struct timespec *a, const struct timespec *since)
-{
-	return a->tv_sec > since->tv_sec ||
-	       (a->tv_sec == since->tv_sec && a->tv_nsec >= since->tv_nsec);
-}
-
-static int walk_dir(walk *w, int dfd, const char *rel, int depth)
-{
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		return 0;
-	}
-	struct dirent *e;
-	int r = 0;
-	while (r == 0 && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (++w->seen > AB_GITSCAN_WALK_MAX) {
-			w->cut = true;
-			break;
-		}
-		if (depth == 0 && !strcmp(e->d_name, ".git"))
-			continue; /* the workspace's own: protected */
-		char sub[AB_GIT_PATH_MAX];
-		if ((size_t)snprintf(sub, sizeof(sub), "%s%s%s", rel, rel[0] ? "/" : "", e->d_name) >=
-		    sizeof(sub))
-			continue;
-		struct stat st;
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (!strcmp(e->d_name, ".git")) {
-			if (after(&st.st_ctim, &w->since)) {
-				char c[AB_GIT_PATH_MAX * 4 + 1];
-				ab_clean(sub, c, sizeof(c));
-				char *line = ab_asprintf("a nested git repository was created or changed "
-							 "during the run: %s", c);
-				if (!line || ab_strv_push_take(w->findings, line) < 0)
-					return -ENOMEM;
-			}
-			continue; /* not into it: its objects are no concern */
-		}
-		if (!S_ISDIR(st.st_mode) || depth + 1 >= AB_GITSCAN_DEPTH)
-			continue;
-		int fd = openat(dirfd(d), e->d_name,
-				O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-		if (fd >= 0)
-			r = walk_dir(w, fd, sub, depth + 1);
-	}
-	closedir(d);
-	return r;
-}
-
-bool ab_gitscan_is_repo(const char *workspace)
-{
-	struct stat st;
-	char gitdir[AB_GIT_PATH_MAX];
-	if ((size_t)snprintf(gitdir, sizeof(gitdir), "%s/.git", workspace) >= sizeof(gitdir))
-		return true; /* cannot tell: look */
-	return lstat(gitdir, &st) == 0;
-}
-
-int ab_gitscan_findings(const char *workspace, const ab_strv *before, struct timespec since,
-			bool repo, ab_strv *findings, ab_err *err)
-{
-	_cleanup_strv_ ab_strv now = {0};
-	ab_err ierr = {0};
-	if (before && ab_gitscan_snapshot(workspace, &now, &ierr) < 0) {
-		char *line = ab_asprintf("the workspace's git index could not be read after the run "
-					 "(%s): check `git ls-files -s | grep ^160000` yourself",
-					 ierr.msg);
-		if (!line || ab_strv_push_take(findings, line) < 0)
-			return ab_fail(err, ENOMEM, "git scan");
-	}
-	for (size_t i = 0; i < now.n; i++) {
-		if (ab_strv_contains(before, now.v[i]))
-			continue;
-		char c[AB_GIT_PATH_MAX * 4 + 1];
-		ab_clean(now.v[i], c, sizeof(c));
-		char *line = ab_asprintf("a gitlink (submodule entry) was added to the index during "
-					 "the run: %s", c);
-		if (!line || ab_strv_push_take(findings, line) < 0)
-			return ab_fail(err, ENOMEM, "git scan");
-	}
-	/* only a workspace that is a repository: elsewhere nothing runs git */
-	if (!repo)
-		return 0;
-	walk w = {.since = since, .findings = findings};
-	int fd = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0 && walk_dir(&w, fd, "", 0) < 0)
-		return ab_fail(err, ENOMEM, "git scan");
-	if (w.cut) {
-		char *line = ab_asprintf("the workspace has more than %d entries: the search for "
-					 "nested repositories stopped there (`find . -mindepth 2 -name "
-					 ".git` finds all)", AB_GITSCAN_WALK_MAX);
-		if (!line || ab_strv_push_take(findings, line) < 0)
-			return ab_fail(err, ENOMEM, "git scan");
-	}
-	return 0;
 }

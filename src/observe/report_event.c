@@ -10,7 +10,7 @@
  * looked up within their session.
  *
  * Warnings ("warning": agentbox's findings after a run, such as a nested git
- * repository the run left) are kept once per (session, kind, message) in log
+ * repository the run armed) are kept once per (session, kind, message) in log
  * order.  Credentials files saved (or refused) by rename are aggregates by
  * (path, reason).
  *
@@ -565,8 +565,9 @@ static void on_trace(ev *e, session *s, int64_t ts)
 		e->drop = true;
 }
 
-/* "warning" (kind "git": a nested git repository or a gitlink the run left;
- * other kinds are shown too): once per (session, kind, message), counted. */
+/* "warning" (kind "git": a nested git repository the run armed, disarmed;
+ * "unprotected": a "?" protect entry the run created; other kinds are shown
+ * too): once per (session, kind, message), counted. */
 static void on_warning(ev *e, session *s, int64_t ts)
 {
 	ab_report *r = e->r;

@@ -316,6 +316,11 @@ static void text_filesystem(const ab_plan *p, FILE *out)
 	}
 	text_mounts(out, p, "protected (read-only or uncreatable inside writable trees)",
 		    pick_protect);
+	fputs(p->git_settle ? "  nested git repositories in writable trees: armed during the run "
+			      "(a config key naming a program, a hook, a link) -> moved aside when "
+			      "it ends\n"
+			    : "  nested git repositories: NOT DISARMED after the run (test ablation)\n",
+	      out);
 	text_mounts(out, p, "devices, proc and system files", pick_system);
 	if (p->absent.n)
 		text_list(out, "granted but not present on this host (skipped)", &p->absent);
@@ -873,6 +878,7 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 				   json_pack("{s:b, s:b}", "exec", p->seccomp.notify_exec,
 					     "denials", p->seccomp.notify_denials));
 	bad |= json_object_set_new(o, "connect_mediated", json_boolean(p->seccomp.notify_connect));
+	bad |= json_object_set_new(o, "nested_repos_disarmed", json_boolean(p->git_settle));
 	bad |= json_object_set_new(o, "landlock", json_landlock(p));
 	bad |= json_object_set_new(o, "limits", json_limits(p));
 	bad |= json_object_set_new(o, "pty", jstr(pty_name(p)));

@@ -339,6 +339,7 @@ static const struct {
 	{AB_ABLATE_HOME, "home", "the real home, read-write"},
 	{AB_ABLATE_PTY, "pty", "no pty: the real terminal passes in"},
 	{AB_ABLATE_CONNECT, "connect", "connect is not mediated"},
+	{AB_ABLATE_GITNEST, "gitnest", "nested repositories armed during the run stay armed"},
 };
 
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
@@ -354,7 +355,7 @@ int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
 			i++;
 		if (i == AB_ARRAY_SIZE(ablations))
 			return ab_fail(err, 0, "AGENTBOX_TEST_ABLATE: unknown layer '%s' (seccomp, "
-					       "landlock, netns, env, home, pty)", t);
+					       "landlock, netns, env, home, pty, connect, gitnest)", t);
 		*out |= ablations[i].bit;
 	}
 	return 0;
@@ -369,6 +370,7 @@ static int plan_ablate(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		p->landlock.enabled = false;
 	if (in->ablate & AB_ABLATE_NETNS)
 		p->share_net = true;
+	p->git_settle = !(in->ablate & AB_ABLATE_GITNEST);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(ablations); i++) {
 		if (!(in->ablate & ablations[i].bit))
 			continue;
@@ -503,6 +505,7 @@ void ab_plan_free(ab_plan *p)
 	free(p->rlimits);
 	ab_strv_free(&p->hidden);
 	ab_strv_free(&p->absent);
+	ab_strv_free(&p->unguarded);
 	ab_ll_plan_free(&p->landlock);
 	pl_egress_plan_free(&p->egress);
 	ab_strv_free(&p->seccomp.extra_deny);

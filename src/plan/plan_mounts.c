@@ -536,6 +536,23 @@ static int protect_existing(ab_plan *p, const char *root, const char *cur,
 		       : 0;
 }
 
+/* A "?" entry absent at the start: its host path (ROOT is a writable mount's
+ * path inside), named after the run if it exists then. */
+static int note_unguarded(ab_plan *p, const char *root, const char *path, ab_err *err)
+{
+	for (size_t i = 0; i < p->nmounts; i++) {
+		const ab_mount *m = &p->mounts[i];
+		if (m->kind != AB_MNT_BIND_RW || !m->src || strcmp(m->dst, root) != 0)
+			continue;
+		_cleanup_free_ char *host = ab_asprintf("%s%s", m->src, path + strlen(root));
+		if (!host || (!ab_strv_contains(&p->unguarded, host) &&
+			      ab_strv_push(&p->unguarded, host) < 0))
+			return ab_fail(err, ENOMEM, "plan");
+		return 0;
+	}
+	return 0;
+}
+
 /* One protected entry under one writable root.  `anchored`: an entry naming
  * one path (a missing file is reserved by an empty file); `denied`: the
  * reservation of an absent denied path (plan_denies), which the deny check
@@ -576,10 +593,10 @@ static int protect_one(ab_plan *p, const ab_plan_input *in, const char *root, co
 		*s = '\0';
 		struct stat st;
 		int r = pl_lstat(in, cur, &st);
+		if (r == -ENOENT && if_present)
+			return note_unguarded(p, root, path, err);
 		if (r == -ENOENT)
-			return if_present ? 0
-					  : add_placeholder(p, cur, root, rel, last, want_dir, anchored,
-							    err);
+			return add_placeholder(p, cur, root, rel, last, want_dir, anchored, err);
 		if (r < 0)
 			return ab_fail(err, -r, "fs.protect: %s", cur);
 		if (S_ISLNK(st.st_mode)) {

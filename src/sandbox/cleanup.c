@@ -25,7 +25,8 @@
 
 /* Wire format, one record per write (each < PIPE_BUF, so atomic):
  *   'P' is_dir(0/1) dev ':' ino ':' path '\0'   a placeholder
- *   'W' pid(decimal) '\0'          the process to outlive                 */
+ *   'W' pid(decimal) '\0'          the process to outlive
+ *   'D' '\0'                       the parent settled (no settle here)    */
 #define REC_MAX PIPE_BUF /* one atomic packet */
 
 static int open_parent(const char *path, char *parent, size_t size, const char **name)
@@ -119,7 +120,7 @@ int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev
 	return r;
 }
 
-static void watcher_main(int rfd)
+static void watcher_main(int rfd, void (*settle)(void *), void *ctx)
 {
 	static char paths[AB_CLEANUP_MAX][PATH_MAX];
 	static bool dirs[AB_CLEANUP_MAX];
@@ -158,11 +159,13 @@ static void watcher_main(int rfd)
 			n++;
 		} else if (rec[0] == 'W') {
 			wait_pid = (pid_t)strtol(rec + 1, NULL, 10);
+		} else if (rec[0] == 'D') {
+			settle = NULL;
 		}
 	}
 	/* EOF: agentbox finished or died.  Wait for the sandbox to be gone
 	 * (it is killed by its parent-death signal), at most a few seconds. */
-	if (wait_pid > 0 && n > 0) {
+	if (wait_pid > 0 && (n > 0 || settle)) {
 		int pfd = (int)syscall(__NR_pidfd_open, wait_pid, 0);
 		if (pfd >= 0) {
 			struct pollfd p = {.fd = pfd, .events = POLLIN};
@@ -173,12 +176,18 @@ static void watcher_main(int rfd)
 	/* deepest first: a placeholder can sit inside another one's parent */
 	for (size_t i = n; i-- > 0;)
 		ab_cleanup_placeholder(paths[i], dirs[i], devs[i], inos[i]);
+	if (settle && wait_pid > 0) /* the parent died before it settled */
+		settle(ctx);
 	_exit(0);
 }
 
 int ab_cleaner_start(ab_cleaner *c, int keep_fd, int keep_fd2, ab_err *err)
 {
+	void (*settle)(void *) = c->settle;
+	void *ctx = c->settle_ctx;
 	memset(c, 0, sizeof(*c));
+	c->settle = settle;
+	c->settle_ctx = ctx;
 	c->pipe_fd = -1;
 	int p[2];
 	if (pipe2(p, O_CLOEXEC | O_DIRECT) < 0) /* packet mode: one record per read */
@@ -209,7 +218,7 @@ int ab_cleaner_start(ab_cleaner *c, int keep_fd, int keep_fd2, ab_err *err)
 			lo = (unsigned)keep[i] + 1;
 		}
 		syscall(SYS_close_range, lo, ~0U, 0);
-		watcher_main(p[0]);
+		watcher_main(p[0], settle, ctx);
 	}
 	close(p[0]);
 	c->pipe_fd = p[1];
@@ -225,6 +234,11 @@ static void send_rec(ab_cleaner *c, const char *rec, size_t len)
 	do
 		r = write(c->pipe_fd, rec, len);
 	while (r < 0 && errno == EINTR);
+}
+
+void ab_cleaner_settled(ab_cleaner *c)
+{
+	send_rec(c, "D", 2);
 }
 
 void ab_cleaner_watch_pid(ab_cleaner *c, pid_t pid)

@@ -18,6 +18,11 @@
 #define AB_CLEANUP_MAX 256
 
 typedef struct ab_cleaner {
+	/* set before ab_cleaner_start: what the watcher runs after the
+	 * placeholders are gone when the parent died before ab_cleaner_settled
+	 * (the nested repositories of the run), or NULL */
+	void (*settle)(void *ctx);
+	void *settle_ctx;
 	int pipe_fd;                 /* write end to the watcher, -1 if none */
 	pid_t watcher;
 	char *paths[AB_CLEANUP_MAX];
@@ -29,8 +34,11 @@ typedef struct ab_cleaner {
 /* Fork the watcher.  Must run before clone (the sandbox must not inherit the
  * pipe: it is O_CLOEXEC and the child closes every fd it does not need). */
 int ab_cleaner_start(ab_cleaner *c, int keep_fd, int keep_fd2, ab_err *err);
+/* (c->settle and c->settle_ctx are kept; everything else is reset) */
 /* keep_fd: the workspace lock, held by the watcher too until it has cleaned
  * up; keep_fd2: the inotify instance (released by the watcher); -1 for none */
+/* The parent settled what settle would (the watcher need not). */
+void ab_cleaner_settled(ab_cleaner *c);
 /* Tell the watcher which process to wait for before cleaning up. */
 void ab_cleaner_watch_pid(ab_cleaner *c, pid_t pid);
 /* Create the plan's placeholders (empty 0555 directories, parents reached

@@ -139,9 +139,7 @@ typedef struct run_state {
 	int devnull;
 	struct termios saved_tio[3]; /* --no-pty: put back at the end */
 	bool tio_saved[3];
-	ab_strv git_before;          /* the gitlinks before the run */
-	bool git_before_ok, git_repo;
-	struct timespec git_since;
+	struct timespec git_since;   /* nested repositories touched after it are judged */
 	ab_phkey_id key_before;
 	char *cg_path;      /* the run's cgroup, removed at the end */
 	int *idmap_fds;     /* one per plan mount, -1 for none */
@@ -468,31 +466,86 @@ static int exit_code_of(run_state *s, ab_err *err)
 	return AB_EXIT_FAIL;
 }
 
-/* A nested repository or a new gitlink left by the run: on stderr always (a
- * later `git status` on the host would run its configuration) and in the log.
- * git_before counts only when the index could be read before the run. */
-static void report_git(run_state *s)
+/* Nested repositories armed during the run are disarmed before agentbox
+ * returns (src/observe/gitnest.c): every writable directory is settled, each
+ * move said on stderr and in the log. */
+static void settle_nested(const ab_plan *plan, struct timespec since, ab_audit *audit)
 {
-	const ab_plan *plan = s->plan;
+	ab_gitnest_root roots[64] = {{0}};
+	size_t n = 0;
+	for (size_t i = 0; i < plan->nmounts && n < AB_ARRAY_SIZE(roots); i++) {
+		const ab_mount *m = &plan->mounts[i];
+		struct stat st;
+		if (m->kind != AB_MNT_BIND_RW || !(m->flags & AB_MNT_F_DIR) || !m->src ||
+		    stat(m->src, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		roots[n] = (ab_gitnest_root){.path = m->src, .dev = st.st_dev, .ino = st.st_ino};
+		ab_err ierr = {0};
+		if (ab_gitscan_snapshot(m->src, &roots[n].gitlinks, &ierr) < 0)
+			ab_warn("%s: its gitlinks are judged only where the walk reaches", ierr.msg);
+		n++;
+	}
 	_cleanup_strv_ ab_strv found = {0};
 	ab_err err = {0};
-	if (ab_gitscan_findings(plan->workspace, s->git_before_ok ? &s->git_before : NULL,
-				s->git_since, s->git_repo, &found, &err) < 0) {
+	if (ab_gitnest_settle(roots, n, since, plan->git_settle, &found, &err) < 0)
 		ab_warn("%s", err.msg);
-		return;
-	}
+	for (size_t i = 0; i < n; i++)
+		ab_strv_free(&roots[i].gitlinks);
 	for (size_t i = 0; i < found.n; i++) {
 		ab_warn("%s", found.v[i]);
+		if (!audit)
+			continue;
 		json_t *ev = json_object();
 		json_object_set_new(ev, "event", json_string("warning"));
 		json_object_set_new(ev, "kind", json_string("git"));
 		json_object_set_new(ev, "message", json_string(found.v[i]));
-		ab_audit_emit(s->audit, ev);
+		ab_audit_emit(audit, ev);
 	}
 	if (found.n)
-		ab_warn("review them before you run git in %s: `git ls-files -s | grep ^160000` and "
-			"`find . -mindepth 2 -name .git` run nothing from them "
-			"(docs/threat-model.md, nested git repositories)", plan->workspace);
+		ab_warn("a repository moved aside runs nothing on the host; see docs/threat-model.md, "
+			"nested git repositories");
+}
+
+/* A "?" protect entry reserves nothing while absent (docs/protected-paths.md):
+ * one the run created is named, on stderr and in the log. */
+static void report_unguarded(run_state *s)
+{
+	const ab_strv *u = &s->plan->unguarded;
+	for (size_t i = 0; i < u->n; i++) {
+		struct stat st;
+		if (lstat(u->v[i], &st) < 0)
+			continue;
+		char c[PATH_MAX * 4 + 1];
+		ab_clean(u->v[i], c, sizeof(c));
+		_cleanup_free_ char *line = ab_asprintf(
+			"created during the run and not protected: %s (a \"?\" entry of "
+			"filesystem.protect reserves nothing while it is absent); review it before "
+			"a program on the host reads it", c);
+		if (!line)
+			return;
+		ab_warn("%s", line);
+		json_t *ev = json_object();
+		json_object_set_new(ev, "event", json_string("warning"));
+		json_object_set_new(ev, "kind", json_string("unprotected"));
+		json_object_set_new(ev, "path", json_string(u->v[i]));
+		json_object_set_new(ev, "message", json_string(line));
+		ab_audit_emit(s->audit, ev);
+	}
+}
+
+static void settle_git(run_state *s)
+{
+	settle_nested(s->plan, s->git_since, s->audit);
+	ab_cleaner_settled(&s->cleaner);
+	report_unguarded(s);
+}
+
+/* The cleanup watcher's, when agentbox was killed before settle_git: no
+ * log then (its file is closed there), stderr only. */
+static void settle_in_watcher(void *ctx)
+{
+	run_state *s = ctx;
+	settle_nested(s->plan, s->git_since, NULL);
 }
 
 /* ---- the phases of a run: each returns < 0 with *err set (or the child's
@@ -547,16 +600,13 @@ static int prepare_host(run_state *s)
 	bool placeholders = false;
 	for (size_t i = 0; i < plan->nmounts; i++)
 		placeholders |= plan->mounts[i].kind == AB_MNT_PLACEHOLDER;
-	/* nested repositories planted during the run are reported after it */
+	/* nested repositories armed during the run are disarmed after it */
 	clock_gettime(CLOCK_REALTIME_COARSE, &s->git_since); /* the clock file times use */
-	ab_err gerr = {0};
-	s->git_repo = ab_gitscan_is_repo(plan->workspace); /* before the placeholders */
-	s->git_before_ok = ab_gitscan_snapshot(plan->workspace, &s->git_before, &gerr) == 0;
-	if (!s->git_before_ok)
-		ab_warn("%s; gitlinks added during the run cannot be told apart", gerr.msg);
 	if (ab_watch_init(&s->watch, plan, s->err) < 0)
 		return -1;
-	if ((placeholders || s->watch.fd >= 0) &&
+	s->cleaner.settle = settle_in_watcher;
+	s->cleaner.settle_ctx = s;
+	if ((placeholders || s->watch.fd >= 0 || plan->git_settle) &&
 	    ab_cleaner_start(&s->cleaner, s->ws_lock, s->watch.fd, s->err) < 0)
 		return -1;
 	if (plan->use_pty && (plan->pty_mask & 3) != 3) {
@@ -801,7 +851,7 @@ static void run_release(run_state *s, int code)
 	restore_terminal(s);
 	/* after the terminal is back to normal */
 	if (s->child > 0 && ran)
-		report_git(s);
+		settle_git(s);
 	close_log(s, code, ran);
 	ab_broker_free(s->broker); /* wipes the values */
 	s->broker = NULL;
@@ -815,7 +865,6 @@ static void run_release(run_state *s, int code)
 	}
 	release_fds(s);
 	ab_seccomp_prog_free(&s->prog);
-	ab_strv_free(&s->git_before);
 }
 
 int ab_sandbox_run(const ab_plan *plan, ab_err *err)

@@ -127,23 +127,6 @@ def test_git_linked_worktree_gitfile(ctx):
         assert f.read() == gitfile, "the worktree's .git file was replaced from inside"
 
 
-@known_gap("a nested repository the sandbox creates and registers as a gitlink runs its "
-           "own config when the host's git status recurses into it (docs/threat-model.md)")
-def test_git_nested_repo_via_gitlink(ctx):
-    """ESCAPE: a nested repository with core.fsmonitor, registered as a gitlink
-    in the (writable) index: the host's `git status` in the workspace recurses
-    into it and runs the payload."""
-    _repo(ctx)
-    marker, payload = _marker(ctx)
-    ctx.sandbox("mkdir sub && cd sub && git init -q . && "
-                "git -c user.name=a -c user.email=a@b commit -q --allow-empty -m s && "
-                "git config core.fsmonitor %s && cd .. && "
-                "git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub; "
-                "true" % q(payload))
-    _host_git(ctx, "status", "--porcelain")
-    _assert_no_payload(ctx, marker, "nested repository")
-
-
 def test_git_submodule_config(ctx):
     """ESCAPE: an existing submodule's git dir lives in .git/modules/NAME, whose
     config and hooks are not protected."""
@@ -262,31 +245,6 @@ def test_host_rename_over_hidden_file(ctx):
     out, err = (x.decode(errors="replace") for x in p.communicate(timeout=30))
     assert p.returncode == 125, (p.returncode, err)
     assert "protected or hidden path %s was replaced" % secret in err, err
-
-
-def test_nested_repo_reported(ctx):
-    """The nested-repository gap (test_git_nested_repo_via_gitlink) cannot be
-    closed inside - the index must stay writable - so it is reported: after
-    the run agentbox names the new gitlink and the new nested .git on stderr
-    and in the audit log, with index version 4 too.  A run that plants
-    nothing reports nothing."""
-    _repo(ctx)
-    ctx.git_host("update-index", "--index-version", "4")
-    log = os.path.join(ctx.scratch, "audit.jsonl")
-    quiet = ctx.sandbox("git status --porcelain >/dev/null; true", extra_args=["--log", log])
-    assert quiet.returncode == 0 and "nested git" not in quiet.stderr, describe(quiet)
-    r = ctx.sandbox("git -c user.name=a -c user.email=a@b init -q vendor/lib && "
-                    "git -C vendor/lib -c user.name=a -c user.email=a@b commit -q "
-                    "--allow-empty -m x && git update-index --add --cacheinfo "
-                    "160000,$(git -C vendor/lib rev-parse HEAD),vendor/lib",
-                    extra_args=["--log", log])
-    assert r.returncode == 0, describe(r)
-    assert "a gitlink (submodule entry) was added to the index during the run: vendor/lib" \
-        in r.stderr, describe(r)
-    assert "a nested git repository was created or changed during the run: vendor/lib/.git" \
-        in r.stderr, describe(r)
-    warnings = [json.loads(l) for l in open(log) if '"event":"warning"' in l]
-    assert len(warnings) == 2 and all(w["kind"] == "git" for w in warnings), warnings
 
 
 # ---------------------------------------------------------------- agentbox's own state

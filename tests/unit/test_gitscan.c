@@ -157,38 +157,161 @@ static void mkpath(const char *root, const char *rel, bool dir)
 		close(open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
 }
 
-static void test_findings(void **state)
+static void put(const char *root, const char *rel, const char *content, mode_t mode)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	int fd = open(p, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, mode);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, content, strlen(content)), (ssize_t)strlen(content));
+	close(fd);
+}
+
+static bool exists(const char *root, const char *rel)
+{
+	char p[512];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	return lstat(p, &st) == 0;
+}
+
+/* a repository git init would make: inert */
+static void repo(const char *root, const char *dir, const char *config)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/.git", dir);
+	mkpath(root, p, true);
+	snprintf(p, sizeof(p), "%s/.git/hooks", dir);
+	mkpath(root, p, true);
+	snprintf(p, sizeof(p), "%s/.git/hooks/pre-commit.sample", dir);
+	put(root, p, "#!/bin/sh\n", 0755);
+	snprintf(p, sizeof(p), "%s/.git/config", dir);
+	put(root, p, config, 0644);
+}
+
+#define INERT "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
+#define ARMED INERT "\tfsmonitor = ./fsmon.sh\n"
+
+static void settle(const char *root, struct timespec since, bool disarm, ab_strv *found)
+{
+	struct stat st;
+	assert_int_equal(stat(root, &st), 0);
+	ab_gitnest_root r = {.path = root, .dev = st.st_dev, .ino = st.st_ino};
+	ab_err err = {0};
+	assert_int_equal(ab_gitnest_settle(&r, 1, since, disarm, found, &err), 0);
+}
+
+static const char *found_with(const ab_strv *found, const char *what)
+{
+	for (size_t i = 0; i < found->n; i++)
+		if (strstr(found->v[i], what))
+			return found->v[i];
+	return NULL;
+}
+
+static void test_settle(void **state)
 {
 	(void)state;
-	char root[] = "/tmp/abgitscan-XXXXXX";
+	char root[] = "/tmp/abgitnest-XXXXXX";
 	assert_non_null(mkdtemp(root));
-	mkpath(root, ".git", true);
+	/* before the run */
+	repo(root, ".", ARMED);                   /* the root's own: protected, left */
+	mkpath(root, "mine", true);
+	repo(root, "mine", INERT);
+	put(root, "mine/.git/hooks/pre-commit", "#!/bin/sh\n", 0755); /* the user's own hook */
 	mkpath(root, "old", true);
-	mkpath(root, "old/.git", true); /* before the run: not a finding */
+	repo(root, "old", INERT);                 /* armed below, during the run */
+	mkpath(root, "oldhook", true);
+	repo(root, "oldhook", INERT);
+	mkpath(root, "linked", true);
+	repo(root, "linked", INERT);
+	put(root, "linked/hook.sh", "#!/bin/sh\n", 0755);
+	char lp[512];
+	snprintf(lp, sizeof(lp), "%s/linked/.git/hooks/pre-commit", root);
+	assert_int_equal(symlink("../../hook.sh", lp), 0);
 	struct timespec since;
-	sleep(1);
 	clock_gettime(CLOCK_REALTIME_COARSE, &since);
-	ab_strv before = {0}, found = {0};
-	ab_err err = {0};
-	assert_int_equal(ab_gitscan_snapshot(root, &before, &err), 0); /* no index: none */
-	assert_int_equal(before.n, 0);
-	mkpath(root, "new", true);
-	mkpath(root, "new/\x1b]0;x\x07", true);
-	mkpath(root, "new/\x1b]0;x\x07/.git", false); /* a gitfile counts too */
-	assert_true(ab_gitscan_is_repo(root));
-	assert_int_equal(ab_gitscan_findings(root, &before, since, true, &found, &err), 0);
-	assert_int_equal(found.n, 1);
-	assert_non_null(strstr(found.v[0], "new/\\x1b]0;x\\x07/.git"));
-	assert_null(strchr(found.v[0], '\x1b'));
+	since.tv_nsec += 20000000;
+	if (since.tv_nsec >= 1000000000) {
+		since.tv_sec++;
+		since.tv_nsec -= 1000000000;
+	}
+	nanosleep(&(struct timespec){0, 60000000}, NULL);
+	/* during the run */
+	put(root, "old/.git/config", ARMED, 0644);
+	put(root, "oldhook/.git/hooks/post-index-change", "#!/bin/sh\n", 0755);
+	put(root, "linked/hook.sh", "#!/bin/sh\n", 0755); /* the user's hook, a link, changed */
+	mkpath(root, "clone", true);
+	repo(root, "clone", INERT "[remote \"origin\"]\n\turl = ../x\n");
+	mkpath(root, "deep", true);
+	mkpath(root, "deep/a", true);
+	mkpath(root, "deep/a/\x1b]0;x\x07", true);
+	repo(root, "deep/a/\x1b]0;x\x07", ARMED);
+	mkpath(root, "gf", true);
+	mkpath(root, "gf/.hidden", true);         /* a gitdir by another name */
+	put(root, "gf/.hidden/HEAD", "ref: refs/heads/main\n", 0644);
+	mkpath(root, "gf/.hidden/objects", true);
+	mkpath(root, "gf/.hidden/refs", true);
+	put(root, "gf/.hidden/config", ARMED, 0644);
+	put(root, "gf/.git", "gitdir: .hidden\n", 0644);
+	mkpath(root, "ln", true);
+	char p[512], t[512];
+	snprintf(p, sizeof(p), "%s/ln/.git", root);
+	snprintf(t, sizeof(t), "%s/mine/.git", root);
+	assert_int_equal(symlink(t, p), 0);
+	mkpath(root, "taken", true);
+	repo(root, "taken", ARMED);
+	put(root, "taken/.git/config.agentbox-disarmed", "", 0644);
+
+	ab_strv found = {0};
+	settle(root, since, false, &found); /* the ablation: judged, nothing moved */
+	assert_non_null(found_with(&found, "LEFT ARMED (test ablation): "));
+	assert_true(exists(root, "old/.git"));
 	ab_strv_free(&found);
-	/* not a repository before the run (its .git, if any now, was a
-	 * placeholder): nothing is looked for */
-	assert_int_equal(ab_gitscan_findings(root, &before, since, false, &found, &err), 0);
+
+	settle(root, since, true, &found);
+	for (size_t i = 0; i < found.n; i++)
+		print_message("%s\n", found.v[i]);
+	assert_true(exists(root, ".git/config"));         /* the root's own */
+	assert_true(exists(root, "mine/.git"));           /* armed by the user, untouched */
+	assert_true(exists(root, "clone/.git"));          /* inert */
+	/* a git directory stays one, without what armed it */
+	assert_false(exists(root, "old/.git/config"));
+	assert_true(exists(root, "old/.git/config.agentbox-disarmed"));
+	assert_true(exists(root, "old/.git/hooks.agentbox-disarmed/pre-commit.sample"));
+	assert_non_null(found_with(&found, "old/.git (core.fsmonitor in config, line 4): moved "
+					   "config to config.agentbox-disarmed, hooks to "
+					   "hooks.agentbox-disarmed;"));
+	assert_false(exists(root, "oldhook/.git/hooks"));
+	assert_non_null(found_with(&found, "hook hooks/post-index-change"));
+	assert_false(exists(root, "linked/.git/hooks"));
+	/* a gitfile or a link is moved whole, unless what it names was disarmed
+	 * first (the order of the walk) */
+	assert_false(exists(root, "gf/.hidden/config"));  /* bare-shaped, armed */
+	size_t gitfile = exists(root, "gf/.git.agentbox-disarmed");
+	assert_true(gitfile != exists(root, "gf/.git"));
+	assert_non_null(found_with(&found, "bare git repository armed during the run: "));
+	assert_false(exists(root, "ln/.git"));
+	assert_true(exists(root, "ln/.git.agentbox-disarmed"));
+	assert_non_null(found_with(&found, ".git is a symbolic link"));
+	assert_true(exists(root, "taken/.git/config.agentbox-disarmed-2"));
+	const char *esc = found_with(&found, "deep/a/\\x1b]0;x\\x07/.git");
+	assert_non_null(esc);
+	assert_null(strchr(esc, '\x1b'));
+	assert_int_equal(found.n, 7 + gitfile);
+	ab_strv_free(&found);
+	settle(root, since, true, &found); /* settled: nothing left */
 	assert_int_equal(found.n, 0);
-	char p[512];
-	snprintf(p, sizeof(p), "%s/.git", root);
-	rmdir(p);
-	assert_false(ab_gitscan_is_repo(root));
+	/* moved back in a later run: its change time is new, so disarmed again */
+	clock_gettime(CLOCK_REALTIME_COARSE, &since);
+	nanosleep(&(struct timespec){0, 30000000}, NULL);
+	snprintf(p, sizeof(p), "%s/old/.git/config.agentbox-disarmed", root);
+	snprintf(t, sizeof(t), "%s/old/.git/config", root);
+	assert_int_equal(rename(p, t), 0);
+	settle(root, since, true, &found);
+	assert_int_equal(found.n, 1);
+	assert_false(exists(root, "old/.git/config"));
+	ab_strv_free(&found);
 	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	assert_int_equal(system(cmd), 0);
@@ -199,7 +322,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_versions),
 		cmocka_unit_test(test_hostile),
-		cmocka_unit_test(test_findings),
+		cmocka_unit_test(test_settle),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

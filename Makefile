@@ -67,7 +67,8 @@ endif
 # what is said at the top of each.
 BASE_SRCS    := src/base/common.c src/base/loop.c src/base/json_pos.c src/base/sync.c
 PARSE_SRCS   := src/parse/http.c src/parse/http_body.c src/parse/dns.c src/parse/tls.c \
-                src/parse/wsframe.c src/parse/netpolicy.c src/parse/credfile.c
+                src/parse/wsframe.c src/parse/netpolicy.c src/parse/credfile.c \
+                src/parse/gitconfig.c
 CONFIG_SRCS  := src/config/profile.c src/config/profile_keys.c src/config/profile_secrets.c \
                 src/config/profile_values.c src/config/profile_vars.c
 KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src/kernel/seccomp_filter.c \
@@ -106,7 +107,7 @@ LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRC
 MAIN_SRC := src/cli/main.c
 UNIT_TESTS := common sync control profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
-              report credfile otlp unixsock wsframe termfilter
+              report credfile otlp unixsock wsframe termfilter gitconfig
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)

@@ -339,6 +339,7 @@ static const struct {
 	{AB_ABLATE_HOME, "home", "the real home, read-write"},
 	{AB_ABLATE_PTY, "pty", "no pty: the real terminal passes in"},
 	{AB_ABLATE_CONNECT, "connect", "connect is not mediated"},
+	{AB_ABLATE_GITCFG, "gitconfig", "paths named by git's configuration are writable"},
 };
 
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
@@ -503,6 +504,7 @@ void ab_plan_free(ab_plan *p)
 	free(p->rlimits);
 	ab_strv_free(&p->hidden);
 	ab_strv_free(&p->absent);
+	ab_strv_free(&p->gitcfg);
 	ab_ll_plan_free(&p->landlock);
 	pl_egress_plan_free(&p->egress);
 	ab_strv_free(&p->seccomp.extra_deny);

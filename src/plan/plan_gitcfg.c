@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Paths named by git's configuration (parent, pure but for the file reader
- * in ab_plan_input): for each writable directory grant that is a git work
- * tree, the host's effective configuration is read the way git reads it,
+ * in ab_plan_input): for each writable directory grant in a git work tree
+ * (the grant itself, or the nearest parent with a ".git", as git finds
+ * it), the host's effective configuration is read the way git reads it,
  * without running anything: the system file, the global files, the
  * repository's config (and config.worktree), GIT_CONFIG_COUNT's pairs, and
  * every include.path / includeIf.*.path they reach (whatever the condition).
@@ -118,21 +119,32 @@ static int protect(gc *g, const char *key, const char *path, bool dir, unsigned 
 					   : strdup(origin);
 	char *e = src ? ab_asprintf("%s%s\t%s\t%s", shown(g, path), dir ? "/" : "", key, src)
 		      : NULL;
+	if (e && ab_strv_contains(&g->p->gitcfg, e)) {
+		free(e);
+		return 0;
+	}
 	if (!e || ab_strv_push_take(&g->p->gitcfg, e) < 0)
 		return ab_fail(g->err, ENOMEM, "plan");
 	return 0;
 }
 
-/* core.hooksPath naming a writable grant (or a directory holding one):
- * every file the sandbox writes there would be a hook. */
+/* core.hooksPath naming a writable grant (or the directory of a writable
+ * file grant, which could be a hook): every file the sandbox
+ * writes there would be a hook, and a grant cannot be protected whole. */
 static int hooks_cover_grant(gc *g, const char *key, const char *path, unsigned line)
 {
+	size_t n = strlen(path);
 	for (size_t i = 0; i < g->p->nmounts; i++) {
 		const ab_mount *m = &g->p->mounts[i];
-		if (m->kind != AB_MNT_BIND_RW || !ab_path_is_under(m->dst, path))
+		const char *slash = strrchr(m->dst, '/');
+		size_t dl = slash ? (size_t)(slash - m->dst) : 0;
+		bool file_there = !(m->flags & AB_MNT_F_DIR) &&
+				  ((dl == n && strncmp(m->dst, path, n) == 0) ||
+				   (dl == 0 && strcmp(path, "/") == 0));
+		if (m->kind != AB_MNT_BIND_RW || !(strcmp(m->dst, path) == 0 || file_there))
 			continue;
-		ab_fail(g->err, 0, "%s in %s:%u names %s, which holds the writable %s: the sandbox "
-				   "could write hooks there, so agentbox refuses to run",
+		ab_fail(g->err, 0, "%s in %s:%u names %s, the writable %s or its directory: the "
+				   "sandbox could write hooks there, so agentbox refuses to run",
 			key, g->file ? g->file : "the environment", line, path, m->dst);
 		ab_err_hint(g->err, "point %s at a directory inside the repository (e.g. "
 				    ".githooks), which agentbox keeps read-only", key);
@@ -387,18 +399,47 @@ static int plan_tree(ab_plan *p, const ab_plan_input *in, const char *top, ab_er
 	return r;
 }
 
+/* The work tree DIR is in, as git finds it: DIR or the nearest parent
+ * holding a ".git" (a directory or a file).  Malloc'd, or NULL (none, or
+ * ENOMEM: then *OOM). */
+static char *find_top(const ab_plan_input *in, const char *dir, bool *oom)
+{
+	_cleanup_free_ char *cur = strdup(dir);
+	while (cur) {
+		_cleanup_free_ char *dotgit = ab_path_join(cur, ".git");
+		struct stat st;
+		if (!dotgit)
+			break;
+		if (pl_lstat(in, dotgit, &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+			return TAKE_PTR(cur);
+		char *slash = strrchr(cur, '/');
+		if (!slash || slash == cur) /* the root has no parent to try */
+			return NULL;
+		*slash = '\0';
+	}
+	*oom = true;
+	return NULL;
+}
+
 int pl_plan_gitcfg(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	if (!in->readfile)
 		return 0;
-	/* the workspace first, then the other writable directory grants */
+	/* the work trees of the workspace first, then of the other writable
+	 * directory grants (a grant inside a repository: that repository's) */
 	ab_strv tops = {0};
-	int r = ab_strv_push(&tops, p->workspace);
-	for (size_t i = 0; r == 0 && i < p->nmounts; i++)
-		if (p->mounts[i].kind == AB_MNT_BIND_RW && (p->mounts[i].flags & AB_MNT_F_DIR))
-			r = ab_strv_push_unique(&tops, p->mounts[i].dst);
-	if (r < 0)
-		r = ab_fail(err, ENOMEM, "plan");
+	bool oom = false;
+	for (size_t i = 0; !oom && i <= p->nmounts; i++) {
+		const ab_mount *m = i ? &p->mounts[i - 1] : NULL;
+		if (m && (m->kind != AB_MNT_BIND_RW || !(m->flags & AB_MNT_F_DIR)))
+			continue;
+		char *top = find_top(in, m ? m->dst : p->workspace, &oom);
+		if (top && !ab_strv_contains(&tops, top))
+			oom = ab_strv_push_take(&tops, top) < 0;
+		else
+			free(top);
+	}
+	int r = oom ? ab_fail(err, ENOMEM, "plan") : 0;
 	for (size_t i = 0; r == 0 && i < tops.n; i++)
 		r = plan_tree(p, in, tops.v[i], err);
 	ab_strv_free(&tops);

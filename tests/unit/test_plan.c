@@ -2041,8 +2041,8 @@ static void test_gitcfg_refusals(void **state)
 		{"[include]\n\tpath = ../inc.cfg\n", "\x01", "git config /home/u/proj/inc.cfg"},
 		{"[include]\n\tpath = ../inc.cfg\n", "[include]\n\tpath = inc.cfg\n",
 		 "maximum include depth"},
-		{"[core]\n\thooksPath = ..\n", "", "which holds the writable"},
-		{"[core]\n\thooksPath = /home/u\n", "", "which holds the writable"},
+		{"[core]\n\thooksPath = .\n", "", "the writable /home/u/proj or its directory"},
+		{"[core]\n\thooksPath = /home/u/proj/\n", "", "the writable /home/u/proj or its"},
 		{"[core]\n\teditor = link/x\n", "", "symbolic link"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++) {
@@ -2089,6 +2089,32 @@ static void test_gitcfg_sources(void **state)
 	fx_done(&f);
 }
 
+static void test_gitcfg_workspace_below_top(void **state)
+{
+	(void)state;
+	/* the workspace is a directory of a repository: git finds the
+	 * repository above it, and its config names paths in the workspace */
+	fakecfg files_below[] = {
+		{"/home/u/proj/.git/config",
+		 "[core]\n\thooksPath = .githooks\n\tfsmonitor = src/m.sh\n"},
+	};
+	fx f;
+	gitcfg_fx(&f, NULL, 0, files_below, AB_ARRAY_SIZE(files_below));
+	f.in.workspace = "/home/u/proj/src";
+	fx_ok(&f);
+	assert_true(has_gitcfg(f.plan, "src/m.sh\tcore.fsmonitor\t.git/config:3"));
+	assert_int_equal(f.plan->gitcfg.n, 1); /* .githooks: not in a writable grant */
+	must_mount(f.plan, AB_MNT_PLACEHOLDER, "/home/u/proj/src/m.sh");
+	/* hooks in the directory above the workspace: the sandbox cannot
+	 * write there; in the workspace itself: refused */
+	files_below[0].content = "[core]\n\thooksPath = .\n";
+	gc_files = files_below;
+	fx_ok(&f);
+	files_below[0].content = "[core]\n\thooksPath = src\n";
+	fx_fail(&f, "the writable /home/u/proj/src or its directory");
+	fx_done(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2111,6 +2137,7 @@ int main(void)
 		cmocka_unit_test(test_gitcfg_protects),
 		cmocka_unit_test(test_gitcfg_refusals),
 		cmocka_unit_test(test_gitcfg_sources),
+		cmocka_unit_test(test_gitcfg_workspace_below_top),
 		cmocka_unit_test(test_workspace_refused),
 		cmocka_unit_test(test_cwd_and_hostname),
 		cmocka_unit_test(test_identity_unprivileged),

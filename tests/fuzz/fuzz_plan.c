@@ -76,9 +76,18 @@ static void init_once(void)
 	sink = fopen("/dev/null", "w");
 }
 
-/* 'd' directory, 'f' file, 'l' symlink, 0 absent */
+/* 'd' directory, 'f' file, 'l' symlink, 0 absent.  The home and the
+ * workspace are directories, as on a user's machine, and the workspace is
+ * a repository (a .git directory) for odd salts, so that git's
+ * configuration is read and the paths it names are planned. */
 static char kind_of(const char *path, size_t len)
 {
+	static const char *const dirs[] = {"/fz", "/fz/home", "/fz/home/proj"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if (strlen(dirs[i]) == len && memcmp(dirs[i], path, len) == 0)
+			return 'd';
+	if ((fs_salt & 1) && len == 18 && memcmp(path, "/fz/home/proj/.git", 18) == 0)
+		return 'd';
 	uint32_t h = 2166136261u ^ fs_salt;
 	for (size_t i = 0; i < len; i++)
 		h = (h ^ (unsigned char)path[i]) * 16777619u;

@@ -2115,6 +2115,46 @@ static void test_gitcfg_workspace_below_top(void **state)
 	fx_done(&f);
 }
 
+static void test_gitcfg_real_readfile(void **state)
+{
+	(void)state;
+	/* the real reader: a FIFO does not block, a directory is EISDIR, the
+	 * size limit holds, a missing file is ENOENT */
+	char dir[] = "/tmp/ab-gitcfg-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char f[64], fifo[64], big[64], none[64];
+	snprintf(f, sizeof(f), "%s/config", dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	snprintf(big, sizeof(big), "%s/big", dir);
+	snprintf(none, sizeof(none), "%s/none", dir);
+	FILE *w = fopen(f, "w");
+	assert_non_null(w);
+	fputs("[core]\n\tbare = false\n", w);
+	fclose(w);
+	w = fopen(big, "w");
+	assert_non_null(w);
+	for (int i = 0; i < 100; i++)
+		fputs("0123456789", w);
+	fclose(w);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	char *buf = NULL;
+	size_t len = 0;
+	assert_int_equal(ab_real_readfile(NULL, f, 100, &buf, &len), 0);
+	assert_int_equal(len, 21);
+	assert_string_equal(buf, "[core]\n\tbare = false\n");
+	free(buf);
+	assert_int_equal(ab_real_readfile(NULL, fifo, 100, &buf, &len), -EINVAL);
+	assert_int_equal(ab_real_readfile(NULL, dir, 100, &buf, &len), -EISDIR);
+	assert_int_equal(ab_real_readfile(NULL, none, 100, &buf, &len), -ENOENT);
+	assert_int_equal(ab_real_readfile(NULL, big, 999, &buf, &len), -E2BIG);
+	assert_int_equal(ab_real_readfile(NULL, big, 1000, &buf, &len), 0);
+	free(buf);
+	unlink(f);
+	unlink(fifo);
+	unlink(big);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2138,6 +2178,7 @@ int main(void)
 		cmocka_unit_test(test_gitcfg_refusals),
 		cmocka_unit_test(test_gitcfg_sources),
 		cmocka_unit_test(test_gitcfg_workspace_below_top),
+		cmocka_unit_test(test_gitcfg_real_readfile),
 		cmocka_unit_test(test_workspace_refused),
 		cmocka_unit_test(test_cwd_and_hostname),
 		cmocka_unit_test(test_identity_unprivileged),

@@ -26,6 +26,8 @@
 /* Files read for one work tree, includes counted (git has no such limit
  * but its include depth; a fan-out of includes is refused here). */
 #define GC_MAX_FILES 64
+/* Paths protected for git's configuration, in all (each is a mount). */
+#define GC_MAX_PATHS 256
 
 int ab_real_readfile(void *ctx, const char *path, size_t max, char **buf, size_t *len)
 {
@@ -115,6 +117,10 @@ static int protect(gc *g, const char *key, const char *path, bool dir, unsigned 
 	}
 	if (r == 0)
 		return 0;
+	if (g->p->gitcfg.n >= GC_MAX_PATHS)
+		return ab_fail_code(g->err, AB_EXIT_FAIL, E2BIG,
+				    "git config names more than %d paths inside writable grants "
+				    "(the last: %s)", GC_MAX_PATHS, path);
 	_cleanup_free_ char *src = g->file ? ab_asprintf("%s:%u", shown(g, g->file), line)
 					   : strdup(origin);
 	char *e = src ? ab_asprintf("%s%s\t%s\t%s", shown(g, path), dir ? "/" : "", key, src)
@@ -171,10 +177,20 @@ static int on_path(gc *g, const char *key, const char *value, unsigned line)
 	return protect(g, key, path, hooks, line);
 }
 
-/* Every word of a command that names a file (holds a '/'), resolved from
- * the work tree's top, where git runs it.  Words are split at blanks and
- * shell quotes; a leading '!' (aliases, submodule.*.update) is dropped,
- * and options ("-x", "--x=...") are not paths git runs. */
+/* Does word W (of a command) name a file?  It holds a '/', and is neither
+ * an option ("-x", "--x=/y"), a URL ("https://h/p"), nor an assignment
+ * ("VAR=/x"). */
+static bool names_file(const char *w)
+{
+	const char *slash = strchr(w, '/');
+	if (!slash || w[0] == '-' || strstr(w, "://"))
+		return false;
+	return !memchr(w, '=', (size_t)(slash - w));
+}
+
+/* Every word of a command that names a file, resolved from the work
+ * tree's top, where git runs it.  Words are split at blanks and shell
+ * quotes; a leading '!' (aliases, submodule.*.update) is dropped. */
 static int on_program(gc *g, const char *key, const char *value, unsigned line)
 {
 	_cleanup_free_ char *v = value ? strdup(value) : NULL;
@@ -183,7 +199,7 @@ static int on_program(gc *g, const char *key, const char *value, unsigned line)
 	char *save = NULL;
 	for (char *w = strtok_r(v, " \t\n'\"", &save); w; w = strtok_r(NULL, " \t\n'\"", &save)) {
 		w += w[0] == '!';
-		if (!strchr(w, '/') || w[0] == '-')
+		if (!names_file(w))
 			continue;
 		_cleanup_free_ char *path = resolve(g, w, g->top);
 		if (path && strcmp(path, "/") != 0) {

@@ -1989,7 +1989,8 @@ static void test_gitcfg_protects(void **state)
 		 "[core]\n\thooksPath = .githooks\n\tfsmonitor = tools/m.sh\n"
 		 "\tattributesFile = ~/attrs\n[include]\n\tpath = ../inc.cfg\n"
 		 "[remote \"o\"]\n\turl = /elsewhere/r.git\n"},
-		{"/home/u/proj/inc.cfg", "[diff \"x\"]\n\ttextconv = ./tc --opt=/x %f\n"},
+		{"/home/u/proj/inc.cfg", "[diff \"x\"]\n\ttextconv = ./tc --opt=/x %f "
+		 "https://h/p V=/x\n"},
 		{"/home/u/.gitconfig", "[alias]\n\tx = !./al.sh\n\ty = log\n"
 		 "[core]\n\tfsmonitor = true\n\tpager = less\n"},
 	};
@@ -2002,7 +2003,8 @@ static void test_gitcfg_protects(void **state)
 	assert_true(has_gitcfg(p, "inc.cfg\tinclude.path\t.git/config:6"));
 	assert_true(has_gitcfg(p, "tc\tdiff.x.textconv\tinc.cfg:2"));
 	assert_true(has_gitcfg(p, "al.sh\talias.x\t/home/u/.gitconfig:2"));
-	assert_int_equal(p->gitcfg.n, 5); /* ~/attrs, /elsewhere, options: not in a grant */
+	/* not: ~/attrs and /elsewhere (in no grant), an option, a URL, an assignment */
+	assert_int_equal(p->gitcfg.n, 5);
 	const ab_mount *m = must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.githooks");
 	assert_true(m->flags & AB_MNT_F_DIR);
 	must_mount(p, AB_MNT_PROTECT, "/home/u/proj/tools/m.sh");
@@ -2053,6 +2055,18 @@ static void test_gitcfg_refusals(void **state)
 		fx_fail(&f, cases[i].msg);
 		fx_done(&f);
 	}
+	/* more paths than the limit: refused, not thousands of mounts */
+	char *many = malloc(300 * 24 + 16);
+	assert_non_null(many);
+	size_t n = (size_t)sprintf(many, "[core]\n");
+	for (int i = 0; i < 300; i++)
+		n += (size_t)sprintf(many + n, "\teditor = ./e%d\n", i);
+	fakecfg files[] = {{"/home/u/proj/.git/config", many}};
+	fx f;
+	gitcfg_fx(&f, extra, AB_ARRAY_SIZE(extra), files, 1);
+	fx_fail(&f, "more than 256 paths");
+	fx_done(&f);
+	free(many);
 }
 
 static void test_gitcfg_sources(void **state)

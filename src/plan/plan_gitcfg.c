@@ -111,6 +111,9 @@ static int protect(gc *g, const char *key, const char *path, bool dir, unsigned 
 		snprintf(origin, sizeof(origin), "GIT_CONFIG_KEY_%u", line);
 	int r = pl_protect_path(g->p, g->in, path, dir, g->err);
 	if (r < 0) {
+		if (strstr(g->err->hint, "filesystem.protect"))
+			ab_err_hint(g->err, "replace the link with the real file or directory, or "
+					    "change %s", key);
 		if (g->file)
 			return ab_err_prefix(g->err, "%s in %s:%u", key, g->file, line);
 		return ab_err_prefix(g->err, "%s in %s", key, origin);
@@ -219,9 +222,11 @@ static int on_include(gc *g, const char *key, const char *value, unsigned line)
 		return 0;
 	if (!g->file && value[0] != '/' && value[0] != '~')
 		return 0; /* git refuses a relative include from the environment */
+	/* (every file read has an absolute name: see abs_env) */
 	_cleanup_free_ char *dir = g->file ? strdup(g->file) : NULL;
-	if (dir)
-		*strrchr(dir, '/') = '\0';
+	char *slash = dir ? strrchr(dir, '/') : NULL;
+	if (slash)
+		*slash = '\0';
 	_cleanup_free_ char *path = resolve(g, value, dir);
 	if (!path)
 		return 0;
@@ -335,17 +340,36 @@ static int read_env_pairs(gc *g)
 	return 0;
 }
 
+/* NAME from the environment as an absolute path: a relative one is taken
+ * from the caller's directory, where git started from there would take it.
+ * NULL when unset or empty (*SET says whether it is set); *OOM on ENOMEM. */
+static char *abs_env(gc *g, const char *name, bool *set, bool *oom)
+{
+	const char *v = env_get(g->in, name);
+	*set = v != NULL;
+	if (!v || !v[0] || (v[0] != '/' && !g->in->cwd))
+		return NULL;
+	_cleanup_free_ char *j = v[0] == '/' ? strdup(v) : ab_path_join(g->in->cwd, v);
+	char *n = j ? ab_path_normalize(j) : NULL;
+	*oom = !n;
+	return n;
+}
+
 static int read_system_global(gc *g)
 {
 	const ab_plan_input *in = g->in;
 	int r = 0;
+	bool set = false, oom = false;
 	if (!env_bool(in, "GIT_CONFIG_NOSYSTEM", false)) {
-		const char *sys = env_get(in, "GIT_CONFIG_SYSTEM");
-		r = read_one(g, sys && sys[0] ? sys : "/etc/gitconfig");
+		_cleanup_free_ char *sys = abs_env(g, "GIT_CONFIG_SYSTEM", &set, &oom);
+		r = oom ? ab_fail(g->err, ENOMEM, "plan")
+			: read_one(g, sys ? sys : "/etc/gitconfig");
 	}
-	const char *glob = env_get(in, "GIT_CONFIG_GLOBAL");
-	if (r < 0 || glob)
-		return r < 0 || !glob[0] ? r : read_one(g, glob);
+	_cleanup_free_ char *glob = r < 0 ? NULL : abs_env(g, "GIT_CONFIG_GLOBAL", &set, &oom);
+	if (oom)
+		return ab_fail(g->err, ENOMEM, "plan");
+	if (r < 0 || set)
+		return r < 0 || !glob ? r : read_one(g, glob);
 	const char *xdg = env_get(in, "XDG_CONFIG_HOME");
 	_cleanup_free_ char *x = xdg && xdg[0] ? ab_asprintf("%s/git/config", xdg)
 					       : ab_asprintf("%s/.config/git/config", g->p->home);

@@ -2053,6 +2053,8 @@ static void test_gitcfg_refusals(void **state)
 		fx f;
 		gitcfg_fx(&f, extra, AB_ARRAY_SIZE(extra), files, AB_ARRAY_SIZE(files));
 		fx_fail(&f, cases[i].msg);
+		if (strstr(cases[i].msg, "symbolic"))
+			assert_non_null(strstr(f.err.hint, "or change core.editor"));
 		fx_done(&f);
 	}
 	/* more paths than the limit: refused, not thousands of mounts */
@@ -2075,7 +2077,7 @@ static void test_gitcfg_sources(void **state)
 	/* GIT_CONFIG_GLOBAL replaces ~/.gitconfig; GIT_CONFIG_NOSYSTEM skips
 	 * /etc/gitconfig; GIT_CONFIG_COUNT pairs count; config.worktree only
 	 * with extensions.worktreeConfig; a linked worktree's .git file */
-	static char *env[] = {"HOME=/home/u", "GIT_CONFIG_GLOBAL=/home/u/proj/g.cfg",
+	static char *env[] = {"HOME=/home/u", "GIT_CONFIG_GLOBAL=../g.cfg", /* from the cwd */
 			      "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_COUNT=1",
 			      "GIT_CONFIG_KEY_0=Core.HooksPath", "GIT_CONFIG_VALUE_0=envhooks",
 			      NULL};

@@ -206,26 +206,42 @@ def test_gitcfg_textconv_ablated(ctx):
     _textconv(ctx, "gitconfig")
 
 
-def _ssh_credential(ctx, ablate):
+def _ssh_command(ctx, ablate):
+    marker, payload = _marker(ctx)
+    _repo(ctx, {"README": ("hi\n", 0o644)},
+          [("core.sshCommand", "scripts/ssh.sh -o BatchMode=yes")])
+    _plant(ctx, {"scripts/ssh.sh": payload}, ablate)
+    _git(ctx, "fetch", "ssh://git.invalid/x.git", check=False)
+    _verdict(ctx, marker, ablate, "core.sshCommand, host git fetch over ssh://")
+
+
+def test_gitcfg_ssh_command(ctx):
+    """core.sshCommand names a workspace script (relative, absent): reserved."""
+    _ssh_command(ctx, None)
+
+
+def test_gitcfg_ssh_command_ablated(ctx):
+    _ssh_command(ctx, "gitconfig")
+
+
+def _credential_helper(ctx, ablate):
     marker, payload = _marker(ctx)
     cred = os.path.join(ctx.ws, "scripts", "cred.sh")
-    _repo(ctx, {"README": ("hi\n", 0o644)},
-          [("core.sshCommand", "scripts/ssh.sh -o BatchMode=yes"), ("credential.helper", cred)])
-    _plant(ctx, {"scripts/ssh.sh": payload, "scripts/cred.sh": payload}, ablate)
-    _git(ctx, "fetch", "ssh://git.invalid/x.git", check=False)
+    _repo(ctx, {"README": ("hi\n", 0o644)}, [("credential.helper", cred)])
+    _plant(ctx, {"scripts/cred.sh": payload}, ablate)
     _git(ctx, "credential", "fill", check=False,
-         input="protocol=https\nhost=example.com\nusername=u\npassword=p\n\n")
-    _verdict(ctx, marker, ablate, "core.sshCommand / credential.helper, host git")
+         input="protocol=https\nhost=example.com\n\n")
+    _verdict(ctx, marker, ablate, "credential.helper, host git credential fill")
 
 
-def test_gitcfg_ssh_command_credential_helper(ctx):
-    """core.sshCommand (relative) and credential.helper (absolute) naming
-    workspace scripts that do not exist yet: both reserved."""
-    _ssh_credential(ctx, None)
+def test_gitcfg_credential_helper(ctx):
+    """credential.helper names a workspace script by its absolute path
+    (absent): reserved."""
+    _credential_helper(ctx, None)
 
 
-def test_gitcfg_ssh_command_credential_helper_ablated(ctx):
-    _ssh_credential(ctx, "gitconfig")
+def test_gitcfg_credential_helper_ablated(ctx):
+    _credential_helper(ctx, "gitconfig")
 
 
 def _global_hooks(ctx, ablate):

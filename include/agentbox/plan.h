@@ -70,6 +70,12 @@ typedef struct ab_mount {
 /* lstat provider, so tests can fake the filesystem.  Returns 0 or -errno. */
 typedef int (*ab_lstat_fn)(void *ctx, const char *path, struct stat *st);
 int ab_real_lstat(void *ctx, const char *path, struct stat *st);
+/* Whole-file reader, so tests can fake git's config files (plan_gitcfg.c):
+ * *BUF malloc'd and NUL-terminated, *LEN bytes, at most MAX (else -E2BIG);
+ * 0, -ENOENT, -EISDIR (a directory), -EINVAL (neither: a FIFO, a device) or
+ * another -errno. */
+typedef int (*ab_readfile_fn)(void *ctx, const char *path, size_t max, char **buf, size_t *len);
+int ab_real_readfile(void *ctx, const char *path, size_t max, char **buf, size_t *len);
 
 typedef struct ab_plan_input {
 	const ab_profile *profile;
@@ -84,6 +90,8 @@ typedef struct ab_plan_input {
 	unsigned tty_mask;          /* bit N: agentbox's fd N (0-2) is a terminal */
 	ab_lstat_fn lstat;
 	void *lstat_ctx;
+	ab_readfile_fn readfile;    /* git config files; NULL: none is read (and none protected) */
+	void *readfile_ctx;
 	const char *user;           /* caller's login name, may be NULL */
 	const char *cwd;            /* caller's cwd (kept inside when under the workspace) */
 	int supplementary_groups;   /* how many the caller has besides its primary gid */
@@ -116,6 +124,7 @@ typedef struct ab_plan_input {
 #define AB_ABLATE_PTY      0x20 /* no pty: the command gets agentbox's own fds 0-2 */
 #define AB_ABLATE_CONNECT  0x40 /* connect(2) is not mediated (host sockets bound later) */
 #define AB_ABLATE_GITNEST  0x80 /* nested repositories armed during the run are left armed */
+#define AB_ABLATE_GITCFG   0x100 /* paths named by git's configuration are not protected */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
 
@@ -184,6 +193,8 @@ typedef struct ab_plan {
 	 * a key that is not the one the run started with) */
 	char *ph_key;
 	bool ph_key_rw;
+	ab_strv gitcfg;   /* for explain: paths git's configuration names inside a writable
+			     grant, protected: "PATH\tKEY\tFILE:LINE" (plan_gitcfg.c) */
 	ab_strv absent;   /* for explain: grants whose host path does not exist (skipped) */
 	ab_strv unguarded; /* host paths of "?" protect entries absent at the start: nothing
 			      reserves them, so one that exists after the run is named */

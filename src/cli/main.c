@@ -248,6 +248,7 @@ static int plan_from(const ab_cli *cli, const ctx *c, const ab_profile *prof, ab
 		.environ = environ,
 		.tty_mask = (isatty(0) ? 1u : 0) | (isatty(1) ? 2u : 0) | (isatty(2) ? 4u : 0),
 		.lstat = ab_real_lstat,
+		.readfile = ab_real_readfile,
 		.user = c->vars.user,
 		.cwd = c->cwd,
 		.force_pty = cli->pty,

@@ -300,6 +300,27 @@ static bool pick_protect(const ab_plan *p, const ab_mount *m)
 }
 static bool pick_system(const ab_plan *p, const ab_mount *m) { return is_system_kind(m->kind); }
 
+/* Paths git's configuration names (plan_gitcfg.c), "PATH\tKEY\tSOURCE":
+ * "protect PATH (KEY in SOURCE)". */
+static void text_gitcfg(FILE *out, const ab_plan *p)
+{
+	if (!p->gitcfg.n)
+		return;
+	fputs("  named by git's configuration (protected as listed above):\n", out);
+	for (size_t i = 0; i < p->gitcfg.n; i++) {
+		_cleanup_free_ char *e = strdup(p->gitcfg.v[i]);
+		char *key = e ? strchr(e, '\t') : NULL;
+		char *src = key ? strchr(key + 1, '\t') : NULL;
+		if (!src)
+			continue;
+		*key++ = '\0';
+		*src++ = '\0';
+		put_line(out, "    protect ", e, " (");
+		put_line(out, "", key, " in ");
+		put_line(out, "", src, ")\n");
+	}
+}
+
 static void text_filesystem(const ab_plan *p, FILE *out)
 {
 	fputs("\nFilesystem (a new root: only what is listed here exists inside)\n", out);
@@ -321,6 +342,7 @@ static void text_filesystem(const ab_plan *p, FILE *out)
 			      "it ends\n"
 			    : "  nested git repositories: NOT DISARMED after the run (test ablation)\n",
 	      out);
+	text_gitcfg(out, p);
 	text_mounts(out, p, "devices, proc and system files", pick_system);
 	if (p->absent.n)
 		text_list(out, "granted but not present on this host (skipped)", &p->absent);
@@ -705,6 +727,27 @@ static json_t *json_mounts(const ab_plan *p, bool (*pick)(const ab_plan *, const
 	return checked(a, bad);
 }
 
+/* {"path", "key", "source"} per path git's configuration names. */
+static json_t *json_gitcfg(const ab_plan *p)
+{
+	json_t *a = json_array();
+	int bad = !a;
+	for (size_t i = 0; a && i < p->gitcfg.n; i++) {
+		_cleanup_free_ char *e = strdup(p->gitcfg.v[i]);
+		char *key = e ? strchr(e, '\t') : NULL;
+		char *src = key ? strchr(key + 1, '\t') : NULL;
+		if (!src) {
+			bad = 1;
+			break;
+		}
+		*key++ = '\0';
+		*src++ = '\0';
+		bad |= json_array_append_new(a, json_pack("{s:o, s:o, s:o}", "path", jstr(e), "key",
+							  jstr(key), "source", jstr(src)));
+	}
+	return checked(a, bad);
+}
+
 static json_t *json_hidden(const ab_plan *p)
 {
 	json_t *a = strv_json(&p->hidden);
@@ -867,6 +910,8 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	bad |= json_object_set_new(o, "writable", json_mounts(p, pick_rw));
 	bad |= json_object_set_new(o, "hidden", json_hidden(p));
 	bad |= json_object_set_new(o, "protected", json_mounts(p, pick_protect));
+	if (p->gitcfg.n)
+		bad |= json_object_set_new(o, "gitconfig", json_gitcfg(p));
 	bad |= json_object_set_new(o, "absent", strv_json(&p->absent));
 	bad |= json_object_set_new(o, "network", json_network(p));
 	bad |= json_object_set_new(o, "secrets", json_secrets(p));

@@ -340,6 +340,7 @@ static const struct {
 	{AB_ABLATE_PTY, "pty", "no pty: the real terminal passes in"},
 	{AB_ABLATE_CONNECT, "connect", "connect is not mediated"},
 	{AB_ABLATE_GITNEST, "gitnest", "nested repositories armed during the run stay armed"},
+	{AB_ABLATE_GITCFG, "gitconfig", "paths named by git's configuration are writable"},
 };
 
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
@@ -355,7 +356,7 @@ int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
 			i++;
 		if (i == AB_ARRAY_SIZE(ablations))
 			return ab_fail(err, 0, "AGENTBOX_TEST_ABLATE: unknown layer '%s' (seccomp, "
-					       "landlock, netns, env, home, pty, connect, gitnest)", t);
+					       "landlock, netns, env, home, pty, connect, gitnest, gitconfig)", t);
 		*out |= ablations[i].bit;
 	}
 	return 0;
@@ -506,6 +507,7 @@ void ab_plan_free(ab_plan *p)
 	ab_strv_free(&p->hidden);
 	ab_strv_free(&p->absent);
 	ab_strv_free(&p->unguarded);
+	ab_strv_free(&p->gitcfg);
 	ab_ll_plan_free(&p->landlock);
 	pl_egress_plan_free(&p->egress);
 	ab_strv_free(&p->seccomp.extra_deny);

@@ -31,9 +31,17 @@ const char *pl_under_any(const ab_strv *list, const char *path);
 /* The base tree, grants, identity files, denies and protected paths, in that
  * order (each step sees the mounts of the ones before). */
 int pl_plan_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err);
+/* Protect ABS (a directory when DIR) like a filesystem.protect entry under
+ * the deepest writable directory grant holding it: 1, or 0 when no
+ * writable grant holds it (or it is the grant itself). */
+int pl_protect_path(ab_plan *p, const ab_plan_input *in, const char *abs, bool dir,
+		    ab_err *err);
 /* Grants and structure by depth (parents first), then masks and protections
  * by depth, then generated files. */
 void pl_sort_mounts(ab_plan *p);
+
+/* ---- plan_gitcfg.c: after the protected paths (plan_mounts.c calls it) */
+int pl_plan_gitcfg(ab_plan *p, const ab_plan_input *in, ab_err *err);
 
 /* ---- plan_net.c: after the mounts (its own are added to them) */
 int pl_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err);

@@ -688,6 +688,29 @@ static int plan_protect_anchored(ab_plan *p, const ab_plan_input *in, const char
 	return protect_one(p, in, root, rel, true, false, err);
 }
 
+int pl_protect_path(ab_plan *p, const ab_plan_input *in, const char *abs, bool dir,
+		    ab_err *err)
+{
+	const char *best = NULL;
+	for (size_t i = 0; i < p->nmounts; i++) {
+		const ab_mount *m = &p->mounts[i];
+		if (m->kind == AB_MNT_BIND_RW && (m->flags & AB_MNT_F_DIR) &&
+		    ab_path_is_under(abs, m->dst) && strcmp(abs, m->dst) != 0 &&
+		    (!best || strlen(m->dst) > strlen(best)))
+			best = m->dst;
+	}
+	if (!best)
+		return 0;
+	_cleanup_free_ char *root = strdup(best);
+	_cleanup_free_ char *rel = root ? ab_asprintf("%s%s", abs + strlen(root) + 1,
+						      dir ? "/" : "")
+					: NULL;
+	if (!rel)
+		return ab_fail(err, ENOMEM, "plan");
+	int r = protect_one(p, in, root, rel, false, false, err);
+	return r < 0 ? r : 1;
+}
+
 static int plan_protect(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	const ab_profile *prof = in->profile;
@@ -749,6 +772,8 @@ int pl_plan_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	if ((r = plan_base_mounts(p, in, err)) < 0 || (r = plan_grants(p, in, err)) < 0 ||
 	    (r = plan_identity_files(p, err)) < 0 || (r = plan_denies(p, in, err)) < 0 ||
 	    (r = plan_protect(p, in, err)) < 0 || (r = plan_protect_profiles(p, in, err)) < 0)
+		return r;
+	if (!(in->ablate & AB_ABLATE_GITCFG) && (r = pl_plan_gitcfg(p, in, err)) < 0)
 		return r;
 	return 0;
 }

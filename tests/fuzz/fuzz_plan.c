@@ -9,7 +9,10 @@
  * or not, as on a user's machine.
  *
  * Input: byte 0 picks the shipped profile, byte 1 the order, byte 2 salts
- * the filesystem; the rest is split on "\n--\n" into the user's profiles.
+ * the filesystem; the rest is split on "\n--\n" into the user's profiles,
+ * up to a "\n==gitconfig==\n": what follows it is the content of every
+ * regular file git's configuration is read from (plan_gitcfg.c), so the
+ * fuzzed config names fuzzed paths on the fuzzed filesystem.
  * Properties beyond "no crash, no leak, no UB": a refusal carries a message
  * and exit code 125.
  */
@@ -73,9 +76,18 @@ static void init_once(void)
 	sink = fopen("/dev/null", "w");
 }
 
-/* 'd' directory, 'f' file, 'l' symlink, 0 absent */
+/* 'd' directory, 'f' file, 'l' symlink, 0 absent.  The home and the
+ * workspace are directories, as on a user's machine, and the workspace is
+ * a repository (a .git directory) for odd salts, so that git's
+ * configuration is read and the paths it names are planned. */
 static char kind_of(const char *path, size_t len)
 {
+	static const char *const dirs[] = {"/fz", "/fz/home", "/fz/home/proj"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if (strlen(dirs[i]) == len && memcmp(dirs[i], path, len) == 0)
+			return 'd';
+	if ((fs_salt & 1) && len == 18 && memcmp(path, "/fz/home/proj/.git", 18) == 0)
+		return 'd';
 	uint32_t h = 2166136261u ^ fs_salt;
 	for (size_t i = 0; i < len; i++)
 		h = (h ^ (unsigned char)path[i]) * 16777619u;
@@ -106,6 +118,29 @@ static int fake_lstat(void *ctx, const char *path, struct stat *st)
 	return 0;
 }
 
+static const char *gc_buf;
+static size_t gc_len;
+
+static int fake_readfile(void *ctx, const char *path, size_t max, char **buf, size_t *len)
+{
+	struct stat st;
+	int r = fake_lstat(ctx, path, &st);
+	if (r < 0)
+		return r;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (gc_len > max)
+		return -E2BIG;
+	*buf = malloc(gc_len + 1);
+	if (!*buf)
+		return -ENOMEM;
+	if (gc_len)
+		memcpy(*buf, gc_buf, gc_len);
+	(*buf)[gc_len] = '\0';
+	*len = gc_len;
+	return 0;
+}
+
 static char *environ_fz[] = {"PATH=/usr/bin:/bin", "HOME=/fz/home", "GH_TOKEN=ghp_x",
 			     "ANTHROPIC_API_KEY=sk-ant-api03-x", "TERM=xterm", NULL};
 static char *argv_fz[] = {"/bin/true", NULL};
@@ -122,6 +157,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				    .len = shipped_len[data[0] % nshipped],
 				    .name = "/fz/shipped.json"};
 	const char *p = (const char *)data + 3, *end = (const char *)data + size;
+	static const char gsep[] = "\n==gitconfig==\n";
+	const char *g = memmem(p, (size_t)(end - p), gsep, sizeof(gsep) - 1);
+	gc_buf = g ? g + sizeof(gsep) - 1 : "";
+	gc_len = g ? (size_t)(end - gc_buf) : 0;
+	if (g)
+		end = g;
 	while (p <= end && n < 1 + MAXUSER) {
 		const char *s = memmem(p, (size_t)(end - p), sep, sizeof(sep) - 1);
 		const char *e = s ? s : end;
@@ -153,6 +194,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.argv = argv_fz,
 		.environ = environ_fz,
 		.lstat = fake_lstat,
+		.readfile = fake_readfile,
 		.user = "fz",
 		.cwd = "/fz/home/proj",
 		.force_pty = 0,

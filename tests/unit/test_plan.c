@@ -1927,6 +1927,250 @@ static void test_golden_explain_json(void **state)
 	fx_done(&f);
 }
 
+/* ---------------------------------------------------------------- git config (plan_gitcfg.c) */
+
+/* Contents served by the fake reader, by path; a path of the fake fs that
+ * is a file but not listed here reads as empty; "\x01" reads as EACCES. */
+typedef struct fakecfg {
+	const char *path, *content;
+} fakecfg;
+static const fakecfg *gc_files;
+static size_t gc_nfiles;
+
+static int fake_readfile(void *ctx, const char *path, size_t max, char **buf, size_t *len)
+{
+	struct stat st;
+	int r = fake_lstat(ctx, path, &st);
+	if (r < 0)
+		return r;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	const char *c = "";
+	for (size_t i = 0; i < gc_nfiles; i++)
+		if (strcmp(gc_files[i].path, path) == 0)
+			c = gc_files[i].content;
+	if (strcmp(c, "\x01") == 0)
+		return -EACCES;
+	if (strlen(c) > max)
+		return -E2BIG;
+	*buf = strdup(c);
+	*len = strlen(c);
+	return *buf ? 0 : -ENOMEM;
+}
+
+static bool has_gitcfg(const ab_plan *p, const char *entry)
+{
+	return ab_strv_contains(&p->gitcfg, entry);
+}
+
+static void gitcfg_fx(fx *f, const fentry *extra, size_t nextra, const fakecfg *files,
+		      size_t nfiles)
+{
+	fx_init(f, 6);
+	SV(&f->prof->fs.protect, ".git/hooks/", ".git/config");
+	f->fs.extra = extra;
+	f->fs.nextra = nextra;
+	f->in.readfile = fake_readfile;
+	f->in.readfile_ctx = &f->fs;
+	gc_files = files;
+	gc_nfiles = nfiles;
+}
+
+static void test_gitcfg_protects(void **state)
+{
+	(void)state;
+	static const fentry extra[] = {
+		{"/home/u/proj/inc.cfg", 'f', 1000},
+		{"/home/u/proj/tools", 'd', 1000},
+		{"/home/u/proj/tools/m.sh", 'f', 1000},
+	};
+	static const fakecfg files[] = {
+		{"/home/u/proj/.git/config",
+		 "[core]\n\thooksPath = .githooks\n\tfsmonitor = tools/m.sh\n"
+		 "\tattributesFile = ~/attrs\n[include]\n\tpath = ../inc.cfg\n"
+		 "[remote \"o\"]\n\turl = /elsewhere/r.git\n"},
+		{"/home/u/proj/inc.cfg", "[diff \"x\"]\n\ttextconv = ./tc --opt=/x %f "
+		 "https://h/p V=/x\n"},
+		{"/home/u/.gitconfig", "[alias]\n\tx = !./al.sh\n\ty = log\n"
+		 "[core]\n\tfsmonitor = true\n\tpager = less\n"},
+	};
+	fx f;
+	gitcfg_fx(&f, extra, AB_ARRAY_SIZE(extra), files, AB_ARRAY_SIZE(files));
+	fx_ok(&f);
+	const ab_plan *p = f.plan;
+	assert_true(has_gitcfg(p, ".githooks/\tcore.hookspath\t.git/config:2"));
+	assert_true(has_gitcfg(p, "tools/m.sh\tcore.fsmonitor\t.git/config:3"));
+	assert_true(has_gitcfg(p, "inc.cfg\tinclude.path\t.git/config:6"));
+	assert_true(has_gitcfg(p, "tc\tdiff.x.textconv\tinc.cfg:2"));
+	assert_true(has_gitcfg(p, "al.sh\talias.x\t/home/u/.gitconfig:2"));
+	/* not: ~/attrs and /elsewhere (in no grant), an option, a URL, an assignment */
+	assert_int_equal(p->gitcfg.n, 5);
+	const ab_mount *m = must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.githooks");
+	assert_true(m->flags & AB_MNT_F_DIR);
+	must_mount(p, AB_MNT_PROTECT, "/home/u/proj/tools/m.sh");
+	must_mount(p, AB_MNT_PIN, "/home/u/proj/tools");
+	must_mount(p, AB_MNT_PROTECT, "/home/u/proj/inc.cfg");
+	must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/tc");
+	must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/al.sh");
+	/* explain shows them */
+	char *out = NULL;
+	size_t n = 0;
+	FILE *mf = open_memstream(&out, &n);
+	assert_int_equal(ab_plan_explain(p, f.prof, false, mf, &f.err), 0);
+	fclose(mf);
+	assert_non_null(strstr(out, "protect .githooks/ (core.hookspath in .git/config:2)"));
+	free(out);
+	/* the test-only ablation skips it all */
+	f.in.ablate = AB_ABLATE_GITCFG;
+	fx_ok(&f);
+	assert_int_equal(f.plan->gitcfg.n, 0);
+	assert_true(find_mount(f.plan, AB_MNT_PLACEHOLDER, "/home/u/proj/.githooks") < 0);
+	fx_done(&f);
+}
+
+static void test_gitcfg_refusals(void **state)
+{
+	(void)state;
+	static const fentry extra[] = {
+		{"/home/u/proj/inc.cfg", 'f', 1000},
+		{"/home/u/proj/link", 'l', 1000},
+	};
+	struct {
+		const char *config, *inc, *msg;
+	} cases[] = {
+		{"[include]\n\tpath = ../inc.cfg\n", "[core]\n  x = \"open\n",
+		 "git config /home/u/proj/inc.cfg:2:12: unterminated quoted value"},
+		{"[include]\n\tpath = ../inc.cfg\n", "\x01", "git config /home/u/proj/inc.cfg"},
+		{"[include]\n\tpath = ../inc.cfg\n", "[include]\n\tpath = inc.cfg\n",
+		 "maximum include depth"},
+		{"[core]\n\thooksPath = .\n", "", "the writable /home/u/proj or its directory"},
+		{"[core]\n\thooksPath = /home/u/proj/\n", "", "the writable /home/u/proj or its"},
+		{"[core]\n\teditor = link/x\n", "", "symbolic link"},
+	};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++) {
+		fakecfg files[] = {{"/home/u/proj/.git/config", cases[i].config},
+				   {"/home/u/proj/inc.cfg", cases[i].inc}};
+		fx f;
+		gitcfg_fx(&f, extra, AB_ARRAY_SIZE(extra), files, AB_ARRAY_SIZE(files));
+		fx_fail(&f, cases[i].msg);
+		if (strstr(cases[i].msg, "symbolic"))
+			assert_non_null(strstr(f.err.hint, "or change core.editor"));
+		fx_done(&f);
+	}
+	/* more paths than the limit: refused, not thousands of mounts */
+	char *many = malloc(300 * 24 + 16);
+	assert_non_null(many);
+	size_t n = (size_t)sprintf(many, "[core]\n");
+	for (int i = 0; i < 300; i++)
+		n += (size_t)sprintf(many + n, "\teditor = ./e%d\n", i);
+	fakecfg files[] = {{"/home/u/proj/.git/config", many}};
+	fx f;
+	gitcfg_fx(&f, extra, AB_ARRAY_SIZE(extra), files, 1);
+	fx_fail(&f, "more than 256 paths");
+	fx_done(&f);
+	free(many);
+}
+
+static void test_gitcfg_sources(void **state)
+{
+	(void)state;
+	/* GIT_CONFIG_GLOBAL replaces ~/.gitconfig; GIT_CONFIG_NOSYSTEM skips
+	 * /etc/gitconfig; GIT_CONFIG_COUNT pairs count; config.worktree only
+	 * with extensions.worktreeConfig; a linked worktree's .git file */
+	static char *env[] = {"HOME=/home/u", "GIT_CONFIG_GLOBAL=../g.cfg", /* from the cwd */
+			      "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_COUNT=1",
+			      "GIT_CONFIG_KEY_0=Core.HooksPath", "GIT_CONFIG_VALUE_0=envhooks",
+			      NULL};
+	static const fentry extra[] = {
+		{"/home/u/proj/g.cfg", 'f', 1000},
+		{"/etc/gitconfig", 'f', 0},
+		{"/home/u/proj/.git/config.worktree", 'f', 1000},
+	};
+	static const fakecfg files[] = {
+		{"/home/u/proj/.git/config", "[extensions]\n\tworktreeConfig\n"},
+		{"/home/u/proj/.git/config.worktree", "[core]\n\texcludesFile = wt-excl\n"},
+		{"/home/u/proj/g.cfg", "[core]\n\tattributesFile = g-attrs\n"},
+		{"/home/u/.gitconfig", "[core]\n\tattributesFile = not-read\n"},
+		{"/etc/gitconfig", "[core]\n\tattributesFile = not-read-either\n"},
+	};
+	fx f;
+	gitcfg_fx(&f, extra, AB_ARRAY_SIZE(extra), files, AB_ARRAY_SIZE(files));
+	f.in.environ = env;
+	fx_ok(&f);
+	const ab_plan *p = f.plan;
+	assert_true(has_gitcfg(p, "g-attrs\tcore.attributesfile\tg.cfg:2"));
+	assert_true(has_gitcfg(p, "wt-excl\tcore.excludesfile\t.git/config.worktree:2"));
+	assert_true(has_gitcfg(p, "envhooks/\tcore.hookspath\tGIT_CONFIG_KEY_0"));
+	assert_int_equal(p->gitcfg.n, 3);
+	fx_done(&f);
+}
+
+static void test_gitcfg_workspace_below_top(void **state)
+{
+	(void)state;
+	/* the workspace is a directory of a repository: git finds the
+	 * repository above it, and its config names paths in the workspace */
+	fakecfg files_below[] = {
+		{"/home/u/proj/.git/config",
+		 "[core]\n\thooksPath = .githooks\n\tfsmonitor = src/m.sh\n"},
+	};
+	fx f;
+	gitcfg_fx(&f, NULL, 0, files_below, AB_ARRAY_SIZE(files_below));
+	f.in.workspace = "/home/u/proj/src";
+	fx_ok(&f);
+	assert_true(has_gitcfg(f.plan, "src/m.sh\tcore.fsmonitor\t.git/config:3"));
+	assert_int_equal(f.plan->gitcfg.n, 1); /* .githooks: not in a writable grant */
+	must_mount(f.plan, AB_MNT_PLACEHOLDER, "/home/u/proj/src/m.sh");
+	/* hooks in the directory above the workspace: the sandbox cannot
+	 * write there; in the workspace itself: refused */
+	files_below[0].content = "[core]\n\thooksPath = .\n";
+	gc_files = files_below;
+	fx_ok(&f);
+	files_below[0].content = "[core]\n\thooksPath = src\n";
+	fx_fail(&f, "the writable /home/u/proj/src or its directory");
+	fx_done(&f);
+}
+
+static void test_gitcfg_real_readfile(void **state)
+{
+	(void)state;
+	/* the real reader: a FIFO does not block, a directory is EISDIR, the
+	 * size limit holds, a missing file is ENOENT */
+	char dir[] = "/tmp/ab-gitcfg-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char f[64], fifo[64], big[64], none[64];
+	snprintf(f, sizeof(f), "%s/config", dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	snprintf(big, sizeof(big), "%s/big", dir);
+	snprintf(none, sizeof(none), "%s/none", dir);
+	FILE *w = fopen(f, "w");
+	assert_non_null(w);
+	fputs("[core]\n\tbare = false\n", w);
+	fclose(w);
+	w = fopen(big, "w");
+	assert_non_null(w);
+	for (int i = 0; i < 100; i++)
+		fputs("0123456789", w);
+	fclose(w);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	char *buf = NULL;
+	size_t len = 0;
+	assert_int_equal(ab_real_readfile(NULL, f, 100, &buf, &len), 0);
+	assert_int_equal(len, 21);
+	assert_string_equal(buf, "[core]\n\tbare = false\n");
+	free(buf);
+	assert_int_equal(ab_real_readfile(NULL, fifo, 100, &buf, &len), -EINVAL);
+	assert_int_equal(ab_real_readfile(NULL, dir, 100, &buf, &len), -EISDIR);
+	assert_int_equal(ab_real_readfile(NULL, none, 100, &buf, &len), -ENOENT);
+	assert_int_equal(ab_real_readfile(NULL, big, 999, &buf, &len), -E2BIG);
+	assert_int_equal(ab_real_readfile(NULL, big, 1000, &buf, &len), 0);
+	free(buf);
+	unlink(f);
+	unlink(fifo);
+	unlink(big);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1946,6 +2190,11 @@ int main(void)
 		cmocka_unit_test(test_protect_roots),
 		cmocka_unit_test(test_protect_symlink_refused),
 		cmocka_unit_test(test_protect_odd),
+		cmocka_unit_test(test_gitcfg_protects),
+		cmocka_unit_test(test_gitcfg_refusals),
+		cmocka_unit_test(test_gitcfg_sources),
+		cmocka_unit_test(test_gitcfg_workspace_below_top),
+		cmocka_unit_test(test_gitcfg_real_readfile),
 		cmocka_unit_test(test_workspace_refused),
 		cmocka_unit_test(test_cwd_and_hostname),
 		cmocka_unit_test(test_identity_unprivileged),

@@ -50,9 +50,11 @@ typedef struct ab_gitnest_root {
 /* After the run: walk every root (a root inside another is walked with it),
  * judge each nested .git and bare-shaped directory, and move aside those
  * armed and touched since SINCE (DISARM false: the test ablation, report
- * only).  One human-readable line per repository settled, and one when the
+ * only).  SHARED (or NULL): paths relative to a work tree that the system or
+ * global git config names as hooks or programs; in a nested work tree one
+ * the run changed is moved aside too.  One human-readable line per repository settled, and one when the
  * walk had to stop (AB_GITSCAN_WALK_MAX entries, AB_GITSCAN_DEPTH levels). */
-int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, struct timespec since,
-		      bool disarm, ab_strv *findings, ab_err *err);
+int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, const ab_strv *shared,
+		      struct timespec since, bool disarm, ab_strv *findings, ab_err *err);
 
 #endif

@@ -195,6 +195,10 @@ typedef struct ab_plan {
 	bool ph_key_rw;
 	ab_strv gitcfg;   /* for explain: paths git's configuration names inside a writable
 			     grant, protected: "PATH\tKEY\tFILE:LINE" (plan_gitcfg.c) */
+	ab_strv git_shared_rel; /* relative paths the system or global git config (or
+				   GIT_CONFIG_COUNT) names as hooks or programs: git takes
+				   them from each work tree, nested repositories' too; what
+				   a run changed there is disarmed after it (gitscan.h) */
 	ab_strv absent;   /* for explain: grants whose host path does not exist (skipped) */
 	ab_strv unguarded; /* host paths of "?" protect entries absent at the start: nothing
 			      reserves them, so one that exists after the run is named */

@@ -33,6 +33,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,7 @@ typedef struct nest {
 	size_t seen;
 	bool cut, deep;
 	bool disarm;      /* false: judge and report only (test ablation) */
+	const ab_strv *shared; /* relative paths the shared git config names */
 	ab_strv *findings;
 	int oom;
 } nest;
@@ -287,7 +289,8 @@ static void settle(nest *n, int dfd, int gd, const char *root, const char *rel,
 {
 	if (!v->armed || !v->touched)
 		return;
-	char raw[AB_GIT_PATH_MAX + 16], c[sizeof(raw) * 4], why[sizeof(v->why) * 4 + 1], done[256];
+	char raw[AB_GIT_PATH_MAX + 16], c[sizeof(raw) * 4], why[sizeof(v->why) * 4 + 1];
+	char done[PATH_MAX + 64];
 	snprintf(raw, sizeof(raw), "%s%s%s%s", rel, rel[0] && name[0] ? "/" : "", name,
 		 rel[0] || name[0] ? "" : ".");
 	ab_clean(raw, c, sizeof(c));
@@ -301,9 +304,9 @@ static void settle(nest *n, int dfd, int gd, const char *root, const char *rel,
 	if (gd >= 0) {
 		r = move_pieces(gd, done, sizeof(done));
 	} else {
-		char to[64];
+		char to[PATH_MAX];
 		r = move_aside(dfd, name, to, sizeof(to));
-		snprintf(done, sizeof(done), "%s to %s", name, to);
+		snprintf(done, sizeof(done), "it to %s", to);
 	}
 	if (r < 0)
 		finding(n, "a %s armed during the run could NOT be disarmed: %s/%s (%s): rename: "
@@ -312,6 +315,42 @@ static void settle(nest *n, int dfd, int gd, const char *root, const char *rel,
 	else
 		finding(n, "disarmed a %s armed during the run: %s/%s (%s): moved %s; review "
 			   "what moved before you move it back", what, root, c, why, done);
+}
+
+/* Every entry of directory NAME in DFD: touched when one is new. */
+static void look_inside(const nest *n, int dfd, const char *name, verdict *v)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *e;
+	struct statx sx;
+	while (!v->touched && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			look(n, dirfd(d), e->d_name, v, &sx);
+	closedir(d);
+}
+
+/* The paths the system or global git config names relative to the work
+ * tree (a hooks directory, a script) are looked for in every nested work
+ * tree too: one the run changed there is moved aside whole. */
+static void judge_shared(nest *n, int dfd, const char *root, const char *rel)
+{
+	for (size_t i = 0; n->shared && i < n->shared->n; i++) {
+		const char *name = n->shared->v[i];
+		verdict v = {0};
+		struct statx sx;
+		if (look(n, dfd, name, &v, &sx) < 0)
+			continue;
+		if (S_ISDIR(sx.stx_mode))
+			look_inside(n, dfd, name, &v);
+		arm(&v, "named by the system or global git config, for every work tree");
+		settle(n, dfd, -1, root, rel, name, "path git runs in a nested work tree", &v);
+	}
 }
 
 static void judge_dotgit(nest *n, int dfd, const char *root, const char *rel)
@@ -333,6 +372,7 @@ static void judge_dotgit(nest *n, int dfd, const char *root, const char *rel)
 		judge_gitdir(n, gd, &v);
 	}
 	settle(n, dfd, gd, root, rel, ".git", "nested git repository", &v);
+	judge_shared(n, dfd, root, rel);
 }
 
 static bool is_root(const nest *n, const struct stat *st)
@@ -404,11 +444,11 @@ static int walk(nest *n, int dfd, const char *root, const char *rel, int depth)
 	return n->oom;
 }
 
-int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, struct timespec since,
-		      bool disarm, ab_strv *findings, ab_err *err)
+int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, const ab_strv *shared,
+		      struct timespec since, bool disarm, ab_strv *findings, ab_err *err)
 {
 	nest n = {.since = since, .roots = roots, .nroots = nroots, .disarm = disarm,
-		  .findings = findings};
+		  .shared = shared, .findings = findings};
 	for (size_t i = 0; i < nroots; i++) {
 		bool inner = false; /* a root below another one is walked with it */
 		for (size_t j = 0; j < nroots && !inner; j++)

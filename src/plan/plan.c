@@ -508,6 +508,7 @@ void ab_plan_free(ab_plan *p)
 	ab_strv_free(&p->absent);
 	ab_strv_free(&p->unguarded);
 	ab_strv_free(&p->gitcfg);
+	ab_strv_free(&p->git_shared_rel);
 	ab_ll_plan_free(&p->landlock);
 	pl_egress_plan_free(&p->egress);
 	ab_strv_free(&p->seccomp.extra_deny);

@@ -57,7 +57,23 @@ typedef struct gc {
 	int depth;          /* of includes */
 	int nfiles;
 	bool wtconfig;      /* extensions.worktreeConfig */
+	bool shared;        /* reading the system or global config, or the environment */
+	bool collect_only;  /* no repository at TOP: only collect git_shared_rel */
 } gc;
+
+#define GC_MAX_SHARED 64
+
+/* A relative path the shared config names: every work tree has its own,
+ * nested repositories' included (settled after the run, gitnest.c). */
+static int note_shared(gc *g, const char *value)
+{
+	if (!g->shared || value[0] == '/' || value[0] == '~' || !value[0] ||
+	    ab_strv_contains(&g->p->git_shared_rel, value) ||
+	    g->p->git_shared_rel.n >= GC_MAX_SHARED)
+		return 0;
+	return ab_strv_push(&g->p->git_shared_rel, value) < 0 ? ab_fail(g->err, ENOMEM, "plan")
+							      : 0;
+}
 
 static const char *env_get(const ab_plan_input *in, const char *name)
 {
@@ -167,6 +183,10 @@ static int on_path(gc *g, const char *key, const char *value, unsigned line)
 	if (!value)
 		return 0;
 	bool wt = strcmp(key, "core.worktree") == 0;
+	if (!wt && note_shared(g, value) < 0)
+		return -ENOMEM;
+	if (g->collect_only)
+		return 0;
 	/* core.worktree is relative to the git directory; the others to the
 	 * work tree's top, where git runs */
 	_cleanup_free_ char *path = resolve(g, value, wt ? g->gitdir : g->top);
@@ -203,6 +223,10 @@ static int on_program(gc *g, const char *key, const char *value, unsigned line)
 	for (char *w = strtok_r(v, " \t\n'\"", &save); w; w = strtok_r(NULL, " \t\n'\"", &save)) {
 		w += w[0] == '!';
 		if (!names_file(w))
+			continue;
+		if (note_shared(g, w) < 0)
+			return -ENOMEM;
+		if (g->collect_only)
 			continue;
 		_cleanup_free_ char *path = resolve(g, w, g->top);
 		if (path && strcmp(path, "/") != 0) {
@@ -317,6 +341,7 @@ static int read_env_pairs(gc *g)
 	const char *c = env_get(g->in, "GIT_CONFIG_COUNT");
 	long n = c ? strtol(c, NULL, 10) : 0;
 	g->file = NULL;
+	g->shared = true;
 	for (long i = 0; i < n && i < 1000; i++) {
 		char kn[40], vn[40];
 		snprintf(kn, sizeof(kn), "GIT_CONFIG_KEY_%ld", i);
@@ -337,6 +362,7 @@ static int read_env_pairs(gc *g)
 		if (r < 0)
 			return r;
 	}
+	g->shared = false;
 	return 0;
 }
 
@@ -355,7 +381,7 @@ static char *abs_env(gc *g, const char *name, bool *set, bool *oom)
 	return n;
 }
 
-static int read_system_global(gc *g)
+static int read_system_global_files(gc *g)
 {
 	const ab_plan_input *in = g->in;
 	int r = 0;
@@ -378,6 +404,14 @@ static int read_system_global(gc *g)
 		return ab_fail(g->err, ENOMEM, "plan");
 	r = read_one(g, x);
 	return r < 0 ? r : read_one(g, h);
+}
+
+static int read_system_global(gc *g)
+{
+	g->shared = true;
+	int r = read_system_global_files(g);
+	g->shared = false;
+	return r;
 }
 
 /* TOP/.git: a directory, or a file "gitdir: PATH" (a linked worktree, a
@@ -483,5 +517,11 @@ int pl_plan_gitcfg(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	for (size_t i = 0; r == 0 && i < tops.n; i++)
 		r = plan_tree(p, in, tops.v[i], err);
 	ab_strv_free(&tops);
+	if (r == 0 && !tops.n) { /* no repository: the shared names, for nested ones */
+		gc g = {.p = p, .in = in, .err = err, .top = p->workspace, .collect_only = true};
+		r = read_system_global(&g);
+		if (r == 0)
+			r = read_env_pairs(&g);
+	}
 	return r;
 }

@@ -487,7 +487,8 @@ static void settle_nested(const ab_plan *plan, struct timespec since, ab_audit *
 	}
 	_cleanup_strv_ ab_strv found = {0};
 	ab_err err = {0};
-	if (ab_gitnest_settle(roots, n, since, plan->git_settle, &found, &err) < 0)
+	if (ab_gitnest_settle(roots, n, &plan->git_shared_rel, since, plan->git_settle,
+			      &found, &err) < 0)
 		ab_warn("%s", err.msg);
 	for (size_t i = 0; i < n; i++)
 		ab_strv_free(&roots[i].gitlinks);

@@ -300,3 +300,29 @@ def test_unguarded_optional_entry_named(ctx):
     assert len(ev) == 1 and ev[0]["path"] == os.path.join(ctx.ws, ".husky"), ev
     again = ctx.sandbox("true")   # present at the start now: protected, not named
     assert again.returncode == 0 and "not protected" not in again.stderr, describe(again)
+
+
+def _shared_hooks_path(ctx, ablate):
+    """The user's global config sets a relative core.hooksPath: git takes it
+    from every work tree, so a nested repository's `.githooks/` is its hooks
+    directory.  The sandbox makes one; the user commits in it."""
+    cfg = "[core]\n\thooksPath = .githooks\n"
+    for home in (ctx.home, ctx.scratch):   # agentbox's HOME, and the host git's
+        ctx.host_file(os.path.join(home, ".gitconfig"), cfg)
+    _repo(ctx)
+    marker, payload = _marker(ctx)
+    _run(ctx, "git init -q sub && mkdir sub/.githooks && "
+         "printf '#!/bin/sh\\n%s\\n' > sub/.githooks/pre-commit && "
+         "chmod +x sub/.githooks/pre-commit" % payload, ablate)
+    _host_git(ctx, "commit", "-q", "--allow-empty", "-m", "host", cwd=os.path.join(ctx.ws, "sub"))
+    _verdict(ctx, marker, "a nested work tree's hooks directory named by the global config",
+             ablate)
+
+
+def test_global_relative_hooks_path_in_nested_repo(ctx):
+    _shared_hooks_path(ctx, False)
+    assert os.path.isdir(os.path.join(ctx.ws, "sub", ".githooks.agentbox-disarmed"))
+
+
+def test_global_relative_hooks_path_in_nested_repo_ablated(ctx):
+    _shared_hooks_path(ctx, True)

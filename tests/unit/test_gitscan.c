@@ -198,7 +198,7 @@ static void settle(const char *root, struct timespec since, bool disarm, ab_strv
 	assert_int_equal(stat(root, &st), 0);
 	ab_gitnest_root r = {.path = root, .dev = st.st_dev, .ino = st.st_ino};
 	ab_err err = {0};
-	assert_int_equal(ab_gitnest_settle(&r, 1, since, disarm, found, &err), 0);
+	assert_int_equal(ab_gitnest_settle(&r, 1, NULL, since, disarm, found, &err), 0);
 }
 
 static const char *found_with(const ab_strv *found, const char *what)

@@ -115,8 +115,14 @@ typedef struct ab_plan_input {
 #define AB_ABLATE_HOME     0x10 /* the real home bound read-write instead of a tmpfs */
 #define AB_ABLATE_PTY      0x20 /* no pty: the command gets agentbox's own fds 0-2 */
 #define AB_ABLATE_CONNECT  0x40 /* connect(2) is not mediated (host sockets bound later) */
+#define AB_ABLATE_HSTATE   0x800 /* anchored fs.protect entries (harness state) are ignored */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
+
+/* Whether `buf` (n bytes) is a content agentbox gives a placeholder file
+ * (empty, "." for .git/commondir, "{}" for an anchored JSON file): the
+ * cleanup removes a placeholder file only while it still holds one. */
+bool ab_placeholder_content_known(const char *buf, size_t n);
 
 /* The synthetic range transparent mode answers DNS queries from: every
  * address of it is local inside the sandbox's network namespace. */

@@ -339,6 +339,7 @@ static const struct {
 	{AB_ABLATE_HOME, "home", "the real home, read-write"},
 	{AB_ABLATE_PTY, "pty", "no pty: the real terminal passes in"},
 	{AB_ABLATE_CONNECT, "connect", "connect is not mediated"},
+	{AB_ABLATE_HSTATE, "hstate", "anchored fs.protect entries are ignored"},
 };
 
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
@@ -354,7 +355,7 @@ int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
 			i++;
 		if (i == AB_ARRAY_SIZE(ablations))
 			return ab_fail(err, 0, "AGENTBOX_TEST_ABLATE: unknown layer '%s' (seccomp, "
-					       "landlock, netns, env, home, pty)", t);
+					       "landlock, netns, env, home, pty, connect, hstate)", t);
 		*out |= ablations[i].bit;
 	}
 	return 0;

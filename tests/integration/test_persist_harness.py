@@ -384,3 +384,42 @@ def test_claude_json_mcp_servers(ctx):
         if isinstance(s, dict) and s.get("command"):
             _host_exec(ctx, [s["command"]] + list(s.get("args") or []))
     _check(ctx, "~/.claude.json mcpServers", out, marker, False)
+
+
+# ---------------------------------------------------------------- placeholders
+
+def test_json_placeholder_edited_on_host_is_kept(ctx):
+    """The "{}" placeholder of an absent ~/.gemini/settings.json is removed
+    after the run only while it still holds "{}": settings the user writes
+    into it on the host during the run (same inode; agentbox stops the
+    sandbox when it sees that) stay; an untouched one (trustedFolders.json)
+    is removed."""
+    import threading
+    _home_dirs(ctx, [".gemini"])
+    gdir = os.path.join(ctx.home, ".gemini")
+    settings = os.path.join(gdir, "settings.json")
+    go = os.path.join(ctx.ws, "go")
+    script = "while [ ! -e %s ]; do sleep 0.05; done" % go
+    res = {}
+    t = threading.Thread(target=lambda: res.setdefault("r", ctx.sandbox(
+        script, profile="gemini-cli", env=_keys(), timeout=60)))
+    t.start()
+    try:
+        abtest.wait_for(lambda: os.path.isfile(settings), timeout=30)
+        ino = os.stat(settings).st_ino
+        os.chmod(settings, 0o644)
+        with open(settings, "w") as f:  # the user's editor, in place
+            f.write('{"ui": {"theme": "x"}}\n')
+        assert os.stat(settings).st_ino == ino
+    finally:
+        ctx.host_file(go, "")
+        t.join(90)
+    r = res["r"]
+    # agentbox watches its protected paths and stops the sandbox when one
+    # changes on the host (docs/protected-paths.md); either way it ends
+    assert (r.returncode == 0 or (
+        r.returncode == 125 and "outside the sandbox while it ran" in r.stderr)), describe(r)
+    with open(settings) as f:
+        assert f.read() == '{"ui": {"theme": "x"}}\n', "the user's settings were removed"
+    assert not os.path.exists(os.path.join(gdir, "trustedFolders.json")), \
+        "the untouched placeholder was left"

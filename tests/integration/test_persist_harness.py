@@ -172,6 +172,15 @@ def _opencode_mcp_standin(ctx):
                 _host_exec(ctx, srv["command"])
 
 
+def _opencode_tui_standin(ctx):
+    """opencode's TUI at start: tui.json's `plugin` list names modules it
+    imports (a file:// spec is a local module)."""
+    doc = _read_json(os.path.join(ctx.home, OC_CONFIG, "tui.json")) or {}
+    for spec in doc.get("plugin") or []:
+        if isinstance(spec, str) and spec.startswith("file://"):
+            _host_exec(ctx, ["node", "-e", "require(%s)" % json.dumps(spec[7:])])
+
+
 def _opencode_config(ctx, ablate):
     marker = _marker(ctx, "opencode-config")
     cfg = json.dumps({"mcp": {"x": {"type": "local",
@@ -179,16 +188,25 @@ def _opencode_config(ctx, ablate):
     _home_dirs(ctx, OC_DIRS)
     plants = [{"path": os.path.join(ctx.home, OC_CONFIG, n), "content": cfg}
               for n in ("opencode.json", "opencode.jsonc", "config.json")]
+    # a TUI plugin: the module lands in the writable data dir, tui.json names it
+    tui_marker = _marker(ctx, "opencode-tui")
+    js = os.path.join(ctx.home, OC_DATA, "tui-plugin.js")
+    plants.append({"path": js, "content": "require('fs').writeFileSync(%s, '')\n" %
+                   json.dumps(tui_marker)})
+    plants.append({"path": os.path.join(ctx.home, OC_CONFIG, "tui.json"),
+                   "content": json.dumps({"plugin": ["file://" + js]})})
     out = _plant(ctx, "opencode", plants, ablate)
     _opencode_mcp_standin(ctx)
+    _opencode_tui_standin(ctx)
     _check(ctx, "opencode's global config (absent: created inside)", out, marker, ablate)
+    _check(ctx, "opencode's tui.json (absent: created inside)", out, tui_marker, ablate)
 
 
 def test_opencode_global_config(ctx):
-    """opencode.json, opencode.jsonc and config.json in opencode's config dir,
-    absent on the host: they cannot be created from inside (written or renamed
-    into place), so no MCP server planted there starts with the next host
-    opencode."""
+    """opencode.json, opencode.jsonc, config.json and tui.json in opencode's
+    config dir, absent on the host: they cannot be created from inside
+    (written or renamed into place), so no MCP server or TUI plugin planted
+    there starts with the next host opencode."""
     _opencode_config(ctx, False)
 
 

@@ -125,8 +125,14 @@ typedef struct ab_plan_input {
 #define AB_ABLATE_CONNECT  0x40 /* connect(2) is not mediated (host sockets bound later) */
 #define AB_ABLATE_GITNEST  0x80 /* nested repositories armed during the run are left armed */
 #define AB_ABLATE_GITCFG   0x100 /* paths named by git's configuration are not protected */
+#define AB_ABLATE_HSTATE   0x800 /* anchored fs.protect entries (harness state) are ignored */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
+
+/* Whether `buf` (n bytes) is a content agentbox gives a placeholder file
+ * (empty, "." for .git/commondir, "{}" for an anchored JSON file): the
+ * cleanup removes a placeholder file only while it still holds one. */
+bool ab_placeholder_content_known(const char *buf, size_t n);
 
 /* The synthetic range transparent mode answers DNS queries from: every
  * address of it is local inside the sandbox's network namespace. */

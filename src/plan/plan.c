@@ -341,6 +341,7 @@ static const struct {
 	{AB_ABLATE_CONNECT, "connect", "connect is not mediated"},
 	{AB_ABLATE_GITNEST, "gitnest", "nested repositories armed during the run stay armed"},
 	{AB_ABLATE_GITCFG, "gitconfig", "paths named by git's configuration are writable"},
+	{AB_ABLATE_HSTATE, "hstate", "anchored fs.protect entries are ignored"},
 };
 
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
@@ -356,7 +357,8 @@ int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
 			i++;
 		if (i == AB_ARRAY_SIZE(ablations))
 			return ab_fail(err, 0, "AGENTBOX_TEST_ABLATE: unknown layer '%s' (seccomp, "
-					       "landlock, netns, env, home, pty, connect, gitnest, gitconfig)", t);
+					       "landlock, netns, env, home, pty, connect, gitnest, gitconfig, "
+					       "hstate)", t);
 		*out |= ablations[i].bit;
 	}
 	return 0;

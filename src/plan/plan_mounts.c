@@ -487,12 +487,41 @@ static const struct {
 	const char *rel, *content;
 } placeholder_content[] = {{".git/commondir", "."}};
 
+/* An anchored settings file a harness parses as JSON: an empty file is a
+ * parse error to it (gemini-cli exits, codex warns on every run), "{}" is an
+ * empty document every one of them accepts.  Reserved denied paths (token
+ * files) stay empty: the harness treats an empty one as no login. */
+#define AB_JSON_PLACEHOLDER "{}"
+
+static bool is_json_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	size_t n = strlen(base);
+	return (n > 5 && strcmp(base + n - 5, ".json") == 0) ||
+	       (n > 6 && strcmp(base + n - 6, ".jsonc") == 0);
+}
+
+bool ab_placeholder_content_known(const char *buf, size_t n)
+{
+	if (n == 0)
+		return true;
+	if (n == strlen(AB_JSON_PLACEHOLDER) && memcmp(buf, AB_JSON_PLACEHOLDER, n) == 0)
+		return true;
+	for (size_t i = 0; i < AB_ARRAY_SIZE(placeholder_content); i++)
+		if (n == strlen(placeholder_content[i].content) &&
+		    memcmp(buf, placeholder_content[i].content, n) == 0)
+			return true;
+	return false;
+}
+
 /* Reserve an absent protected path.  A directory, so nothing shows up as an
  * untracked file in git, except inside a .git directory (git never lists
  * its own files) for entries not ending in '/': there an empty file is what
- * git tolerates (an empty config.worktree is a valid config). */
+ * git tolerates (an empty config.worktree is a valid config).  `denied`: the
+ * reservation of an absent denied path (always empty). */
 static int add_placeholder(ab_plan *p, const char *cur, const char *root, const char *rel,
-			   bool last, bool want_dir, bool anchored, ab_err *err)
+			   bool last, bool want_dir, bool anchored, bool denied, ab_err *err)
 {
 	if (has_mount_at(p, cur))
 		return 0;
@@ -505,6 +534,8 @@ static int add_placeholder(ab_plan *p, const char *cur, const char *root, const 
 	for (size_t i = 0; last && i < AB_ARRAY_SIZE(placeholder_content); i++)
 		if (strcmp(cur + strlen(root) + 1, placeholder_content[i].rel) == 0)
 			content = placeholder_content[i].content;
+	if (!dir && anchored && !denied && !in_git && is_json_name(cur))
+		content = AB_JSON_PLACEHOLDER;
 	return pl_add_mount(p, AB_MNT_PLACEHOLDER, content, cur, dir ? AB_MNT_F_DIR : 0,
 			    "fs.protect") < 0
 		       ? ab_fail(err, ENOMEM, "plan")
@@ -596,7 +627,8 @@ static int protect_one(ab_plan *p, const ab_plan_input *in, const char *root, co
 		if (r == -ENOENT && if_present)
 			return note_unguarded(p, root, path, err);
 		if (r == -ENOENT)
-			return add_placeholder(p, cur, root, rel, last, want_dir, anchored, err);
+			return add_placeholder(p, cur, root, rel, last, want_dir, anchored, denied,
+					       err);
 		if (r < 0)
 			return ab_fail(err, -r, "fs.protect: %s", cur);
 		if (S_ISLNK(st.st_mode)) {
@@ -666,6 +698,8 @@ static int protect_under_writable(ab_plan *p, const ab_plan_input *in, const ab_
 static int plan_protect_anchored(ab_plan *p, const ab_plan_input *in, const char *entry,
 				 size_t nmounts, ab_err *err)
 {
+	if (in->ablate & AB_ABLATE_HSTATE)
+		return 0; /* test-only: the harness state stays writable */
 	bool opt = entry[0] == '?';
 	const char *abs = entry + opt;
 	const char *best = NULL;

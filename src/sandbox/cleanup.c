@@ -95,6 +95,25 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
 	return 0;
 }
 
+/* Whether the file NAME in DFD is still the placeholder agentbox wrote: the
+ * same inode, a regular file holding one of the contents agentbox gives a
+ * placeholder.  Opened without following a link and without blocking (a FIFO
+ * swapped in meanwhile is not read), and checked again through the fd. */
+static bool still_placeholder_file(int dfd, const char *name, unsigned long long dev,
+				   unsigned long long ino)
+{
+	_cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+							 O_NOCTTY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino ||
+	    st.st_size > 64)
+		return false;
+	char buf[65];
+	ssize_t n = pread(fd, buf, sizeof(buf), 0);
+	return n >= 0 && ab_placeholder_content_known(buf, (size_t)n);
+}
+
 int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev,
 			   unsigned long long ino)
 {
@@ -112,7 +131,8 @@ int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev
 		r = -ESTALE; /* not the inode we created: leave it alone */
 	else if (is_dir && !S_ISDIR(st.st_mode))
 		r = -ENOTDIR;
-	else if (!is_dir && (!S_ISREG(st.st_mode) || st.st_size > 64))
+	else if (!is_dir && (!S_ISREG(st.st_mode) || st.st_size > 64 ||
+			     !still_placeholder_file(dfd, slash + 1, dev, ino)))
 		r = -EEXIST; /* not a placeholder file any more: leave it */
 	else if (unlinkat(dfd, slash + 1, is_dir ? AT_REMOVEDIR : 0) < 0)
 		r = -errno;

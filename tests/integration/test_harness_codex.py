@@ -141,14 +141,17 @@ wire_api = "responses"
 """
 
 
-def codex_home(ctx, auth_canary=True, config=""):
+def codex_home(ctx, auth_canary=True, config="", settings=True):
     """ctx.home/.codex as a user who logged in on the host would have it:
     a config.toml (read-only inside), and an auth.json holding another key
-    (a canary: the profile hides it, the sandbox must never see it)."""
+    (a canary: the profile hides it, the sandbox must never see it).
+    settings=False: no config.toml (a first run)."""
     d = os.path.join(ctx.home, ".codex")
     os.makedirs(d, exist_ok=True)
-    ctx.host_file(os.path.join(d, "config.toml"),
-                  "# written by test_harness_codex.py (a user's settings)\n" + config, 0o600)
+    if settings:
+        ctx.host_file(os.path.join(d, "config.toml"),
+                      "# written by test_harness_codex.py (a user's settings)\n" + config,
+                      0o600)
     if auth_canary:
         ctx.host_file(os.path.join(d, "auth.json"),
                       json.dumps({"auth_mode": "apikey",
@@ -321,9 +324,9 @@ def test_codex_version(ctx):
     assert "codex-cli " + VERSION in r.stdout, describe(r)
 
 
-def _exec_test(ctx, refuse_websocket, config=""):
+def _exec_test(ctx, refuse_websocket, config="", settings=True):
     prefix = codex_prefix()
-    home = codex_home(ctx, config=config)
+    home = codex_home(ctx, config=config, settings=settings)
     with open(os.path.join(home, "auth.json"), "rb") as f:
         auth_before = f.read()
     key = real_key()
@@ -336,6 +339,9 @@ def _exec_test(ctx, refuse_websocket, config=""):
                              "--skip-git-repo-check", "--color", "never", prompt], key)
     reqs = check_exec_run(ctx, r, mock, sc, key, auth_before, log,
                           "OPENAI_API_KEY" if config else "CODEX_API_KEY")
+    # the absent hooks.json is reserved by a "{}" file codex parses (an
+    # empty one made it warn on every run)
+    assert "failed to parse hooks config" not in r.stdout + r.stderr, describe(r)
     recs = mock.records()
     return r, recs, reqs
 
@@ -350,6 +356,16 @@ def test_codex_exec_yolo(ctx):
         "codex did not use the WebSocket transport: %s" % [
             (x["transport"], x["method"], x["path"], x["status"]) for x in recs]
     assert sum(len(x["ws"]) for x in ws) >= 2
+
+
+def test_codex_exec_first_run(ctx):
+    """codex exec with a ~/.codex holding neither config.toml nor hooks.json
+    (the profile reserves both): it works and prints no parse warning; the
+    placeholders are gone from the host afterwards."""
+    _exec_test(ctx, refuse_websocket=False, settings=False)
+    for n in ("config.toml", "hooks.json", "AGENTS.md", "AGENTS.override.md"):
+        assert not os.path.exists(os.path.join(ctx.home, ".codex", n)), \
+            "the placeholder %s was left in ~/.codex" % n
 
 
 def test_codex_exec_http_fallback(ctx):

@@ -509,6 +509,40 @@ def test_gemini_cli_smoke(ctx):
         "the placeholder .gemini was left in the workspace"
 
 
+def test_gemini_cli_first_run(ctx):
+    """gemini's first run: ~/.gemini present without settings.json, and no
+    ~/.gemini at all.  The profile reserves the absent settings.json and
+    trustedFolders.json with read-only "{}" files (an empty one is invalid
+    JSON to gemini, which exited 52), so --version and `-p hi` work; the
+    placeholders are gone from the host afterwards."""
+    prefix = npm_install(GEMINI_PKG, GEMINI_VER, GEMINI_DIR)
+    gemini = os.path.join(prefix, "node_modules", ".bin", "gemini")
+    mock = MockAPI(ctx, gemini_answer)
+    ext = ext_profile(ctx, "gemini-test", prefix, mock, [GEMINI_HOST])
+    gdir = os.path.join(ctx.home, ".gemini")
+    for state in ("empty ~/.gemini", "no ~/.gemini"):
+        if state == "empty ~/.gemini":
+            make_home_dirs(ctx, [".gemini"])
+        else:
+            shutil.rmtree(gdir)
+        log = os.path.join(ctx.scratch, "gemini-first.jsonl")
+        res, r = inner_run(ctx, ["gemini-cli", ext], "GEMINI_API_KEY",
+                           [[gemini, "--version"],
+                            [gemini, "-p", "hi", "--skip-trust", "--output-format", "text"],
+                            ["cat", os.path.join(gdir, "settings.json")]],
+                           {"GEMINI_API_KEY": gemini_key()}, log)
+        ver, run, cat = res["cmds"]
+        assert ver["rc"] == 0 and ver["out"].strip() == GEMINI_VER, \
+            "%s: gemini --version\n%s" % (state, fmt_cmd(ver))
+        assert run["rc"] == 0 and REPLY in run["out"], "%s: gemini -p hi\n%s\n%s" % (
+            state, fmt_cmd(run), mock.summary())
+        if state == "empty ~/.gemini":
+            assert cat["out"] == "{}", "settings.json inside: %r" % cat["out"]
+            for n in ("settings.json", "trustedFolders.json"):
+                assert not os.path.exists(os.path.join(gdir, n)), \
+                    "the placeholder %s was left in ~/.gemini" % n
+
+
 # --------------------------------------------------------------------------
 # opencode
 

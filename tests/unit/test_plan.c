@@ -869,6 +869,8 @@ static void test_protect(void **state)
 	p = f.plan;
 	assert_int_equal(
 		must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/.config/tool/token.json")->flags, 0);
+	/* a reserved token file stays empty: no login, not an empty document */
+	assert_null(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/.config/tool/token.json")->src);
 	assert_int_equal(count_at(p, "/home/u/proj/.env.local"), 0);
 	fx_done(&f);
 	/* a missing anchored file is reserved by an empty file, a directory
@@ -882,6 +884,36 @@ static void test_protect(void **state)
 	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/hooks")->flags,
 			 AB_MNT_F_DIR);
 	fx_done(&f);
+	/* an anchored JSON file is reserved by "{}" (an empty file is a parse
+	 * error to the harness), any other file by an empty one; the test-only
+	 * "hstate" ablation ignores anchored entries */
+	fx_init(&f, 7);
+	SV(&f.prof->fs.protect, "/home/u/proj/a.json", "/home/u/proj/b.jsonc",
+	   "/home/u/proj/c.toml", "/home/u/proj/.json", "/home/u/proj/d.json/");
+	fx_ok(&f);
+	p = f.plan;
+	assert_string_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/a.json")->src, "{}");
+	assert_string_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/b.jsonc")->src, "{}");
+	assert_null(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/c.toml")->src);
+	assert_null(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.json")->src);
+	m = must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/d.json");
+	assert_int_equal(m->flags, AB_MNT_F_DIR);
+	assert_null(m->src);
+	fx_done(&f);
+	fx_init(&f, 7);
+	f.in.ablate = AB_ABLATE_HSTATE;
+	SV(&f.prof->fs.protect, "/home/u/proj/a.json", ".envrc");
+	fx_ok(&f);
+	assert_int_equal(count_at(f.plan, "/home/u/proj/a.json"), 0);
+	must_mount(f.plan, AB_MNT_PLACEHOLDER, "/home/u/proj/.envrc");
+	fx_done(&f);
+	/* the contents the cleanup accepts as still a placeholder */
+	assert_true(ab_placeholder_content_known("", 0));
+	assert_true(ab_placeholder_content_known(".", 1));
+	assert_true(ab_placeholder_content_known("{}", 2));
+	assert_false(ab_placeholder_content_known("{} ", 3));
+	assert_false(ab_placeholder_content_known("{\"a\":1}", 7));
+	assert_false(ab_placeholder_content_known("..", 2));
 	/* inside .git a missing entry becomes an empty file (git never lists its
 	 * own files), commondir one holding "." (an empty one kills git); "?"
 	 * entries are protected when present and reserve nothing when absent */

@@ -447,6 +447,8 @@ static const struct {
 	{".gemini/hooks/abprobe-hook.sh", "PER-02"},
 	{".config/opencode/plugin/abprobe.js", "PER-02"},
 	{".codex/.credentials.json", "PER-02"}, {".gemini/gemini-credentials.json", "PER-02"},
+	{".gemini/trustedFolders.json", "PER-02"}, {".config/opencode/package.json", "PER-02"},
+	{".codex/AGENTS.md", "PER-02"},
 };
 
 static int plant_home(lab *L, ab_err *err)

@@ -41,6 +41,10 @@ static const char *const created_files[] = {
 	".claude/hooks/abprobe-hook.sh",     ".claude/settings.local.json",
 	".codex/hooks.json",                 ".codex/rules/abprobe.rules",
 	".gemini/hooks/abprobe-hook.sh",     ".config/opencode/plugin/abprobe.js",
+	/* absent state a host harness runs or obeys: a pre-trusted folder,
+	 * an install script, instructions */
+	".gemini/trustedFolders.json",       ".config/opencode/package.json",
+	".codex/AGENTS.md",
 	/* token files the lab does not plant: another account's login, planted
 	 * for the host's harness (a profile denies them: they must stay absent) */
 	".codex/.credentials.json",          ".gemini/gemini-credentials.json",

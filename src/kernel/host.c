@@ -451,7 +451,6 @@ void ab_host_userns_error(const ab_host *h, int errnum, ab_err *err)
 	    ab_ctr_advise(&f, AB_STEP_USERNS, errnum, cause, sizeof(cause), fix, sizeof(fix))) {
 		ab_fail(err, errnum, USERNS_WHAT ": %s", cause);
 		ab_err_hint(err, "%s", fix);
-		err->step = AB_STEP_USERNS;
 	} else if (errnum == EPERM && h->seccomp_mode == 2) {
 		ab_fail(err, errnum, USERNS_WHAT ": agentbox itself runs under a seccomp filter "
 					"(Seccomp: 2 in /proc/self/status) that forbids new namespaces");

@@ -279,8 +279,10 @@ bool ab_ctr_advise(const ab_ctr_facts *f, int step, int errnum, char *cause, siz
 		advise_userns(f, cause, clen, fix, flen);
 		return true;
 	case AB_STEP_SETHOSTNAME:
-		snprintf(cause, clen, "%s allows sethostname only with CAP_SYS_ADMIN",
-			 engine_filter(f, step));
+		snprintf(cause, clen, "%s %s", engine_filter(f, step),
+			 f->engine == AB_ENGINE_NONE || f->engine == AB_ENGINE_OTHER
+				 ? "refuses sethostname"
+				 : "allows sethostname only with CAP_SYS_ADMIN");
 		seccomp_fix(f, "sethostname", fix, flen);
 		return true;
 	case AB_STEP_MOUNT:

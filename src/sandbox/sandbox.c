@@ -819,6 +819,18 @@ static void run_release(run_state *s, int code)
 	ab_strv_free(&s->git_before);
 }
 
+/* The parent failed while starting the child: if the child failed first
+ * (its error waits on the sync socket), that is the cause, not the broken
+ * pipe the parent then met. */
+static void child_said(run_state *s, ab_err *err)
+{
+	if (s->child <= 0 || s->sync_fd < 0)
+		return;
+	drain_sync(s);
+	if (s->have_error)
+		*err = s->child_err;
+}
+
 /* A set-up step an outer sandbox (a container engine) refused: say why and
  * what to change, with what only the parent sees (container.c). */
 static void explain_step(const ab_plan *plan, ab_err *err)
@@ -846,6 +858,8 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	    prepare_services(&s) == 0 && start_sandbox(&s) == 0 && feed_child(&s) == 0 &&
 	    serve_child(&s) == 0)
 		code = exit_code_of(&s, err);
+	else
+		child_said(&s, err);
 	if (code == AB_EXIT_FAIL)
 		explain_step(plan, err);
 	run_release(&s, code);

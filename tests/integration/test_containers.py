@@ -122,6 +122,19 @@ def test_container_sethostname_seccomp(ctx):
     assert d.returncode == 1 and "podman-seccomp.json" in d.stdout, describe(d)
 
 
+def test_container_sethostname_test_escape(ctx):
+    """test-escape names the refused step, not the broken pipe the parent
+    met after the child had failed ("send the trust files: Connection reset
+    by peer")."""
+    r = _filtered(ctx, ["sethostname"], ["test-escape", "--format", "json"],
+                  env={"container": "podman"})
+    assert r.returncode == 3, describe(r)
+    out = r.stdout + r.stderr
+    assert "sethostname: Operation not permitted" in out, describe(r)
+    assert "sethostname" in out and "Connection reset" not in out, describe(r)
+    assert "Hint: " in out, describe(r)
+
+
 def test_container_keyring_seccomp(ctx):
     r = _filtered(ctx, ["keyctl"], ["run", "-w", ctx.ws, "--", "true"],
                   env={"container": "docker"})

@@ -236,3 +236,15 @@ def test_container_seccomp_profiles_exact(ctx):
         if os.path.exists(shipped):  # what make install ships, if built
             with open(shipped) as f:
                 assert json.load(f) == prof, shipped
+
+
+@abtest.root_only
+def test_container_root_test_escape_hint(ctx):
+    """Root without CAP_SYS_ADMIN (container root): test-escape's lab says
+    why it cannot be built and what to do, not just the refused unshare."""
+    r = _run(ctx, ["setpriv", "--bounding-set=-sys_admin"], ["test-escape", "--format", "json"])
+    assert r.returncode == 3, describe(r)
+    out = r.stdout + r.stderr
+    assert "lab: unshare(mount, net): Operation not permitted" in out, describe(r)
+    assert "root's lab needs CAP_SYS_ADMIN" in out, describe(r)
+    assert "non-root user" in out, describe(r)

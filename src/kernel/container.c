@@ -107,8 +107,10 @@ static int own_userns(void)
 	unsigned long a, b, c;
 	if (ab_read_small("/proc/self/uid_map", buf, sizeof(buf)) <= 0)
 		return AB_UNKNOWN;
-	if (sscanf(buf, "%lu %lu %lu", &a, &b, &c) == 3 && a == 0 && b == 0 && c == 4294967295UL &&
-	    !strchr(strchr(buf, '\n') ? strchr(buf, '\n') + 1 : "", ' '))
+	const char *nl = strchr(buf, '\n');
+	bool one_line = !nl || nl[1] == '\0';
+	if (one_line && sscanf(buf, "%lu %lu %lu", &a, &b, &c) == 3 && a == 0 && b == 0 &&
+	    c == 4294967295UL)
 		return AB_NO;
 	return AB_YES;
 }

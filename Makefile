@@ -75,6 +75,7 @@ KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src
                 src/kernel/cgroup.c src/kernel/unixsock.c
 # agentbox inside container engines (docs/containers.md)
 KERNEL_SRCS  += src/kernel/container.c src/kernel/container_probe.c
+CTR_UNIT_TESTS := container
 CREDS_SRCS   := src/creds/ca.c src/creds/truststore.c src/creds/secrets.c src/creds/placeholder.c \
                 src/creds/encode.c src/creds/scanset.c src/creds/rewrite.c src/creds/sources.c \
                 src/creds/scan.c src/creds/phkey.c
@@ -109,11 +110,10 @@ MAIN_SRC := src/cli/main.c
 UNIT_TESTS := common sync control profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
               report credfile otlp unixsock wsframe termfilter
-UNIT_TESTS += container
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)
-UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%)
+UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(CTR_UNIT_TESTS:%=$(BUILD)/tests/test_%)
 
 .PHONY: check-fuzz bench-proxy all deps check check-unit check-integration asan asan-unit fuzz \
         bench install uninstall clean lint format format-check containers check-containers

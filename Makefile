@@ -74,6 +74,9 @@ CONFIG_SRCS  := src/config/profile.c src/config/profile_keys.c src/config/profil
 KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src/kernel/seccomp_filter.c \
                 src/kernel/seccomp_prog.c src/kernel/caps.c \
                 src/kernel/cgroup.c src/kernel/unixsock.c
+# agentbox inside container engines (docs/containers.md)
+KERNEL_SRCS  += src/kernel/container.c src/kernel/container_probe.c
+CTR_UNIT_TESTS := container
 CREDS_SRCS   := src/creds/ca.c src/creds/truststore.c src/creds/secrets.c src/creds/placeholder.c \
                 src/creds/encode.c src/creds/scanset.c src/creds/rewrite.c src/creds/sources.c \
                 src/creds/scan.c src/creds/phkey.c
@@ -112,10 +115,10 @@ UNIT_TESTS := common sync control profile plan compose landlock caps seccomp sup
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)
-UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%)
+UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(CTR_UNIT_TESTS:%=$(BUILD)/tests/test_%)
 
 .PHONY: check-fuzz bench-proxy all deps check check-unit check-integration asan asan-unit fuzz \
-        bench install uninstall clean lint format format-check
+        bench install uninstall clean lint format format-check containers check-containers
 
 all: $(BUILD)/agentbox $(BUILD)/agentbox-ablate
 
@@ -168,9 +171,12 @@ DEB_BUILD := build-essential pkg-config libseccomp-dev libcap-dev libjansson-dev
 DEB_TEST  := libcmocka-dev python3 iproute2 util-linux git curl procps tmux strace zsh \
              libclang-rt-14-dev openjdk-17-jre-headless
 DEB_BENCH := hyperfine bubblewrap
+# the container engines' published default seccomp profile (podman, CRI-O):
+# the base of the shipped ones (make containers)
+DEB_CTR   := golang-github-containers-common
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
-	@missing=""; for p in $(DEB_BUILD) $(DEB_TEST) $(DEB_BENCH); do \
+	@missing=""; for p in $(DEB_BUILD) $(DEB_TEST) $(DEB_BENCH) $(DEB_CTR); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -241,8 +247,34 @@ bench-proxy: $(BUILD)/agentbox
 	python3 bench/proxy.py --agentbox $(BUILD)/agentbox --json $(BUILD)/bench/proxy.json
 
 # ---- install ----
-install: $(BUILD)/agentbox
+# ---- running inside container engines (docs/containers.md) ----
+# The seccomp profiles are the engines' defaults plus the calls agentbox's
+# set-up needs (contrib/containers/gen-seccomp.py).  Docker's default is
+# compiled into dockerd: DOCKER_SECCOMP_BASE=moby's default.json uses it.
+CTR_SECCOMP_BASE    ?= /usr/share/containers/seccomp.json
+DOCKER_SECCOMP_BASE ?= $(CTR_SECCOMP_BASE)
+CTR_PROFILES := $(BUILD)/containers/podman-seccomp.json $(BUILD)/containers/docker-seccomp.json
+containers: $(CTR_PROFILES)
+
+$(BUILD)/containers/podman-seccomp.json: contrib/containers/gen-seccomp.py
+	@mkdir -p $(dir $@)
+	python3 contrib/containers/gen-seccomp.py --engine podman --base $(CTR_SECCOMP_BASE) -o $@
+
+$(BUILD)/containers/docker-seccomp.json: contrib/containers/gen-seccomp.py
+	@mkdir -p $(dir $@)
+	python3 contrib/containers/gen-seccomp.py --engine docker --base $(DOCKER_SECCOMP_BASE) -o $@
+
+# agentbox in podman and Docker for real (skips, saying why, without them)
+check-containers: $(BUILD)/agentbox containers
+	sh contrib/containers/check.sh $(BUILD)
+
+install: $(BUILD)/agentbox containers
 	install -Dm755 $(BUILD)/agentbox $(DESTDIR)$(BINDIR)/agentbox
+	install -d $(DESTDIR)$(DATADIR)/containers $(DESTDIR)$(DATADIR)/apparmor
+	install -m644 $(CTR_PROFILES) contrib/containers/agentbox-container \
+		contrib/containers/Dockerfile $(DESTDIR)$(DATADIR)/containers/
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DATADIR@|$(DATADIR)|g' contrib/apparmor/agentbox.in \
+		> $(DESTDIR)$(DATADIR)/apparmor/agentbox
 	install -d $(DESTDIR)$(DATADIR)/profiles
 	install -m644 $(filter-out profiles/schema.json,$(wildcard profiles/*.json)) \
 		$(DESTDIR)$(DATADIR)/profiles/

@@ -31,6 +31,8 @@ typedef struct ab_err {
 	int exit_code;  /* process exit status to use: AB_EXIT_* (default 125) */
 	char msg[1536]; /* "context: context: what failed: strerror" */
 	char hint[512]; /* optional "how to fix it" line, printed as "Hint: ..." */
+	int step;       /* which set-up step an outer sandbox refused (enum ab_step,
+			   container.h), 0 if none: the parent explains it */
 } ab_err;
 
 /* Set *e (overwriting) from a printf format; appends ": strerror(errnum)" when

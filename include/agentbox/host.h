@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "agentbox/common.h"
+#include "agentbox/container.h"
 
 enum ab_tristate { AB_NO = 0, AB_YES = 1, AB_UNKNOWN = -1 };
 
@@ -58,6 +59,12 @@ typedef struct ab_host {
 	 * raise a hard limit), and explain says so */
 	unsigned long long rlim_hard[16];
 	char kernel_release[128];
+
+	/* doctor only (try_userns): the engine around agentbox, and the
+	 * sandbox's set-up tried for real in throwaway children */
+	bool trial_done;
+	ab_ctr_facts ctr;
+	ab_ctr_trial trial;
 } ab_host;
 
 /* Fill *h.  Never fails; unknowns are AB_UNKNOWN/-1.  `try_userns` forks a

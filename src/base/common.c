@@ -24,6 +24,7 @@ __attribute__((format(printf, 3, 0))) static void vset(ab_err *e, int errnum, co
 	}
 	e->code = errnum;
 	e->hint[0] = '\0';
+	e->step = 0;
 }
 
 int ab_fail(ab_err *e, int errnum, const char *fmt, ...)

@@ -33,7 +33,7 @@ typedef struct dr_item {
 	char note[768];    /* extra facts, e.g. what each downgrade costs */
 } dr_item;
 
-#define DR_MAX_ITEMS 16
+#define DR_MAX_ITEMS 20
 
 typedef struct dr_report {
 	dr_item items[DR_MAX_ITEMS];
@@ -302,27 +302,128 @@ static void check_tty_uring(const ab_host *h, dr_report *r)
 			 filtered);
 }
 
+static bool kernel_at_least(const ab_host *h, int major, int minor)
+{
+	int a = 0, b = 0;
+	return sscanf(h->kernel_release, "%d.%d", &a, &b) == 2 &&
+	       (a > major || (a == major && b >= minor));
+}
+
+/* root: open_tree refused in the trial (container root without
+ * CAP_SYS_ADMIN, or a filter) */
+static bool idmap_refused(const ab_host *h, dr_item *it)
+{
+	char cause[512];
+	int e = h->trial.open_tree_errno;
+	if (!h->is_root || !h->trial_done || e <= 0)
+		return false;
+	it->status = DR_WARN;
+	ab_ctr_advise(&h->ctr, AB_STEP_OPEN_TREE, e, cause, sizeof(cause), it->fix,
+		      sizeof(it->fix));
+	snprintf(it->detail, sizeof(it->detail),
+		 "open_tree: %s%s%s: as root, agentbox cannot let the sandbox write a root-owned "
+		 "workspace",
+		 strerror(e), cause[0] ? ": " : "", cause);
+	if (!it->fix[0])
+		snprintf(it->fix, sizeof(it->fix), "run agentbox as a regular user");
+	return true;
+}
+
 static void check_idmap(const ab_host *h, dr_report *r)
 {
 	bool have = h->idmap_mounts == AB_YES;
+	bool new_enough = kernel_at_least(h, 5, 12);
+	const char *why = h->idmap_mounts == AB_NO ? "not available (Linux < 5.12)"
+			  : new_enough ? "mount_setattr is refused here (a seccomp filter, e.g. "
+					 "a container's default profile)"
+				       : "could not be probed";
 	dr_item *it = add(r, "idmap-mounts", "idmapped mounts",
 			  have || !h->is_root ? DR_OK : DR_WARN, false);
+	if (idmap_refused(h, it))
+		return;
 	if (have)
 		snprintf(it->detail, sizeof(it->detail),
 			 "available (used when root runs agentbox on a root-owned workspace; the "
 			 "file system must support them)");
 	else if (!h->is_root)
-		snprintf(it->detail, sizeof(it->detail),
-			 "%s; only needed when agentbox runs as root",
-			 h->idmap_mounts == AB_NO ? "not available (Linux < 5.12)" : "unknown");
+		snprintf(it->detail, sizeof(it->detail), "%s; only needed when agentbox runs as root",
+			 why);
 	else {
 		snprintf(it->detail, sizeof(it->detail),
 			 "%s: as root, agentbox cannot let the sandbox write a root-owned workspace",
-			 h->idmap_mounts == AB_NO ? "not available (Linux < 5.12)"
-						  : "could not be probed");
-		snprintf(it->fix, sizeof(it->fix),
-			 "run agentbox as a regular user, or use Linux >= 5.12");
+			 why);
+		snprintf(it->fix, sizeof(it->fix), "run agentbox as a regular user%s",
+			 h->idmap_mounts == AB_NO ? ", or use Linux >= 5.12"
+			 : new_enough ? ", or allow mount_setattr and open_tree in the outer "
+					"seccomp profile"
+				      : "");
 	}
+}
+
+static void check_container(const ab_host *h, dr_report *r)
+{
+	const ab_ctr_facts *f = &h->ctr;
+	if (!h->trial_done)
+		return;
+	dr_item *it = add(r, "container", "container", DR_OK, false);
+	if (f->engine == AB_ENGINE_NONE) {
+		snprintf(it->detail, sizeof(it->detail),
+			 "no container engine found (/run/.containerenv, /.dockerenv, $container, "
+			 "$KUBERNETES_SERVICE_HOST, /proc/self/cgroup)");
+		return;
+	}
+	snprintf(it->detail, sizeof(it->detail), "engine: %s; agentbox runs as %s%s%s%s",
+		 ab_engine_name(f->engine), f->root ? "container root" : "a non-root user",
+		 f->userns == AB_YES  ? " in a user namespace of its own"
+		 : f->userns == AB_NO ? " without a user namespace"
+				      : "",
+		 f->proc_overmounts[0] ? "; mounted over /proc: " : "", f->proc_overmounts);
+	if (f->root && f->userns == AB_NO)
+		snprintf(it->note, sizeof(it->note),
+			 "never unmask /proc (podman unmask=/proc/*, Docker systempaths=unconfined) "
+			 "for this container: its root could write /proc/sys/kernel/core_pattern, "
+			 "which is host root");
+}
+
+static void check_setup(const ab_host *h, dr_report *r)
+{
+	const ab_ctr_trial *t = &h->trial;
+	char cause[512];
+	if (!h->trial_done)
+		return;
+	if (t->step == AB_STEP_NONE) {
+		dr_item *it = add(r, "sandbox-setup", "sandbox set-up", DR_OK, true);
+		snprintf(it->detail, sizeof(it->detail),
+			 "tried in a throwaway child cloned with every namespace: sethostname, a "
+			 "mount, a fresh /proc, the keyring join");
+	} else {
+		dr_item *it = add(r, "sandbox-setup", "sandbox set-up", DR_MISSING, true);
+		bool known = ab_ctr_advise(&h->ctr, t->step, t->errnum, cause, sizeof(cause),
+					   it->fix, sizeof(it->fix));
+		snprintf(it->detail, sizeof(it->detail), "%s refused in a throwaway child: %s%s%s",
+			 ab_step_name(t->step), strerror(t->errnum), known ? ": " : "",
+			 known ? cause : "");
+		if (!known)
+			snprintf(it->fix, sizeof(it->fix), "%s",
+				 t->step == AB_STEP_USERNS
+					 ? "see the user namespaces line"
+					 : "run `agentbox run -- true` for the full error");
+	}
+	bool getfd_ok = t->getfd_errno == 0;
+	dr_item *it = add(r, "pidfd-getfd", "pidfd_getfd", getfd_ok ? DR_OK : DR_WARN, false);
+	if (getfd_ok) {
+		snprintf(it->detail, sizeof(it->detail),
+			 "works (connect mediation takes the sandbox's sockets with it)");
+		return;
+	}
+	ab_ctr_advise(&h->ctr, AB_STEP_PIDFD_GETFD, t->getfd_errno, cause, sizeof(cause), it->fix,
+		      sizeof(it->fix));
+	snprintf(it->detail, sizeof(it->detail),
+		 "%s%s%s: connect mediation cannot take the sandbox's sockets, its connects are "
+		 "refused",
+		 strerror(t->getfd_errno), cause[0] ? ": " : "", cause);
+	if (!it->fix[0])
+		snprintf(it->fix, sizeof(it->fix), "Linux >= 5.6");
 }
 
 /* Runs with secrets lock OpenSSL's secure heap (the session CA's keys). */
@@ -369,6 +470,8 @@ static int build_report(const ab_host *h, dr_report *r)
 	check_cgroup(h, r);
 	check_tty_uring(h, r);
 	check_idmap(h, r);
+	check_container(h, r);
+	check_setup(h, r);
 	check_memlock(h, r);
 	check_kernel(h, r);
 	return 0;
@@ -467,6 +570,12 @@ static json_t *host_json(const ab_host *h, const dr_report *r)
 	bad |= json_object_set_new(o, "io_uring_disabled", json_integer(h->io_uring_disabled));
 	bad |= set_tri(o, "idmap_mounts", h->idmap_mounts);
 	bad |= json_object_set_new(o, "cap_last_cap", json_integer(h->cap_last_cap));
+	if (h->trial_done) {
+		bad |= json_object_set_new(o, "container_engine", jstr(ab_engine_name(h->ctr.engine)));
+		bad |= json_object_set_new(o, "setup_refused", jstr(ab_step_name(h->trial.step)));
+		bad |= json_object_set_new(o, "setup_errno", json_integer(h->trial.errnum));
+		bad |= json_object_set_new(o, "pidfd_getfd_errno", json_integer(h->trial.getfd_errno));
+	}
 	if (bad) {
 		json_decref(o);
 		return NULL;

@@ -13,6 +13,7 @@
  *   ab_caps_drop_all                           (needs CAP_SETPCAP: last of these)
  */
 #include "agentbox/caps.h"
+#include "agentbox/container.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -112,6 +113,7 @@ int ab_keyring_new_session(ab_err *err)
 
 	int e = errno;
 	ab_fail(err, e, "joining a new anonymous session keyring");
+	err->step = AB_STEP_KEYRING;
 	switch (e) {
 	case ENOSYS:
 		ab_err_hint(err, "this kernel has no key management (CONFIG_KEYS); "

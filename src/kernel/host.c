@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 
 #include "agentbox/cgroup.h"
+#include "agentbox/container.h"
 
 #ifndef __NR_landlock_create_ruleset
 #define __NR_landlock_create_ruleset 444
@@ -279,8 +280,12 @@ void ab_host_probe(ab_host *h, bool try_userns)
 	h->is_root = h->euid == 0;
 
 	h->userns_ok = AB_UNKNOWN;
-	if (try_userns)
+	if (try_userns) {
 		probe_userns(h);
+		ab_ctr_detect(&h->ctr, h->is_root);
+		ab_ctr_trial_run(&h->trial, h->is_root);
+		h->trial_done = true;
+	}
 	h->apparmor_restrict_userns =
 		(int)read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", -1);
 	h->unprivileged_userns_clone =
@@ -345,6 +350,12 @@ void ab_host_fake(ab_host *h, int landlock_abi)
 	for (size_t i = 0; i < AB_ARRAY_SIZE(h->rlim_hard); i++)
 		h->rlim_hard[i] = RLIM_INFINITY;
 	snprintf(h->kernel_release, sizeof(h->kernel_release), "6.12.0-fake");
+	h->trial_done = true;
+	h->trial.step = AB_STEP_NONE;
+	h->trial.open_tree_errno = -1;
+	h->ctr.engine = AB_ENGINE_NONE;
+	h->ctr.userns = AB_NO;
+	h->ctr.yama_scope = -1;
 }
 
 /* ---- why user namespaces fail ---- */
@@ -426,13 +437,20 @@ void ab_host_userns_error(const ab_host *h, int errnum, ab_err *err)
 		errnum = h->userns_errno > 0 ? h->userns_errno : EPERM;
 	if (userns_error_sysctl(h, errnum, err))
 		return;
+	ab_ctr_facts f;
+	char cause[512], fix[sizeof(err->hint)];
 	if (errnum == EPERM && h->container == AB_YES) {
-		ab_fail(err, errnum, USERNS_WHAT ": agentbox runs in a container whose seccomp "
-					"filter or AppArmor profile forbids new namespaces");
-		ab_err_hint(err, "start the container with --security-opt seccomp=unconfined "
-				 "--security-opt apparmor=unconfined (Docker, Podman), or run agentbox "
-				 "on the host; running as root inside the container does not help "
-				 "without CAP_SYS_ADMIN");
+		if (h->trial_done)
+			f = h->ctr; /* doctor (and tests) */
+		else
+			ab_ctr_detect(&f, h->is_root);
+		if (f.engine == AB_ENGINE_NONE)
+			f.engine = AB_ENGINE_OTHER;
+	}
+	if (errnum == EPERM && h->container == AB_YES &&
+	    ab_ctr_advise(&f, AB_STEP_USERNS, errnum, cause, sizeof(cause), fix, sizeof(fix))) {
+		ab_fail(err, errnum, USERNS_WHAT ": %s", cause);
+		ab_err_hint(err, "%s", fix);
 	} else if (errnum == EPERM && h->seccomp_mode == 2) {
 		ab_fail(err, errnum, USERNS_WHAT ": agentbox itself runs under a seccomp filter "
 					"(Seccomp: 2 in /proc/self/status) that forbids new namespaces");

@@ -18,6 +18,7 @@
  */
 #include "supervise_int.h"
 
+#include "agentbox/container.h"
 #include "agentbox/landlock.h"
 #include "agentbox/plan.h"
 #include "agentbox/unixsock.h"
@@ -408,16 +409,23 @@ static int conn_unix_path(ab_supervisor *s, pid_t tid, conn_job *j, size_t plen)
 }
 
 /* A call connect mediation needs failed (a kernel before 5.6 has no
- * pidfd_getfd; kernel.yama.ptrace_scope 3 refuses it): the connects inside
+ * pidfd_getfd; kernel.yama.ptrace_scope 3 or a container's seccomp profile
+ * refuses it): the connects inside
  * are refused from now on, and that is said once, not left silent. */
 static void cannot_mediate(ab_supervisor *s, const char *call, int e)
 {
 	if (s->getfd_warned)
 		return;
 	s->getfd_warned = true;
-	ab_warn("connect mediation cannot take a socket of the sandbox's (%s: %s%s): its "
-		"connects are refused",
-		call, strerror(e), e == EPERM ? "; kernel.yama.ptrace_scope 3 forbids it" : "");
+	ab_ctr_facts f;
+	char cause[512] = "", fix[512] = "";
+	if (strcmp(call, "pidfd_getfd") == 0) {
+		ab_ctr_detect(&f, geteuid() == 0);
+		ab_ctr_advise(&f, AB_STEP_PIDFD_GETFD, e, cause, sizeof(cause), fix, sizeof(fix));
+	}
+	ab_warn("connect mediation cannot take a socket of the sandbox's (%s: %s%s%s): its "
+		"connects are refused%s%s",
+		call, strerror(e), cause[0] ? ": " : "", cause, fix[0] ? "; fix: " : "", fix);
 }
 
 /* Would the sandbox's Landlock rules let this connect through?  Only the

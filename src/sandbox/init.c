@@ -40,6 +40,7 @@
 #include "agentbox/landlock.h"
 #include "agentbox/netns.h"
 #include "pty.h"
+#include "agentbox/container.h"
 #include "agentbox/sandbox.h"
 #include "agentbox/seccomp.h"
 
@@ -109,8 +110,11 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 	int r;
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		return ab_fail(err, errno, "cgroup namespace");
-	if (sethostname(plan->hostname, strlen(plan->hostname)) < 0)
-		return ab_fail(err, errno, "sethostname");
+	if (sethostname(plan->hostname, strlen(plan->hostname)) < 0) {
+		r = ab_fail(err, errno, "sethostname");
+		err->step = AB_STEP_SETHOSTNAME; /* the parent names the outer filter */
+		return r;
+	}
 	if (!plan->share_net && ((r = loopback_up(err)) < 0 ||
 				 (r = ab_netns_setup(plan, a->sync_fd, err)) < 0))
 		return r;

@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agentbox/container.h"
 #include "agentbox/sandbox.h"
 
 #ifndef OPEN_TREE_CLONE
@@ -194,8 +195,11 @@ int ab_mount_prepare_idmaps(const ab_plan *plan, int *fds, ab_err *err)
 			return ab_fail(err, 0, "%s %s changed type while agentbox started; refusing",
 				       m->why, m->src);
 		int tree = sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-		if (tree < 0)
-			return ab_fail(err, errno, "%s %s: open_tree", m->why, m->src);
+		if (tree < 0) {
+			int r = ab_fail(err, errno, "%s %s: open_tree", m->why, m->src);
+			err->step = AB_STEP_OPEN_TREE;
+			return r;
+		}
 		struct ab_mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP | BASE_ATTRS |
 						      (m->kind == AB_MNT_BIND_RO ? MOUNT_ATTR_RDONLY : 0),
 					  .userns_fd = (unsigned long long)userns};
@@ -645,7 +649,11 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 		return mount_tmpfs(st, tfd, m->dst, false, 0, err);
 	case AB_MNT_PROC:
 		r = mount_on_fd("proc", tfd, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-		return r < 0 ? ab_fail(err, -r, "mount /proc") : 0;
+		if (r < 0) {
+			ab_fail(err, -r, "mount /proc");
+			err->step = AB_STEP_PROC; /* the parent looks at the outer /proc */
+		}
+		return r;
 	case AB_MNT_DEV:
 		return build_dev(st, tfd, err);
 	case AB_MNT_CONTENT:
@@ -690,8 +698,11 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 {
 	/* the content mounts live here: with secrets, the trust files (two copies of
 	 * the system bundle, ~220 KB on Debian, and two Java truststores, ~170 KB) */
-	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0)
-		return ab_fail(err, errno, "mount staging tmpfs");
+	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0) {
+		int r = ab_fail(err, errno, "mount staging tmpfs");
+		err->step = AB_STEP_MOUNT;
+		return r;
+	}
 	_cleanup_close_ int sfd = open(STAGE, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sfd < 0)
 		return ab_fail(err, errno, "open staging root");

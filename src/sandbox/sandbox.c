@@ -34,6 +34,7 @@
 #include "agentbox/phkey.h"
 #include "agentbox/proxy.h"
 #include "pty.h"
+#include "agentbox/container.h"
 #include "agentbox/sandbox.h"
 #include "agentbox/sync.h"
 #include "agentbox/supervise.h"
@@ -868,6 +869,34 @@ static void run_release(run_state *s, int code)
 	ab_seccomp_prog_free(&s->prog);
 }
 
+/* The parent failed while starting the child: if the child failed first
+ * (its error waits on the sync socket), that is the cause, not the broken
+ * pipe the parent then met. */
+static void child_said(run_state *s, ab_err *err)
+{
+	if (s->child <= 0 || s->sync_fd < 0)
+		return;
+	drain_sync(s);
+	if (s->have_error)
+		*err = s->child_err;
+}
+
+/* A set-up step an outer sandbox (a container engine) refused: say why and
+ * what to change, with what only the parent sees (container.c). */
+static void explain_step(const ab_plan *plan, ab_err *err)
+{
+	ab_ctr_facts f;
+	char cause[512], fix[sizeof(err->hint)];
+	if (!err->step)
+		return;
+	ab_ctr_detect(&f, plan->outer_uid == 0);
+	if (!ab_ctr_advise(&f, err->step, err->code, cause, sizeof(cause), fix, sizeof(fix)))
+		return;
+	size_t len = strlen(err->msg);
+	snprintf(err->msg + len, sizeof(err->msg) - len, ": %s", cause);
+	ab_err_hint(err, "%s", fix);
+}
+
 int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 {
 	/* validate now, compile after clone (overlapping the child's setup) */
@@ -879,6 +908,10 @@ int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 	    prepare_services(&s) == 0 && start_sandbox(&s) == 0 && feed_child(&s) == 0 &&
 	    serve_child(&s) == 0)
 		code = exit_code_of(&s, err);
+	else
+		child_said(&s, err);
+	if (code == AB_EXIT_FAIL)
+		explain_step(plan, err);
 	run_release(&s, code);
 	/* the signal mask stays: main returns right away, and a signal still
 	 * pending (a second Ctrl-C) must not replace the command's status */

@@ -51,6 +51,8 @@ SKIP_REASONS = {
     "root": "needs root or host setup the test user does not have",
     "interactive": "needs a person at the terminal",
     "build": "a make target of the source tree (deps, the test suite, benchmarks)",
+    "engine": "needs a container engine (podman, Docker, Kubernetes); make check-containers "
+              "runs the engine examples it can",
     "illustration": "not a command to run as it stands (placeholders, a program the "
                     "reader has)",
 }

@@ -69,7 +69,7 @@ typedef struct userns_case {
 	const char *name;
 	bool root;
 	long max_ns;
-	int clone_sysctl, apparmor, container, seccomp_mode;
+	int clone_sysctl, apparmor, engine, seccomp_mode; /* engine: enum ab_engine */
 	bool nocaps;
 	int errnum;
 	const char *msg;  /* substring of the message */
@@ -92,8 +92,16 @@ static const userns_case userns_cases[] = {
 	  "profile agentbox " },
 	{ "apparmor-root-does-not-apply", true, 1000, -1, 1, AB_NO, 0, false, EPERM,
 	  "kernel refused", "journalctl" },
-	{ "docker", true, 1000, -1, -1, AB_YES, 2, false, EPERM, "runs in a container",
-	  "--security-opt seccomp=unconfined" },
+	{ "docker", true, 1000, -1, -1, AB_ENGINE_DOCKER, 2, false, EPERM,
+	  "Docker's default seccomp profile allows new namespaces (clone/unshare with namespace "
+	  "flags, setns) only with CAP_SYS_ADMIN",
+	  "--security-opt seccomp=" AB_DATADIR "/containers/docker-seccomp.json" },
+	{ "podman-custom", false, 1000, -1, -1, AB_ENGINE_PODMAN, 2, false, EPERM,
+	  "the container's seccomp profile (podman's default allows the call) refuses new "
+	  "namespaces",
+	  "podman-seccomp.json" },
+	{ "kubernetes", false, 1000, -1, -1, AB_ENGINE_KUBERNETES, 2, false, EPERM,
+	  "the pod's seccomp profile", "type: Localhost" },
 	{ "filtered-service", false, 1000, -1, -1, AB_NO, 2, false, EPERM,
 	  "runs under a seccomp filter", "SystemCallFilter" },
 	{ "no-config-userns", false, -1, -1, -1, AB_NO, 0, false, EINVAL,
@@ -117,7 +125,8 @@ static void test_userns_error(void **state)
 		h.max_user_namespaces = c->max_ns;
 		h.unprivileged_userns_clone = c->clone_sysctl;
 		h.apparmor_restrict_userns = c->apparmor;
-		h.container = c->container;
+		h.container = c->engine != AB_ENGINE_NONE ? AB_YES : AB_NO;
+		h.ctr.engine = c->engine;
 		h.seccomp_mode = c->seccomp_mode;
 		h.userns_nocaps = c->nocaps;
 		ab_host_userns_error(&h, c->errnum, &e);

@@ -159,6 +159,10 @@ int lab_enter(lab *L, ab_err *err)
 		if (!L->root)
 			ab_err_hint(err, "unprivileged user namespaces are refused here; "
 					 "'agentbox doctor' says why and how to allow them");
+		else if (e == EPERM)
+			ab_err_hint(err, "root's lab needs CAP_SYS_ADMIN, which root in a container "
+					 "lacks: run test-escape as the container's non-root user, "
+					 "as agentbox itself should run there (docs/containers.md)");
 		return -e;
 	}
 	if (!L->root) {

@@ -1,0 +1,250 @@
+# SPDX-License-Identifier: MIT
+"""agentbox inside a container engine, reproduced without one.
+
+What the engines do to agentbox is done here with the kernel alone, so it
+runs in `make check` in a second:
+- Docker and podman mount files over /proc (/proc/keys, /proc/timer_list,
+  ...): in a private mount namespace with /dev/null bound over two of them,
+  a fresh proc mount is refused exactly as in a container ("Mount too
+  revealing").
+- Their default seccomp profiles refuse some calls agentbox needs
+  (sethostname in podman; sethostname, keyctl and pidfd_getfd in Docker):
+  a seccomp filter installed before agentbox starts refuses the same calls.
+$container names the engine, so the hint is the one that engine's users get.
+The real engines are `make check-containers` (docs/containers.md).
+"""
+
+import os
+import subprocess
+
+import abtest
+from abtest import IS_ROOT, describe, skip
+
+# A seccomp filter that fails the named calls with EPERM, then exec argv.
+# (x86_64 and aarch64; the filter and no_new_privs pass to agentbox.)
+_FILTER_PY = r'''
+import ctypes, os, struct, sys
+arch = {"x86_64": (0xc000003e, {"sethostname": 170, "keyctl": 250, "pidfd_getfd": 438}),
+        "aarch64": (0xc00000b7, {"sethostname": 161, "keyctl": 219, "pidfd_getfd": 438})}
+audit, nrs = arch[os.uname().machine]
+sep = sys.argv.index("--")
+names, argv = sys.argv[1:sep], sys.argv[sep + 1:]
+def st(code, k): return struct.pack("HBBI", code, 0, 0, k)
+def jeq(k, jt, jf): return struct.pack("HBBI", 0x15, jt, jf, k)
+prog = [st(0x20, 4), jeq(audit, 1, 0), st(0x06, 0x7fff0000), st(0x20, 0)]
+for n in names:
+    prog += [jeq(nrs[n], 0, 1), st(0x06, 0x00050000 | 1)]
+prog.append(st(0x06, 0x7fff0000))
+buf = ctypes.create_string_buffer(b"".join(prog))
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+fp = Fprog(len(prog), ctypes.addressof(buf))
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:
+    sys.exit("seccomp: errno %d" % ctypes.get_errno())
+os.execvp(argv[0], argv)
+'''
+
+
+def _run(ctx, prefix, args, env=None):
+    """agentbox ARGS as ctx.user, started through PREFIX (an argv that ends
+    by exec'ing the rest, before setpriv drops root)."""
+    cmd = prefix + abtest.ab_cmd(args, ctx.user)
+    r = subprocess.run(cmd, env=ctx.env(env), cwd=ctx.ws, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       errors="replace", timeout=abtest.DEFAULT_TIMEOUT)
+    r.cmdline = cmd
+    ctx._outputs.append(r)
+    return r
+
+
+def _masked_proc(ctx, args, env=None):
+    if not IS_ROOT:
+        skip("needs root to make a mount namespace with files bound over /proc")
+    script = ("mount --bind /dev/null /proc/keys && "
+              "mount --bind /dev/null /proc/timer_list && exec \"$@\"")
+    return _run(ctx, ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh"],
+                args, env)
+
+
+def _filtered(ctx, calls, args, env=None):
+    if os.uname().machine not in ("x86_64", "aarch64"):
+        skip("the test's seccomp filter knows x86_64 and aarch64 only")
+    return _run(ctx, [abtest.INNER_PY, "-c", _FILTER_PY] + list(calls) + ["--"], args, env)
+
+
+def _refused(r, *needles):
+    assert r.returncode == 125, "expected 125\n" + describe(r)
+    for n in needles:
+        assert n in r.stderr, "%r missing\n%s" % (n, describe(r))
+
+
+def test_container_proc_masked_names_cause(ctx):
+    """podman's /proc: the error says why and which flag fixes it, and for
+    container root without a user namespace it says never to unmask."""
+    run = ["run", "-w", ctx.ws, "--", "true"]
+    ok = _run(ctx, [], run)
+    assert ok.returncode == 0, describe(ok)  # the same run without the overmounts
+    r = _masked_proc(ctx, run, env={"container": "podman"})
+    _refused(r, "mount /proc: Operation not permitted", "Mount too revealing",
+             "/proc/keys, /proc/timer_list")
+    if ctx.uid == 0:
+        _refused(r, "Never unmask /proc for container root without a user namespace",
+                 "core_pattern", "--userns=auto")
+        assert "Hint: start the container with" not in r.stderr, describe(r)
+    else:
+        _refused(r, "Hint: start the container with --security-opt unmask=/proc/*")
+
+
+def test_container_proc_masked_docker_flag(ctx):
+    if ctx.uid == 0:
+        skip("container root: the hint refuses to unmask (the podman test checks it)")
+    r = _masked_proc(ctx, ["run", "-w", ctx.ws, "--", "true"], env={"container": "docker"})
+    _refused(r, "Mount too revealing",
+             "Hint: start the container with --security-opt systempaths=unconfined")
+
+
+def test_container_proc_masked_doctor(ctx):
+    r = _masked_proc(ctx, ["doctor"], env={"container": "podman"})
+    assert r.returncode == 1, "doctor must say run cannot work\n" + describe(r)
+    for n in ("proc mount", "Mount too revealing", "engine", "podman"):
+        assert n in r.stdout, "%r missing\n%s" % (n, describe(r))
+
+
+def test_container_sethostname_seccomp(ctx):
+    """podman's default profile: sethostname only with CAP_SYS_ADMIN."""
+    r = _filtered(ctx, ["sethostname"], ["run", "-w", ctx.ws, "--", "true"],
+                  env={"container": "podman"})
+    _refused(r, "sethostname: Operation not permitted",
+             "podman's default seccomp profile allows sethostname only with CAP_SYS_ADMIN",
+             "seccomp=", "podman-seccomp.json")
+    d = _filtered(ctx, ["sethostname"], ["doctor"], env={"container": "podman"})
+    assert d.returncode == 1 and "podman-seccomp.json" in d.stdout, describe(d)
+
+
+def test_container_sethostname_test_escape(ctx):
+    """test-escape names the refused step, not the broken pipe the parent
+    met after the child had failed ("send the trust files: Connection reset
+    by peer")."""
+    r = _filtered(ctx, ["sethostname"], ["test-escape", "--format", "json"],
+                  env={"container": "podman"})
+    assert r.returncode == 3, describe(r)
+    out = r.stdout + r.stderr
+    assert "sethostname: Operation not permitted" in out, describe(r)
+    assert "sethostname" in out and "Connection reset" not in out, describe(r)
+    assert "Hint: " in out, describe(r)
+
+
+def test_container_keyring_seccomp(ctx):
+    r = _filtered(ctx, ["keyctl"], ["run", "-w", ctx.ws, "--", "true"],
+                  env={"container": "docker"})
+    _refused(r, "keyring", "Docker's default seccomp profile refuses keyctl",
+             "docker-seccomp.json")
+
+
+def test_container_pidfd_getfd_seccomp(ctx):
+    """Docker's default profile: pidfd_getfd only with CAP_SYS_PTRACE; the
+    warning names that, not Yama, when Yama is not what refused it."""
+    if os.path.exists("/proc/sys/kernel/yama/ptrace_scope"):
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            if f.read().strip() == "3":
+                skip("Yama ptrace_scope 3 here: the warning rightly names Yama")
+    code = ("import socket\ns = socket.socket()\n"
+            "try:\n  s.connect(('127.0.0.1', 9))\nexcept OSError as e:\n  print(e.errno)\n")
+    r = _filtered(ctx, ["pidfd_getfd"],
+                  ["run", "-w", ctx.ws, "--", abtest.INNER_PY, "-c", code],
+                  env={"container": "docker"})
+    assert "ptrace_scope" not in r.stderr, describe(r)
+    assert "allows pidfd_getfd only with CAP_SYS_PTRACE" in r.stderr, describe(r)
+    assert "docker-seccomp.json" in r.stderr, describe(r)
+
+
+# ---- the shipped seccomp profiles (contrib/containers/gen-seccomp.py) ----
+
+CTR_BASE = "/usr/share/containers/seccomp.json"
+
+
+def _gen():
+    import importlib.util
+    path = os.path.join(abtest.SRCDIR, "contrib", "containers", "gen-seccomp.py")
+    spec = importlib.util.spec_from_file_location("gen_seccomp", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return path, mod
+
+
+# A default in Docker's shape (written for this test): the calls agentbox
+# needs are allowed only with CAP_SYS_ADMIN or CAP_SYS_PTRACE, clone only
+# without namespace flags, clone3 fails with ENOSYS, keyctl not at all.
+_DOCKER_SHAPED = {
+    "defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 1,
+    "syscalls": [
+        {"names": ["read", "write", "exit_group", "prctl"], "action": "SCMP_ACT_ALLOW"},
+        {"names": ["clone", "mount", "umount2", "pivot_root", "setns", "unshare",
+                   "sethostname", "open_tree", "move_mount", "mount_setattr", "bpf"],
+         "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_ADMIN"]}},
+        {"names": ["clone"], "action": "SCMP_ACT_ALLOW",
+         "args": [{"index": 0, "value": 2114060288, "op": "SCMP_CMP_MASKED_EQ"}],
+         "excludes": {"caps": ["CAP_SYS_ADMIN"]}},
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38,
+         "excludes": {"caps": ["CAP_SYS_ADMIN"]}},
+        {"names": ["pidfd_getfd", "ptrace"], "action": "SCMP_ACT_ALLOW",
+         "includes": {"caps": ["CAP_SYS_PTRACE"]}},
+    ],
+}
+
+
+@abtest.root_only
+def test_container_seccomp_profiles_exact(ctx):
+    """The shipped profiles are the engine's default plus exactly the calls
+    agentbox's set-up needs: nothing else allowed, nothing of the default lost."""
+    import json
+    path, gen = _gen()
+    docker = gen.ADDED["docker"]
+    out = gen.generate(_DOCKER_SHAPED, docker)
+    added = gen.allowed(out) - gen.allowed(_DOCKER_SHAPED)
+    assert added == set(docker), sorted(added)
+    assert "bpf" not in gen.allowed(out) and "ptrace" not in gen.allowed(out)
+    assert not gen.check(_DOCKER_SHAPED, docker, out)
+    # clone3 keeps failing with ENOSYS (glibc falls back to clone)
+    assert any(r["names"] == ["clone3"] for r in out["syscalls"])
+    # the check can fail: one call more, or one rule of the default gone
+    worse = json.loads(json.dumps(out))
+    worse["syscalls"][-1]["names"].append("ptrace")
+    assert gen.check(_DOCKER_SHAPED, docker, worse)
+    worse = json.loads(json.dumps(out))
+    del worse["syscalls"][0]
+    assert gen.check(_DOCKER_SHAPED, docker, worse)
+
+    if not os.path.exists(CTR_BASE):
+        skip("no %s (make deps installs golang-github-containers-common); the "
+             "Docker-shaped base passed" % CTR_BASE)
+    with open(CTR_BASE) as f:
+        base = json.load(f)
+    for engine in ("podman", "docker"):
+        dst = os.path.join(ctx.scratch, engine + ".json")
+        subprocess.run([abtest.INNER_PY, path, "--engine", engine, "-o", dst], check=True)
+        with open(dst) as f:
+            prof = json.load(f)
+        # containers-common's default already allows all but sethostname
+        assert gen.allowed(prof) - gen.allowed(base) == {"sethostname"}, engine
+        r = subprocess.run([abtest.INNER_PY, path, "--engine", engine, "--check", dst],
+                           stderr=subprocess.PIPE, text=True)
+        assert r.returncode == 0, r.stderr
+        shipped = os.path.join(os.path.dirname(abtest.BINARY), "containers",
+                               engine + "-seccomp.json")
+        if os.path.exists(shipped):  # what make install ships, if built
+            with open(shipped) as f:
+                assert json.load(f) == prof, shipped
+
+
+@abtest.root_only
+def test_container_root_test_escape_hint(ctx):
+    """Root without CAP_SYS_ADMIN (container root): test-escape's lab says
+    why it cannot be built and what to do, not just the refused unshare."""
+    r = _run(ctx, ["setpriv", "--bounding-set=-sys_admin"], ["test-escape", "--format", "json"])
+    assert r.returncode == 3, describe(r)
+    out = r.stdout + r.stderr
+    assert "lab: unshare(mount, net): Operation not permitted" in out, describe(r)
+    assert "root's lab needs CAP_SYS_ADMIN" in out, describe(r)
+    assert "non-root user" in out, describe(r)

@@ -123,7 +123,7 @@ typedef struct ab_plan_input {
 #define AB_ABLATE_HOME     0x10 /* the real home bound read-write instead of a tmpfs */
 #define AB_ABLATE_PTY      0x20 /* no pty: the command gets agentbox's own fds 0-2 */
 #define AB_ABLATE_CONNECT  0x40 /* connect(2) is not mediated (host sockets bound later) */
-#define AB_ABLATE_GITNEST  0x80 /* nested repositories armed during the run are left armed */
+#define AB_ABLATE_SETTLE   0x80 /* what the run left armed stays (settle.h) */
 #define AB_ABLATE_GITCFG   0x100 /* paths named by git's configuration are not protected */
 #define AB_ABLATE_HSTATE   0x800 /* anchored fs.protect entries (harness state) are ignored */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
@@ -228,7 +228,8 @@ typedef struct ab_plan {
 
 	ab_egress_plan egress;
 	bool git_settle;    /* after the run, nested repositories armed during it are
-			       disarmed (gitscan.h); false only as a test ablation */
+			       disarmed (gitscan.h) and "?" entries it created moved aside
+			       (src/sandbox/settle.c); false only as a test ablation */
 	bool share_net;     /* test ablation "netns": no CLONE_NEWNET, no proxy */
 	int trace;          /* run --trace: enum ab_trace_mode (trace.h), src/observe/trace.c */
 

@@ -339,8 +339,9 @@ static void text_filesystem(const ab_plan *p, FILE *out)
 		    pick_protect);
 	fputs(p->git_settle ? "  nested git repositories in writable trees: armed during the run "
 			      "(a config key naming a program, a hook, a link) -> moved aside when "
-			      "it ends\n"
-			    : "  nested git repositories: NOT DISARMED after the run (test ablation)\n",
+			      "it ends; so is a \"?\" entry the run created\n"
+			    : "  nested git repositories and \"?\" entries: NOT SET ASIDE after the "
+			      "run (test ablation)\n",
 	      out);
 	text_gitcfg(out, p);
 	text_mounts(out, p, "devices, proc and system files", pick_system);

@@ -339,7 +339,8 @@ static const struct {
 	{AB_ABLATE_HOME, "home", "the real home, read-write"},
 	{AB_ABLATE_PTY, "pty", "no pty: the real terminal passes in"},
 	{AB_ABLATE_CONNECT, "connect", "connect is not mediated"},
-	{AB_ABLATE_GITNEST, "gitnest", "nested repositories armed during the run stay armed"},
+	{AB_ABLATE_SETTLE, "settle", "what the run leaves armed stays (nested repositories, "
+				     "\"?\" entries)"},
 	{AB_ABLATE_GITCFG, "gitconfig", "paths named by git's configuration are writable"},
 	{AB_ABLATE_HSTATE, "hstate", "anchored fs.protect entries are ignored"},
 };
@@ -357,7 +358,7 @@ int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
 			i++;
 		if (i == AB_ARRAY_SIZE(ablations))
 			return ab_fail(err, 0, "AGENTBOX_TEST_ABLATE: unknown layer '%s' (seccomp, "
-					       "landlock, netns, env, home, pty, connect, gitnest, gitconfig, "
+					       "landlock, netns, env, home, pty, connect, settle, gitconfig, "
 					       "hstate)", t);
 		*out |= ablations[i].bit;
 	}
@@ -373,7 +374,7 @@ static int plan_ablate(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		p->landlock.enabled = false;
 	if (in->ablate & AB_ABLATE_NETNS)
 		p->share_net = true;
-	p->git_settle = !(in->ablate & AB_ABLATE_GITNEST);
+	p->git_settle = !(in->ablate & AB_ABLATE_SETTLE);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(ablations); i++) {
 		if (!(in->ablate & ablations[i].bit))
 			continue;

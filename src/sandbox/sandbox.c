@@ -26,8 +26,8 @@
 #include "agentbox/broker.h"
 #include "agentbox/cgroup.h"
 #include "cleanup.h"
+#include "settle.h"
 #include "agentbox/control.h"
-#include "agentbox/gitscan.h"
 #include "agentbox/host.h"
 #include "agentbox/loop.h"
 #include "agentbox/netns.h"
@@ -467,79 +467,10 @@ static int exit_code_of(run_state *s, ab_err *err)
 	return AB_EXIT_FAIL;
 }
 
-/* Nested repositories armed during the run are disarmed before agentbox
- * returns (src/observe/gitnest.c): every writable directory is settled, each
- * move said on stderr and in the log. */
-static void settle_nested(const ab_plan *plan, struct timespec since, ab_audit *audit)
-{
-	ab_gitnest_root roots[64] = {{0}};
-	size_t n = 0;
-	for (size_t i = 0; i < plan->nmounts && n < AB_ARRAY_SIZE(roots); i++) {
-		const ab_mount *m = &plan->mounts[i];
-		struct stat st;
-		if (m->kind != AB_MNT_BIND_RW || !(m->flags & AB_MNT_F_DIR) || !m->src ||
-		    stat(m->src, &st) < 0 || !S_ISDIR(st.st_mode))
-			continue;
-		roots[n] = (ab_gitnest_root){.path = m->src, .dev = st.st_dev, .ino = st.st_ino};
-		ab_err ierr = {0};
-		if (ab_gitscan_snapshot(m->src, &roots[n].gitlinks, &ierr) < 0)
-			ab_warn("%s: its gitlinks are judged only where the walk reaches", ierr.msg);
-		n++;
-	}
-	_cleanup_strv_ ab_strv found = {0};
-	ab_err err = {0};
-	if (ab_gitnest_settle(roots, n, &plan->git_shared_rel, since, plan->git_settle,
-			      &found, &err) < 0)
-		ab_warn("%s", err.msg);
-	for (size_t i = 0; i < n; i++)
-		ab_strv_free(&roots[i].gitlinks);
-	for (size_t i = 0; i < found.n; i++) {
-		ab_warn("%s", found.v[i]);
-		if (!audit)
-			continue;
-		json_t *ev = json_object();
-		json_object_set_new(ev, "event", json_string("warning"));
-		json_object_set_new(ev, "kind", json_string("git"));
-		json_object_set_new(ev, "message", json_string(found.v[i]));
-		ab_audit_emit(audit, ev);
-	}
-	if (found.n)
-		ab_warn("a repository moved aside runs nothing on the host; see docs/threat-model.md, "
-			"nested git repositories");
-}
-
-/* A "?" protect entry reserves nothing while absent (docs/protected-paths.md):
- * one the run created is named, on stderr and in the log. */
-static void report_unguarded(run_state *s)
-{
-	const ab_strv *u = &s->plan->unguarded;
-	for (size_t i = 0; i < u->n; i++) {
-		struct stat st;
-		if (lstat(u->v[i], &st) < 0)
-			continue;
-		char c[PATH_MAX * 4 + 1];
-		ab_clean(u->v[i], c, sizeof(c));
-		_cleanup_free_ char *line = ab_asprintf(
-			"created during the run and not protected: %s (a \"?\" entry of "
-			"filesystem.protect reserves nothing while it is absent); review it before "
-			"a program on the host reads it", c);
-		if (!line)
-			return;
-		ab_warn("%s", line);
-		json_t *ev = json_object();
-		json_object_set_new(ev, "event", json_string("warning"));
-		json_object_set_new(ev, "kind", json_string("unprotected"));
-		json_object_set_new(ev, "path", json_string(u->v[i]));
-		json_object_set_new(ev, "message", json_string(line));
-		ab_audit_emit(s->audit, ev);
-	}
-}
-
 static void settle_git(run_state *s)
 {
-	settle_nested(s->plan, s->git_since, s->audit);
+	ab_settle_run(s->plan, s->git_since, s->audit);
 	ab_cleaner_settled(&s->cleaner);
-	report_unguarded(s);
 }
 
 /* The cleanup watcher's, when agentbox was killed before settle_git: no
@@ -547,7 +478,7 @@ static void settle_git(run_state *s)
 static void settle_in_watcher(void *ctx)
 {
 	run_state *s = ctx;
-	settle_nested(s->plan, s->git_since, NULL);
+	ab_settle_run(s->plan, s->git_since, NULL);
 }
 
 /* ---- the phases of a run: each returns < 0 with *err set (or the child's

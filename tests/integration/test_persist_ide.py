@@ -26,7 +26,7 @@ import os
 import subprocess
 
 import abtest
-from abtest import HOST_PATH, INNER_PY, chown_tree, describe, known_gap, tree_listing
+from abtest import HOST_PATH, INNER_PY, chown_tree, describe, tree_listing
 
 
 # The entries of profiles/default.json this test covers (the ablated profile
@@ -387,23 +387,51 @@ def test_ide_agent_files_present_ablated(ctx):
     _ablated(ctx, present=True)
 
 
-@known_gap("an absent opencode.json or .aider.conf.yml can be created inside: opencode and "
-           "aider also run inside the sandbox and cannot take the directory placeholder that "
-           "would reserve it (docs/protected-paths.md, Entries marked ?)")
-def test_ide_agent_files_absent_opencode_json_aider(ctx):
+def _absent_present_only(ctx, ablate):
     """The `?` files of the list that a harness on the host would run, absent:
-    created inside with a payload, read by the stand-in on the host."""
+    created inside with a payload (opencode and aider run inside too and
+    cannot take a placeholder there), read by the stand-in on the host after
+    the run, which moved them aside (src/sandbox/settle.c)."""
     _setup(ctx, present=False)
     cmd_of = lambda case: "touch %s" % _marker(ctx, case)  # noqa: E731
     cases = {k: v for k, v in _files_present_only(cmd_of).items() if k != "mise"}
     plant = {}
     for files in cases.values():
         plant.update(files)
-    r = ctx.sandbox([INNER_PY, "-c", PLANT, json.dumps(plant)])
+    if ablate:
+        import abtest
+        binary = os.path.join(os.path.dirname(abtest.BINARY), "agentbox-ablate")
+        cmd = [binary, "run", "-p", "default", "-w", ctx.ws, "--", INNER_PY, "-c", PLANT,
+               json.dumps(plant)]
+        if ctx.uid != os.getuid():
+            cmd = ["setpriv", "--reuid=%d" % ctx.uid, "--regid=%d" % ctx.gid,
+                   "--clear-groups"] + cmd
+        env = {"PATH": HOST_PATH, "LANG": "C.UTF-8", "HOME": ctx.home,
+               "AGENTBOX_TEST_ABLATE": "settle"}
+        r = subprocess.run(cmd, env=env, cwd=ctx.ws, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=90)
+    else:
+        r = ctx.sandbox([INNER_PY, "-c", PLANT, json.dumps(plant)])
     assert r.returncode == 0, describe(r)
     _standin(ctx)
     ran = _ran(ctx, sorted(cases))
+    if ablate:
+        assert sorted(ran) == sorted(cases), "the ablated twin ran only %s" % ran
+        return
     assert not ran, "created inside, run on the host: %s\n%s" % (ran, r.stdout)
+    for name in plant:
+        assert os.path.exists(os.path.join(ctx.ws, name + ".agentbox-disarmed")), name
+        assert "%s/%s, moved to %s.agentbox-disarmed" % (ctx.ws, name, name) in r.stderr, \
+            describe(r)
+
+
+def test_ide_agent_files_absent_opencode_json_aider(ctx):
+    _absent_present_only(ctx, False)
+
+
+def test_ide_agent_files_absent_opencode_json_aider_ablated(ctx):
+    _absent_present_only(ctx, True)
 
 
 # --------------------------------------------------------------------------

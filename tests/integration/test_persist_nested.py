@@ -8,7 +8,7 @@ gitfile or symlink pointing elsewhere) is disarmed when the run ends: the
 `.git` is moved aside (src/observe/gitnest.c).  Each test arms one route from
 inside, then runs the real host git the way the user or a prompt would, and
 checks the marker its payload would touch.  Each route has an ablated twin
-(AGENTBOX_TEST_ABLATE=gitnest) that shows the payload does run without this
+(AGENTBOX_TEST_ABLATE=settle) that shows the payload does run without this
 layer, so the test can fail.  Payloads touch a marker in ctx.scratch: inside
 the sandbox that path lies in the private /tmp, so only a payload that runs
 on the host makes the host's marker.
@@ -71,7 +71,7 @@ def _run(ctx, script, ablate=False, ws=None):
         cmd = ["setpriv", "--reuid=%d" % NOBODY_UID, "--regid=%d" % NOBODY_GID,
                "--clear-groups"] + cmd
     env = {"PATH": HOST_PATH, "LANG": "C.UTF-8", "HOME": ctx.home,
-           "AGENTBOX_TEST_ABLATE": "gitnest"}
+           "AGENTBOX_TEST_ABLATE": "settle"}
     r = subprocess.run(cmd, env=env, cwd=ws or ctx.ws, stdin=subprocess.DEVNULL,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=90)
     assert r.returncode == 0, "%s\n%s" % (r.stdout, r.stderr)
@@ -285,21 +285,27 @@ def test_killed_agentbox_still_disarms(ctx):
 
 def test_unguarded_optional_entry_named(ctx):
     """A `?` protect entry reserves nothing while absent (.husky/ in default):
-    one the run creates is named at the end and in the log.  One that was
-    there before the run (protected) or that the run did not create is not."""
+    one the run creates is moved aside at the end, said on stderr and in the
+    log.  One that was there before the run (protected) or that the run did
+    not create is not."""
     _repo(ctx)
     log = os.path.join(ctx.scratch, "audit.jsonl")
     quiet = ctx.sandbox("true", extra_args=["--log", log])
-    assert quiet.returncode == 0 and "not protected" not in quiet.stderr, describe(quiet)
+    assert quiet.returncode == 0 and "moved to" not in quiet.stderr, describe(quiet)
     r = ctx.sandbox("mkdir .husky && echo 'npm test' > .husky/pre-commit",
                     extra_args=["--log", log])
     assert r.returncode == 0, describe(r)
-    assert "created during the run and not protected: %s/.husky " % ctx.ws in r.stderr, \
-        describe(r)
+    assert "reserves nothing: %s/.husky, moved to .husky.agentbox-disarmed;" % ctx.ws \
+        in r.stderr, describe(r)
+    assert not os.path.exists(os.path.join(ctx.ws, ".husky"))
+    moved = os.path.join(ctx.ws, ".husky.agentbox-disarmed", "pre-commit")
+    assert open(moved).read() == "npm test\n"
     ev = [json.loads(l) for l in open(log) if '"kind":"unprotected"' in l]
     assert len(ev) == 1 and ev[0]["path"] == os.path.join(ctx.ws, ".husky"), ev
-    again = ctx.sandbox("true")   # present at the start now: protected, not named
-    assert again.returncode == 0 and "not protected" not in again.stderr, describe(again)
+    os.rename(os.path.dirname(moved), os.path.join(ctx.ws, ".husky"))  # the user's review
+    again = ctx.sandbox("true")   # present at the start now: protected, not moved
+    assert again.returncode == 0 and "moved to" not in again.stderr, describe(again)
+    assert os.path.isdir(os.path.join(ctx.ws, ".husky"))
 
 
 def _shared_hooks_path(ctx, ablate):

@@ -268,7 +268,7 @@ static int parse_loop(gp *g, ab_gitcfg_cb cb, void *ctx)
 /* A NUL anywhere: where, as line and column. */
 static int nul_check(gp *g)
 {
-	const unsigned char *z = memchr(g->b, '\0', g->len);
+	const unsigned char *z = g->len ? memchr(g->b, '\0', g->len) : NULL;
 	if (!z)
 		return 0;
 	while (g->pos < (size_t)(z - g->b))

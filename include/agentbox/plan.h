@@ -112,7 +112,9 @@ typedef struct ab_plan_input {
 
 /* Test-only ablation (proving that test-escape can fail).  Only
  * build/agentbox-ablate, whose main.c is compiled with -DAB_ABLATION, sets
- * these, from AGENTBOX_TEST_ABLATE=seccomp,landlock,netns,env,home,pty; the
+ * these, from AGENTBOX_TEST_ABLATE (a comma-separated list of the names in
+ * plan.c's table: seccomp, landlock, netns, env, home, pty, connect, settle,
+ * gitconfig, hstate); the
  * agentbox binary that is built and installed has no way to.  Each ablated
  * layer is listed in plan->downgrades ("TEST ABLATION: ..."), so run prints it
  * and explain shows it. */
@@ -125,7 +127,7 @@ typedef struct ab_plan_input {
 #define AB_ABLATE_CONNECT  0x40 /* connect(2) is not mediated (host sockets bound later) */
 #define AB_ABLATE_SETTLE   0x80 /* what the run left armed stays (settle.h) */
 #define AB_ABLATE_GITCFG   0x100 /* paths named by git's configuration are not protected */
-#define AB_ABLATE_HSTATE   0x800 /* anchored fs.protect entries (harness state) are ignored */
+#define AB_ABLATE_HSTATE   0x200 /* anchored fs.protect entries (harness state) are ignored */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
 

@@ -12,7 +12,8 @@
  *     for '~' and "~1" for '/'; at most AB_JSON_POINTER_MAX bytes and
  *     AB_JSON_POINTER_DEPTH tokens.  An array index is a decimal without
  *     leading zeros ("-" is refused: nothing is appended).
- *   - documents: at most AB_CREDFILE_MAX bytes, UTF-8 JSON (jansson), no
+ *   - documents: at most AB_CREDFILE_MAX bytes in memory, AB_CREDFILE_FILE_MAX
+ *     read from a file; UTF-8 JSON (jansson), no
  *     duplicate keys, an object or an array at the top.  Rendering keeps
  *     every other key and value (re-serialised compactly: whitespace and
  *     the spelling of numbers may change, the meaning does not).
@@ -29,7 +30,10 @@
 
 #include "agentbox/common.h"
 
-#define AB_CREDFILE_MAX (64 * 1024)     /* a credentials file, a token response */
+#define AB_CREDFILE_MAX (64 * 1024)     /* a document in memory: a token response */
+/* a file read from disk: a credentials file, or a harness's config that holds
+ * a key among its state (~/.claude.json; Claude Code's own limit is 8 MiB) */
+#define AB_CREDFILE_FILE_MAX (8 * 1024 * 1024)
 #define AB_JSON_POINTER_MAX 256
 #define AB_JSON_POINTER_DEPTH 16
 
@@ -47,7 +51,7 @@ json_t *ab_json_pointer_get(json_t *root, const char *ptr);
  * says where, never what). */
 int ab_credfile_parse(const char *buf, size_t len, json_t **out, ab_err *err);
 
-/* Read PATH (a regular file, at most AB_CREDFILE_MAX bytes) and parse it.
+/* Read PATH (a regular file, at most AB_CREDFILE_FILE_MAX bytes) and parse it.
  * 0, -ENOENT (absent, or empty: agentbox reserves an absent one with an
  * empty file), -EFBIG, -EINVAL or another -errno; *err names PATH. */
 int ab_credfile_load(const char *path, json_t **out, ab_err *err);

@@ -241,6 +241,10 @@ typedef struct ab_plan {
 	int cap_last_cap;
 } ab_plan;
 
+/* Does the sandbox see the host file PATH as it is: a bind shows it, and no
+ * mask (a deny) or content (a rendered copy) covers it? */
+bool ab_plan_shows(const ab_plan *p, const char *path);
+
 /* Decide everything.  Fails closed: a downgrade the profile does not allow is
  * an error with a Hint.  Exit code 125 on failure. */
 int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err);

@@ -376,6 +376,30 @@ static int load_all(ab_broker *b, const ab_egress_plan *e, const char *ph_key, c
 	return r;
 }
 
+/* A loaded secret read from a file the sandbox can read as it is would reach
+ * the sandbox with its real value: refused.  A rendered file shows
+ * placeholders, a denied one nothing.  The secret's own hint says what to do
+ * where the profile has one (a harness's config that must stay readable). */
+static int check_unseen(const ab_plan *plan, const ab_broker *b, ab_err *err)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		const struct ab_profile_secret *x = b->prof[i];
+		if ((x->src != AB_PSECRET_FILE && x->src != AB_PSECRET_JSON) || !x->src_file ||
+		    !ab_plan_shows(plan, x->src_file))
+			continue;
+		ab_fail_code(err, AB_EXIT_FAIL, EACCES,
+			     "secret %s: its real value is in %s, which the sandbox can read; "
+			     "agentbox refuses to run rather than show it", x->name, x->src_file);
+		if (x->hint)
+			ab_err_hint(err, "%s", x->hint);
+		else
+			ab_err_hint(err, "add %s to filesystem.deny, or \"render\": true to show "
+					 "it with the placeholder", x->src_file);
+		return -EACCES;
+	}
+	return 0;
+}
+
 /* The render mounts: the file with the placeholders of the secrets read
  * from it, kept parts only, checked to hold none of their values.  When no
  * secret read from it was loaded (all optional and absent: e.g. Codex's
@@ -473,6 +497,8 @@ int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_b
 	    !(b->prof = calloc(e->nsecrets, sizeof(*b->prof))))
 		return ab_fail(err, ENOMEM, "secrets");
 	int r = load_all(b, e, plan->ph_key, st, err);
+	if (!r)
+		r = check_unseen(plan, b, err);
 	if (!r)
 		r = ab_secrets_check(b->secs, b->n, err);
 	for (size_t i = 0; !r && i < b->n; i++) {

@@ -120,11 +120,11 @@ json_t *ab_json_pointer_get(json_t *root, const char *ptr)
 	return cur;
 }
 
-int ab_credfile_parse(const char *buf, size_t len, json_t **out, ab_err *err)
+static int parse_max(const char *buf, size_t len, size_t max, json_t **out, ab_err *err)
 {
 	*out = NULL;
-	if (len > AB_CREDFILE_MAX)
-		return ab_fail(err, EFBIG, "larger than %d bytes", AB_CREDFILE_MAX);
+	if (len > max)
+		return ab_fail(err, EFBIG, "larger than %zu bytes", max);
 	ab_credfile_init();
 	json_error_t je;
 	json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
@@ -142,8 +142,15 @@ int ab_credfile_parse(const char *buf, size_t len, json_t **out, ab_err *err)
 	return 0;
 }
 
-/* Read a regular file of at most AB_CREDFILE_MAX bytes. */
-static int read_small(const char *path, char **buf, size_t *len, struct stat *st, ab_err *err)
+int ab_credfile_parse(const char *buf, size_t len, json_t **out, ab_err *err)
+{
+	return parse_max(buf, len, AB_CREDFILE_MAX, out, err);
+}
+
+/* Read a regular file of at most AB_CREDFILE_FILE_MAX bytes into a buffer
+ * of its size (*CAP bytes, for the wipe). */
+static int read_small(const char *path, char **buf, size_t *len, size_t *cap, struct stat *st,
+		      ab_err *err)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
@@ -152,39 +159,39 @@ static int read_small(const char *path, char **buf, size_t *len, struct stat *st
 		return ab_fail(err, errno, "%s", path);
 	if (!S_ISREG(st->st_mode))
 		return ab_fail(err, EINVAL, "%s is not a regular file", path);
-	char *b = malloc(AB_CREDFILE_MAX + 1);
+	if ((uint64_t)st->st_size > AB_CREDFILE_FILE_MAX)
+		return ab_fail(err, EFBIG, "%s is larger than %d bytes", path, AB_CREDFILE_FILE_MAX);
+	size_t c = (size_t)st->st_size + 1; /* one more: a file that grew meanwhile shows */
+	char *b = malloc(c);
 	if (!b)
 		return ab_fail(err, ENOMEM, "%s", path);
-	ssize_t got = ab_read_full(fd, b, AB_CREDFILE_MAX + 1);
-	if (got < 0) {
-		wipe_buf(b, AB_CREDFILE_MAX + 1);
-		return ab_fail(err, (int)-got, "cannot read %s", path);
-	}
-	size_t n = (size_t)got;
-	if (n > AB_CREDFILE_MAX) {
-		wipe_buf(b, AB_CREDFILE_MAX + 1);
-		return ab_fail(err, EFBIG, "%s is larger than %d bytes", path, AB_CREDFILE_MAX);
+	ssize_t got = ab_read_full(fd, b, c);
+	if (got < 0 || (size_t)got == c) {
+		wipe_buf(b, c);
+		return got < 0 ? ab_fail(err, (int)-got, "cannot read %s", path)
+			       : ab_fail(err, EAGAIN, "%s changed while it was read", path);
 	}
 	*buf = b;
-	*len = n;
+	*len = (size_t)got;
+	*cap = c;
 	return 0;
 }
 
 int ab_credfile_load(const char *path, json_t **out, ab_err *err)
 {
 	char *buf = NULL;
-	size_t len = 0;
+	size_t len = 0, cap = 0;
 	struct stat st;
 	*out = NULL;
-	int r = read_small(path, &buf, &len, &st, err);
+	int r = read_small(path, &buf, &len, &cap, &st, err);
 	if (r < 0)
 		return r;
 	if (!len) { /* an empty file (e.g. agentbox's reservation of it): no login */
-		wipe_buf(buf, AB_CREDFILE_MAX + 1);
+		wipe_buf(buf, cap);
 		return ab_fail_code(err, AB_EXIT_FAIL, ENOENT, "%s is empty", path);
 	}
-	r = ab_credfile_parse(buf, len, out, err);
-	wipe_buf(buf, AB_CREDFILE_MAX + 1);
+	r = parse_max(buf, len, AB_CREDFILE_FILE_MAX, out, err);
+	wipe_buf(buf, cap);
 	return r < 0 ? ab_err_prefix(err, "%s", path) : 0;
 }
 
@@ -369,13 +376,13 @@ static int new_version(const char *real, const char *const *ptrs, const char *co
 		       struct stat *st, char **out, size_t *olen, ab_err *err)
 {
 	char *buf = NULL;
-	size_t blen = 0;
-	int r = read_small(real, &buf, &blen, st, err);
+	size_t blen = 0, cap = 0;
+	int r = read_small(real, &buf, &blen, &cap, st, err);
 	if (r < 0)
 		return r;
 	json_t *root = NULL;
-	r = ab_credfile_parse(buf, blen, &root, err);
-	wipe_buf(buf, AB_CREDFILE_MAX + 1);
+	r = parse_max(buf, blen, AB_CREDFILE_FILE_MAX, &root, err);
+	wipe_buf(buf, cap);
 	if (r < 0)
 		return ab_err_prefix(err, "%s", real);
 	for (size_t i = 0; i < n; i++) {

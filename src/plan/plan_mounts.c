@@ -121,6 +121,20 @@ static const ab_mount *covering_bind(const ab_plan *p, const char *path)
 	return best;
 }
 
+bool ab_plan_shows(const ab_plan *p, const char *path)
+{
+	const ab_mount *cov = covering_bind(p, path);
+	if (!cov || cov->kind == AB_MNT_TMPFS)
+		return false;
+	for (size_t i = 0; i < p->nmounts; i++) {
+		const ab_mount *m = &p->mounts[i];
+		if ((m->kind == AB_MNT_MASK || m->kind == AB_MNT_CONTENT) &&
+		    ab_path_is_under(path, m->dst) && strlen(m->dst) >= strlen(cov->dst))
+			return false;
+	}
+	return true;
+}
+
 static bool has_mount_at(const ab_plan *p, const char *dst)
 {
 	for (size_t i = 0; i < p->nmounts; i++)

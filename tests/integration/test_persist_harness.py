@@ -404,6 +404,31 @@ def test_claude_json_mcp_servers(ctx):
     _check(ctx, "~/.claude.json mcpServers", out, marker, False)
 
 
+def test_claude_json_saved_api_key_refused(ctx):
+    """A Console login saves the real API key in ~/.claude.json
+    (primaryApiKey), which -p claude-code must grant writable: the run is
+    refused (125) with what to do, rather than showing the key inside.  The
+    same file without a saved key runs, and the key never reaches the
+    sandbox's output."""
+    os.makedirs(os.path.join(ctx.home, ".claude"), exist_ok=True)
+    real = "sk-ant-api03-" + pysecrets.token_urlsafe(70)[:93] + "AA"
+    cj = ctx.host_file(os.path.join(ctx.home, ".claude.json"),
+                       json.dumps({"numStartups": 1, "primaryApiKey": real}) + "\n", 0o600)
+    if ctx.uid != 0:
+        abtest.chown_tree(os.path.join(ctx.home, ".claude"), ctx.uid, ctx.gid)
+    for env in ({}, _keys()):   # the saved key alone, and with ANTHROPIC_API_KEY set
+        r = ctx.sandbox("cat ~/.claude.json", profile="claude-code", env=env)
+        assert r.returncode == 125, describe(r)
+        assert "secret CLAUDE_CONFIG_API_KEY: its real value is in %s" % cj in r.stderr, \
+            describe(r)
+        assert "del(.primaryApiKey)" in r.stderr, describe(r)
+        assert real not in r.stdout + r.stderr
+    with open(cj, "w") as f:
+        f.write(json.dumps({"numStartups": 1}) + "\n")
+    r = ctx.sandbox("cat ~/.claude.json", profile="claude-code", env=_keys())
+    assert r.returncode == 0 and '"numStartups"' in r.stdout, describe(r)
+
+
 # ---------------------------------------------------------------- placeholders
 
 def test_json_placeholder_edited_on_host_is_kept(ctx):

@@ -173,7 +173,8 @@ def _submodule_gitfile(ctx, ablate):
 def test_submodule_gitfile_replaced(ctx):
     _submodule_gitfile(ctx, False)
     # what the user restores it with
-    assert _host_git(ctx, "submodule", "update", "--init", "--force").returncode == 0
+    r = _host_git(ctx, "submodule", "update", "--init", "--force")
+    assert r.returncode == 0, r.stderr
 
 
 def test_submodule_gitfile_replaced_ablated(ctx):

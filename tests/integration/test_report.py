@@ -163,14 +163,10 @@ def test_report_errors(ctx):
 
 # ---------------------------------------------------------------- warnings, credentials
 
-GITLINK = "a gitlink (submodule entry) was added to the index during the run: vendor/lib"
-NESTED = "a nested git repository was created or changed during the run: vendor/lib/.git"
-
-
 def test_report_git_warnings(ctx):
-    """A run that plants a nested repository and its gitlink (as in
-    test_redteam.py::test_nested_repo_reported): the report shows both
-    warnings before the commands, and --json lists them."""
+    """A run that arms a nested repository (core.fsmonitor, and a gitlink to
+    it) and creates a `?` protect entry (.husky/): the report shows what
+    was moved aside, before the commands, and --json lists it."""
     ctx.git_host("init", "-q", ".")
     ctx.host_file(os.path.join(ctx.ws, "README"), "hello\n")
     ctx.git_host("add", "README")
@@ -178,23 +174,28 @@ def test_report_git_warnings(ctx):
     log = os.path.join(ctx.scratch, "audit.jsonl")
     r = ctx.sandbox("git -c user.name=a -c user.email=a@b init -q vendor/lib && "
                     "git -C vendor/lib -c user.name=a -c user.email=a@b commit -q "
-                    "--allow-empty -m x && git update-index --add --cacheinfo "
-                    "160000,$(git -C vendor/lib rev-parse HEAD),vendor/lib",
+                    "--allow-empty -m x && git -C vendor/lib config core.fsmonitor ./x && "
+                    "git update-index --add --cacheinfo "
+                    "160000,$(git -C vendor/lib rev-parse HEAD),vendor/lib && mkdir .husky",
                     extra_args=["--log", log])
     assert r.returncode == 0, describe(r)
+    nested = ("disarmed a nested git repository armed during the run: %s/vendor/lib/.git "
+              "(core.fsmonitor in config, line " % ctx.ws)
+    husky = ("created during the run, where a \"?\" entry of filesystem.protect reserves "
+             "nothing: %s/.husky, moved to .husky.agentbox-disarmed" % ctx.ws)
     t = _report(ctx, log)
     assert t.returncode == 0, describe(t)
     out = t.stdout
-    want = "\nWarnings (2)\n  git: %s\n  git: %s\n\nCommands (" % (GITLINK, NESTED)
-    want_other = "\nWarnings (2)\n  git: %s\n  git: %s\n\nCommands (" % (NESTED, GITLINK)
-    assert want in out or want_other in out, out
+    head = out[out.index("\nWarnings (2)\n"):out.index("\nCommands (")]
+    assert "  git: " + nested in head and "  unprotected: " + husky in head, out
     assert "of kinds this agentbox does not know" not in out, out
     j = _report(ctx, log, "--json")
     assert j.returncode == 0, describe(j)
     js = json.loads(j.stdout)
     assert js["unknown_events"] == 0 and js["warning_count"] == 2, j.stdout
-    assert sorted((w["kind"], w["message"], w["session"], w["count"]) for w in js["warnings"]) \
-        == [("git", GITLINK, 1, 1), ("git", NESTED, 1, 1)], j.stdout
+    kinds = sorted((w["kind"], w["session"], w["count"]) for w in js["warnings"])
+    assert kinds == [("git", 1, 1), ("unprotected", 1, 1)], j.stdout
+    assert any(w["message"].startswith(nested) for w in js["warnings"]), j.stdout
 
 
 CRED_PROFILE = {

@@ -2362,3 +2362,26 @@ def test_missing_or_bad_secret_fails_before_launch(ctx):
             problems.append("%s: the command ran" % name)
             os.unlink(marker)
     assert not problems, "\n".join(problems)
+
+
+def test_secret_file_readable_inside_refused(ctx):
+    """A secret read from a file the sandbox would see as it is (here one in
+    the workspace) is refused: its real value would be readable inside.
+    Denied, the same profile runs and the file is absent inside."""
+    value = new_value()
+    tok = ctx.host_file(os.path.join(ctx.ws, "token.txt"), value + "\n", 0o600)
+    sec = {"from": {"file": "${WORKSPACE}/token.txt"}, "hosts": ["api.example.com"],
+           "in": ["header:authorization"]}
+    prof = {"version": 1, "extends": "default", "secrets": {"TOK": sec},
+            "network": {"allow": ["api.example.com"]}}
+    p1 = ctx.host_file(os.path.join(ctx.scratch, "tok.json"), json.dumps(prof))
+    r = ctx.sandbox("cat token.txt", profile=p1)
+    assert r.returncode == 125, describe(r)
+    assert "secret TOK: its real value is in %s, which the sandbox can read" % tok \
+        in r.stderr, describe(r)
+    assert "filesystem.deny" in r.stderr and value not in r.stdout + r.stderr
+    prof["filesystem"] = {"deny": ["${WORKSPACE}/token.txt"]}
+    p2 = ctx.host_file(os.path.join(ctx.scratch, "tok2.json"), json.dumps(prof))
+    r = ctx.sandbox("cat token.txt; echo \"[$TOK]\"", profile=p2)
+    assert r.returncode == 0 and value not in r.stdout, describe(r)
+    assert "[" in r.stdout and "[]" not in r.stdout, describe(r)

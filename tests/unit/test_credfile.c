@@ -287,11 +287,20 @@ static void test_load_limits(void **state)
 	close(fd);
 	assert_int_equal(ab_credfile_load(path, &j, &e), -ENOENT); /* empty: no login */
 	fd = open(path, O_WRONLY | O_TRUNC);
-	char *big = malloc(AB_CREDFILE_MAX + 10);
-	memset(big, ' ', AB_CREDFILE_MAX + 10);
+	/* a file larger than a document in memory may be (~/.claude.json) loads */
+	char *big = malloc(AB_CREDFILE_FILE_MAX + 10);
+	memset(big, ' ', AB_CREDFILE_FILE_MAX + 10);
 	big[0] = '{';
 	big[AB_CREDFILE_MAX + 9] = '}';
 	assert_int_equal(write(fd, big, AB_CREDFILE_MAX + 10), AB_CREDFILE_MAX + 10);
+	close(fd);
+	assert_int_equal(ab_credfile_load(path, &j, &e), 0);
+	json_decref(j);
+	j = NULL;
+	fd = open(path, O_WRONLY | O_TRUNC);
+	big[AB_CREDFILE_MAX + 9] = ' ';
+	big[AB_CREDFILE_FILE_MAX + 9] = '}';
+	assert_int_equal(write(fd, big, AB_CREDFILE_FILE_MAX + 10), AB_CREDFILE_FILE_MAX + 10);
 	close(fd);
 	free(big);
 	assert_int_equal(ab_credfile_load(path, &j, &e), -EFBIG);

@@ -410,6 +410,10 @@ static int walk(nest *n, int dfd, const char *root, const char *rel, int depth)
 		return 0;
 	}
 	unsigned shape = 0; /* HEAD, objects, refs */
+	/* the .git first, whatever the order of the entries: a gitfile is
+	 * judged by what it names before that is settled on its own */
+	if (!top)
+		judge_dotgit(n, dirfd(d), root, rel);
 	struct dirent *e;
 	while (!n->oom && (e = readdir(d))) {
 		const char *nm = e->d_name;
@@ -420,11 +424,8 @@ static int walk(nest *n, int dfd, const char *root, const char *rel, int depth)
 			break;
 		}
 		shape |= !strcmp(nm, "HEAD") ? 1 : !strcmp(nm, "objects") ? 2 : !strcmp(nm, "refs") ? 4 : 0;
-		if (!strcmp(nm, ".git")) {
-			if (!top)
-				judge_dotgit(n, dirfd(d), root, rel);
-			continue; /* not into it: the objects are no concern */
-		}
+		if (!strcmp(nm, ".git"))
+			continue; /* judged above; not into it: the objects are no concern */
 		unsigned char t = e->d_type;
 		if (t == DT_UNKNOWN && fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			t = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;

@@ -23,38 +23,7 @@ import time
 
 import abtest
 from abtest import HOST_PATH, NOBODY_GID, NOBODY_UID, describe, sh_quote as q, wait_for
-
-
-def _as_user(ctx, cmd):
-    if ctx.uid != os.getuid():
-        return ["setpriv", "--reuid=%d" % ctx.uid, "--regid=%d" % ctx.gid,
-                "--clear-groups"] + list(cmd)
-    return list(cmd)
-
-
-def _host_git(ctx, *args, cwd=None, **kw):
-    """git on the host as the test user, like the user's shell or prompt."""
-    cmd = _as_user(ctx, ["git", "-c", "safe.directory=*", "-c", "init.defaultBranch=main",
-                         "-c", "user.name=host", "-c", "user.email=host@example.com",
-                         "-c", "protocol.file.allow=always"] + list(args))
-    env = {"PATH": HOST_PATH, "HOME": ctx.scratch, "LANG": "C.UTF-8",
-           "GIT_CONFIG_NOSYSTEM": "1"}
-    kw.setdefault("stdout", subprocess.PIPE)
-    kw.setdefault("stderr", subprocess.PIPE)
-    return subprocess.run(cmd, cwd=cwd or ctx.ws, env=env, text=True, timeout=30, **kw)
-
-
-def _repo(ctx, path=None):
-    path = path or ctx.ws
-    ctx.git_host("init", "-q", ".", cwd=path)
-    ctx.host_file(os.path.join(path, "README"), "hello\n")
-    ctx.git_host("add", "README", cwd=path)
-    ctx.git_host("commit", "-q", "-m", "initial", cwd=path)
-
-
-def _marker(ctx):
-    m = os.path.join(ctx.scratch, "pwned")
-    return m, "touch %s; false" % m
+from test_redteam import _as_user, _host_git, _marker, _repo
 
 
 def _run(ctx, script, ablate=False, ws=None):

@@ -94,7 +94,7 @@ EGRESS_SRCS  := src/egress/proxy.c src/egress/pxconn.c src/egress/pxlog.c src/eg
                 src/egress/broker.c
 SANDBOX_SRCS := src/sandbox/sandbox.c src/sandbox/init.c src/sandbox/mount.c src/sandbox/netns.c \
                 src/sandbox/pty.c src/sandbox/termfilter.c src/sandbox/watch.c src/sandbox/cleanup.c \
-                src/sandbox/settle.c
+                src/sandbox/settle.c src/sandbox/guard.c
 ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/result.c src/escape/report.c \
                 src/escape/probes/registry.c src/escape/probes/runner.c \
                 src/escape/probes/probe_fs.c src/escape/probes/probe_fsctl.c \
@@ -112,7 +112,7 @@ LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRC
 MAIN_SRC := src/cli/main.c
 UNIT_TESTS := common sync control profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
-              report credfile otlp unixsock wsframe termfilter gitconfig
+              report credfile otlp unixsock wsframe termfilter gitconfig guard
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)

@@ -208,6 +208,7 @@ typedef struct ab_plan {
 				   them from each work tree, nested repositories' too; what
 				   a run changed there is disarmed after it (gitscan.h) */
 	ab_strv absent;   /* for explain: grants whose host path does not exist (skipped) */
+	ab_strv guard;    /* filesystem.guard: "FILE#/POINTER", put back after the run */
 	ab_strv unguarded; /* host paths of "?" protect entries absent at the start: nothing
 			      reserves them, so one that exists after the run is named */
 	char *user_name;  /* login name inside (USER/LOGNAME, passwd entry) */

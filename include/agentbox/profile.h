@@ -70,6 +70,9 @@ typedef struct ab_profile {
 		ab_strv deny;    /* absent inside (masked), wins over read/write */
 		ab_strv protect; /* relative to each writable root: read-only / uncreatable */
 		ab_strv tmpfs;   /* private empty writable tmpfs at that path */
+		ab_strv guard;   /* "FILE#/POINTER" ('*' a whole segment: every key):
+				    keys of a writable JSON file put back when the run
+				    ends if the run changed them (src/sandbox/guard.c) */
 	} fs;
 
 	struct {

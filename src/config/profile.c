@@ -47,7 +47,7 @@ static ab_profile *profile_new(void)
 static ab_strv *profile_lists(ab_profile *p, size_t i)
 {
 	ab_strv *l[] = { &p->files,        &p->shadows,       &p->fs.read,       &p->fs.write,
-			 &p->fs.deny,      &p->fs.protect,    &p->fs.tmpfs,
+			 &p->fs.deny,      &p->fs.protect,    &p->fs.tmpfs, &p->fs.guard,
 			 &p->env.pass,     &p->syscalls.deny, &p->syscalls.allow,
 			 &p->unix_sockets, &p->allow_downgrade, &p->net.allow,
 			 &p->net.deny,     &p->net.priv,      &p->cli_grants,

@@ -16,6 +16,7 @@
 
 #include "agentbox/netpolicy.h"
 #include "profile_int.h"
+#include "agentbox/credfile.h"
 
 /* ------------------------------------------------------------------------ */
 /* Downgrade names (allow_downgrade; doctor and explain describe them)      */
@@ -120,6 +121,33 @@ static int item_wpath(pf_ctx *c, const char *s, char **out)
 		return pf_fail(c, "refusing to make / writable");
 	}
 	return r;
+}
+
+/* guard: "FILE#/POINTER": FILE expanded like any path, POINTER a JSON
+ * pointer whose segments may each be "*" (every key of that object). */
+static int item_guard(pf_ctx *c, const char *s, char **out)
+{
+	char q[100];
+	const char *hash = strstr(s, "#/");
+	if (!hash || hash == s)
+		return pf_fail(c, "\"%s\": a guard entry is FILE#/POINTER (e.g. "
+			       "~/.claude.json#/mcpServers)", pf_quote(q, sizeof(q), s));
+	_cleanup_free_ char *file = strndup(s, (size_t)(hash - s));
+	_cleanup_free_ char *abs = NULL, *ptr = strdup(hash + 1);
+	if (!file || !ptr)
+		return pf_oom(c);
+	int r = pf_item_path(c, file, &abs);
+	if (r < 0)
+		return r;
+	/* "*" segments checked as a plain key */
+	for (char *p = ptr; (p = strstr(p, "/*")) != NULL; p++)
+		if (p[2] == '/' || p[2] == '\0')
+			p[1] = 'x';
+	if (ab_json_pointer_check(ptr) < 0)
+		return pf_fail(c, "\"%s\": not a JSON pointer (RFC 6901, at most %d bytes)",
+			       pf_quote(q, sizeof(q), hash + 1), AB_JSON_POINTER_MAX);
+	*out = ab_asprintf("%s#%s", abs, hash + 1);
+	return *out ? 0 : pf_oom(c);
 }
 
 /* protect, anchored: "/abs", "~/x", "${HOME}/x" (expanded like any path)
@@ -688,6 +716,7 @@ static const key_def fs_keys[] = {
 	LIST("deny", fs.deny, pf_item_path, F_UNIQUE),
 	LIST("protect", fs.protect, item_relpath, F_UNIQUE),
 	LIST("tmpfs", fs.tmpfs, item_wpath, F_UNIQUE),
+	LIST("guard", fs.guard, item_guard, F_UNIQUE),
 	END,
 };
 

@@ -473,7 +473,8 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 	    (r = plan_limits(p, in, err)) < 0 ||
 	    (r = pl_plan_landlock(p, in, err)) < 0)
 		return r;
-	if (ab_strv_copy(&p->seccomp.extra_deny, &in->profile->syscalls.deny) < 0 ||
+	if (ab_strv_copy(&p->guard, &in->profile->fs.guard) < 0 ||
+	    ab_strv_copy(&p->seccomp.extra_deny, &in->profile->syscalls.deny) < 0 ||
 	    ab_strv_copy(&p->seccomp.allow, &in->profile->syscalls.allow) < 0)
 		return ab_fail(err, ENOMEM, "plan");
 	if ((r = ab_seccomp_validate(&p->seccomp, err)) < 0 || (r = plan_ablate(p, in, err)) < 0 ||
@@ -510,6 +511,7 @@ void ab_plan_free(ab_plan *p)
 	ab_strv_free(&p->hidden);
 	ab_strv_free(&p->absent);
 	ab_strv_free(&p->unguarded);
+	ab_strv_free(&p->guard);
 	ab_strv_free(&p->gitcfg);
 	ab_strv_free(&p->git_shared_rel);
 	ab_ll_plan_free(&p->landlock);

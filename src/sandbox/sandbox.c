@@ -27,6 +27,7 @@
 #include "agentbox/cgroup.h"
 #include "cleanup.h"
 #include "settle.h"
+#include "guard.h"
 #include "agentbox/control.h"
 #include "agentbox/host.h"
 #include "agentbox/loop.h"
@@ -141,6 +142,7 @@ typedef struct run_state {
 	struct termios saved_tio[3]; /* --no-pty: put back at the end */
 	bool tio_saved[3];
 	struct timespec git_since;   /* nested repositories touched after it are judged */
+	ab_guard guard;              /* filesystem.guard's values at the start */
 	ab_phkey_id key_before;
 	char *cg_path;      /* the run's cgroup, removed at the end */
 	int *idmap_fds;     /* one per plan mount, -1 for none */
@@ -469,7 +471,7 @@ static int exit_code_of(run_state *s, ab_err *err)
 
 static void settle_git(run_state *s)
 {
-	ab_settle_run(s->plan, s->git_since, s->audit);
+	ab_settle_run(s->plan, s->git_since, &s->guard, s->audit);
 	ab_cleaner_settled(&s->cleaner);
 }
 
@@ -478,7 +480,7 @@ static void settle_git(run_state *s)
 static void settle_in_watcher(void *ctx)
 {
 	run_state *s = ctx;
-	ab_settle_run(s->plan, s->git_since, NULL);
+	ab_settle_run(s->plan, s->git_since, &s->guard, NULL);
 }
 
 /* ---- the phases of a run: each returns < 0 with *err set (or the child's
@@ -535,6 +537,8 @@ static int prepare_host(run_state *s)
 		placeholders |= plan->mounts[i].kind == AB_MNT_PLACEHOLDER;
 	/* nested repositories armed during the run are disarmed after it */
 	clock_gettime(CLOCK_REALTIME_COARSE, &s->git_since); /* the clock file times use */
+	if (ab_guard_snapshot(&s->guard, &plan->guard, s->err) < 0)
+		return -1;
 	if (ab_watch_init(&s->watch, plan, s->err) < 0)
 		return -1;
 	s->cleaner.settle = settle_in_watcher;
@@ -798,6 +802,7 @@ static void run_release(run_state *s, int code)
 	}
 	release_fds(s);
 	ab_seccomp_prog_free(&s->prog);
+	ab_guard_free(&s->guard);
 }
 
 /* The parent failed while starting the child: if the child failed first

@@ -4,6 +4,7 @@
  * (settle.h).  Parent, or the cleanup watcher when the parent was killed.
  */
 #include "settle.h"
+#include "guard.h"
 
 #include "agentbox/audit.h"
 #include "agentbox/gitscan.h"
@@ -120,11 +121,18 @@ static size_t settle_unguarded(const ab_plan *plan, ab_audit *audit)
 	return moved;
 }
 
-void ab_settle_run(const ab_plan *plan, struct timespec since, ab_audit *audit)
+void ab_settle_run(const ab_plan *plan, struct timespec since, const ab_guard *guard,
+		   ab_audit *audit)
 {
 	size_t n = settle_nested(plan, since, audit);
 	n += settle_unguarded(plan, audit);
+	_cleanup_strv_ ab_strv found = {0};
+	if (guard)
+		ab_guard_settle(guard, plan->git_settle, &found);
+	for (size_t i = 0; i < found.n; i++)
+		say(audit, "guarded", NULL, found.v[i]);
+	n += found.n;
 	if (n)
-		ab_warn("what was moved aside runs nothing on the host; see docs/threat-model.md, "
-			"section 5");
+		ab_warn("what was moved aside or put back runs nothing on the host; see "
+			"docs/threat-model.md, section 5");
 }

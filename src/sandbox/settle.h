@@ -11,12 +11,15 @@
 
 struct ab_plan;
 struct ab_audit;
+struct ab_guard;
 
 /* Nested git repositories armed since SINCE are disarmed
  * (src/observe/gitnest.c); a "?" protect entry absent at the start that
- * exists now is moved aside to NAME.agentbox-disarmed.  Each move is said on
+ * exists now is moved aside to NAME.agentbox-disarmed; the guarded keys of
+ * JSON files the run changed are put back (guard.h).  Each move is said on
  * stderr and, with AUDIT, in the log.  The test ablation "settle" only says
  * what it would move. */
-void ab_settle_run(const struct ab_plan *plan, struct timespec since, struct ab_audit *audit);
+void ab_settle_run(const struct ab_plan *plan, struct timespec since,
+		   const struct ab_guard *guard, struct ab_audit *audit);
 
 #endif

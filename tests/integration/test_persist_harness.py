@@ -25,7 +25,7 @@ import secrets as pysecrets
 import subprocess
 
 import abtest
-from abtest import HOST_PATH, INNER_PY, describe, known_gap
+from abtest import HOST_PATH, INNER_PY, describe
 
 # Runs inside (argv[1] = JSON list of plants): creates each one's parent
 # directories, then writes the file; where that fails, writes a new file next
@@ -376,32 +376,59 @@ def test_codex_user_instructions_ablated(ctx):
 
 # ---------------------------------------------------------------- claude-code
 
-@known_gap("~/.claude.json is writable inside -p claude-code (Claude Code keeps its state "
-           "there): user-scope and per-project mcpServers planted there start with the next "
-           "host claude; see docs/harnesses.md")
-def test_claude_json_mcp_servers(ctx):
+def _claude_json(ctx, ablate):
     """~/.claude.json: an MCP server added from inside (user scope, and local
-    scope under the workspace's project entry) does not start with the next
-    host claude."""
+    scope under the workspace's project entry), wider allowed tools and a
+    trusted folder do not reach the next host claude; the counter the run
+    changed does (filesystem.guard puts back only the guarded keys)."""
     marker = _marker(ctx, "claude-json")
     os.makedirs(os.path.join(ctx.home, ".claude"), exist_ok=True)
     cj = ctx.host_file(os.path.join(ctx.home, ".claude.json"),
-                       json.dumps({"numStartups": 1, "projects": {}}) + "\n", 0o600)
+                       json.dumps({"numStartups": 1, "projects": {ctx.ws: {
+                           "allowedTools": []}}}) + "\n", 0o600)
     if ctx.uid != 0:
         abtest.chown_tree(os.path.join(ctx.home, ".claude"), ctx.uid, ctx.gid)
     srv = {"type": "stdio", "command": "sh", "args": ["-c", "touch " + marker]}
     doc = {"numStartups": 2, "mcpServers": {"x": srv},
-           "projects": {ctx.ws: {"mcpServers": {"y": srv}}}}
-    out = _plant(ctx, "claude-code", [{"path": cj, "content": json.dumps(doc)}])
-    # claude at start: user-scope servers, then those of the project entry
+           "projects": {ctx.ws: {"mcpServers": {"y": srv}, "allowedTools": ["Bash(*)"]},
+                        "/elsewhere": {"hasTrustDialogAccepted": True, "mcpServers": {"z": srv}}}}
+    saved = abtest.BINARY
+    env = dict(_keys())
+    if ablate:
+        abtest.BINARY = os.path.join(os.path.dirname(saved), "agentbox-ablate")
+        env["AGENTBOX_TEST_ABLATE"] = "settle"
+    try:
+        r = ctx.sandbox([INNER_PY, "-c", "import json, os, sys; open(os.path.expanduser("
+                         "'~/.claude.json'), 'w').write(sys.argv[1])", json.dumps(doc)],
+                        profile="claude-code", env=env, timeout=60)
+    finally:
+        abtest.BINARY = saved
+    assert r.returncode == 0, describe(r)
+    # claude at start: user-scope servers, then those of the project entries
     doc = _read_json(cj) or {}
     servers = list((doc.get("mcpServers") or {}).values())
-    servers += list((((doc.get("projects") or {}).get(ctx.ws) or {}).get("mcpServers")
-                     or {}).values())
+    for proj in (doc.get("projects") or {}).values():
+        servers += list(((proj or {}).get("mcpServers") or {}).values())
     for s in servers:
         if isinstance(s, dict) and s.get("command"):
             _host_exec(ctx, [s["command"]] + list(s.get("args") or []))
-    _check(ctx, "~/.claude.json mcpServers", out, marker, False)
+    if ablate:
+        assert os.path.exists(marker), "the ablated twin did not run the planted server"
+        return
+    assert not os.path.exists(marker), "a server planted in ~/.claude.json ran on the host"
+    assert doc["numStartups"] == 2, doc            # its state: kept
+    assert doc["projects"][ctx.ws] == {"allowedTools": []}, doc
+    assert doc["projects"]["/elsewhere"] == {}, doc
+    assert "put back what the run changed of its guarded keys" in r.stderr, describe(r)
+    assert oct(os.stat(cj).st_mode & 0o777) == "0o600"
+
+
+def test_claude_json_mcp_servers(ctx):
+    _claude_json(ctx, False)
+
+
+def test_claude_json_mcp_servers_ablated(ctx):
+    _claude_json(ctx, True)
 
 
 def test_claude_json_saved_api_key_refused(ctx):

@@ -344,6 +344,9 @@ static void text_filesystem(const ab_plan *p, FILE *out)
 			      "run (test ablation)\n",
 	      out);
 	text_gitcfg(out, p);
+	if (p->guard.n)
+		text_list(out, "guarded keys of writable JSON files (put back after the run when "
+			       "it changed them)", &p->guard);
 	text_mounts(out, p, "devices, proc and system files", pick_system);
 	if (p->absent.n)
 		text_list(out, "granted but not present on this host (skipped)", &p->absent);
@@ -913,6 +916,8 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	bad |= json_object_set_new(o, "protected", json_mounts(p, pick_protect));
 	if (p->gitcfg.n)
 		bad |= json_object_set_new(o, "gitconfig", json_gitcfg(p));
+	if (p->guard.n)
+		bad |= json_object_set_new(o, "guarded", strv_json(&p->guard));
 	bad |= json_object_set_new(o, "absent", strv_json(&p->absent));
 	bad |= json_object_set_new(o, "network", json_network(p));
 	bad |= json_object_set_new(o, "secrets", json_secrets(p));

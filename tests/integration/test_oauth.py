@@ -279,7 +279,8 @@ def test_oauth_api_key_only(ctx):
     # nothing rendered: the absent file stays reserved (empty, read-only)
     assert "size=0" in r.stdout and "key=%d" % len(key) in r.stdout, describe(r)
     skipped = sorted(e["secret"] for e in lab.audit() if e.get("event") == "secret-skipped")
-    assert skipped == ["CLAUDE_OAUTH_REFRESH", "CLAUDE_OAUTH_TOKEN"], skipped
+    assert skipped == ["CLAUDE_CONFIG_API_KEY", "CLAUDE_OAUTH_REFRESH", "CLAUDE_OAUTH_TOKEN"], \
+        skipped
 
 
 def test_oauth_bad_refresh_response(ctx):

@@ -23,7 +23,7 @@ import time
 
 import abtest
 from abtest import HOST_PATH, NOBODY_GID, NOBODY_UID, describe, sh_quote as q, wait_for
-from test_redteam import _as_user, _host_git, _marker, _repo
+from test_redteam import _as_user, _host_git, _marker, _repo, _submodule
 
 
 def _run(ctx, script, ablate=False, ws=None):
@@ -122,15 +122,7 @@ def test_nested_repo_cd_prompt_ablated(ctx):
 def _submodule_gitfile(ctx, ablate):
     """An existing submodule's `.git` is a gitfile into .git/modules (protected);
     the sandbox points it at a git directory of its own."""
-    src = os.path.join(ctx.scratch, "subsrc")
-    os.makedirs(src)
-    if ctx.uid:
-        os.chown(src, ctx.uid, ctx.gid)
-    _repo(ctx, src)
-    _repo(ctx)
-    r = _host_git(ctx, "submodule", "add", "-q", src, "sub")
-    assert r.returncode == 0, "host git submodule add failed: %s" % r.stderr
-    ctx.git_host("commit", "-q", "-m", "add sub")
+    _submodule(ctx)
     marker, payload = _marker(ctx)
     _run(ctx, "git clone -q --bare . sub/.evil && git -C sub/.evil config core.fsmonitor %s && "
          "git -C sub/.evil config core.bare false && git -C sub/.evil config core.worktree .. && "

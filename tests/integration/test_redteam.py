@@ -50,6 +50,20 @@ def _repo(ctx, path=None):
     ctx.git_host("commit", "-q", "-m", "initial", cwd=path)
 
 
+def _submodule(ctx):
+    """The workspace a repository with a submodule `sub` (from a repository in
+    scratch), committed on the host."""
+    src = os.path.join(ctx.scratch, "subsrc")
+    os.makedirs(src)
+    if ctx.uid:
+        os.chown(src, ctx.uid, ctx.gid)
+    _repo(ctx, src)
+    _repo(ctx)
+    r = _host_git(ctx, "submodule", "add", "-q", src, "sub")
+    assert r.returncode == 0, "host git submodule add failed: %s" % r.stderr
+    ctx.git_host("commit", "-q", "-m", "add sub")
+
+
 def _marker(ctx):
     m = os.path.join(ctx.scratch, "pwned")
     return m, "touch %s; false" % m
@@ -130,15 +144,7 @@ def test_git_linked_worktree_gitfile(ctx):
 def test_git_submodule_config(ctx):
     """ESCAPE: an existing submodule's git dir lives in .git/modules/NAME, whose
     config and hooks are not protected."""
-    src = os.path.join(ctx.scratch, "subsrc")
-    os.makedirs(src)
-    if ctx.uid:
-        os.chown(src, ctx.uid, ctx.gid)
-    _repo(ctx, src)
-    _repo(ctx)
-    r = _host_git(ctx, "submodule", "add", "-q", src, "sub")
-    assert r.returncode == 0, "host git submodule add failed: %s" % r.stderr
-    ctx.git_host("commit", "-q", "-m", "add sub")
+    _submodule(ctx)
     marker, payload = _marker(ctx)
     ctx.sandbox("git config -f .git/modules/sub/config core.fsmonitor %s; "
                 "printf '#!/bin/sh\\n%s\\n' > .git/modules/sub/hooks/post-checkout; "

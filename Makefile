@@ -189,8 +189,9 @@ deps:
 # ---- tests ----
 check: lint check-unit check-fuzz check-integration
 
-# The folders' order (tests/lint/layers.py): no include or call climbs it.
-lint: $(LIB_OBJS) $(MAIN_OBJ)
+# The folders' order (tests/lint/layers.py): no include or call climbs it;
+# and the C style (.clang-format) holds in every file.
+lint: $(LIB_OBJS) $(MAIN_OBJ) format-check
 	python3 tests/lint/layers.py --objs $(BUILD)/obj
 
 # The C style (.clang-format).
@@ -200,6 +201,7 @@ FORMAT_FILES = $(shell git ls-files 'src/*.[ch]' 'include/*.h' 'tests/unit/*.[ch
 format:
 	$(CLANG_FORMAT) -i $(FORMAT_FILES)
 format-check:
+	@test -n "$(CLANG_FORMAT)" || { echo "format-check: clang-format not found (make deps installs it)"; exit 1; }
 	$(CLANG_FORMAT) --dry-run -Werror $(FORMAT_FILES)
 
 check-unit: $(UNIT_BINS)

@@ -52,7 +52,7 @@ const volatile __u64 pidns_dev = 0;
 const volatile __u64 pidns_ino = 0;
 const volatile bool record_denials = false; /* on_sys_enter is loaded too */
 
-__u64 lost = 0; /* records the ring buffer had no room for */
+__u64 lost = 0;       /* records the ring buffer had no room for */
 __u64 sites_full = 0; /* denials beyond AB_TEV_SITES_MAX sites: counted only */
 
 struct {
@@ -184,35 +184,18 @@ static __always_inline int file_call(long nr, __u16 *op)
 	switch (nr) {
 #ifdef AB_TNR_OPEN
 	case AB_TNR_OPEN:
-	case AB_TNR_CREAT:
-		*op = AB_TEV_OP_OPEN;
-		return 0;
-	case AB_TNR_MKDIR:
-		*op = AB_TEV_OP_MKDIR;
-		return 0;
+	case AB_TNR_CREAT: *op = AB_TEV_OP_OPEN; return 0;
+	case AB_TNR_MKDIR: *op = AB_TEV_OP_MKDIR; return 0;
 	case AB_TNR_UNLINK:
-	case AB_TNR_RMDIR:
-		*op = AB_TEV_OP_UNLINK;
-		return 0;
+	case AB_TNR_RMDIR: *op = AB_TEV_OP_UNLINK; return 0;
 #endif
 	case AB_TNR_OPENAT:
-	case AB_TNR_OPENAT2:
-		*op = AB_TEV_OP_OPEN;
-		return 1;
-	case AB_TNR_EXECVE:
-		*op = AB_TEV_OP_EXEC;
-		return 0;
-	case AB_TNR_EXECVEAT:
-		*op = AB_TEV_OP_EXEC;
-		return 1;
-	case AB_TNR_MKDIRAT:
-		*op = AB_TEV_OP_MKDIR;
-		return 1;
-	case AB_TNR_UNLINKAT:
-		*op = AB_TEV_OP_UNLINK;
-		return 1;
-	default:
-		return -1;
+	case AB_TNR_OPENAT2: *op = AB_TEV_OP_OPEN; return 1;
+	case AB_TNR_EXECVE: *op = AB_TEV_OP_EXEC; return 0;
+	case AB_TNR_EXECVEAT: *op = AB_TEV_OP_EXEC; return 1;
+	case AB_TNR_MKDIRAT: *op = AB_TEV_OP_MKDIR; return 1;
+	case AB_TNR_UNLINKAT: *op = AB_TEV_OP_UNLINK; return 1;
+	default: return -1;
 	}
 }
 
@@ -235,11 +218,10 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-static __always_inline void record_denial(struct bpf_pidns_info *ns, struct pt_regs *regs,
-					  long nr, long ret)
+static __always_inline void record_denial(struct bpf_pidns_info *ns, struct pt_regs *regs, long nr,
+					  long ret)
 {
-	struct ab_tev_site_key k = {.tid = ns->pid, .nr = (__s32)nr,
-				    .ip = PT_REGS_IP_CORE(regs)};
+	struct ab_tev_site_key k = {.tid = ns->pid, .nr = (__s32)nr, .ip = PT_REGS_IP_CORE(regs)};
 	struct ab_tev_site *v = bpf_map_lookup_elem(&sites, &k);
 	if (v) {
 		__sync_fetch_and_add(&v->count, 1);

@@ -15,8 +15,8 @@
 
 #include "agentbox/common.h"
 
-#define AB_AUDIT_MAX_HOSTS 512   /* distinct host:port kept for the summary */
-#define AB_AUDIT_MAX_DENIALS 256 /* distinct (category, what, comm) kept for the summary */
+#define AB_AUDIT_MAX_HOSTS 512     /* distinct host:port kept for the summary */
+#define AB_AUDIT_MAX_DENIALS 256   /* distinct (category, what, comm) kept for the summary */
 #define AB_AUDIT_MAX_ELSEWHERE 256 /* distinct (secret, host:port) kept for the summary */
 
 typedef struct ab_audit ab_audit;
@@ -45,8 +45,8 @@ void ab_audit_count_dns_denied(ab_audit *a, const char *name);
 
 /* Summary bookkeeping: N denials of WHAT (a syscall name, a path) by COMM in
  * CATEGORY ("syscall", "file"); N commands recorded. */
-void ab_audit_count_denial(ab_audit *a, const char *category, const char *what,
-			   const char *comm, uint64_t n);
+void ab_audit_count_denial(ab_audit *a, const char *category, const char *what, const char *comm,
+			   uint64_t n);
 void ab_audit_count_exec(ab_audit *a, uint64_t n);
 
 /* Summary bookkeeping: one request carried secret SECRET's placeholder on,

@@ -18,12 +18,12 @@ typedef struct ab_broker {
 	ab_ca *ca;
 	/* subscription logins (docs/credentials.md) */
 	const struct ab_profile_secret **prof; /* secs[i]'s profile entry */
-	char **retired;      /* values replaced by a token refresh: still masked */
+	char **retired; /* values replaced by a token refresh: still masked */
 	size_t *retired_len;
-	size_t *retired_of;  /* the secret each belonged to */
+	size_t *retired_of; /* the secret each belonged to */
 	size_t nretired;
 	unsigned rotations;
-	ab_strv skipped;     /* optional secrets whose source was absent (audit log) */
+	ab_strv skipped; /* optional secrets whose source was absent (audit log) */
 } ab_broker;
 
 #define AB_BROKER_MAX_ROTATIONS 256 /* token refreshes per run (each retires values) */
@@ -33,7 +33,7 @@ typedef struct ab_broker {
  * were (agentbox's environment block), so the sandbox's first process never
  * holds them, not even in its copy of our memory. */
 typedef struct ab_stash {
-	char *mem;   /* mmap'd, wipe-on-fork, not dumped */
+	char *mem; /* mmap'd, wipe-on-fork, not dumped */
 	size_t cap;
 	size_t off[AB_SECRETS_MAX], len[AB_SECRETS_MAX];
 	bool have[AB_SECRETS_MAX];

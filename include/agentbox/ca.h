@@ -68,9 +68,9 @@
 
 #include "agentbox/common.h"
 
-#define AB_CA_CACHE_MAX 1024    /* server contexts (one per host) kept; LRU */
-#define AB_CA_MAX_CONSTRAINTS 4096 /* entries in a name-constraint list */
-#define AB_CA_MAX_DAYS 825      /* longest CA validity accepted */
+#define AB_CA_CACHE_MAX 1024         /* server contexts (one per host) kept; LRU */
+#define AB_CA_MAX_CONSTRAINTS 4096   /* entries in a name-constraint list */
+#define AB_CA_MAX_DAYS 825           /* longest CA validity accepted */
 #define AB_CA_MAX_BUNDLE (64u << 20) /* largest system bundle read */
 #define AB_CA_MAX_TRUST_CERTS 8192   /* certificates in the Java truststore */
 /* OpenSSL's secure heap (CRYPTO_secure_malloc_init), powers of two.  Holds

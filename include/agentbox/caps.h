@@ -12,9 +12,9 @@
 #include "agentbox/common.h"
 
 typedef struct ab_rlimit {
-	int resource;        /* RLIMIT_* */
+	int resource; /* RLIMIT_* */
 	rlim_t soft, hard;
-	rlim_t asked;        /* the profile's value, when above agentbox's hard limit
+	rlim_t asked; /* the profile's value, when above agentbox's hard limit
 				(soft and hard are then that limit); else 0 */
 } ab_rlimit;
 

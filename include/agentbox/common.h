@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define AB_EXIT_FAIL 125      /* agentbox itself failed: usage, profile, setup */
-#define AB_EXIT_NOEXEC 126    /* command found but not executable */
-#define AB_EXIT_NOTFOUND 127  /* command not found */
+#define AB_EXIT_FAIL 125     /* agentbox itself failed: usage, profile, setup */
+#define AB_EXIT_NOEXEC 126   /* command found but not executable */
+#define AB_EXIT_NOTFOUND 127 /* command not found */
 
 typedef struct ab_err {
 	int code;       /* errno value (positive), 0 if none */
@@ -37,8 +37,7 @@ typedef struct ab_err {
 
 /* Set *e (overwriting) from a printf format; appends ": strerror(errnum)" when
  * errnum != 0.  Returns -errnum, or -EINVAL when errnum is 0. */
-int ab_fail(ab_err *e, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+int ab_fail(ab_err *e, int errnum, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Fail with this code: EXIT_CODE is the exit status (AB_EXIT_*) and ERRNUM
  * the errno recorded and returned, without ": strerror(errnum)" appended (the
  * message says what went wrong where strerror's words would mislead).
@@ -63,8 +62,8 @@ typedef struct ab_strv {
 	size_t n;
 } ab_strv;
 
-int ab_strv_push(ab_strv *s, const char *str);      /* copies; -ENOMEM */
-int ab_strv_push_take(ab_strv *s, char *str);       /* takes ownership */
+int ab_strv_push(ab_strv *s, const char *str);        /* copies; -ENOMEM */
+int ab_strv_push_take(ab_strv *s, char *str);         /* takes ownership */
 int ab_strv_push_unique(ab_strv *s, const char *str); /* no-op if present */
 bool ab_strv_contains(const ab_strv *s, const char *str);
 int ab_strv_extend(ab_strv *dst, const ab_strv *src); /* unique-append all */
@@ -133,7 +132,10 @@ pid_t ab_light_spawn(ab_light *l, int (*fn)(void *), void *arg, int extra_flags)
 int ab_light_reap(ab_light *l); /* wait status, or -1 */
 
 /* ---- cleanup attributes (systemd style) ---- */
-static inline void ab_freep(void *p) { free(*(void **)p); }
+static inline void ab_freep(void *p)
+{
+	free(*(void **)p);
+}
 static inline void ab_closep(int *fd)
 {
 	if (*fd >= 0) {
@@ -142,7 +144,10 @@ static inline void ab_closep(int *fd)
 		(void)close(saved);
 	}
 }
-static inline void ab_strv_freep(ab_strv *s) { ab_strv_free(s); }
+static inline void ab_strv_freep(ab_strv *s)
+{
+	ab_strv_free(s);
+}
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
 #define _cleanup_free_ _cleanup_(ab_freep)

@@ -35,11 +35,11 @@ enum ab_step {
 #define AB_CTR_OVERMOUNTS_MAX 256
 
 typedef struct ab_ctr_facts {
-	int engine;       /* enum ab_engine */
-	bool root;        /* agentbox runs as uid 0 */
-	int userns;       /* ab_tristate: agentbox runs in a user namespace of its own
+	int engine;     /* enum ab_engine */
+	bool root;      /* agentbox runs as uid 0 */
+	int userns;     /* ab_tristate: agentbox runs in a user namespace of its own
 			     (uid_map is not the identity), e.g. podman --userns, rootless */
-	int yama_scope;   /* kernel.yama.ptrace_scope, -1 when Yama is not active */
+	int yama_scope; /* kernel.yama.ptrace_scope, -1 when Yama is not active */
 	/* mount points on or under /proc's files that make a fresh proc mount
 	 * "too revealing" (comma-separated, cut at the size) */
 	char proc_overmounts[AB_CTR_OVERMOUNTS_MAX];
@@ -75,7 +75,7 @@ void ab_ctr_trial_run(ab_ctr_trial *t, bool root);
 
 /* Why `step` failed with `errnum` given the facts, and the minimal fix (pure).
  * false when there is nothing specific to say (cause and fix left empty). */
-bool ab_ctr_advise(const ab_ctr_facts *f, int step, int errnum, char *cause, size_t clen,
-		   char *fix, size_t flen);
+bool ab_ctr_advise(const ab_ctr_facts *f, int step, int errnum, char *cause, size_t clen, char *fix,
+		   size_t flen);
 
 #endif

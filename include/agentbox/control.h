@@ -52,8 +52,7 @@ void ab_control_sock_name(const struct stat *ws, char *buf, size_t n);
  * it is a directory, not a symbolic link, owned by the caller, with no access
  * for group or others.  -ENOENT without a message when it does not exist and
  * CREATE is false.  *DIRFD is O_RDONLY | O_CLOEXEC. */
-int ab_control_dir_open(const char *base, const char *leaf, bool create, int *dirfd,
-			ab_err *err);
+int ab_control_dir_open(const char *base, const char *leaf, bool create, int *dirfd, ab_err *err);
 
 /* Run, before the plan: make the directory `run` will use, so that the plan
  * hides it from any grant that would show it.  Errors are left to
@@ -67,8 +66,8 @@ void ab_control_prepare(void);
 typedef struct ab_control ab_control;
 int ab_control_open(const struct stat *ws, ab_control **out, int *fd, ab_err *err);
 /* The same in the directory LEAF of BASE (tests). */
-int ab_control_open_in(const char *base, const char *leaf, const struct stat *ws,
-		       ab_control **out, int *fd, ab_err *err);
+int ab_control_open_in(const char *base, const char *leaf, const struct stat *ws, ab_control **out,
+		       int *fd, ab_err *err);
 /* The socket's path, for messages. */
 const char *ab_control_path(const ab_control *c);
 /* Remove the socket (NULL: nothing). */

@@ -30,7 +30,7 @@
 
 #include "agentbox/common.h"
 
-#define AB_CREDFILE_MAX (64 * 1024)     /* a document in memory: a token response */
+#define AB_CREDFILE_MAX (64 * 1024) /* a document in memory: a token response */
 /* a file read from disk: a credentials file, or a harness's config that holds
  * a key among its state (~/.claude.json; Claude Code's own limit is 8 MiB) */
 #define AB_CREDFILE_FILE_MAX (8 * 1024 * 1024)
@@ -86,8 +86,8 @@ int ab_credfile_dump(const json_t *root, char **out, size_t *len);
  * A stamp goes where its pointer says: the member is added or replaced; the
  * parent must be an object in the file, else the stamp is skipped.
  */
-#define AB_CREDFILE_STAMPS_MAX 16        /* per file and write-back */
-#define AB_CREDFILE_STAMPS_PER_SECRET 8  /* in a profile's "stamp" */
+#define AB_CREDFILE_STAMPS_MAX 16       /* per file and write-back */
+#define AB_CREDFILE_STAMPS_PER_SECRET 8 /* in a profile's "stamp" */
 #define AB_CREDFILE_EXPIRES_MAX (10LL * 366 * 24 * 3600)
 
 typedef struct ab_credfile_stamps {

@@ -66,11 +66,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define AB_DNS_MAX_MSG 4096      /* larger queries are refused (FORMERR) */
-#define AB_DNS_MAX_NAME 253      /* text form, without the trailing dot */
-#define AB_DNS_MAX_OPTIONS 32    /* EDNS options in one OPT record */
+#define AB_DNS_MAX_MSG 4096       /* larger queries are refused (FORMERR) */
+#define AB_DNS_MAX_NAME 253       /* text form, without the trailing dot */
+#define AB_DNS_MAX_OPTIONS 32     /* EDNS options in one OPT record */
 #define AB_DNS_EDNS_UDP_SIZE 1232 /* what our OPT record announces */
-#define AB_DNS_MAX_RESPONSE 298  /* upper bound of any built response */
+#define AB_DNS_MAX_RESPONSE 298   /* upper bound of any built response */
 
 /* rcodes (RFC 1035, 6891) */
 #define AB_DNS_NOERROR 0
@@ -92,8 +92,8 @@
 #define AB_DNS_CLASS_ANY 255
 
 typedef struct {
-	uint16_t id;            /* set whenever length >= 12 */
-	uint16_t flags;         /* raw header flags of the query */
+	uint16_t id;    /* set whenever length >= 12 */
+	uint16_t flags; /* raw header flags of the query */
 	uint16_t qtype, qclass;
 	/* Lower-cased dotted text without the trailing dot, "" for the root.
 	 * On -EINVAL (bad label bytes) each such byte reads '?': for logging

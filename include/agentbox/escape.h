@@ -31,11 +31,11 @@
 #include "agentbox/common.h"
 
 #define AB_CANARY_PREFIX "ABCANARY-"
-#define AB_CANARY_HEX 32               /* random hex digits after KIND- */
-#define AB_CANARY_HASH_HEX 16          /* reported hash: first 16 hex of SHA-256 */
-#define AB_PROBE_TIMEOUT_MS 15000      /* per probe, enforced by the runner */
-#define AB_ESC_MAX_ATTEMPTS 256        /* per probe; more are counted, not kept */
-#define AB_ESC_MAX_FOUND 32            /* canary hashes kept per probe */
+#define AB_CANARY_HEX 32          /* random hex digits after KIND- */
+#define AB_CANARY_HASH_HEX 16     /* reported hash: first 16 hex of SHA-256 */
+#define AB_PROBE_TIMEOUT_MS 15000 /* per probe, enforced by the runner */
+#define AB_ESC_MAX_ATTEMPTS 256   /* per probe; more are counted, not kept */
+#define AB_ESC_MAX_FOUND 32       /* canary hashes kept per probe */
 /* TTY-02's clipboard write: base64 of "agentbox-test-escape" */
 #define AB_ESC_CLIP_B64 "YWdlbnRib3gtdGVzdC1lc2NhcGU="
 
@@ -130,17 +130,27 @@ int ab_canary_scan(const void *buf, size_t n, void (*cb)(const char *hash, void 
 void ab_canary_hash(const char *token, size_t len, char out[AB_CANARY_HASH_HEX + 1]);
 
 /* ---- the registry ---- */
-enum ab_esc_cat { AB_CAT_CTL, AB_CAT_FS, AB_CAT_SEC, AB_CAT_CRD, AB_CAT_NET, AB_CAT_PRC,
-		  AB_CAT_KRN, AB_CAT_PER, AB_CAT_TTY, AB_CAT__N };
+enum ab_esc_cat {
+	AB_CAT_CTL,
+	AB_CAT_FS,
+	AB_CAT_SEC,
+	AB_CAT_CRD,
+	AB_CAT_NET,
+	AB_CAT_PRC,
+	AB_CAT_KRN,
+	AB_CAT_PER,
+	AB_CAT_TTY,
+	AB_CAT__N
+};
 const char *ab_esc_cat_name(enum ab_esc_cat c); /* "CTL" "FS" ... */
 
 typedef struct ab_probe_def {
-	const char *id;       /* "FS-01" */
-	const char *name;     /* "write-outside-workspace" */
+	const char *id;   /* "FS-01" */
+	const char *name; /* "write-outside-workspace" */
 	enum ab_esc_cat cat;
-	bool control;         /* a positive control: failing is an ERROR, not an escape */
-	bool gate;            /* PRC-01: when the posture shows no sandbox at all, stop */
-	const char *summary;  /* one line: what it tries */
+	bool control;        /* a positive control: failing is an ERROR, not an escape */
+	bool gate;           /* PRC-01: when the posture shows no sandbox at all, stop */
+	const char *summary; /* one line: what it tries */
 	void (*fn)(ab_probe_run *r);
 } ab_probe_def;
 
@@ -192,29 +202,29 @@ void ab_probe_tty02(ab_probe_run *r);
 typedef struct ab_esc_attempt {
 	char *what;
 	enum ab_esc_verdict verdict;
-	char *result;   /* "EACCES", "403", "connected", "read 12 bytes", ... */
-	char *layer;    /* "mount-ns", "landlock", "seccomp", "netns", "proxy", ... or NULL */
-	char *source;   /* NULL = inside; "judge" for the host side's findings */
+	char *result; /* "EACCES", "403", "connected", "read 12 bytes", ... */
+	char *layer;  /* "mount-ns", "landlock", "seccomp", "netns", "proxy", ... or NULL */
+	char *source; /* NULL = inside; "judge" for the host side's findings */
 } ab_esc_attempt;
 
 typedef struct ab_esc_result {
-	const ab_probe_def *def;       /* never NULL after parse (unknown ids are errors) */
-	enum ab_esc_verdict verdict;   /* merged: ESCAPED if any attempt escaped, ... */
+	const ab_probe_def *def;     /* never NULL after parse (unknown ids are errors) */
+	enum ab_esc_verdict verdict; /* merged: ESCAPED if any attempt escaped, ... */
 	double ms;
 	ab_esc_attempt *attempts;
 	size_t nattempts;
-	size_t dropped;                /* attempts beyond AB_ESC_MAX_ATTEMPTS */
-	ab_strv found;                 /* canary hashes the inside reported */
-	json_t *report;                /* probe-specific data for the judge, or NULL */
-	char *note;                    /* why ERROR/SKIP (timeout, crashed, gate stop), or NULL */
+	size_t dropped; /* attempts beyond AB_ESC_MAX_ATTEMPTS */
+	ab_strv found;  /* canary hashes the inside reported */
+	json_t *report; /* probe-specific data for the judge, or NULL */
+	char *note;     /* why ERROR/SKIP (timeout, crashed, gate stop), or NULL */
 } ab_esc_result;
 
 typedef struct ab_esc_results {
-	ab_esc_result *v;              /* in registry order */
+	ab_esc_result *v; /* in registry order */
 	size_t n;
-	bool not_in_effect;            /* the gate stopped the run */
-	char *lab_error;               /* lab setup failed: why (then v may be empty) */
-	char *profile;                 /* the profile judged (display) */
+	bool not_in_effect; /* the gate stopped the run */
+	char *lab_error;    /* lab setup failed: why (then v may be empty) */
+	char *profile;      /* the profile judged (display) */
 } ab_esc_results;
 
 /* Parse one result line against the probe table PROBES (strict: an id not
@@ -225,8 +235,8 @@ json_t *ab_esc_result_json(const ab_esc_result *r);
 void ab_esc_result_free(ab_esc_result *r);
 void ab_esc_results_free(ab_esc_results *rs);
 /* Add an attempt (copies strings); recomputes r->verdict. */
-int ab_esc_result_add(ab_esc_result *r, const char *what, enum ab_esc_verdict v,
-		      const char *result, const char *layer, const char *source);
+int ab_esc_result_add(ab_esc_result *r, const char *what, enum ab_esc_verdict v, const char *result,
+		      const char *layer, const char *source);
 /* Recompute a probe's verdict from its attempts.  A control: any attempt
  * not OK -> ERROR.  A probe: any ESCAPED -> ESCAPED (and an ESCAPED verdict
  * is never overturned), else any ERROR -> ERROR, else all SKIP -> SKIP, else
@@ -257,10 +267,10 @@ typedef struct ab_test_escape_args {
 	const char *out_path; /* NULL = stdout */
 	const char *only;     /* "ID,ID" or NULL */
 	bool list, quiet;
-	json_t *secrets;      /* the profile's own secrets as profile JSON entries, "from"
+	json_t *secrets; /* the profile's own secrets as profile JSON entries, "from"
 				 left out: the lab re-declares each with a canary value
 				 (same hosts, places, placeholder shape); borrowed */
-	bool clipboard;       /* the profile sets terminal.clipboard: TTY-02's clipboard
+	bool clipboard;  /* the profile sets terminal.clipboard: TTY-02's clipboard
 				 sequence reaching the terminal is the profile's choice */
 } ab_test_escape_args;
 /* `agentbox test-escape`: returns the exit status (0-4, 125 usage). */

@@ -53,7 +53,7 @@
 
 #include "agentbox/common.h"
 
-#define AB_GITCFG_MAX_BYTES (1u << 20)   /* a config file larger than this is an error */
+#define AB_GITCFG_MAX_BYTES (1u << 20) /* a config file larger than this is an error */
 #define AB_GITCFG_MAX_ENTRIES 20000
 /* How deep include.path / includeIf chains go (git's MAX_INCLUDE_DEPTH). */
 #define AB_GITCFG_MAX_INCLUDE_DEPTH 10

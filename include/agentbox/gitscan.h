@@ -22,10 +22,10 @@
 
 #include "agentbox/common.h"
 
-#define AB_GIT_INDEX_MAX (512u << 20)   /* bytes of .git/index read */
-#define AB_GIT_INDEX_ENTRIES 10000000u  /* entries */
+#define AB_GIT_INDEX_MAX (512u << 20)  /* bytes of .git/index read */
+#define AB_GIT_INDEX_ENTRIES 10000000u /* entries */
 #define AB_GIT_PATH_MAX 4096
-#define AB_GITSCAN_WALK_MAX 16000000    /* directory entries looked at after a run */
+#define AB_GITSCAN_WALK_MAX 16000000 /* directory entries looked at after a run */
 #define AB_GITSCAN_DEPTH 128
 
 /* Pure: the gitlink paths (mode 0160000) of a git index (versions 2-4).

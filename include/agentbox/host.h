@@ -21,14 +21,14 @@ typedef struct ab_host {
 	bool is_root; /* euid == 0 */
 
 	/* user namespaces */
-	int userns_ok;               /* ab_tristate: actually tried (fork+unshare) */
-	int userns_errno;            /* errno of the failed attempt */
-	bool userns_nocaps;          /* the userns was created but grants no capabilities
+	int userns_ok;                /* ab_tristate: actually tried (fork+unshare) */
+	int userns_errno;             /* errno of the failed attempt */
+	bool userns_nocaps;           /* the userns was created but grants no capabilities
 					(unshare(CLONE_NEWNS) inside failed: AppArmor's
 					unprivileged_userns restriction) */
 	int apparmor_restrict_userns; /* kernel.apparmor_restrict_unprivileged_userns: 0/1, -1 absent */
 	int unprivileged_userns_clone; /* Debian/Ubuntu sysctl: 0/1, -1 absent */
-	long max_user_namespaces;     /* user.max_user_namespaces, -1 unknown */
+	long max_user_namespaces;      /* user.max_user_namespaces, -1 unknown */
 
 	int landlock_abi;   /* 0 = none/disabled, else ABI version */
 	int landlock_errno; /* why 0 (ENOSYS: not built, EOPNOTSUPP: disabled at boot) */
@@ -37,23 +37,23 @@ typedef struct ab_host {
 	int seccomp_user_notif; /* ab_tristate; NO also when a filter above agentbox already
 				   has a listener (only one per chain: a container runtime) */
 	bool seccomp_listener_busy; /* that case: the kernel has it, a listener is taken */
-	int seccomp_mode;       /* PR_GET_SECCOMP of agentbox itself: 0, 2 = already under a
+	int seccomp_mode;           /* PR_GET_SECCOMP of agentbox itself: 0, 2 = already under a
 				   filter (container, systemd unit), -1 unknown */
-	int container;          /* ab_tristate: /.dockerenv, /run/.containerenv or $container */
+	int container;              /* ab_tristate: /.dockerenv, /run/.containerenv or $container */
 
-	int cgroup_version;      /* 1, 2, or 0 unknown (2 = unified at /sys/fs/cgroup) */
-	int cgroup_delegated;    /* ab_tristate: a base cgroup (ours or its parent) is writable and
+	int cgroup_version;    /* 1, 2, or 0 unknown (2 = unified at /sys/fs/cgroup) */
+	int cgroup_delegated;  /* ab_tristate: a base cgroup (ours or its parent) is writable and
 				    hands memory+pids to children (cgroup.subtree_control) */
-	char cgroup_path[512];   /* delegated base (relative to /sys/fs/cgroup, e.g. "/a/b") the
+	char cgroup_path[512]; /* delegated base (relative to /sys/fs/cgroup, e.g. "/a/b") the
 				    sandbox cgroup <base>/agentbox-<pid> is created in: our own
 				    cgroup or its parent (see cgroup.h); "" if none */
-	char cgroup_self[512];   /* our own cgroup v2 path, "" if unknown */
+	char cgroup_self[512]; /* our own cgroup v2 path, "" if unknown */
 
-	int legacy_tiocsti;     /* /proc/sys/dev/tty/legacy_tiocsti: 0/1, -1 absent (always on) */
-	int io_uring_disabled;  /* /proc/sys/kernel/io_uring_disabled: 0/1/2, -1 absent */
-	int idmap_mounts;       /* ab_tristate: mount_setattr exists (kernel >= 5.12) */
-	int cap_last_cap;       /* /proc/sys/kernel/cap_last_cap */
-	long long memlock;      /* RLIMIT_MEMLOCK soft limit in bytes, -1 unlimited or unknown */
+	int legacy_tiocsti;    /* /proc/sys/dev/tty/legacy_tiocsti: 0/1, -1 absent (always on) */
+	int io_uring_disabled; /* /proc/sys/kernel/io_uring_disabled: 0/1/2, -1 absent */
+	int idmap_mounts;      /* ab_tristate: mount_setattr exists (kernel >= 5.12) */
+	int cap_last_cap;      /* /proc/sys/kernel/cap_last_cap */
+	long long memlock;     /* RLIMIT_MEMLOCK soft limit in bytes, -1 unlimited or unknown */
 	/* agentbox's hard resource limits (RLIM_INFINITY when unknown): a
 	 * profile's limit above one becomes it (an unprivileged process cannot
 	 * raise a hard limit), and explain says so */
@@ -87,6 +87,5 @@ int ab_doctor(bool json);
 /* The same report for a given host, to `out` (tests use ab_host_fake).
  * Returns 0/1 as ab_doctor, or -ENOMEM/-EIO. */
 int ab_doctor_report(const ab_host *h, bool json, FILE *out);
-
 
 #endif

@@ -22,7 +22,7 @@
 #define AB_HTTP_HARD_MAX_HEAD (1u << 20) /* limits are clamped to this */
 #define AB_HTTP_CHUNK_LINE_MAX 1024      /* chunk-size line incl. extensions */
 #define AB_HTTP_CHUNK_SIZE_MAX (1ull << 48)
-#define AB_HTTP_TRAILER_MAX_BYTES 8192   /* trailer section incl. its final CRLF */
+#define AB_HTTP_TRAILER_MAX_BYTES 8192 /* trailer section incl. its final CRLF */
 #define AB_HTTP_TRAILER_MAX_FIELDS 100
 
 typedef enum {
@@ -121,10 +121,10 @@ typedef enum {
 } ab_http_body_kind;
 
 typedef struct {
-	int status;         /* on error: 502 (the proxy answers 502) */
-	const char *reason; /* on error: static, printable explanation */
-	int code;           /* the response status code 100..599 */
-	int version_minor;  /* HTTP/1.0 -> 0, HTTP/1.1 -> 1 */
+	int status;                 /* on error: 502 (the proxy answers 502) */
+	const char *reason;         /* on error: static, printable explanation */
+	int code;                   /* the response status code 100..599 */
+	int version_minor;          /* HTTP/1.0 -> 0, HTTP/1.1 -> 1 */
 	ab_http_span reason_phrase; /* may be empty */
 	size_t n_headers;
 	ab_http_header headers[AB_HTTP_MAX_HEADERS];

@@ -19,25 +19,25 @@
  * (Struct types and the NET_PORT rule type are private to src/kernel/landlock.c.)
  */
 #ifndef LANDLOCK_ACCESS_FS_REFER
-#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)           /* ABI 2 */
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13) /* ABI 2 */
 #endif
 #ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)        /* ABI 3 */
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14) /* ABI 3 */
 #endif
 #ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
-#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)       /* ABI 5 */
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
 #endif
 #ifndef LANDLOCK_ACCESS_NET_BIND_TCP
-#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)        /* ABI 4 */
+#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0) /* ABI 4 */
 #endif
 #ifndef LANDLOCK_ACCESS_NET_CONNECT_TCP
-#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)     /* ABI 4 */
+#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1) /* ABI 4 */
 #endif
 #ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 #define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
 #endif
 #ifndef LANDLOCK_SCOPE_SIGNAL
-#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)               /* ABI 6 */
+#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1) /* ABI 6 */
 #endif
 
 /* The newest ABI this build knows; a newer kernel is treated as this one. */
@@ -45,28 +45,28 @@
 
 /* Access classes the mount plan assigns to each path. */
 enum ab_ll_class {
-	AB_LL_READ,    /* read files/dirs, execute */
-	AB_LL_WRITE,   /* everything (incl. refer/truncate where the ABI has them) */
-	AB_LL_DEV,     /* /dev: read+write files, ioctl on devices, no mknod */
-	AB_LL_PROC,    /* /proc: read + write_file */
+	AB_LL_READ,  /* read files/dirs, execute */
+	AB_LL_WRITE, /* everything (incl. refer/truncate where the ABI has them) */
+	AB_LL_DEV,   /* /dev: read+write files, ioctl on devices, no mknod */
+	AB_LL_PROC,  /* /proc: read + write_file */
 };
 
 typedef struct ab_ll_rule {
-	char *path;          /* path inside the new root */
-	uint64_t access;     /* LANDLOCK_ACCESS_FS_* rights for this path (already ABI-masked) */
+	char *path;      /* path inside the new root */
+	uint64_t access; /* LANDLOCK_ACCESS_FS_* rights for this path (already ABI-masked) */
 } ab_ll_rule;
 
 typedef struct ab_ll_plan {
-	bool enabled;        /* false when the kernel has no Landlock and the profile allows it */
-	int abi;             /* ABI the plan was computed for */
-	uint64_t handled_fs; /* ruleset handled_access_fs */
-	uint64_t handled_net;/* ruleset handled_access_net (0 if ABI < 4) */
-	uint64_t scoped;     /* ruleset scoped (0 if ABI < 6) */
+	bool enabled;         /* false when the kernel has no Landlock and the profile allows it */
+	int abi;              /* ABI the plan was computed for */
+	uint64_t handled_fs;  /* ruleset handled_access_fs */
+	uint64_t handled_net; /* ruleset handled_access_net (0 if ABI < 4) */
+	uint64_t scoped;      /* ruleset scoped (0 if ABI < 6) */
 	ab_ll_rule *rules;
 	size_t nrules;
 	uint16_t *tcp_ports; /* ports allowed for connect+bind when handled_net != 0 */
 	size_t ntcp_ports;
-	bool tcp_any;        /* profile said "any": net not handled at all */
+	bool tcp_any; /* profile said "any": net not handled at all */
 } ab_ll_plan;
 
 /* The rights an ABI knows (fs), per ABI version 1..7; 0 for unknown/0. */

@@ -21,7 +21,6 @@ int ab_netns_setup(const ab_plan *plan, int sync_fd, ab_err *err);
  * the caller's network namespace (needs CAP_NET_ADMIN there); prefix 0 makes
  * every address of the family local (test-escape's lab).  DST: a numeric
  * IPv4 or IPv6 address of `family`. */
-int ab_netns_route_local(int family, const char *dst, unsigned prefix, bool replace,
-			 ab_err *err);
+int ab_netns_route_local(int family, const char *dst, unsigned prefix, bool replace, ab_err *err);
 
 #endif

@@ -50,10 +50,10 @@
 
 #include "agentbox/common.h"
 
-#define AB_HOST_MAX 253        /* longest name, without trailing dot */
-#define AB_HOST_BUF 256        /* buffer for any normalised host (names, [v6]) */
-#define AB_HOST_INPUT_MAX 300  /* longer inputs are refused without parsing */
-#define AB_NETRULE_TEXT 272    /* canonical rule text: host + ":65535" + NUL */
+#define AB_HOST_MAX 253             /* longest name, without trailing dot */
+#define AB_HOST_BUF 256             /* buffer for any normalised host (names, [v6]) */
+#define AB_HOST_INPUT_MAX 300       /* longer inputs are refused without parsing */
+#define AB_NETRULE_TEXT 272         /* canonical rule text: host + ":65535" + NUL */
 #define AB_NETPOLICY_MAX_RULES 4096 /* per list */
 
 typedef enum ab_host_kind {
@@ -79,13 +79,13 @@ const char *ab_host_strerror(int r);
 bool ab_host_label_is_numeric(const char *s, size_t n);
 
 typedef struct ab_netrule {
-	char host[AB_HOST_BUF];      /* normalised; for wildcards the suffix only */
-	char text[AB_NETRULE_TEXT];  /* canonical rule text for logs and messages */
+	char host[AB_HOST_BUF];     /* normalised; for wildcards the suffix only */
+	char text[AB_NETRULE_TEXT]; /* canonical rule text for logs and messages */
 	ab_host_kind kind;
-	bool wildcard;               /* "*.host" */
-	uint16_t port;               /* 0 = no port given */
-	int family;                  /* AF_INET/AF_INET6 for IP rules, else 0 */
-	uint8_t addr[16];            /* IP rules: 4 or 16 bytes, network order */
+	bool wildcard;    /* "*.host" */
+	uint16_t port;    /* 0 = no port given */
+	int family;       /* AF_INET/AF_INET6 for IP rules, else 0 */
+	uint8_t addr[16]; /* IP rules: 4 or 16 bytes, network order */
 } ab_netrule;
 
 /* Parse one rule.  Returns 0 or -EINVAL/-ENAMETOOLONG/-EDOM with *err set. */
@@ -115,8 +115,8 @@ void ab_netpolicy_free(ab_netpolicy *p);
 typedef enum ab_netverdict {
 	AB_NET_NOT_LISTED = 0, /* no rule: refuse, "add it under network.allow" */
 	AB_NET_ALLOW = 1,
-	AB_NET_DENY = 2,       /* a deny rule matched */
-	AB_NET_INVALID = 3,    /* host or port unusable (see ab_host_normalize) */
+	AB_NET_DENY = 2,    /* a deny rule matched */
+	AB_NET_INVALID = 3, /* host or port unusable (see ab_host_normalize) */
 } ab_netverdict;
 
 /* Decide for HOST (raw, normalised here) and PORT (1..65535).  *RULE (if

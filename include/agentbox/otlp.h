@@ -20,16 +20,16 @@
 
 #include "agentbox/common.h"
 
-#define AB_OTLP_BATCH 512           /* records per request */
-#define AB_OTLP_MAX_PENDING 8192    /* records waiting; more are dropped */
-#define AB_OTLP_FLUSH_MS 1000       /* a partial batch goes after this long */
-#define AB_OTLP_TIMEOUT_MS 3000     /* connect, send, and the answer, each */
-#define AB_OTLP_HEAD_MAX 8192       /* the collector's response head */
+#define AB_OTLP_BATCH 512        /* records per request */
+#define AB_OTLP_MAX_PENDING 8192 /* records waiting; more are dropped */
+#define AB_OTLP_FLUSH_MS 1000    /* a partial batch goes after this long */
+#define AB_OTLP_TIMEOUT_MS 3000  /* connect, send, and the answer, each */
+#define AB_OTLP_HEAD_MAX 8192    /* the collector's response head */
 
 typedef struct ab_otlp_url {
-	char host[256];  /* a name, an IPv4 address or an IPv6 one (no brackets) */
+	char host[256]; /* a name, an IPv4 address or an IPv6 one (no brackets) */
 	char port[6];
-	char path[512];  /* "/v1/logs" when the URL has none */
+	char path[512]; /* "/v1/logs" when the URL has none */
 } ab_otlp_url;
 
 /* Pure: "http://HOST[:PORT][/PATH]".  https, userinfo, a query or a fragment

@@ -28,21 +28,21 @@
 #define AB_ROOT_FALLBACK_KGID 65534
 
 enum ab_mnt_kind {
-	AB_MNT_TMPFS,     /* empty tmpfs at dst (data: mode) */
-	AB_MNT_BIND_RO,   /* bind src -> dst, read-only, nosuid,nodev */
-	AB_MNT_BIND_RW,   /* bind src -> dst, read-write, nosuid,nodev */
-	AB_MNT_PROC,      /* fresh procfs for the new pid namespace */
-	AB_MNT_DEV,       /* minimal /dev: tmpfs + null zero full random urandom tty, pts, ptmx, shm */
-	AB_MNT_MASK,      /* dst hidden: empty read-only tmpfs (dir) or empty file (file) */
-	AB_MNT_PROTECT,   /* existing dst inside a rw tree: re-bound read-only onto itself */
+	AB_MNT_TMPFS,   /* empty tmpfs at dst (data: mode) */
+	AB_MNT_BIND_RO, /* bind src -> dst, read-only, nosuid,nodev */
+	AB_MNT_BIND_RW, /* bind src -> dst, read-write, nosuid,nodev */
+	AB_MNT_PROC,    /* fresh procfs for the new pid namespace */
+	AB_MNT_DEV,  /* minimal /dev: tmpfs + null zero full random urandom tty, pts, ptmx, shm */
+	AB_MNT_MASK, /* dst hidden: empty read-only tmpfs (dir) or empty file (file) */
+	AB_MNT_PROTECT,     /* existing dst inside a rw tree: re-bound read-only onto itself */
 	AB_MNT_PLACEHOLDER, /* absent dst inside a rw tree: the parent creates a placeholder
 			       on the host (an empty directory with F_DIR, else a file whose
 			       content is src or empty), the child covers it read-only, and
 			       it is removed after exit (docs/protected-paths.md) */
-	AB_MNT_SYMLINK,   /* create symlink dst -> src (for symlinked system dirs) */
-	AB_MNT_RO_REMOUNT,/* make the existing mount at dst read-only (e.g. /proc/sys) */
-	AB_MNT_CONTENT,   /* read-only file at dst whose content is `src` (e.g. /etc/passwd) */
-	AB_MNT_PIN        /* existing directory inside a rw tree bound onto itself (same
+	AB_MNT_SYMLINK,     /* create symlink dst -> src (for symlinked system dirs) */
+	AB_MNT_RO_REMOUNT,  /* make the existing mount at dst read-only (e.g. /proc/sys) */
+	AB_MNT_CONTENT,     /* read-only file at dst whose content is `src` (e.g. /etc/passwd) */
+	AB_MNT_PIN          /* existing directory inside a rw tree bound onto itself (same
 			     access), so it cannot be renamed: guards protected paths below it */
 };
 
@@ -51,20 +51,22 @@ enum ab_mnt_kind {
 #define AB_MNT_F_IDMAP 0x4    /* root caller: idmap on-disk root -> sandbox kuid */
 #define AB_MNT_F_NOEXEC 0x8
 #define AB_MNT_F_SYMLINK 0x10 /* the source is a symlink: recreated inside, no Landlock rule */
-#define AB_MNT_F_RUNTIME 0x20 /* AB_MNT_CONTENT made at run time (the session CA): the
+#define AB_MNT_F_RUNTIME \
+	0x20                  /* AB_MNT_CONTENT made at run time (the session CA): the
 				 parent sends it as an AB_SYNC_CONTENT memfd; src is NULL */
 #define AB_MNT_F_CA_ONLY 0x40 /* ... the session CA alone, not the combined bundle */
-#define AB_MNT_F_RENDER 0x80  /* ... a credentials file rendered with placeholders
+#define AB_MNT_F_RENDER \
+	0x80                /* ... a credentials file rendered with placeholders
 				 (writable, 0600, owned by the command's uid; in the
 				 sandbox's memory, changes are not written back) */
-#define AB_MNT_F_JAVA 0x100   /* ... the session trust as a Java PKCS#12 truststore */
+#define AB_MNT_F_JAVA 0x100 /* ... the session trust as a Java PKCS#12 truststore */
 
 typedef struct ab_mount {
 	enum ab_mnt_kind kind;
-	char *src;     /* host path (binds), link target (symlink), or NULL */
-	char *dst;     /* path inside the new root (absolute) */
+	char *src; /* host path (binds), link target (symlink), or NULL */
+	char *dst; /* path inside the new root (absolute) */
 	unsigned flags;
-	char *why;     /* short provenance for explain: "fs.read", "workspace", "home", ... */
+	char *why; /* short provenance for explain: "fs.read", "workspace", "home", ... */
 } ab_mount;
 
 /* lstat provider, so tests can fake the filesystem.  Returns 0 or -errno. */
@@ -80,33 +82,33 @@ int ab_real_readfile(void *ctx, const char *path, size_t max, char **buf, size_t
 typedef struct ab_plan_input {
 	const ab_profile *profile;
 	const ab_host *host;
-	const char *workspace;      /* absolute, normalised, exists */
-	const char *home;           /* caller's home (absolute, from $HOME) */
-	const char *pw_home;        /* home from the passwd entry, may be NULL */
+	const char *workspace;           /* absolute, normalised, exists */
+	const char *home;                /* caller's home (absolute, from $HOME) */
+	const char *pw_home;             /* home from the passwd entry, may be NULL */
 	const char *const *home_aliases; /* NULL-terminated: the same homes with symlinks
 					    resolved (realpath), when they differ; may be NULL */
-	char *const *argv;          /* command; NULL/empty = profile command, then $SHELL-less /bin/sh */
-	char *const *environ;       /* agentbox's environment (source of pass-through) */
-	unsigned tty_mask;          /* bit N: agentbox's fd N (0-2) is a terminal */
+	char *const *argv;    /* command; NULL/empty = profile command, then $SHELL-less /bin/sh */
+	char *const *environ; /* agentbox's environment (source of pass-through) */
+	unsigned tty_mask;    /* bit N: agentbox's fd N (0-2) is a terminal */
 	ab_lstat_fn lstat;
 	void *lstat_ctx;
-	ab_readfile_fn readfile;    /* git config files; NULL: none is read (and none protected) */
+	ab_readfile_fn readfile; /* git config files; NULL: none is read (and none protected) */
 	void *readfile_ctx;
-	const char *user;           /* caller's login name, may be NULL */
-	const char *cwd;            /* caller's cwd (kept inside when under the workspace) */
-	int supplementary_groups;   /* how many the caller has besides its primary gid */
-	int force_pty;              /* 1 always, 0 never, -1 auto (any of 0-2 a terminal) */
-	const char *log_path;       /* --log FILE (absolute), overrides network.log; may be NULL */
-	const char *otlp_url;       /* --otlp URL: the events also go to that collector */
-	bool quiet;                 /* -q: no network summary at exit */
-	int trace;                  /* run --trace: enum ab_trace_mode (trace.h) */
+	const char *user;            /* caller's login name, may be NULL */
+	const char *cwd;             /* caller's cwd (kept inside when under the workspace) */
+	int supplementary_groups;    /* how many the caller has besides its primary gid */
+	int force_pty;               /* 1 always, 0 never, -1 auto (any of 0-2 a terminal) */
+	const char *log_path;        /* --log FILE (absolute), overrides network.log; may be NULL */
+	const char *otlp_url;        /* --otlp URL: the events also go to that collector */
+	bool quiet;                  /* -q: no network summary at exit */
+	int trace;                   /* run --trace: enum ab_trace_mode (trace.h) */
 	const ab_strv *host_sockets; /* the host's bound pathname unix sockets
 					(ab_unixsock_host); those a grant shows are
 					masked.  NULL: none */
 	const char *const *control_dirs; /* NULL-terminated: where agentbox keeps its
 					    control sockets (ab_control_dirs); a grant
 					    that shows one has it masked.  May be NULL */
-	unsigned ablate;            /* AB_ABLATE_*: test-only weakening (see below); 0 always
+	unsigned ablate;                 /* AB_ABLATE_*: test-only weakening (see below); 0 always
 				       in the installed binary */
 } ab_plan_input;
 
@@ -118,16 +120,16 @@ typedef struct ab_plan_input {
  * agentbox binary that is built and installed has no way to.  Each ablated
  * layer is listed in plan->downgrades ("TEST ABLATION: ..."), so run prints it
  * and explain shows it. */
-#define AB_ABLATE_SECCOMP  0x01 /* no seccomp filter */
+#define AB_ABLATE_SECCOMP 0x01  /* no seccomp filter */
 #define AB_ABLATE_LANDLOCK 0x02 /* no Landlock domain */
-#define AB_ABLATE_NETNS    0x04 /* the host's network namespace, no proxy */
-#define AB_ABLATE_ENV      0x08 /* agentbox's whole environment passes in */
-#define AB_ABLATE_HOME     0x10 /* the real home bound read-write instead of a tmpfs */
-#define AB_ABLATE_PTY      0x20 /* no pty: the command gets agentbox's own fds 0-2 */
-#define AB_ABLATE_CONNECT  0x40 /* connect(2) is not mediated (host sockets bound later) */
-#define AB_ABLATE_SETTLE   0x80 /* what the run left armed stays (settle.h) */
-#define AB_ABLATE_GITCFG   0x100 /* paths named by git's configuration are not protected */
-#define AB_ABLATE_HSTATE   0x200 /* anchored fs.protect entries (harness state) are ignored */
+#define AB_ABLATE_NETNS 0x04    /* the host's network namespace, no proxy */
+#define AB_ABLATE_ENV 0x08      /* agentbox's whole environment passes in */
+#define AB_ABLATE_HOME 0x10     /* the real home bound read-write instead of a tmpfs */
+#define AB_ABLATE_PTY 0x20      /* no pty: the command gets agentbox's own fds 0-2 */
+#define AB_ABLATE_CONNECT 0x40  /* connect(2) is not mediated (host sockets bound later) */
+#define AB_ABLATE_SETTLE 0x80   /* what the run left armed stays (settle.h) */
+#define AB_ABLATE_GITCFG 0x100  /* paths named by git's configuration are not protected */
+#define AB_ABLATE_HSTATE 0x200  /* anchored fs.protect entries (harness state) are ignored */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
 
@@ -152,48 +154,51 @@ bool ab_placeholder_content_known(const char *buf, size_t n);
 /* Egress: what the child sets up inside the network namespace and
  * what the parent's proxy enforces.  Rule texts are canonical (validated). */
 typedef struct ab_egress_plan {
-	uint16_t proxy_port;        /* explicit proxy on 127.0.0.1 inside */
-	bool transparent;           /* DNS responder + synthetic range + listeners */
+	uint16_t proxy_port;                 /* explicit proxy on 127.0.0.1 inside */
+	bool transparent;                    /* DNS responder + synthetic range + listeners */
 	uint16_t ports[AB_EGRESS_MAX_PORTS]; /* transparent listener ports (0.0.0.0:P) */
 	size_t nports;
-	ab_strv allow, deny, priv;  /* network.allow / deny / private */
-	ab_strv hosts;              /* "name=ADDR[:PORT]" local name mappings */
-	char *log_path;             /* audit log, NULL = none */
-	char *otlp_url;             /* OTLP/HTTP collector (src/observe/otlp.c), NULL = none */
-	char *upstream_host;        /* network.upstream_proxy: dial through it (CONNECT) */
+	ab_strv allow, deny, priv; /* network.allow / deny / private */
+	ab_strv hosts;             /* "name=ADDR[:PORT]" local name mappings */
+	char *log_path;            /* audit log, NULL = none */
+	char *otlp_url;            /* OTLP/HTTP collector (src/observe/otlp.c), NULL = none */
+	char *upstream_host;       /* network.upstream_proxy: dial through it (CONNECT) */
 	uint16_t upstream_port;
-	ab_strv no_proxy;           /* host's NO_PROXY entries (upstream_proxy "env") */
-	char *profile_name;         /* for 403 explanations */
-	ab_strv grants;             /* command-line grants, for the audit log's start event */
+	ab_strv no_proxy;   /* host's NO_PROXY entries (upstream_proxy "env") */
+	char *profile_name; /* for 403 explanations */
+	ab_strv grants;     /* command-line grants, for the audit log's start event */
 	/* credential brokering: the profile's secrets (borrowed: the
 	 * profile outlives the plan), the CA bundle for intercepted upstreams */
 	const struct ab_profile_secret *secrets;
 	size_t nsecrets;
-	int placeholder_elsewhere;  /* network.placeholder_elsewhere (AB_ELSEWHERE_*): the
+	int placeholder_elsewhere; /* network.placeholder_elsewhere (AB_ELSEWHERE_*): the
 				       secrets' default (ab_psecret_elsewhere) */
 	char *ca_file;
-	bool summary;               /* print a summary on stderr at exit (a terminal, not -q) */
+	bool summary; /* print a summary on stderr at exit (a terminal, not -q) */
 } ab_egress_plan;
 
 typedef struct ab_plan {
 	/* identity */
-	uid_t outer_uid;  gid_t outer_gid;     /* caller */
-	uid_t inside_uid; gid_t inside_gid;    /* what the command sees */
-	uid_t map_kuid;   gid_t map_kgid;      /* host ids inside_uid/gid map to */
-	bool root_mode;                        /* caller is root: write maps with privilege,
+	uid_t outer_uid;
+	gid_t outer_gid; /* caller */
+	uid_t inside_uid;
+	gid_t inside_gid; /* what the command sees */
+	uid_t map_kuid;
+	gid_t map_kgid; /* host ids inside_uid/gid map to */
+	bool root_mode; /* caller is root: write maps with privilege,
 						  drop supplementary groups, idmap binds */
 	bool drop_groups;
 
 	char *workspace;
-	char *home;       /* same path inside as outside */
+	char *home;          /* same path inside as outside */
 	ab_strv other_homes; /* the account's passwd home and the resolved forms of both,
 				where they differ from home: as private as home */
-	char *cwd;        /* inside: workspace (or the caller's cwd if under it) */
+	char *cwd;           /* inside: workspace (or the caller's cwd if under it) */
 	char *hostname;
 
 	ab_mount *mounts; /* applied in order, after the new root tmpfs */
 	size_t nmounts;
-	ab_strv hidden;   /* for explain: deny entries that were masked */
+	ab_strv hidden; /* for explain: deny entries that were masked */
 	/* a secret has a stable placeholder: the key file (src/creds/phkey.c), NULL
 	 * when none has.  Its directory is denied like a profile's deny entry
 	 * (masked where a grant shows it); PH_KEY_RW: a writable grant covers
@@ -201,17 +206,17 @@ typedef struct ab_plan {
 	 * a key that is not the one the run started with) */
 	char *ph_key;
 	bool ph_key_rw;
-	ab_strv gitcfg;   /* for explain: paths git's configuration names inside a writable
+	ab_strv gitcfg;         /* for explain: paths git's configuration names inside a writable
 			     grant, protected: "PATH\tKEY\tFILE:LINE" (plan_gitcfg.c) */
 	ab_strv git_shared_rel; /* relative paths the system or global git config (or
 				   GIT_CONFIG_COUNT) names as hooks or programs: git takes
 				   them from each work tree, nested repositories' too; what
 				   a run changed there is disarmed after it (gitscan.h) */
-	ab_strv absent;   /* for explain: grants whose host path does not exist (skipped) */
-	ab_strv guard;    /* filesystem.guard: "FILE#/POINTER", put back after the run */
-	ab_strv unguarded; /* host paths of "?" protect entries absent at the start: nothing
+	ab_strv absent;         /* for explain: grants whose host path does not exist (skipped) */
+	ab_strv guard;          /* filesystem.guard: "FILE#/POINTER", put back after the run */
+	ab_strv unguarded;      /* host paths of "?" protect entries absent at the start: nothing
 			      reserves them, so one that exists after the run is named */
-	char *user_name;  /* login name inside (USER/LOGNAME, passwd entry) */
+	char *user_name;        /* login name inside (USER/LOGNAME, passwd entry) */
 
 	ab_ll_plan landlock;
 	ab_seccomp_policy seccomp;
@@ -220,25 +225,25 @@ typedef struct ab_plan {
 	long long cg_memory, cg_pids; /* AB_LIMIT_UNSET or bytes/count, via cgroup v2 */
 	bool cgroup_apply;
 
-	ab_strv argv;     /* command to exec */
-	ab_strv envp;     /* the complete environment inside, "K=V" */
+	ab_strv argv; /* command to exec */
+	ab_strv envp; /* the complete environment inside, "K=V" */
 
 	bool use_pty;
-	unsigned pty_mask; /* which of the command's fds 0-2 get the pty: those that are
+	unsigned pty_mask;   /* which of the command's fds 0-2 get the pty: those that are
 			      terminals outside (all three with --pty) */
 	bool pass_clipboard; /* terminal.clipboard: the relay lets the clipboard
 				escape sequences through (src/sandbox/termfilter.c) */
 
 	ab_egress_plan egress;
-	bool git_settle;    /* after the run, nested repositories armed during it are
+	bool git_settle; /* after the run, nested repositories armed during it are
 			       disarmed (gitscan.h) and "?" entries it created moved aside
 			       (src/sandbox/settle.c); false only as a test ablation */
-	bool share_net;     /* test ablation "netns": no CLONE_NEWNET, no proxy */
-	int trace;          /* run --trace: enum ab_trace_mode (trace.h), src/observe/trace.c */
+	bool share_net;  /* test ablation "netns": no CLONE_NEWNET, no proxy */
+	int trace;       /* run --trace: enum ab_trace_mode (trace.h), src/observe/trace.c */
 
 	ab_strv downgrades; /* named protections lost on this kernel and allowed by the profile */
 	const char *record_lost; /* why there is no record here (static text), or NULL */
-	ab_strv warnings;   /* other things the user should know */
+	ab_strv warnings;        /* other things the user should know */
 	int cap_last_cap;
 } ab_plan;
 

@@ -76,8 +76,8 @@ typedef struct ab_profile {
 	} fs;
 
 	struct {
-		ab_strv pass;  /* names or NAME_PREFIX* patterns copied from agentbox's env */
-		ab_kv *set;    /* NAME=value, set inside (expanded) */
+		ab_strv pass; /* names or NAME_PREFIX* patterns copied from agentbox's env */
+		ab_kv *set;   /* NAME=value, set inside (expanded) */
 		size_t nset;
 	} env;
 
@@ -127,39 +127,39 @@ typedef struct ab_profile {
 	 * swaps it for the value on requests to the bound hosts. */
 	struct ab_profile_secret {
 		char *name;
-		int src;            /* AB_PSECRET_ENV / _FILE / _COMMAND */
-		char *src_env;      /* env: variable of agentbox's environment */
-		char *src_file;     /* file: absolute path */
-		ab_strv src_cmd;    /* command: argv */
-		ab_strv hosts;      /* bound hosts (network rules; each must be allowed) */
-		ab_strv places;     /* "header:NAME", "query", "body"; empty = default headers */
-		char *ph_prefix;    /* placeholder prefix, may be NULL */
-		long ph_len;        /* placeholder length, 0 = the value's */
-		bool ph_jwt;        /* placeholder {"jwt": true}: the value's JWT header and
+		int src;           /* AB_PSECRET_ENV / _FILE / _COMMAND */
+		char *src_env;     /* env: variable of agentbox's environment */
+		char *src_file;    /* file: absolute path */
+		ab_strv src_cmd;   /* command: argv */
+		ab_strv hosts;     /* bound hosts (network rules; each must be allowed) */
+		ab_strv places;    /* "header:NAME", "query", "body"; empty = default headers */
+		char *ph_prefix;   /* placeholder prefix, may be NULL */
+		long ph_len;       /* placeholder length, 0 = the value's */
+		bool ph_jwt;       /* placeholder {"jwt": true}: the value's JWT header and
 				       payload, a random signature (secrets.h) */
-		bool ph_stable;     /* placeholder {"stable": true}: the same placeholder every
+		bool ph_stable;    /* placeholder {"stable": true}: the same placeholder every
 				       run for the same value (keyed, src/creds/phkey.c) */
-		char *env_name;     /* variable inside holding the placeholder; NULL = name,
+		char *env_name;    /* variable inside holding the placeholder; NULL = name,
 				       "" = none */
-		bool mask_in_body;  /* body of a request to a bound host, "body" not
+		bool mask_in_body; /* body of a request to a bound host, "body" not
 				       allowed: send a mask instead of refusing */
-		int elsewhere;      /* AB_ELSEWHERE_*: wins over network.placeholder_elsewhere */
+		int elsewhere;     /* AB_ELSEWHERE_*: wins over network.placeholder_elsewhere */
 		/* subscription logins (docs/credentials.md) */
-		char *src_pointer;  /* json: JSON pointer into src_file */
-		bool optional;      /* "optional": an absent source skips the secret */
+		char *src_pointer;       /* json: JSON pointer into src_file */
+		bool optional;           /* "optional": an absent source skips the secret */
 		ab_strv optional_unless; /* "optional": [NAMES]: absent is fine only when
 					    one of these secrets was loaded */
-		char *hint;         /* printed when the secret is missing (not optional) */
-		bool render;        /* json: src_file is shown inside, rendered with the
+		char *hint;              /* printed when the secret is missing (not optional) */
+		bool render;             /* json: src_file is shown inside, rendered with the
 				       placeholders of every secret read from it */
-		ab_strv render_keep; /* render: only these JSON pointers are kept (empty:
+		ab_strv render_keep;     /* render: only these JSON pointers are kept (empty:
 					the whole document) */
-		char *rot_host;     /* "rotate": token endpoint host[:port] (a netrule) */
-		char *rot_path;     /* ... its path (exact, no query) */
-		char *rot_field;    /* ... JSON pointer of the new value in its response */
-		ab_strv rot_stamp_ptr;  /* ... "stamp": JSON pointers in the file, and */
-		ab_strv rot_stamp_kind; /* their kinds ("now", "expires_at_ms"; credfile.h) */
-	} *secrets;
+		char *rot_host;          /* "rotate": token endpoint host[:port] (a netrule) */
+		char *rot_path;          /* ... its path (exact, no query) */
+		char *rot_field;         /* ... JSON pointer of the new value in its response */
+		ab_strv rot_stamp_ptr;   /* ... "stamp": JSON pointers in the file, and */
+		ab_strv rot_stamp_kind;  /* their kinds ("now", "expires_at_ms"; credfile.h) */
+	} * secrets;
 	size_t nsecrets;
 
 	ab_strv unix_sockets;    /* host socket paths bound in on purpose */

@@ -17,21 +17,20 @@
 #include "agentbox/plan.h"
 
 /* Limits and timeouts (per sandbox). */
-#define AB_PROXY_MAX_CONNS 4096       /* client connections at once; more are closed */
-#define AB_PROXY_HEAD_TIMEOUT_MS 30000 /* a request head must arrive within this */
-#define AB_PROXY_KEEPALIVE_MS 120000   /* idle client connection between requests */
-#define AB_PROXY_DIAL_TIMEOUT_MS 15000 /* name lookup + TCP connect upstream */
+#define AB_PROXY_MAX_CONNS 4096         /* client connections at once; more are closed */
+#define AB_PROXY_HEAD_TIMEOUT_MS 30000  /* a request head must arrive within this */
+#define AB_PROXY_KEEPALIVE_MS 120000    /* idle client connection between requests */
+#define AB_PROXY_DIAL_TIMEOUT_MS 15000  /* name lookup + TCP connect upstream */
 #define AB_PROXY_HELLO_TIMEOUT_MS 30000 /* first bytes (ClientHello) of a tunnel */
-#define AB_PROXY_IDLE_MS 3600000       /* no byte either way on a tunnel or response */
-#define AB_PROXY_MAX_SYNTH 65536       /* names given synthetic addresses */
+#define AB_PROXY_IDLE_MS 3600000        /* no byte either way on a tunnel or response */
+#define AB_PROXY_MAX_SYNTH 65536        /* names given synthetic addresses */
 
 typedef struct ab_proxy ab_proxy;
 
 /* Build the policy from the plan (before the sandbox starts).  AUDIT (may be
  * NULL) is the run's audit log, borrowed: it outlives the proxy. */
 struct ab_audit;
-int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **out,
-		 ab_err *err);
+int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **out, ab_err *err);
 /* Attach to the loop (after it exists). */
 int ab_proxy_attach(ab_proxy *px, ab_loop *loop, ab_err *err);
 /* A listener created inside the sandbox (kind: enum ab_listen_kind).  The

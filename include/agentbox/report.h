@@ -22,21 +22,21 @@
 
 #include "agentbox/common.h"
 
-#define AB_REPORT_MAX_LINE (1u << 20)      /* bytes per line; longer lines are bad lines */
-#define AB_REPORT_MAX_ITEMS 1000000u       /* commands + distinct keys + policy changes */
-#define AB_REPORT_MAX_BYTES (128u << 20)   /* distinct strings kept, in bytes */
-#define AB_REPORT_ARGV_MAX 64              /* argv entries kept per command */
-#define AB_REPORT_ARG_MAX 256              /* bytes per argv entry */
-#define AB_REPORT_STR_MAX 4096             /* bytes per path, cwd, host, reason... */
-#define AB_REPORT_LINES 200                /* command lines the text report prints */
+#define AB_REPORT_MAX_LINE (1u << 20)    /* bytes per line; longer lines are bad lines */
+#define AB_REPORT_MAX_ITEMS 1000000u     /* commands + distinct keys + policy changes */
+#define AB_REPORT_MAX_BYTES (128u << 20) /* distinct strings kept, in bytes */
+#define AB_REPORT_ARGV_MAX 64            /* argv entries kept per command */
+#define AB_REPORT_ARG_MAX 256            /* bytes per argv entry */
+#define AB_REPORT_STR_MAX 4096           /* bytes per path, cwd, host, reason... */
+#define AB_REPORT_LINES 200              /* command lines the text report prints */
 
 typedef struct ab_report ab_report;
 
 typedef struct ab_report_limits {
-	size_t max_line;   /* 0 = AB_REPORT_MAX_LINE */
-	size_t max_items;  /* 0 = AB_REPORT_MAX_ITEMS */
-	size_t max_bytes;  /* 0 = AB_REPORT_MAX_BYTES */
-	uint64_t seed;     /* hash seed; 0 = random (getrandom) */
+	size_t max_line;  /* 0 = AB_REPORT_MAX_LINE */
+	size_t max_items; /* 0 = AB_REPORT_MAX_ITEMS */
+	size_t max_bytes; /* 0 = AB_REPORT_MAX_BYTES */
+	uint64_t seed;    /* hash seed; 0 = random (getrandom) */
 } ab_report_limits;
 
 /* limits NULL: the defaults.  -ENOMEM on failure. */
@@ -53,20 +53,20 @@ int ab_report_feed_line(ab_report *r, const char *line, size_t len);
 
 /* Counters, for the caller's decisions and for tests. */
 typedef struct ab_report_counts {
-	uint64_t lines;      /* lines seen, blank ones included */
-	uint64_t events;     /* lines read as events (known or not) */
-	uint64_t bad_lines;  /* not JSON, not an object, no "event", wrong types, too long */
-	uint64_t first_bad;  /* line number of the first bad line (0: none) */
-	uint64_t unknown;    /* events of kinds this version does not know (ignored) */
-	uint64_t dropped;    /* events not kept: AB_REPORT_MAX_ITEMS/BYTES reached */
-	uint64_t warnings;   /* "warning" events (kept or not) */
+	uint64_t lines;     /* lines seen, blank ones included */
+	uint64_t events;    /* lines read as events (known or not) */
+	uint64_t bad_lines; /* not JSON, not an object, no "event", wrong types, too long */
+	uint64_t first_bad; /* line number of the first bad line (0: none) */
+	uint64_t unknown;   /* events of kinds this version does not know (ignored) */
+	uint64_t dropped;   /* events not kept: AB_REPORT_MAX_ITEMS/BYTES reached */
+	uint64_t warnings;  /* "warning" events (kept or not) */
 	size_t sessions, commands;
 } ab_report_counts;
 void ab_report_counts_get(const ab_report *r, ab_report_counts *out);
 
 typedef struct ab_report_opts {
-	const char *source;   /* shown in the header (the log's path); may be NULL */
-	size_t max_lines;     /* command lines printed; 0 = AB_REPORT_LINES */
+	const char *source; /* shown in the header (the log's path); may be NULL */
+	size_t max_lines;   /* command lines printed; 0 = AB_REPORT_LINES */
 } ab_report_opts;
 
 /* Renderers.  Return 0, or -EIO when writing failed. */

@@ -19,10 +19,10 @@
 /* What the child needs; everything prepared by the parent before clone. */
 typedef struct ab_child_args {
 	const ab_plan *plan;
-	int sync_fd;          /* child end of the socketpair */
+	int sync_fd; /* child end of the socketpair */
 	bool have_ws;
-	struct winsize ws;    /* outer window size when use_pty */
-	int parent_fds[6];    /* the parent's own fds the clone inherited: closed first */
+	struct winsize ws; /* outer window size when use_pty */
+	int parent_fds[6]; /* the parent's own fds the clone inherited: closed first */
 } ab_child_args;
 
 /* Parent: run the plan; returns the exit status agentbox should exit with

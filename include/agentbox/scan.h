@@ -22,7 +22,7 @@
 
 #define AB_SCAN_MAX_PATTERNS 1024
 #define AB_SCAN_MAX_PATTERN_LEN (16 * 1024) /* secrets.h: an encoded secret value fits */
-#define AB_SCAN_MAX_TOTAL (1024 * 1024) /* bytes over all patterns */
+#define AB_SCAN_MAX_TOTAL (1024 * 1024)     /* bytes over all patterns */
 
 typedef enum ab_scan_action {
 	AB_SCAN_REPLACE = 0, /* replace by repl (or a run of '*') */
@@ -31,10 +31,10 @@ typedef enum ab_scan_action {
 
 typedef struct ab_scan_pattern {
 	const char *bytes;
-	size_t len;          /* 1..AB_SCAN_MAX_PATTERN_LEN */
-	const char *repl;    /* REPLACE: LEN bytes, or NULL for LEN '*' */
+	size_t len;       /* 1..AB_SCAN_MAX_PATTERN_LEN */
+	const char *repl; /* REPLACE: LEN bytes, or NULL for LEN '*' */
 	ab_scan_action action;
-	unsigned id;         /* the caller's tag, reported in hits */
+	unsigned id; /* the caller's tag, reported in hits */
 } ab_scan_pattern;
 
 typedef struct ab_scan_set ab_scan_set; /* compiled patterns, immutable */
@@ -57,19 +57,19 @@ typedef struct ab_scan_slot {
 typedef struct ab_scanner {
 	const ab_scan_set *set; /* not owned: must outlive the scanner */
 	uint32_t state;
-	uint64_t pos;           /* stream offset of the next input byte */
-	size_t pending;         /* bytes held back */
-	ab_scan_slot *ring;     /* capacity: the longest pattern */
-	size_t *counts;         /* matches per pattern */
+	uint64_t pos;       /* stream offset of the next input byte */
+	size_t pending;     /* bytes held back */
+	ab_scan_slot *ring; /* capacity: the longest pattern */
+	size_t *counts;     /* matches per pattern */
 	bool blocked;
 } ab_scanner;
 
 typedef struct ab_scan_hit {
-	size_t replaced;  /* matches replaced during this call */
-	bool blocked;     /* a BLOCK pattern matched (the call returned 1) */
-	size_t pattern;   /* its index in the set */
-	unsigned id;      /* its id */
-	uint64_t offset;  /* stream offset of its first byte */
+	size_t replaced; /* matches replaced during this call */
+	bool blocked;    /* a BLOCK pattern matched (the call returned 1) */
+	size_t pattern;  /* its index in the set */
+	unsigned id;     /* its id */
+	uint64_t offset; /* stream offset of its first byte */
 } ab_scan_hit;
 
 /* 0 or -ENOMEM. */

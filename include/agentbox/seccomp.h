@@ -43,12 +43,14 @@ typedef struct ab_seccomp_policy {
 /* Does the filter need a user-notification listener (served by the parent)? */
 static inline bool ab_seccomp_listens(const ab_seccomp_policy *pol)
 {
-	return pol->notify_denials || pol->notify_exec || pol->notify_rename ||
-	       pol->notify_connect;
+	return pol->notify_denials || pol->notify_exec || pol->notify_rename || pol->notify_connect;
 }
 
 /* The rename calls notify_rename notifies, native names (absent ones skipped). */
-#define AB_SECCOMP_RENAME_CALLS {"rename", "renameat", "renameat2"}
+#define AB_SECCOMP_RENAME_CALLS                   \
+	{                                         \
+		"rename", "renameat", "renameat2" \
+	}
 
 /* A compiled program (or two: libseccomp's filter, plus a tiny hand-written
  * guard that fails syscall numbers newer than this build knows with ENOSYS). */

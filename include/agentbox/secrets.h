@@ -32,18 +32,19 @@
 
 #define AB_SECRET_NAME_MAX 64
 #define AB_SECRET_VALUE_MAX 4096
-#define AB_SECRETS_MAX 64               /* per profile: ab_swap_result.injected is a bitmask */
+#define AB_SECRETS_MAX 64 /* per profile: ab_swap_result.injected is a bitmask */
 #define AB_PLACEHOLDER_PREFIX_MAX 32
-#define AB_PLACEHOLDER_MIN_RANDOM 22     /* 22 x log2(62) > 130 bits */
+#define AB_PLACEHOLDER_MIN_RANDOM 22 /* 22 x log2(62) > 130 bits */
 #define AB_PLACEHOLDER_MAX AB_SECRET_VALUE_MAX
-#define AB_SECRET_HEADER_MAX 64          /* length of an allowed header name */
-#define AB_SECRET_MAX_HEADERS 16         /* allowed header names per secret */
-#define AB_SECRET_FILE_MAX (64 * 1024)   /* file and command sources */
+#define AB_SECRET_HEADER_MAX 64        /* length of an allowed header name */
+#define AB_SECRET_MAX_HEADERS 16       /* allowed header names per secret */
+#define AB_SECRET_FILE_MAX (64 * 1024) /* file and command sources */
 #define AB_SECRET_CMD_TIMEOUT_MS 10000
 
 /* A response pattern is a value encoded (percent-encoding triples it): the
  * scanner's limit must hold the longest. */
-_Static_assert(AB_SCAN_MAX_PATTERN_LEN >= 4 * AB_SECRET_VALUE_MAX, "encoded values fit the scanner");
+_Static_assert(AB_SCAN_MAX_PATTERN_LEN >= 4 * AB_SECRET_VALUE_MAX,
+	       "encoded values fit the scanner");
 
 /* ------------------------------------------------------------ placeholders */
 
@@ -97,18 +98,18 @@ int ab_jwt_placeholder_make(const char *value, size_t len, char *out, size_t out
 
 typedef struct ab_secret {
 	char name[AB_SECRET_NAME_MAX + 1];
-	char *value;       /* owned, NUL-terminated, wiped on free */
+	char *value; /* owned, NUL-terminated, wiped on free */
 	size_t value_len;
 	char *placeholder; /* owned, NUL-terminated */
 	size_t placeholder_len;
 	ab_netpolicy hosts; /* the bound hosts: allow list only */
 	ab_strv headers;    /* lower-cased allowed header names */
 	bool in_query, in_body;
-	bool mask_in_body;  /* bound host, body, no in_body: mask instead of BLOCK */
+	bool mask_in_body;     /* bound host, body, no in_body: mask instead of BLOCK */
 	bool refuse_elsewhere; /* a host it is not bound to: BLOCK instead of
 				  forwarding the placeholder unchanged */
-	bool jwt;           /* the placeholder is JWT-shaped (ab_secret_set_placeholder_jwt) */
-	bool places_given;  /* private: a place was added (no default headers) */
+	bool jwt;              /* the placeholder is JWT-shaped (ab_secret_set_placeholder_jwt) */
+	bool places_given;     /* private: a place was added (no default headers) */
 } ab_secret;
 
 /* Zero *S and set its name (checked).  0 or -EINVAL. */
@@ -152,20 +153,20 @@ void ab_secrets_names(const ab_secret *secs, size_t n, uint64_t mask, char *buf,
 /* ---------------------------------------------------------------- sources */
 
 typedef enum ab_secret_src_kind {
-	AB_SECRET_SRC_ENV = 0,   /* agentbox's own environment */
-	AB_SECRET_SRC_FILE = 1,  /* the file's bytes, ONE trailing "\n" or "\r\n" stripped */
+	AB_SECRET_SRC_ENV = 0,     /* agentbox's own environment */
+	AB_SECRET_SRC_FILE = 1,    /* the file's bytes, ONE trailing "\n" or "\r\n" stripped */
 	AB_SECRET_SRC_COMMAND = 2, /* the command's stdout, trailing whitespace trimmed */
-	AB_SECRET_SRC_JSON = 3,  /* the string at `pointer` in the JSON file `path`
+	AB_SECRET_SRC_JSON = 3,    /* the string at `pointer` in the JSON file `path`
 				    (credfile.h: at most 64 KiB, no duplicate keys) */
 } ab_secret_src_kind;
 
 typedef struct ab_secret_source {
 	ab_secret_src_kind kind;
-	const char *env;         /* ENV: the variable's name */
-	const char *path;        /* FILE: read as is (FIFOs and /dev/fd/N work) */
-	char *const *argv;       /* COMMAND: NULL-terminated; argv[0] looked up in PATH */
-	unsigned timeout_ms;     /* COMMAND: 0 means AB_SECRET_CMD_TIMEOUT_MS */
-	const char *pointer;     /* JSON: RFC 6901 pointer to a string */
+	const char *env;     /* ENV: the variable's name */
+	const char *path;    /* FILE: read as is (FIFOs and /dev/fd/N work) */
+	char *const *argv;   /* COMMAND: NULL-terminated; argv[0] looked up in PATH */
+	unsigned timeout_ms; /* COMMAND: 0 means AB_SECRET_CMD_TIMEOUT_MS */
+	const char *pointer; /* JSON: RFC 6901 pointer to a string */
 } ab_secret_source;
 
 /*
@@ -244,15 +245,15 @@ void ab_secret_mask(char *out, size_t len);
 
 typedef struct ab_swap_result {
 	bool blocked;
-	const char *secret;      /* blocked: the offending secret's name (in secs) */
+	const char *secret; /* blocked: the offending secret's name (in secs) */
 	size_t secret_index;
 	/* blocked: "host:evil.test" when the secret is not bound to the host,
 	 * else where it was found: "header:x-foo", "header-name", "query",
 	 * "path", "method", "authority", "body", "body (length differs)" */
 	char place[AB_SWAP_PLACE_MAX];
 	char where[AB_SWAP_PLACE_MAX]; /* where it was found, always */
-	uint64_t injected;       /* bit i: secs[i]'s value was placed */
-	uint64_t elsewhere;      /* bit i: secs[i]'s placeholder is in the head, which
+	uint64_t injected;             /* bit i: secs[i]'s value was placed */
+	uint64_t elsewhere;            /* bit i: secs[i]'s placeholder is in the head, which
 				    goes to a host secs[i] is not bound to: left as it
 				    is (ab_secret_forwards_elsewhere) */
 } ab_swap_result;

@@ -21,11 +21,11 @@
 #include "agentbox/loop.h"
 #include "agentbox/seccomp.h"
 
-#define AB_SUP_ARGV_MAX 64         /* argv entries kept per exec record */
-#define AB_SUP_ARG_MAX 256         /* bytes kept per argv entry (and the path) */
-#define AB_SUP_TRACKED_MAX 4096    /* live exec'd processes whose exit is awaited */
-#define AB_SUP_SITES_MAX 4096      /* distinct (pid, syscall, call site) denial keys */
-#define AB_SUP_RATE_PER_S 50       /* denial records per second, after the burst */
+#define AB_SUP_ARGV_MAX 64      /* argv entries kept per exec record */
+#define AB_SUP_ARG_MAX 256      /* bytes kept per argv entry (and the path) */
+#define AB_SUP_TRACKED_MAX 4096 /* live exec'd processes whose exit is awaited */
+#define AB_SUP_SITES_MAX 4096   /* distinct (pid, syscall, call site) denial keys */
+#define AB_SUP_RATE_PER_S 50    /* denial records per second, after the burst */
 #define AB_SUP_RATE_BURST 200
 /* exec records reach the log in batches, this long after the first of one */
 #define AB_SUP_BATCH_MS 10

@@ -16,36 +16,36 @@
 
 /* Messages on the sync socket (SOCK_SEQPACKET, one message per write). */
 enum ab_sync_type {
-	AB_SYNC_MAPS_DONE = 1,  /* parent -> child: uid/gid maps written, go on */
-	AB_SYNC_PTY_MASTER,     /* child -> parent: SCM_RIGHTS master fd */
-	AB_SYNC_READY,          /* child -> parent: sandbox built, command started (pid) */
-	AB_SYNC_ERROR,          /* child -> parent: ab_err follows in the payload */
-	AB_SYNC_EXIT,           /* child -> parent: command exit status (128+N for signals) */
+	AB_SYNC_MAPS_DONE = 1,     /* parent -> child: uid/gid maps written, go on */
+	AB_SYNC_PTY_MASTER,        /* child -> parent: SCM_RIGHTS master fd */
+	AB_SYNC_READY,             /* child -> parent: sandbox built, command started (pid) */
+	AB_SYNC_ERROR,             /* child -> parent: ab_err follows in the payload */
+	AB_SYNC_EXIT,              /* child -> parent: command exit status (128+N for signals) */
 	AB_SYNC_PLACEHOLDERS_DONE, /* parent -> child: placeholders exist, build the root */
-	AB_SYNC_IDMAP,          /* parent -> child (root callers): SCM_RIGHTS an idmapped
+	AB_SYNC_IDMAP,             /* parent -> child (root callers): SCM_RIGHTS an idmapped
 				   tree for mount index `value`; value -1 ends the list */
-	AB_SYNC_SECCOMP,        /* parent -> child: `value` programs follow, one raw
+	AB_SYNC_SECCOMP,           /* parent -> child: `value` programs follow, one raw
 				   datagram of struct sock_filter each (compiled while the
 				   child builds its root) */
-	AB_SYNC_LISTENER,       /* child -> parent: SCM_RIGHTS an egress listener created
+	AB_SYNC_LISTENER,          /* child -> parent: SCM_RIGHTS an egress listener created
 				   inside the netns; value = AB_LISTENER_VALUE(kind, port) */
-	AB_SYNC_CONTENT,        /* parent -> child (before PLACEHOLDERS_DONE): SCM_RIGHTS a
+	AB_SYNC_CONTENT,           /* parent -> child (before PLACEHOLDERS_DONE): SCM_RIGHTS a
 				   sealed memfd with the content of mount index `value`
 				   (AB_MNT_F_RUNTIME: the session CA's trust files) */
-	AB_SYNC_ENV,            /* parent -> child (before PLACEHOLDERS_DONE): one raw
+	AB_SYNC_ENV,               /* parent -> child (before PLACEHOLDERS_DONE): one raw
 				   datagram of `value` bytes follows, "NAME=VALUE" for the
 				   command's environment (a secret's placeholder) */
-	AB_SYNC_NOTIFY,         /* child -> parent: SCM_RIGHTS the seccomp user-notification
+	AB_SYNC_NOTIFY,            /* child -> parent: SCM_RIGHTS the seccomp user-notification
 				   listener (the exec and denial record, supervise.c) */
-	AB_SYNC_SOCKDIAG,       /* child -> parent (before AB_SYNC_NOTIFY): SCM_RIGHTS a
+	AB_SYNC_SOCKDIAG,          /* child -> parent (before AB_SYNC_NOTIFY): SCM_RIGHTS a
 				   NETLINK_SOCK_DIAG socket made in the sandbox's network
 				   namespace (connect mediation: which sockets it bound) */
 };
 
 typedef struct ab_sync_msg {
 	int type;
-	int value;      /* pid, status, ... */
-	ab_err err;     /* AB_SYNC_ERROR */
+	int value;  /* pid, status, ... */
+	ab_err err; /* AB_SYNC_ERROR */
 } ab_sync_msg;
 
 /* AB_SYNC_LISTENER: which egress listener the socket is */
@@ -58,7 +58,7 @@ enum ab_listen_kind {
 
 #define AB_LISTENER_VALUE(kind, port) ((int)(((unsigned)(kind) << 16) | (unsigned)(port)))
 #define AB_LISTENER_KIND(v) ((int)(((unsigned)(v) >> 16) & 0xff))
-#define AB_LISTENER_PORT(v) ((uint16_t)((unsigned)(v) & 0xffff))
+#define AB_LISTENER_PORT(v) ((uint16_t)((unsigned)(v)&0xffff))
 
 #define AB_SYNC_ENV_MAX 8192 /* one AB_SYNC_ENV entry */
 

@@ -28,12 +28,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define AB_TLS_MAX_HELLO 65536  /* bytes of records we buffer for one ClientHello */
-#define AB_TLS_MAX_RECORDS 64   /* records one ClientHello may be split into */
+#define AB_TLS_MAX_HELLO 65536    /* bytes of records we buffer for one ClientHello */
+#define AB_TLS_MAX_RECORDS 64     /* records one ClientHello may be split into */
 #define AB_TLS_MAX_FRAGMENT 16384 /* record payload limit (RFC 8446 5.1) */
 #define AB_TLS_EXT_SERVER_NAME 0x0000
 #define AB_TLS_EXT_ALPN 0x0010
-#define AB_TLS_EXT_ECH 0xfe0d   /* encrypted_client_hello */
+#define AB_TLS_EXT_ECH 0xfe0d /* encrypted_client_hello */
 
 typedef enum {
 	AB_TLS_NEED_MORE = 0, /* a valid prefix: read more (until len >= need) */
@@ -55,13 +55,13 @@ typedef struct {
 	bool has_sni;
 	bool sni_invalid;
 	char sni[256];
-	uint16_t legacy_version; /* ClientHello.legacy_version (client_version) */
+	uint16_t legacy_version;   /* ClientHello.legacy_version (client_version) */
 	bool alpn_h2, alpn_http11; /* "h2" / "http/1.1" offered */
 	size_t n_alpn;             /* protocol names in the ALPN list (0: none) */
 	bool has_ech;              /* encrypted_client_hello: sni is the outer name */
 	size_t n_ext;              /* extensions seen */
-	size_t consumed; /* OK: stream bytes of the records holding the hello */
-	size_t need;     /* NEED_MORE: the hello cannot complete before len >= need */
+	size_t consumed;           /* OK: stream bytes of the records holding the hello */
+	size_t need;               /* NEED_MORE: the hello cannot complete before len >= need */
 	/* BAD/NOT_TLS/TOO_BIG, or OK with sni_invalid: a short static printable
 	 * explanation for the audit log ("duplicate extension", ...); else NULL */
 	const char *reason;

@@ -36,8 +36,8 @@ enum ab_trace_mode {
 #define AB_TRACE_RATE_BURST 1000
 #define AB_TRACE_POLL_BUDGET 1024
 
-#define AB_TRACE_NEEDS_BUILD                                                                   \
-	"this agentbox was built without BPF tracing (needs clang, bpftool and "                 \
+#define AB_TRACE_NEEDS_BUILD                                                     \
+	"this agentbox was built without BPF tracing (needs clang, bpftool and " \
 	"/sys/kernel/btf/vmlinux at build time)"
 
 struct ab_audit;
@@ -53,7 +53,7 @@ typedef struct ab_trace_counts {
 	uint64_t lost;            /* records the ring buffer had no room for */
 	uint64_t malformed;       /* records that did not parse (never expected) */
 	uint64_t suppressed_file, suppressed_connect; /* over the rate: counted only */
-	uint64_t suppressed_sys;  /* denied-syscall lines over the rate */
+	uint64_t suppressed_sys;                      /* denied-syscall lines over the rate */
 } ab_trace_counts;
 
 /* 0 when this agentbox can trace here; else -errno and a message naming
@@ -91,8 +91,8 @@ json_t *ab_trace_event_json(const void *rec, size_t len, ab_trace_counts *c);
  * "inet6", "unix"), printable address (UTF-8 not guaranteed: unix paths are
  * raw bytes) and port (0 for unix).  -EINVAL for another family or an
  * address too short for its family. */
-int ab_trace_sockaddr(const void *sa, size_t len, const char **family, char *addr,
-		      size_t addr_size, unsigned *port);
+int ab_trace_sockaddr(const void *sa, size_t len, const char **family, char *addr, size_t addr_size,
+		      unsigned *port);
 /* Arbitrary bytes -> a JSON string: valid UTF-8 as is, each invalid byte and
  * each NUL as U+FFFD (jansson refuses invalid UTF-8; many readers refuse
  * "\u0000").  NULL only on ENOMEM. */

@@ -12,7 +12,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-__attribute__((format(printf, 3, 0))) static void vset(ab_err *e, int errnum, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void vset(ab_err *e, int errnum, const char *fmt,
+						       va_list ap)
 {
 	int n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 	if (n < 0)

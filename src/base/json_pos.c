@@ -57,7 +57,8 @@ const char *ab_json_sanitize(char *out, size_t outsz, const char *s, bool quotes
 		} else if (ch >= 0x80) {
 			n = u8len(ch);
 			for (size_t k = 0; k < n; k++) {
-				if (!s[i + k] || (k > 0 && ((unsigned char)s[i + k] & 0xc0) != 0x80)) {
+				if (!s[i + k] ||
+				    (k > 0 && ((unsigned char)s[i + k] & 0xc0) != 0x80)) {
 					n = 1;
 					break;
 				}
@@ -281,7 +282,8 @@ static size_t decode_escape(const char *b, size_t len, size_t *pi, unsigned char
 	if (cp >= 0xd800 && cp <= 0xdbff && i + 1 < len && b[i] == '\\' && b[i + 1] == 'u') {
 		int lo = hex4(b, len, i + 2);
 		if (lo >= 0xdc00 && lo <= 0xdfff) {
-			full = 0x10000 + (((unsigned long)cp - 0xd800) << 10) + ((unsigned long)lo - 0xdc00);
+			full = 0x10000 + (((unsigned long)cp - 0xd800) << 10) +
+			       ((unsigned long)lo - 0xdc00);
 			i += 6;
 		}
 	}
@@ -456,9 +458,13 @@ static void token_at(const char *b, size_t len, size_t target, struct tok *t)
 				end = i + 1;
 		}
 		if (target < end) {
-			*t = (struct tok){ .found = true, .string = b[i] == '"', .closed = ok,
-					   .start = i, .end = end, .prev = t->prev,
-					   .has_prev = t->has_prev };
+			*t = (struct tok){.found = true,
+					  .string = b[i] == '"',
+					  .closed = ok,
+					  .start = i,
+					  .end = end,
+					  .prev = t->prev,
+					  .has_prev = t->has_prev};
 			return;
 		}
 		t->prev = i;
@@ -511,8 +517,8 @@ static bool eof_error(const char *b, size_t len, const json_error_t *je, ab_json
 }
 
 /* The errors jansson names by code; false if `code` is not one of them. */
-static bool coded_error(const char *b, enum json_error_code code, const struct tok *t,
-			size_t at, ab_json_diag *d)
+static bool coded_error(const char *b, enum json_error_code code, const struct tok *t, size_t at,
+			ab_json_diag *d)
 {
 	char raw[72], q[100];
 	switch (code) {
@@ -528,10 +534,8 @@ static bool coded_error(const char *b, enum json_error_code code, const struct t
 		return diag(d, at, "strings must not contain NUL characters (\\u0000)");
 	case json_error_end_of_input_expected:
 		return diag(d, at, "unexpected text after the top-level object");
-	case json_error_numeric_overflow:
-		return diag(d, at, "number out of range");
-	default:
-		return false;
+	case json_error_numeric_overflow: return diag(d, at, "number out of range");
+	default: return false;
 	}
 }
 

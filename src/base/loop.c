@@ -161,8 +161,8 @@ static int sync_epoll(ab_loop *l, int fd, struct watch *w)
 	int r = epoll_ctl(l->epfd, op, fd, &ev);
 	/* MOD/ENOENT: the fd was closed (auto-removed) and the number reused;
 	 * ADD/EEXIST: registered behind our back.  Switch operation once. */
-	if (r < 0 && ((op == EPOLL_CTL_MOD && errno == ENOENT) ||
-		      (op == EPOLL_CTL_ADD && errno == EEXIST)))
+	if (r < 0 &&
+	    ((op == EPOLL_CTL_MOD && errno == ENOENT) || (op == EPOLL_CTL_ADD && errno == EEXIST)))
 		r = epoll_ctl(l->epfd, op == EPOLL_CTL_MOD ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd,
 			      &ev);
 	if (r < 0) {
@@ -189,11 +189,15 @@ int ab_loop_watch(ab_loop *l, int fd, unsigned events, ab_fd_cb cb, void *data)
 		gen = l->next_gen++;
 	if (!w->active)
 		w->in_epoll = false;
-	*w = (struct watch){ .cb = cb, .data = data, .events = events, .gen = gen,
-			     .active = true, .in_epoll = w->in_epoll };
+	*w = (struct watch){.cb = cb,
+			    .data = data,
+			    .events = events,
+			    .gen = gen,
+			    .active = true,
+			    .in_epoll = w->in_epoll};
 	r = sync_epoll(l, fd, w);
 	if (r < 0) {
-		*w = (struct watch){ .gen = gen };
+		*w = (struct watch){.gen = gen};
 		return r;
 	}
 	return 0;
@@ -219,7 +223,7 @@ void ab_loop_unwatch(ab_loop *l, int fd)
 	struct watch *w = &l->w[fd];
 	if (w->in_epoll)
 		(void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
-	*w = (struct watch){ .gen = w->gen };
+	*w = (struct watch){.gen = w->gen};
 }
 
 /* ---- timers: binary min-heap on (when, id) ---- */
@@ -287,7 +291,7 @@ uint64_t ab_loop_timer(ab_loop *l, uint64_t ms, ab_timer_cb cb, void *data)
 	uint64_t now = ab_now_ms();
 	uint64_t when = ms > UINT64_MAX - now ? UINT64_MAX : now + ms;
 	uint64_t id = l->next_timer_id++;
-	l->t[l->tn] = (struct timer){ .when = when, .id = id, .cb = cb, .data = data };
+	l->t[l->tn] = (struct timer){.when = when, .id = id, .cb = cb, .data = data};
 	sift_up(l, l->tn++);
 	return id;
 }

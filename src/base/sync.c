@@ -46,7 +46,9 @@ int ab_sync_recv(int fd, ab_sync_msg *m, int *recv_fd)
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} u;
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf)};
 	if (recv_fd)
 		*recv_fd = -1;

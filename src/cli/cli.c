@@ -12,8 +12,9 @@ static const struct {
 	const char *name;
 	enum ab_cmd cmd;
 } commands[] = {
-	{"run", AB_CMD_RUN},         {"check", AB_CMD_CHECK},   {"explain", AB_CMD_EXPLAIN},
-	{"doctor", AB_CMD_DOCTOR},   {"help", AB_CMD_HELP},     {"version", AB_CMD_VERSION},
+	{"run", AB_CMD_RUN},         {"check", AB_CMD_CHECK},
+	{"explain", AB_CMD_EXPLAIN}, {"doctor", AB_CMD_DOCTOR},
+	{"help", AB_CMD_HELP},       {"version", AB_CMD_VERSION},
 	{"allow", AB_CMD_ALLOW},     {"test-escape", AB_CMD_TEST_ESCAPE},
 	{"report", AB_CMD_REPORT},
 };
@@ -190,8 +191,21 @@ static int set_str(char **dst, const char *v, const char *sub, const char *opt, 
 	return set_copy(dst, v, sub, err);
 }
 
-enum { OPT_PTY = 1000, OPT_NO_PTY, OPT_JSON, OPT_LOG, OPT_FORMAT, OPT_ONLY, OPT_LIST,
-       OPT_ALLOW, OPT_READ, OPT_WRITE, OPT_ENV, OPT_TRACE, OPT_OTLP };
+enum {
+	OPT_PTY = 1000,
+	OPT_NO_PTY,
+	OPT_JSON,
+	OPT_LOG,
+	OPT_FORMAT,
+	OPT_ONLY,
+	OPT_LIST,
+	OPT_ALLOW,
+	OPT_READ,
+	OPT_WRITE,
+	OPT_ENV,
+	OPT_TRACE,
+	OPT_OTLP
+};
 
 /* The option getopt_long just returned, as the user spelled it: "--name" for
  * a long option, "-c" for a short one (also inside a group such as "-qx"),
@@ -228,8 +242,10 @@ static int run_opt(ab_cli *c, int o, const char *sub, ab_err *err)
 	case OPT_ENV: {
 		if (c->cmd != AB_CMD_RUN && c->cmd != AB_CMD_EXPLAIN)
 			return SUB_UNKNOWN;
-		const char *kind = o == OPT_ALLOW ? "allow" : o == OPT_READ ? "read"
-				   : o == OPT_WRITE ? "write" : "env";
+		const char *kind = o == OPT_ALLOW   ? "allow"
+				   : o == OPT_READ  ? "read"
+				   : o == OPT_WRITE ? "write"
+						    : "env";
 		if (!optarg[0])
 			return ab_fail(err, 0, "%s: --%s needs a value", sub, kind);
 		char *g = ab_asprintf("%s=%s", kind, optarg);
@@ -263,19 +279,20 @@ static int run_opt(ab_cli *c, int o, const char *sub, ab_err *err)
 		else if (strcmp(optarg, "best-effort") == 0)
 			c->trace = AB_TRACE_BEST_EFFORT;
 		else
-			return ab_fail(err, 0, "%s: --trace takes no value or '=best-effort', not "
-				       "'%s'", sub, optarg);
+			return ab_fail(err, 0,
+				       "%s: --trace takes no value or '=best-effort', not "
+				       "'%s'",
+				       sub, optarg);
 		return SUB_NEXT;
-	default:
-		return SUB_UNKNOWN;
+	default: return SUB_UNKNOWN;
 	}
 }
 
 /* One option getopt_long returned (O, spelled SPELLED) for command SUB. */
 static int sub_opt(ab_cli *c, int o, const char *spelled, const char *sub, ab_err *err)
 {
-	bool run_like = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN ||
-			c->cmd == AB_CMD_TEST_ESCAPE;
+	bool run_like =
+		c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_TEST_ESCAPE;
 	bool esc = c->cmd == AB_CMD_TEST_ESCAPE;
 	bool ws_ok = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_ALLOW;
 	int r;
@@ -302,7 +319,9 @@ static int sub_opt(ab_cli *c, int o, const char *spelled, const char *sub, ab_er
 	case 'o':
 		if (!esc)
 			return SUB_UNKNOWN;
-		r = set_str(o == OPT_FORMAT ? &c->format : o == OPT_ONLY ? &c->only : &c->out_path,
+		r = set_str(o == OPT_FORMAT ? &c->format
+			    : o == OPT_ONLY ? &c->only
+					    : &c->out_path,
 			    optarg, sub, spelled, err);
 		return r < 0 ? r : SUB_NEXT;
 	case OPT_LIST:
@@ -316,16 +335,15 @@ static int sub_opt(ab_cli *c, int o, const char *spelled, const char *sub, ab_er
 		c->quiet = true;
 		return SUB_NEXT;
 	case OPT_JSON:
-		if (c->cmd != AB_CMD_EXPLAIN && c->cmd != AB_CMD_DOCTOR &&
-		    c->cmd != AB_CMD_REPORT)
+		if (c->cmd != AB_CMD_EXPLAIN && c->cmd != AB_CMD_DOCTOR && c->cmd != AB_CMD_REPORT)
 			return SUB_UNKNOWN;
 		c->json = true;
 		return SUB_NEXT;
 	case ':':
-		return ab_fail(err, 0, "%s: option '%s' needs an argument (see 'agentbox %s --help')",
-			       sub, spelled, sub);
-	default:
-		return run_opt(c, o, sub, err);
+		return ab_fail(err, 0,
+			       "%s: option '%s' needs an argument (see 'agentbox %s --help')", sub,
+			       spelled, sub);
+	default: return run_opt(c, o, sub, err);
 	}
 }
 
@@ -334,10 +352,14 @@ static int sub_opt(ab_cli *c, int o, const char *spelled, const char *sub, ab_er
 static int parse_opts(int argc, char **argv, ab_cli *c, ab_err *err)
 {
 	static const struct option longopts[] = {
-		{"profile", required_argument, NULL, 'p'}, {"workspace", required_argument, NULL, 'w'},
-		{"pty", no_argument, NULL, OPT_PTY},       {"no-pty", no_argument, NULL, OPT_NO_PTY},
-		{"json", no_argument, NULL, OPT_JSON},     {"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},          {"log", required_argument, NULL, OPT_LOG},
+		{"profile", required_argument, NULL, 'p'},
+		{"workspace", required_argument, NULL, 'w'},
+		{"pty", no_argument, NULL, OPT_PTY},
+		{"no-pty", no_argument, NULL, OPT_NO_PTY},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{"log", required_argument, NULL, OPT_LOG},
 		{"format", required_argument, NULL, OPT_FORMAT},
 		{"only", required_argument, NULL, OPT_ONLY},
 		{"list", no_argument, NULL, OPT_LIST},
@@ -386,10 +408,13 @@ static int report_operands(ab_cli *c, ab_err *err)
 			c->cmd = AB_CMD_HELP;
 			return SUB_HELP;
 		} else if (opts && a[0] == '-' && a[1]) {
-			return ab_fail(err, 0, "report: unknown option '%s' (see 'agentbox report "
-				       "--help')", a);
+			return ab_fail(err, 0,
+				       "report: unknown option '%s' (see 'agentbox report "
+				       "--help')",
+				       a);
 		} else if (log >= 0) {
-			return ab_fail(err, 0, "report: give exactly one LOG (see 'agentbox "
+			return ab_fail(err, 0,
+				       "report: give exactly one LOG (see 'agentbox "
 				       "report --help')");
 		} else {
 			log = i;
@@ -409,23 +434,25 @@ static int check_operands(ab_cli *c, const char *sub, ab_err *err)
 	switch (c->cmd) {
 	case AB_CMD_CHECK:
 		if (c->argc == 0)
-			return ab_fail(err, 0, "check: name at least one profile (see 'agentbox check --help')");
+			return ab_fail(
+				err, 0,
+				"check: name at least one profile (see 'agentbox check --help')");
 		c->check_files = c->argv;
 		c->ncheck = c->argc;
 		return 0;
 	case AB_CMD_ALLOW:
 		if (c->argc == 0)
-			return ab_fail(err, 0, "allow: name at least one HOST[:PORT] (see 'agentbox allow --help')");
+			return ab_fail(
+				err, 0,
+				"allow: name at least one HOST[:PORT] (see 'agentbox allow --help')");
 		return 0;
-	case AB_CMD_REPORT:
-		return report_operands(c, err);
+	case AB_CMD_REPORT: return report_operands(c, err);
 	case AB_CMD_DOCTOR:
 	case AB_CMD_TEST_ESCAPE:
 		if (c->argc != 0)
 			return ab_fail(err, 0, "%s: unexpected argument '%s'", sub, c->argv[0]);
 		return 0;
-	default:
-		return 0;
+	default: return 0;
 	}
 }
 

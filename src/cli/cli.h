@@ -5,9 +5,18 @@
 
 #include "agentbox/common.h"
 
-enum ab_cmd { AB_CMD_NONE, AB_CMD_RUN, AB_CMD_CHECK, AB_CMD_EXPLAIN, AB_CMD_DOCTOR,
-	      AB_CMD_HELP, AB_CMD_VERSION, AB_CMD_ALLOW, AB_CMD_TEST_ESCAPE,
-	      AB_CMD_REPORT };
+enum ab_cmd {
+	AB_CMD_NONE,
+	AB_CMD_RUN,
+	AB_CMD_CHECK,
+	AB_CMD_EXPLAIN,
+	AB_CMD_DOCTOR,
+	AB_CMD_HELP,
+	AB_CMD_VERSION,
+	AB_CMD_ALLOW,
+	AB_CMD_TEST_ESCAPE,
+	AB_CMD_REPORT
+};
 
 typedef struct ab_cli {
 	enum ab_cmd cmd;
@@ -24,11 +33,11 @@ typedef struct ab_cli {
 				 "read=PATH", "write=PATH", "env=NAME" */
 	char **argv;          /* run: command (points into the original argv) */
 	int argc;
-	char *format;         /* test-escape --format tap|junit|json (NULL = tap) */
-	char *out_path;       /* test-escape -o FILE (NULL = stdout) */
-	char *only;           /* test-escape --only ID,... */
-	bool list;            /* test-escape --list */
-	char **check_files;   /* check: profile names/paths (points into argv) */
+	char *format;       /* test-escape --format tap|junit|json (NULL = tap) */
+	char *out_path;     /* test-escape -o FILE (NULL = stdout) */
+	char *only;         /* test-escape --only ID,... */
+	bool list;          /* test-escape --list */
+	char **check_files; /* check: profile names/paths (points into argv) */
 	int ncheck;
 } ab_cli;
 

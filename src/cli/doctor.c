@@ -21,16 +21,16 @@
 
 enum dr_status { DR_OK, DR_WARN, DR_MISSING };
 
-static const char *const status_names[] = { "ok", "warn", "missing" };
+static const char *const status_names[] = {"ok", "warn", "missing"};
 
 typedef struct dr_item {
 	const char *id;    /* stable key for --json */
 	const char *title; /* text column */
 	enum dr_status status;
-	bool required;     /* missing -> agentbox run cannot work */
+	bool required; /* missing -> agentbox run cannot work */
 	char detail[1600];
-	char fix[1024];    /* how to fix (non-ok items) */
-	char note[768];    /* extra facts, e.g. what each downgrade costs */
+	char fix[1024]; /* how to fix (non-ok items) */
+	char note[768]; /* extra facts, e.g. what each downgrade costs */
 } dr_item;
 
 #define DR_MAX_ITEMS 20
@@ -88,7 +88,7 @@ static void check_userns(const ab_host *h, dr_report *r)
 		return;
 	}
 	dr_item *it = add(r, "user-namespaces", "user namespaces", DR_MISSING, true);
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_host_userns_error(h, h->userns_errno, &e);
 	const char *msg = strstr(e.msg, "namespace: ");
 	snprintf(it->detail, sizeof(it->detail), "%s", msg ? msg + 11 : e.msg);
@@ -99,8 +99,8 @@ static void check_apparmor(const ab_host *h, dr_report *r)
 {
 	int v = h->apparmor_restrict_userns;
 	bool blocked = v == 1 && !h->is_root && h->userns_ok == AB_NO;
-	dr_item *it = add(r, "apparmor-userns", "AppArmor userns", blocked ? DR_MISSING : DR_OK,
-			  blocked);
+	dr_item *it =
+		add(r, "apparmor-userns", "AppArmor userns", blocked ? DR_MISSING : DR_OK, blocked);
 	if (v < 0) {
 		snprintf(it->detail, sizeof(it->detail),
 			 "no AppArmor user namespace restriction on this kernel");
@@ -118,13 +118,14 @@ static void check_apparmor(const ab_host *h, dr_report *r)
 	} else {
 		/* The same hint run prints, whatever else is wrong. */
 		ab_host tmp = *h;
-		ab_err e = { 0 };
+		ab_err e = {0};
 		tmp.max_user_namespaces = -1;
 		tmp.unprivileged_userns_clone = -1;
 		ab_host_userns_error(&tmp, EPERM, &e);
-		snprintf(it->detail, sizeof(it->detail),
-			 "kernel.apparmor_restrict_unprivileged_userns = 1 (Ubuntu 23.10 and later): "
-			 "unprivileged user namespaces get no capabilities");
+		snprintf(
+			it->detail, sizeof(it->detail),
+			"kernel.apparmor_restrict_unprivileged_userns = 1 (Ubuntu 23.10 and later): "
+			"unprivileged user namespaces get no capabilities");
 		snprintf(it->fix, sizeof(it->fix), "%s", e.hint);
 	}
 }
@@ -163,12 +164,13 @@ static int check_landlock(const ab_host *h, dr_report *r)
 			 off ? "built into the kernel but not enabled at boot"
 			     : "this kernel has no Landlock (Linux >= 5.13 with "
 			       "CONFIG_SECURITY_LANDLOCK=y)");
-		snprintf(it->fix, sizeof(it->fix),
-			 "%s; or accept running without it: \"allow_downgrade\": [%s] in the profile",
-			 off ? "add landlock to the lsm= kernel parameter (e.g. "
-			       "lsm=landlock,lockdown,yama,integrity,apparmor,bpf) and reboot"
-			     : "use a kernel with Landlock enabled",
-			 names);
+		snprintf(
+			it->fix, sizeof(it->fix),
+			"%s; or accept running without it: \"allow_downgrade\": [%s] in the profile",
+			off ? "add landlock to the lsm= kernel parameter (e.g. "
+			      "lsm=landlock,lockdown,yama,integrity,apparmor,bpf) and reboot"
+			    : "use a kernel with Landlock enabled",
+			names);
 		note_costs(&r->landlock_missing, it->note, sizeof(it->note));
 		return 0;
 	}
@@ -185,10 +187,11 @@ static int check_landlock(const ab_host *h, dr_report *r)
 		 "or agentbox refuses to run it (the shipped default accepts the ones the "
 		 "namespaces already cover)",
 		 abi, names);
-	snprintf(it->fix, sizeof(it->fix),
-		 "a newer kernel (Landlock ABI 6 needs Linux >= 6.12); or \"allow_downgrade\": [%s] "
-		 "in the profile",
-		 names);
+	snprintf(
+		it->fix, sizeof(it->fix),
+		"a newer kernel (Landlock ABI 6 needs Linux >= 6.12); or \"allow_downgrade\": [%s] "
+		"in the profile",
+		names);
 	note_costs(&r->landlock_missing, it->note, sizeof(it->note));
 	return 0;
 }
@@ -197,7 +200,7 @@ static void check_seccomp(const ab_host *h, dr_report *r)
 {
 	static const char outer[] = "; agentbox itself already runs under a seccomp filter "
 				    "(container or service), its filter stacks on top";
-	enum dr_status st = h->seccomp_ok == AB_YES ? DR_OK
+	enum dr_status st = h->seccomp_ok == AB_YES  ? DR_OK
 			    : h->seccomp_ok == AB_NO ? DR_MISSING
 						     : DR_WARN;
 	dr_item *it = add(r, "seccomp", "seccomp", st, true);
@@ -206,7 +209,8 @@ static void check_seccomp(const ab_host *h, dr_report *r)
 			 h->seccomp_mode == 2 ? outer : "");
 	} else if (st == DR_MISSING) {
 		snprintf(it->detail, sizeof(it->detail), "this kernel has no seccomp support");
-		snprintf(it->fix, sizeof(it->fix), "use a kernel built with CONFIG_SECCOMP_FILTER=y");
+		snprintf(it->fix, sizeof(it->fix),
+			 "use a kernel built with CONFIG_SECCOMP_FILTER=y");
 	} else {
 		snprintf(it->detail, sizeof(it->detail), "could not be probed (prctl failed)");
 		snprintf(it->fix, sizeof(it->fix), "try `agentbox run -- true`");
@@ -216,21 +220,23 @@ static void check_seccomp(const ab_host *h, dr_report *r)
 	 * profile accepts "seccomp-user-notif" */
 	st = h->seccomp_user_notif == AB_YES ? DR_OK : DR_WARN;
 	it = add(r, "seccomp-user-notif", "seccomp notify", st, false);
-	snprintf(it->detail, sizeof(it->detail), "%s",
-		 st == DR_OK ? "SECCOMP_RET_USER_NOTIF available (connect mediation, the record "
-			       "of commands and denied syscalls)"
-		 : h->seccomp_listener_busy
-			 ? "a seccomp filter above agentbox already has a notification listener: "
-			   "runs are refused unless the profile accepts \"seccomp-user-notif\" "
-			   "(no connect mediation, no record)"
-			 : "SECCOMP_RET_USER_NOTIF not available: runs are refused unless the "
-			   "profile accepts \"seccomp-user-notif\" (no connect mediation, no record)");
+	snprintf(
+		it->detail, sizeof(it->detail), "%s",
+		st == DR_OK ? "SECCOMP_RET_USER_NOTIF available (connect mediation, the record "
+			      "of commands and denied syscalls)"
+		: h->seccomp_listener_busy
+			? "a seccomp filter above agentbox already has a notification listener: "
+			  "runs are refused unless the profile accepts \"seccomp-user-notif\" "
+			  "(no connect mediation, no record)"
+			: "SECCOMP_RET_USER_NOTIF not available: runs are refused unless the "
+			  "profile accepts \"seccomp-user-notif\" (no connect mediation, no record)");
 	if (st != DR_OK)
-		snprintf(it->fix, sizeof(it->fix), "%s",
-			 h->seccomp_listener_busy
-				 ? "run agentbox outside that container's filter, or add "
-				   "\"seccomp-user-notif\" to allow_downgrade"
-				 : "Linux >= 5.0, or add \"seccomp-user-notif\" to allow_downgrade");
+		snprintf(
+			it->fix, sizeof(it->fix), "%s",
+			h->seccomp_listener_busy
+				? "run agentbox outside that container's filter, or add "
+				  "\"seccomp-user-notif\" to allow_downgrade"
+				: "Linux >= 5.0, or add \"seccomp-user-notif\" to allow_downgrade");
 }
 
 static void check_cgroup(const ab_host *h, dr_report *r)
@@ -241,10 +247,11 @@ static void check_cgroup(const ab_host *h, dr_report *r)
 	dr_item *it = add(r, "cgroup", "cgroup limits", ok ? DR_OK : DR_WARN, false);
 
 	if (ok) {
-		snprintf(it->detail, sizeof(it->detail),
-			 "cgroup v2, delegated: memory and pids limits are applied in "
-			 AB_CGROUP_ROOT "%s/agentbox-PID",
-			 strcmp(h->cgroup_path, "/") == 0 ? "" : h->cgroup_path);
+		snprintf(
+			it->detail, sizeof(it->detail),
+			"cgroup v2, delegated: memory and pids limits are applied in " AB_CGROUP_ROOT
+			"%s/agentbox-PID",
+			strcmp(h->cgroup_path, "/") == 0 ? "" : h->cgroup_path);
 	} else if (h->cgroup_version == 2) {
 		snprintf(it->detail, sizeof(it->detail),
 			 "cgroup v2, but neither our cgroup (%s) nor its parent is writable with "
@@ -254,9 +261,10 @@ static void check_cgroup(const ab_host *h, dr_report *r)
 			 "start agentbox in its own scope under a cgroup you own, e.g. "
 			 "`systemd-run --user --scope agentbox run ...`");
 	} else if (h->cgroup_version == 1) {
-		snprintf(it->detail, sizeof(it->detail),
-			 "cgroup v1: agentbox applies memory and pids limits only with cgroup v2; %s",
-			 downgrade);
+		snprintf(
+			it->detail, sizeof(it->detail),
+			"cgroup v1: agentbox applies memory and pids limits only with cgroup v2; %s",
+			downgrade);
 		snprintf(it->fix, sizeof(it->fix),
 			 "boot with systemd.unified_cgroup_hierarchy=1 (cgroup v2)");
 	} else {
@@ -276,7 +284,8 @@ static void check_tty_uring(const ab_host *h, dr_report *r)
 			 "disabled by the kernel (dev.tty.legacy_tiocsti = 0); %s", blocks);
 	else if (h->legacy_tiocsti == 1)
 		snprintf(it->detail, sizeof(it->detail),
-			 "the kernel still allows TIOCSTI (dev.tty.legacy_tiocsti = 1); %s", blocks);
+			 "the kernel still allows TIOCSTI (dev.tty.legacy_tiocsti = 1); %s",
+			 blocks);
 	else
 		snprintf(it->detail, sizeof(it->detail),
 			 "this kernel (< 6.2) always allows TIOCSTI; %s", blocks);
@@ -294,8 +303,8 @@ static void check_tty_uring(const ab_host *h, dr_report *r)
 	else if (h->io_uring_disabled > 0)
 		snprintf(it->detail, sizeof(it->detail),
 			 "%s on this host (kernel.io_uring_disabled = %d); %s as well",
-			 h->io_uring_disabled == 1 ? "restricted" : "disabled", h->io_uring_disabled,
-			 filtered);
+			 h->io_uring_disabled == 1 ? "restricted" : "disabled",
+			 h->io_uring_disabled, filtered);
 	else
 		snprintf(it->detail, sizeof(it->detail),
 			 "available if built (no io_uring_disabled sysctl, kernel < 6.6); %s",
@@ -346,12 +355,13 @@ static void check_idmap(const ab_host *h, dr_report *r)
 			 "available (used when root runs agentbox on a root-owned workspace; the "
 			 "file system must support them)");
 	else if (!h->is_root)
-		snprintf(it->detail, sizeof(it->detail), "%s; only needed when agentbox runs as root",
-			 why);
-	else {
 		snprintf(it->detail, sizeof(it->detail),
-			 "%s: as root, agentbox cannot let the sandbox write a root-owned workspace",
-			 why);
+			 "%s; only needed when agentbox runs as root", why);
+	else {
+		snprintf(
+			it->detail, sizeof(it->detail),
+			"%s: as root, agentbox cannot let the sandbox write a root-owned workspace",
+			why);
 		snprintf(it->fix, sizeof(it->fix), "run agentbox as a regular user%s",
 			 h->idmap_mounts == AB_NO ? ", or use Linux >= 5.12"
 			 : new_enough ? ", or allow mount_setattr and open_tree in the outer "
@@ -379,10 +389,11 @@ static void check_container(const ab_host *h, dr_report *r)
 				      : "",
 		 f->proc_overmounts[0] ? "; mounted over /proc: " : "", f->proc_overmounts);
 	if (f->root && f->userns == AB_NO)
-		snprintf(it->note, sizeof(it->note),
-			 "never unmask /proc (podman unmask=/proc/*, Docker systempaths=unconfined) "
-			 "for this container: its root could write /proc/sys/kernel/core_pattern, "
-			 "which is host root");
+		snprintf(
+			it->note, sizeof(it->note),
+			"never unmask /proc (podman unmask=/proc/*, Docker systempaths=unconfined) "
+			"for this container: its root could write /proc/sys/kernel/core_pattern, "
+			"which is host root");
 }
 
 static void check_setup(const ab_host *h, dr_report *r)
@@ -435,14 +446,17 @@ static void check_memlock(const ab_host *h, dr_report *r)
 	if (h->memlock >= 0)
 		snprintf(lim, sizeof(lim), "%lld KiB", h->memlock >> 10);
 	if (h->is_root)
-		snprintf(it->detail, sizeof(it->detail),
-			 "root (CAP_IPC_LOCK): the session CA's keys (runs with secrets) are locked "
-			 "in memory, in OpenSSL's %u KiB secure heap", AB_CA_SECURE_HEAP >> 10);
+		snprintf(
+			it->detail, sizeof(it->detail),
+			"root (CAP_IPC_LOCK): the session CA's keys (runs with secrets) are locked "
+			"in memory, in OpenSSL's %u KiB secure heap",
+			AB_CA_SECURE_HEAP >> 10);
 	else
 		snprintf(it->detail, sizeof(it->detail),
 			 "RLIMIT_MEMLOCK %s: %s the %u KiB secure heap that keeps the session CA's "
-			 "keys (runs with secrets) locked in memory", lim,
-			 enough ? "enough for" : "may be too low for", AB_CA_SECURE_HEAP >> 10);
+			 "keys (runs with secrets) locked in memory",
+			 lim, enough ? "enough for" : "may be too low for",
+			 AB_CA_SECURE_HEAP >> 10);
 	if (!enough)
 		snprintf(it->fix, sizeof(it->fix),
 			 "raise the limit (`ulimit -l`, or memlock in /etc/security/limits.conf) "
@@ -501,7 +515,8 @@ static void put_indented(FILE *out, const char *text, const char *indent)
 static void print_text(const ab_host *h, const dr_report *r, FILE *out)
 {
 	static const char ind[] = "                           "; /* 10 + 16 + 1 */
-	fprintf(out, "agentbox doctor: Linux %s\n\n", h->kernel_release[0] ? h->kernel_release : "?");
+	fprintf(out, "agentbox doctor: Linux %s\n\n",
+		h->kernel_release[0] ? h->kernel_release : "?");
 	for (size_t i = 0; i < r->n; i++) {
 		const dr_item *it = &r->items[i];
 		fprintf(out, "%-8s  %-16s ", status_names[it->status], it->title);
@@ -534,7 +549,8 @@ static json_t *jstr(const char *s)
 
 static int set_tri(json_t *o, const char *key, int v)
 {
-	return json_object_set_new(o, key, v == AB_UNKNOWN ? json_null() : json_boolean(v == AB_YES));
+	return json_object_set_new(o, key,
+				   v == AB_UNKNOWN ? json_null() : json_boolean(v == AB_YES));
 }
 
 static json_t *host_json(const ab_host *h, const dr_report *r)
@@ -571,10 +587,12 @@ static json_t *host_json(const ab_host *h, const dr_report *r)
 	bad |= set_tri(o, "idmap_mounts", h->idmap_mounts);
 	bad |= json_object_set_new(o, "cap_last_cap", json_integer(h->cap_last_cap));
 	if (h->trial_done) {
-		bad |= json_object_set_new(o, "container_engine", jstr(ab_engine_name(h->ctr.engine)));
+		bad |= json_object_set_new(o, "container_engine",
+					   jstr(ab_engine_name(h->ctr.engine)));
 		bad |= json_object_set_new(o, "setup_refused", jstr(ab_step_name(h->trial.step)));
 		bad |= json_object_set_new(o, "setup_errno", json_integer(h->trial.errnum));
-		bad |= json_object_set_new(o, "pidfd_getfd_errno", json_integer(h->trial.getfd_errno));
+		bad |= json_object_set_new(o, "pidfd_getfd_errno",
+					   json_integer(h->trial.getfd_errno));
 	}
 	if (bad) {
 		json_decref(o);
@@ -646,7 +664,7 @@ int ab_doctor(bool json)
 	ab_host_probe(&h, true);
 	int r = ab_doctor_report(&h, json, stdout);
 	if (r < 0) {
-		ab_err e = { 0 };
+		ab_err e = {0};
 		ab_fail(&e, -r, "doctor: writing the report");
 		ab_err_print(&e);
 		return 1;

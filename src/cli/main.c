@@ -215,7 +215,7 @@ static int plan_from(const ab_cli *cli, const ctx *c, const ab_profile *prof, ab
 	_cleanup_free_ char *log_abs = NULL;
 	if (cli->log_path) {
 		log_abs = cli->log_path[0] == '/' ? strdup(cli->log_path)
-						 : ab_asprintf("%s/%s", c->cwd, cli->log_path);
+						  : ab_asprintf("%s/%s", c->cwd, cli->log_path);
 		if (!log_abs)
 			return ab_fail(err, ENOMEM, "run");
 	}
@@ -375,8 +375,8 @@ static json_t *secrets_json(const ab_profile *prof)
 			json_object_set_new(e, "placeholder", ph);
 		}
 		if (s->env_name)
-			json_object_set_new(e, "env", s->env_name[0] ? json_string(s->env_name)
-								      : json_false());
+			json_object_set_new(
+				e, "env", s->env_name[0] ? json_string(s->env_name) : json_false());
 		if (s->mask_in_body)
 			json_object_set_new(e, "mask_in_body", json_true());
 		/* the rule in force (network.placeholder_elsewhere does not cross) */
@@ -391,8 +391,11 @@ static json_t *secrets_json(const ab_profile *prof)
  * and XDG dirs), then hand over to the harness, which enters the lab. */
 static int cmd_test_escape(const ab_cli *cli, ab_err *err)
 {
-	ab_test_escape_args a = {.format = cli->format, .out_path = cli->out_path,
-				 .only = cli->only, .list = cli->list, .quiet = cli->quiet};
+	ab_test_escape_args a = {.format = cli->format,
+				 .out_path = cli->out_path,
+				 .only = cli->only,
+				 .list = cli->list,
+				 .quiet = cli->quiet};
 	if (cli->list)
 		return ab_test_escape(&a);
 	ctx c;
@@ -406,7 +409,8 @@ static int cmd_test_escape(const ab_cli *cli, ab_err *err)
 	for (size_t i = 0; i < (n ? n : 1); i++) {
 		const char *name = n ? cli->profiles.v[i] : "default";
 		char *path = NULL;
-		if (ab_profile_find(name, &c.vars, &path, err) < 0 || ab_strv_push_take(&paths, path) < 0)
+		if (ab_profile_find(name, &c.vars, &path, err) < 0 ||
+		    ab_strv_push_take(&paths, path) < 0)
 			return AB_EXIT_FAIL;
 		size_t dl = strlen(display);
 		snprintf(display + dl, sizeof(display) - dl, "%s%s", i ? "+" : "", name);
@@ -487,15 +491,9 @@ int main(int argc, char **argv)
 		ab_cli_usage(cli.help_for);
 		rc = 0;
 		break;
-	case AB_CMD_VERSION:
-		rc = print_version();
-		break;
-	case AB_CMD_DOCTOR:
-		rc = ab_doctor(cli.json);
-		break;
-	case AB_CMD_CHECK:
-		rc = cmd_check(&cli, &err);
-		break;
+	case AB_CMD_VERSION: rc = print_version(); break;
+	case AB_CMD_DOCTOR: rc = ab_doctor(cli.json); break;
+	case AB_CMD_CHECK: rc = cmd_check(&cli, &err); break;
 	case AB_CMD_ALLOW: {
 		ctx c;
 		rc = fill_ctx(&c, cli.workspace, &err) < 0
@@ -523,13 +521,12 @@ int main(int argc, char **argv)
 	case AB_CMD_RUN:
 	case AB_CMD_EXPLAIN:
 		rc = cmd_run_or_explain(&cli, &err);
-		if (rc == AB_EXIT_FAIL || ((rc == AB_EXIT_NOEXEC || rc == AB_EXIT_NOTFOUND) && err.msg[0]))
+		if (rc == AB_EXIT_FAIL ||
+		    ((rc == AB_EXIT_NOEXEC || rc == AB_EXIT_NOTFOUND) && err.msg[0]))
 			if (err.msg[0])
 				ab_err_print(&err);
 		break;
-	default:
-		ab_cli_usage(AB_CMD_NONE);
-		rc = AB_EXIT_FAIL;
+	default: ab_cli_usage(AB_CMD_NONE); rc = AB_EXIT_FAIL;
 	}
 	ab_cli_free(&cli);
 	return rc;

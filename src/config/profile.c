@@ -24,7 +24,7 @@
 #define AB_DATADIR "/usr/local/share/agentbox"
 #endif
 
-#define MAX_FILES 256        /* files loaded through extends, in total (bounds fan-out) */
+#define MAX_FILES 256 /* files loaded through extends, in total (bounds fan-out) */
 
 static const ab_vars no_vars;
 
@@ -38,20 +38,20 @@ static ab_profile *profile_new(void)
 	if (p)
 		p->net.transparent = p->audit.exec = p->audit.denials = p->terminal.clipboard = -1;
 	if (p)
-		p->limits = (ab_limits){ AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
-					 AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
-					 AB_LIMIT_UNSET };
+		p->limits =
+			(ab_limits){AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
+				    AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET};
 	return p;
 }
 
 static ab_strv *profile_lists(ab_profile *p, size_t i)
 {
-	ab_strv *l[] = { &p->files,        &p->shadows,       &p->fs.read,       &p->fs.write,
-			 &p->fs.deny,      &p->fs.protect,    &p->fs.tmpfs, &p->fs.guard,
-			 &p->env.pass,     &p->syscalls.deny, &p->syscalls.allow,
-			 &p->unix_sockets, &p->allow_downgrade, &p->net.allow,
-			 &p->net.deny,     &p->net.priv,      &p->cli_grants,
-			 &p->cli_write,    &p->command };
+	ab_strv *l[] = {
+		&p->files,           &p->shadows,       &p->fs.read,        &p->fs.write,
+		&p->fs.deny,         &p->fs.protect,    &p->fs.tmpfs,       &p->fs.guard,
+		&p->env.pass,        &p->syscalls.deny, &p->syscalls.allow, &p->unix_sockets,
+		&p->allow_downgrade, &p->net.allow,     &p->net.deny,       &p->net.priv,
+		&p->cli_grants,      &p->cli_write,     &p->command};
 	return i < AB_ARRAY_SIZE(l) ? l[i] : NULL;
 }
 
@@ -81,7 +81,7 @@ static int merge_secret(ab_profile *base, const struct ab_profile_secret *s)
 /* All lists but `command` (the last) are unions; a later `command` replaces. */
 static int merge_lists(ab_profile *base, const ab_profile *top)
 {
-	ab_strv cmd = { 0 };
+	ab_strv cmd = {0};
 	int r;
 	for (size_t i = 0; profile_lists(base, i + 1); i++)
 		if ((r = ab_strv_extend(profile_lists(base, i),
@@ -100,9 +100,9 @@ static int merge_lists(ab_profile *base, const ab_profile *top)
 
 static void merge_limits(ab_profile *base, const ab_profile *top)
 {
-#define OVERRIDE(f)                                 \
-	do {                                        \
-		if (top->limits.f != AB_LIMIT_UNSET) \
+#define OVERRIDE(f)                                     \
+	do {                                            \
+		if (top->limits.f != AB_LIMIT_UNSET)    \
 			base->limits.f = top->limits.f; \
 	} while (0)
 	OVERRIDE(nofile);
@@ -171,7 +171,8 @@ int ab_profile_merge(ab_profile *base, const ab_profile *top, ab_err *err)
 	int r = merge_values(base, top);
 	char shown[1024];
 	if (r < 0)
-		return ab_fail(err, -r, "merging profile %s", PF_SHOW(shown, top->path ? top->path : ""));
+		return ab_fail(err, -r, "merging profile %s",
+			       PF_SHOW(shown, top->path ? top->path : ""));
 	return 0;
 }
 
@@ -274,7 +275,8 @@ static int name_candidates(const char *name, const ab_vars *v, const char *sibli
 		*strrchr(exe, '/') = '\0';
 	}
 	if (r >= 0 && have_exe)
-		r = push_candidate(out, ab_asprintf("%s/../share/agentbox/profiles/%s.json", exe, name));
+		r = push_candidate(out,
+				   ab_asprintf("%s/../share/agentbox/profiles/%s.json", exe, name));
 	if (r >= 0)
 		r = push_candidate(out, ab_asprintf("%s/profiles/%s.json", AB_DATADIR, name));
 	if (r >= 0 && have_exe)
@@ -284,7 +286,7 @@ static int name_candidates(const char *name, const ab_vars *v, const char *sibli
 
 int ab_profile_list_names(const ab_vars *v, ab_strv *out)
 {
-	_cleanup_strv_ ab_strv dirs = { 0 };
+	_cleanup_strv_ ab_strv dirs = {0};
 	int r = name_candidates("x", v, NULL, &dirs);
 	for (size_t i = 0; r >= 0 && i < dirs.n; i++) {
 		size_t n = strlen(dirs.v[i]);
@@ -311,7 +313,7 @@ int ab_profile_list_names(const ab_vars *v, ab_strv *out)
 static int find_by_name(const char *name, const ab_vars *v, const char *sibling_dir,
 			const char *skip, char **out, ab_strv *shadows, ab_err *err)
 {
-	_cleanup_strv_ ab_strv cands = { 0 };
+	_cleanup_strv_ ab_strv cands = {0};
 	char list[1024] = "", q[100], tmp[PATH_MAX];
 	const char *cfg;
 	size_t o = 0;
@@ -338,10 +340,10 @@ static int find_by_name(const char *name, const ab_vars *v, const char *sibling_
 		if (n > 0 && (size_t)n < sizeof(list) - o)
 			o += (size_t)n;
 	}
-	ab_fail_code(err, AB_EXIT_FAIL, ENOENT, "profile \"%s\" not found (looked in %s)", q,
-		     list);
+	ab_fail_code(err, AB_EXIT_FAIL, ENOENT, "profile \"%s\" not found (looked in %s)", q, list);
 	cfg = pf_xdg_dir(v->xdg_config_home, v->home, ".config", tmp, sizeof(tmp));
-	ab_err_hint(err, "put your own in %s/agentbox/profiles/%s.json (or pass a path to a "
+	ab_err_hint(err,
+		    "put your own in %s/agentbox/profiles/%s.json (or pass a path to a "
 		    ".json file) and validate it with \"agentbox check %s\"",
 		    cfg ? cfg : "$XDG_CONFIG_HOME", q, q);
 	return -ENOENT;
@@ -359,7 +361,8 @@ static int find_impl(const char *name_or_path, const ab_vars *vars, char **out_p
 		return find_by_name(name_or_path, vars, NULL, NULL, out_path, shadows, err);
 	abs = make_absolute(name_or_path, NULL);
 	if (!abs)
-		return ab_fail(err, errno ? errno : ENOMEM, "profile %s", PF_SHOW(shown, name_or_path));
+		return ab_fail(err, errno ? errno : ENOMEM, "profile %s",
+			       PF_SHOW(shown, name_or_path));
 	if (!exists(abs)) {
 		int e = errno;
 		ab_fail(err, e, "cannot read profile %s", PF_SHOW(shown, abs));
@@ -408,13 +411,13 @@ too_large:
 
 typedef struct loader {
 	const ab_vars *vars;
-	ab_strv chain; /* absolute paths of the files being loaded, outermost first */
-	size_t nfiles; /* loaded so far */
+	ab_strv chain;   /* absolute paths of the files being loaded, outermost first */
+	size_t nfiles;   /* loaded so far */
 	ab_strv shadows; /* see ab_profile.shadows */
 } loader;
 
-static int load_at(loader *L, const char *buf, size_t len, const char *fname,
-		   const char *abspath, ab_profile **out, ab_err *err);
+static int load_at(loader *L, const char *buf, size_t len, const char *fname, const char *abspath,
+		   ab_profile **out, ab_err *err);
 
 static char *dir_of(const char *abspath)
 {
@@ -441,8 +444,7 @@ static int resolve_extends(loader *L, const char *entry, const char *includer, c
 }
 
 /* "A -> B -> ... -> last", the chain from its element `from` on. */
-static void chain_str(const loader *L, const char *from, const char *last, char *out,
-		      size_t outsz)
+static void chain_str(const loader *L, const char *from, const char *last, char *out, size_t outsz)
 {
 	size_t i = 0, o = 0;
 	while (i < L->chain.n && strcmp(L->chain.v[i], from) != 0)
@@ -497,13 +499,17 @@ static int load_base(loader *L, pf_ctx *c, size_t i, const char *includer, ab_pr
 	return ab_profile_merge(acc, base, c->err);
 }
 
-static int load_at(loader *L, const char *buf, size_t len, const char *fname,
-		   const char *abspath, ab_profile **out, ab_err *err)
+static int load_at(loader *L, const char *buf, size_t len, const char *fname, const char *abspath,
+		   ab_profile **out, ab_err *err)
 {
 	_cleanup_profile_ ab_profile *own = profile_new(), *acc = profile_new();
 	char shown[1024];
-	pf_ctx c = { .fname = PF_SHOW(shown, fname), .buf = buf ? buf : "", .len = buf ? len : 0,
-		  .vars = L->vars, .p = own, .err = err };
+	pf_ctx c = {.fname = PF_SHOW(shown, fname),
+		    .buf = buf ? buf : "",
+		    .len = buf ? len : 0,
+		    .vars = L->vars,
+		    .p = own,
+		    .err = err};
 	bool pushed = false;
 	json_t *root = NULL;
 	int r;
@@ -517,8 +523,8 @@ static int load_at(loader *L, const char *buf, size_t len, const char *fname,
 		r = pf_validate(&c, root);
 		json_decref(root);
 	}
-	if (r >= 0 && (ab_strv_push(&own->files, abspath) < 0 ||
-		       ab_strv_push(&L->chain, abspath) < 0))
+	if (r >= 0 &&
+	    (ab_strv_push(&own->files, abspath) < 0 || ab_strv_push(&L->chain, abspath) < 0))
 		r = pf_oom(&c);
 	else if (r >= 0)
 		pushed = true;
@@ -541,11 +547,11 @@ static int load_top(const char *name, const char *buf, size_t len, const char *f
 		    const char *abspath, const ab_vars *vars, ab_strv *shadows, ab_profile **out,
 		    ab_err *err)
 {
-	loader L = { .vars = vars ? vars : &no_vars };
+	loader L = {.vars = vars ? vars : &no_vars};
 	ab_profile *p = NULL;
 	if (shadows) {
 		L.shadows = *shadows;
-		*shadows = (ab_strv){ 0 };
+		*shadows = (ab_strv){0};
 	}
 	int r = load_at(&L, buf, len, fname, abspath, &p, err);
 	ab_strv_free(&L.chain);
@@ -581,15 +587,15 @@ int ab_profile_load_buffer(const char *buf, size_t len, const char *fname, const
 			       PF_SHOW(shown, fname), AB_PROFILE_MAX_BYTES);
 	abspath = make_absolute(fname, NULL);
 	if (!abspath)
-		return ab_fail(err, errno ? errno : ENOMEM, "%s: loading profile", PF_SHOW(shown, fname));
+		return ab_fail(err, errno ? errno : ENOMEM, "%s: loading profile",
+			       PF_SHOW(shown, fname));
 	return load_top(fname, buf, len, fname, abspath, vars, NULL, out, err);
 }
 
-int ab_profile_load(const char *name_or_path, const ab_vars *vars, ab_profile **out,
-		    ab_err *err)
+int ab_profile_load(const char *name_or_path, const ab_vars *vars, ab_profile **out, ab_err *err)
 {
 	_cleanup_free_ char *path = NULL, *buf = NULL;
-	_cleanup_strv_ ab_strv shadows = { 0 };
+	_cleanup_strv_ ab_strv shadows = {0};
 	size_t len = 0;
 	int r = find_impl(name_or_path, vars, &path, &shadows, err);
 	if (r < 0)

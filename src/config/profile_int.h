@@ -32,8 +32,8 @@ typedef struct pf_ctx {
 	const char *buf;
 	size_t len;
 	const ab_vars *vars;
-	ab_profile *p;     /* this file's own values */
-	ab_strv extends;   /* raw entries, in order */
+	ab_profile *p;   /* this file's own values */
+	ab_strv extends; /* raw entries, in order */
 	bool extends_array;
 	ab_json_step path[PF_MAX_JPATH];
 	size_t depth;

@@ -22,11 +22,13 @@
 /* Downgrade names (allow_downgrade; doctor and explain describe them)      */
 /* ------------------------------------------------------------------------ */
 
+// clang-format off
 const char *const ab_downgrade_names[] = {
 	"landlock",       "landlock-refer", "landlock-truncate", "landlock-net",
 	"landlock-ioctl-dev", "landlock-scope", "cgroup-limits", "seccomp-user-notif",
 	NULL,
 };
+// clang-format on
 
 bool ab_downgrade_known(const char *name)
 {
@@ -40,20 +42,20 @@ static const struct {
 	const char *name;
 	const char *what;
 } downgrade_costs[] = {
-	{ "landlock", "no Landlock at all: only the mount namespace keeps host files out of "
-		      "reach (no second filesystem layer, no TCP port or scope restrictions)" },
-	{ "landlock-refer", "Landlock ABI < 2: moving or linking files between directories is "
-			    "always refused (EXDEV) -- stricter, but `mv` and some tools may fail" },
-	{ "landlock-truncate", "Landlock ABI < 3: truncate() of files is not controlled by "
-			       "Landlock (the read-only mounts still protect them)" },
-	{ "landlock-net", "Landlock ABI < 4: TCP bind/connect to loopback ports is not "
-			  "restricted (the network namespace still has no route out)" },
-	{ "landlock-ioctl-dev", "Landlock ABI < 5: ioctl on device files is not controlled by "
-				"Landlock (seccomp still blocks TIOCSTI and TIOCLINUX)" },
-	{ "landlock-scope", "Landlock ABI < 6: abstract unix sockets and signals are not scoped "
-			    "by Landlock (the network and pid namespaces still separate them)" },
-	{ "cgroup-limits", "limits.memory and limits.pids are not applied (no delegated cgroup "
-			   "v2); rlimits still are" },
+	{"landlock", "no Landlock at all: only the mount namespace keeps host files out of "
+		     "reach (no second filesystem layer, no TCP port or scope restrictions)"},
+	{"landlock-refer", "Landlock ABI < 2: moving or linking files between directories is "
+			   "always refused (EXDEV) -- stricter, but `mv` and some tools may fail"},
+	{"landlock-truncate", "Landlock ABI < 3: truncate() of files is not controlled by "
+			      "Landlock (the read-only mounts still protect them)"},
+	{"landlock-net", "Landlock ABI < 4: TCP bind/connect to loopback ports is not "
+			 "restricted (the network namespace still has no route out)"},
+	{"landlock-ioctl-dev", "Landlock ABI < 5: ioctl on device files is not controlled by "
+			       "Landlock (seccomp still blocks TIOCSTI and TIOCLINUX)"},
+	{"landlock-scope", "Landlock ABI < 6: abstract unix sockets and signals are not scoped "
+			   "by Landlock (the network and pid namespaces still separate them)"},
+	{"cgroup-limits", "limits.memory and limits.pids are not applied (no delegated cgroup "
+			  "v2); rlimits still are"},
 };
 
 const char *ab_downgrade_describe(const char *name)
@@ -77,9 +79,9 @@ typedef struct key_def key_def;
 struct key_def {
 	const char *name;
 	int (*fn)(pf_ctx *c, json_t *v, const key_def *d);
-	size_t off;                                     /* target inside ab_profile */
-	pf_item_fn item;                                /* lists: check/transform one entry */
-	const key_def *sub;                             /* sections: their keys */
+	size_t off;         /* target inside ab_profile */
+	pf_item_fn item;    /* lists: check/transform one entry */
+	const key_def *sub; /* sections: their keys */
 	int flags;
 };
 #define F_UNIQUE PF_UNIQUE /* lists: drop duplicates */
@@ -130,8 +132,10 @@ static int item_guard(pf_ctx *c, const char *s, char **out)
 	char q[100];
 	const char *hash = strstr(s, "#/");
 	if (!hash || hash == s)
-		return pf_fail(c, "\"%s\": a guard entry is FILE#/POINTER (e.g. "
-			       "~/.claude.json#/mcpServers)", pf_quote(q, sizeof(q), s));
+		return pf_fail(c,
+			       "\"%s\": a guard entry is FILE#/POINTER (e.g. "
+			       "~/.claude.json#/mcpServers)",
+			       pf_quote(q, sizeof(q), s));
 	_cleanup_free_ char *file = strndup(s, (size_t)(hash - s));
 	_cleanup_free_ char *abs = NULL, *ptr = strdup(hash + 1);
 	if (!file || !ptr)
@@ -181,8 +185,10 @@ static int item_relpath(pf_ctx *c, const char *s, char **out)
 	if (s[0] == '/' || s[0] == '~' || s[0] == '$')
 		return item_anchored(c, s, optional, out);
 	if (strstr(s, "${"))
-		return pf_fail(c, "\"%s\": a relative protect entry is not expanded (start it "
-			       "with a variable, ~/ or / to name one path)", q);
+		return pf_fail(c,
+			       "\"%s\": a relative protect entry is not expanded (start it "
+			       "with a variable, ~/ or / to name one path)",
+			       q);
 	if (strlen(s) >= PATH_MAX)
 		return pf_fail(c, "path too long (at most %d bytes)", PATH_MAX - 1);
 	_cleanup_free_ char *o = malloc(strlen(s) + 3);
@@ -221,11 +227,12 @@ static int item_envpat(pf_ctx *c, const char *s, char **out)
 	size_t n = strlen(s);
 	if (strcmp(s, "*") == 0)
 		return pf_fail(c, "\"*\" would pass the whole environment; name variables or "
-			       "prefixes such as \"LC_*\"");
+				  "prefixes such as \"LC_*\"");
 	if (s[n - 1] == '*')
 		n--;
 	if (!pf_env_name_ok(s, n))
-		return pf_fail(c, "invalid variable name or pattern \"%s\" (letters, digits and _, "
+		return pf_fail(c,
+			       "invalid variable name or pattern \"%s\" (letters, digits and _, "
 			       "not starting with a digit, optionally ending in *)",
 			       pf_quote(q, sizeof(q), s));
 	*out = strdup(s);
@@ -240,7 +247,7 @@ static int item_syscall(pf_ctx *c, const char *s, char **out)
 		return pf_fail(c, "invalid syscall name \"%s\" (at most 64 of a-z 0-9 _)",
 			       pf_quote(q, sizeof(q), s));
 	if (c->vars->syscall_check && c->depth >= 2 && c->path[c->depth - 2].key) {
-		ab_err e = { 0 };
+		ab_err e = {0};
 		if (c->vars->syscall_check(c->path[c->depth - 2].key, s, &e) < 0) {
 			int r = pf_fail(c, "%s", e.msg);
 			if (e.hint[0])
@@ -261,9 +268,12 @@ static int item_downgrade(pf_ctx *c, const char *s, char **out)
 		if (sug)
 			return pf_fail(c, "unknown downgrade \"%s\" (did you mean \"%s\"?)", q,
 				       sug);
-		return pf_fail(c, "unknown downgrade \"%s\" (known: landlock, landlock-refer, "
-			       "landlock-truncate, landlock-net, landlock-ioctl-dev, landlock-scope, "
-			       "cgroup-limits, seccomp-user-notif)", q);
+		return pf_fail(
+			c,
+			"unknown downgrade \"%s\" (known: landlock, landlock-refer, "
+			"landlock-truncate, landlock-net, landlock-ioctl-dev, landlock-scope, "
+			"cgroup-limits, seccomp-user-notif)",
+			q);
 	}
 	*out = strdup(s);
 	return 0;
@@ -338,7 +348,8 @@ static int parse_extends(pf_ctx *c, json_t *v, const key_def *d)
 	if (pf_check_count(c, json_array_size(v), AB_PROFILE_MAX_LIST) < 0)
 		return -EINVAL;
 	c->extends_array = true;
-	json_array_foreach(v, i, e) {
+	json_array_foreach(v, i, e)
+	{
 		pf_push_index(c, i);
 		int r = extends_entry(c, e);
 		pf_pop(c);
@@ -377,7 +388,8 @@ static int parse_ports(pf_ctx *c, json_t *v, const key_def *d)
 		return pf_fail(c, "expected an array of ports or \"any\", got %s", pf_jtype(v));
 	if (pf_check_count(c, json_array_size(v), AB_PROFILE_MAX_LIST) < 0)
 		return -EINVAL;
-	json_array_foreach(v, i, e) {
+	json_array_foreach(v, i, e)
+	{
 		int r = 0;
 		pf_push_index(c, i);
 		if (!json_is_integer(e))
@@ -413,7 +425,7 @@ int pf_kv_put(ab_kv **arr, size_t *n, const char *key, const char *val)
 		free(v);
 		return -ENOMEM;
 	}
-	a[(*n)++] = (ab_kv){ .key = k, .val = v };
+	a[(*n)++] = (ab_kv){.key = k, .val = v};
 	*arr = a;
 	return 0;
 }
@@ -429,8 +441,10 @@ static int env_set_one(pf_ctx *c, const char *k, const json_t *val)
 	char q[100];
 	int r;
 	if (!pf_env_name_ok(k, strlen(k)))
-		return pf_fail_key(c, "invalid variable name \"%s\" (letters, digits and _, not "
-				   "starting with a digit)", pf_quote(q, sizeof(q), k));
+		return pf_fail_key(c,
+				   "invalid variable name \"%s\" (letters, digits and _, not "
+				   "starting with a digit)",
+				   pf_quote(q, sizeof(q), k));
 	if (!json_is_string(val))
 		return pf_fail(c, "expected a string, got %s", pf_jtype(val));
 	r = pf_expand_or_fail(c, json_string_value(val), true, &x);
@@ -450,7 +464,8 @@ static int each_entry(pf_ctx *c, json_t *v, const char *what,
 		return pf_fail(c, "expected %s, got %s", what, pf_jtype(v));
 	if (pf_check_count(c, json_object_size(v), AB_PROFILE_MAX_LIST) < 0)
 		return -EINVAL;
-	json_object_foreach(v, k, val) {
+	json_object_foreach(v, k, val)
+	{
 		pf_push_key(c, k);
 		int r = one(c, k, val);
 		pf_pop(c);
@@ -468,15 +483,16 @@ static int parse_env_set(pf_ctx *c, json_t *v, const key_def *d)
 static int zero_limit(pf_ctx *c)
 {
 	return pf_fail(c, "must be at least 1 (0 leaves the sandbox no memory or no process to "
-		       "start with; leave it out for no limit)");
+			  "start with; leave it out for no limit)");
 }
 
 static int parse_limit(pf_ctx *c, json_t *v, const key_def *d)
 {
 	long long *dst = TARGET(c, d, long long);
-	const char *want = (d->flags & F_SIZE)
-		? "expected a non-negative integer, a size such as \"8G\" or \"unlimited\""
-		: "expected a non-negative integer or \"unlimited\"";
+	const char *want =
+		(d->flags & F_SIZE)
+			? "expected a non-negative integer, a size such as \"8G\" or \"unlimited\""
+			: "expected a non-negative integer or \"unlimited\"";
 	const char *s;
 	char q[100];
 	int r;
@@ -502,8 +518,10 @@ static int parse_limit(pf_ctx *c, json_t *v, const key_def *d)
 	if (r == -ERANGE)
 		return pf_fail(c, "size \"%s\" is too large", q);
 	if (r < 0)
-		return pf_fail(c, "invalid size \"%s\" (use a number with an optional K, M, G or T "
-			       "suffix, or \"unlimited\")", q);
+		return pf_fail(c,
+			       "invalid size \"%s\" (use a number with an optional K, M, G or T "
+			       "suffix, or \"unlimited\")",
+			       q);
 	return 0;
 }
 
@@ -559,14 +577,19 @@ static int net_host_one(pf_ctx *c, const char *k, const json_t *val)
 	int kind = ab_host_normalize(k, name, sizeof(name));
 	if (kind != AB_HOST_NAME)
 		return pf_fail_key(c, "invalid host name \"%s\" (%s)", pf_quote(q, sizeof(q), k),
-				   kind < 0 ? ab_host_strerror(kind) : "an address needs no mapping");
+				   kind < 0 ? ab_host_strerror(kind)
+					    : "an address needs no mapping");
 	if (!json_is_string(val))
-		return pf_fail(c, "expected an address string such as \"127.0.0.1\" or "
-			       "\"127.0.0.1:8443\", got %s", pf_jtype(val));
+		return pf_fail(c,
+			       "expected an address string such as \"127.0.0.1\" or "
+			       "\"127.0.0.1:8443\", got %s",
+			       pf_jtype(val));
 	const char *s = json_string_value(val);
 	if (ab_profile_parse_hostaddr(s, addr, sizeof(addr), &port) < 0)
-		return pf_fail(c, "invalid address \"%s\" (expected IPV4, IPV4:PORT, [IPV6] or "
-			       "[IPV6]:PORT)", pf_quote(q, sizeof(q), s));
+		return pf_fail(c,
+			       "invalid address \"%s\" (expected IPV4, IPV4:PORT, [IPV6] or "
+			       "[IPV6]:PORT)",
+			       pf_quote(q, sizeof(q), s));
 	char canon[AB_HOST_BUF + 16];
 	if (port)
 		snprintf(canon, sizeof(canon), "%s:%u", addr, port);
@@ -602,10 +625,11 @@ static int parse_net_port(pf_ctx *c, json_t *v, const key_def *d)
 	if (!json_is_integer(v))
 		return pf_fail(c, "expected a port number (1-65535), got %s", pf_jtype(v));
 	if (json_integer_value(v) < 1 || json_integer_value(v) > 65535)
-		return pf_fail(c, "port %lld out of range (1-65535)", (long long)json_integer_value(v));
+		return pf_fail(c, "port %lld out of range (1-65535)",
+			       (long long)json_integer_value(v));
 	if (json_integer_value(v) == 53)
 		return pf_fail(c, "port 53 is the sandbox's DNS responder; choose another proxy "
-			       "port");
+				  "port");
 	c->p->net.proxy_port = (long)json_integer_value(v);
 	return 0;
 }
@@ -646,7 +670,8 @@ static int parse_net_upstream(pf_ctx *c, json_t *v, const key_def *d)
 		if (at) {
 			char scheme[24], qs[40];
 			snprintf(scheme, sizeof(scheme), "%.*s", (int)(auth - s), s);
-			return pf_fail(c, "invalid upstream proxy \"%s***%s\": credentials in the "
+			return pf_fail(c,
+				       "invalid upstream proxy \"%s***%s\": credentials in the "
 				       "URL are not supported (\"env\" or \"http://HOST:PORT\")",
 				       pf_quote(qs, sizeof(qs), scheme),
 				       pf_quote(q, sizeof(q), at));
@@ -705,11 +730,24 @@ int ab_upstream_proxy_parse(const char *url, char *host, size_t hostlen, unsigne
 }
 
 #define PO(field) offsetof(ab_profile, field)
-#define LIST(n, f, it, fl) { .name = n, .fn = parse_list, .off = PO(f), .item = it, .flags = fl }
-#define LIMIT(n, fl) { .name = #n, .fn = parse_limit, .off = PO(limits.n), .flags = fl }
-#define SECTION(n, s) { .name = n, .fn = parse_section, .sub = s }
-#define END { .name = NULL }
+#define LIST(n, f, it, fl)                                                         \
+	{                                                                          \
+		.name = n, .fn = parse_list, .off = PO(f), .item = it, .flags = fl \
+	}
+#define LIMIT(n, fl)                                                            \
+	{                                                                       \
+		.name = #n, .fn = parse_limit, .off = PO(limits.n), .flags = fl \
+	}
+#define SECTION(n, s)                                    \
+	{                                                \
+		.name = n, .fn = parse_section, .sub = s \
+	}
+#define END                  \
+	{                    \
+		.name = NULL \
+	}
 
+// clang-format off
 static const key_def fs_keys[] = {
 	LIST("read", fs.read, pf_item_path, F_UNIQUE),
 	LIST("write", fs.write, item_wpath, F_UNIQUE),
@@ -719,7 +757,9 @@ static const key_def fs_keys[] = {
 	LIST("guard", fs.guard, item_guard, F_UNIQUE),
 	END,
 };
+// clang-format on
 
+// clang-format off
 static const key_def net_keys[] = {
 	{ .name = "loopback_ports", .fn = parse_ports },
 	LIST("allow", net.allow, pf_item_netrule, F_UNIQUE),
@@ -734,35 +774,49 @@ static const key_def net_keys[] = {
 	{ .name = "placeholder_elsewhere", .fn = parse_net_elsewhere },
 	END,
 };
+// clang-format on
 
+// clang-format off
 static const key_def env_keys[] = {
 	LIST("pass", env.pass, item_envpat, F_UNIQUE),
 	{ .name = "set", .fn = parse_env_set },
 	END,
 };
+// clang-format on
 
 static const key_def limit_keys[] = {
-	LIMIT(nofile, 0), LIMIT(nproc, 0), LIMIT(fsize, F_SIZE), LIMIT(core, 0),
-	LIMIT(memory, F_SIZE | F_POSITIVE), LIMIT(pids, F_POSITIVE), LIMIT(cpu, 0), END,
+	LIMIT(nofile, 0),
+	LIMIT(nproc, 0),
+	LIMIT(fsize, F_SIZE),
+	LIMIT(core, 0),
+	LIMIT(memory, F_SIZE | F_POSITIVE),
+	LIMIT(pids, F_POSITIVE),
+	LIMIT(cpu, 0),
+	END,
 };
 
+// clang-format off
 static const key_def syscall_keys[] = {
 	LIST("deny", syscalls.deny, item_syscall, F_UNIQUE | F_SHORT),
 	LIST("allow", syscalls.allow, item_syscall, F_UNIQUE | F_SHORT),
 	END,
 };
+// clang-format on
 
+// clang-format off
 static const key_def audit_keys[] = {
 	{ .name = "exec", .fn = parse_audit_bool, .off = PO(audit.exec) },
 	{ .name = "denials", .fn = parse_audit_bool, .off = PO(audit.denials) },
 	END,
 };
+// clang-format on
 
 static const key_def terminal_keys[] = {
-	{ .name = "clipboard", .fn = parse_audit_bool, .off = PO(terminal.clipboard) },
+	{.name = "clipboard", .fn = parse_audit_bool, .off = PO(terminal.clipboard)},
 	END,
 };
 
+// clang-format off
 static const key_def top_keys[] = {
 	{ .name = "$schema", .fn = parse_text, .off = NO_TARGET },
 	{ .name = "version", .fn = parse_noop },
@@ -782,6 +836,7 @@ static const key_def top_keys[] = {
 	{ .name = "hostname", .fn = parse_hostname },
 	END,
 };
+// clang-format on
 
 static int unknown_key(pf_ctx *c, const char *k, const key_def *defs)
 {
@@ -819,7 +874,8 @@ static int parse_object(pf_ctx *c, json_t *obj, const key_def *defs)
 	json_t *v;
 	if (!json_is_object(obj))
 		return pf_fail(c, "expected an object, got %s", pf_jtype(obj));
-	json_object_foreach(obj, k, v) {
+	json_object_foreach(obj, k, v)
+	{
 		const key_def *d = defs;
 		while (d->name && strcmp(d->name, k) != 0)
 			d++;
@@ -853,4 +909,3 @@ int pf_validate(pf_ctx *c, json_t *root)
 	pf_pop(c);
 	return r < 0 ? r : parse_object(c, root, top_keys);
 }
-

@@ -48,9 +48,11 @@ static int secret_from(pf_ctx *c, json_t *v, struct ab_profile_secret *x)
 	bool json = json_is_object(v) && json_object_get(v, "json");
 	if (!json_is_object(v) || json_object_size(v) != (json ? 2 : 1) ||
 	    (json && !json_object_get(v, "pointer")))
-		return pf_fail(c, "expected one of {\"env\": NAME}, {\"file\": PATH}, "
+		return pf_fail(c,
+			       "expected one of {\"env\": NAME}, {\"file\": PATH}, "
 			       "{\"command\": [ARGV...]}, {\"json\": PATH, \"pointer\": \"/a/b\"}");
-	json_object_foreach(v, k, e) {
+	json_object_foreach(v, k, e)
+	{
 		int r = 0;
 		pf_push_key(c, k);
 		if (strcmp(k, "json") == 0) {
@@ -62,10 +64,12 @@ static int secret_from(pf_ctx *c, json_t *v, struct ab_profile_secret *x)
 			const char *s;
 			if ((r = pf_get_str(c, e, &s)) == 0 &&
 			    (!s[0] || ab_json_pointer_check(s) < 0))
-				r = pf_fail(c, "invalid JSON pointer \"%s\" (\"/key/key\", ~0 for ~ and "
-					    "~1 for /, at most %d bytes and %d keys)",
-					    pf_quote(q, sizeof(q), s), AB_JSON_POINTER_MAX,
-					    AB_JSON_POINTER_DEPTH);
+				r = pf_fail(
+					c,
+					"invalid JSON pointer \"%s\" (\"/key/key\", ~0 for ~ and "
+					"~1 for /, at most %d bytes and %d keys)",
+					pf_quote(q, sizeof(q), s), AB_JSON_POINTER_MAX,
+					AB_JSON_POINTER_DEPTH);
 			if (r == 0 && !(x->src_pointer = strdup(s)))
 				r = pf_oom(c);
 		} else if (strcmp(k, "env") == 0) {
@@ -88,8 +92,10 @@ static int secret_from(pf_ctx *c, json_t *v, struct ab_profile_secret *x)
 			else
 				r = pf_parse_strings(c, e, pf_item_copy, 0, &x->src_cmd);
 		} else {
-			r = pf_fail_key(c, "unknown secret source \"%s\" (env, file, command or "
-					"json)", pf_quote(q, sizeof(q), k));
+			r = pf_fail_key(c,
+					"unknown secret source \"%s\" (env, file, command or "
+					"json)",
+					pf_quote(q, sizeof(q), k));
 		}
 		pf_pop(c);
 		if (r < 0)
@@ -122,17 +128,21 @@ static int secret_placeholder(pf_ctx *c, json_t *v, struct ab_profile_secret *x)
 	if (!json_is_object(v))
 		return pf_fail(c, "expected an object {\"prefix\": ..., \"length\": ...}, got %s",
 			       pf_jtype(v));
-	json_object_foreach(v, k, e) {
+	json_object_foreach(v, k, e)
+	{
 		int r = 0;
 		pf_push_key(c, k);
 		if (strcmp(k, "prefix") == 0) {
 			const char *s;
 			if ((r = pf_get_str(c, e, &s)) == 0) {
-				size_t n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-						     "0123456789_-");
+				size_t n = strspn(
+					s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					   "0123456789_-");
 				if (s[n] || n > 32)
-					r = pf_fail(c, "invalid prefix \"%s\" (up to 32 of A-Z a-z 0-9 _ -)",
-						    pf_quote(q, sizeof(q), s));
+					r = pf_fail(
+						c,
+						"invalid prefix \"%s\" (up to 32 of A-Z a-z 0-9 _ -)",
+						pf_quote(q, sizeof(q), s));
 				else if (!(x->ph_prefix = strdup(s)))
 					r = pf_oom(c);
 			}
@@ -157,10 +167,10 @@ static int secret_placeholder(pf_ctx *c, json_t *v, struct ab_profile_secret *x)
 	}
 	if (x->ph_jwt && (x->ph_prefix || x->ph_len))
 		return pf_fail(c, "a JWT placeholder keeps the shape of the value: no \"prefix\" "
-			       "or \"length\" with \"jwt\"");
+				  "or \"length\" with \"jwt\"");
 	if (x->ph_jwt && x->ph_stable)
 		return pf_fail(c, "a JWT placeholder is drawn anew each run: no \"stable\" with "
-			       "\"jwt\"");
+				  "\"jwt\"");
 	return 0;
 }
 
@@ -174,7 +184,8 @@ static int rotate_stamp(pf_ctx *c, json_t *v, struct ab_profile_secret *x)
 	    json_object_size(v) > AB_CREDFILE_STAMPS_PER_SECRET)
 		return pf_fail(c, "expected {\"/pointer\": \"now\" or \"expires_at_ms\"} (1 to %d)",
 			       AB_CREDFILE_STAMPS_PER_SECRET);
-	json_object_foreach(v, k, e) {
+	json_object_foreach(v, k, e)
+	{
 		int r = 0;
 		const char *s = NULL;
 		pf_push_key(c, k);
@@ -182,7 +193,8 @@ static int rotate_stamp(pf_ctx *c, json_t *v, struct ab_profile_secret *x)
 			r = pf_fail_key(c, "invalid JSON pointer \"%s\"",
 					pf_quote(q, sizeof(q), k));
 		else if ((r = pf_get_str(c, e, &s)) == 0 && !ab_credfile_stamp_kind_ok(s))
-			r = pf_fail(c, "unknown stamp \"%s\" (now, expires_at_ms)", pf_quote(q, sizeof(q), s));
+			r = pf_fail(c, "unknown stamp \"%s\" (now, expires_at_ms)",
+				    pf_quote(q, sizeof(q), s));
 		if (r == 0 && (ab_strv_push(&x->rot_stamp_ptr, k) < 0 ||
 			       ab_strv_push(&x->rot_stamp_kind, s) < 0))
 			r = pf_oom(c);
@@ -201,8 +213,10 @@ static int secret_rotate(pf_ctx *c, json_t *v, struct ab_profile_secret *x)
 	json_t *e;
 	char q[100];
 	if (!json_is_object(v) || !json_object_get(v, "url") || !json_object_get(v, "field"))
-		return pf_fail(c, "expected {\"url\": \"https://HOST/PATH\", \"field\": \"/pointer\"}");
-	json_object_foreach(v, k, e) {
+		return pf_fail(
+			c, "expected {\"url\": \"https://HOST/PATH\", \"field\": \"/pointer\"}");
+	json_object_foreach(v, k, e)
+	{
 		int r = 0;
 		const char *s = NULL;
 		pf_push_key(c, k);
@@ -214,16 +228,20 @@ static int secret_rotate(pf_ctx *c, json_t *v, struct ab_profile_secret *x)
 				ab_err ne = {0};
 				char host[AB_HOST_INPUT_MAX + 8];
 				size_t hl = slash ? (size_t)(slash - h) : 0;
-				bool ok = slash && hl && hl < sizeof(host) && !strpbrk(slash, "?# ") &&
-					  strlen(slash) <= 1024;
+				bool ok = slash && hl && hl < sizeof(host) &&
+					  !strpbrk(slash, "?# ") && strlen(slash) <= 1024;
 				if (ok) {
 					memcpy(host, h, hl);
 					host[hl] = '\0';
-					ok = ab_netrule_parse(host, &rule, &ne) == 0 && !rule.wildcard;
+					ok = ab_netrule_parse(host, &rule, &ne) == 0 &&
+					     !rule.wildcard;
 				}
 				if (!ok)
-					r = pf_fail(c, "invalid token endpoint \"%s\" (https://HOST[:PORT]/PATH, "
-						    "no wildcard, no query)", pf_quote(q, sizeof(q), s));
+					r = pf_fail(
+						c,
+						"invalid token endpoint \"%s\" (https://HOST[:PORT]/PATH, "
+						"no wildcard, no query)",
+						pf_quote(q, sizeof(q), s));
 				else if (!(x->rot_host = strdup(rule.text)) ||
 					 !(x->rot_path = strdup(slash)))
 					r = pf_oom(c);
@@ -238,7 +256,8 @@ static int secret_rotate(pf_ctx *c, json_t *v, struct ab_profile_secret *x)
 		} else if (strcmp(k, "stamp") == 0) {
 			r = rotate_stamp(c, e, x);
 		} else {
-			r = pf_fail_key(c, "unknown key \"%s\" (url, field, stamp)", pf_quote(q, sizeof(q), k));
+			r = pf_fail_key(c, "unknown key \"%s\" (url, field, stamp)",
+					pf_quote(q, sizeof(q), k));
 		}
 		pf_pop(c);
 		if (r < 0)
@@ -259,10 +278,11 @@ static int secret_render(pf_ctx *c, json_t *e, struct ab_profile_secret *x)
 	if (!keep || json_object_size(e) != 1 || !json_is_array(keep) || !json_array_size(keep) ||
 	    json_array_size(keep) > 32)
 		return pf_fail(c, "expected true, false or {\"keep\": [\"/pointer\", ...]} "
-			       "(1 to 32)");
+				  "(1 to 32)");
 	size_t i;
 	json_t *it;
-	json_array_foreach(keep, i, it) {
+	json_array_foreach(keep, i, it)
+	{
 		const char *s = json_string_value(it);
 		if (!s || !s[0] || ab_json_pointer_check(s) < 0)
 			return pf_fail(c, "invalid JSON pointer \"%s\" in keep",
@@ -285,7 +305,8 @@ static int secret_optional(pf_ctx *c, json_t *e, struct ab_profile_secret *x)
 		return pf_fail(c, "expected true, false or a non-empty array of secret names");
 	size_t i;
 	json_t *it;
-	json_array_foreach(e, i, it) {
+	json_array_foreach(e, i, it)
+	{
 		const char *s = json_string_value(it);
 		if (!s || !pf_env_name_ok(s, strlen(s)) || strlen(s) > 64)
 			return pf_fail(c, "expected secret names");
@@ -301,8 +322,7 @@ static int secret_env(pf_ctx *c, json_t *e, struct ab_profile_secret *x)
 {
 	if (json_is_false(e))
 		return (x->env_name = strdup("")) ? 0 : pf_oom(c);
-	if (json_is_string(e) &&
-	    pf_env_name_ok(json_string_value(e), strlen(json_string_value(e))))
+	if (json_is_string(e) && pf_env_name_ok(json_string_value(e), strlen(json_string_value(e))))
 		return (x->env_name = strdup(json_string_value(e))) ? 0 : pf_oom(c);
 	return pf_fail(c, "expected a variable name or false");
 }
@@ -348,7 +368,8 @@ static int secret_key(pf_ctx *c, const char *k, json_t *e, struct ab_profile_sec
 		return secret_render(c, e, x);
 	if (strcmp(k, "rotate") == 0)
 		return secret_rotate(c, e, x);
-	return pf_fail_key(c, "unknown key \"%s\" (from, hosts, in, placeholder, env, "
+	return pf_fail_key(c,
+			   "unknown key \"%s\" (from, hosts, in, placeholder, env, "
 			   "mask_in_body, elsewhere, optional, hint, render, rotate)",
 			   pf_quote(q, sizeof(q), k));
 }
@@ -359,14 +380,18 @@ static int secret_one(pf_ctx *c, const char *name, json_t *v, struct ab_profile_
 	json_t *e;
 	char q[100];
 	if (!pf_env_name_ok(name, strlen(name)) || strlen(name) > 64)
-		return pf_fail_key(c, "invalid secret name \"%s\" (letters, digits and _, not starting "
-				   "with a digit, at most 64)", pf_quote(q, sizeof(q), name));
+		return pf_fail_key(
+			c,
+			"invalid secret name \"%s\" (letters, digits and _, not starting "
+			"with a digit, at most 64)",
+			pf_quote(q, sizeof(q), name));
 	if (!json_is_object(v))
 		return pf_fail(c, "expected an object, got %s", pf_jtype(v));
 	if (!(x->name = strdup(name)))
 		return pf_oom(c);
 	bool have_from = false;
-	json_object_foreach(v, k, e) {
+	json_object_foreach(v, k, e)
+	{
 		pf_push_key(c, k);
 		int r = secret_key(c, k, e, x);
 		pf_pop(c);
@@ -375,7 +400,8 @@ static int secret_one(pf_ctx *c, const char *name, json_t *v, struct ab_profile_
 		have_from |= strcmp(k, "from") == 0;
 	}
 	if (!have_from)
-		return pf_fail(c, "secret %s: missing \"from\" (where agentbox reads the value)", name);
+		return pf_fail(c, "secret %s: missing \"from\" (where agentbox reads the value)",
+			       name);
 	/* only "hosts" fills x->hosts */
 	if (x->hosts.n == 0)
 		return pf_fail(c, "secret %s: missing \"hosts\" (where the value may be sent)",
@@ -383,8 +409,10 @@ static int secret_one(pf_ctx *c, const char *name, json_t *v, struct ab_profile_
 	if (x->render && x->src != AB_PSECRET_JSON)
 		return pf_fail(c, "secret %s: \"render\" needs a {\"json\": ...} source", name);
 	if (x->rot_host && x->src != AB_PSECRET_JSON)
-		return pf_fail(c, "secret %s: \"rotate\" needs a {\"json\": ...} source (the file "
-			       "the new value is written back to)", name);
+		return pf_fail(c,
+			       "secret %s: \"rotate\" needs a {\"json\": ...} source (the file "
+			       "the new value is written back to)",
+			       name);
 	return 0;
 }
 
@@ -396,7 +424,8 @@ int pf_parse_secrets(pf_ctx *c, json_t *v)
 		return pf_fail(c, "expected an object of secrets by name, got %s", pf_jtype(v));
 	if (json_object_size(v) > 64)
 		return pf_fail(c, "too many secrets (at most 64)");
-	json_object_foreach(v, k, val) {
+	json_object_foreach(v, k, val)
+	{
 		struct ab_profile_secret x = {0};
 		pf_push_key(c, k);
 		int r = secret_one(c, k, val, &x);
@@ -405,8 +434,8 @@ int pf_parse_secrets(pf_ctx *c, json_t *v)
 			pf_secret_clear(&x);
 			return r;
 		}
-		struct ab_profile_secret *n = realloc(c->p->secrets,
-						      (c->p->nsecrets + 1) * sizeof(*n));
+		struct ab_profile_secret *n =
+			realloc(c->p->secrets, (c->p->nsecrets + 1) * sizeof(*n));
 		if (!n) {
 			pf_secret_clear(&x);
 			return pf_oom(c);
@@ -430,8 +459,10 @@ int pf_secret_copy(struct ab_profile_secret *d, const struct ab_profile_secret *
 	d->elsewhere = s->elsewhere;
 	d->optional = s->optional;
 	d->render = s->render;
-	if (pf_replace_str(&d->src_pointer, s->src_pointer) < 0 || pf_replace_str(&d->hint, s->hint) < 0 ||
-	    pf_replace_str(&d->rot_host, s->rot_host) < 0 || pf_replace_str(&d->rot_path, s->rot_path) < 0 ||
+	if (pf_replace_str(&d->src_pointer, s->src_pointer) < 0 ||
+	    pf_replace_str(&d->hint, s->hint) < 0 ||
+	    pf_replace_str(&d->rot_host, s->rot_host) < 0 ||
+	    pf_replace_str(&d->rot_path, s->rot_path) < 0 ||
 	    pf_replace_str(&d->rot_field, s->rot_field) < 0 ||
 	    ab_strv_copy(&d->rot_stamp_ptr, &s->rot_stamp_ptr) < 0 ||
 	    ab_strv_copy(&d->rot_stamp_kind, &s->rot_stamp_kind) < 0 ||
@@ -443,11 +474,11 @@ int pf_secret_copy(struct ab_profile_secret *d, const struct ab_profile_secret *
 	if (!(d->name = strdup(s->name)) || pf_replace_str(&d->src_env, s->src_env) < 0 ||
 	    pf_replace_str(&d->src_file, s->src_file) < 0 ||
 	    pf_replace_str(&d->ph_prefix, s->ph_prefix) < 0 ||
-	    pf_replace_str(&d->env_name, s->env_name) < 0 || ab_strv_copy(&d->src_cmd, &s->src_cmd) < 0 ||
-	    ab_strv_copy(&d->hosts, &s->hosts) < 0 || ab_strv_copy(&d->places, &s->places) < 0) {
+	    pf_replace_str(&d->env_name, s->env_name) < 0 ||
+	    ab_strv_copy(&d->src_cmd, &s->src_cmd) < 0 || ab_strv_copy(&d->hosts, &s->hosts) < 0 ||
+	    ab_strv_copy(&d->places, &s->places) < 0) {
 		pf_secret_clear(d);
 		return -ENOMEM;
 	}
 	return 0;
 }
-

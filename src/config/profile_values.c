@@ -27,14 +27,14 @@
 void pf_push_key(pf_ctx *c, const char *key)
 {
 	if (c->depth < PF_MAX_JPATH)
-		c->path[c->depth] = (ab_json_step){ .key = key };
+		c->path[c->depth] = (ab_json_step){.key = key};
 	c->depth++;
 }
 
 void pf_push_index(pf_ctx *c, size_t i)
 {
 	if (c->depth < PF_MAX_JPATH)
-		c->path[c->depth] = (ab_json_step){ .key = NULL, .index = i };
+		c->path[c->depth] = (ab_json_step){.key = NULL, .index = i};
 	c->depth++;
 }
 
@@ -194,7 +194,7 @@ int pf_item_copy(pf_ctx *c, const char *s, char **out)
 
 int pf_expand_or_fail(pf_ctx *c, const char *s, bool tilde, char **out)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	int r = ab_profile_expand(s, c->vars, tilde, out, &e);
 	if (r == -ENOMEM)
 		return pf_oom(c);
@@ -240,7 +240,8 @@ int pf_parse_strings(pf_ctx *c, json_t *v, pf_item_fn item, int flags, ab_strv *
 	int max = (flags & PF_SHORT) ? AB_PROFILE_MAX_SYSCALLS : AB_PROFILE_MAX_LIST;
 	if (pf_check_count(c, json_array_size(v), max) < 0)
 		return -EINVAL;
-	json_array_foreach(v, i, e) {
+	json_array_foreach(v, i, e)
+	{
 		const char *s = NULL;
 		char *out = NULL;
 		int r;
@@ -266,13 +267,15 @@ int pf_parse_strings(pf_ctx *c, json_t *v, pf_item_fn item, int flags, ab_strv *
 static int item_netrule_in(pf_ctx *c, const char *s, char **out, bool priv)
 {
 	ab_netrule r;
-	ab_err e = { 0 };
+	ab_err e = {0};
 	char q[100];
 	if (ab_netrule_parse(s, &r, &e) < 0)
 		return pf_fail(c, "invalid %s", e.msg);
 	if (priv && r.wildcard)
-		return pf_fail(c, "invalid network rule \"%s\": network.private names exact "
-			       "destinations, no wildcards", pf_quote(q, sizeof(q), s));
+		return pf_fail(c,
+			       "invalid network rule \"%s\": network.private names exact "
+			       "destinations, no wildcards",
+			       pf_quote(q, sizeof(q), s));
 	*out = strdup(r.text);
 	return 0;
 }

@@ -13,7 +13,7 @@
 
 #include "profile_int.h"
 
-#define MAX_EXPANDED 65536   /* a string after variable expansion */
+#define MAX_EXPANDED 65536 /* a string after variable expansion */
 
 static const ab_vars no_vars;
 
@@ -102,7 +102,8 @@ static int var_lookup(const ab_vars *v, const char *name, size_t n, char *tmp, s
 	case 5: *val = pf_xdg_dir(v->xdg_cache_home, v->home, ".cache", tmp, tmpsz); break;
 	case 6: *val = pf_xdg_dir(v->xdg_state_home, v->home, ".local/state", tmp, tmpsz); break;
 	default: {
-		const char *s = n <= 64 ? pf_suggest(nm, var_names) : NULL, *more = n > 64 ? "..." : "";
+		const char *s = n <= 64 ? pf_suggest(nm, var_names) : NULL,
+			   *more = n > 64 ? "..." : "";
 		pf_quote(q, sizeof(q), nm);
 		if (s)
 			return ab_fail(err, 0, "unknown variable ${%s%s} (did you mean ${%s}?)", q,
@@ -146,7 +147,7 @@ static int sb_add(struct sbuf *b, const char *s, size_t n)
 
 int ab_profile_expand(const char *in, const ab_vars *vars, bool tilde, char **out, ab_err *err)
 {
-	struct sbuf b = { 0 };
+	struct sbuf b = {0};
 	char tmp[PATH_MAX];
 	const char *p = in;
 	int r = sb_add(&b, "", 0);
@@ -212,10 +213,26 @@ int ab_profile_parse_size(const char *s, long long *out)
 			v = v * 10 + d;
 	}
 	switch (s[i]) {
-	case 'K': case 'k': shift = 10; i++; break;
-	case 'M': case 'm': shift = 20; i++; break;
-	case 'G': case 'g': shift = 30; i++; break;
-	case 'T': case 't': shift = 40; i++; break;
+	case 'K':
+	case 'k':
+		shift = 10;
+		i++;
+		break;
+	case 'M':
+	case 'm':
+		shift = 20;
+		i++;
+		break;
+	case 'G':
+	case 'g':
+		shift = 30;
+		i++;
+		break;
+	case 'T':
+	case 't':
+		shift = 40;
+		i++;
+		break;
 	default: break;
 	}
 	if (s[i])

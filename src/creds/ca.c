@@ -32,7 +32,7 @@
 
 typedef struct leaf_slot {
 	char host[AB_HOST_BUF];
-	SSL_CTX *ctx; /* NULL: slot free */
+	SSL_CTX *ctx;   /* NULL: slot free */
 	int prev, next; /* LRU list (prev: more recent) */
 	int hnext;      /* hash chain */
 } leaf_slot;
@@ -50,7 +50,7 @@ struct ab_ca {
 	EVP_PKEY *leaf_pub; /* its public half, for the certificates */
 	nc_entry *nc;       /* the constraint list, NULL: unconstrained */
 	size_t n_nc;
-	leaf_slot *leaves;  /* AB_CA_CACHE_MAX slots */
+	leaf_slot *leaves; /* AB_CA_CACHE_MAX slots */
 	int buckets[CA_NBUCKETS];
 	int lru_head, lru_tail; /* head: most recently used */
 	size_t n_leaves;
@@ -166,7 +166,7 @@ static GENERAL_NAME *gn_ip_any(int len)
 }
 
 /* Push a subtree with base gn (taken, freed on failure) onto *sk. */
-static bool push_subtree(STACK_OF(GENERAL_SUBTREE) **sk, GENERAL_NAME *gn)
+static bool push_subtree(STACK_OF(GENERAL_SUBTREE) * *sk, GENERAL_NAME *gn)
 {
 	GENERAL_SUBTREE *st;
 
@@ -297,8 +297,8 @@ static bool set_random_serial(X509 *x)
 
 static bool name_add(X509_NAME *n, const char *field, const char *value)
 {
-	return X509_NAME_add_entry_by_txt(n, field, MBSTRING_UTF8, (const unsigned char *)value,
-					  -1, -1, 0) == 1;
+	return X509_NAME_add_entry_by_txt(n, field, MBSTRING_UTF8, (const unsigned char *)value, -1,
+					  -1, 0) == 1;
 }
 
 /* ------------------------------------------------------------ the CA */
@@ -317,8 +317,8 @@ static EVP_PKEY *public_copy(EVP_PKEY *k)
 	if (!k || EVP_PKEY_get_octet_string_param(k, OSSL_PKEY_PARAM_PUB_KEY, pub, sizeof(pub),
 						  &len) != 1)
 		return NULL;
-	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME,
-						     (char *)"P-256", 0);
+	params[0] =
+		OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)"P-256", 0);
 	params[1] = OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, pub, len);
 	params[2] = OSSL_PARAM_construct_end();
 	pctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
@@ -350,8 +350,7 @@ static bool fill_ca_cert(const ab_ca *ca, X509 *x, X509 *issuer, EVP_PKEY *subje
 	       add_ext(x, root ? x : issuer, NID_subject_key_identifier, "hash") &&
 	       (root || add_ext(x, issuer, NID_authority_key_identifier, "keyid:always")) &&
 	       (root || add_ext(x, issuer, NID_ext_key_usage, "serverAuth")) &&
-	       (!ca->nc || add_name_constraints(ca, x)) &&
-	       X509_sign(x, sign_key, EVP_sha256()) > 0;
+	       (!ca->nc || add_name_constraints(ca, x)) && X509_sign(x, sign_key, EVP_sha256()) > 0;
 }
 
 /* Root and issuing CA; the root key is freed (cleansed) before returning. */
@@ -369,8 +368,7 @@ static int make_cas(ab_ca *ca, int days, ab_err *err)
 	ca->leaf_key = EVP_EC_gen("P-256");
 	key_pub = public_copy(ca->key);
 	ca->leaf_pub = public_copy(ca->leaf_key);
-	if (!root_key || !root_pub || !key_pub || !ca->leaf_pub ||
-	    RAND_bytes(id, sizeof(id)) != 1)
+	if (!root_key || !root_pub || !key_pub || !ca->leaf_pub || RAND_bytes(id, sizeof(id)) != 1)
 		return ab_ossl_fail(err, EIO, "session CA: P-256 key generation");
 	ca->cert = X509_new();
 	ca->issuer = X509_new();
@@ -530,8 +528,7 @@ static SSL_CTX *server_ctx_new(const ab_ca *ca, const char *host, ab_err *err)
 	}
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
 	    !SSL_CTX_use_certificate(ctx, leaf) || !SSL_CTX_add1_chain_cert(ctx, ca->issuer) ||
-	    !SSL_CTX_use_PrivateKey(ctx, ca->leaf_key) ||
-	    !SSL_CTX_check_private_key(ctx)) {
+	    !SSL_CTX_use_PrivateKey(ctx, ca->leaf_key) || !SSL_CTX_check_private_key(ctx)) {
 		ab_ossl_fail(err, EIO, "TLS server context");
 		return NULL;
 	}
@@ -635,8 +632,10 @@ int ab_ca_server_ctx(ab_ca *ca, const char *host, SSL_CTX **out, ab_err *err)
 			       "TLS interception: '%.300s' is not a normalised host name",
 			       host ? host : "(null)");
 	if (!nc_allows(ca, host))
-		return ab_fail(err, EPERM, "TLS interception: %s is outside the session CA's name "
-			       "constraints", host);
+		return ab_fail(err, EPERM,
+			       "TLS interception: %s is outside the session CA's name "
+			       "constraints",
+			       host);
 	i = cache_find(ca, host);
 	if (i != NONE) {
 		lru_unlink(ca, i);
@@ -765,11 +764,8 @@ int ab_ca_secure_heap_init(void)
 	if (CRYPTO_secure_malloc_initialized())
 		return 1;
 	switch (CRYPTO_secure_malloc_init(AB_CA_SECURE_HEAP, AB_CA_SECURE_HEAP_MIN)) {
-	case 1:
-		return 1;
-	case 2:
-		return 0; /* usable, not locked */
-	default:
-		return -ENOMEM;
+	case 1: return 1;
+	case 2: return 0; /* usable, not locked */
+	default: return -ENOMEM;
 	}
 }

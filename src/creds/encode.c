@@ -75,7 +75,10 @@ int sec_b64_decode(const char *in, size_t n, unsigned char *out, size_t *outlen)
 	return 0;
 }
 
-static bool unreserved(unsigned char c) { return is_alnum(c) || (c && strchr("-._~", c)); }
+static bool unreserved(unsigned char c)
+{
+	return is_alnum(c) || (c && strchr("-._~", c));
+}
 
 /* Percent-encode everything but unreserved characters. OUT: 3 * N + 1. */
 size_t sec_pct_encode(const char *in, size_t n, char *out, bool lower)

@@ -54,7 +54,8 @@ static ssize_t ph_bytes(ph_source *src, unsigned char *buf, size_t n)
 static int placeholder_fill(const char *prefix, size_t len, size_t value_len, char *out,
 			    size_t outsz, ph_source *src)
 {
-	static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	static const char alnum[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 	unsigned char rnd[64];
 	size_t plen = prefix ? strnlen(prefix, AB_PLACEHOLDER_PREFIX_MAX + 1) : 0;
 	size_t total = len ? len : value_len, i;

@@ -215,7 +215,7 @@ static int swap_query(rw_ctx *c, const char *q, size_t len, sbuf *nq)
 
 static int rw_query(rw_ctx *c, size_t off, size_t len)
 {
-	sbuf nq = { 0 };
+	sbuf nq = {0};
 	size_t w;
 	int r = swap_query(c, c->head + off, len, &nq);
 
@@ -288,7 +288,7 @@ static int swap_plain(rw_ctx *c, const char *s, size_t n, const char *lname, con
 static int swap_basic(rw_ctx *c, const char *v, size_t n, const char *lname, const char *where,
 		      sbuf *nv)
 {
-	sbuf nd = { 0 };
+	sbuf nd = {0};
 	unsigned char *dec;
 	size_t t = 5, dlen, at, w;
 	int r = 0;
@@ -305,8 +305,8 @@ static int swap_basic(rw_ctx *c, const char *v, size_t n, const char *lname, con
 		r = swap_plain(c, (const char *)dec, dlen, lname, where, &nd);
 		if (r == 0 && sb_reserve(nv, t + 4 * (nd.len / 3 + 1))) {
 			sb_add(nv, v, t);
-			nv->len += sec_b64_encode((const unsigned char *)nd.p, nd.len, nv->p + nv->len,
-					      sec_b64_std, true);
+			nv->len += sec_b64_encode((const unsigned char *)nd.p, nd.len,
+						  nv->p + nv->len, sec_b64_std, true);
 			r = 2;
 		}
 		if (nd.fail || nv->fail)
@@ -322,7 +322,7 @@ static int rw_header(rw_ctx *c, const ab_http_header *h)
 	char lname[AB_SECRET_HEADER_MAX + 4], where[AB_SECRET_HEADER_MAX + 16];
 	const char *v = c->head + h->value.off;
 	size_t n = h->name.len < AB_SECRET_HEADER_MAX ? h->name.len : AB_SECRET_HEADER_MAX, w;
-	sbuf nv = { 0 };
+	sbuf nv = {0};
 	int r;
 
 	if ((r = check_region(c, h->name.off, h->name.len, "header-name")) != 0)
@@ -340,7 +340,8 @@ static int rw_header(rw_ctx *c, const ab_http_header *h)
 		r = -ENOMEM;
 	if (r == 0 || r == 2) {
 		/* left over: a placeholder we could not swap (percent-encoded) */
-		r = nv.len ? find_encoded(c, nv.p, nv.len, &w) : find_encoded(c, v, h->value.len, &w);
+		r = nv.len ? find_encoded(c, nv.p, nv.len, &w)
+			   : find_encoded(c, v, h->value.len, &w);
 		if (r > 0)
 			r = rw_block(c, w, where);
 		else if (r == 0 && nv.len)
@@ -366,7 +367,8 @@ static int rw_verify(rw_ctx *c, ab_http_req *q, const ab_http_limits *lim)
 
 static bool hdr_named(const char *head, const ab_http_header *h, const char *name)
 {
-	return h->name.len == strlen(name) && strncasecmp(head + h->name.off, name, h->name.len) == 0;
+	return h->name.len == strlen(name) &&
+	       strncasecmp(head + h->name.off, name, h->name.len) == 0;
 }
 
 /* The placeholders that the rewrite left alone (C->skip: their secrets are
@@ -451,9 +453,9 @@ int ab_secrets_rewrite_head(const ab_secret *secs, size_t n, const char *host, u
 			    const char *head, size_t len, char **out, size_t *outlen,
 			    ab_swap_result *res)
 {
-	const ab_http_limits lim = { AB_HTTP_HARD_MAX_HEAD, AB_HTTP_MAX_HEADERS,
-				     AB_HTTP_HARD_MAX_HEAD };
-	rw_ctx c = { .secs = secs, .n = n, .head = head, .res = res };
+	const ab_http_limits lim = {AB_HTTP_HARD_MAX_HEAD, AB_HTTP_MAX_HEADERS,
+				    AB_HTTP_HARD_MAX_HEAD};
+	rw_ctx c = {.secs = secs, .n = n, .head = head, .res = res};
 	ab_http_req *q;
 	int r;
 
@@ -497,7 +499,7 @@ int ab_secrets_rewrite_head(const ab_secret *secs, size_t n, const char *host, u
 void ab_secrets_body_blocked(const ab_secret *secs, size_t n, const char *host, unsigned port,
 			     const ab_scan_hit *hit, ab_swap_result *res)
 {
-	rw_ctx c = { .secs = secs, .n = n, .res = res };
+	rw_ctx c = {.secs = secs, .n = n, .res = res};
 	size_t i = hit ? hit->id : n;
 
 	memset(res, 0, sizeof(*res));
@@ -509,8 +511,10 @@ void ab_secrets_body_blocked(const ab_secret *secs, size_t n, const char *host, 
 	}
 	c.bound[i] = ab_secret_bound(&secs[i], host, port);
 	host_display(host, c.hostdisp, sizeof(c.hostdisp));
-	rw_block(&c, i, secs[i].in_body && secs[i].placeholder_len != secs[i].value_len
-				? "body (length differs)" : "body");
+	rw_block(&c, i,
+		 secs[i].in_body && secs[i].placeholder_len != secs[i].value_len
+			 ? "body (length differs)"
+			 : "body");
 }
 
 /* "header x-foo", "the URL query", ... for the explanation. */
@@ -545,27 +549,35 @@ void ab_swap_explain(const ab_swap_result *r, char *buf, size_t bufsz)
 			 "was sent to %s, which that secret is not bound to.\nIf %s should "
 			 "receive it, add it to secrets.%s.hosts in the profile; to send the "
 			 "placeholder (worthless there) on unchanged instead, set "
-			 "secrets.%s.elsewhere to \"forward\".\n", name, wt, r->place + 5,
-			 r->place + 5, name, name);
+			 "secrets.%s.elsewhere to \"forward\".\n",
+			 name, wt, r->place + 5, r->place + 5, name, name);
 	else if (!strcmp(w, "body"))
-		snprintf(buf, bufsz,
-			 "agentbox blocked this request: the placeholder of secret %s is in the %s, "
-			 "where it may not be placed.\nTo allow that, add \"%s\" to secrets.%s.in "
-			 "in the profile (or set secrets.%s.mask_in_body to true to send a mask of "
-			 "the same length there instead).\n", name, wt, w, name, name);
+		snprintf(
+			buf, bufsz,
+			"agentbox blocked this request: the placeholder of secret %s is in the %s, "
+			"where it may not be placed.\nTo allow that, add \"%s\" to secrets.%s.in "
+			"in the profile (or set secrets.%s.mask_in_body to true to send a mask of "
+			"the same length there instead).\n",
+			name, wt, w, name, name);
 	else if (strncmp(w, "header:", 7) == 0 || !strcmp(w, "query"))
-		snprintf(buf, bufsz,
-			 "agentbox blocked this request: the placeholder of secret %s is in the %s, "
-			 "where it may not be placed.\nTo allow that, add \"%s\" to secrets.%s.in "
-			 "in the profile.\n", name, wt, w, name);
+		snprintf(
+			buf, bufsz,
+			"agentbox blocked this request: the placeholder of secret %s is in the %s, "
+			"where it may not be placed.\nTo allow that, add \"%s\" to secrets.%s.in "
+			"in the profile.\n",
+			name, wt, w, name);
 	else if (!strcmp(w, "body (length differs)"))
-		snprintf(buf, bufsz,
-			 "agentbox blocked this request: the placeholder of secret %s is in the "
-			 "request body, but it is not as long as the value, so it cannot be swapped "
-			 "there.\nDrop the placeholder length from the profile (the default is the "
-			 "value's length).\n", name);
+		snprintf(
+			buf, bufsz,
+			"agentbox blocked this request: the placeholder of secret %s is in the "
+			"request body, but it is not as long as the value, so it cannot be swapped "
+			"there.\nDrop the placeholder length from the profile (the default is the "
+			"value's length).\n",
+			name);
 	else
-		snprintf(buf, bufsz,
-			 "agentbox blocked this request: the placeholder of secret %s is in the %s; "
-			 "a secret is never placed there.\n", name, wt);
+		snprintf(
+			buf, bufsz,
+			"agentbox blocked this request: the placeholder of secret %s is in the %s; "
+			"a secret is never placed there.\n",
+			name, wt);
 }

@@ -26,7 +26,7 @@ typedef struct {
 	uint32_t outlink;        /* nearest node on the fail chain ending a pattern */
 	uint32_t hold;           /* longest suffix that is a proper prefix of a pattern */
 	uint32_t depth;
-	int32_t term;            /* pattern ending here, -1 none */
+	int32_t term; /* pattern ending here, -1 none */
 	uint8_t label;
 } ac_node;
 
@@ -38,15 +38,21 @@ struct ab_scan_set {
 	unsigned *id;
 	ac_node *node;
 	uint32_t root_next[256];
-	bool root_has[256];    /* first bytes */
-	bool single[256];      /* one-byte patterns */
-	uint8_t pair[8192];    /* bit (a << 8 | b): some pattern starts with "ab" */
-	size_t wm;             /* skip window: the shortest pattern (capped), 0: no skipping */
-	uint8_t *shift;        /* [a << 8 | b]: safe skip when "ab" ends the window */
+	bool root_has[256]; /* first bytes */
+	bool single[256];   /* one-byte patterns */
+	uint8_t pair[8192]; /* bit (a << 8 | b): some pattern starts with "ab" */
+	size_t wm;          /* skip window: the shortest pattern (capped), 0: no skipping */
+	uint8_t *shift;     /* [a << 8 | b]: safe skip when "ab" ends the window */
 };
 
-size_t ab_scan_set_count(const ab_scan_set *set) { return set ? set->npat : 0; }
-size_t ab_scan_set_maxlen(const ab_scan_set *set) { return set ? set->maxlen : 0; }
+size_t ab_scan_set_count(const ab_scan_set *set)
+{
+	return set ? set->npat : 0;
+}
+size_t ab_scan_set_maxlen(const ab_scan_set *set)
+{
+	return set ? set->maxlen : 0;
+}
 
 /* The patterns may be secret values or their encodings. */
 static void wipe_free(char *p, size_t len)
@@ -108,8 +114,8 @@ static void ac_insert(ab_scan_set *set, size_t i)
 		uint32_t v = ac_child(set, u, c);
 		if (!v) {
 			v = (uint32_t)set->nnodes++;
-			set->node[v] = (ac_node){ .term = -1, .label = c,
-						  .depth = set->node[u].depth + 1 };
+			set->node[v] =
+				(ac_node){.term = -1, .label = c, .depth = set->node[u].depth + 1};
 			if (u == 0) {
 				set->root_next[c] = v;
 				set->root_has[c] = true;
@@ -308,20 +314,27 @@ void ab_scanner_free(ab_scanner *s)
 	if (!s)
 		return;
 	if (s->ring && s->set)
-		explicit_bzero(s->ring, (s->set->maxlen ? s->set->maxlen : 1) * sizeof(ab_scan_slot));
+		explicit_bzero(s->ring,
+			       (s->set->maxlen ? s->set->maxlen : 1) * sizeof(ab_scan_slot));
 	free(s->ring);
 	free(s->counts);
 	memset(s, 0, sizeof(*s));
 }
 
-size_t ab_scanner_pending(const ab_scanner *s) { return s->pending; }
+size_t ab_scanner_pending(const ab_scanner *s)
+{
+	return s->pending;
+}
 
 size_t ab_scanner_count(const ab_scanner *s, size_t i)
 {
 	return s->set && i < s->set->npat ? s->counts[i] : 0;
 }
 
-static size_t ring_cap(const ab_scanner *s) { return s->set->maxlen ? s->set->maxlen : 1; }
+static size_t ring_cap(const ab_scanner *s)
+{
+	return s->set->maxlen ? s->set->maxlen : 1;
+}
 
 /* Release pending bytes until only KEEP are held. */
 static void emit(ab_scanner *s, char *out, size_t *o, size_t keep)
@@ -383,7 +396,7 @@ static int scan_byte(ab_scanner *s, char c, char *out, size_t *o, ab_scan_hit *h
 	ab_scan_slot *sl = &s->ring[k % ring_cap(s)];
 	uint32_t u;
 
-	*sl = (ab_scan_slot){ .pat = -1, .byte = c };
+	*sl = (ab_scan_slot){.pat = -1, .byte = c};
 	s->pending++;
 	s->state = ac_step(set, s->state, (uint8_t)c);
 	u = set->node[s->state].term >= 0 ? s->state : set->node[s->state].outlink;
@@ -511,4 +524,3 @@ int ab_scanner_flush(ab_scanner *s, char *out, size_t *outlen, ab_scan_hit *hit)
 	*outlen = o;
 	return 0;
 }
-

@@ -56,7 +56,7 @@ static void pb_add(pbuild *b, const char *pat, size_t len, const char *repl, siz
 		b->cap = cap;
 	}
 	e = &b->p[b->n];
-	*e = (ab_scan_pattern){ .len = len, .action = act, .id = id };
+	*e = (ab_scan_pattern){.len = len, .action = act, .id = id};
 	e->bytes = sec_memdup(pat, len);
 	e->repl = repl && rlen == len ? sec_memdup(repl, len) : NULL;
 	if (!e->bytes || (repl && rlen == len && !e->repl)) {
@@ -68,8 +68,18 @@ static void pb_add(pbuild *b, const char *pat, size_t len, const char *repl, siz
 	b->n++;
 }
 
-enum { D_B64_PAD, D_B64_RAW, D_B64_A0, D_B64_A1, D_B64_A2, D_PCT_UP, D_PCT_LOW, D_JSON,
-       D_JSON_SLASH, D_COUNT };
+enum {
+	D_B64_PAD,
+	D_B64_RAW,
+	D_B64_A0,
+	D_B64_A1,
+	D_B64_A2,
+	D_PCT_UP,
+	D_PCT_LOW,
+	D_JSON,
+	D_JSON_SLASH,
+	D_COUNT
+};
 
 /* The characters of base64(A zero bytes + SRC + ...) that depend on SRC only. */
 static size_t b64_core(const char *src, size_t len, unsigned a, const char *alpha, char *out,
@@ -93,17 +103,15 @@ static size_t derive(int kind, const char *alpha, const char *src, size_t len, c
 	switch (kind) {
 	case D_B64_PAD:
 	case D_B64_RAW:
-		return sec_b64_encode((const unsigned char *)src, len, out, alpha, kind == D_B64_PAD);
+		return sec_b64_encode((const unsigned char *)src, len, out, alpha,
+				      kind == D_B64_PAD);
 	case D_B64_A0:
 	case D_B64_A1:
-	case D_B64_A2:
-		return b64_core(src, len, (unsigned)(kind - D_B64_A0), alpha, out, tmp);
+	case D_B64_A2: return b64_core(src, len, (unsigned)(kind - D_B64_A0), alpha, out, tmp);
 	case D_PCT_UP:
-	case D_PCT_LOW:
-		return sec_pct_encode(src, len, out, kind == D_PCT_LOW);
+	case D_PCT_LOW: return sec_pct_encode(src, len, out, kind == D_PCT_LOW);
 	case D_JSON:
-	case D_JSON_SLASH:
-		return sec_json_escape(src, len, out, kind == D_JSON_SLASH);
+	case D_JSON_SLASH: return sec_json_escape(src, len, out, kind == D_JSON_SLASH);
 	}
 	return 0;
 }
@@ -111,13 +119,14 @@ static size_t derive(int kind, const char *alpha, const char *src, size_t len, c
 static void response_patterns(pbuild *b, const ab_secret *s, unsigned id, char *wv, char *wp,
 			      unsigned char *tmp)
 {
-	static const char *const alphas[] = { sec_b64_std, sec_b64_url };
+	static const char *const alphas[] = {sec_b64_std, sec_b64_url};
 
 	pb_add(b, s->value, s->value_len, s->placeholder, s->placeholder_len, AB_SCAN_REPLACE, id);
 	for (int k = 0; k < D_COUNT; k++) {
 		for (size_t a = 0; a < (k <= D_B64_A2 ? 2u : 1u); a++) {
 			size_t lv = derive(k, alphas[a], s->value, s->value_len, wv, tmp);
-			size_t lp = derive(k, alphas[a], s->placeholder, s->placeholder_len, wp, tmp);
+			size_t lp =
+				derive(k, alphas[a], s->placeholder, s->placeholder_len, wp, tmp);
 			if (lv < DERIVED_MIN ||
 			    (lv == s->value_len && memcmp(wv, s->value, lv) == 0))
 				continue;
@@ -138,8 +147,7 @@ static bool repl_conflicts(const char *q, const char *r, size_t rl, const char *
 	for (size_t k = 1; k < rl && k <= pl; k++) {
 		if (r[rl - k] == p[0] && memcmp(r + rl - k, p, k) == 0)
 			return true;
-		if (r[k - 1] == p[pl - 1] && memcmp(r, p + pl - k, k) == 0 &&
-		    memcmp(r, q, k) != 0)
+		if (r[k - 1] == p[pl - 1] && memcmp(r, p + pl - k, k) == 0 && memcmp(r, q, k) != 0)
 			return true;
 	}
 	return (rl <= pl && memmem(p, pl, r, rl)) || (pl <= rl && memmem(r, rl, p, pl));
@@ -164,7 +172,7 @@ static bool pattern_conflicts(const pbuild *b, size_t i)
  * no occurrence (the client then sees, say, "****" where the value was). */
 static int safe_replacements(pbuild *b)
 {
-	bool used[256] = { false };
+	bool used[256] = {false};
 	for (size_t i = 0; i < b->n; i++)
 		for (size_t j = 0; j < b->p[i].len; j++)
 			used[(unsigned char)b->p[i].bytes[j]] = true;
@@ -222,7 +230,7 @@ static int all_patterns(const ab_secret *secs, size_t n, pbuild *b, size_t *bad)
 
 int ab_secrets_mask_conflict(const ab_secret *secs, size_t n, uint64_t skip)
 {
-	pbuild b = { 0 };
+	pbuild b = {0};
 	size_t bad;
 	int r = all_patterns(secs, n, &b, &bad), found = -1;
 	for (size_t i = 0; !r && found < 0 && i < b.n; i++)
@@ -234,7 +242,7 @@ int ab_secrets_mask_conflict(const ab_secret *secs, size_t n, uint64_t skip)
 
 int ab_secrets_response_set(const ab_secret *secs, size_t n, ab_scan_set **out, ab_err *err)
 {
-	pbuild b = { 0 };
+	pbuild b = {0};
 	size_t bad = 0;
 	int r;
 
@@ -272,8 +280,8 @@ void ab_secret_mask(char *out, size_t len)
 int ab_secrets_body_set(const ab_secret *secs, size_t n, const char *host, unsigned port,
 			ab_scan_set **out, ab_err *err)
 {
-	ab_scan_pattern p[AB_SECRETS_MAX] = { 0 };
-	char *mask[AB_SECRETS_MAX] = { 0 };
+	ab_scan_pattern p[AB_SECRETS_MAX] = {0};
+	char *mask[AB_SECRETS_MAX] = {0};
 	int r = 0;
 
 	*out = NULL;
@@ -298,11 +306,14 @@ int ab_secrets_body_set(const ab_secret *secs, size_t n, const char *host, unsig
 			ab_secret_mask(mask[i], s->placeholder_len);
 		}
 		/* not bound here: replaced by itself, so sent on unchanged but counted */
-		p[i] = (ab_scan_pattern){ .bytes = s->placeholder, .len = s->placeholder_len,
-					  .repl = ok ? s->value : fwd ? s->placeholder : mask[i],
-					  .action = ok || fwd || mask[i] ? AB_SCAN_REPLACE
-									 : AB_SCAN_BLOCK,
-					  .id = (unsigned)i };
+		p[i] = (ab_scan_pattern){.bytes = s->placeholder,
+					 .len = s->placeholder_len,
+					 .repl = ok    ? s->value
+						 : fwd ? s->placeholder
+						       : mask[i],
+					 .action = ok || fwd || mask[i] ? AB_SCAN_REPLACE
+									: AB_SCAN_BLOCK,
+					 .id = (unsigned)i};
 	}
 	if (r == 0)
 		r = ab_scan_set_new(p, n, out, err);

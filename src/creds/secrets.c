@@ -77,8 +77,8 @@ static bool is_tchar(unsigned char c)
 
 /* Headers that frame or route a message: never a place for a secret. */
 static const char *const framing_headers[] = {
-	"host", "content-length", "transfer-encoding", "connection", "upgrade", "te",
-	"trailer", "expect", "keep-alive", "proxy-connection",
+	"host",    "content-length", "transfer-encoding", "connection",       "upgrade", "te",
+	"trailer", "expect",         "keep-alive",        "proxy-connection",
 };
 
 static int add_header_place(ab_secret *s, const char *h, ab_err *err)
@@ -102,7 +102,8 @@ static int add_header_place(ab_secret *s, const char *h, ab_err *err)
 		if (strcmp(low, framing_headers[i]) == 0)
 			return ab_fail_code(err, AB_EXIT_FAIL, EINVAL,
 					    "secret %s: header %s frames or routes the request and "
-					    "cannot carry a secret", s->name, low);
+					    "cannot carry a secret",
+					    s->name, low);
 	if (!ab_strv_contains(&s->headers, low) && s->headers.n >= AB_SECRET_MAX_HEADERS)
 		return ab_fail_code(err, AB_EXIT_FAIL, E2BIG,
 				    "secret %s: too many header places (max %d)", s->name,
@@ -210,8 +211,10 @@ int ab_secret_set_placeholder_jwt(ab_secret *s, ab_err *err)
 			     "secret %s: the value is not a JWT (header.payload.signature, "
 			     "each in base64url), but its placeholder is {\"jwt\": true}",
 			     s->name);
-		ab_err_hint(err, "drop \"jwt\" from secrets.%s.placeholder if this secret is not a "
-			    "JWT", s->name);
+		ab_err_hint(err,
+			    "drop \"jwt\" from secrets.%s.placeholder if this secret is not a "
+			    "JWT",
+			    s->name);
 		return -EINVAL;
 	}
 	if (r == -ERANGE)
@@ -241,12 +244,14 @@ int ab_secret_finish(ab_secret *s, ab_err *err)
 		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: no placeholder",
 				    s->name);
 	for (size_t i = 0; i < s->placeholder_len; i++)
-		if (!ph_char((unsigned char)s->placeholder[i]) && !(s->jwt && s->placeholder[i] == '.'))
+		if (!ph_char((unsigned char)s->placeholder[i]) &&
+		    !(s->jwt && s->placeholder[i] == '.'))
 			return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: bad placeholder",
 					    s->name);
 	if (s->hosts.n_allow == 0) {
 		ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: bound to no host", s->name);
-		ab_err_hint(err, "list the hosts that may receive it under secrets.%s.hosts", s->name);
+		ab_err_hint(err, "list the hosts that may receive it under secrets.%s.hosts",
+			    s->name);
 		return -EINVAL;
 	}
 	if (!s->places_given && s->headers.n == 0 &&
@@ -283,8 +288,9 @@ int ab_secrets_check(const ab_secret *secs, size_t n, ab_err *err)
 		return ab_fail_code(err, AB_EXIT_FAIL, E2BIG, "too many secrets (max %d)",
 				    AB_SECRETS_MAX);
 	for (size_t i = 0; i < n; i++) {
-		if (!secs[i].value || !secs[i].placeholder || secs[i].headers.n + secs[i].in_query +
-		    secs[i].in_body == 0 || secs[i].hosts.n_allow == 0)
+		if (!secs[i].value || !secs[i].placeholder ||
+		    secs[i].headers.n + secs[i].in_query + secs[i].in_body == 0 ||
+		    secs[i].hosts.n_allow == 0)
 			return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s is incomplete",
 					    secs[i].name);
 		for (size_t j = 0; j < i; j++)

@@ -18,9 +18,15 @@ static inline bool is_alnum(unsigned char c)
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
-static inline bool ph_char(unsigned char c) { return is_alnum(c) || c == '_' || c == '-'; }
+static inline bool ph_char(unsigned char c)
+{
+	return is_alnum(c) || c == '_' || c == '-';
+}
 
-static inline int tolower_ascii(char c) { return c >= 'A' && c <= 'Z' ? c + 32 : (unsigned char)c; }
+static inline int tolower_ascii(char c)
+{
+	return c >= 'A' && c <= 'Z' ? c + 32 : (unsigned char)c;
+}
 
 /* secrets.c */
 

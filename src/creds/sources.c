@@ -27,8 +27,8 @@
 
 extern char **environ;
 
-static int finish_loaded(const char *name, const char *what, char *buf, size_t len,
-			 char **value, size_t *vlen, ab_err *err)
+static int finish_loaded(const char *name, const char *what, char *buf, size_t len, char **value,
+			 size_t *vlen, ab_err *err)
 {
 	const char *why = sec_value_problem(buf, len);
 
@@ -115,8 +115,8 @@ static int spawn_cmd(char *const *argv, int out_fd, pid_t *pid)
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t none, dfl;
-	static const int dfl_sigs[] = { SIGPIPE, SIGINT,  SIGQUIT, SIGTERM, SIGHUP,  SIGCHLD,
-					SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM };
+	static const int dfl_sigs[] = {SIGPIPE, SIGINT,  SIGQUIT, SIGTERM, SIGHUP,  SIGCHLD,
+				       SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM};
 	int r;
 
 	sigemptyset(&none);
@@ -173,8 +173,8 @@ static int read_child(child_t *c, int rfd, char *buf, size_t *n, int64_t deadlin
 	bool eof = false;
 
 	while (!eof || !c->exited) {
-		struct pollfd p[2] = { { eof ? -1 : rfd, POLLIN, 0 },
-				       { c->exited ? -1 : c->pidfd, POLLIN, 0 } };
+		struct pollfd p[2] = {{eof ? -1 : rfd, POLLIN, 0},
+				      {c->exited ? -1 : c->pidfd, POLLIN, 0}};
 		int64_t left = deadline - now_ms();
 		int tmo = c->exited ? 0 : (int)(left < 0 ? 0 : left);
 		if (c->pidfd < 0 && tmo > 20)
@@ -226,11 +226,11 @@ static int cmd_result(const char *name, const char *cmd, unsigned tmo, int r, co
 	return 0;
 }
 
-static int load_command(const char *name, const ab_secret_source *src, char **value,
-			size_t *len, ab_err *err)
+static int load_command(const char *name, const ab_secret_source *src, char **value, size_t *len,
+			ab_err *err)
 {
 	unsigned tmo = src->timeout_ms ? src->timeout_ms : AB_SECRET_CMD_TIMEOUT_MS;
-	child_t c = { .pidfd = -1 };
+	child_t c = {.pidfd = -1};
 	int p[2], r;
 	size_t n = 0;
 	char *buf, what[240];
@@ -271,8 +271,8 @@ static int load_command(const char *name, const ab_secret_source *src, char **va
 	return finish_loaded(name, what, buf, n, value, len, err);
 }
 
-static int load_json(const char *name, const char *path, const char *ptr, char **value,
-		     size_t *len, ab_err *err)
+static int load_json(const char *name, const char *path, const char *ptr, char **value, size_t *len,
+		     ab_err *err)
 {
 	char what[4400];
 	json_t *root = NULL;
@@ -308,14 +308,10 @@ int ab_secret_load(const char *name, const ab_secret_source *src, char **value, 
 		return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: no source",
 				    name ? name : "?");
 	switch (src->kind) {
-	case AB_SECRET_SRC_ENV:
-		return load_env(name, src->env, value, len, err);
-	case AB_SECRET_SRC_FILE:
-		return load_file(name, src->path, value, len, err);
-	case AB_SECRET_SRC_COMMAND:
-		return load_command(name, src, value, len, err);
-	case AB_SECRET_SRC_JSON:
-		return load_json(name, src->path, src->pointer, value, len, err);
+	case AB_SECRET_SRC_ENV: return load_env(name, src->env, value, len, err);
+	case AB_SECRET_SRC_FILE: return load_file(name, src->path, value, len, err);
+	case AB_SECRET_SRC_COMMAND: return load_command(name, src, value, len, err);
+	case AB_SECRET_SRC_JSON: return load_json(name, src->path, src->pointer, value, len, err);
 	}
 	return ab_fail_code(err, AB_EXIT_FAIL, EINVAL, "secret %s: unknown source kind %d", name,
 			    (int)src->kind);

@@ -102,7 +102,7 @@ int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, char **out, s
 
 /* A certBag for the certificate DER der[0..len) (an X.509 certificate: one
  * DER SEQUENCE, copied as it is), trusted for Java under alias. */
-static bool trusted_bag(STACK_OF(PKCS12_SAFEBAG) *bags, const unsigned char *der, long len,
+static bool trusted_bag(STACK_OF(PKCS12_SAFEBAG) * bags, const unsigned char *der, long len,
 			const char *alias)
 {
 	const unsigned char *p = der;
@@ -131,12 +131,12 @@ static void ossl_freep(void *p)
 	OPENSSL_free(*(void **)p);
 }
 
-static void bags_freep(STACK_OF(PKCS12_SAFEBAG) **bags)
+static void bags_freep(STACK_OF(PKCS12_SAFEBAG) * *bags)
 {
 	sk_PKCS12_SAFEBAG_pop_free(*bags, PKCS12_SAFEBAG_free);
 }
 
-static void safes_freep(STACK_OF(PKCS7) **safes)
+static void safes_freep(STACK_OF(PKCS7) * *safes)
 {
 	sk_PKCS7_pop_free(*safes, PKCS7_free);
 }
@@ -157,8 +157,8 @@ static void p12_freep(PKCS12 **p12)
  * copied as DER, not decoded: OpenSSL 3.0 decodes each public key through
  * its provider decoders, which costs more than the whole rest of the
  * truststore for a system bundle (docs/performance.md). */
-static int trust_bags(const ab_ca *ca, const char *pem, size_t len,
-		      STACK_OF(PKCS12_SAFEBAG) *bags, ab_err *err)
+static int trust_bags(const ab_ca *ca, const char *pem, size_t len, STACK_OF(PKCS12_SAFEBAG) * bags,
+		      ab_err *err)
 {
 	_cleanup_(ossl_freep) unsigned char *ours = NULL;
 	int ours_len = i2d_X509(ab_ca_get0_cert(ca), &ours);
@@ -177,19 +177,26 @@ static int trust_bags(const ab_ca *ca, const char *pem, size_t len,
 		int r = 0;
 		if (!bio || !PEM_read_bio(bio, &name, &header, &der, &dlen))
 			break;
-		bool cert = strcmp(name, "CERTIFICATE") == 0 || strcmp(name, "X509 CERTIFICATE") == 0;
+		bool cert =
+			strcmp(name, "CERTIFICATE") == 0 || strcmp(name, "X509 CERTIFICATE") == 0;
 		bool is_ca = cert && !have_ca && dlen == ours_len &&
 			     memcmp(der, ours, (size_t)dlen) == 0;
 		if (cert && n >= AB_CA_MAX_TRUST_CERTS)
-			r = ab_fail(err, E2BIG, "Java truststore: more than %d certificates in the "
-				    "bundle", AB_CA_MAX_TRUST_CERTS);
+			r = ab_fail(err, E2BIG,
+				    "Java truststore: more than %d certificates in the "
+				    "bundle",
+				    AB_CA_MAX_TRUST_CERTS);
 		else if (cert && header[0])
-			r = ab_fail(err, EINVAL, "Java truststore: certificate %zu of the CA bundle "
-				    "has PEM headers", n + 1);
+			r = ab_fail(err, EINVAL,
+				    "Java truststore: certificate %zu of the CA bundle "
+				    "has PEM headers",
+				    n + 1);
 		snprintf(alias, sizeof(alias), is_ca ? "agentbox-session-ca" : "system-%zu", n);
 		if (!r && cert && !trusted_bag(bags, der, dlen, alias))
-			r = ab_fail(err, EINVAL, "Java truststore: certificate %zu of the CA bundle "
-				    "is not DER", n + 1);
+			r = ab_fail(err, EINVAL,
+				    "Java truststore: certificate %zu of the CA bundle "
+				    "is not DER",
+				    n + 1);
 		have_ca |= is_ca;
 		n += cert;
 		if (r < 0) {
@@ -200,8 +207,9 @@ static int trust_bags(const ab_ca *ca, const char *pem, size_t len,
 	/* the end of the text, or a block that does not decode */
 	unsigned long e = ERR_peek_last_error();
 	if (bio && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE))
-		return ab_ossl_fail(err, EINVAL, "Java truststore: the CA bundle has a PEM block that "
-				 "does not decode");
+		return ab_ossl_fail(err, EINVAL,
+				    "Java truststore: the CA bundle has a PEM block that "
+				    "does not decode");
 	ERR_clear_error();
 	if (!have_ca && !trusted_bag(bags, ours, ours_len, "agentbox-session-ca"))
 		return ab_ossl_fail(err, ENOMEM, "Java truststore");
@@ -235,8 +243,9 @@ int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const
 		return ab_ossl_fail(err, ENOMEM, "Java truststore");
 	p7 = NULL; /* safes owns it */
 	p12 = PKCS12_add_safes(safes, NID_pkcs7_data);
-	if (!p12 || PKCS12_set_mac(p12, password, -1, NULL, 0, PKCS12_DEFAULT_ITER,
-				   EVP_sha256()) != 1 || (n = i2d_PKCS12(p12, NULL)) <= 0)
+	if (!p12 ||
+	    PKCS12_set_mac(p12, password, -1, NULL, 0, PKCS12_DEFAULT_ITER, EVP_sha256()) != 1 ||
+	    (n = i2d_PKCS12(p12, NULL)) <= 0)
 		return ab_ossl_fail(err, EIO, "Java truststore: PKCS#12 encoding");
 	p = der = malloc((size_t)n);
 	if (!der)

@@ -32,8 +32,8 @@ int ab_broker_stash(const ab_plan *plan, ab_stash *st, ab_err *err)
 	memset(st, 0, sizeof(*st));
 	size_t need = 0;
 	for (size_t i = 0; i < e->nsecrets && i < AB_SECRETS_MAX; i++) {
-		const char *v = e->secrets[i].src == AB_PSECRET_ENV ? getenv(e->secrets[i].src_env)
-								   : NULL;
+		const char *v =
+			e->secrets[i].src == AB_PSECRET_ENV ? getenv(e->secrets[i].src_env) : NULL;
 		need += v ? strlen(v) + 1 : 0;
 	}
 	if (!need)
@@ -226,7 +226,8 @@ static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 	if (r >= 0)
 		r = ab_ca_cert_pem(ca, &capem, err);
 	if (r >= 0)
-		r = ab_ca_java_truststore(ca, bundle, blen, AB_TRUST_JAVA_PASSWORD, &p12, &plen, err);
+		r = ab_ca_java_truststore(ca, bundle, blen, AB_TRUST_JAVA_PASSWORD, &p12, &plen,
+					  err);
 	if (r >= 0 && (bfd = sealed_memfd("agentbox-ca-bundle", bundle, blen, err)) < 0)
 		r = bfd;
 	if (r >= 0 && (cfd = sealed_memfd("agentbox-session-ca", capem, strlen(capem), err)) < 0)
@@ -239,8 +240,10 @@ static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 		    (m->flags & AB_MNT_F_RENDER))
 			continue;
 		ab_sync_msg msg = {.type = AB_SYNC_CONTENT, .value = (int)i};
-		r = ab_sync_send(sync_fd, &msg, (m->flags & AB_MNT_F_CA_ONLY) ? cfd
-						: (m->flags & AB_MNT_F_JAVA) ? jfd : bfd);
+		r = ab_sync_send(sync_fd, &msg,
+				 (m->flags & AB_MNT_F_CA_ONLY) ? cfd
+				 : (m->flags & AB_MNT_F_JAVA)  ? jfd
+							       : bfd);
 		if (r < 0)
 			ab_fail(err, -r, "send the trust files");
 	}
@@ -261,8 +264,8 @@ static void secure_heap(void)
 	if (r == 0)
 		ab_warn("the session CA's keys are not locked in memory: OpenSSL's secure heap "
 			"(%u KiB) does not fit under RLIMIT_MEMLOCK (%llu KiB), so they could be "
-			"swapped to disk; raise it with `ulimit -l`", AB_CA_SECURE_HEAP >> 10,
-			(unsigned long long)rl.rlim_cur >> 10);
+			"swapped to disk; raise it with `ulimit -l`",
+			AB_CA_SECURE_HEAP >> 10, (unsigned long long)rl.rlim_cur >> 10);
 	else if (r < 0)
 		ab_warn("OpenSSL's secure heap could not be set up: the session CA's keys are in "
 			"the ordinary heap (cleansed on free, not locked in memory)");
@@ -289,7 +292,7 @@ static ssize_t loaded_index(const ab_broker *b, const char *name)
 #define AB_PLACEHOLDER_DRAWS 64
 static int redraw_placeholders(ab_broker *b, const unsigned char *key, ab_err *err)
 {
-	unsigned draws[AB_SECRETS_MAX] = { 0 };
+	unsigned draws[AB_SECRETS_MAX] = {0};
 	uint64_t given_up = 0; /* the response set's filler covers these */
 	for (;;) {
 		int c = ab_secrets_mask_conflict(b->secs, b->n, given_up);
@@ -349,8 +352,8 @@ static int load_all(ab_broker *b, const ab_egress_plan *e, const char *ph_key, c
 				ab_err_hint(err, "%s", x->hint);
 			break;
 		}
-		s->refuse_elsewhere = ab_psecret_elsewhere(x, e->placeholder_elsewhere) ==
-				      AB_ELSEWHERE_REFUSE;
+		s->refuse_elsewhere =
+			ab_psecret_elsewhere(x, e->placeholder_elsewhere) == AB_ELSEWHERE_REFUSE;
 		b->prof[b->n++] = x;
 	}
 	/* "optional": [NAMES]: absent only while one of them is there */
@@ -389,12 +392,15 @@ static int check_unseen(const ab_plan *plan, const ab_broker *b, ab_err *err)
 			continue;
 		ab_fail_code(err, AB_EXIT_FAIL, EACCES,
 			     "secret %s: its real value is in %s, which the sandbox can read; "
-			     "agentbox refuses to run rather than show it", x->name, x->src_file);
+			     "agentbox refuses to run rather than show it",
+			     x->name, x->src_file);
 		if (x->hint)
 			ab_err_hint(err, "%s", x->hint);
 		else
-			ab_err_hint(err, "add %s to filesystem.deny, or \"render\": true to show "
-					 "it with the placeholder", x->src_file);
+			ab_err_hint(err,
+				    "add %s to filesystem.deny, or \"render\": true to show "
+				    "it with the placeholder",
+				    x->src_file);
 		return -EACCES;
 	}
 	return 0;
@@ -415,7 +421,8 @@ static int render_file(const ab_egress_plan *e, const ab_broker *b, const char *
 		if (e->secrets[i].render && strcmp(e->secrets[i].src_file, path) == 0)
 			owner = &e->secrets[i];
 	for (size_t i = 0; i < b->n; i++)
-		loaded |= b->prof[i]->src == AB_PSECRET_JSON && strcmp(b->prof[i]->src_file, path) == 0;
+		loaded |= b->prof[i]->src == AB_PSECRET_JSON &&
+			  strcmp(b->prof[i]->src_file, path) == 0;
 	if (!owner)
 		return ab_fail(err, EINVAL, "%s: no secret renders it", path);
 	if (!loaded) {
@@ -449,8 +456,9 @@ static int render_file(const ab_egress_plan *e, const ab_broker *b, const char *
 		if (memmem(*out, *len, b->secs[i].value, b->secs[i].value_len)) {
 			ab_secrets_wipe_free(*out, *len);
 			*out = NULL;
-			r = ab_fail(err, 0, "%s: the value of secret %s is also at a place no secret "
-					    "reads; not shown inside",
+			r = ab_fail(err, 0,
+				    "%s: the value of secret %s is also at a place no secret "
+				    "reads; not shown inside",
 				    path, b->secs[i].name);
 		}
 	}
@@ -534,8 +542,7 @@ static bool rotates_at(const struct ab_profile_secret *x, const char *host, unsi
 	return strcmp(rule.host, host) == 0 && (rule.port ? rule.port : 443) == port;
 }
 
-bool ab_broker_token_endpoint(const ab_broker *b, const char *host, unsigned port,
-			      const char *path)
+bool ab_broker_token_endpoint(const ab_broker *b, const char *host, unsigned port, const char *path)
 {
 	for (size_t i = 0; b && i < b->n; i++)
 		if (rotates_at(b->prof[i], host, port, path))
@@ -613,8 +620,10 @@ static int new_value(const ab_broker *b, size_t i, json_t *root, rot_stage *st, 
 	    ab_secret_set_value(&probe, st->nv[i], st->nl[i], err) < 0) {
 		st->nv[i] = NULL; /* set_value took and wiped it */
 		ab_secret_free(&probe);
-		return ab_fail(err, 0, "token response from %s: %s is not a usable value for "
-				       "secret %s", st->host, x->rot_field, x->name);
+		return ab_fail(err, 0,
+			       "token response from %s: %s is not a usable value for "
+			       "secret %s",
+			       st->host, x->rot_field, x->name);
 	}
 	probe.value = NULL; /* ours again: st->nv[i] */
 	ab_secret_free(&probe);
@@ -680,8 +689,8 @@ static int stage_one(const ab_broker *b, size_t i, json_t *root, rot_stage *st, 
 
 /* Step 1: every new value, checked, and its placeholder in the response,
  * which becomes *OUT. */
-static int stage_all(const ab_broker *b, const char *body, size_t len, rot_stage *st,
-		     char **out, size_t *outlen, ab_err *err)
+static int stage_all(const ab_broker *b, const char *body, size_t len, rot_stage *st, char **out,
+		     size_t *outlen, ab_err *err)
 {
 	_cleanup_json_ json_t *root = NULL;
 	int r = ab_credfile_parse(body, len, &root, err);
@@ -706,8 +715,10 @@ static int leak_check(const ab_broker *b, const rot_stage *st, const char *out, 
 		bool bad = (st->nv[i] && memmem(out, outlen, st->nv[i], st->nl[i])) ||
 			   memmem(out, outlen, b->secs[i].value, b->secs[i].value_len);
 		if (bad)
-			return ab_fail(err, 0, "token response from %s: a value of secret %s is at a "
-					       "place no \"rotate\" names", st->host, b->secs[i].name);
+			return ab_fail(err, 0,
+				       "token response from %s: a value of secret %s is at a "
+				       "place no \"rotate\" names",
+				       st->host, b->secs[i].name);
 	}
 	return 0;
 }
@@ -760,7 +771,8 @@ static int write_file(const ab_broker *b, uint64_t mask, size_t i, long long exp
 		lens[k++] = b->secs[j].value_len;
 		const ab_strv *sp = &b->prof[j]->rot_stamp_ptr;
 		for (size_t m = 0; m < sp->n; m++) /* beyond the cap: not stamped */
-			(void)ab_credfile_stamps_add(&st, sp->v[m], b->prof[j]->rot_stamp_kind.v[m]);
+			(void)ab_credfile_stamps_add(&st, sp->v[m],
+						     b->prof[j]->rot_stamp_kind.v[m]);
 	}
 	bool rendered = false; /* the sandbox has a mount on it: in place */
 	for (size_t j = 0; j < b->n; j++)

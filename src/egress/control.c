@@ -61,7 +61,8 @@ static int dir_unsafe(const struct stat *st, const char *path, ab_err *err)
 		ab_fail_code(err, AB_EXIT_FAIL, EPERM,
 			     "%s belongs to uid %u, not to you (uid %u): refusing to use it", path,
 			     (unsigned)st->st_uid, (unsigned)getuid());
-		ab_err_hint(err, "another user may have made it to take the name; remove it as root");
+		ab_err_hint(err,
+			    "another user may have made it to take the name; remove it as root");
 		return -EPERM;
 	}
 	if (st->st_mode & (S_IRWXG | S_IRWXO)) {
@@ -74,8 +75,7 @@ static int dir_unsafe(const struct stat *st, const char *path, ab_err *err)
 	return 0;
 }
 
-int ab_control_dir_open(const char *base, const char *leaf, bool create, int *dirfd,
-			ab_err *err)
+int ab_control_dir_open(const char *base, const char *leaf, bool create, int *dirfd, ab_err *err)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", base, leaf);
@@ -135,8 +135,8 @@ static void fd_addr(int dirfd, const char *name, struct sockaddr_un *sa, socklen
 	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
 }
 
-int ab_control_open_in(const char *base, const char *leaf, const struct stat *ws,
-		       ab_control **out, int *fd, ab_err *err)
+int ab_control_open_in(const char *base, const char *leaf, const struct stat *ws, ab_control **out,
+		       int *fd, ab_err *err)
 {
 	_cleanup_close_ int dfd = -1, s = -1;
 	int r = ab_control_dir_open(base, leaf, true, &dfd, err);
@@ -238,7 +238,8 @@ static int connect_ctl(const char *workspace, int *fd, ab_err *err)
 				first = e;
 			continue;
 		}
-		_cleanup_close_ int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		_cleanup_close_ int s =
+			socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (s < 0)
 			return ab_fail(err, errno, "allow: socket");
 		struct sockaddr_un sa;
@@ -253,8 +254,10 @@ static int connect_ctl(const char *workspace, int *fd, ab_err *err)
 			continue; /* none here, or a dead run's */
 		if (!first.msg[0]) {
 			if (ce == EAGAIN)
-				ab_fail(&first, 0, "the agentbox of %s does not answer (%s/%s: its "
-						   "queue is full)", workspace, d[i].path, name);
+				ab_fail(&first, 0,
+					"the agentbox of %s does not answer (%s/%s: its "
+					"queue is full)",
+					workspace, d[i].path, name);
 			else
 				ab_fail(&first, ce, "connect to %s/%s", d[i].path, name);
 		}
@@ -298,8 +301,7 @@ static int check_rules(char *const *rules, int nrules, ab_err *err)
 /* The connection to the agentbox of WORKSPACE made blocking and checked to
  * be served by the caller's uid, then the requests sent and its write side
  * shut down. */
-static int send_rules(int fd, const char *workspace, char *const *rules, int nrules,
-		      ab_err *err)
+static int send_rules(int fd, const char *workspace, char *const *rules, int nrules, ab_err *err)
 {
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
@@ -311,8 +313,10 @@ static int send_rules(int fd, const char *workspace, char *const *rules, int nru
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0)
 		return ab_fail(err, errno, "allow: SO_PEERCRED");
 	if (cr.uid != getuid())
-		return ab_fail(err, 0, "the control socket of %s is served by uid %u, not by you: "
-				       "refusing to use it", workspace, (unsigned)cr.uid);
+		return ab_fail(err, 0,
+			       "the control socket of %s is served by uid %u, not by you: "
+			       "refusing to use it",
+			       workspace, (unsigned)cr.uid);
 	for (int i = 0; i < nrules; i++) {
 		int s = send_all(fd, "allow ", 6);
 		if (s >= 0)

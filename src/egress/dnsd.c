@@ -20,7 +20,7 @@
 #define SYNTH_BASE 0xC6120000u /* 198.18.0.0 */
 #define SYNTH_MASK 0xFFFE0000u /* /15 */
 #define HASH_SIZE 4096u
-#define DNS_TCP_MAX 64        /* concurrent TCP DNS clients */
+#define DNS_TCP_MAX 64 /* concurrent TCP DNS clients */
 #define DNS_TCP_TIMEOUT_MS 10000
 #define DNS_TTL 60
 
@@ -203,7 +203,8 @@ static void on_udp(ab_loop *l, int fd, unsigned ev, void *data)
 		uint8_t msg[AB_DNS_MAX_MSG + 1], out[AB_DNS_MAX_RESPONSE + 64];
 		struct sockaddr_storage from;
 		socklen_t fl = sizeof(from);
-		ssize_t n = recvfrom(fd, msg, sizeof(msg), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+		ssize_t n =
+			recvfrom(fd, msg, sizeof(msg), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
 		if (n < 0)
 			return;
 		int m = answer(d, msg, (size_t)n, out, sizeof(out), "udp");

@@ -119,7 +119,8 @@ static void on_resolved(void *data, int gai, const struct addrinfo *res)
 			continue;
 		}
 		/* the address we dial is the address we checked: no second lookup */
-		if (!ab_netpolicy_addr_allowed(&px->pol, c->host, c->port, (struct sockaddr *)&ss)) {
+		if (!ab_netpolicy_addr_allowed(&px->pol, c->host, c->port,
+					       (struct sockaddr *)&ss)) {
 			if (!refused[0])
 				fmt_addr((struct sockaddr *)&ss, refused, sizeof(refused));
 			continue;
@@ -353,24 +354,12 @@ static void on_upstream(ab_loop *l, int fd, unsigned ev, void *data)
 		return;
 	}
 	switch (c->state) {
-	case PX_UPCONNECT:
-		up_connect_read(c);
-		return;
-	case PX_TLS_CONNECT:
-		px_tls_pump(c);
-		return;
-	case PX_HELLO:
-		px_hello(c);
-		return;
-	case PX_TUNNEL:
-		px_tunnel_pump(c, false, true);
-		return;
-	case PX_HTTP:
-		px_http_pump(c);
-		return;
-	default:
-		px_update(c);
-		return;
+	case PX_UPCONNECT: up_connect_read(c); return;
+	case PX_TLS_CONNECT: px_tls_pump(c); return;
+	case PX_HELLO: px_hello(c); return;
+	case PX_TUNNEL: px_tunnel_pump(c, false, true); return;
+	case PX_HTTP: px_http_pump(c); return;
+	default: px_update(c); return;
 	}
 }
 
@@ -413,7 +402,7 @@ static void transparent_start(px_conn *c, uint16_t lport)
 		snprintf(c->host, sizeof(c->host), "%s", a);
 		c->port = lport;
 		px_log_conn(c, "deny", "not-synthetic", 0,
-			 "connection to an address agentbox's DNS did not give out");
+			    "connection to an address agentbox's DNS did not give out");
 		px_close(c);
 		return;
 	}
@@ -464,7 +453,8 @@ static void on_accept(ab_loop *l, int fd, unsigned ev, void *data)
 				"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 52\r\n"
 				"Connection: close\r\n\r\nagentbox: too many connections through the proxy\r\n\r\n";
 			if (ls->kind == AB_LISTEN_PROXY)
-				(void)!send(cfd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+				(void)!send(cfd, busy, sizeof(busy) - 1,
+					    MSG_NOSIGNAL | MSG_DONTWAIT);
 			close(cfd);
 			continue;
 		}
@@ -472,8 +462,8 @@ static void on_accept(ab_loop *l, int fd, unsigned ev, void *data)
 		 * for the client's delayed ACK */
 		int one = 1;
 		(void)setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		px_conn *c = conn_new(px, cfd, ls->kind == AB_LISTEN_PROXY ? PX_EXPLICIT
-									  : PX_TRANSPARENT);
+		px_conn *c = conn_new(px, cfd,
+				      ls->kind == AB_LISTEN_PROXY ? PX_EXPLICIT : PX_TRANSPARENT);
 		if (!c) {
 			close(cfd);
 			continue;
@@ -533,9 +523,7 @@ static void on_sweep(ab_loop *l, uint64_t id, void *data)
 			else
 				px_close(c); /* idle, or cut off mid-response */
 			break;
-		default:
-			px_close(c);
-			break;
+		default: px_close(c); break;
 		}
 	}
 }
@@ -576,8 +564,7 @@ static void proxy_freep(ab_proxy **px)
 	ab_proxy_free(*px);
 }
 
-int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **out,
-		 ab_err *err)
+int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **out, ab_err *err)
 {
 	_cleanup_(proxy_freep) ab_proxy *px = calloc(1, sizeof(*px));
 	if (!px)
@@ -653,20 +640,15 @@ int ab_proxy_add_listener(ab_proxy *px, int kind, uint16_t port, int fd)
 	if (fl >= 0)
 		(void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 	switch (kind) {
-	case AB_LISTEN_DNS_UDP:
-		return px_dns_add_udp(px, fd);
-	case AB_LISTEN_DNS_TCP:
-		return px_dns_add_tcp(px, fd);
+	case AB_LISTEN_DNS_UDP: return px_dns_add_udp(px, fd);
+	case AB_LISTEN_DNS_TCP: return px_dns_add_tcp(px, fd);
 	case AB_LISTEN_PROXY:
-	case AB_LISTEN_TRANSPARENT:
-		break;
-	default:
-		close(fd);
-		return -EINVAL;
+	case AB_LISTEN_TRANSPARENT: break;
+	default: close(fd); return -EINVAL;
 	}
 	px_listener *ls = &px->lst[px->nlst];
-	*ls = (px_listener){.px = px, .fd = fd, .kind = kind, .port = port,
-			    .pause = {.px = px, .fd = fd}};
+	*ls = (px_listener){
+		.px = px, .fd = fd, .kind = kind, .port = port, .pause = {.px = px, .fd = fd}};
 	int r = ab_loop_watch(px->loop, fd, AB_EV_READ, on_accept, ls);
 	if (r < 0) {
 		close(fd);
@@ -725,7 +707,8 @@ void ab_proxy_free(ab_proxy *px)
 		json_t *ev = json_object();
 		json_object_set_new(ev, "event", json_string("suppressed"));
 		json_object_set_new(ev, "kind", json_string("placeholder-elsewhere"));
-		json_object_set_new(ev, "count", json_integer((json_int_t)px->elsewhere_suppressed));
+		json_object_set_new(ev, "count",
+				    json_integer((json_int_t)px->elsewhere_suppressed));
 		ab_audit_emit(px->audit, ev);
 	}
 	ab_netpolicy_free(&px->pol);

@@ -31,12 +31,12 @@
 #include "agentbox/secrets.h"
 #include "agentbox/wsframe.h"
 
-#define PX_BUF_MAX (64 * 1024)     /* stop reading a side when its output holds this */
+#define PX_BUF_MAX (64 * 1024) /* stop reading a side when its output holds this */
 #define PX_HEAD_MAX AB_HTTP_DEFAULT_MAX_HEAD
 #define PX_RESP_HEAD_MAX (64 * 1024) /* upstream response heads (cookies...) */
-#define PX_FIFO 16                 /* pipelined requests in flight per connection */
-#define PX_MAX_ADDRS 8             /* resolved addresses tried per dial */
-#define PX_PATH_LOG 256            /* path bytes kept for the log */
+#define PX_FIFO 16                   /* pipelined requests in flight per connection */
+#define PX_MAX_ADDRS 8               /* resolved addresses tried per dial */
+#define PX_PATH_LOG 256              /* path bytes kept for the log */
 
 #define PX_WSQ 64 /* frames a masked WebSocket may have waiting for held bytes */
 
@@ -59,16 +59,16 @@ ssize_t px_buf_write(px_buf *b, int fd);
 enum px_side { PX_EXPLICIT, PX_TRANSPARENT };
 
 enum px_state {
-	PX_HEAD,       /* explicit: reading a request head */
-	PX_RESOLVING,  /* name lookup in flight */
-	PX_CONNECTING, /* TCP connect upstream in flight */
-	PX_HELLO,      /* tunnel: waiting for the client's first bytes */
-	PX_TUNNEL,     /* opaque relay (splice) */
-	PX_HTTP,       /* plain HTTP forwarding */
-	PX_CLOSING,    /* flushing a final answer to the client */
-	PX_UPCONNECT,  /* chaining: CONNECT sent to the corporate proxy, awaiting 200 */
-	PX_TLS_ACCEPT, /* interception: TLS handshake with the client (session CA leaf) */
-	PX_TLS_CONNECT,/* interception: TLS handshake with the real host (verified) */
+	PX_HEAD,        /* explicit: reading a request head */
+	PX_RESOLVING,   /* name lookup in flight */
+	PX_CONNECTING,  /* TCP connect upstream in flight */
+	PX_HELLO,       /* tunnel: waiting for the client's first bytes */
+	PX_TUNNEL,      /* opaque relay (splice) */
+	PX_HTTP,        /* plain HTTP forwarding */
+	PX_CLOSING,     /* flushing a final answer to the client */
+	PX_UPCONNECT,   /* chaining: CONNECT sent to the corporate proxy, awaiting 200 */
+	PX_TLS_ACCEPT,  /* interception: TLS handshake with the client (session CA leaf) */
+	PX_TLS_CONNECT, /* interception: TLS handshake with the real host (verified) */
 };
 
 typedef struct px_req {
@@ -77,7 +77,7 @@ typedef struct px_req {
 	char path[PX_PATH_LOG];
 	uint64_t t0;
 	uint64_t up, down;
-	uint64_t secrets;   /* bitmask of secrets injected (names in the log) */
+	uint64_t secrets;        /* bitmask of secrets injected (names in the log) */
 	uint64_t masked_in_body; /* bitmask of secrets whose placeholder the body
 				    carried masked (mask_in_body; names in the log) */
 	uint64_t elsewhere_head, elsewhere_body; /* bitmasks of secrets whose placeholder
@@ -93,8 +93,8 @@ typedef struct px_req {
 } px_req;
 
 typedef struct px_dir {
-	bool eof;      /* source said EOF */
-	bool shut;     /* we shut down the destination's write side */
+	bool eof;  /* source said EOF */
+	bool shut; /* we shut down the destination's write side */
 } px_dir;
 
 /* A body through a scanner (pxscan.c), de-chunked and re-chunked. */
@@ -103,7 +103,7 @@ typedef struct px_scanpass {
 	bool chunked;
 	int st;
 	uint64_t left;
-	char line[40];  /* a chunk-size line: only its hex digits matter */
+	char line[40]; /* a chunk-size line: only its hex digits matter */
 	size_t ll;
 } px_scanpass;
 
@@ -112,26 +112,26 @@ typedef struct px_conn {
 	ab_proxy *px;
 	uint64_t id;
 	int cfd, ufd;
-	unsigned cev, uev;       /* current loop interest */
+	unsigned cev, uev; /* current loop interest */
 	enum px_side side;
 	enum px_state state;
-	uint16_t lport;          /* transparent: the listener's port */
+	uint16_t lport; /* transparent: the listener's port */
 	uint64_t t0, deadline;
 
 	/* destination, decided once per upstream connection */
 	char host[AB_HOST_BUF];
 	uint16_t port;
 	char rule[AB_NETRULE_TEXT];
-	char method[16];         /* "CONNECT", "GET", "TLS", "TCP" for the log */
-	char path[PX_PATH_LOG];  /* explicit plain HTTP: the first request's path (no query) */
-	bool is_connect;         /* explicit CONNECT (answer 200 when dialled) */
-	bool fixed;              /* HTTP: every request must target host:port */
+	char method[16];        /* "CONNECT", "GET", "TLS", "TCP" for the log */
+	char path[PX_PATH_LOG]; /* explicit plain HTTP: the first request's path (no query) */
+	bool is_connect;        /* explicit CONNECT (answer 200 when dialled) */
+	bool fixed;             /* HTTP: every request must target host:port */
 
 	ab_resolve_job *job;
 	struct sockaddr_storage addrs[PX_MAX_ADDRS];
 	socklen_t alens[PX_MAX_ADDRS];
 	int naddrs, ai;
-	char dialled[64];        /* the address actually dialled, for the log */
+	char dialled[64]; /* the address actually dialled, for the log */
 
 	px_buf in;   /* from the client, not processed yet */
 	px_buf out;  /* to upstream */
@@ -141,50 +141,50 @@ typedef struct px_conn {
 	/* HTTP forwarding */
 	ab_http_framer reqf, respf;
 	bool in_req_body, in_resp_body;
-	px_req *fifo;       /* PX_FIFO entries, allocated on the first HTTP request */
+	px_req *fifo; /* PX_FIFO entries, allocated on the first HTTP request */
 	int nfifo;
-	bool c_eof;         /* client closed its side */
+	bool c_eof; /* client closed its side */
 	bool u_eof;
-	bool close_after;   /* close once toc is flushed and nothing is in flight */
-	bool want_switch;   /* explicit: next request targets another upstream */
+	bool close_after; /* close once toc is flushed and nothing is in flight */
+	bool want_switch; /* explicit: next request targets another upstream */
 
 	/* tunnel */
-	px_dir cu, uc;       /* client->upstream, upstream->client */
-	uint64_t up, down;   /* bytes client->upstream, upstream->client */
+	px_dir cu, uc;     /* client->upstream, upstream->client */
+	uint64_t up, down; /* bytes client->upstream, upstream->client */
 	bool logged;
 	bool tunnel_started;
-	bool via_up;         /* dialled through the corporate proxy */
+	bool via_up; /* dialled through the corporate proxy */
 
 	/* interception (pxtls.c): the HTTP engine reads and writes through these */
 	struct ssl_st *cssl, *ussl;
 	bool intercepted;
-	bool c_ssl_ww, u_ssl_ww; /* TLS needs the socket writable to read */
-	bool tls_ww;             /* handshake waits for writability */
-	uint64_t kick;           /* timer: TLS holds decrypted bytes no event announces */
-	struct ab_scanner *bscan;   /* request body: placeholders (bound: swap or mask,
+	bool c_ssl_ww, u_ssl_ww;  /* TLS needs the socket writable to read */
+	bool tls_ww;              /* handshake waits for writability */
+	uint64_t kick;            /* timer: TLS holds decrypted bytes no event announces */
+	struct ab_scanner *bscan; /* request body: placeholders (bound: swap or mask,
 				       else block) */
 	struct ab_scan_set *bset;
-	struct ab_scanner *rscan;   /* response: real values -> masked */
-	px_scanpass bpass, rpass;   /* the current request / response body */
-	uint64_t masked;            /* bytes masked in responses */
-	char exfil[1024];           /* why a placeholder was refused (for the 403) */
-	px_buf rot;                 /* a token endpoint's response, held whole (head and
+	struct ab_scanner *rscan; /* response: real values -> masked */
+	px_scanpass bpass, rpass; /* the current request / response body */
+	uint64_t masked;          /* bytes masked in responses */
+	char exfil[1024];         /* why a placeholder was refused (for the 403) */
+	px_buf rot;               /* a token endpoint's response, held whole (head and
 				       raw body) until its tokens are swapped */
-	size_t rot_head;            /* its head's length */
+	size_t rot_head;          /* its head's length */
 	bool capturing;
 	/* a WebSocket on an intercepted connection (pxtls.c): the server's
 	 * frames are cut by WSF, their payloads masked through rscan/rpass */
 	bool ws_mask;
 	ab_ws_framer wsf;
-	px_buf wsraw;               /* read from upstream, not cut yet */
-	px_buf wsout;               /* masked payload bytes, not placed in frames yet */
-	uint8_t wshdr[10];          /* the head being read */
+	px_buf wsraw;      /* read from upstream, not cut yet */
+	px_buf wsout;      /* masked payload bytes, not placed in frames yet */
+	uint8_t wshdr[10]; /* the head being read */
 	uint8_t wshn;
-	struct px_wsq {             /* frames not all out yet, oldest first */
+	struct px_wsq { /* frames not all out yet, oldest first */
 		uint8_t hdr[10];
 		uint8_t hn;
-		bool sent;          /* the head is out */
-		uint64_t left;      /* payload bytes still to place */
+		bool sent;     /* the head is out */
+		uint64_t left; /* payload bytes still to place */
 	} wsq[PX_WSQ];
 	size_t wsq_n;
 } px_conn;
@@ -217,10 +217,10 @@ struct px_synth;
 struct ab_proxy {
 	ab_loop *loop;
 	ab_resolver *res;
-	ab_audit *audit;    /* the run's (borrowed) */
+	ab_audit *audit; /* the run's (borrowed) */
 	ab_netpolicy pol;
 	char *profile;
-	json_t *grants;          /* command-line grants (array of strings), for "start" */
+	json_t *grants; /* command-line grants (array of strings), for "start" */
 	px_map *maps;
 	size_t nmaps;
 	bool transparent;
@@ -234,20 +234,20 @@ struct ab_proxy {
 	uint64_t next_id;
 	uint64_t sweep;
 
-	struct px_dns *dns; /* dnsd.c */
-	int ctl_fd;         /* `agentbox allow` (control.h); 0/-1 none */
+	struct px_dns *dns;    /* dnsd.c */
+	int ctl_fd;            /* `agentbox allow` (control.h); 0/-1 none */
 	struct ctl_conn *ctls; /* its open client connections */
 	px_pause ctl_pause;
-	struct ab_broker *broker;   /* secrets + session CA, or NULL */
-	uint64_t elsewhere_suppressed; /* placeholder-elsewhere events beyond the
+	struct ab_broker *broker;       /* secrets + session CA, or NULL */
+	uint64_t elsewhere_suppressed;  /* placeholder-elsewhere events beyond the
 					  audit's table (written as "suppressed") */
-	struct ab_scan_set *rset;   /* response masking patterns of all secrets */
+	struct ab_scan_set *rset;       /* response masking patterns of all secrets */
 	struct ab_scan_set **old_rsets; /* replaced after token refreshes; scanners may
 					   still read them: freed with the proxy */
 	size_t nold_rsets;
 	struct ssl_ctx_st *client_ctx; /* upstream TLS of intercepted hosts */
 	char *ca_file;
-	char *up_host;      /* chaining: the host's corporate proxy, or NULL */
+	char *up_host; /* chaining: the host's corporate proxy, or NULL */
 	uint16_t up_port;
 	ab_strv no_proxy;
 };
@@ -263,8 +263,8 @@ void px_connected(px_conn *c);
 /* pxconn.c */
 void px_update(px_conn *c);
 void px_close(px_conn *c);
-void px_fail(px_conn *c, int status, const char *decision, const char *rule, const char *fmt,
-	     ...) __attribute__((format(printf, 5, 6)));
+void px_fail(px_conn *c, int status, const char *decision, const char *rule, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 int px_decide(px_conn *c, const char *host, unsigned port);
 void px_head_process(px_conn *c);
 /* the loop's callback for client sockets */
@@ -273,8 +273,7 @@ void px_on_client(ab_loop *l, int fd, unsigned ev, void *data);
 /* pxlog.c */
 void px_log_request(px_conn *c, const px_req *r, const char *decision, int status);
 void px_log_exfil(px_conn *c, const px_req *r, int status);
-void px_log_refused(px_conn *c, const px_req *r, const char *rule, int status,
-		    const char *reason);
+void px_log_refused(px_conn *c, const px_req *r, const char *rule, int status, const char *reason);
 void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
 		 const char *reason);
 

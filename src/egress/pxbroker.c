@@ -50,10 +50,11 @@ int px_swap_head(px_conn *c, px_req *e, px_buf *head)
 		ab_secrets_wipe_free(out, outlen);
 		char names[AB_SECRETS_MAX * (AB_SECRET_NAME_MAX + 1) + 1];
 		ab_secrets_names(b->secs, b->n, res.injected, names, sizeof(names));
-		snprintf(c->exfil, sizeof(c->exfil),
-			 "agentbox: the placeholder of %.300s would be sent to %.260s:%u over plain HTTP; "
-			 "secrets are only sent over TLS (use https://)",
-			 names, c->host, (unsigned)c->port);
+		snprintf(
+			c->exfil, sizeof(c->exfil),
+			"agentbox: the placeholder of %.300s would be sent to %.260s:%u over plain HTTP; "
+			"secrets are only sent over TLS (use https://)",
+			names, c->host, (unsigned)c->port);
 		return -EACCES;
 	}
 	e->secrets = res.injected;
@@ -91,7 +92,8 @@ static uint64_t body_masked(const px_conn *c)
 	const ab_broker *b = c->px->broker;
 	uint64_t m = 0;
 	for (size_t i = 0; c->bscan && i < b->n && i < AB_SECRETS_MAX; i++)
-		if (ab_scanner_count(c->bscan, i) && ab_secret_masks_body(&b->secs[i], c->host, c->port))
+		if (ab_scanner_count(c->bscan, i) &&
+		    ab_secret_masks_body(&b->secs[i], c->host, c->port))
 			m |= (uint64_t)1 << i;
 	return m;
 }
@@ -222,7 +224,8 @@ static int dechunk(const char *p, size_t n, px_buf *out)
 		size_t digits = 0;
 		while (i < n && strchr("0123456789abcdefABCDEF", p[i]) && p[i]) {
 			char ch = p[i++];
-			size = size * 16 + (uint64_t)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
+			size = size * 16 +
+			       (uint64_t)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
 			if (++digits > 8)
 				return -EINVAL;
 		}
@@ -302,8 +305,8 @@ int px_finish_capture(px_conn *c)
 	if (r < 0) {
 		ab_secrets_wipe_free(out, outlen);
 		px_fail(c, 502, "error", "token-refresh",
-			"agentbox: the token refresh response from %s was not passed on (%s)", c->host,
-			err.msg[0] ? err.msg : "out of memory");
+			"agentbox: the token refresh response from %s was not passed on (%s)",
+			c->host, err.msg[0] ? err.msg : "out of memory");
 		return r;
 	}
 	e->rotated = rotated;

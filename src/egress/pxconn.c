@@ -124,12 +124,8 @@ void px_update(px_conn *c)
 	unsigned cw = 0, uw = 0;
 	bool toc = c->toc.len > 0;
 	switch (c->state) {
-	case PX_HEAD:
-		cw = AB_EV_READ | (toc ? AB_EV_WRITE : 0);
-		break;
-	case PX_RESOLVING:
-		cw = toc ? AB_EV_WRITE : 0;
-		break;
+	case PX_HEAD: cw = AB_EV_READ | (toc ? AB_EV_WRITE : 0); break;
+	case PX_RESOLVING: cw = toc ? AB_EV_WRITE : 0; break;
 	case PX_CONNECTING:
 		cw = toc ? AB_EV_WRITE : 0;
 		uw = AB_EV_WRITE;
@@ -168,15 +164,9 @@ void px_update(px_conn *c)
 			cw |= AB_EV_WRITE;
 		break;
 	}
-	case PX_TLS_ACCEPT:
-		cw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0);
-		break;
-	case PX_TLS_CONNECT:
-		uw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0);
-		break;
-	case PX_CLOSING:
-		cw = AB_EV_WRITE;
-		break;
+	case PX_TLS_ACCEPT: cw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0); break;
+	case PX_TLS_CONNECT: uw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0); break;
+	case PX_CLOSING: cw = AB_EV_WRITE; break;
 	}
 	set_interest(c->px, c->cfd, &c->cev, cw);
 	set_interest(c->px, c->ufd, &c->uev, uw);
@@ -244,8 +234,7 @@ static void sanitize(char *out, size_t n, const char *in, size_t len)
 /* Answer the client with `status` and a one-line plain-text explanation
  * (when it still speaks HTTP to us), log the decision, close after the
  * answer is flushed.  Tunnels already established are just closed. */
-void px_fail(px_conn *c, int status, const char *decision, const char *rule, const char *fmt,
-	     ...)
+void px_fail(px_conn *c, int status, const char *decision, const char *rule, const char *fmt, ...)
 {
 	char msg[768];
 	va_list ap;
@@ -439,15 +428,9 @@ void px_on_client(ab_loop *l, int fd, unsigned ev, void *data)
 		}
 		px_hello(c);
 		return;
-	case PX_TUNNEL:
-		px_tunnel_pump(c, true, false);
-		return;
-	case PX_HTTP:
-		px_http_pump(c);
-		return;
-	case PX_TLS_ACCEPT:
-		px_tls_pump(c);
-		return;
+	case PX_TUNNEL: px_tunnel_pump(c, true, false); return;
+	case PX_HTTP: px_http_pump(c); return;
+	case PX_TLS_ACCEPT: px_tls_pump(c); return;
 	case PX_CLOSING: {
 		ssize_t n = px_io_write(c, false, &c->toc);
 		if ((n < 0 && n != -EAGAIN) || (!c->toc.len && !c->c_ssl_ww)) {

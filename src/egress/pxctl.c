@@ -61,7 +61,8 @@ static void ctl_line(ctl_conn *k, char *line, px_buf *ans)
 	if (px->transparent && r.port && r.port != 80 && r.port != 443) {
 		bool have = false;
 		for (size_t i = 0; i < px->nlst; i++)
-			have |= px->lst[i].kind == AB_LISTEN_TRANSPARENT && px->lst[i].port == r.port;
+			have |= px->lst[i].kind == AB_LISTEN_TRANSPARENT &&
+				px->lst[i].port == r.port;
 		if (!have)
 			snprintf(note, sizeof(note), " (port %u through the proxy variables only)",
 				 (unsigned)r.port);

@@ -223,7 +223,8 @@ static int forward_request(px_conn *c, const ab_http_req *q, int r)
 	c->nfifo++;
 	px_buf_consume(&c->in, (size_t)r); /* q's spans pointed in there: not used after */
 	if (chunked || cl) {
-		ab_http_framer_init(&c->reqf, chunked ? AB_HTTP_BODY_CHUNKED : AB_HTTP_BODY_LENGTH, cl);
+		ab_http_framer_init(&c->reqf, chunked ? AB_HTTP_BODY_CHUNKED : AB_HTTP_BODY_LENGTH,
+				    cl);
 		c->in_req_body = true;
 	}
 	alive(c);
@@ -239,8 +240,9 @@ static int one_request(px_conn *c)
 		return gone(c, -ENOMEM);
 	int r = ab_http_parse_head(c->in.p, c->in.len, NULL, q);
 	if (r == 0 && c->c_eof) /* the rest of the head will never come */
-		return refuse(c, 400, "incomplete",
-			      "incomplete request: the client closed its side inside the request head");
+		return refuse(
+			c, 400, "incomplete",
+			"incomplete request: the client closed its side inside the request head");
 	if (r == 0)
 		return 0;
 	char msg[AB_HOST_BUF * 2 + 96];
@@ -259,9 +261,11 @@ static int one_request(px_conn *c)
 			      "(http://host/path) or CONNECT host:port");
 	if (q->method != AB_HTTP_CONNECT && target_of(c, q, c->in.p, host, &port) < 0)
 		return refuse(c, 400, "invalid-host", "the request names no valid host");
-	if (q->method != AB_HTTP_CONNECT && c->fixed && (strcmp(host, c->host) || port != c->port)) {
-		snprintf(msg, sizeof(msg), "the request is for %s:%u but this connection goes to %s:%u",
-			 host, port, c->host, (unsigned)c->port);
+	if (q->method != AB_HTTP_CONNECT && c->fixed &&
+	    (strcmp(host, c->host) || port != c->port)) {
+		snprintf(msg, sizeof(msg),
+			 "the request is for %s:%u but this connection goes to %s:%u", host, port,
+			 c->host, (unsigned)c->port);
 		return refuse(c, 400, "host-mismatch", msg);
 	}
 	if (q->method == AB_HTTP_CONNECT || strcmp(host, c->host) || port != c->port) {
@@ -326,8 +330,8 @@ static int process_requests(px_conn *c)
 			c->in_req_body = false;
 			continue;
 		}
-		if (!c->in.len || c->nfifo >= PX_FIFO || c->out.len >= PX_BUF_MAX || c->want_switch ||
-		    c->close_after || (c->nfifo && c->fifo[c->nfifo - 1].upgrade))
+		if (!c->in.len || c->nfifo >= PX_FIFO || c->out.len >= PX_BUF_MAX ||
+		    c->want_switch || c->close_after || (c->nfifo && c->fifo[c->nfifo - 1].upgrade))
 			return 0;
 		int r = one_request(c);
 		if (r <= 0)
@@ -434,8 +438,8 @@ typedef struct resp_head {
 	int len; /* of the head */
 	int code;
 	ab_http_body_kind kind;
-	uint64_t cl;     /* Content-Length */
-	bool close;      /* Connection: close, or HTTP/1.0 without keep-alive */
+	uint64_t cl; /* Content-Length */
+	bool close;  /* Connection: close, or HTTP/1.0 without keep-alive */
 } resp_head;
 
 static int refresh_too_large(px_conn *c)
@@ -557,7 +561,8 @@ static int response_head(px_conn *c)
 		return k;
 	px_req *e = &c->fifo[0];
 	bool refresh = e->rotate && h.code >= 200 && h.code < 300;
-	if (refresh && (h.kind == AB_HTTP_BODY_CHUNKED || (h.kind == AB_HTTP_BODY_LENGTH && h.cl > 0)))
+	if (refresh &&
+	    (h.kind == AB_HTTP_BODY_CHUNKED || (h.kind == AB_HTTP_BODY_LENGTH && h.cl > 0)))
 		return capture_start(c, &h);
 	if (refresh && h.kind == AB_HTTP_BODY_CLOSE) {
 		px_fail(c, 502, "error", "token-refresh",
@@ -654,7 +659,8 @@ static int upstream_eof(px_conn *c, bool err)
 			struct linger lg = {.l_onoff = 1, .l_linger = 0};
 			(void)setsockopt(c->cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 		}
-		return gone(c, -ECONNRESET); /* cut off mid-response: the framing shows the client */
+		return gone(c,
+			    -ECONNRESET); /* cut off mid-response: the framing shows the client */
 	}
 	/* an idle kept-alive upstream went away: the next request dials again */
 	ab_loop_unwatch(c->px->loop, c->ufd);
@@ -705,7 +711,8 @@ void px_http_pump(px_conn *c)
 		if (c->out.len && c->ufd >= 0) {
 			ssize_t n = px_io_write(c, true, &c->out);
 			if (n < 0 && n != -EAGAIN)
-				px_buf_free(&c->out); /* gone: reading tells how (a response may wait there) */
+				px_buf_free(
+					&c->out); /* gone: reading tells how (a response may wait there) */
 			progress |= n > 0;
 		}
 		if (!c->c_eof && c->in.len < PX_BUF_MAX && c->out.len < PX_BUF_MAX) {

@@ -28,8 +28,8 @@ static json_t *event_base(px_conn *c, const char *method)
 	return ev;
 }
 
-static void event_finish(px_conn *c, json_t *ev, const char *decision, const char *rule,
-			 int status, uint64_t up, uint64_t down, uint64_t t0, const char *reason)
+static void event_finish(px_conn *c, json_t *ev, const char *decision, const char *rule, int status,
+			 uint64_t up, uint64_t down, uint64_t t0, const char *reason)
 {
 	json_object_set_new(ev, "decision", json_string(decision));
 	json_object_set_new(ev, "rule", json_string(rule && rule[0] ? rule : "-"));
@@ -87,9 +87,10 @@ static void note_elsewhere(px_conn *c, const px_req *r)
 			c->px->elsewhere_suppressed++;
 		if (first <= 0)
 			continue;
-		const char *where = (r->elsewhere_head & bit) && (r->elsewhere_body & bit) ? "head,body"
-				    : r->elsewhere_head & bit				       ? "head"
-											       : "body";
+		const char *where = (r->elsewhere_head & bit) && (r->elsewhere_body & bit)
+					    ? "head,body"
+				    : r->elsewhere_head & bit ? "head"
+							      : "body";
 		json_t *ev = json_object();
 		json_object_set_new(ev, "event", json_string("placeholder-elsewhere"));
 		json_object_set_new(ev, "secret", json_string(b->secs[i].name));
@@ -133,11 +134,9 @@ void px_log_request(px_conn *c, const px_req *r, const char *decision, int statu
 }
 
 /* A request whose response agentbox refused (rule and reason say why). */
-void px_log_refused(px_conn *c, const px_req *r, const char *rule, int status,
-		    const char *reason)
+void px_log_refused(px_conn *c, const px_req *r, const char *rule, int status, const char *reason)
 {
-	event_finish(c, request_event(c, r), "deny", rule, status, r->up, r->down, r->t0,
-		     reason);
+	event_finish(c, request_event(c, r), "deny", rule, status, r->up, r->down, r->t0, reason);
 	note_elsewhere(c, r);
 }
 
@@ -155,8 +154,7 @@ void px_log_exfil(px_conn *c, const px_req *r, int status)
 }
 
 /* A tunnel (or a connection that never became one) ends. */
-void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
-		 const char *reason)
+void px_log_conn(px_conn *c, const char *decision, const char *rule, int status, const char *reason)
 {
 	if (c->logged)
 		return;

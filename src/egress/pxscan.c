@@ -28,8 +28,7 @@ void px_scan_begin(px_scanpass *sp, ab_scanner *s, bool chunked)
 /* Scanner output for n input bytes, written straight into DST (no copy in
  * between); plain bodies as is, chunked ones as a chunk of their own.
  * Returns 0, -EACCES (a BLOCK pattern) or -ENOMEM; then DST is as before. */
-static int feed(px_scanpass *sp, const char *p, size_t n, bool flush, px_buf *dst,
-		ab_scan_hit *hit)
+static int feed(px_scanpass *sp, const char *p, size_t n, bool flush, px_buf *dst, ab_scan_hit *hit)
 {
 	char hdr[24];
 	size_t room = sp->chunked ? sizeof(hdr) : 0, need = n + ab_scanner_pending(sp->s);
@@ -68,9 +67,10 @@ static uint64_t hexsize(const char *line, size_t n)
 	uint64_t v = 0;
 	for (size_t i = 0; i < n; i++) {
 		char ch = line[i];
-		int d = ch >= '0' && ch <= '9' ? ch - '0'
+		int d = ch >= '0' && ch <= '9'   ? ch - '0'
 			: ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-			: ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+			: ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+						 : -1;
 		if (d < 0)
 			break;
 		v = v * 16 + (uint64_t)d;
@@ -78,8 +78,7 @@ static uint64_t hexsize(const char *line, size_t n)
 	return v;
 }
 
-int px_scan_pass(px_scanpass *sp, const char *p, size_t n, bool done, px_buf *dst,
-		 ab_scan_hit *hit)
+int px_scan_pass(px_scanpass *sp, const char *p, size_t n, bool done, px_buf *dst, ab_scan_hit *hit)
 {
 	if (!sp->chunked)
 		return feed(sp, p, n, done, dst, hit);

@@ -22,8 +22,8 @@
 
 /* ------------------------------------------------------------ I/O */
 
-#define PX_TLS_RECORD 16384 /* the most plaintext one TLS record carries */
-#define PX_TLS_READ_BUF (4 * PX_TLS_RECORD + 4096) /* read ahead: four records a read */
+#define PX_TLS_RECORD 16384                         /* the most plaintext one TLS record carries */
+#define PX_TLS_READ_BUF (4 * PX_TLS_RECORD + 4096)  /* read ahead: four records a read */
 #define PX_TLS_WRITE_BUF (8 * PX_TLS_RECORD + 4096) /* coalesced records to the client */
 
 static SSL *side_ssl(const px_conn *c, bool up)
@@ -38,19 +38,13 @@ static ssize_t ssl_again(px_conn *c, bool up, SSL *ssl, int ret)
 	bool *ww = up ? &c->u_ssl_ww : &c->c_ssl_ww;
 	*ww = false;
 	switch (e) {
-	case SSL_ERROR_WANT_READ:
-		return -EAGAIN;
-	case SSL_ERROR_WANT_WRITE:
-		*ww = true;
-		return -EAGAIN;
-	case SSL_ERROR_ZERO_RETURN:
-		return 0;
+	case SSL_ERROR_WANT_READ: return -EAGAIN;
+	case SSL_ERROR_WANT_WRITE: *ww = true; return -EAGAIN;
+	case SSL_ERROR_ZERO_RETURN: return 0;
 	case SSL_ERROR_SYSCALL:
 		ERR_clear_error();
 		return errno && errno != EAGAIN ? -errno : 0; /* EOF without close_notify */
-	default:
-		ERR_clear_error();
-		return -EIO;
+	default: ERR_clear_error(); return -EIO;
 	}
 }
 
@@ -66,8 +60,8 @@ static void set_partial(SSL *ssl, bool on)
 
 static bool buffered(const SSL *ssl)
 {
-	return ssl && (SSL_pending(ssl) > 0 ||
-		       (SSL_has_pending(ssl) && SSL_get_app_data(ssl) == NULL));
+	return ssl &&
+	       (SSL_pending(ssl) > 0 || (SSL_has_pending(ssl) && SSL_get_app_data(ssl) == NULL));
 }
 
 static void px_tls_buffers(SSL *ssl)
@@ -87,8 +81,7 @@ static void px_tls_buffers(SSL *ssl)
  */
 static int wpeer_idx = -1;
 
-static void wpeer_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
-		       void *argp)
+static void wpeer_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
 {
 	(void)parent;
 	(void)ad;
@@ -113,7 +106,7 @@ static void coalesce_writes(SSL *ssl)
 		return;
 	if (!SSL_set_ex_data(ssl, wpeer_idx, out))
 		return;
-	out = NULL; /* the SSL's now: wpeer_free */
+	out = NULL;                       /* the SSL's now: wpeer_free */
 	SSL_set0_wbio(ssl, TAKE_PTR(in)); /* frees the socket BIO (BIO_NOCLOSE) it replaces */
 }
 
@@ -289,7 +282,8 @@ void px_intercept_start(px_conn *c)
 	c->cssl = SSL_new(sctx);
 	_cleanup_bio_ BIO *mem = BIO_new(BIO_s_mem());
 	_cleanup_bio_ BIO *sock = BIO_new_socket(c->cfd, BIO_NOCLOSE);
-	if (!c->cssl || !mem || !sock || BIO_write(mem, c->in.p, (int)c->in.len) != (int)c->in.len) {
+	if (!c->cssl || !mem || !sock ||
+	    BIO_write(mem, c->in.p, (int)c->in.len) != (int)c->in.len) {
 		deny_tls(c, "intercept", "out of memory");
 		return;
 	}
@@ -378,8 +372,10 @@ void px_tls_pump(px_conn *c)
 		if (up) {
 			long v = SSL_get_verify_result(ssl);
 			char why[300];
-			snprintf(why, sizeof(why), "TLS to %s:%u failed: %s", c->host, (unsigned)c->port,
-				 v != X509_V_OK ? X509_verify_cert_error_string(v) : "handshake error");
+			snprintf(why, sizeof(why), "TLS to %s:%u failed: %s", c->host,
+				 (unsigned)c->port,
+				 v != X509_V_OK ? X509_verify_cert_error_string(v)
+						: "handshake error");
 			ERR_clear_error();
 			/* the client's TLS is up: it can read why */
 			c->fixed = true;
@@ -387,8 +383,9 @@ void px_tls_pump(px_conn *c)
 			px_fail(c, 502, "error", "upstream-tls", "%s", why);
 			return;
 		}
-		deny_tls(c, "client-tls", "the client's TLS handshake failed (does it trust the "
-					  "session CA?)");
+		deny_tls(c, "client-tls",
+			 "the client's TLS handshake failed (does it trust the "
+			 "session CA?)");
 		return;
 	}
 }
@@ -454,8 +451,9 @@ int px_ws_cut(px_conn *c, px_buf *b)
 		}
 		if (kind == AB_WS_HEAD_END) {
 			/* too many frames wait on held bytes: release them */
-			if (c->wsq_n == PX_WSQ && ((r = ws_scan(c, NULL, 0, true)) < 0 ||
-						   (r = ws_place(c, b)) < 0 || c->wsq_n == PX_WSQ)) {
+			if (c->wsq_n == PX_WSQ &&
+			    ((r = ws_scan(c, NULL, 0, true)) < 0 || (r = ws_place(c, b)) < 0 ||
+			     c->wsq_n == PX_WSQ)) {
 				r = r < 0 ? r : -ENOBUFS;
 				break;
 			}

@@ -147,7 +147,8 @@ void px_hello(px_conn *c)
 	if ((unsigned char)c->in.p[0] == 0x16) {
 		if (!check_hello(c)) {
 			if (eof)
-				deny(c, "bad-client-hello", "the client closed inside its ClientHello");
+				deny(c, "bad-client-hello",
+				     "the client closed inside its ClientHello");
 			else
 				px_update(c);
 		}

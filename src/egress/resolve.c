@@ -90,7 +90,8 @@ static void *worker(void *arg)
 		j->queued = false;
 		pthread_mutex_unlock(&sh->mu);
 
-		struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+		struct addrinfo hints = {.ai_family = AF_UNSPEC,
+					 .ai_socktype = SOCK_STREAM,
 					 .ai_flags = AI_ADDRCONFIG};
 		j->gai = getaddrinfo(j->host, NULL, &hints, &j->res);
 		if (j->gai != 0)

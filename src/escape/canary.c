@@ -93,12 +93,13 @@ int ab_canary_scan(const void *buf, size_t n, void (*cb)(const char *hash, void 
 		return 0;
 	end = s + n;
 	while ((size_t)(end - s) >= PREFIX_LEN) {
-		const unsigned char *p = memchr(s, AB_CANARY_PREFIX[0],
-						(size_t)(end - s) - PREFIX_LEN + 1);
+		const unsigned char *p =
+			memchr(s, AB_CANARY_PREFIX[0], (size_t)(end - s) - PREFIX_LEN + 1);
 		if (!p)
 			break;
 		size_t len = memcmp(p, AB_CANARY_PREFIX, PREFIX_LEN) == 0
-				     ? token_len(p, (size_t)(end - p)) : 0;
+				     ? token_len(p, (size_t)(end - p))
+				     : 0;
 		if (!len) {
 			s = p + 1;
 			continue;

@@ -154,7 +154,8 @@ int ab_lab_info_from_json(json_t *j, ab_lab_info *l, ab_err *err)
 	l->harness_pid = (pid_t)hpid;
 	if (!l->run_id || !l->home || !l->workspace) {
 		ab_lab_info_free(l);
-		return ab_fail(err, EINVAL, "lab description: run_id, home and workspace are required");
+		return ab_fail(err, EINVAL,
+			       "lab description: run_id, home and workspace are required");
 	}
 	return 0;
 }
@@ -172,9 +173,9 @@ int ab_lab_info_load(const char *path, ab_lab_info *out, ab_err *err)
 
 void ab_lab_info_free(ab_lab_info *l)
 {
-	char **s[] = {&l->run_id,       &l->home,          &l->workspace,     &l->sibling,
-		      &l->runtime_dir,  &l->bound_host,    &l->unbound_host,  &l->denied_host,
-		      &l->canary_domain, &l->secret_env,   &l->secret_header, &l->host_git_marker,
+	char **s[] = {&l->run_id,        &l->home,       &l->workspace,     &l->sibling,
+		      &l->runtime_dir,   &l->bound_host, &l->unbound_host,  &l->denied_host,
+		      &l->canary_domain, &l->secret_env, &l->secret_header, &l->host_git_marker,
 		      &l->lab_ca};
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
 		free(*s[i]);

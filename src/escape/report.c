@@ -33,8 +33,13 @@ static inline void fclosep(FILE **f)
 
 int ab_esc_format_parse(const char *s, enum ab_esc_format *out)
 {
-	static const struct { const char *name; enum ab_esc_format f; } fmts[] = {
-		{ "tap", AB_ESC_TAP }, { "junit", AB_ESC_JUNIT }, { "json", AB_ESC_JSON },
+	static const struct {
+		const char *name;
+		enum ab_esc_format f;
+	} fmts[] = {
+		{"tap", AB_ESC_TAP},
+		{"junit", AB_ESC_JUNIT},
+		{"json", AB_ESC_JSON},
 	};
 	for (size_t i = 0; s && i < AB_ARRAY_SIZE(fmts); i++)
 		if (strcmp(s, fmts[i].name) == 0) {
@@ -116,8 +121,7 @@ static void put_xml_cp(FILE *f, uint32_t cp, bool attr)
 	case '\r': fputs("&#13;", f); return;
 	case '\t': fputs(attr ? "&#9;" : "\t", f); return;
 	case '\n': fputs(attr ? "&#10;" : "\n", f); return;
-	default:
-		break;
+	default: break;
 	}
 	/* XML 1.0 cannot carry other C0 controls, even as references; C1 and
 	 * U+FFFE/U+FFFF are legal or not, but never useful here. */
@@ -134,8 +138,7 @@ static void put_yaml_cp(FILE *f, uint32_t cp)
 	case '\\': fputs("\\\\", f); return;
 	case '\n': fputs("\\n", f); return;
 	case '\t': fputs("\\t", f); return;
-	default:
-		break;
+	default: break;
 	}
 	if (is_cntrl_cp(cp) || cp == 0xfeff || cp == 0xfffe || cp == 0xffff)
 		fprintf(f, cp < 0x100 ? "\\x%02x" : "\\u%04x", (unsigned)cp);
@@ -166,13 +169,9 @@ static void put_enc(FILE *f, const char *s, enum enc e)
 			else
 				put_cp(f, cp);
 			break;
-		case ENC_YAML:
-			put_yaml_cp(f, cp);
-			break;
+		case ENC_YAML: put_yaml_cp(f, cp); break;
 		case ENC_XML_TEXT:
-		case ENC_XML_ATTR:
-			put_xml_cp(f, cp, e == ENC_XML_ATTR);
-			break;
+		case ENC_XML_ATTR: put_xml_cp(f, cp, e == ENC_XML_ATTR); break;
 		}
 	}
 }
@@ -264,11 +263,11 @@ json_t *ab_esc_result_json(const ab_esc_result *r)
 	    set_str(o, "name", d ? d->name : "?") < 0 ||
 	    set_str(o, "category", ab_esc_cat_name(d ? d->cat : AB_CAT__N)) < 0 ||
 	    set_str(o, "verdict", ab_esc_verdict_name(r->verdict)) < 0 ||
-	    json_object_set_new(o, "ms", ms_json(r->ms)) < 0 ||
-	    result_json_lists(o, r) < 0 ||
+	    json_object_set_new(o, "ms", ms_json(r->ms)) < 0 || result_json_lists(o, r) < 0 ||
 	    json_object_set_new(o, "dropped",
-				json_integer(r->dropped > (size_t)INT64_MAX ? INT64_MAX
-									    : (json_int_t)r->dropped)) < 0 ||
+				json_integer(r->dropped > (size_t)INT64_MAX
+						     ? INT64_MAX
+						     : (json_int_t)r->dropped)) < 0 ||
 	    (r->report && json_object_set(o, "report", r->report) < 0) ||
 	    set_str(o, "note", r->note) < 0)
 		return NULL;
@@ -297,15 +296,11 @@ static void tap_desc(FILE *f, const ab_esc_result *r)
 static const char *attempt_word(const ab_esc_attempt *a, bool control)
 {
 	switch (a->verdict) {
-	case AB_ESC_OK:
-		return control ? "worked" : "blocked";
-	case AB_ESC_ESCAPED:
-		return "escaped";
-	case AB_ESC_SKIP:
-		return "SKIP";
+	case AB_ESC_OK: return control ? "worked" : "blocked";
+	case AB_ESC_ESCAPED: return "escaped";
+	case AB_ESC_SKIP: return "SKIP";
 	case AB_ESC_ERROR:
-	default:
-		return "error";
+	default: return "error";
 	}
 }
 
@@ -518,8 +513,8 @@ static int junit_texts(const ab_esc_result *r, enum ab_esc_verdict v, char **msg
 	for (size_t k = 0; k < r->nattempts; k++) {
 		const ab_esc_attempt *a = &r->attempts[k];
 		bool bad = control ? a->verdict != AB_ESC_OK
-				   : a->verdict == (v == AB_ESC_ESCAPED ? AB_ESC_ESCAPED
-									 : AB_ESC_ERROR);
+				   : a->verdict ==
+					     (v == AB_ESC_ESCAPED ? AB_ESC_ESCAPED : AB_ESC_ERROR);
 		if (!bad)
 			continue;
 		attempt_line(bf, a);
@@ -604,7 +599,8 @@ static void junit_harness(FILE *f, const ab_esc_results *rs)
 	fputs(">\n", f);
 	if (ne) {
 		fputs("    <testcase classname=\"agentbox.escape.harness\" name=\"lab setup\""
-		      " time=\"0.000\">\n      <error type=\"lab\"", f);
+		      " time=\"0.000\">\n      <error type=\"lab\"",
+		      f);
 		xml_attr(f, "message", rs->lab_error);
 		fputs("/>\n    </testcase>\n", f);
 	}
@@ -612,7 +608,8 @@ static void junit_harness(FILE *f, const ab_esc_results *rs)
 		const char *g = gate_id(rs);
 		fputs("    <testcase classname=\"agentbox.escape.harness\""
 		      " name=\"sandbox in effect\" time=\"0.000\">\n"
-		      "      <failure type=\"not-in-effect\" message=\"sandbox not in effect", f);
+		      "      <failure type=\"not-in-effect\" message=\"sandbox not in effect",
+		      f);
 		if (g) {
 			fputs(" (gate ", f);
 			put_enc(f, g, ENC_XML_ATTR);
@@ -674,14 +671,14 @@ static int write_json(const ab_esc_results *rs, FILE *f)
 			return -ENOMEM;
 	}
 	escr_count(rs, ESCR_ALL_CATS, &c);
-	sum = json_pack("{s:{s:I,s:I,s:I,s:I,s:I,s:i,s:b}}", "summary",
-			"total", (json_int_t)c.total, "ok", (json_int_t)c.by[AB_ESC_OK],
-			"escaped", (json_int_t)c.by[AB_ESC_ESCAPED],
-			"error", (json_int_t)c.by[AB_ESC_ERROR], "skip", (json_int_t)c.by[AB_ESC_SKIP],
-			"exit", ab_esc_exit_status(rs), "not_in_effect", rs->not_in_effect);
+	sum = json_pack("{s:{s:I,s:I,s:I,s:I,s:I,s:i,s:b}}", "summary", "total",
+			(json_int_t)c.total, "ok", (json_int_t)c.by[AB_ESC_OK], "escaped",
+			(json_int_t)c.by[AB_ESC_ESCAPED], "error", (json_int_t)c.by[AB_ESC_ERROR],
+			"skip", (json_int_t)c.by[AB_ESC_SKIP], "exit", ab_esc_exit_status(rs),
+			"not_in_effect", rs->not_in_effect);
 	json_t *in = json_object_get(sum, "summary");
-	if (!in || json_object_set_new(in, "profile", rs->profile ? jstr(rs->profile)
-								  : json_null()) < 0 ||
+	if (!in ||
+	    json_object_set_new(in, "profile", rs->profile ? jstr(rs->profile) : json_null()) < 0 ||
 	    set_str(in, "lab_error", rs->lab_error) < 0)
 		return -ENOMEM;
 	return put_json_line(f, sum);
@@ -694,17 +691,10 @@ int ab_esc_write(const ab_esc_results *rs, enum ab_esc_format fmt, FILE *out, ab
 	if (!rs || !out)
 		return ab_fail(err, EINVAL, "write results");
 	switch (fmt) {
-	case AB_ESC_TAP:
-		write_tap(rs, out);
-		break;
-	case AB_ESC_JUNIT:
-		r = write_junit(rs, out);
-		break;
-	case AB_ESC_JSON:
-		r = write_json(rs, out);
-		break;
-	default:
-		return ab_fail(err, EINVAL, "write results: unknown format %d", (int)fmt);
+	case AB_ESC_TAP: write_tap(rs, out); break;
+	case AB_ESC_JUNIT: r = write_junit(rs, out); break;
+	case AB_ESC_JSON: r = write_json(rs, out); break;
+	default: return ab_fail(err, EINVAL, "write results: unknown format %d", (int)fmt);
 	}
 	if (r < 0)
 		return ab_fail(err, -r, "write results");
@@ -773,8 +763,9 @@ void ab_esc_write_summary(const ab_esc_results *rs, FILE *out)
 	}
 	escr_count(rs, ESCR_ALL_CATS, &all);
 	ex = ab_esc_exit_status(rs);
-	fprintf(out, "test-escape: %s: %zu probe%s, %zu blocked, %zu escaped, %zu error%s, "
-		     "%zu skipped",
+	fprintf(out,
+		"test-escape: %s: %zu probe%s, %zu blocked, %zu escaped, %zu error%s, "
+		"%zu skipped",
 		ex == AB_ESC_EXIT_OK ? "PASS" : "FAIL", all.total, all.total == 1 ? "" : "s",
 		all.by[AB_ESC_OK], all.by[AB_ESC_ESCAPED], all.by[AB_ESC_ERROR],
 		all.by[AB_ESC_ERROR] == 1 ? "" : "s", all.by[AB_ESC_SKIP]);

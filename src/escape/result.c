@@ -26,12 +26,13 @@
 #define RESULT_LINE_MAX (1024 * 1024)
 #define HEX_HASH_LEN AB_CANARY_HASH_HEX
 
-
 /* ================================================================ names */
 
 static const char *const verdict_names[] = {
-	[AB_ESC_OK] = "ok", [AB_ESC_ESCAPED] = "escaped",
-	[AB_ESC_ERROR] = "error", [AB_ESC_SKIP] = "skip",
+	[AB_ESC_OK] = "ok",
+	[AB_ESC_ESCAPED] = "escaped",
+	[AB_ESC_ERROR] = "error",
+	[AB_ESC_SKIP] = "skip",
 };
 
 const char *ab_esc_verdict_name(enum ab_esc_verdict v)
@@ -52,11 +53,13 @@ int ab_esc_verdict_parse(const char *s, enum ab_esc_verdict *out)
 	return -EINVAL;
 }
 
+// clang-format off
 static const char *const cat_names[AB_CAT__N] = {
 	[AB_CAT_CTL] = "CTL", [AB_CAT_FS] = "FS",   [AB_CAT_SEC] = "SEC",
 	[AB_CAT_CRD] = "CRD", [AB_CAT_NET] = "NET", [AB_CAT_PRC] = "PRC",
 	[AB_CAT_KRN] = "KRN", [AB_CAT_PER] = "PER", [AB_CAT_TTY] = "TTY",
 };
+// clang-format on
 
 const char *ab_esc_cat_name(enum ab_esc_cat c)
 {
@@ -112,15 +115,11 @@ bool escr_is_control(const ab_esc_result *r)
 static int keep_rank(enum ab_esc_verdict v, bool control)
 {
 	switch (v) {
-	case AB_ESC_ESCAPED:
-		return 3;
-	case AB_ESC_ERROR:
-		return 2;
-	case AB_ESC_SKIP:
-		return control ? 1 : 0;
+	case AB_ESC_ESCAPED: return 3;
+	case AB_ESC_ERROR: return 2;
+	case AB_ESC_SKIP: return control ? 1 : 0;
 	case AB_ESC_OK:
-	default:
-		return control ? 0 : 1;
+	default: return control ? 0 : 1;
 	}
 }
 
@@ -175,10 +174,10 @@ static int dup_opt(const char *s, char **out)
 	return *out ? 0 : -ENOMEM;
 }
 
-int ab_esc_result_add(ab_esc_result *r, const char *what, enum ab_esc_verdict v,
-		      const char *result, const char *layer, const char *source)
+int ab_esc_result_add(ab_esc_result *r, const char *what, enum ab_esc_verdict v, const char *result,
+		      const char *layer, const char *source)
 {
-	ab_esc_attempt a = { .verdict = v };
+	ab_esc_attempt a = {.verdict = v};
 
 	if (!r || !what || (unsigned)v > AB_ESC_SKIP)
 		return -EINVAL;
@@ -332,7 +331,8 @@ static int parse_attempts(json_t *arr, ab_esc_result *r, ab_err *err)
 		return 0;
 	if (!json_is_array(arr))
 		return ab_fail(err, 0, "\"attempts\" must be an array");
-	json_array_foreach(arr, i, j) {
+	json_array_foreach(arr, i, j)
+	{
 		ab_esc_attempt a;
 		int ret = parse_attempt(j, i, &a, err);
 		if (ret < 0)
@@ -365,7 +365,8 @@ static int parse_found(json_t *arr, ab_esc_result *r, ab_err *err)
 		return 0;
 	if (!json_is_array(arr))
 		return ab_fail(err, 0, "\"found\" must be an array");
-	json_array_foreach(arr, i, j) {
+	json_array_foreach(arr, i, j)
+	{
 		if (!json_is_string(j) || !is_hash(json_string_value(j)))
 			return ab_fail(err, 0, "found %zu: not a %d-hex-digit hash", i + 1,
 				       HEX_HASH_LEN);
@@ -391,8 +392,8 @@ static int parse_numbers(json_t *o, ab_esc_result *r, ab_err *err)
 		if (!json_is_integer(dr) || json_integer_value(dr) < 0)
 			return ab_fail(err, 0, "\"dropped\" must be an integer >= 0");
 		json_int_t d = json_integer_value(dr);
-		r->dropped = (uint64_t)d > SIZE_MAX - r->dropped ? SIZE_MAX
-								 : r->dropped + (size_t)d;
+		r->dropped =
+			(uint64_t)d > SIZE_MAX - r->dropped ? SIZE_MAX : r->dropped + (size_t)d;
 	}
 	return 0;
 }

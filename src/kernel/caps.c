@@ -46,14 +46,22 @@ static const char *rlimit_name(int resource)
 		int res;
 		const char *name;
 	} names[] = {
-		{ RLIMIT_AS, "as" },           { RLIMIT_CORE, "core" },
-		{ RLIMIT_CPU, "cpu" },         { RLIMIT_DATA, "data" },
-		{ RLIMIT_FSIZE, "fsize" },     { RLIMIT_LOCKS, "locks" },
-		{ RLIMIT_MEMLOCK, "memlock" }, { RLIMIT_MSGQUEUE, "msgqueue" },
-		{ RLIMIT_NICE, "nice" },       { RLIMIT_NOFILE, "nofile" },
-		{ RLIMIT_NPROC, "nproc" },     { RLIMIT_RSS, "rss" },
-		{ RLIMIT_RTPRIO, "rtprio" },   { RLIMIT_RTTIME, "rttime" },
-		{ RLIMIT_SIGPENDING, "sigpending" }, { RLIMIT_STACK, "stack" },
+		{RLIMIT_AS, "as"},
+		{RLIMIT_CORE, "core"},
+		{RLIMIT_CPU, "cpu"},
+		{RLIMIT_DATA, "data"},
+		{RLIMIT_FSIZE, "fsize"},
+		{RLIMIT_LOCKS, "locks"},
+		{RLIMIT_MEMLOCK, "memlock"},
+		{RLIMIT_MSGQUEUE, "msgqueue"},
+		{RLIMIT_NICE, "nice"},
+		{RLIMIT_NOFILE, "nofile"},
+		{RLIMIT_NPROC, "nproc"},
+		{RLIMIT_RSS, "rss"},
+		{RLIMIT_RTPRIO, "rtprio"},
+		{RLIMIT_RTTIME, "rttime"},
+		{RLIMIT_SIGPENDING, "sigpending"},
+		{RLIMIT_STACK, "stack"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(names); i++)
 		if (names[i].res == resource)
@@ -84,7 +92,8 @@ static int rlimit_fail(const ab_rlimit *l, int e, ab_err *err)
 	if (e == EINVAL && l->soft > l->hard)
 		ab_err_hint(err, "the soft limit of %s must not exceed its hard limit", name);
 	else if (e == EPERM && getrlimit(l->resource, &cur) == 0)
-		ab_err_hint(err, "the inherited hard limit of %s is %s and only a privileged "
+		ab_err_hint(err,
+			    "the inherited hard limit of %s is %s and only a privileged "
 			    "process can raise it: lower the value in the profile, or raise "
 			    "the limit before starting agentbox (e.g. `ulimit -H`)",
 			    name, rlim_str(cur.rlim_max, cbuf, sizeof(cbuf)));
@@ -94,7 +103,7 @@ static int rlimit_fail(const ab_rlimit *l, int e, ab_err *err)
 int ab_rlimits_apply(const ab_rlimit *r, size_t n, ab_err *err)
 {
 	for (size_t i = 0; i < n; i++) {
-		struct rlimit rl = { .rlim_cur = r[i].soft, .rlim_max = r[i].hard };
+		struct rlimit rl = {.rlim_cur = r[i].soft, .rlim_max = r[i].hard};
 		if (setrlimit(r[i].resource, &rl) < 0)
 			return rlimit_fail(&r[i], errno, err);
 	}
@@ -117,19 +126,18 @@ int ab_keyring_new_session(ab_err *err)
 	switch (e) {
 	case ENOSYS:
 		ab_err_hint(err, "this kernel has no key management (CONFIG_KEYS); "
-			    "the caller's keyring cannot be reached either");
+				 "the caller's keyring cannot be reached either");
 		break;
 	case EPERM:
 	case EACCES:
 		ab_err_hint(err, "keyctl is refused here, probably by an outer seccomp "
-			    "filter (container runtime)");
+				 "filter (container runtime)");
 		break;
 	case EDQUOT:
 		ab_err_hint(err, "this user's key quota is exhausted "
-			    "(see /proc/key-users, kernel.keys.maxkeys)");
+				 "(see /proc/key-users, kernel.keys.maxkeys)");
 		break;
-	default:
-		break;
+	default: break;
 	}
 	return -e;
 }
@@ -140,13 +148,13 @@ int ab_keyring_new_session(ab_err *err)
 
 static int caps_read(struct __user_cap_data_struct d[2])
 {
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 	return capget(&h, d);
 }
 
 static int caps_write(struct __user_cap_data_struct d[2])
 {
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 	return capset(&h, d);
 }
 
@@ -179,10 +187,11 @@ static int ids_verify(uid_t uid, gid_t gid, bool drop_groups, ab_err *err)
 	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
 		return ab_fail(err, errno, "reading back uid/gid");
 	if (ru != uid || eu != uid || su != uid || rg != gid || eg != gid || sg != gid)
-		return ab_fail(err, EPERM, "uid/gid switch did not take: uids %u/%u/%u "
-			       "gids %u/%u/%u, wanted %u/%u", (unsigned)ru, (unsigned)eu,
-			       (unsigned)su, (unsigned)rg, (unsigned)eg, (unsigned)sg,
-			       (unsigned)uid, (unsigned)gid);
+		return ab_fail(err, EPERM,
+			       "uid/gid switch did not take: uids %u/%u/%u "
+			       "gids %u/%u/%u, wanted %u/%u",
+			       (unsigned)ru, (unsigned)eu, (unsigned)su, (unsigned)rg, (unsigned)eg,
+			       (unsigned)sg, (unsigned)uid, (unsigned)gid);
 	if (drop_groups && getgroups(0, NULL) != 0)
 		return ab_fail(err, EPERM, "supplementary groups remain after setgroups(0)");
 	return 0;
@@ -204,8 +213,8 @@ int ab_creds_switch(uid_t uid, gid_t gid, bool drop_groups, ab_err *err)
 		ab_fail(err, e, "dropping supplementary groups");
 		if (e == EPERM)
 			ab_err_hint(err, "setgroups is denied in this user namespace "
-				    "(/proc/self/setgroups is \"deny\"); only a root "
-				    "caller can drop groups");
+					 "(/proc/self/setgroups is \"deny\"); only a root "
+					 "caller can drop groups");
 		return -e;
 	}
 	if (caps_read(before) < 0)
@@ -231,7 +240,8 @@ int ab_creds_switch(uid_t uid, gid_t gid, bool drop_groups, ab_err *err)
 		after[i].effective = want;
 	}
 	if (changed && caps_write(after) < 0)
-		return ab_fail(err, errno, "restoring effective capabilities after "
+		return ab_fail(err, errno,
+			       "restoring effective capabilities after "
 			       "the uid switch");
 	return ids_verify(uid, gid, drop_groups, err);
 }
@@ -255,8 +265,8 @@ static int drop_bounding(int cap_last_cap, ab_err *err)
 		ab_fail(err, e, "dropping capability %d from the bounding set", cap);
 		if (e == EPERM)
 			ab_err_hint(err, "CAP_SETPCAP was lost before the drop: "
-				    "ab_caps_drop_all must run before anything clears "
-				    "the capability sets (this is an agentbox bug)");
+					 "ab_caps_drop_all must run before anything clears "
+					 "the capability sets (this is an agentbox bug)");
 		return -e;
 	}
 	return 0;
@@ -290,7 +300,8 @@ static int verify_dropped(ab_err *err)
 		return ab_fail(err, errno, "capget");
 	for (int i = 0; i < 2; i++)
 		if (d[i].effective || d[i].permitted || d[i].inheritable)
-			return ab_fail(err, EPERM, "capabilities remain after the drop: "
+			return ab_fail(err, EPERM,
+				       "capabilities remain after the drop: "
 				       "eff 0x%08" PRIx32 "%08" PRIx32 " prm 0x%08" PRIx32
 				       "%08" PRIx32 " inh 0x%08" PRIx32 "%08" PRIx32,
 				       d[1].effective, d[0].effective, d[1].permitted,

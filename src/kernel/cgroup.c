@@ -174,8 +174,9 @@ static int make_dir(const char *dir, ab_err *err)
 	if (errno == EEXIST && rmdir(dir) == 0 && mkdir(dir, 0755) == 0)
 		return 0;
 	int r = ab_fail(err, errno, "create cgroup %s", dir);
-	ab_err_hint(err, "run `agentbox doctor`; a profile that sets limits.memory or limits.pids "
-			 "can accept running without them with allow_downgrade: [\"cgroup-limits\"]");
+	ab_err_hint(err,
+		    "run `agentbox doctor`; a profile that sets limits.memory or limits.pids "
+		    "can accept running without them with allow_downgrade: [\"cgroup-limits\"]");
 	return r;
 }
 
@@ -193,7 +194,8 @@ int ab_cgroup_setup(long long memory, long long pids, const ab_host *host, pid_t
 	if (n == 0)
 		return 0;
 	if (host->cgroup_version != 2 || host->cgroup_delegated != AB_YES)
-		return ab_fail(err, EOPNOTSUPP, "cgroup limits: no delegated cgroup v2 on this host");
+		return ab_fail(err, EOPNOTSUPP,
+			       "cgroup limits: no delegated cgroup v2 on this host");
 	r = ab_cgroup_child_path(host->cgroup_path, pid, dir, sizeof(dir));
 	if (r < 0)
 		return ab_fail(err, -r, "cgroup limits: bad cgroup path '%s'", host->cgroup_path);
@@ -236,7 +238,7 @@ undo:
 
 void ab_cgroup_cleanup(const char *path)
 {
-	const struct timespec pause = { 0, 5 * 1000 * 1000 }; /* 5 ms, up to 1 s in all */
+	const struct timespec pause = {0, 5 * 1000 * 1000}; /* 5 ms, up to 1 s in all */
 
 	if (!path)
 		return;

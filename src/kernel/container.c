@@ -20,8 +20,7 @@
 #define CTR_FILE_MAX 65536 /* /proc/self/cgroup, /proc/self/mountinfo */
 #define PROFILES AB_DATADIR "/containers"
 
-static const char *const engine_names[] = { "none", "podman", "Docker", "Kubernetes",
-					    "a container" };
+static const char *const engine_names[] = {"none", "podman", "Docker", "Kubernetes", "a container"};
 
 const char *ab_engine_name(int engine)
 {
@@ -29,9 +28,9 @@ const char *ab_engine_name(int engine)
 									: "?";
 }
 
-static const char *const step_names[] = { "none", "user namespace", "sethostname",
-					  "mount", "proc mount", "keyring", "open_tree",
-					  "pidfd_getfd" };
+static const char *const step_names[] = {"none",      "user namespace", "sethostname",
+					 "mount",     "proc mount",     "keyring",
+					 "open_tree", "pidfd_getfd"};
 
 const char *ab_step_name(int step)
 {
@@ -157,11 +156,12 @@ static void seccomp_fix(const ab_ctr_facts *f, const char *why, char *fix, size_
 			 why);
 		break;
 	case AB_ENGINE_KUBERNETES:
-		snprintf(fix, flen,
-			 "give the pod agentbox's profile: securityContext.seccompProfile "
-			 "{type: Localhost, localhostProfile: docker-seccomp.json} copied from "
-			 PROFILES " to each node's kubelet seccomp directory (it adds %s)",
-			 why);
+		snprintf(
+			fix, flen,
+			"give the pod agentbox's profile: securityContext.seccompProfile "
+			"{type: Localhost, localhostProfile: docker-seccomp.json} copied from " PROFILES
+			" to each node's kubelet seccomp directory (it adds %s)",
+			why);
 		break;
 	default:
 		snprintf(fix, flen,
@@ -193,8 +193,7 @@ static bool gated(const ab_ctr_facts *f)
 	return f->engine == AB_ENGINE_DOCKER || f->engine == AB_ENGINE_KUBERNETES;
 }
 
-static void advise_userns(const ab_ctr_facts *f, char *cause, size_t clen, char *fix,
-			  size_t flen)
+static void advise_userns(const ab_ctr_facts *f, char *cause, size_t clen, char *fix, size_t flen)
 {
 	snprintf(cause, clen, "%s %s new namespaces (clone/unshare with namespace flags, setns)%s",
 		 engine_filter(f, AB_STEP_USERNS), gated(f) ? "allows" : "refuses",
@@ -224,8 +223,8 @@ static void advise_proc(const ab_ctr_facts *f, char *cause, size_t clen, char *f
 		return;
 	}
 	snprintf(fix, flen, "%s (safe here: %s)",
-		 f->engine == AB_ENGINE_PODMAN	   ? "start the container with --security-opt "
-						     "unmask=/proc/*"
+		 f->engine == AB_ENGINE_PODMAN   ? "start the container with --security-opt "
+						   "unmask=/proc/*"
 		 : f->engine == AB_ENGINE_DOCKER ? "start the container with --security-opt "
 						   "systempaths=unconfined"
 						 : "set securityContext.procMount: Unmasked "
@@ -234,8 +233,8 @@ static void advise_proc(const ab_ctr_facts *f, char *cause, size_t clen, char *f
 			 : "agentbox runs as a non-root user; keep sudo out of the image");
 }
 
-static void advise_open_tree(const ab_ctr_facts *f, int errnum, char *cause, size_t clen,
-			     char *fix, size_t flen)
+static void advise_open_tree(const ab_ctr_facts *f, int errnum, char *cause, size_t clen, char *fix,
+			     size_t flen)
 {
 	if (errnum == EPERM && f->engine != AB_ENGINE_NONE) {
 		snprintf(cause, clen,
@@ -251,13 +250,13 @@ static void advise_open_tree(const ab_ctr_facts *f, int errnum, char *cause, siz
 		 "Dockerfile, --user 1000, runAsNonRoot); root needs no idmapped mount then");
 }
 
-static bool advise_pidfd(const ab_ctr_facts *f, char *cause, size_t clen, char *fix,
-			 size_t flen)
+static bool advise_pidfd(const ab_ctr_facts *f, char *cause, size_t clen, char *fix, size_t flen)
 {
 	if (f->yama_scope == 3) {
 		snprintf(cause, clen, "kernel.yama.ptrace_scope = 3 forbids it");
-		snprintf(fix, flen, "a host with kernel.yama.ptrace_scope <= 2 (3 cannot be "
-				    "lowered until reboot)");
+		snprintf(fix, flen,
+			 "a host with kernel.yama.ptrace_scope <= 2 (3 cannot be "
+			 "lowered until reboot)");
 		return true;
 	}
 	snprintf(cause, clen, "%s %s%s", engine_filter(f, AB_STEP_PIDFD_GETFD),
@@ -267,8 +266,8 @@ static bool advise_pidfd(const ab_ctr_facts *f, char *cause, size_t clen, char *
 	return true;
 }
 
-bool ab_ctr_advise(const ab_ctr_facts *f, int step, int errnum, char *cause, size_t clen,
-		   char *fix, size_t flen)
+bool ab_ctr_advise(const ab_ctr_facts *f, int step, int errnum, char *cause, size_t clen, char *fix,
+		   size_t flen)
 {
 	cause[0] = fix[0] = '\0';
 	bool denied = errnum == EPERM || errnum == EACCES || errnum == ENOSYS;
@@ -303,12 +302,8 @@ bool ab_ctr_advise(const ab_ctr_facts *f, int step, int errnum, char *cause, siz
 		snprintf(cause, clen, "%s refuses keyctl", engine_filter(f, step));
 		seccomp_fix(f, "keyctl", fix, flen);
 		return true;
-	case AB_STEP_OPEN_TREE:
-		advise_open_tree(f, errnum, cause, clen, fix, flen);
-		return true;
-	case AB_STEP_PIDFD_GETFD:
-		return advise_pidfd(f, cause, clen, fix, flen);
-	default:
-		return false;
+	case AB_STEP_OPEN_TREE: advise_open_tree(f, errnum, cause, clen, fix, flen); return true;
+	case AB_STEP_PIDFD_GETFD: return advise_pidfd(f, cause, clen, fix, flen);
+	default: return false;
 	}
 }

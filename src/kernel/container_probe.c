@@ -125,7 +125,8 @@ void ab_ctr_trial_run(ab_ctr_trial *out, bool root)
 	out->open_tree_errno = -1;
 	if (root) {
 		/* a detached copy of one mount, gone at close */
-		long fd = syscall(SYS_open_tree, AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		long fd =
+			syscall(SYS_open_tree, AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 		out->open_tree_errno = fd < 0 ? errno : 0;
 		if (fd >= 0)
 			close((int)fd);

@@ -170,7 +170,7 @@ static void probe_seccomp(ab_host *h)
 
 static int cgroup_fs_version(void)
 {
-	static const char *const v1_dirs[] = { "memory", "pids", "cpu", "systemd" };
+	static const char *const v1_dirs[] = {"memory", "pids", "cpu", "systemd"};
 	struct statfs sfs;
 
 	if (statfs(AB_CGROUP_ROOT, &sfs) < 0)
@@ -227,8 +227,8 @@ static void probe_cgroup(ab_host *h)
 	if (!buf)
 		return;
 	ssize_t n = ab_read_small("/proc/self/cgroup", buf, AB_PROBE_FILE_MAX);
-	if (n < 0 || ab_cgroup_parse_self(buf, (size_t)n, h->cgroup_self,
-					  sizeof(h->cgroup_self)) < 0)
+	if (n < 0 ||
+	    ab_cgroup_parse_self(buf, (size_t)n, h->cgroup_self, sizeof(h->cgroup_self)) < 0)
 		return;
 	h->cgroup_delegated = AB_NO;
 	if (cgroup_base_usable(h->cgroup_self)) {
@@ -369,8 +369,9 @@ static void self_exe(char *buf, size_t len)
 
 	for (ssize_t i = 0; plain && i < n; i++) {
 		char c = buf[i];
-		plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-			c == '/' || c == '.' || c == '_' || c == '-' || c == '+';
+		plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			(c >= '0' && c <= '9') || c == '/' || c == '.' || c == '_' || c == '-' ||
+			c == '+';
 	}
 	if (plain)
 		buf[n] = '\0';
@@ -399,31 +400,37 @@ static void hint_apparmor(ab_err *err)
 static bool userns_error_sysctl(const ab_host *h, int errnum, ab_err *err)
 {
 	if (h->max_user_namespaces == 0) {
-		ab_fail(err, errnum, USERNS_WHAT ": user namespaces are disabled on this host "
-					"(user.max_user_namespaces = 0)");
+		ab_fail(err, errnum,
+			USERNS_WHAT ": user namespaces are disabled on this host "
+				    "(user.max_user_namespaces = 0)");
 		ab_err_hint(err, "enable them: sudo sysctl -w user.max_user_namespaces=15000 "
 				 "(add the setting to /etc/sysctl.d/ to keep it after a reboot)");
 	} else if (errnum == ENOSPC || errnum == EUSERS) {
 		char cur[64] = "";
 		if (h->max_user_namespaces > 0)
 			snprintf(cur, sizeof(cur), " = %ld here", h->max_user_namespaces);
-		ab_fail(err, errnum, USERNS_WHAT ": the limit on user namespaces is reached "
-					"(user.max_user_namespaces%s, the limit of an enclosing "
-					"namespace, or 32 nested levels)", cur);
-		ab_err_hint(err, "if agentbox runs inside another sandbox (a container, bwrap "
-				 "--disable-userns), that one forbids nesting: run agentbox outside "
-				 "it; otherwise raise the limit: sudo sysctl -w "
-				 "user.max_user_namespaces=15000");
+		ab_fail(err, errnum,
+			USERNS_WHAT ": the limit on user namespaces is reached "
+				    "(user.max_user_namespaces%s, the limit of an enclosing "
+				    "namespace, or 32 nested levels)",
+			cur);
+		ab_err_hint(err,
+			    "if agentbox runs inside another sandbox (a container, bwrap "
+			    "--disable-userns), that one forbids nesting: run agentbox outside "
+			    "it; otherwise raise the limit: sudo sysctl -w "
+			    "user.max_user_namespaces=15000");
 	} else if (!h->is_root && h->unprivileged_userns_clone == 0) {
-		ab_fail(err, errnum, USERNS_WHAT ": unprivileged user namespaces are disabled "
-					"(kernel.unprivileged_userns_clone = 0)");
+		ab_fail(err, errnum,
+			USERNS_WHAT ": unprivileged user namespaces are disabled "
+				    "(kernel.unprivileged_userns_clone = 0)");
 		ab_err_hint(err, "sudo sysctl -w kernel.unprivileged_userns_clone=1 (to keep it: "
 				 "echo kernel.unprivileged_userns_clone=1 | sudo tee "
 				 "/etc/sysctl.d/90-agentbox-userns.conf)");
 	} else if (!h->is_root && h->apparmor_restrict_userns == 1) {
-		ab_fail(err, errnum, USERNS_WHAT ": AppArmor restricts unprivileged user "
-					"namespaces (kernel.apparmor_restrict_unprivileged_userns = "
-					"1, Ubuntu 23.10 and later)");
+		ab_fail(err, errnum,
+			USERNS_WHAT ": AppArmor restricts unprivileged user "
+				    "namespaces (kernel.apparmor_restrict_unprivileged_userns = "
+				    "1, Ubuntu 23.10 and later)");
 		hint_apparmor(err);
 	} else {
 		return false;
@@ -452,22 +459,28 @@ void ab_host_userns_error(const ab_host *h, int errnum, ab_err *err)
 		ab_fail(err, errnum, USERNS_WHAT ": %s", cause);
 		ab_err_hint(err, "%s", fix);
 	} else if (errnum == EPERM && h->seccomp_mode == 2) {
-		ab_fail(err, errnum, USERNS_WHAT ": agentbox itself runs under a seccomp filter "
-					"(Seccomp: 2 in /proc/self/status) that forbids new namespaces");
-		ab_err_hint(err, "start agentbox from a process that is not seccomp-filtered (for a "
-				 "systemd service: no RestrictNamespaces=, SystemCallFilter= allowing "
-				 "unshare/clone)");
+		ab_fail(err, errnum,
+			USERNS_WHAT
+			": agentbox itself runs under a seccomp filter "
+			"(Seccomp: 2 in /proc/self/status) that forbids new namespaces");
+		ab_err_hint(err,
+			    "start agentbox from a process that is not seccomp-filtered (for a "
+			    "systemd service: no RestrictNamespaces=, SystemCallFilter= allowing "
+			    "unshare/clone)");
 	} else if (errnum == EINVAL) {
 		ab_fail(err, errnum, USERNS_WHAT ": this kernel has no user namespace support");
 		ab_err_hint(err, "use a kernel built with CONFIG_USER_NS=y");
 	} else if (errnum == EPERM && h->userns_nocaps) {
-		ab_fail(err, errnum, USERNS_WHAT ": it was created but grants no capabilities "
-					"(a security module policy restricts user namespaces)");
-		ab_err_hint(err, "look for a denial in the kernel log: sudo journalctl -k | grep -i "
-				 "-e denied -e userns; run `agentbox doctor`");
+		ab_fail(err, errnum,
+			USERNS_WHAT ": it was created but grants no capabilities "
+				    "(a security module policy restricts user namespaces)");
+		ab_err_hint(err,
+			    "look for a denial in the kernel log: sudo journalctl -k | grep -i "
+			    "-e denied -e userns; run `agentbox doctor`");
 	} else if (errnum == EPERM) {
-		ab_fail(err, errnum, USERNS_WHAT ": the kernel refused (a security module such as "
-					"SELinux or AppArmor, or a chroot, may forbid it)");
+		ab_fail(err, errnum,
+			USERNS_WHAT ": the kernel refused (a security module such as "
+				    "SELinux or AppArmor, or a chroot, may forbid it)");
 		ab_err_hint(err, "run `agentbox doctor`; look for a denial in the kernel log: "
 				 "sudo journalctl -k | grep -i -e denied -e userns");
 	} else {

@@ -87,9 +87,9 @@ struct ab_ll_net_port_attr {
 
 /* Rights that make sense on a non-directory; the kernel refuses (EINVAL) a
  * path-beneath rule on a file that carries any other right. */
-#define AB_LL_FS_FILE                                                        \
-	(LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |        \
-	 LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |        \
+#define AB_LL_FS_FILE                                                 \
+	(LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | \
+	 LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | \
 	 LANDLOCK_ACCESS_FS_IOCTL_DEV)
 
 #define AB_LL_NET_TCP (LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP)
@@ -130,11 +130,8 @@ uint64_t ab_landlock_fs_rights(int abi)
 	case 2:
 		r |= LANDLOCK_ACCESS_FS_REFER;
 		/* fallthrough */
-	case 1:
-		r |= AB_LL_FS_ABI1;
-		break;
-	case 0:
-		break;
+	case 1: r |= AB_LL_FS_ABI1; break;
+	case 0: break;
 	}
 	return r;
 }
@@ -158,9 +155,7 @@ uint64_t ab_landlock_class_rights(enum ab_ll_class cls, int abi)
 		r = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE |
 		    LANDLOCK_ACCESS_FS_READ_DIR;
 		break;
-	case AB_LL_WRITE:
-		r = ab_landlock_fs_rights(abi);
-		break;
+	case AB_LL_WRITE: r = ab_landlock_fs_rights(abi); break;
 	case AB_LL_DEV: /* no EXECUTE, no MAKE_* (no mknod), no REMOVE_* */
 		r = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
 		    LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |
@@ -170,8 +165,7 @@ uint64_t ab_landlock_class_rights(enum ab_ll_class cls, int abi)
 		r = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
 		    LANDLOCK_ACCESS_FS_WRITE_FILE;
 		break;
-	default:
-		return 0;
+	default: return 0;
 	}
 	/* Only what this ABI knows (drops TRUNCATE < 3, IOCTL_DEV < 5, all on 0). */
 	return r & ab_landlock_fs_rights(abi);
@@ -183,11 +177,11 @@ int ab_landlock_downgrades(int abi, ab_strv *names)
 		int since;
 		const char *name;
 	} lost[] = {
-		{ 2, "landlock-refer" },     /* cross-directory rename/link refused */
-		{ 3, "landlock-truncate" },  /* truncate(2) not controlled */
-		{ 4, "landlock-net" },       /* TCP connect/bind not controlled */
-		{ 5, "landlock-ioctl-dev" }, /* ioctl on devices not controlled */
-		{ 6, "landlock-scope" },     /* abstract unix sockets, signals */
+		{2, "landlock-refer"},     /* cross-directory rename/link refused */
+		{3, "landlock-truncate"},  /* truncate(2) not controlled */
+		{4, "landlock-net"},       /* TCP connect/bind not controlled */
+		{5, "landlock-ioctl-dev"}, /* ioctl on devices not controlled */
+		{6, "landlock-scope"},     /* abstract unix sockets, signals */
 	};
 	int r;
 
@@ -255,8 +249,7 @@ void ab_ll_plan_free(ab_ll_plan *p)
 
 int ab_landlock_probe_abi(int *errno_out)
 {
-	long r = syscall(SYS_landlock_create_ruleset, NULL, 0,
-			 LANDLOCK_CREATE_RULESET_VERSION);
+	long r = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 	if (r < 0) {
 		/* ENOSYS: not built in; EOPNOTSUPP: built in, disabled at boot. */
 		if (errno_out)
@@ -273,13 +266,13 @@ static int fail_unavailable(ab_err *err, int e)
 	if (e == EOPNOTSUPP) {
 		ab_fail(err, e, "Landlock is built into this kernel but disabled at boot");
 		ab_err_hint(err, "add \"landlock\" to the lsm= kernel boot parameter "
-			    "(see `agentbox doctor`), or accept the loss with "
-			    "\"allow_downgrade\": [\"landlock\"] in the profile");
+				 "(see `agentbox doctor`), or accept the loss with "
+				 "\"allow_downgrade\": [\"landlock\"] in the profile");
 	} else {
 		ab_fail(err, e, "this kernel has no Landlock support");
 		ab_err_hint(err, "use a kernel built with CONFIG_SECURITY_LANDLOCK=y "
-			    "(see `agentbox doctor`), or accept the loss with "
-			    "\"allow_downgrade\": [\"landlock\"] in the profile");
+				 "(see `agentbox doctor`), or accept the loss with "
+				 "\"allow_downgrade\": [\"landlock\"] in the profile");
 	}
 	return -e;
 }
@@ -313,25 +306,25 @@ static int create_ruleset(const ab_ll_plan *p, ab_err *err)
 	if (e == ENOMSG) {
 		ab_fail(err, e, "Landlock: the plan handles no access at all");
 		ab_err_hint(err, "this is an agentbox bug: an enabled Landlock plan "
-			    "must handle some access");
+				 "must handle some access");
 		return -e;
 	}
-	ab_fail(err, e, "Landlock: creating the ruleset (plan for ABI %d: "
-		"fs 0x%llx, net 0x%llx, scoped 0x%llx)", p->abi,
-		(unsigned long long)p->handled_fs, (unsigned long long)p->handled_net,
+	ab_fail(err, e,
+		"Landlock: creating the ruleset (plan for ABI %d: "
+		"fs 0x%llx, net 0x%llx, scoped 0x%llx)",
+		p->abi, (unsigned long long)p->handled_fs, (unsigned long long)p->handled_net,
 		(unsigned long long)p->scoped);
 	if (e == EINVAL || e == E2BIG)
 		ab_err_hint(err, "the running kernel knows fewer Landlock features "
-			    "than the plan assumed; run `agentbox doctor` and "
-			    "report this as a bug");
+				 "than the plan assumed; run `agentbox doctor` and "
+				 "report this as a bug");
 	return -e;
 }
 
 /* One path-beneath rule.  Returns 0 (added or skipped) or -errno. */
-static int add_path_rule(int ruleset, const ab_ll_plan *p, const ab_ll_rule *rule,
-			 ab_err *err)
+static int add_path_rule(int ruleset, const ab_ll_plan *p, const ab_ll_rule *rule, ab_err *err)
 {
-	struct ab_ll_path_beneath_attr pb = { 0 };
+	struct ab_ll_path_beneath_attr pb = {0};
 	struct stat st;
 	int fd, e;
 
@@ -359,8 +352,8 @@ static int add_path_rule(int ruleset, const ab_ll_plan *p, const ab_ll_rule *rul
 	if (syscall(SYS_landlock_add_rule, ruleset, AB_LL_RULE_PATH_BENEATH, &pb, 0U) < 0) {
 		e = errno;
 		close(fd);
-		return ab_fail(err, e, "Landlock: adding a rule for %s (access 0x%llx)",
-			       rule->path, (unsigned long long)pb.allowed_access);
+		return ab_fail(err, e, "Landlock: adding a rule for %s (access 0x%llx)", rule->path,
+			       (unsigned long long)pb.allowed_access);
 	}
 	close(fd);
 	return 0;
@@ -415,7 +408,7 @@ int ab_landlock_apply(const ab_ll_plan *p, ab_err *err)
 		r = ab_fail(err, e, "Landlock: enforcing the ruleset");
 		if (e == E2BIG)
 			ab_err_hint(err, "agentbox runs inside too many nested Landlock "
-				    "sandboxes (the kernel allows 16)");
+					 "sandboxes (the kernel allows 16)");
 		goto out;
 	}
 	r = 0;
@@ -456,8 +449,7 @@ int ab_landlock_restrict_thread(int ruleset)
 /* explain                                                                  */
 /* ------------------------------------------------------------------------ */
 
-__attribute__((format(printf, 2, 3)))
-static int push_fmt(ab_strv *lines, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int push_fmt(ab_strv *lines, const char *fmt, ...)
 {
 	char *line = NULL;
 	va_list ap;
@@ -482,7 +474,7 @@ static int describe_net(const ab_ll_plan *p, ab_strv *lines)
 	if (!(p->handled_net & AB_LL_NET_TCP)) {
 		if (p->abi < 4)
 			return ab_strv_push(lines, "TCP connect/bind: not restricted "
-					    "by Landlock (needs ABI 4)");
+						   "by Landlock (needs ABI 4)");
 		return ab_strv_push(lines, "TCP connect/bind: not restricted by Landlock");
 	}
 	if ((p->handled_net & AB_LL_NET_TCP) == AB_LL_NET_TCP)
@@ -495,8 +487,7 @@ static int describe_net(const ab_ll_plan *p, ab_strv *lines)
 		return push_fmt(lines, "TCP %s: none", what);
 
 	/* At most 16 ports of at most 5 digits: always fits in buf. */
-	shown = p->ntcp_ports < AB_LL_DESCRIBE_MAX_PORTS ? p->ntcp_ports
-							  : AB_LL_DESCRIBE_MAX_PORTS;
+	shown = p->ntcp_ports < AB_LL_DESCRIBE_MAX_PORTS ? p->ntcp_ports : AB_LL_DESCRIBE_MAX_PORTS;
 	o = (size_t)snprintf(buf, sizeof(buf), "TCP %s: port%s", what,
 			     p->ntcp_ports > 1 ? "s" : "");
 	for (size_t i = 0; i < shown; i++)
@@ -515,8 +506,8 @@ static int describe_scope(const ab_ll_plan *p, ab_strv *lines)
 		return ab_strv_push(lines, "scoped: none");
 	}
 	return push_fmt(lines, "scoped:%s%s",
-			   (p->scoped & LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET) ? " abstract-unix" : "",
-			   (p->scoped & LANDLOCK_SCOPE_SIGNAL) ? " signal" : "");
+			(p->scoped & LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET) ? " abstract-unix" : "",
+			(p->scoped & LANDLOCK_SCOPE_SIGNAL) ? " signal" : "");
 }
 
 int ab_landlock_describe(const ab_ll_plan *p, ab_strv *lines)
@@ -526,8 +517,8 @@ int ab_landlock_describe(const ab_ll_plan *p, ab_strv *lines)
 	if (!p->enabled)
 		return ab_strv_push(lines, "not applied (no usable Landlock on this kernel)");
 	if (p->handled_fs)
-		r = push_fmt(lines, "ABI %d: filesystem (%zu rule%s)", p->abi,
-				p->nrules, p->nrules == 1 ? "" : "s");
+		r = push_fmt(lines, "ABI %d: filesystem (%zu rule%s)", p->abi, p->nrules,
+			     p->nrules == 1 ? "" : "s");
 	else
 		r = push_fmt(lines, "ABI %d: filesystem not restricted", p->abi);
 	if (r < 0)

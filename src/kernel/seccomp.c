@@ -52,7 +52,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define AB_SECCOMP_NAME_MAX 64    /* longest syscall name accepted from a profile */
+#define AB_SECCOMP_NAME_MAX 64 /* longest syscall name accepted from a profile */
 #define AB_SECCOMP_LIST_MAX AB_PROFILE_MAX_SYSCALLS /* after merging, too */
 
 /* Syscalls newer than libseccomp 2.5.4's table (it stops at futex_requeue,
@@ -62,10 +62,10 @@ static const struct {
 	const char *name;
 	int nr;
 } new_syscalls[] = {
-	{"statmount", 457},     {"listmount", 458},         {"lsm_get_self_attr", 459},
+	{"statmount", 457},         {"listmount", 458},        {"lsm_get_self_attr", 459},
 	{"lsm_set_self_attr", 460}, {"lsm_list_modules", 461}, {"mseal", 462},
-	{"setxattrat", 463},    {"getxattrat", 464},        {"listxattrat", 465},
-	{"removexattrat", 466}, {"open_tree_attr", 467},    {"file_getattr", 468},
+	{"setxattrat", 463},        {"getxattrat", 464},       {"listxattrat", 465},
+	{"removexattrat", 466},     {"open_tree_attr", 467},   {"file_getattr", 468},
 	{"file_setattr", 469},
 };
 _Static_assert(AB_SECCOMP_MAX_KNOWN_NR == 469,
@@ -74,6 +74,7 @@ _Static_assert(AB_SECCOMP_MAX_KNOWN_NR == 469,
 /* At least the union of flatpak's and firejail's default lists.  Names absent
  * on this architecture (umount, stime, vm86 on x86_64; most legacy calls on
  * aarch64) are skipped. */
+// clang-format off
 const sc_deny_entry sc_deny_table[] = {
 	/* Kernel keyrings are not namespaced. */
 	{"add_key", 0}, {"keyctl", 0}, {"request_key", 0},
@@ -122,14 +123,14 @@ const sc_deny_entry sc_deny_table[] = {
 	{"modify_ldt", D_RELAX}, {"lsm_get_self_attr", D_RELAX},
 	{"lsm_list_modules", D_RELAX},
 };
+// clang-format on
 
 const size_t sc_deny_table_n = AB_ARRAY_SIZE(sc_deny_table);
 
 /* Syscalls with argument rules (seccomp_filter.c): never relaxable as a whole. */
-static const char *const special_names[] = {"clone", "unshare", "socket", "socketpair",
-					    "ioctl"};
+static const char *const special_names[] = {"clone", "unshare", "socket", "socketpair", "ioctl"};
 
-
+// clang-format off
 const sc_ns_flag sc_ns_flags[] = {
 	{CLONE_NEWNS, "CLONE_NEWNS"},   {CLONE_NEWCGROUP, "CLONE_NEWCGROUP"},
 	{CLONE_NEWUTS, "CLONE_NEWUTS"}, {CLONE_NEWIPC, "CLONE_NEWIPC"},
@@ -139,6 +140,7 @@ const sc_ns_flag sc_ns_flags[] = {
 	 * so CLONE_NEWTIME can only come through unshare or clone3. */
 	{CLONE_NEWTIME, "CLONE_NEWTIME"},
 };
+// clang-format on
 
 const size_t sc_ns_flags_n = AB_ARRAY_SIZE(sc_ns_flags);
 
@@ -210,7 +212,6 @@ static void quote_name(const char *s, char *out, size_t size)
 		memcpy(out + o, "...", 4);
 }
 
-
 /* ---- validation ---- */
 
 static int check_name(const char *list, const char *name, ab_err *err)
@@ -254,7 +255,8 @@ static void hint_relaxable(ab_err *err)
 	size_t o = (size_t)snprintf(buf, sizeof(buf), "only these can be re-allowed: personality");
 	for (size_t i = 0; i < sc_deny_table_n && o < sizeof(buf); i++)
 		if (sc_deny_table[i].flags & D_RELAX)
-			o += (size_t)snprintf(buf + o, sizeof(buf) - o, " %s", sc_deny_table[i].name);
+			o += (size_t)snprintf(buf + o, sizeof(buf) - o, " %s",
+					      sc_deny_table[i].name);
 	ab_err_hint(err, "%s", buf);
 }
 
@@ -278,8 +280,9 @@ int ab_seccomp_validate(const ab_seccomp_policy *pol, ab_err *err)
 		return r;
 	for (size_t i = 0; i < pol->extra_deny.n; i++)
 		if (strcmp(pol->extra_deny.v[i], "execve") == 0)
-			return ab_fail(err, 0, "syscalls.deny: \"execve\" cannot be denied "
-					       "(the sandbox could not start the command)");
+			return ab_fail(err, 0,
+				       "syscalls.deny: \"execve\" cannot be denied "
+				       "(the sandbox could not start the command)");
 	r = check_list(&pol->allow, "syscalls.allow", err);
 	if (r < 0)
 		return r;
@@ -290,7 +293,6 @@ int ab_seccomp_validate(const ab_seccomp_policy *pol, ab_err *err)
 	}
 	return 0;
 }
-
 
 /* ---- the errno of a denial, a number's name ---- */
 
@@ -340,7 +342,6 @@ void ab_seccomp_name(int nr, char *buf, size_t size)
 	else
 		snprintf(buf, size, "syscall_%d", nr);
 }
-
 
 /* ---- the policy in words, for `explain` ---- */
 
@@ -405,20 +406,23 @@ static int push_fixed_lines(ab_strv *lines, const ab_seccomp_policy *pol)
 	char ns[256];
 	size_t o = 0;
 	for (size_t i = 0; i + 1 < sc_ns_flags_n; i++)
-		o += (size_t)snprintf(ns + o, sizeof(ns) - o, "%s%s", i ? " " : "", sc_ns_flags[i].name);
+		o += (size_t)snprintf(ns + o, sizeof(ns) - o, "%s%s", i ? " " : "",
+				      sc_ns_flags[i].name);
 	char *fixed[7] = {
-		ab_strdup("EPERM: chmod fchmod fchmodat fchmodat2 open openat creat mknod mknodat "
-			  "mkdir mkdirat with set-user-ID or set-group-ID mode bits; ENOSYS: openat2"),
+		ab_strdup(
+			"EPERM: chmod fchmod fchmodat fchmodat2 open openat creat mknod mknodat "
+			"mkdir mkdirat with set-user-ID or set-group-ID mode bits; ENOSYS: openat2"),
 		ab_asprintf("EPERM: clone and unshare creating namespaces (%s; unshare also "
-			    "CLONE_NEWTIME)", ns),
+			    "CLONE_NEWTIME)",
+			    ns),
 		ab_strdup("EPERM: ioctl TIOCSTI TIOCLINUX (terminal injection; low 32 bits of "
 			  "the request compared)"),
 		ab_strdup("EAFNOSUPPORT: socket and socketpair for families other than AF_UNIX "
 			  "AF_INET AF_INET6 AF_NETLINK"),
-		sc_personality_guarded(pol) ?
-			ab_strdup("EPERM: personality except the query and PER_LINUX/PER_LINUX32 "
-				  "with UNAME26/ADDR_NO_RANDOMIZE") :
-			ab_strdup(""),
+		sc_personality_guarded(pol)
+			? ab_strdup("EPERM: personality except the query and PER_LINUX/PER_LINUX32 "
+				    "with UNAME26/ADDR_NO_RANDOMIZE")
+			: ab_strdup(""),
 		ab_asprintf("ENOSYS: syscall numbers above %d (newer than this build knows)",
 			    AB_SECCOMP_MAX_KNOWN_NR),
 		ab_strdup("KILL: foreign system call ABIs (" AB_FOREIGN_ABIS ")"),

@@ -50,8 +50,8 @@ static uint32_t deny_act(const ab_seccomp_policy *pol, int e)
 	return SCMP_ACT_ERRNO((uint32_t)e);
 }
 
-static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, const char *name,
-		    unsigned cnt, const struct scmp_arg_cmp *cmp, ab_err *err)
+static int add_rule(scmp_filter_ctx ctx, uint32_t action, int nr, const char *name, unsigned cnt,
+		    const struct scmp_arg_cmp *cmp, ab_err *err)
 {
 	int r = seccomp_rule_add_array(ctx, action, nr, cnt, cmp);
 	if (r < 0)
@@ -173,9 +173,9 @@ static const struct {
 	int nr_fallback; /* x86_64 number for calls libseccomp 2.5 does not know */
 	unsigned arg;
 } mode_calls[] = {
-	{"chmod", -1, 1},  {"fchmod", -1, 1}, {"fchmodat", -1, 2}, {"fchmodat2", 452, 2},
-	{"creat", -1, 1},  {"open", -1, 2},   {"openat", -1, 3},   {"mknod", -1, 1},
-	{"mknodat", -1, 2}, {"mkdir", -1, 1}, {"mkdirat", -1, 2},
+	{"chmod", -1, 1},   {"fchmod", -1, 1}, {"fchmodat", -1, 2}, {"fchmodat2", 452, 2},
+	{"creat", -1, 1},   {"open", -1, 2},   {"openat", -1, 3},   {"mknod", -1, 1},
+	{"mknodat", -1, 2}, {"mkdir", -1, 1},  {"mkdirat", -1, 2},
 };
 
 static int add_mode_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
@@ -190,7 +190,8 @@ static int add_mode_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_
 			continue; /* not on this architecture (e.g. chmod on aarch64) */
 		static const unsigned bits[] = {S_ISUID, S_ISGID};
 		for (size_t b = 0; b < AB_ARRAY_SIZE(bits); b++) {
-			struct scmp_arg_cmp cmp = {mode_calls[i].arg, SCMP_CMP_MASKED_EQ, bits[b], bits[b]};
+			struct scmp_arg_cmp cmp = {mode_calls[i].arg, SCMP_CMP_MASKED_EQ, bits[b],
+						   bits[b]};
 			int r = add_rule(ctx, deny_act(pol, EPERM), nr, mode_calls[i].name, 1, &cmp,
 					 err);
 			if (r < 0)
@@ -379,7 +380,8 @@ static int export_ctx(scmp_filter_ctx ctx, bool pfc, char **buf, size_t *len, ab
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return ab_fail(err, n < 0 ? errno : EIO, "seccomp: read the exported %s", what);
+			return ab_fail(err, n < 0 ? errno : EIO, "seccomp: read the exported %s",
+				       what);
 		off += (size_t)n;
 	}
 	b[size] = '\0';
@@ -387,7 +389,6 @@ static int export_ctx(scmp_filter_ctx ctx, bool pfc, char **buf, size_t *len, ab
 	*len = size;
 	return 0;
 }
-
 
 /* ---- the exports ---- */
 
@@ -404,13 +405,13 @@ int sc_filter_bpf(const ab_seccomp_policy *pol, struct sock_fprog *out, ab_err *
 		return r;
 	size_t ninsn = len / sizeof(struct sock_filter);
 	if (len == 0 || len % sizeof(struct sock_filter) != 0 || ninsn > BPF_MAXINSNS)
-		return ab_fail(err, E2BIG, "seccomp: the filter has %zu bytes (at most %d instructions)",
-			       len, BPF_MAXINSNS);
+		return ab_fail(err, E2BIG,
+			       "seccomp: the filter has %zu bytes (at most %d instructions)", len,
+			       BPF_MAXINSNS);
 	out->filter = (struct sock_filter *)(void *)TAKE_PTR(bpf);
 	out->len = (unsigned short)ninsn;
 	return 0;
 }
-
 
 int sc_filter_pfc(const ab_seccomp_policy *pol, char **buf, size_t *len, ab_err *err)
 {

@@ -138,7 +138,6 @@ static int build_guard(bool persona, struct sock_fprog *out, ab_err *err)
 	return 0;
 }
 
-
 /* ---- both programs ---- */
 
 void ab_seccomp_prog_free(ab_seccomp_prog *p)
@@ -149,7 +148,6 @@ void ab_seccomp_prog_free(ab_seccomp_prog *p)
 		free(p->progs[i].filter);
 	memset(p, 0, sizeof(*p));
 }
-
 
 int ab_seccomp_compile(const ab_seccomp_policy *pol, ab_seccomp_prog *out, ab_err *err)
 {
@@ -169,7 +167,6 @@ int ab_seccomp_compile(const ab_seccomp_policy *pol, ab_seccomp_prog *out, ab_er
 	out->nprogs = 2;
 	return 0;
 }
-
 
 #define AB_SECCOMP_WAIT_KILLABLE_RECV (1UL << 5) /* SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV */
 
@@ -208,7 +205,6 @@ int ab_seccomp_apply(const ab_seccomp_prog *p, int *listener, ab_err *err)
 	return 0;
 }
 
-
 /* ---- rendering for tests and `explain` ---- */
 
 static const char *ld_name(uint32_t k)
@@ -242,26 +238,20 @@ static void dump_guard(const struct sock_fprog *p, FILE *out)
 	      out);
 	for (size_t i = 0; i < p->len; i++) {
 		const struct sock_filter *f = &p->filter[i];
-		const char *op = BPF_OP(f->code) == BPF_JEQ ? "==" :
-				 BPF_OP(f->code) == BPF_JGE ? ">=" : ">";
+		const char *op = BPF_OP(f->code) == BPF_JEQ   ? "=="
+				 : BPF_OP(f->code) == BPF_JGE ? ">="
+							      : ">";
 		switch (f->code) {
-		case LD_ABS:
-			fprintf(out, "# %3zu: load %s\n", i, ld_name(f->k));
-			break;
+		case LD_ABS: fprintf(out, "# %3zu: load %s\n", i, ld_name(f->k)); break;
 		case JEQ:
 		case JGE:
 		case JGT:
 			fprintf(out, "# %3zu: if (A %s 0x%08x) goto %zu else goto %zu\n", i, op,
 				f->k, i + 1 + f->jt, i + 1 + f->jf);
 			break;
-		case AND:
-			fprintf(out, "# %3zu: A &= 0x%08x\n", i, f->k);
-			break;
-		case RET:
-			dump_ret(out, i, f->k);
-			break;
-		default:
-			fprintf(out, "# %3zu: code 0x%04x k 0x%08x\n", i, f->code, f->k);
+		case AND: fprintf(out, "# %3zu: A &= 0x%08x\n", i, f->k); break;
+		case RET: dump_ret(out, i, f->k); break;
+		default: fprintf(out, "# %3zu: code 0x%04x k 0x%08x\n", i, f->code, f->k);
 		}
 	}
 	fputs("#\n", out);

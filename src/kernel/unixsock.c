@@ -19,7 +19,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+static bool is_hex(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 
 /* One field of [0-9a-fA-F] (DEC: [0-9]) after one or more spaces. */
 static const char *field(const char *p, const char *end, bool dec)
@@ -196,9 +199,12 @@ static int diag_dump(int fd, unsigned show, diag_parse_fn parse, void *ctx)
 	struct {
 		struct nlmsghdr h;
 		struct unix_diag_req r;
-	} q = {.h = {.nlmsg_len = sizeof(q), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
-		     .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1},
-	       .r = {.sdiag_family = AF_UNIX, .udiag_states = (1u << TCP_LISTEN) | (1u << TCP_CLOSE),
+	} q = {.h = {.nlmsg_len = sizeof(q),
+		     .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+		     .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+		     .nlmsg_seq = 1},
+	       .r = {.sdiag_family = AF_UNIX,
+		     .udiag_states = (1u << TCP_LISTEN) | (1u << TCP_CLOSE),
 		     .udiag_show = show}};
 	int r = send(fd, &q, sizeof(q), 0) == (ssize_t)sizeof(q) ? 0 : -errno;
 	size_t total = 0;
@@ -289,8 +295,9 @@ int ab_unixsock_host(ab_strv *out, ab_err *err)
 		ab_strv_free(&raw);
 		r = list_proc(&raw);
 		if (r < 0)
-			return ab_fail(err, -r, "list the host's unix sockets (sock_diag, then "
-						"/proc/net/unix)");
+			return ab_fail(err, -r,
+				       "list the host's unix sockets (sock_diag, then "
+				       "/proc/net/unix)");
 	}
 	/* each path as bound, and as its directory's real path says (a socket
 	 * bound through a symlinked directory); sorted, so one realpath(3) per

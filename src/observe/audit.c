@@ -23,10 +23,10 @@ typedef struct hostcount {
 } hostcount;
 
 typedef struct elsewherecount {
-	char secret[65];  /* AB_SECRET_NAME_MAX + 1 */
+	char secret[65]; /* AB_SECRET_NAME_MAX + 1 */
 	char *host;
 	unsigned port;
-	uint64_t n;       /* requests */
+	uint64_t n; /* requests */
 } elsewherecount;
 
 typedef struct denialcount {
@@ -40,7 +40,7 @@ struct ab_audit {
 	int fd;
 	hostcount *hosts;
 	size_t nhosts;
-	uint64_t dropped;    /* host:port beyond AB_AUDIT_MAX_HOSTS */
+	uint64_t dropped; /* host:port beyond AB_AUDIT_MAX_HOSTS */
 	uint64_t dns_denied;
 	uint64_t write_errors;
 	denialcount *denials;
@@ -50,7 +50,7 @@ struct ab_audit {
 	elsewherecount *elsewhere;
 	size_t nelsewhere;
 	uint64_t elsewhere_other; /* requests beyond AB_AUDIT_MAX_ELSEWHERE pairs */
-	ab_otlp *otlp;       /* run --otlp: the events also go there */
+	ab_otlp *otlp;            /* run --otlp: the events also go there */
 };
 
 int ab_audit_open(const char *path, ab_audit **out, ab_err *err)
@@ -102,7 +102,8 @@ void ab_audit_free(ab_audit *a)
 		if (st.failed || st.dropped) {
 			char dropped[64] = "";
 			if (st.dropped)
-				snprintf(dropped, sizeof(dropped), "; %llu dropped: too many waiting",
+				snprintf(dropped, sizeof(dropped),
+					 "; %llu dropped: too many waiting",
 					 (unsigned long long)st.dropped);
 			ab_warn("--otlp: %llu of %llu events did not reach the collector (%s%s)",
 				(unsigned long long)(st.failed + st.dropped),
@@ -214,8 +215,8 @@ static void copy_tail(char *out, size_t size, const char *s)
 	memcpy(out + 3, s + n - (size - 4), size - 3);
 }
 
-void ab_audit_count_denial(ab_audit *a, const char *category, const char *what,
-			   const char *comm, uint64_t n)
+void ab_audit_count_denial(ab_audit *a, const char *category, const char *what, const char *comm,
+			   uint64_t n)
 {
 	if (!a || !n)
 		return;
@@ -308,7 +309,8 @@ static void summary_denials(const ab_audit *a, FILE *out)
 				more++;
 				continue;
 			}
-			fprintf(out, "%s%s", shown ? ", " : "agentbox: denied ", shown ? "" : cats[c].label);
+			fprintf(out, "%s%s", shown ? ", " : "agentbox: denied ",
+				shown ? "" : cats[c].label);
 			fputs(shown ? "" : ": ", out);
 			put_clean(out, d->what);
 			if (d->n > 1)

@@ -55,7 +55,7 @@ typedef struct nest {
 	size_t nroots;
 	size_t seen;
 	bool cut, deep;
-	bool disarm;      /* false: judge and report only (test ablation) */
+	bool disarm;           /* false: judge and report only (test ablation) */
 	const ab_strv *shared; /* relative paths the shared git config names */
 	ab_strv *findings;
 	int oom;
@@ -175,7 +175,8 @@ static void judge_hooks(const nest *n, int gd, verdict *v)
 		look(n, dirfd(d), e->d_name, v, &sx);
 		/* a hook that is a link into the work tree runs what the link names */
 		if (S_ISLNK(sx.stx_mode) &&
-		    statx(dirfd(d), e->d_name, AT_NO_AUTOMOUNT, STATX_CTIME | STATX_BTIME, &sx) == 0 &&
+		    statx(dirfd(d), e->d_name, AT_NO_AUTOMOUNT, STATX_CTIME | STATX_BTIME, &sx) ==
+			    0 &&
 		    recent(&sx, &n->since))
 			v->touched = true;
 		if (l < 7 || strcmp(e->d_name + l - 7, ".sample") != 0)
@@ -284,8 +285,8 @@ static int move_pieces(int gd, char *done, size_t size)
  * (GD >= 0) its pieces, so it stays a repository that runs nothing; a gitfile
  * or link (GD < 0) is moved aside whole.  REL: the directory holding it,
  * relative to ROOT; it is cleaned for a terminal. */
-static void settle(nest *n, int dfd, int gd, const char *root, const char *rel,
-		   const char *name, const char *what, const verdict *v)
+static void settle(nest *n, int dfd, int gd, const char *root, const char *rel, const char *name,
+		   const char *what, const verdict *v)
 {
 	if (!v->armed || !v->touched)
 		return;
@@ -309,12 +310,15 @@ static void settle(nest *n, int dfd, int gd, const char *root, const char *rel,
 		snprintf(done, sizeof(done), "it to %s", to);
 	}
 	if (r < 0)
-		finding(n, "a %s armed during the run could NOT be disarmed: %s/%s (%s): rename: "
-			   "%s; remove it before you run git there", what, root, c, why,
-			strerror(-r));
+		finding(n,
+			"a %s armed during the run could NOT be disarmed: %s/%s (%s): rename: "
+			"%s; remove it before you run git there",
+			what, root, c, why, strerror(-r));
 	else
-		finding(n, "disarmed a %s armed during the run: %s/%s (%s): moved %s; review "
-			   "what moved before you move it back", what, root, c, why, done);
+		finding(n,
+			"disarmed a %s armed during the run: %s/%s (%s): moved %s; review "
+			"what moved before you move it back",
+			what, root, c, why, done);
 }
 
 /* Every entry of directory NAME in DFD: touched when one is new. */
@@ -423,7 +427,10 @@ static int walk(nest *n, int dfd, const char *root, const char *rel, int depth)
 			n->cut = true;
 			break;
 		}
-		shape |= !strcmp(nm, "HEAD") ? 1 : !strcmp(nm, "objects") ? 2 : !strcmp(nm, "refs") ? 4 : 0;
+		shape |= !strcmp(nm, "HEAD")      ? 1
+			 : !strcmp(nm, "objects") ? 2
+			 : !strcmp(nm, "refs")    ? 4
+						  : 0;
 		if (!strcmp(nm, ".git"))
 			continue; /* judged above; not into it: the objects are no concern */
 		unsigned char t = e->d_type;
@@ -448,8 +455,12 @@ static int walk(nest *n, int dfd, const char *root, const char *rel, int depth)
 int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, const ab_strv *shared,
 		      struct timespec since, bool disarm, ab_strv *findings, ab_err *err)
 {
-	nest n = {.since = since, .roots = roots, .nroots = nroots, .disarm = disarm,
-		  .shared = shared, .findings = findings};
+	nest n = {.since = since,
+		  .roots = roots,
+		  .nroots = nroots,
+		  .disarm = disarm,
+		  .shared = shared,
+		  .findings = findings};
 	for (size_t i = 0; i < nroots; i++) {
 		bool inner = false; /* a root below another one is walked with it */
 		for (size_t j = 0; j < nroots && !inner; j++)
@@ -462,8 +473,8 @@ int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, const ab_strv
 			return ab_fail(err, ENOMEM, "nested repositories");
 		for (size_t g = 0; g < roots[i].gitlinks.n; g++) {
 			/* the index's gitlinks, even where the walk stopped */
-			_cleanup_free_ char *p = ab_asprintf("%s/%s", roots[i].path,
-							     roots[i].gitlinks.v[g]);
+			_cleanup_free_ char *p =
+				ab_asprintf("%s/%s", roots[i].path, roots[i].gitlinks.v[g]);
 			_cleanup_close_ int gfd =
 				p ? ab_open_nofollow(p, O_RDONLY | O_DIRECTORY) : -1;
 			if (gfd >= 0)
@@ -471,9 +482,10 @@ int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, const ab_strv
 		}
 	}
 	if (n.cut || n.deep)
-		finding(&n, "the search for nested repositories stopped (more than %d entries, or "
-			    "deeper than %d): run `find DIR -name .git` in the writable directories "
-			    "and review what it lists before you run git there",
+		finding(&n,
+			"the search for nested repositories stopped (more than %d entries, or "
+			"deeper than %d): run `find DIR -name .git` in the writable directories "
+			"and review what it lists before you run git there",
 			AB_GITSCAN_WALK_MAX, AB_GITSCAN_DEPTH);
 	return n.oom ? ab_fail(err, ENOMEM, "nested repositories") : 0;
 }

@@ -65,18 +65,21 @@ int ab_git_index_gitlinks(const uint8_t *buf, size_t len, size_t hash_len, ab_st
 		if (len - off < fixed)
 			return ab_fail(err, EINVAL, "git index: entry %u cut at byte %zu", i, off);
 		uint32_t mode = be32(buf + off + 24);
-		uint16_t flags = (uint16_t)(buf[off + 40 + hash_len] << 8 | buf[off + 41 + hash_len]);
+		uint16_t flags =
+			(uint16_t)(buf[off + 40 + hash_len] << 8 | buf[off + 41 + hash_len]);
 		off += fixed;
 		if (flags & 0x4000) { /* extended */
 			if (version < 3 || len - off < 2)
-				return ab_fail(err, EINVAL, "git index: entry %u: bad extended flags", i);
+				return ab_fail(err, EINVAL,
+					       "git index: entry %u: bad extended flags", i);
 			off += 2;
 		}
 		if (version == 4) {
 			size_t used;
 			uint64_t drop;
 			if (varint(buf + off, len - off, &used, &drop) < 0 || drop > plen)
-				return ab_fail(err, EINVAL, "git index: entry %u: bad path prefix at byte %zu",
+				return ab_fail(err, EINVAL,
+					       "git index: entry %u: bad path prefix at byte %zu",
 					       i, off);
 			off += used;
 			plen -= (size_t)drop;
@@ -130,7 +133,8 @@ int ab_gitscan_snapshot(const char *workspace, ab_strv *gitlinks, ab_err *err)
 	_cleanup_close_ int ws = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (ws < 0)
 		return 0;
-	_cleanup_close_ int gd = openat(ws, ".git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int gd =
+		openat(ws, ".git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (gd < 0)
 		return 0; /* no repository, or a gitfile (worktree): nothing to compare */
 	_cleanup_close_ int fd = openat(gd, "index", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);

@@ -39,8 +39,10 @@ int ab_otlp_parse_url(const char *url, ab_otlp_url *out, ab_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	if (strncasecmp(url, "https://", 8) == 0)
-		return ab_fail(err, 0, "--otlp %s: https is not supported; point it at a collector on "
-				       "this host over http (e.g. http://127.0.0.1:4318)", url);
+		return ab_fail(err, 0,
+			       "--otlp %s: https is not supported; point it at a collector on "
+			       "this host over http (e.g. http://127.0.0.1:4318)",
+			       url);
 	if (strncasecmp(url, "http://", 7) != 0)
 		return ab_fail(err, 0, "--otlp %s: not an http:// URL", url);
 	const char *a = url + 7;
@@ -115,19 +117,16 @@ static json_t *any_value(const json_t *v, int depth)
 	char num[32];
 	switch (json_typeof(v)) {
 	case JSON_STRING:
-		return json_pack("{s:s%}", "stringValue", json_string_value(v), json_string_length(v));
+		return json_pack("{s:s%}", "stringValue", json_string_value(v),
+				 json_string_length(v));
 	case JSON_INTEGER: /* OTLP/JSON: 64-bit integers are strings */
 		snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
 		return json_pack("{s:s}", "intValue", num);
-	case JSON_REAL:
-		return json_pack("{s:f}", "doubleValue", json_real_value(v));
+	case JSON_REAL: return json_pack("{s:f}", "doubleValue", json_real_value(v));
 	case JSON_TRUE:
-	case JSON_FALSE:
-		return json_pack("{s:b}", "boolValue", json_is_true(v));
-	case JSON_NULL:
-		return json_object(); /* an empty AnyValue */
-	default:
-		break;
+	case JSON_FALSE: return json_pack("{s:b}", "boolValue", json_is_true(v));
+	case JSON_NULL: return json_object(); /* an empty AnyValue */
+	default: break;
 	}
 	if (depth >= OTLP_DEPTH_MAX) { /* deeper than any event: as text */
 		_cleanup_free_ char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -139,7 +138,8 @@ static json_t *any_value(const json_t *v, int depth)
 	if (json_is_array(v)) {
 		size_t i;
 		const json_t *x;
-		json_array_foreach(v, i, x) {
+		json_array_foreach(v, i, x)
+		{
 			if (json_array_append_new(values, any_value(x, depth + 1)) < 0)
 				goto fail;
 		}
@@ -147,7 +147,8 @@ static json_t *any_value(const json_t *v, int depth)
 	}
 	const char *k;
 	const json_t *x;
-	json_object_foreach((json_t *)v, k, x) {
+	json_object_foreach((json_t *)v, k, x)
+	{
 		if (json_array_append_new(values, kv(k, any_value(x, depth + 1))) < 0)
 			goto fail;
 	}
@@ -159,8 +160,8 @@ fail:
 
 static bool is_warning(const json_t *line, const char *event)
 {
-	static const char *const warn[] = {"denied", "denied-repeat", "warning", "suppressed",
-					   "secret-skipped", "placeholder-elsewhere"};
+	static const char *const warn[] = {"denied",     "denied-repeat",  "warning",
+					   "suppressed", "secret-skipped", "placeholder-elsewhere"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(warn); i++)
 		if (strcmp(event, warn[i]) == 0)
 			return true;
@@ -176,19 +177,21 @@ json_t *ab_otlp_record(const json_t *line, const char *body, const struct timesp
 	char ns[32];
 	snprintf(ns, sizeof(ns), "%llu",
 		 (unsigned long long)at->tv_sec * 1000000000ULL + (unsigned long long)at->tv_nsec);
-	_cleanup_free_ char *own = body ? NULL : json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER |
-									JSON_ENSURE_ASCII);
+	_cleanup_free_ char *own =
+		body ? NULL
+		     : json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
 	if (!body)
 		body = own;
 	json_t *attrs = json_array();
 	if (!body || !attrs)
 		goto fail;
-	if (json_array_append_new(attrs, kv("event.name", json_pack("{s:s}", "stringValue",
-								      event))) < 0)
+	if (json_array_append_new(attrs,
+				  kv("event.name", json_pack("{s:s}", "stringValue", event))) < 0)
 		goto fail;
 	const char *k;
 	const json_t *x;
-	json_object_foreach((json_t *)line, k, x) {
+	json_object_foreach((json_t *)line, k, x)
+	{
 		if (strcmp(k, "ts") == 0 || strcmp(k, "event") == 0)
 			continue;
 		char key[96];
@@ -212,14 +215,14 @@ struct ab_otlp {
 	ab_otlp_url url;
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
-	json_t *resource;     /* the Resource of every request */
+	json_t *resource; /* the Resource of every request */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	json_t *pending;      /* LogRecords, under mu */
-	bool stop;            /* under mu */
+	json_t *pending; /* LogRecords, under mu */
+	bool stop;       /* under mu */
 	bool started;
 	pthread_t th;
-	ab_otlp_stats st;     /* sent/failed: the thread's; dropped: under mu */
+	ab_otlp_stats st; /* sent/failed: the thread's; dropped: under mu */
 };
 
 static json_t *attr_str(const char *key, const char *value)
@@ -250,8 +253,8 @@ static int wait_fd(int fd, short ev, int ms)
 /* POST one body; 0 if the collector answered 2xx. */
 static int post(ab_otlp *o, const char *body, size_t blen)
 {
-	_cleanup_close_ int fd = socket(o->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-					0);
+	_cleanup_close_ int fd =
+		socket(o->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
 		set_error(o, "socket: %s", strerror(errno));
 		return -1;
@@ -266,12 +269,13 @@ static int post(ab_otlp *o, const char *body, size_t blen)
 		}
 	}
 	char head[1024];
-	int hn = snprintf(head, sizeof(head),
-			  "POST %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nContent-Type: application/json\r\n"
-			  "Content-Length: %zu\r\nUser-Agent: agentbox/" AB_VERSION "\r\n"
-			  "Connection: close\r\n\r\n",
-			  o->url.path, strchr(o->url.host, ':') ? "[" : "", o->url.host,
-			  strchr(o->url.host, ':') ? "]" : "", o->url.port, blen);
+	int hn =
+		snprintf(head, sizeof(head),
+			 "POST %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nContent-Type: application/json\r\n"
+			 "Content-Length: %zu\r\nUser-Agent: agentbox/" AB_VERSION "\r\n"
+			 "Connection: close\r\n\r\n",
+			 o->url.path, strchr(o->url.host, ':') ? "[" : "", o->url.host,
+			 strchr(o->url.host, ':') ? "]" : "", o->url.port, blen);
 	const char *parts[2] = {head, body};
 	size_t lens[2] = {(size_t)hn, blen};
 	for (int i = 0; i < 2; i++) {
@@ -427,12 +431,11 @@ int ab_otlp_new(const char *url, const char *profile, ab_otlp **out, ab_err *err
 	(void)gethostname(host, sizeof(host) - 1);
 	char pid[24];
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	o->resource = json_pack("{s:[o, o, o, o, o]}", "attributes",
-				attr_str("service.name", "agentbox"),
-				attr_str("service.version", AB_VERSION),
-				attr_str("host.name", host),
-				kv("process.pid", json_pack("{s:s}", "intValue", pid)),
-				attr_str("agentbox.profile", profile ? profile : ""));
+	o->resource =
+		json_pack("{s:[o, o, o, o, o]}", "attributes", attr_str("service.name", "agentbox"),
+			  attr_str("service.version", AB_VERSION), attr_str("host.name", host),
+			  kv("process.pid", json_pack("{s:s}", "intValue", pid)),
+			  attr_str("agentbox.profile", profile ? profile : ""));
 	o->pending = json_array();
 	if (!o->resource || !o->pending) {
 		json_decref(o->resource);

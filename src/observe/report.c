@@ -27,12 +27,22 @@
 /* ------------------------------------------------------------------ hashing */
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                                          \
-	do {                                                                              \
-		v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                 \
-		v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                    \
-		v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                    \
-		v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                 \
+#define SIPROUND                   \
+	do {                       \
+		v0 += v1;          \
+		v1 = ROTL(v1, 13); \
+		v1 ^= v0;          \
+		v0 = ROTL(v0, 32); \
+		v2 += v3;          \
+		v3 = ROTL(v3, 16); \
+		v3 ^= v2;          \
+		v0 += v3;          \
+		v3 = ROTL(v3, 21); \
+		v3 ^= v0;          \
+		v2 += v1;          \
+		v1 = ROTL(v1, 17); \
+		v1 ^= v2;          \
+		v2 = ROTL(v2, 32); \
 	} while (0)
 
 /* SipHash-1-3 */
@@ -75,7 +85,6 @@ void *rep_vec_grow(void *v, size_t *cap, size_t need, size_t elsz)
 		*cap = nc;
 	return p;
 }
-
 
 /* ---- the string pool ---- */
 
@@ -180,15 +189,20 @@ void rep_map_set(ab_report *r, tent *t, uint32_t v)
 	t->v = v;
 }
 
-agg *rep_agg_get(ab_report *r, int kind, const char *a, const char *b, const char *c,
-		 const char *d, uint32_t port)
+agg *rep_agg_get(ab_report *r, int kind, const char *a, const char *b, const char *c, const char *d,
+		 uint32_t port)
 {
 	static const size_t off[] = {
-		[K_REACHED] = offsetof(ab_report, reached), [K_REFUSED] = offsetof(ab_report, refused),
-		[K_DNS] = offsetof(ab_report, dns),         [K_SYS] = offsetof(ab_report, sys),
-		[K_FILE] = offsetof(ab_report, file),       [K_NET] = offsetof(ab_report, net),
-		[K_OTHER] = offsetof(ab_report, other),     [K_SECRET] = offsetof(ab_report, secrets),
-		[K_SKIPPED] = offsetof(ab_report, skipped), [K_WARN] = offsetof(ab_report, warns),
+		[K_REACHED] = offsetof(ab_report, reached),
+		[K_REFUSED] = offsetof(ab_report, refused),
+		[K_DNS] = offsetof(ab_report, dns),
+		[K_SYS] = offsetof(ab_report, sys),
+		[K_FILE] = offsetof(ab_report, file),
+		[K_NET] = offsetof(ab_report, net),
+		[K_OTHER] = offsetof(ab_report, other),
+		[K_SECRET] = offsetof(ab_report, secrets),
+		[K_SKIPPED] = offsetof(ab_report, skipped),
+		[K_WARN] = offsetof(ab_report, warns),
 		[K_CRED] = offsetof(ab_report, creds),
 	};
 	typedef VEC(agg) aggvec;
@@ -299,8 +313,8 @@ void rep_fmt_ts(char *buf, size_t n, int64_t t)
 	unsigned m, d;
 	civil_from_days(days, &y, &m, &d);
 	snprintf(buf, n, "%04lld-%02u-%02uT%02u:%02u:%02u.%03uZ", (long long)y, m, d,
-		 (unsigned)(rem / 3600000), (unsigned)(rem / 60000 % 60), (unsigned)(rem / 1000 % 60),
-		 (unsigned)(rem % 1000));
+		 (unsigned)(rem / 3600000), (unsigned)(rem / 60000 % 60),
+		 (unsigned)(rem / 1000 % 60), (unsigned)(rem % 1000));
 }
 
 int64_t rep_session_ms(const session *s)
@@ -559,9 +573,10 @@ int ab_report_file(const char *path, bool json, FILE *out, ab_err *err)
 		return AB_EXIT_FAIL;
 	}
 	if (!r->c.events && r->c.bad_lines) {
-		ab_fail(err, 0, "report: %s is not an agentbox audit log (%llu line%s could not be "
-			"read, none is an event)", path, (unsigned long long)r->c.bad_lines,
-			plural(r->c.bad_lines, "", "s"));
+		ab_fail(err, 0,
+			"report: %s is not an agentbox audit log (%llu line%s could not be "
+			"read, none is an event)",
+			path, (unsigned long long)r->c.bad_lines, plural(r->c.bad_lines, "", "s"));
 		return AB_EXIT_FAIL;
 	}
 	ab_report_opts o = {.source = path};

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SMALL_MAX 128   /* comm, errno names, syscall names, secret names, rules */
+#define SMALL_MAX 128 /* comm, errno names, syscall names, secret names, rules */
 #define GRANTS_MAX 64
 #define SECRETS_PER_REQ 64
 
@@ -106,8 +106,13 @@ static session *cur_session(ab_report *r, bool start)
 	session *s = VEC_PUSH(r, r->ses);
 	if (!s)
 		return NULL;
-	*s = (session){.start_ms = TS_NONE, .end_ms = TS_NONE, .first_ms = TS_NONE,
-		       .last_ms = TS_NONE, .proxy = -1, .status = -1, .transparent = -1};
+	*s = (session){.start_ms = TS_NONE,
+		       .end_ms = TS_NONE,
+		       .first_ms = TS_NONE,
+		       .last_ms = TS_NONE,
+		       .proxy = -1,
+		       .status = -1,
+		       .transparent = -1};
 	r->cur = (uint32_t)(r->ses.n - 1);
 	return s;
 }
@@ -157,8 +162,7 @@ enum name_count { NC_INJECTED, NC_MASKED, NC_ELSEWHERE };
 
 /* "secrets"/"masked"/"elsewhere": names joined by ',' (the proxy's form) or
  * an array. */
-static void each_name(ev *e, const char *key, const char *host, uint32_t port,
-		      enum name_count what)
+static void each_name(ev *e, const char *key, const char *host, uint32_t port, enum name_count what)
 {
 	json_t *v = field(e, key);
 	if (!v)
@@ -299,8 +303,8 @@ static void on_policy(ev *e, session *s, int64_t ts)
 	}
 	policy *p = VEC_PUSH(r, r->pol);
 	if (p)
-		*p = (policy){.session = r->cur, .ts = ts, .by_pid = pid, .action = action,
-			      .rule = rule};
+		*p = (policy){
+			.session = r->cur, .ts = ts, .by_pid = pid, .action = action, .rule = rule};
 }
 
 static bool cmd_add_child(ab_report *r, uint32_t parent, uint32_t i)
@@ -396,9 +400,19 @@ static void on_exec(ev *e, session *s, int64_t ts)
 	const char **argv = NULL;
 	if (!pooled_argv(e, av, n, &cut, &argv))
 		return;
-	cmd c = {.session = r->cur, .first_child = NONE, .last_child = NONE, .next = NONE,
-		 .pid = (int32_t)pid, .ppid = (int32_t)ppid, .cwd = cwd, .path = path,
-		 .argv = argv, .argc = (uint32_t)n, .truncated = cut, .exec_ms = ts, .ms = -1};
+	cmd c = {.session = r->cur,
+		 .first_child = NONE,
+		 .last_child = NONE,
+		 .next = NONE,
+		 .pid = (int32_t)pid,
+		 .ppid = (int32_t)ppid,
+		 .cwd = cwd,
+		 .path = path,
+		 .argv = argv,
+		 .argc = (uint32_t)n,
+		 .truncated = cut,
+		 .exec_ms = ts,
+		 .ms = -1};
 	cmd_insert(r, &c, cost);
 }
 

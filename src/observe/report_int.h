@@ -32,8 +32,21 @@ typedef struct tent {
 	uint32_t v; /* NONE: free slot */
 } tent;
 
-enum { K_PID = 1, K_REACHED, K_REFUSED, K_DNS, K_SYS, K_SYSPID, K_FILE, K_NET, K_OTHER,
-       K_SECRET, K_SKIPPED, K_WARN, K_CRED };
+enum {
+	K_PID = 1,
+	K_REACHED,
+	K_REFUSED,
+	K_DNS,
+	K_SYS,
+	K_SYSPID,
+	K_FILE,
+	K_NET,
+	K_OTHER,
+	K_SECRET,
+	K_SKIPPED,
+	K_WARN,
+	K_CRED
+};
 
 typedef struct session {
 	const char *profile;
@@ -41,9 +54,9 @@ typedef struct session {
 	size_t ngrants;
 	bool grants_cut, has_start, has_end;
 	int64_t start_ms, end_ms, first_ms, last_ms;
-	int64_t proxy;     /* -1: not said */
-	int64_t status;    /* "end" status: the run's exit status; -1 not said */
-	int transparent;   /* -1: not said */
+	int64_t proxy;   /* -1: not said */
+	int64_t status;  /* "end" status: the run's exit status; -1 not said */
+	int transparent; /* -1: not said */
 } session;
 
 typedef struct cmd {
@@ -61,8 +74,8 @@ typedef struct cmd {
 typedef struct agg {
 	const char *a, *b, *c, *d; /* by kind: see the K_* handlers */
 	uint32_t port;
-	uint64_t n, up, down, m;   /* n: count/requests; m: secrets' masked count */
-	uint64_t e;                /* secrets: requests that carried the placeholder on
+	uint64_t n, up, down, m; /* n: count/requests; m: secrets' masked count */
+	uint64_t e;              /* secrets: requests that carried the placeholder on
 				      unchanged to a host it is not bound to */
 } agg;
 
@@ -77,7 +90,11 @@ typedef struct policy {
 	const char *action, *rule;
 } policy;
 
-#define VEC(T) struct { T *v; size_t n, cap; }
+#define VEC(T)                 \
+	struct {               \
+		T *v;          \
+		size_t n, cap; \
+	}
 
 struct ab_report {
 	ab_report_limits lim;
@@ -112,23 +129,22 @@ struct ab_report {
 	uint64_t warnings, cred_saved, cred_refused;
 };
 
-
 void *rep_vec_grow(void *v, size_t *cap, size_t need, size_t elsz);
 
 /* Append one zeroed element; NULL when out of memory (r->oom set). */
 #define VEC_PUSH(r, vec)                                                                  \
 	({                                                                                \
-		__typeof__((vec).v) p_ = rep_vec_grow((vec).v, &(vec).cap, (vec).n + 1,    \
-						      sizeof(*(vec).v));                   \
-		__typeof__((vec).v) e_ = NULL;                                             \
-		if (!p_) {                                                                 \
-			(r)->oom = true;                                                   \
-		} else {                                                                   \
-			(vec).v = p_;                                                      \
-			e_ = &(vec).v[(vec).n++];                                          \
-			memset(e_, 0, sizeof(*e_));                                        \
-		}                                                                          \
-		e_;                                                                        \
+		__typeof__((vec).v) p_ =                                                  \
+			rep_vec_grow((vec).v, &(vec).cap, (vec).n + 1, sizeof(*(vec).v)); \
+		__typeof__((vec).v) e_ = NULL;                                            \
+		if (!p_) {                                                                \
+			(r)->oom = true;                                                  \
+		} else {                                                                  \
+			(vec).v = p_;                                                     \
+			e_ = &(vec).v[(vec).n++];                                         \
+			memset(e_, 0, sizeof(*e_));                                       \
+		}                                                                         \
+		e_;                                                                       \
 	})
 
 /* One more item (a command, a distinct key, a policy change) within the
@@ -162,8 +178,8 @@ uint32_t rep_map_get(ab_report *r, const uint64_t k[5]);
 void rep_map_set(ab_report *r, tent *t, uint32_t v);
 /* The aggregate of kind `kind` for (a, b, c, d, port): found or added
  * (first-seen order), NULL when it cannot be kept. */
-agg *rep_agg_get(ab_report *r, int kind, const char *a, const char *b, const char *c,
-		 const char *d, uint32_t port);
+agg *rep_agg_get(ab_report *r, int kind, const char *a, const char *b, const char *c, const char *d,
+		 uint32_t port);
 
 /* RFC 3339 -> milliseconds since the epoch, or TS_NONE; and back (UTC, "?"
  * for TS_NONE) */

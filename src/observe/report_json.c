@@ -17,8 +17,8 @@ static int dump(FILE *out, json_t *j, const char *pre, const char *post)
 	if (!j)
 		return -ENOMEM;
 	fputs(pre, out);
-	int r = json_dumpf(j, out, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII |
-				       JSON_ENCODE_ANY);
+	int r = json_dumpf(
+		j, out, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
 	json_decref(j);
 	fputs(post, out);
 	return r < 0 ? -ENOMEM : 0;
@@ -159,16 +159,16 @@ static json_t *j_cmd(const ab_report *r, uint32_t i)
  * "{\n <keys>," */
 static int json_head(const ab_report *r, const ab_report_opts *o, FILE *out)
 {
-	json_t *head = json_pack(
-		"{s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "version", 1, "source",
-		jstr(o ? o->source : NULL), "lines", ju(r->c.lines), "events", ju(r->c.events),
-		"bad_lines", ju(r->c.bad_lines), "first_bad_line",
-		jint((int64_t)r->c.first_bad, r->c.first_bad > 0), "unknown_events",
-		ju(r->c.unknown), "dropped_events", ju(r->c.dropped));
+	json_t *head =
+		json_pack("{s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "version", 1, "source",
+			  jstr(o ? o->source : NULL), "lines", ju(r->c.lines), "events",
+			  ju(r->c.events), "bad_lines", ju(r->c.bad_lines), "first_bad_line",
+			  jint((int64_t)r->c.first_bad, r->c.first_bad > 0), "unknown_events",
+			  ju(r->c.unknown), "dropped_events", ju(r->c.dropped));
 	if (!head)
 		return -ENOMEM;
-	_cleanup_free_ char *h = json_dumps(head, JSON_INDENT(1) | JSON_PRESERVE_ORDER |
-							 JSON_ENSURE_ASCII);
+	_cleanup_free_ char *h =
+		json_dumps(head, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
 	json_decref(head);
 	if (!h)
 		return -ENOMEM;
@@ -208,16 +208,17 @@ static int json_runs(const ab_report *r, FILE *out)
 
 static int json_network(const ab_report *r, FILE *out)
 {
-	if (dump(out, json_pack("{s:o,s:o,s:o,s:o,s:o}", "execs", ju(r->execs), "kept",
-				ju(r->cmds.n), "exits_without_exec", ju(r->exits_unmatched),
-				"trace_execs", ju(r->trace_exec), "trace_lost", ju(r->trace_lost)),
+	if (dump(out,
+		 json_pack("{s:o,s:o,s:o,s:o,s:o}", "execs", ju(r->execs), "kept", ju(r->cmds.n),
+			   "exits_without_exec", ju(r->exits_unmatched), "trace_execs",
+			   ju(r->trace_exec), "trace_lost", ju(r->trace_lost)),
 		 "\"command_counts\": ", ",\n") < 0)
 		return -ENOMEM;
-	if (dump(out, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "requests_allowed",
-				ju(r->req_allowed), "requests_denied", ju(r->req_denied),
-				"dns_allowed", ju(r->dns_allowed), "dns_denied", ju(r->dns_denied),
-				"connects_traced", ju(r->trace_connect), "connects_failed",
-				ju(r->trace_failed)),
+	if (dump(out,
+		 json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "requests_allowed", ju(r->req_allowed),
+			   "requests_denied", ju(r->req_denied), "dns_allowed", ju(r->dns_allowed),
+			   "dns_denied", ju(r->dns_denied), "connects_traced", ju(r->trace_connect),
+			   "connects_failed", ju(r->trace_failed)),
 		 "\"network_counts\": ", ",\n") < 0)
 		return -ENOMEM;
 	if (json_list(out, "reached", r->reached.v, r->reached.n, false, j_reached, ",\n") < 0 ||
@@ -231,10 +232,12 @@ static int json_network(const ab_report *r, FILE *out)
 static int json_denials(const ab_report *r, FILE *out)
 {
 	uint64_t net = sat_add(sat_add(r->req_denied, r->dns_denied), r->net_total);
-	uint64_t total = sat_add(sat_add(sat_add(r->sys_total, r->file_total), net), r->other_total);
-	if (dump(out, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "total", ju(total), "syscall",
-				ju(r->sys_total), "file", ju(r->file_total), "network", ju(net),
-				"other", ju(r->other_total), "suppressed", ju(r->suppressed)),
+	uint64_t total =
+		sat_add(sat_add(sat_add(r->sys_total, r->file_total), net), r->other_total);
+	if (dump(out,
+		 json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "total", ju(total), "syscall",
+			   ju(r->sys_total), "file", ju(r->file_total), "network", ju(net), "other",
+			   ju(r->other_total), "suppressed", ju(r->suppressed)),
 		 "\"denial_counts\": ", ",\n") < 0)
 		return -ENOMEM;
 	if (json_list(out, "denied_syscalls", r->sys.v, r->sys.n, false, j_sys, ",\n") < 0 ||
@@ -242,8 +245,8 @@ static int json_denials(const ab_report *r, FILE *out)
 	    json_list(out, "denied_connects", r->net.v, r->net.n, false, j_net, ",\n") < 0 ||
 	    json_list(out, "denied_other", r->other.v, r->other.n, false, j_other, ",\n") < 0 ||
 	    json_list(out, "secrets", r->secrets.v, r->secrets.n, true, j_secret, ",\n") < 0 ||
-	    json_list(out, "secrets_skipped", r->skipped.v, r->skipped.n, true, j_skipped,
-		      ",\n") < 0 ||
+	    json_list(out, "secrets_skipped", r->skipped.v, r->skipped.n, true, j_skipped, ",\n") <
+		    0 ||
 	    json_list(out, "credentials_files", r->creds.v, r->creds.n, true, j_cred, ",\n") < 0)
 		return -ENOMEM;
 	return 0;
@@ -254,9 +257,10 @@ static int json_policy(const ab_report *r, FILE *out)
 	fputs("\"policy\": [", out);
 	for (size_t i = 0; i < r->pol.n; i++) {
 		const policy *p = &r->pol.v[i];
-		json_t *j = json_pack("{s:I,s:o,s:o,s:o,s:o}", "session", (json_int_t)p->session + 1,
-				      "ts", jts(p->ts), "action", jstr(p->action), "rule",
-				      jstr(p->rule), "by_pid", jint(p->by_pid, p->by_pid >= 0));
+		json_t *j =
+			json_pack("{s:I,s:o,s:o,s:o,s:o}", "session", (json_int_t)p->session + 1,
+				  "ts", jts(p->ts), "action", jstr(p->action), "rule",
+				  jstr(p->rule), "by_pid", jint(p->by_pid, p->by_pid >= 0));
 		if (dump(out, j, i ? ",\n  " : "\n  ", "") < 0)
 			return -ENOMEM;
 	}

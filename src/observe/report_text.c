@@ -98,7 +98,7 @@ size_t ab_report_sanitize(FILE *out, const char *str, size_t n, size_t max_cols)
 
 /* ------------------------------------------------------------------ text */
 
-#define LIST_MAX 50    /* entries per list in the text report */
+#define LIST_MAX 50 /* entries per list in the text report */
 #define ARGV_COLS 100
 #define CWD_COLS 60
 #define INDENT_MAX 24
@@ -255,8 +255,9 @@ static void text_cmd_line(const ab_report *r, FILE *out, const cmd *c, size_t de
 	if (k > 1)
 		fprintf(out, " (%llu times)", (unsigned long long)k);
 	const char *pcwd = c->parent != NONE ? r->cmds.v[c->parent].cwd
-		: prev_root != NONE && r->cmds.v[prev_root].session == c->session
-			? r->cmds.v[prev_root].cwd : NULL;
+			   : prev_root != NONE && r->cmds.v[prev_root].session == c->session
+				   ? r->cmds.v[prev_root].cwd
+				   : NULL;
 	if (c->cwd && c->cwd != pcwd) {
 		fputs("  in ", out);
 		put(out, c->cwd, CWD_COLS);
@@ -304,7 +305,8 @@ static void text_commands(const ab_report *r, FILE *out, size_t max_lines)
 		}
 	}
 	if (shown < r->cmds.n)
-		fprintf(out, "  ... %zu more command%s not shown (agentbox report --json lists all)\n",
+		fprintf(out,
+			"  ... %zu more command%s not shown (agentbox report --json lists all)\n",
 			r->cmds.n - shown, plural(r->cmds.n - shown, "", "s"));
 }
 
@@ -325,8 +327,8 @@ static void text_reached(const ab_report *r, const uint32_t *a, FILE *out)
 	char u[32], dn[32];
 	ab_fmt_bytes(u, sizeof(u), up);
 	ab_fmt_bytes(dn, sizeof(dn), down);
-	fprintf(out, "  reached: %zu destination%s, %llu request%s, %s up, %s down\n",
-		r->reached.n, plural(r->reached.n, "", "s"), (unsigned long long)r->req_allowed,
+	fprintf(out, "  reached: %zu destination%s, %llu request%s, %s up, %s down\n", r->reached.n,
+		plural(r->reached.n, "", "s"), (unsigned long long)r->req_allowed,
 		plural(r->req_allowed, "", "s"), u, dn);
 	for (size_t i = 0; i < r->reached.n && i < LIST_MAX; i++) {
 		const agg *h = &r->reached.v[a[i]];
@@ -449,11 +451,13 @@ static void text_denied_files(const ab_report *r, const uint32_t *f, FILE *out)
  * connects refused (traced, or a host's unix socket) are listed here. */
 static void text_denied_net(const ab_report *r, uint64_t net, const uint32_t *n, FILE *out)
 {
-	fprintf(out, "  network: %llu (%llu request%s refused, %llu DNS lookup%s refused, "
-		"%llu connect%s refused)\n", (unsigned long long)net,
-		(unsigned long long)r->req_denied, plural(r->req_denied, "", "s"),
-		(unsigned long long)r->dns_denied, plural(r->dns_denied, "", "s"),
-		(unsigned long long)r->net_total, plural(r->net_total, "", "s"));
+	fprintf(out,
+		"  network: %llu (%llu request%s refused, %llu DNS lookup%s refused, "
+		"%llu connect%s refused)\n",
+		(unsigned long long)net, (unsigned long long)r->req_denied,
+		plural(r->req_denied, "", "s"), (unsigned long long)r->dns_denied,
+		plural(r->dns_denied, "", "s"), (unsigned long long)r->net_total,
+		plural(r->net_total, "", "s"));
 	for (size_t i = 0; i < r->net.n && i < LIST_MAX; i++) {
 		const agg *a = &r->net.v[n[i]];
 		fputs("    connect ", out);
@@ -475,7 +479,8 @@ static void text_denied_net(const ab_report *r, uint64_t net, const uint32_t *n,
 static int text_denials(const ab_report *r, FILE *out)
 {
 	uint64_t net = sat_add(sat_add(r->req_denied, r->dns_denied), r->net_total);
-	uint64_t total = sat_add(sat_add(sat_add(r->sys_total, r->file_total), net), r->other_total);
+	uint64_t total =
+		sat_add(sat_add(sat_add(r->sys_total, r->file_total), net), r->other_total);
 	fprintf(out, "\nDenials (%llu)\n", (unsigned long long)total);
 	_cleanup_free_ uint32_t *s = rep_sorted(r->sys.v, r->sys.n, false);
 	_cleanup_free_ uint32_t *f = rep_sorted(r->file.v, r->file.n, false);
@@ -538,7 +543,8 @@ static void text_creds(const ab_report *r, const uint32_t *ix, bool refused, FIL
 			continue;
 		shown++;
 		fputs(refused ? "  credentials files refused: "
-			      : "  credentials files saved inside: ", out);
+			      : "  credentials files saved inside: ",
+		      out);
 		put(out, a->a, 120);
 		if (a->b) {
 			fputs(" (", out);
@@ -581,8 +587,10 @@ static int text_secrets(const ab_report *r, FILE *out)
 		if (a->m)
 			fprintf(out, ", masked in %llu", (unsigned long long)a->m);
 		if (a->e)
-			fprintf(out, "%splaceholder sent on unchanged in %llu request%s (not bound "
-				     "there)", a->n || a->m ? ", " : "", (unsigned long long)a->e,
+			fprintf(out,
+				"%splaceholder sent on unchanged in %llu request%s (not bound "
+				"there)",
+				a->n || a->m ? ", " : "", (unsigned long long)a->e,
 				plural(a->e, "", "s"));
 		fputc('\n', out);
 	}
@@ -649,28 +657,31 @@ int ab_report_text(const ab_report *r, const ab_report_opts *o, FILE *out)
 	text_commands(r, out, max_lines);
 	if (r->exits_unmatched)
 		fprintf(out, "  (%llu exit record%s without an exec record)\n",
-			(unsigned long long)r->exits_unmatched, plural(r->exits_unmatched, "", "s"));
+			(unsigned long long)r->exits_unmatched,
+			plural(r->exits_unmatched, "", "s"));
 	if (text_network(r, out) < 0 || text_denials(r, out) < 0 || text_secrets(r, out) < 0)
 		return -ENOMEM;
 	text_policy(r, out);
 	if (r->trace_exec || r->trace_connect || r->trace_lost) {
-		fprintf(out, "\nKernel trace\n  %llu exec%s, %llu connect%s (%llu refused, %llu "
-			"failed otherwise), %llu event%s lost\n", (unsigned long long)r->trace_exec,
-			plural(r->trace_exec, "", "s"), (unsigned long long)r->trace_connect,
-			plural(r->trace_connect, "", "s"), (unsigned long long)r->net_total,
-			(unsigned long long)r->trace_failed, (unsigned long long)r->trace_lost,
-			plural(r->trace_lost, "", "s"));
+		fprintf(out,
+			"\nKernel trace\n  %llu exec%s, %llu connect%s (%llu refused, %llu "
+			"failed otherwise), %llu event%s lost\n",
+			(unsigned long long)r->trace_exec, plural(r->trace_exec, "", "s"),
+			(unsigned long long)r->trace_connect, plural(r->trace_connect, "", "s"),
+			(unsigned long long)r->net_total, (unsigned long long)r->trace_failed,
+			(unsigned long long)r->trace_lost, plural(r->trace_lost, "", "s"));
 	}
 	if (r->c.bad_lines || r->c.dropped)
 		fputc('\n', out);
 	if (r->c.bad_lines)
 		fprintf(out, "%llu line%s could not be read (first: line %llu)\n",
-			(unsigned long long)r->c.bad_lines,
-			plural(r->c.bad_lines, "", "s"), (unsigned long long)r->c.first_bad);
+			(unsigned long long)r->c.bad_lines, plural(r->c.bad_lines, "", "s"),
+			(unsigned long long)r->c.first_bad);
 	if (r->c.dropped)
-		fprintf(out, "%llu event%s not kept in full: the report holds at most %zu items "
-			"and %zu MiB of strings\n", (unsigned long long)r->c.dropped,
-			plural(r->c.dropped, " was", "s were"), r->lim.max_items,
-			r->lim.max_bytes >> 20);
+		fprintf(out,
+			"%llu event%s not kept in full: the report holds at most %zu items "
+			"and %zu MiB of strings\n",
+			(unsigned long long)r->c.dropped, plural(r->c.dropped, " was", "s were"),
+			r->lim.max_items, r->lim.max_bytes >> 20);
 	return fflush(out) == 0 && !ferror(out) ? 0 : -EIO;
 }

@@ -55,11 +55,11 @@
 
 typedef struct site {
 	bool used;
-	pid_t tid;       /* host tid */
+	pid_t tid; /* host tid */
 	int nr;
 	uint64_t ip;
 	uint64_t count;
-	long pid;        /* inside */
+	long pid; /* inside */
 	char comm[16];
 } site;
 
@@ -267,7 +267,9 @@ int sup_statx_fd(int fd, struct statx *x)
 {
 	memset(x, 0, sizeof(*x));
 	return statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
-		     STATX_BASIC_STATS | STATX_BTIME | STATX_MNT_ID, x) < 0 ? -errno : 0;
+		     STATX_BASIC_STATS | STATX_BTIME | STATX_MNT_ID, x) < 0
+		       ? -errno
+		       : 0;
 }
 
 /* ------------------------------------------------------------ answers */
@@ -399,7 +401,7 @@ static void *serve_thread(void *arg)
 			if (errno == EINTR)
 				continue; /* the end (SIG_WAKE), or a stray signal */
 			if (errno != ENOENT)
-				break;    /* no further notification can be read */
+				break; /* no further notification can be read */
 			/* the caller went away - or every process under the
 			 * filter did, and RECV fails at once from now on: then
 			 * there is nothing left to serve */
@@ -438,8 +440,8 @@ int ab_supervisor_new(const ab_seccomp_policy *pol, ab_audit *audit, ab_supervis
 	if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz) < 0)
 		return ab_fail(err, errno, "seccomp: user notification sizes");
 	s->req_size = sz.seccomp_notif > sizeof(*s->req) ? sz.seccomp_notif : sizeof(*s->req);
-	s->resp_size = sz.seccomp_notif_resp > sizeof(*s->resp) ? sz.seccomp_notif_resp
-								 : sizeof(*s->resp);
+	s->resp_size =
+		sz.seccomp_notif_resp > sizeof(*s->resp) ? sz.seccomp_notif_resp : sizeof(*s->resp);
 	s->req = calloc(1, s->req_size);
 	s->resp = calloc(1, s->resp_size);
 	s->overflow = calloc(AB_SECCOMP_MAX_KNOWN_NR + 1, sizeof(*s->overflow));

@@ -82,8 +82,9 @@ static int conn_connect(const conn_job *j)
 		e = connect(j->sock, (const struct sockaddr *)&j->addr, j->alen) == 0 ? 0 : errno;
 	} else if (syscall(SYS_setresgid, -1, j->kgid, -1) == 0) {
 		if (syscall(SYS_setresuid, -1, j->kuid, -1) == 0) {
-			e = connect(j->sock, (const struct sockaddr *)&j->addr, j->alen) == 0 ? 0
-											       : errno;
+			e = connect(j->sock, (const struct sockaddr *)&j->addr, j->alen) == 0
+				    ? 0
+				    : errno;
 			(void)syscall(SYS_setresuid, -1, ou, -1);
 		}
 		(void)syscall(SYS_setresgid, -1, og, -1);
@@ -109,8 +110,10 @@ static int conn_wait(const conn_job *j)
 	struct timeval tv = {0};
 	socklen_t tl = sizeof(tv);
 	int ms = -1;
-	if (getsockopt(j->sock, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl) == 0 && (tv.tv_sec || tv.tv_usec))
-		ms = tv.tv_sec > 86400 ? 86400000 : (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+	if (getsockopt(j->sock, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl) == 0 &&
+	    (tv.tv_sec || tv.tv_usec))
+		ms = tv.tv_sec > 86400 ? 86400000
+				       : (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
 	struct pollfd p = {.fd = j->sock, .events = POLLOUT};
 	int r;
 	while ((r = poll(&p, 1, ms)) < 0 && errno == EINTR)
@@ -313,8 +316,10 @@ static void ours_remember(ab_supervisor *s, const struct statx *x)
 	if (!(x->stx_mask & STATX_BTIME) || !x->stx_ino)
 		return;
 	struct ours_file *o = &s->ours[s->ours_next++ % AB_ARRAY_SIZE(s->ours)];
-	*o = (struct ours_file){.ino = x->stx_ino, .major = x->stx_dev_major,
-				.minor = x->stx_dev_minor, .btime_sec = x->stx_btime.tv_sec,
+	*o = (struct ours_file){.ino = x->stx_ino,
+				.major = x->stx_dev_major,
+				.minor = x->stx_dev_minor,
+				.btime_sec = x->stx_btime.tv_sec,
 				.btime_nsec = x->stx_btime.tv_nsec};
 }
 
@@ -488,8 +493,12 @@ static int conn_take(ab_supervisor *s, const struct seccomp_notif *rq, conn_job 
 
 void sup_on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 {
-	conn_job j = {.id = rq->id, .sock = -1, .pin = -1, .kuid = s->kuid,
-		      .kgid = s->kgid, .resp_size = s->resp_size};
+	conn_job j = {.id = rq->id,
+		      .sock = -1,
+		      .pin = -1,
+		      .kuid = s->kuid,
+		      .kgid = s->kgid,
+		      .resp_size = s->resp_size};
 	int e = conn_take(s, rq, &j);
 	if (e == CONN_DONE)
 		return;

@@ -46,13 +46,13 @@ _Static_assert(sizeof(struct ab_pidfd_info) == 64, "PIDFD_INFO_SIZE_VER0");
 /* One exec, read by the server thread while the caller waited, finished
  * (logged, its exit awaited) by the event loop. */
 typedef struct exec_rec {
-	pid_t tid;       /* host: the caller */
-	pid_t tgid;      /* host: its process */
-	long pid;        /* inside; -1: the loop reads it */
+	pid_t tid;  /* host: the caller */
+	pid_t tgid; /* host: its process */
+	long pid;   /* inside; -1: the loop reads it */
 	long host_ppid;
-	long ppid;       /* inside (-1: outside, or unknown) */
+	long ppid; /* inside (-1: outside, or unknown) */
 	int pidfd;
-	uint64_t at_ms;  /* when it exec'd (the exit's "ms" counts from here) */
+	uint64_t at_ms; /* when it exec'd (the exit's "ms" counts from here) */
 	char path[AB_SUP_ARG_MAX];
 	char argv[AB_SUP_ARGV_MAX][AB_SUP_ARG_MAX];
 	size_t argc;
@@ -62,8 +62,8 @@ typedef struct exec_rec {
 
 typedef struct tracked {
 	struct ab_supervisor *sup;
-	pid_t tgid;      /* host */
-	long pid;        /* inside */
+	pid_t tgid; /* host */
+	long pid;   /* inside */
 	int pidfd;
 	uint64_t t0;
 } tracked;
@@ -84,7 +84,8 @@ static void exec_ids(const ab_supervisor *s, exec_rec *r)
 		else if (ab_read_small(path, buf, sizeof(buf)) > 0)
 			r->pid = sup_status_field(buf, "NSpid:", true);
 		struct ab_pidfd_info info = {.mask = AB_PIDFD_INFO_PID};
-		if (ioctl(r->pidfd, AB_PIDFD_GET_INFO, &info) == 0 && (info.mask & AB_PIDFD_INFO_PID))
+		if (ioctl(r->pidfd, AB_PIDFD_GET_INFO, &info) == 0 &&
+		    (info.mask & AB_PIDFD_INFO_PID))
 			r->host_ppid = info.ppid;
 	}
 	if (r->pid < 0 || r->host_ppid < 0) {
@@ -262,7 +263,10 @@ static void track(ab_supervisor *s, exec_rec *m)
 	/* gone before its batch was taken (a short command): its exit now */
 	struct pollfd p = {.fd = m->pidfd, .events = POLLIN};
 	if (poll(&p, 1, 0) == 1) {
-		tracked gone = {.sup = s, .tgid = m->tgid, .pid = m->pid, .pidfd = m->pidfd,
+		tracked gone = {.sup = s,
+				.tgid = m->tgid,
+				.pid = m->pid,
+				.pidfd = m->pidfd,
 				.t0 = m->at_ms};
 		emit_exit(&gone);
 		return;
@@ -275,8 +279,7 @@ static void track(ab_supervisor *s, exec_rec *m)
 		return;
 	}
 	s->tr = v;
-	*t = (tracked){.sup = s, .tgid = m->tgid, .pid = m->pid, .pidfd = m->pidfd,
-		       .t0 = m->at_ms};
+	*t = (tracked){.sup = s, .tgid = m->tgid, .pid = m->pid, .pidfd = m->pidfd, .t0 = m->at_ms};
 	if (ab_loop_watch(s->loop, m->pidfd, AB_EV_READ, on_pidfd, t) < 0) {
 		free(t);
 		return;

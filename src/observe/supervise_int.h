@@ -42,11 +42,11 @@ struct ab_supervisor {
 	ab_audit *audit;
 	ab_loop *loop;
 	int fd;
-	int pidns;       /* the sandbox's pid namespace: pids inside in one ioctl */
-	int pipe[2];     /* exec_rec pointers, thread -> loop */
+	int pidns;   /* the sandbox's pid namespace: pids inside in one ioctl */
+	int pipe[2]; /* exec_rec pointers, thread -> loop */
 	pthread_t th;
 	bool started;
-	int stop;        /* atomic */
+	int stop; /* atomic */
 	const ab_seccomp_policy *pol;
 	int16_t errnos[AB_SECCOMP_MAX_KNOWN_NR + 1];
 	int nr_execve, nr_execveat;
@@ -62,8 +62,8 @@ struct ab_supervisor {
 	uint64_t suppressed;
 	uint64_t cred_suppressed; /* credentials-refused lines the rate limit kept out */
 	uint64_t exec_lost;       /* exec records the loop could not take (a full pipe) */
-	uint64_t execs;   /* the loop's */
-	uint64_t batch;   /* the loop's timer: records are taken in batches */
+	uint64_t execs;           /* the loop's */
+	uint64_t batch;           /* the loop's timer: records are taken in batches */
 	/* rendered credentials files (notify_rename): their paths inside, their
 	 * owner on the host, the run's start (a new file's birth is after it) */
 	char **rendered;
@@ -85,8 +85,8 @@ struct ab_supervisor {
 	} ours[64];
 	unsigned ours_next;
 	bool getfd_warned;
-	int root;        /* the sandbox's root (O_PATH), from the first caller */
-	int ll_net;      /* the plan's Landlock port rules (-1: none) */
+	int root;            /* the sandbox's root (O_PATH), from the first caller */
+	int ll_net;          /* the plan's Landlock port rules (-1: none) */
 	uint16_t *tcp_ports; /* ... the ports they list */
 	size_t ntcp_ports;
 	char **shared;

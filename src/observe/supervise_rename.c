@@ -255,8 +255,8 @@ static int carry_out(ab_supervisor *s, uint64_t id, pid_t tid, int odfd, uint64_
  * only if the sandbox's uid may; Landlock is the directory's: the sandbox
  * made or moved the new file there, so it holds the write rights on it,
  * which include reading and removing. */
-static int carry_out_as_sandbox(ab_supervisor *s, uint64_t id, pid_t tid, int odfd,
-				uint64_t oaddr, const char **why)
+static int carry_out_as_sandbox(ab_supervisor *s, uint64_t id, pid_t tid, int odfd, uint64_t oaddr,
+				const char **why)
 {
 	uid_t ouid = (uid_t)setfsuid(s->kuid);
 	gid_t ogid = (gid_t)setfsgid(s->kgid);
@@ -271,15 +271,15 @@ static int carry_out_as_sandbox(ab_supervisor *s, uint64_t id, pid_t tid, int od
 
 static void log_rename(ab_supervisor *s, pid_t tid, const char *dst, const char *why)
 {
-	if (why && !ab_sup_bucket_take(&s->bucket, ab_now_ms(), AB_SUP_RATE_PER_S,
-				       AB_SUP_RATE_BURST)) {
+	if (why &&
+	    !ab_sup_bucket_take(&s->bucket, ab_now_ms(), AB_SUP_RATE_PER_S, AB_SUP_RATE_BURST)) {
 		s->cred_suppressed++;
 		return;
 	}
 	long pid = sup_inner_pid(s, tid);
 	json_t *ev = json_object();
-	json_object_set_new(ev, "event", json_string(why ? "credentials-refused"
-							 : "credentials-saved"));
+	json_object_set_new(ev, "event",
+			    json_string(why ? "credentials-refused" : "credentials-saved"));
 	json_object_set_new(ev, "path", sup_bytes_json(dst));
 	json_object_set_new(ev, "pid", json_integer(pid));
 	if (why)

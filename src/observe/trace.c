@@ -59,8 +59,8 @@ struct ab_trace {
 static char last_libbpf_msg[256];
 
 /* libbpf's callback: its format strings are libbpf's own */
-__attribute__((format(printf, 2, 0)))
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static int libbpf_print(enum libbpf_print_level level,
+							      const char *fmt, va_list ap)
 {
 	static int debug = -1;
 	if (debug < 0)
@@ -375,11 +375,12 @@ int ab_trace_check(ab_err *err)
 	bool has_bpf = admin == CAP_SET || bpf == CAP_SET;
 	bool has_perfmon = admin == CAP_SET || perfmon == CAP_SET;
 	if (!has_bpf || !has_perfmon) {
-		ab_fail(err, 0, "kernel tracing needs root, or CAP_BPF and CAP_PERFMON: uid %u lacks %s",
+		ab_fail(err, 0,
+			"kernel tracing needs root, or CAP_BPF and CAP_PERFMON: uid %u lacks %s",
 			(unsigned)geteuid(),
 			!has_bpf && !has_perfmon ? "CAP_BPF and CAP_PERFMON"
-			: !has_bpf              ? "CAP_BPF"
-						: "CAP_PERFMON");
+			: !has_bpf               ? "CAP_BPF"
+						 : "CAP_PERFMON");
 		ab_err_hint(err, "run agentbox as root, or use --trace=best-effort to run without "
 				 "kernel tracing");
 		return -EPERM;

@@ -33,9 +33,8 @@ _Static_assert(AB_TNR_CONNECT == SYS_connect && AB_TNR_OPENAT == SYS_openat &&
 		       AB_TNR_UNLINKAT == SYS_unlinkat,
 	       "syscall numbers");
 #ifdef AB_TNR_OPEN
-_Static_assert(AB_TNR_OPEN == SYS_open && AB_TNR_CREAT == SYS_creat &&
-		       AB_TNR_MKDIR == SYS_mkdir && AB_TNR_UNLINK == SYS_unlink &&
-		       AB_TNR_RMDIR == SYS_rmdir,
+_Static_assert(AB_TNR_OPEN == SYS_open && AB_TNR_CREAT == SYS_creat && AB_TNR_MKDIR == SYS_mkdir &&
+		       AB_TNR_UNLINK == SYS_unlink && AB_TNR_RMDIR == SYS_rmdir,
 	       "legacy syscall numbers");
 #endif
 
@@ -90,8 +89,8 @@ json_t *ab_trace_json_bytes(const void *s, size_t n)
 	return json_stringn(buf, o);
 }
 
-int ab_trace_sockaddr(const void *sa, size_t len, const char **family, char *addr,
-		      size_t addr_size, unsigned *port)
+int ab_trace_sockaddr(const void *sa, size_t len, const char **family, char *addr, size_t addr_size,
+		      unsigned *port)
 {
 	sa_family_t f;
 	if (len < sizeof(f) || addr_size < INET6_ADDRSTRLEN + 12)
@@ -164,16 +163,11 @@ static const char *errno_name(int32_t ret, char *buf, size_t size)
 static const char *op_name(unsigned op)
 {
 	switch (op) {
-	case AB_TEV_OP_OPEN:
-		return "open";
-	case AB_TEV_OP_EXEC:
-		return "exec";
-	case AB_TEV_OP_MKDIR:
-		return "mkdir";
-	case AB_TEV_OP_UNLINK:
-		return "unlink";
-	default:
-		return NULL;
+	case AB_TEV_OP_OPEN: return "open";
+	case AB_TEV_OP_EXEC: return "exec";
+	case AB_TEV_OP_MKDIR: return "mkdir";
+	case AB_TEV_OP_UNLINK: return "unlink";
+	default: return NULL;
 	}
 }
 
@@ -184,8 +178,8 @@ static bool set_bytes(json_t *o, const char *key, const void *s, size_t n)
 	return v && json_object_set_new(o, key, v) == 0;
 }
 
-static json_t *file_event(const struct ab_trace_ev *h, const unsigned char *data,
-			  const char *op, ab_trace_counts *c)
+static json_t *file_event(const struct ab_trace_ev *h, const unsigned char *data, const char *op,
+			  ab_trace_counts *c)
 {
 	char eb[16];
 	json_t *o = json_object();
@@ -198,8 +192,8 @@ static json_t *file_event(const struct ab_trace_ev *h, const unsigned char *data
 		  set_bytes(o, "comm", h->comm, strnlen(h->comm, sizeof(h->comm))) &&
 		  set_bytes(o, "path", data, strnlen((const char *)data, h->len)) &&
 		  json_object_set_new(o, "op", json_string(op)) == 0 &&
-		  json_object_set_new(o, "errno", json_string(errno_name(h->ret, eb,
-									     sizeof(eb)))) == 0 &&
+		  json_object_set_new(o, "errno",
+				      json_string(errno_name(h->ret, eb, sizeof(eb)))) == 0 &&
 		  (!(h->flags & AB_TEV_F_TRUNCATED) ||
 		   json_object_set_new(o, "truncated", json_true()) == 0);
 	if (!ok) {
@@ -253,9 +247,9 @@ static json_t *connect_event(const struct ab_trace_ev *h, const unsigned char *d
 		  set_bytes(o, "addr", addr, strlen(addr)) &&
 		  (!inet || json_object_set_new(o, "port", json_integer(port)) == 0) &&
 		  json_object_set_new(o, "ret", json_integer(h->ret)) == 0 &&
-		  (h->ret >= 0 || json_object_set_new(o, "errno",
-						      json_string(errno_name(h->ret, eb,
-									     sizeof(eb)))) == 0);
+		  (h->ret >= 0 ||
+		   json_object_set_new(o, "errno",
+				       json_string(errno_name(h->ret, eb, sizeof(eb)))) == 0);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -283,8 +277,8 @@ static json_t *denied_event(const struct ab_trace_ev *h, const unsigned char *da
 		  json_object_set_new(o, "kind", json_string("syscall")) == 0 &&
 		  json_object_set_new(o, "source", json_string("bpf")) == 0 &&
 		  json_object_set_new(o, "syscall", json_integer(d.nr)) == 0 &&
-		  json_object_set_new(o, "errno", json_string(errno_name(h->ret, eb,
-									     sizeof(eb)))) == 0 &&
+		  json_object_set_new(o, "errno",
+				      json_string(errno_name(h->ret, eb, sizeof(eb)))) == 0 &&
 		  json_object_set_new(o, "pid", json_integer(h->pid)) == 0 &&
 		  set_bytes(o, "comm", h->comm, strnlen(h->comm, sizeof(h->comm))) &&
 		  json_object_set_new(o, "ip", json_string(ip)) == 0;
@@ -328,8 +322,7 @@ json_t *ab_trace_event_json(const void *rec, size_t len, ab_trace_counts *c)
 		    (h.ret == -EPERM || h.ret == -EACCES || h.ret == -EAFNOSUPPORT))
 			o = denied_event(&h, data, c);
 		break;
-	default:
-		break;
+	default: break;
 	}
 	if (!o)
 		c->malformed++;

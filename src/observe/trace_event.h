@@ -10,8 +10,9 @@
 #ifndef AGENTBOX_TRACE_EVENT_H
 #define AGENTBOX_TRACE_EVENT_H
 
-#define AB_TEV_COMM_LEN 16     /* TASK_COMM_LEN */
-#define AB_TEV_DATA_MAX 4096   /* bytes of a path kept (a power of two: the BPF side
+#define AB_TEV_COMM_LEN 16 /* TASK_COMM_LEN */
+#define AB_TEV_DATA_MAX \
+	4096                    /* bytes of a path kept (a power of two: the BPF side
 				  masks with AB_TEV_DATA_MAX - 1); longer ones are cut */
 #define AB_TEV_SOCKADDR_MAX 112 /* bytes of a connect() address kept (sockaddr_un is 110) */
 
@@ -24,9 +25,9 @@ enum ab_tev_kind {
 
 /* AB_TEV_DENIED's data: the call and where it came from */
 struct ab_tev_denied {
-	__s32 nr;     /* the system call's number */
+	__s32 nr; /* the system call's number */
 	__u32 pad;
-	__u64 ip;     /* the caller's instruction pointer */
+	__u64 ip; /* the caller's instruction pointer */
 };
 
 /* Denials are counted per (tid, syscall, call site) in a BPF hash map of this
@@ -34,15 +35,15 @@ struct ab_tev_denied {
 #define AB_TEV_SITES_MAX 4096
 
 struct ab_tev_site_key {
-	__u32 tid;    /* inside */
+	__u32 tid; /* inside */
 	__s32 nr;
 	__u64 ip;
 };
 
 struct ab_tev_site {
 	__u64 count;
-	__u32 pid;    /* inside */
-	__s32 err;    /* the errno the filter answered */
+	__u32 pid; /* inside */
+	__s32 err; /* the errno the filter answered */
 	char comm[AB_TEV_COMM_LEN];
 };
 
@@ -56,14 +57,14 @@ enum ab_tev_op {
 #define AB_TEV_F_TRUNCATED 0x1 /* data was cut at AB_TEV_DATA_MAX - 1 bytes */
 
 struct ab_trace_ev {
-	__u32 kind;   /* enum ab_tev_kind */
-	__u32 pid;    /* thread group id, as seen inside the sandbox */
-	__u32 tid;    /* thread id, inside */
-	__u32 ppid;   /* exec: the parent's thread group id inside; 0 = outside the sandbox */
-	__s32 ret;    /* connect, file: the system call's return value (-errno) */
-	__u16 op;     /* file: enum ab_tev_op */
-	__u16 flags;  /* AB_TEV_F_* */
-	__u32 len;    /* bytes of data that follow the header */
+	__u32 kind;  /* enum ab_tev_kind */
+	__u32 pid;   /* thread group id, as seen inside the sandbox */
+	__u32 tid;   /* thread id, inside */
+	__u32 ppid;  /* exec: the parent's thread group id inside; 0 = outside the sandbox */
+	__s32 ret;   /* connect, file: the system call's return value (-errno) */
+	__u16 op;    /* file: enum ab_tev_op */
+	__u16 flags; /* AB_TEV_F_* */
+	__u32 len;   /* bytes of data that follow the header */
 	char comm[AB_TEV_COMM_LEN]; /* NUL-padded, not always NUL-terminated */
 	__u8 data[AB_TEV_DATA_MAX];
 };

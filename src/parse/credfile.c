@@ -160,7 +160,8 @@ static int read_small(const char *path, char **buf, size_t *len, size_t *cap, st
 	if (!S_ISREG(st->st_mode))
 		return ab_fail(err, EINVAL, "%s is not a regular file", path);
 	if ((uint64_t)st->st_size > AB_CREDFILE_FILE_MAX)
-		return ab_fail(err, EFBIG, "%s is larger than %d bytes", path, AB_CREDFILE_FILE_MAX);
+		return ab_fail(err, EFBIG, "%s is larger than %d bytes", path,
+			       AB_CREDFILE_FILE_MAX);
 	size_t c = (size_t)st->st_size + 1; /* one more: a file that grew meanwhile shows */
 	char *b = malloc(c);
 	if (!b)
@@ -351,7 +352,8 @@ int ab_credfile_apply_stamps(json_t *root, const ab_credfile_stamps *st)
 			time_t sec = (time_t)(st->now_us / 1000000);
 			struct tm tm;
 			char buf[64];
-			if (!gmtime_r(&sec, &tm) || !strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm))
+			if (!gmtime_r(&sec, &tm) ||
+			    !strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm))
 				continue;
 			size_t l = strlen(buf);
 			snprintf(buf + l, sizeof(buf) - l, ".%06lldZ", st->now_us % 1000000);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #define HDR_LEN 12
-#define OPT_LEN 11 /* root owner, type, class, ttl, rdlength */
+#define OPT_LEN 11  /* root owner, type, class, ttl, rdlength */
 #define A_RR_LEN 16 /* pointer, type, class, ttl, rdlength, 4 bytes */
 #define MAX_WIRE_NAME 255
 #define MAX_LABEL 63
@@ -27,7 +27,10 @@
 #define F_CD 0x0010u
 #define F_RCODE 0x000fu
 
-static uint16_t rd16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static uint16_t rd16(const uint8_t *p)
+{
+	return (uint16_t)((p[0] << 8) | p[1]);
+}
 
 static uint32_t rd32(const uint8_t *p)
 {
@@ -262,15 +265,17 @@ int ab_dns_build_rcode(const ab_dns_query *q, const uint8_t *msg, int rcode, uin
 	if (!q || !out || q->rcode_hint < 0)
 		return -EINVAL;
 	switch (rcode) {
-	case AB_DNS_NOERROR: case AB_DNS_FORMERR: case AB_DNS_SERVFAIL:
-	case AB_DNS_NXDOMAIN: case AB_DNS_NOTIMP: case AB_DNS_REFUSED:
-		break;
+	case AB_DNS_NOERROR:
+	case AB_DNS_FORMERR:
+	case AB_DNS_SERVFAIL:
+	case AB_DNS_NXDOMAIN:
+	case AB_DNS_NOTIMP:
+	case AB_DNS_REFUSED: break;
 	case AB_DNS_BADVERS:
 		if (q->has_edns)
 			break;
 		return -EINVAL;
-	default:
-		return -EINVAL;
+	default: return -EINVAL;
 	}
 	bool echo = msg && question_ok(q);
 	size_t qlen = echo ? q->question_end - HDR_LEN : 0;
@@ -313,12 +318,11 @@ const char *ab_dns_type_name(uint16_t qtype)
 		uint16_t type;
 		const char *name;
 	} types[] = {
-		{ 1, "A" },       { 2, "NS" },      { 5, "CNAME" },   { 6, "SOA" },
-		{ 12, "PTR" },    { 13, "HINFO" },  { 15, "MX" },     { 16, "TXT" },
-		{ 28, "AAAA" },   { 33, "SRV" },    { 35, "NAPTR" },  { 41, "OPT" },
-		{ 43, "DS" },     { 46, "RRSIG" },  { 48, "DNSKEY" }, { 52, "TLSA" },
-		{ 64, "SVCB" },   { 65, "HTTPS" },  { 251, "IXFR" },  { 252, "AXFR" },
-		{ 255, "ANY" },   { 257, "CAA" },
+		{1, "A"},      {2, "NS"},    {5, "CNAME"},  {6, "SOA"},    {12, "PTR"},
+		{13, "HINFO"}, {15, "MX"},   {16, "TXT"},   {28, "AAAA"},  {33, "SRV"},
+		{35, "NAPTR"}, {41, "OPT"},  {43, "DS"},    {46, "RRSIG"}, {48, "DNSKEY"},
+		{52, "TLSA"},  {64, "SVCB"}, {65, "HTTPS"}, {251, "IXFR"}, {252, "AXFR"},
+		{255, "ANY"},  {257, "CAA"},
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if (types[i].type == qtype)

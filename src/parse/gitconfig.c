@@ -19,11 +19,11 @@
 typedef struct gp {
 	const unsigned char *b;
 	size_t len, pos;
-	size_t lstart;         /* offset of the current line's first byte */
-	unsigned line;         /* 1-based line of the next byte */
-	unsigned eline, ecol;  /* where the byte last read was */
+	size_t lstart;        /* offset of the current line's first byte */
+	unsigned line;        /* 1-based line of the next byte */
+	unsigned eline, ecol; /* where the byte last read was */
 	bool eof;
-	char *key;             /* "section." or "section.sub." then the name */
+	char *key; /* "section." or "section.sub." then the name */
 	size_t keylen, baselen;
 	bool have_section;
 	char *val;
@@ -86,7 +86,8 @@ static int section_ext(gp *g, int c)
 		c = next(g);
 	} while (g_space(c));
 	if (c != '"')
-		return bad(g, "a blank in a section header must be followed by a quoted subsection");
+		return bad(g,
+			   "a blank in a section header must be followed by a quoted subsection");
 	g->key[g->keylen++] = '.';
 	for (;;) {
 		c = next(g);
@@ -140,24 +141,13 @@ static int value_escape(gp *g, int *out)
 {
 	int c = next(g);
 	switch (c) {
-	case '\n':
-		*out = -1;
-		return 0;
-	case 't':
-		*out = '\t';
-		return 0;
-	case 'b':
-		*out = '\b';
-		return 0;
-	case 'n':
-		*out = '\n';
-		return 0;
+	case '\n': *out = -1; return 0;
+	case 't': *out = '\t'; return 0;
+	case 'b': *out = '\b'; return 0;
+	case 'n': *out = '\n'; return 0;
 	case '\\':
-	case '"':
-		*out = c;
-		return 0;
-	default:
-		return bad(g, "invalid escape sequence in a value");
+	case '"': *out = c; return 0;
+	default: return bad(g, "invalid escape sequence in a value");
 	}
 }
 
@@ -325,7 +315,7 @@ enum { SUB_NONE, SUB_ANY, SUB_EITHER };
 typedef struct keyrule {
 	const char *section; /* lowercase */
 	int sub;
-	const char *name;    /* lowercase; "*" any */
+	const char *name; /* lowercase; "*" any */
 	ab_gitkey_class cls;
 } keyrule;
 
@@ -336,6 +326,7 @@ typedef struct keyrule {
 /* Keys that run something or name where code comes from.  Looked up before
  * the allowlist, so a driver's command is never covered by an inert
  * wildcard of its section. */
+// clang-format off
 static const keyrule active_rules[] = {
 	/* the value is a command (sh -c, or a program git execs) */
 	{"core", SUB_NONE, "pager", P},
@@ -384,9 +375,11 @@ static const keyrule active_rules[] = {
 	{"include", SUB_NONE, "path", AB_GITKEY_INCLUDE},
 	{"includeif", SUB_ANY, "path", AB_GITKEY_INCLUDE},
 };
+// clang-format on
 
 /* The allowlist: what git writes into a repository's config by itself, and
  * settings that only change how git shows, stores or names things. */
+// clang-format off
 static const keyrule inert_rules[] = {
 	{"core", SUB_NONE, "repositoryformatversion", I},
 	{"core", SUB_NONE, "filemode", I},
@@ -493,6 +486,7 @@ static const keyrule inert_rules[] = {
 	{"tag", SUB_NONE, "gpgsign", I},
 	{"help", SUB_NONE, "autocorrect", I},
 };
+// clang-format on
 
 #undef P
 #undef D
@@ -596,16 +590,11 @@ ab_gitkey_class ab_gitkey_classify(const char *key, const char *value)
 const char *ab_gitkey_class_name(ab_gitkey_class c)
 {
 	switch (c) {
-	case AB_GITKEY_INERT:
-		return "inert";
-	case AB_GITKEY_PROGRAM:
-		return "program";
-	case AB_GITKEY_PATH:
-		return "path";
-	case AB_GITKEY_INCLUDE:
-		return "include";
-	case AB_GITKEY_OTHER:
-		break;
+	case AB_GITKEY_INERT: return "inert";
+	case AB_GITKEY_PROGRAM: return "program";
+	case AB_GITKEY_PATH: return "path";
+	case AB_GITKEY_INCLUDE: return "include";
+	case AB_GITKEY_OTHER: break;
 	}
 	return "other";
 }

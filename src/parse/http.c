@@ -31,7 +31,7 @@ static int fail(ab_http_req *r, int status, const char *reason)
 
 static ab_http_span span(size_t off, size_t len)
 {
-	return (ab_http_span){ (uint32_t)off, (uint32_t)len };
+	return (ab_http_span){(uint32_t)off, (uint32_t)len};
 }
 
 static bool span_ieq(const char *b, ab_http_span s, const char *lit)
@@ -165,10 +165,10 @@ typedef struct {
 	const char *first_too_long, *too_large;
 } head_kind;
 
-static const head_kind req_kind = { 414, 431, 400, "request line too long",
-				    "request header block too large" };
-static const head_kind resp_kind = { 502, 502, 502, "status line too long",
-				     "response header block too large" };
+static const head_kind req_kind = {414, 431, 400, "request line too long",
+				   "request header block too large"};
+static const head_kind resp_kind = {502, 502, 502, "status line too long",
+				    "response header block too large"};
 
 typedef struct {
 	const char *b;
@@ -312,9 +312,9 @@ static const struct {
 	const char *name;
 	ab_http_method m;
 } methods[] = {
-	{ "GET", AB_HTTP_GET },	    { "HEAD", AB_HTTP_HEAD },	    { "POST", AB_HTTP_POST },
-	{ "PUT", AB_HTTP_PUT },	    { "DELETE", AB_HTTP_DELETE },   { "PATCH", AB_HTTP_PATCH },
-	{ "OPTIONS", AB_HTTP_OPTIONS }, { "CONNECT", AB_HTTP_CONNECT }, { "TRACE", AB_HTTP_TRACE },
+	{"GET", AB_HTTP_GET},         {"HEAD", AB_HTTP_HEAD},       {"POST", AB_HTTP_POST},
+	{"PUT", AB_HTTP_PUT},         {"DELETE", AB_HTTP_DELETE},   {"PATCH", AB_HTTP_PATCH},
+	{"OPTIONS", AB_HTTP_OPTIONS}, {"CONNECT", AB_HTTP_CONNECT}, {"TRACE", AB_HTTP_TRACE},
 };
 
 static int parse_version(const char *v, size_t n, ab_http_req *r)
@@ -457,8 +457,8 @@ static int hdr_transfer_encoding(const char *b, ab_http_span v, ab_http_req *r, 
 
 static int hdr_connection(const char *b, ab_http_span v, ab_http_req *r)
 {
-	const char *why = connection_tokens(b, v, &r->conn_close, &r->conn_keep_alive,
-					    &r->conn_upgrade);
+	const char *why =
+		connection_tokens(b, v, &r->conn_close, &r->conn_keep_alive, &r->conn_upgrade);
 	return why ? fail(r, 400, why) : 0;
 }
 
@@ -786,8 +786,8 @@ int ab_http_sniff_request(const char *p, size_t n, bool eof)
 {
 	size_t lim = n < AB_HTTP_SNIFF_MAX ? n : AB_HTTP_SNIFF_MAX, s = 0;
 
-	while (s < lim && (p[s] == '\0' || p[s] == '\r' || p[s] == '\n' || p[s] == ' ' ||
-			   p[s] == '\t'))
+	while (s < lim &&
+	       (p[s] == '\0' || p[s] == '\r' || p[s] == '\n' || p[s] == ' ' || p[s] == '\t'))
 		s++;
 	if (s < lim && method_led(p + s, lim - s) > 0)
 		return 1;

@@ -81,8 +81,7 @@ static int chunk_line_step(int *st, uint64_t *v, size_t idx, unsigned char c)
 		else if (is_ctl(c))
 			return -EBADMSG;
 		break;
-	default:
-		return c == '\n' ? 1 : -EBADMSG;
+	default: return c == '\n' ? 1 : -EBADMSG;
 	}
 	return idx + 1 >= AB_HTTP_CHUNK_LINE_MAX ? -EBADMSG : 0;
 }
@@ -152,8 +151,7 @@ static int trailer_byte(ab_http_framer *f, unsigned char c)
 			return -EBADMSG;
 		f->state = F_DONE;
 		return 0;
-	default:
-		return -EBADMSG;
+	default: return -EBADMSG;
 	}
 }
 
@@ -181,8 +179,7 @@ static int chunked_byte(ab_http_framer *f, unsigned char c)
 			return -EBADMSG;
 		f->state = CL_SIZE; /* remaining is 0 again */
 		return 0;
-	default:
-		return trailer_byte(f, c);
+	default: return trailer_byte(f, c);
 	}
 }
 
@@ -221,19 +218,15 @@ int ab_http_framer_feed(ab_http_framer *f, const char *buf, size_t len, bool *do
 	if (len > INT_MAX)
 		len = INT_MAX;
 	switch (f->kind) {
-	case AB_HTTP_BODY_NONE:
-		*done = true;
-		return 0;
+	case AB_HTTP_BODY_NONE: *done = true; return 0;
 	case AB_HTTP_BODY_CLOSE:
-	case AB_HTTP_BODY_TUNNEL:
-		return (int)len;
+	case AB_HTTP_BODY_TUNNEL: return (int)len;
 	case AB_HTTP_BODY_LENGTH:
 		n = f->remaining < len ? (size_t)f->remaining : len;
 		f->remaining -= n;
 		*done = f->remaining == 0;
 		return (int)n;
-	case AB_HTTP_BODY_CHUNKED:
-		return chunked_feed(f, buf, len, done);
+	case AB_HTTP_BODY_CHUNKED: return chunked_feed(f, buf, len, done);
 	}
 	return -EINVAL;
 }

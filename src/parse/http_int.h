@@ -17,7 +17,10 @@ static inline bool is_tchar(unsigned char c)
 	return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
-static inline bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+static inline bool is_digit(unsigned char c)
+{
+	return c >= '0' && c <= '9';
+}
 
 /* A hex digit's value, or -1. */
 static inline int hexval(unsigned char c)
@@ -32,6 +35,9 @@ static inline int hexval(unsigned char c)
 }
 
 /* A control byte a field value may not hold (HTAB may). */
-static inline bool is_ctl(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }
+static inline bool is_ctl(unsigned char c)
+{
+	return (c < 0x20 && c != '\t') || c == 0x7f;
+}
 
 #endif

@@ -20,18 +20,17 @@ const char *ab_host_strerror(int r)
 	case -EINVAL:
 		return "not a valid host name (allowed: ASCII letters, digits, '-', '_', '.'; "
 		       "IPv6 in brackets)";
-	case -ENAMETOOLONG:
-		return "host name or label too long";
-	case -EDOM:
-		return "not a canonical IP literal (use a dotted quad like 127.0.0.1)";
-	case -ENOBUFS:
-		return "output buffer too small";
-	default:
-		return "invalid host";
+	case -ENAMETOOLONG: return "host name or label too long";
+	case -EDOM: return "not a canonical IP literal (use a dotted quad like 127.0.0.1)";
+	case -ENOBUFS: return "output buffer too small";
+	default: return "invalid host";
 	}
 }
 
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
 static bool is_hex(char c)
 {
 	return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -258,7 +257,8 @@ static const char *shown(const char *s, char *buf, size_t n)
 	size_t w = 0;
 	for (size_t i = 0; s[i] && w + 1 < n && i < 300; i++) {
 		unsigned char c = (unsigned char)s[i];
-		if (c == 0xc2 && (unsigned char)s[i + 1] >= 0x80 && (unsigned char)s[i + 1] <= 0x9f) {
+		if (c == 0xc2 && (unsigned char)s[i + 1] >= 0x80 &&
+		    (unsigned char)s[i + 1] <= 0x9f) {
 			buf[w++] = '?';
 			i++;
 			continue;
@@ -297,8 +297,8 @@ int ab_netrule_parse(const char *s, ab_netrule *out, ab_err *err)
 		r = -EINVAL;
 	if (r < 0) {
 		memset(out, 0, sizeof(*out));
-		ab_fail_code(err, AB_EXIT_FAIL, -r, "network rule '%s': %s%s", shown(s, sh, sizeof(sh)),
-			     ab_host_strerror(r),
+		ab_fail_code(err, AB_EXIT_FAIL, -r, "network rule '%s': %s%s",
+			     shown(s, sh, sizeof(sh)), ab_host_strerror(r),
 			     r == -EINVAL ? " (wildcards only as a leading '*.' on a name)" : "");
 		return r;
 	}
@@ -322,17 +322,28 @@ int ab_netpolicy_add(ab_netpolicy *p, ab_netlist list, const char *rule, ab_err 
 	int ret;
 
 	switch (list) {
-	case AB_NETLIST_DENY: arr = &p->deny; n = &p->n_deny; break;
-	case AB_NETLIST_ALLOW: arr = &p->allow; n = &p->n_allow; break;
-	case AB_NETLIST_PRIVATE: arr = &p->priv; n = &p->n_priv; break;
+	case AB_NETLIST_DENY:
+		arr = &p->deny;
+		n = &p->n_deny;
+		break;
+	case AB_NETLIST_ALLOW:
+		arr = &p->allow;
+		n = &p->n_allow;
+		break;
+	case AB_NETLIST_PRIVATE:
+		arr = &p->priv;
+		n = &p->n_priv;
+		break;
 	default: return ab_fail(err, EINVAL, "unknown network list %d", (int)list);
 	}
 	ret = ab_netrule_parse(rule, &r, err);
 	if (ret < 0)
 		return ret;
 	if (list == AB_NETLIST_PRIVATE && r.wildcard)
-		return ab_fail(err, EINVAL, "network.private '%s': wildcards are not allowed "
-					    "(name each private destination)", r.text);
+		return ab_fail(err, EINVAL,
+			       "network.private '%s': wildcards are not allowed "
+			       "(name each private destination)",
+			       r.text);
 	if (*n >= AB_NETPOLICY_MAX_RULES)
 		return ab_fail(err, E2BIG, "too many network rules (max %d per list)",
 			       AB_NETPOLICY_MAX_RULES);
@@ -377,8 +388,8 @@ static bool host_matches(const ab_netrule *r, const char *host, int kind)
 	return hl > sl + 1 && host[hl - sl - 1] == '.' && strcmp(host + hl - sl, r->host) == 0;
 }
 
-static const ab_netrule *find_rule(const ab_netrule *rules, size_t n, const char *host,
-				   int kind, unsigned port, bool any_default)
+static const ab_netrule *find_rule(const ab_netrule *rules, size_t n, const char *host, int kind,
+				   unsigned port, bool any_default)
 {
 	for (size_t i = 0; i < n; i++)
 		if (host_matches(&rules[i], host, kind) &&
@@ -422,6 +433,7 @@ typedef struct v4net {
 	uint8_t bits;
 } v4net;
 
+// clang-format off
 static const v4net private_v4[] = {
 	{ 0x00000000u, 8 },  /* 0/8 "this network" */
 	{ 0x0a000000u, 8 },  /* 10/8 */
@@ -440,6 +452,7 @@ static const v4net private_v4[] = {
 	{ 0xe0000000u, 4 },  /* 224/4 multicast */
 	{ 0xf0000000u, 4 },  /* 240/4 reserved, 255.255.255.255 */
 };
+// clang-format on
 
 static bool v4_is_private(const uint8_t *b)
 {
@@ -461,9 +474,9 @@ static bool prefix_eq(const uint8_t *b, const uint8_t *p, size_t nbytes)
 /* If B (16 bytes) embeds an IPv4 address in a translation form, return it. */
 static const uint8_t *v6_embedded_v4(const uint8_t *b)
 {
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	static const uint8_t siit[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0 };
-	static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const uint8_t siit[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0};
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
 
 	if (prefix_eq(b, mapped, 12) || prefix_eq(b, siit, 12) || prefix_eq(b, nat64, 12))
 		return b + 12;
@@ -474,7 +487,7 @@ static const uint8_t *v6_embedded_v4(const uint8_t *b)
 
 bool ab_addr_is_private_raw(int family, const uint8_t *b)
 {
-	static const uint8_t zero12[12] = { 0 };
+	static const uint8_t zero12[12] = {0};
 	const uint8_t *v4;
 
 	if (!b)
@@ -488,22 +501,22 @@ bool ab_addr_is_private_raw(int family, const uint8_t *b)
 	v4 = v6_embedded_v4(b);
 	if (v4)
 		return v4_is_private(v4);
-	if (b[0] == 0xff)                           /* ff00::/8 multicast */
+	if (b[0] == 0xff) /* ff00::/8 multicast */
 		return true;
-	if ((b[0] & 0xfe) == 0xfc)                  /* fc00::/7 unique-local (fd00:ec2::254) */
+	if ((b[0] & 0xfe) == 0xfc) /* fc00::/7 unique-local (fd00:ec2::254) */
 		return true;
-	if (b[0] == 0xfe && (b[1] & 0x80) == 0x80)  /* fe80::/10 link-local, fec0::/10 site-local */
+	if (b[0] == 0xfe && (b[1] & 0x80) == 0x80) /* fe80::/10 link-local, fec0::/10 site-local */
 		return true;
 	if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8)
-		return true;                        /* 2001:db8::/32 documentation */
+		return true; /* 2001:db8::/32 documentation */
 	if (b[0] == 0x3f && b[1] == 0xff && (b[2] & 0xf0) == 0)
-		return true;                        /* 3fff::/20 documentation */
+		return true; /* 3fff::/20 documentation */
 	if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0)
-		return true;                        /* 2001::/32 Teredo (tunnels to any IPv4) */
+		return true; /* 2001::/32 Teredo (tunnels to any IPv4) */
 	if (b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b)
-		return true;                        /* 64:ff9b::/32 incl. 64:ff9b:1::/48 local NAT64 */
+		return true; /* 64:ff9b::/32 incl. 64:ff9b:1::/48 local NAT64 */
 	if (b[0] == 0x01 && b[1] == 0 && b[2] == 0 && b[3] == 0 && !b[4] && !b[5] && !b[6] && !b[7])
-		return true;                        /* 100::/64 discard-only */
+		return true; /* 100::/64 discard-only */
 	return false;
 }
 
@@ -531,7 +544,7 @@ bool ab_addr_is_private(const struct sockaddr *sa)
 /* Does IP rule R name the address (family, b)?  ::ffff:a.b.c.d == a.b.c.d. */
 static bool rule_names_addr(const ab_netrule *r, int family, const uint8_t *b)
 {
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 	if (r->family == 0)
 		return false;
@@ -554,7 +567,8 @@ bool ab_netpolicy_addr_allowed(const ab_netpolicy *p, const char *host, unsigned
 	if (!p || !b || port == 0 || port > 65535)
 		return false;
 	for (size_t i = 0; i < p->n_deny; i++)
-		if (rule_names_addr(&p->deny[i], family, b) && port_matches(&p->deny[i], port, true))
+		if (rule_names_addr(&p->deny[i], family, b) &&
+		    port_matches(&p->deny[i], port, true))
 			return false;
 	if (!ab_addr_is_private_raw(family, b))
 		return true;

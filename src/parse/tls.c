@@ -137,7 +137,10 @@ static bool get_uint(rd *r, size_t end, size_t nbytes, size_t *v, const char *re
 
 /* ------------------------------------------------------------ host names */
 
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
 
 /* Check the labels of the lower-cased name[0..n); NULL if fine. */
 static const char *check_labels(const char *name, size_t n)
@@ -374,8 +377,7 @@ static bool parse_hello(rd *r, ab_tls_hello *out)
 {
 	size_t end;
 
-	if (!parse_header(r, &end) || !parse_fixed(r, end, out) ||
-	    !parse_extensions(r, end, out))
+	if (!parse_header(r, &end) || !parse_fixed(r, end, out) || !parse_extensions(r, end, out))
 		return false;
 	if (r->pos != r->rec_end)
 		return stop(r, AB_TLS_BAD, "trailing handshake bytes after the ClientHello");
@@ -384,7 +386,7 @@ static bool parse_hello(rd *r, ab_tls_hello *out)
 
 int ab_tls_parse_client_hello(const uint8_t *buf, size_t len, ab_tls_hello *out)
 {
-	rd r = { .buf = buf, .len = buf ? len : 0 };
+	rd r = {.buf = buf, .len = buf ? len : 0};
 
 	memset(out, 0, sizeof(*out));
 	if (parse_hello(&r, out)) {

@@ -42,7 +42,7 @@ const char *ab_mnt_kind_name(enum ab_mnt_kind k)
 /* Environment variables whose values explain shows; all others: name only. */
 static bool env_value_shown(const char *name, size_t len)
 {
-	static const char *const safe[] = { "HOME", "TMPDIR", "PATH", "TERM", "LANG" };
+	static const char *const safe[] = {"HOME", "TMPDIR", "PATH", "TERM", "LANG"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(safe); i++)
 		if (strlen(safe[i]) == len && strncmp(safe[i], name, len) == 0)
 			return true;
@@ -69,22 +69,22 @@ static const struct {
 	uint64_t bit;
 	const char *name;
 } ll_rights[] = {
-	{ LANDLOCK_ACCESS_FS_EXECUTE, "execute" },
-	{ LANDLOCK_ACCESS_FS_WRITE_FILE, "write_file" },
-	{ LANDLOCK_ACCESS_FS_READ_FILE, "read_file" },
-	{ LANDLOCK_ACCESS_FS_READ_DIR, "read_dir" },
-	{ LANDLOCK_ACCESS_FS_REMOVE_DIR, "remove_dir" },
-	{ LANDLOCK_ACCESS_FS_REMOVE_FILE, "remove_file" },
-	{ LANDLOCK_ACCESS_FS_MAKE_CHAR, "make_char" },
-	{ LANDLOCK_ACCESS_FS_MAKE_DIR, "make_dir" },
-	{ LANDLOCK_ACCESS_FS_MAKE_REG, "make_reg" },
-	{ LANDLOCK_ACCESS_FS_MAKE_SOCK, "make_sock" },
-	{ LANDLOCK_ACCESS_FS_MAKE_FIFO, "make_fifo" },
-	{ LANDLOCK_ACCESS_FS_MAKE_BLOCK, "make_block" },
-	{ LANDLOCK_ACCESS_FS_MAKE_SYM, "make_sym" },
-	{ LANDLOCK_ACCESS_FS_REFER, "refer" },
-	{ LANDLOCK_ACCESS_FS_TRUNCATE, "truncate" },
-	{ LANDLOCK_ACCESS_FS_IOCTL_DEV, "ioctl_dev" },
+	{LANDLOCK_ACCESS_FS_EXECUTE, "execute"},
+	{LANDLOCK_ACCESS_FS_WRITE_FILE, "write_file"},
+	{LANDLOCK_ACCESS_FS_READ_FILE, "read_file"},
+	{LANDLOCK_ACCESS_FS_READ_DIR, "read_dir"},
+	{LANDLOCK_ACCESS_FS_REMOVE_DIR, "remove_dir"},
+	{LANDLOCK_ACCESS_FS_REMOVE_FILE, "remove_file"},
+	{LANDLOCK_ACCESS_FS_MAKE_CHAR, "make_char"},
+	{LANDLOCK_ACCESS_FS_MAKE_DIR, "make_dir"},
+	{LANDLOCK_ACCESS_FS_MAKE_REG, "make_reg"},
+	{LANDLOCK_ACCESS_FS_MAKE_SOCK, "make_sock"},
+	{LANDLOCK_ACCESS_FS_MAKE_FIFO, "make_fifo"},
+	{LANDLOCK_ACCESS_FS_MAKE_BLOCK, "make_block"},
+	{LANDLOCK_ACCESS_FS_MAKE_SYM, "make_sym"},
+	{LANDLOCK_ACCESS_FS_REFER, "refer"},
+	{LANDLOCK_ACCESS_FS_TRUNCATE, "truncate"},
+	{LANDLOCK_ACCESS_FS_IOCTL_DEV, "ioctl_dev"},
 };
 
 /* Space-separated right names; "all" when it is everything handled. */
@@ -218,8 +218,9 @@ static void text_profile(const ab_plan *p, const ab_profile *prof, FILE *out)
 	fputs("  command:", out);
 	for (size_t i = 0; i < p->argv.n; i++) {
 		const char *a = p->argv.v[i];
-		bool plain = a[0] && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-					       "0123456789@%+=:,./_-") == strlen(a);
+		bool plain =
+			a[0] && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+					  "0123456789@%+=:,./_-") == strlen(a);
 		if (plain) {
 			put_line(out, " ", a, "");
 			continue;
@@ -249,8 +250,9 @@ static void text_mount_line(FILE *out, const ab_mount *m)
 	if (m->kind == AB_MNT_TMPFS)
 		fputs(", private empty tmpfs", out);
 	else if (m->kind == AB_MNT_PLACEHOLDER)
-		fputs(m->flags & AB_MNT_F_DIR ? ", absent: reserved by an empty read-only directory"
-					      : ", absent: reserved by a read-only placeholder file",
+		fputs(m->flags & AB_MNT_F_DIR
+			      ? ", absent: reserved by an empty read-only directory"
+			      : ", absent: reserved by a read-only placeholder file",
 		      out);
 	else if (m->kind == AB_MNT_PIN)
 		fputs(", writable but cannot be renamed or removed", out);
@@ -289,7 +291,10 @@ static void text_mounts(FILE *out, const ab_plan *p, const char *title,
 		fputs("    (none)\n", out);
 }
 
-static bool pick_ro(const ab_plan *p, const ab_mount *m) { return m->kind == AB_MNT_BIND_RO; }
+static bool pick_ro(const ab_plan *p, const ab_mount *m)
+{
+	return m->kind == AB_MNT_BIND_RO;
+}
 static bool pick_rw(const ab_plan *p, const ab_mount *m)
 {
 	return m->kind == AB_MNT_BIND_RW || m->kind == AB_MNT_TMPFS;
@@ -298,7 +303,10 @@ static bool pick_protect(const ab_plan *p, const ab_mount *m)
 {
 	return m->kind == AB_MNT_PROTECT || m->kind == AB_MNT_PLACEHOLDER || m->kind == AB_MNT_PIN;
 }
-static bool pick_system(const ab_plan *p, const ab_mount *m) { return is_system_kind(m->kind); }
+static bool pick_system(const ab_plan *p, const ab_mount *m)
+{
+	return is_system_kind(m->kind);
+}
 
 /* Paths git's configuration names (plan_gitcfg.c), "PATH\tKEY\tSOURCE":
  * "protect PATH (KEY in SOURCE)". */
@@ -337,16 +345,19 @@ static void text_filesystem(const ab_plan *p, FILE *out)
 	}
 	text_mounts(out, p, "protected (read-only or uncreatable inside writable trees)",
 		    pick_protect);
-	fputs(p->git_settle ? "  nested git repositories in writable trees: armed during the run "
-			      "(a config key naming a program, a hook, a link) -> moved aside when "
-			      "it ends; so is a \"?\" entry the run created\n"
-			    : "  nested git repositories and \"?\" entries: NOT SET ASIDE after the "
-			      "run (test ablation)\n",
+	fputs(p->git_settle
+		      ? "  nested git repositories in writable trees: armed during the run "
+			"(a config key naming a program, a hook, a link) -> moved aside when "
+			"it ends; so is a \"?\" entry the run created\n"
+		      : "  nested git repositories and \"?\" entries: NOT SET ASIDE after the "
+			"run (test ablation)\n",
 	      out);
 	text_gitcfg(out, p);
 	if (p->guard.n)
-		text_list(out, "guarded keys of writable JSON files (put back after the run when "
-			       "it changed them)", &p->guard);
+		text_list(out,
+			  "guarded keys of writable JSON files (put back after the run when "
+			  "it changed them)",
+			  &p->guard);
 	text_mounts(out, p, "devices, proc and system files", pick_system);
 	if (p->absent.n)
 		text_list(out, "granted but not present on this host (skipped)", &p->absent);
@@ -365,18 +376,10 @@ static void text_rules(FILE *out, const char *title, const ab_strv *v, const cha
 static const char *secret_source(const struct ab_profile_secret *x, char *buf, size_t n)
 {
 	switch (x->src) {
-	case AB_PSECRET_ENV:
-		snprintf(buf, n, "env %s", x->src_env);
-		break;
-	case AB_PSECRET_FILE:
-		snprintf(buf, n, "file %s", x->src_file);
-		break;
-	case AB_PSECRET_JSON:
-		snprintf(buf, n, "json %s at %s", x->src_file, x->src_pointer);
-		break;
-	default:
-		snprintf(buf, n, "command %s", x->src_cmd.n ? x->src_cmd.v[0] : "?");
-		break;
+	case AB_PSECRET_ENV: snprintf(buf, n, "env %s", x->src_env); break;
+	case AB_PSECRET_FILE: snprintf(buf, n, "file %s", x->src_file); break;
+	case AB_PSECRET_JSON: snprintf(buf, n, "json %s at %s", x->src_file, x->src_pointer); break;
+	default: snprintf(buf, n, "command %s", x->src_cmd.n ? x->src_cmd.v[0] : "?"); break;
 	}
 	return buf;
 }
@@ -392,15 +395,16 @@ static const char *secret_elsewhere(const ab_egress_plan *e, const struct ab_pro
 		snprintf(by, n, "network.placeholder_elsewhere");
 	else
 		snprintf(by, n, "default");
-	return ab_psecret_elsewhere(x, e->placeholder_elsewhere) == AB_ELSEWHERE_REFUSE
-		       ? "refuse" : "forward";
+	return ab_psecret_elsewhere(x, e->placeholder_elsewhere) == AB_ELSEWHERE_REFUSE ? "refuse"
+											: "forward";
 }
 
 /* Names, sources, hosts and places: never a value (none is read here). */
 static void text_secrets(const ab_plan *p, FILE *out)
 {
 	const ab_egress_plan *e = &p->egress;
-	fputs("\nSecrets (brokered: the sandbox sees a placeholder; agentbox adds the value)\n", out);
+	fputs("\nSecrets (brokered: the sandbox sees a placeholder; agentbox adds the value)\n",
+	      out);
 	if (!e->nsecrets)
 		fputs("  none\n", out);
 	for (size_t i = 0; i < e->nsecrets; i++) {
@@ -408,7 +412,8 @@ static void text_secrets(const ab_plan *p, FILE *out)
 		char src[300];
 		const char *var = x->env_name ? x->env_name : x->name;
 		fprintf(out, "  %s  from %s; placeholder in %s%s\n", x->name,
-			secret_source(x, src, sizeof(src)), var[0] ? "$" : "", var[0] ? var : "no variable");
+			secret_source(x, src, sizeof(src)), var[0] ? "$" : "",
+			var[0] ? var : "no variable");
 		text_rules(out, "  sent only to", &x->hosts, "?");
 		if (x->places.n)
 			text_rules(out, "  only in", &x->places, "");
@@ -416,47 +421,58 @@ static void text_secrets(const ab_plan *p, FILE *out)
 			fputs("    only in: header:authorization header:x-api-key\n", out);
 		if (x->mask_in_body && !ab_strv_contains(&x->places, "body"))
 			fputs("    mask_in_body: in a request body to those hosts, replaced by a mask "
-			      "of the same length (not refused)\n", out);
+			      "of the same length (not refused)\n",
+			      out);
 		char by[128]; /* "secrets.NAME.elsewhere": a name has at most 64 bytes */
 		bool refuse = strcmp(secret_elsewhere(e, x, by, sizeof(by)), "refuse") == 0;
 		const char *from = strcmp(by, "default") == 0 ? "the default" : by;
 		if (refuse)
-			fprintf(out, "    elsewhere: refuse: a request to another host that carries the "
-				     "placeholder is refused, where agentbox reads it (intercepted, "
-				     "plain HTTP) (%s)\n", from);
+			fprintf(out,
+				"    elsewhere: refuse: a request to another host that carries the "
+				"placeholder is refused, where agentbox reads it (intercepted, "
+				"plain HTTP) (%s)\n",
+				from);
 		else
-			fprintf(out, "    elsewhere: forward: the placeholder in a request to another "
-				     "host goes on unchanged, and is recorded (%s)\n", from);
+			fprintf(out,
+				"    elsewhere: forward: the placeholder in a request to another "
+				"host goes on unchanged, and is recorded (%s)\n",
+				from);
 		if (x->optional && x->optional_unless.n)
 			text_rules(out, "  optional: skipped when absent, if loaded is one of",
 				   &x->optional_unless, "");
 		else if (x->optional)
 			fputs("    optional: skipped when its source is absent\n", out);
 		if (x->render)
-			fprintf(out, "    rendered: %s is shown inside with placeholders (a private "
-				     "copy in memory)\n", x->src_file);
-		if (x->rot_host)
-			fprintf(out, "    rotate: a token refresh at https://%s%s brings the new value "
-				     "(%s), saved back to %s\n", x->rot_host, x->rot_path, x->rot_field,
+			fprintf(out,
+				"    rendered: %s is shown inside with placeholders (a private "
+				"copy in memory)\n",
 				x->src_file);
+		if (x->rot_host)
+			fprintf(out,
+				"    rotate: a token refresh at https://%s%s brings the new value "
+				"(%s), saved back to %s\n",
+				x->rot_host, x->rot_path, x->rot_field, x->src_file);
 		for (size_t k = 0; x->rot_host && k < x->rot_stamp_ptr.n; k++)
 			fprintf(out, "    stamp: %s = %s, with it\n", x->rot_stamp_ptr.v[k],
 				x->rot_stamp_kind.v[k]);
 	}
 	if (e->nsecrets)
-		fputs("  TLS to those hosts is intercepted with a session CA made in memory\n", out);
+		fputs("  TLS to those hosts is intercepted with a session CA made in memory\n",
+		      out);
 }
 
 static void text_network(const ab_plan *p, FILE *out)
 {
 	const ab_ll_plan *ll = &p->landlock;
 	const ab_egress_plan *e = &p->egress;
-	fputs("\nNetwork\n  only loopback inside; the one way out is agentbox's egress proxy\n", out);
+	fputs("\nNetwork\n  only loopback inside; the one way out is agentbox's egress proxy\n",
+	      out);
 	fprintf(out, "  explicit proxy: http://127.0.0.1:%u (HTTP_PROXY, HTTPS_PROXY, ...)\n",
 		(unsigned)e->proxy_port);
 	if (e->transparent) {
 		fputs("  transparent: on (DNS 127.0.0.1:53 answers allowed names with 198.18.0.0/15; "
-		      "listening on ports", out);
+		      "listening on ports",
+		      out);
 		for (size_t i = 0; i < e->nports; i++)
 			fprintf(out, " %u", (unsigned)e->ports[i]);
 		fputs(e->nports ? ")\n" : " none)\n", out);
@@ -542,10 +558,12 @@ static void text_limits(const ab_plan *p, FILE *out)
 			fputs(" (hard unlimited)", out);
 		if (r->asked == RLIM_INFINITY)
 			fputs(" (the profile asks unlimited; agentbox's hard limit is this, and only a "
-			      "privileged process can raise it)", out);
+			      "privileged process can raise it)",
+			      out);
 		else if (r->asked)
-			fprintf(out, " (the profile asks %llu; agentbox's hard limit is this, and only a "
-				     "privileged process can raise it)",
+			fprintf(out,
+				" (the profile asks %llu; agentbox's hard limit is this, and only a "
+				"privileged process can raise it)",
 				(unsigned long long)r->asked);
 		fputc('\n', out);
 	}
@@ -567,19 +585,21 @@ static void text_tail(const ab_plan *p, FILE *out)
 	fputs("\nTerminal\n", out);
 	if (p->use_pty) {
 		fputs("  own pseudo-terminal, relayed by agentbox: nothing inside can reach your "
-		      "terminal\n", out);
+		      "terminal\n",
+		      out);
 		fputs(p->pass_clipboard
 			      ? "  clipboard escape sequences (OSC 52, 5522, 1337) reach your terminal "
 				"(terminal.clipboard)\n"
 			      : "  clipboard escape sequences (OSC 52, 5522, 1337) are neutralized\n",
 		      out);
-	}
-	else
+	} else
 		fputs("  passthrough: plain stdio (no terminal; TIOCSTI and TIOCLINUX are blocked "
-		      "by seccomp)\n", out);
+		      "by seccomp)\n",
+		      out);
 
 	fputs("\nDowngrades (protections this kernel cannot apply; the profile's "
-	      "allow_downgrade accepts them)\n", out);
+	      "allow_downgrade accepts them)\n",
+	      out);
 	if (p->downgrades.n == 0)
 		fputs("  none: every protection is enforced\n", out);
 	for (size_t i = 0; i < p->downgrades.n; i++) {
@@ -611,18 +631,21 @@ static int explain_text(const ab_plan *p, const ab_profile *prof, const ab_strv 
 		p->seccomp.notify_exec && p->seccomp.notify_denials
 			? "commands (exec, exit) and denied syscalls, to the audit log"
 		: p->seccomp.notify_denials ? "denied syscalls (exit summary; commands need a log)"
-		: p->seccomp.notify_exec ? "commands (exec, exit), to the audit log"
-					 : "off");
+		: p->seccomp.notify_exec    ? "commands (exec, exit), to the audit log"
+					    : "off");
 	if (p->seccomp.notify_rename)
 		fputs("  renames: to agentbox, which saves a new file renamed onto a rendered "
-		      "credentials file; every other rename continues\n", out);
+		      "credentials file; every other rename continues\n",
+		      out);
 	if (p->seccomp.notify_connect)
 		fputs("  connect: to agentbox, which refuses (EACCES) a unix socket bound outside "
 		      "the sandbox that unix_sockets does not share (one a host process binds in a "
-		      "granted tree after the start) and carries out every other connect\n", out);
+		      "granted tree after the start) and carries out every other connect\n",
+		      out);
 	else if (!p->seccomp.disabled)
 		fputs("  connect: NOT MEDIATED: host unix sockets bound after the start are "
-		      "reachable\n", out);
+		      "reachable\n",
+		      out);
 	text_landlock(p, ll, out);
 	text_limits(p, out);
 	text_tail(p, out);
@@ -665,14 +688,13 @@ static json_t *json_profile(const ab_profile *prof)
 {
 	json_t *o = json_object();
 	int bad = !o;
-	bad |= json_object_set_new(o, "name", prof && prof->name ? jstr(prof->name)
-								  : json_null());
+	bad |= json_object_set_new(o, "name", prof && prof->name ? jstr(prof->name) : json_null());
 	bad |= json_object_set_new(o, "files", prof ? strv_json(&prof->files) : json_array());
-	bad |= json_object_set_new(o, "cli_grants", prof ? strv_json(&prof->cli_grants)
-							 : json_array());
-	bad |= json_object_set_new(o, "description", prof && prof->description
-						     ? jstr(prof->description)
-						     : json_null());
+	bad |= json_object_set_new(o, "cli_grants",
+				   prof ? strv_json(&prof->cli_grants) : json_array());
+	bad |= json_object_set_new(o, "description",
+				   prof && prof->description ? jstr(prof->description)
+							     : json_null());
 	return checked(o, bad);
 }
 
@@ -688,10 +710,8 @@ static json_t *json_identity(const ab_plan *p)
 	bad |= json_object_set_new(o, "caller_gid", json_integer(p->outer_gid));
 	bad |= json_object_set_new(o, "root_mode", json_boolean(p->root_mode));
 	bad |= json_object_set_new(o, "drop_groups", json_boolean(p->drop_groups));
-	bad |= json_object_set_new(o, "user", p->user_name ? jstr(p->user_name)
-							    : json_null());
-	bad |= json_object_set_new(o, "hostname", p->hostname ? jstr(p->hostname)
-							      : json_null());
+	bad |= json_object_set_new(o, "user", p->user_name ? jstr(p->user_name) : json_null());
+	bad |= json_object_set_new(o, "hostname", p->hostname ? jstr(p->hostname) : json_null());
 	return checked(o, bad);
 }
 
@@ -700,8 +720,10 @@ static json_t *json_mount(const ab_mount *m)
 	static const struct {
 		unsigned bit;
 		const char *name;
-	} fl[] = { { AB_MNT_F_DIR, "dir" }, { AB_MNT_F_OPTIONAL, "optional" },
-		   { AB_MNT_F_IDMAP, "idmap" }, { AB_MNT_F_NOEXEC, "noexec" } };
+	} fl[] = {{AB_MNT_F_DIR, "dir"},
+		  {AB_MNT_F_OPTIONAL, "optional"},
+		  {AB_MNT_F_IDMAP, "idmap"},
+		  {AB_MNT_F_NOEXEC, "noexec"}};
 	json_t *o = json_object(), *flags = json_array();
 	int bad = !o || !flags;
 	for (size_t i = 0; flags && i < AB_ARRAY_SIZE(fl); i++)
@@ -709,9 +731,8 @@ static json_t *json_mount(const ab_mount *m)
 			bad |= json_array_append_new(flags, jstr(fl[i].name));
 	bad |= json_object_set_new(o, "kind", jstr(ab_mnt_kind_name(m->kind)));
 	/* A CONTENT mount's src is file content, not a path: not repeated here. */
-	bad |= json_object_set_new(o, "src", m->src && m->kind != AB_MNT_CONTENT
-						     ? jstr(m->src)
-						     : json_null());
+	bad |= json_object_set_new(
+		o, "src", m->src && m->kind != AB_MNT_CONTENT ? jstr(m->src) : json_null());
 	bad |= json_object_set_new(o, "dst", jstr(m->dst));
 	bad |= json_object_set_new(o, "flags", flags);
 	bad |= json_object_set_new(o, "why", m->why ? jstr(m->why) : json_null());
@@ -777,8 +798,8 @@ static json_t *json_secrets(const ab_plan *p)
 		       json_object_set_new(o, "hosts", strv_json(&x->hosts)) ||
 		       json_object_set_new(o, "in", strv_json(&x->places)) ||
 		       json_object_set_new(o, "mask_in_body", json_boolean(x->mask_in_body)) ||
-		       json_object_set_new(o, "elsewhere", jstr(secret_elsewhere(e, x, by,
-										  sizeof(by)))) ||
+		       json_object_set_new(o, "elsewhere",
+					   jstr(secret_elsewhere(e, x, by, sizeof(by)))) ||
 		       json_object_set_new(o, "elsewhere_by", jstr(by)) ||
 		       json_object_set_new(o, "optional", json_boolean(x->optional)) ||
 		       json_object_set_new(o, "render", json_boolean(x->render)) ||
@@ -889,18 +910,16 @@ static json_t *json_limits(const ab_plan *p)
 		bad |= json_object_set_new(rl, rlimit_name(p->rlimits[i].resource), r);
 	}
 	bad |= json_object_set_new(o, "rlimits", rl);
-	bad |= json_object_set_new(o, "memory", p->cg_memory == AB_LIMIT_UNSET
-							? json_null()
-							: json_integer(p->cg_memory));
-	bad |= json_object_set_new(o, "pids", p->cg_pids == AB_LIMIT_UNSET
-						      ? json_null()
-						      : json_integer(p->cg_pids));
+	bad |= json_object_set_new(o, "memory",
+				   p->cg_memory == AB_LIMIT_UNSET ? json_null()
+								  : json_integer(p->cg_memory));
+	bad |= json_object_set_new(
+		o, "pids", p->cg_pids == AB_LIMIT_UNSET ? json_null() : json_integer(p->cg_pids));
 	bad |= json_object_set_new(o, "cgroup", json_boolean(p->cgroup_apply));
 	return checked(o, bad);
 }
 
-static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv *sc,
-			FILE *out)
+static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv *sc, FILE *out)
 {
 	json_t *o = json_object();
 	int bad = !o;
@@ -922,8 +941,8 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	bad |= json_object_set_new(o, "network", json_network(p));
 	bad |= json_object_set_new(o, "secrets", json_secrets(p));
 	bad |= json_object_set_new(o, "env", json_env(p));
-	bad |= json_object_set_new(o, "seccomp", p->seccomp.disabled ? json_array()
-								      : strv_json(sc));
+	bad |= json_object_set_new(o, "seccomp",
+				   p->seccomp.disabled ? json_array() : strv_json(sc));
 	bad |= json_object_set_new(o, "seccomp_enabled", json_boolean(!p->seccomp.disabled));
 	bad |= json_object_set_new(o, "record",
 				   json_pack("{s:b, s:b}", "exec", p->seccomp.notify_exec,
@@ -944,8 +963,8 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 
 int ab_plan_explain(const ab_plan *p, const ab_profile *prof, bool json, FILE *out, ab_err *err)
 {
-	_cleanup_strv_ ab_strv sc = { 0 };
-	_cleanup_strv_ ab_strv ll = { 0 };
+	_cleanup_strv_ ab_strv sc = {0};
+	_cleanup_strv_ ab_strv ll = {0};
 	int r;
 
 	r = ab_seccomp_describe(&p->seccomp, &sc, err);

@@ -58,8 +58,9 @@ static int plan_identity(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	if (!p->user_name)
 		return ab_fail(err, ENOMEM, "plan");
 	if (st.st_uid == 0 && h->idmap_mounts == AB_NO) {
-		ab_fail(err, 0, "run as root on a root-owned workspace needs idmapped mounts, "
-				"which this kernel lacks (Linux >= 5.12)");
+		ab_fail(err, 0,
+			"run as root on a root-owned workspace needs idmapped mounts, "
+			"which this kernel lacks (Linux >= 5.12)");
 		ab_err_hint(err, "chown the workspace to an unprivileged user, or run agentbox as "
 				 "that user");
 		return -EINVAL;
@@ -148,8 +149,9 @@ static int plan_limits(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		long long v;
 		int res;
 	} map[] = {
-		{l->nofile, RLIMIT_NOFILE}, {l->nproc, RLIMIT_NPROC}, {l->fsize, RLIMIT_FSIZE},
-		{l->core == AB_LIMIT_UNSET ? 0 : l->core, RLIMIT_CORE}, {l->cpu, RLIMIT_CPU},
+		{l->nofile, RLIMIT_NOFILE}, {l->nproc, RLIMIT_NPROC},
+		{l->fsize, RLIMIT_FSIZE},   {l->core == AB_LIMIT_UNSET ? 0 : l->core, RLIMIT_CORE},
+		{l->cpu, RLIMIT_CPU},
 	};
 	p->rlimits = calloc(AB_ARRAY_SIZE(map), sizeof(*p->rlimits));
 	if (!p->rlimits)
@@ -181,8 +183,9 @@ static int plan_limits(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			       ? ab_fail(err, ENOMEM, "plan")
 			       : 0;
 	}
-	ab_fail(err, 0, "the profile sets limits.memory/limits.pids, which need a delegated "
-			"cgroup v2, and this machine has %s",
+	ab_fail(err, 0,
+		"the profile sets limits.memory/limits.pids, which need a delegated "
+		"cgroup v2, and this machine has %s",
 		in->host->cgroup_version == 2 ? "no writable cgroup v2 subtree" : "cgroup v1");
 	ab_err_hint(err, "run under systemd-run --user --scope -p Delegate=yes, or add "
 			 "\"cgroup-limits\" to allow_downgrade to run without them");
@@ -209,8 +212,9 @@ static int plan_other_homes(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			return ab_fail(err, ENOMEM, "plan");
 		if (!ab_path_is_under(h, p->workspace))
 			continue;
-		ab_fail(err, 0, "refusing to use %s as the workspace: it contains the home "
-				"directory of your account (%s)",
+		ab_fail(err, 0,
+			"refusing to use %s as the workspace: it contains the home "
+			"directory of your account (%s)",
 			p->workspace, h);
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
@@ -222,33 +226,40 @@ static int plan_other_homes(ab_plan *p, const ab_plan_input *in, ab_err *err)
  * could otherwise write /etc or /usr, and unprivileged it is a mistake. */
 static int check_workspace_place(const ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
-	static const char *const system_trees[] = {"/etc", "/usr", "/bin", "/sbin", "/lib",
-						   "/lib32", "/lib64", "/libx32", "/boot",
-						   "/dev", "/proc", "/sys", "/run", "/snap"};
-	static const char *const system_dirs[] = {"/var", "/var/lib", "/var/log", "/var/cache",
-						  "/var/spool", "/var/mail", "/home", "/root",
-						  "/opt", "/srv", "/mnt", "/media", "/tmp", "/var/tmp"};
+	static const char *const system_trees[] = {"/etc",   "/usr",   "/bin",    "/sbin", "/lib",
+						   "/lib32", "/lib64", "/libx32", "/boot", "/dev",
+						   "/proc",  "/sys",   "/run",    "/snap"};
+	static const char *const system_dirs[] = {
+		"/var",      "/var/lib", "/var/log", "/var/cache", "/var/spool",
+		"/var/mail", "/home",    "/root",    "/opt",       "/srv",
+		"/mnt",      "/media",   "/tmp",     "/var/tmp"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(system_trees); i++) {
 		if (!ab_path_is_under(p->workspace, system_trees[i]))
 			continue;
-		ab_fail(err, 0, "refusing to use %s as the workspace: it is inside the system "
-				"tree %s", p->workspace, system_trees[i]);
+		ab_fail(err, 0,
+			"refusing to use %s as the workspace: it is inside the system "
+			"tree %s",
+			p->workspace, system_trees[i]);
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < AB_ARRAY_SIZE(system_dirs); i++) {
 		if (strcmp(p->workspace, system_dirs[i]) != 0)
 			continue;
-		ab_fail(err, 0, "refusing to use %s as the workspace: it is a system directory "
-				"holding other people's or programs' files", p->workspace);
+		ab_fail(err, 0,
+			"refusing to use %s as the workspace: it is a system directory "
+			"holding other people's or programs' files",
+			p->workspace);
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
 	}
 	for (const char *const *c = in->control_dirs; c && *c; c++) {
 		if (!ab_path_is_under(p->workspace, *c))
 			continue;
-		ab_fail(err, 0, "refusing to use %s as the workspace: it is inside %s, where "
-				"agentbox keeps its control sockets", p->workspace, *c);
+		ab_fail(err, 0,
+			"refusing to use %s as the workspace: it is inside %s, where "
+			"agentbox keeps its control sockets",
+			p->workspace, *c);
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
 	}
@@ -269,8 +280,9 @@ static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		return -EINVAL;
 	}
 	if (strcmp(p->workspace, "/") == 0 || ab_path_is_under(p->home, p->workspace)) {
-		ab_fail(err, 0, "refusing to use %s as the workspace: it contains your home "
-				"directory (%s), which the sandbox must not see",
+		ab_fail(err, 0,
+			"refusing to use %s as the workspace: it contains your home "
+			"directory (%s), which the sandbox must not see",
 			p->workspace, p->home);
 		ab_err_hint(err, "run agentbox from a project directory, or pass -w DIR");
 		return -EINVAL;
@@ -299,8 +311,9 @@ static int plan_command(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		r = ab_strv_copy(&p->argv, &in->profile->command);
 	} else {
 		ab_fail(err, 0, "no command to run");
-		ab_err_hint(err, "give one after '--' (agentbox run -- COMMAND), or set \"command\" "
-				 "in the profile");
+		ab_err_hint(err,
+			    "give one after '--' (agentbox run -- COMMAND), or set \"command\" "
+			    "in the profile");
 		return -EINVAL;
 	}
 	if (r < 0)
@@ -339,8 +352,9 @@ static const struct {
 	{AB_ABLATE_HOME, "home", "the real home, read-write"},
 	{AB_ABLATE_PTY, "pty", "no pty: the real terminal passes in"},
 	{AB_ABLATE_CONNECT, "connect", "connect is not mediated"},
-	{AB_ABLATE_SETTLE, "settle", "what the run leaves armed stays (nested repositories, "
-				     "\"?\" entries)"},
+	{AB_ABLATE_SETTLE, "settle",
+	 "what the run leaves armed stays (nested repositories, "
+	 "\"?\" entries)"},
 	{AB_ABLATE_GITCFG, "gitconfig", "paths named by git's configuration are writable"},
 	{AB_ABLATE_HSTATE, "hstate", "anchored fs.protect entries are ignored"},
 };
@@ -357,9 +371,12 @@ int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
 		while (i < AB_ARRAY_SIZE(ablations) && strcmp(ablations[i].name, t) != 0)
 			i++;
 		if (i == AB_ARRAY_SIZE(ablations))
-			return ab_fail(err, 0, "AGENTBOX_TEST_ABLATE: unknown layer '%s' (seccomp, "
-					       "landlock, netns, env, home, pty, connect, settle, gitconfig, "
-					       "hstate)", t);
+			return ab_fail(
+				err, 0,
+				"AGENTBOX_TEST_ABLATE: unknown layer '%s' (seccomp, "
+				"landlock, netns, env, home, pty, connect, settle, gitconfig, "
+				"hstate)",
+				t);
 		*out |= ablations[i].bit;
 	}
 	return 0;
@@ -379,7 +396,8 @@ static int plan_ablate(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		if (!(in->ablate & ablations[i].bit))
 			continue;
 		char *w = ab_asprintf("TEST ABLATION %s: %s (this binary is for agentbox's own "
-				      "tests only)", ablations[i].name, ablations[i].what);
+				      "tests only)",
+				      ablations[i].name, ablations[i].what);
 		if (!w || ab_strv_push_take(&p->downgrades, w) < 0)
 			return ab_fail(err, ENOMEM, "plan");
 	}
@@ -423,12 +441,13 @@ static int plan_record(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		int r = plan_connect_lost(p, in, err);
 		if (r < 0)
 			return r;
-		const char *w = in->host->seccomp_listener_busy
-					? "no record of commands or denied syscalls: a seccomp filter "
-					  "above agentbox (a container runtime's) already has the one "
-					  "notification listener a process may have"
-					: "no record of commands or denied syscalls: this kernel has no "
-					  "seccomp user notification (Linux 5.0)";
+		const char *w =
+			in->host->seccomp_listener_busy
+				? "no record of commands or denied syscalls: a seccomp filter "
+				  "above agentbox (a container runtime's) already has the one "
+				  "notification listener a process may have"
+				: "no record of commands or denied syscalls: this kernel has no "
+				  "seccomp user notification (Linux 5.0)";
 		if (ab_strv_push(&p->warnings, w) < 0)
 			return ab_fail(err, ENOMEM, "plan");
 		p->record_lost = w;
@@ -459,8 +478,9 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 	    (r = plan_command(p, in, err)) < 0 || (r = plan_cwd(p, in, err)) < 0)
 		return r;
 	if (in->host->seccomp_ok == AB_NO) {
-		ab_fail(err, 0, "this kernel has no seccomp filter support; agentbox cannot run "
-				"without it");
+		ab_fail(err, 0,
+			"this kernel has no seccomp filter support; agentbox cannot run "
+			"without it");
 		ab_err_hint(err, "use a kernel built with CONFIG_SECCOMP_FILTER=y");
 		return -EINVAL;
 	}
@@ -470,8 +490,7 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 		return r;
 	pl_sort_mounts(p);
 	if ((r = plan_env(p, in, err)) < 0 || (r = pl_plan_egress_env(p, err)) < 0 ||
-	    (r = plan_limits(p, in, err)) < 0 ||
-	    (r = pl_plan_landlock(p, in, err)) < 0)
+	    (r = plan_limits(p, in, err)) < 0 || (r = pl_plan_landlock(p, in, err)) < 0)
 		return r;
 	if (ab_strv_copy(&p->guard, &in->profile->fs.guard) < 0 ||
 	    ab_strv_copy(&p->seccomp.extra_deny, &in->profile->syscalls.deny) < 0 ||

@@ -50,15 +50,15 @@ typedef struct gc {
 	ab_plan *p;
 	const ab_plan_input *in;
 	ab_err *err;
-	const char *top;    /* the work tree: the grant */
-	char *gitdir;       /* its git directory */
-	char *commondir;    /* where config lives (a linked worktree's main .git) */
-	const char *file;   /* the file being read, NULL for GIT_CONFIG_COUNT */
-	int depth;          /* of includes */
+	const char *top;  /* the work tree: the grant */
+	char *gitdir;     /* its git directory */
+	char *commondir;  /* where config lives (a linked worktree's main .git) */
+	const char *file; /* the file being read, NULL for GIT_CONFIG_COUNT */
+	int depth;        /* of includes */
 	int nfiles;
-	bool wtconfig;      /* extensions.worktreeConfig */
-	bool shared;        /* reading the system or global config, or the environment */
-	bool collect_only;  /* no repository at TOP: only collect git_shared_rel */
+	bool wtconfig;     /* extensions.worktreeConfig */
+	bool shared;       /* reading the system or global config, or the environment */
+	bool collect_only; /* no repository at TOP: only collect git_shared_rel */
 } gc;
 
 #define GC_MAX_SHARED 64
@@ -71,8 +71,7 @@ static int note_shared(gc *g, const char *value)
 	    ab_strv_contains(&g->p->git_shared_rel, value) ||
 	    g->p->git_shared_rel.n >= GC_MAX_SHARED)
 		return 0;
-	return ab_strv_push(&g->p->git_shared_rel, value) < 0 ? ab_fail(g->err, ENOMEM, "plan")
-							      : 0;
+	return ab_strv_push(&g->p->git_shared_rel, value) < 0 ? ab_fail(g->err, ENOMEM, "plan") : 0;
 }
 
 static const char *env_get(const ab_plan_input *in, const char *name)
@@ -128,8 +127,10 @@ static int protect(gc *g, const char *key, const char *path, bool dir, unsigned 
 	int r = pl_protect_path(g->p, g->in, path, dir, g->err);
 	if (r < 0) {
 		if (strstr(g->err->hint, "filesystem.protect"))
-			ab_err_hint(g->err, "replace the link with the real file or directory, or "
-					    "change %s", key);
+			ab_err_hint(g->err,
+				    "replace the link with the real file or directory, or "
+				    "change %s",
+				    key);
 		if (g->file)
 			return ab_err_prefix(g->err, "%s in %s:%u", key, g->file, line);
 		return ab_err_prefix(g->err, "%s in %s", key, origin);
@@ -139,11 +140,12 @@ static int protect(gc *g, const char *key, const char *path, bool dir, unsigned 
 	if (g->p->gitcfg.n >= GC_MAX_PATHS)
 		return ab_fail_code(g->err, AB_EXIT_FAIL, E2BIG,
 				    "git config names more than %d paths inside writable grants "
-				    "(the last: %s)", GC_MAX_PATHS, path);
-	_cleanup_free_ char *src = g->file ? ab_asprintf("%s:%u", shown(g, g->file), line)
-					   : strdup(origin);
-	char *e = src ? ab_asprintf("%s%s\t%s\t%s", shown(g, path), dir ? "/" : "", key, src)
-		      : NULL;
+				    "(the last: %s)",
+				    GC_MAX_PATHS, path);
+	_cleanup_free_ char *src =
+		g->file ? ab_asprintf("%s:%u", shown(g, g->file), line) : strdup(origin);
+	char *e =
+		src ? ab_asprintf("%s%s\t%s\t%s", shown(g, path), dir ? "/" : "", key, src) : NULL;
 	if (e && ab_strv_contains(&g->p->gitcfg, e)) {
 		free(e);
 		return 0;
@@ -163,16 +165,19 @@ static int hooks_cover_grant(gc *g, const char *key, const char *path, unsigned 
 		const ab_mount *m = &g->p->mounts[i];
 		const char *slash = strrchr(m->dst, '/');
 		size_t dl = slash ? (size_t)(slash - m->dst) : 0;
-		bool file_there = !(m->flags & AB_MNT_F_DIR) &&
-				  ((dl == n && strncmp(m->dst, path, n) == 0) ||
-				   (dl == 0 && strcmp(path, "/") == 0));
+		bool file_there =
+			!(m->flags & AB_MNT_F_DIR) && ((dl == n && strncmp(m->dst, path, n) == 0) ||
+						       (dl == 0 && strcmp(path, "/") == 0));
 		if (m->kind != AB_MNT_BIND_RW || !(strcmp(m->dst, path) == 0 || file_there))
 			continue;
-		ab_fail(g->err, 0, "%s in %s:%u names %s, the writable %s or its directory: the "
-				   "sandbox could write hooks there, so agentbox refuses to run",
+		ab_fail(g->err, 0,
+			"%s in %s:%u names %s, the writable %s or its directory: the "
+			"sandbox could write hooks there, so agentbox refuses to run",
 			key, g->file ? g->file : "the environment", line, path, m->dst);
-		ab_err_hint(g->err, "point %s at a directory inside the repository (e.g. "
-				    ".githooks), which agentbox keeps read-only", key);
+		ab_err_hint(g->err,
+			    "point %s at a directory inside the repository (e.g. "
+			    ".githooks), which agentbox keeps read-only",
+			    key);
 		return -EINVAL;
 	}
 	return 0;
@@ -275,12 +280,9 @@ static int on_key(const char *key, const char *value, unsigned line, void *ctx)
 {
 	gc *g = ctx;
 	switch (ab_gitkey_classify(key, value)) {
-	case AB_GITKEY_INCLUDE:
-		return on_include(g, key, value, line);
-	case AB_GITKEY_PATH:
-		return on_path(g, key, value, line);
-	case AB_GITKEY_PROGRAM:
-		return on_program(g, key, value, line);
+	case AB_GITKEY_INCLUDE: return on_include(g, key, value, line);
+	case AB_GITKEY_PATH: return on_path(g, key, value, line);
+	case AB_GITKEY_PROGRAM: return on_program(g, key, value, line);
 	default:
 		if (strcmp(key, "extensions.worktreeconfig") == 0)
 			g->wtconfig = !value || !(strcasecmp(value, "false") == 0 ||
@@ -301,7 +303,8 @@ static int read_err(gc *g, const char *path, int r)
 	}
 	if (r == -E2BIG)
 		return ab_fail_code(g->err, AB_EXIT_FAIL, E2BIG,
-				    "git config %s: larger than %u bytes", path, AB_GITCFG_MAX_BYTES);
+				    "git config %s: larger than %u bytes", path,
+				    AB_GITCFG_MAX_BYTES);
 	if (r == -EINVAL)
 		return ab_fail_code(g->err, AB_EXIT_FAIL, EINVAL,
 				    "git config %s: not a regular file", path);
@@ -329,8 +332,10 @@ static int read_one(gc *g, const char *path)
 	if (r < 0 && perr.msg[0]) {
 		/* the parser's "LINE:COL: what" after the file's name */
 		ab_fail_code(g->err, AB_EXIT_FAIL, -r, "git config %s:%s", path, perr.msg);
-		ab_err_hint(g->err, "git refuses this file too; fix it (git config -f %s -l "
-				    "shows where)", path);
+		ab_err_hint(g->err,
+			    "git refuses this file too; fix it (git config -f %s -l "
+			    "shows where)",
+			    path);
 	}
 	return r;
 }
@@ -434,7 +439,8 @@ static int find_gitdir(gc *g)
 		    strncmp(buf, "gitdir: ", 8) != 0)
 			return 0; /* git would not take it either */
 		buf[strcspn(buf, "\r\n")] = '\0';
-		g->gitdir = buf[8] == '/' ? ab_path_normalize(buf + 8) : resolve(g, buf + 8, g->top);
+		g->gitdir =
+			buf[8] == '/' ? ab_path_normalize(buf + 8) : resolve(g, buf + 8, g->top);
 	} else {
 		return 0;
 	}

@@ -34,8 +34,7 @@ int pl_plan_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err);
 /* Protect ABS (a directory when DIR) like a filesystem.protect entry under
  * the deepest writable directory grant holding it: 1, or 0 when no
  * writable grant holds it (or it is the grant itself). */
-int pl_protect_path(ab_plan *p, const ab_plan_input *in, const char *abs, bool dir,
-		    ab_err *err);
+int pl_protect_path(ab_plan *p, const ab_plan_input *in, const char *abs, bool dir, ab_err *err);
 /* Grants and structure by depth (parents first), then masks and protections
  * by depth, then generated files. */
 void pl_sort_mounts(ab_plan *p);

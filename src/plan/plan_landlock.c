@@ -35,11 +35,14 @@ static int landlock_downgrades(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			}
 			continue;
 		}
-		ab_fail(err, 0, "this kernel cannot enforce \"%s\" (Landlock ABI %d%s), which the "
-				"profile requires",
-			name, h->landlock_abi, h->landlock_abi == 0 ? ": Landlock unavailable" : "");
-		ab_err_hint(err, "use a newer kernel (Landlock ABI 6 needs Linux >= 6.12)%s, or add "
-				 "\"%s\" to allow_downgrade in the profile to accept running without it",
+		ab_fail(err, 0,
+			"this kernel cannot enforce \"%s\" (Landlock ABI %d%s), which the "
+			"profile requires",
+			name, h->landlock_abi,
+			h->landlock_abi == 0 ? ": Landlock unavailable" : "");
+		ab_err_hint(err,
+			    "use a newer kernel (Landlock ABI 6 needs Linux >= 6.12)%s, or add "
+			    "\"%s\" to allow_downgrade in the profile to accept running without it",
 			    h->landlock_abi == 0 ? " booted with lsm=...,landlock" : "", name);
 		ab_strv_free(&missing);
 		return -EINVAL;
@@ -50,8 +53,7 @@ static int landlock_downgrades(ab_plan *p, const ab_plan_input *in, ab_err *err)
 
 /* connect only: servers inside may listen, clients reach only the
  * listed ports (the network namespace already has nothing else) */
-static int landlock_tcp_ports(ab_ll_plan *ll, const ab_plan *p, const ab_profile *prof,
-			      ab_err *err)
+static int landlock_tcp_ports(ab_ll_plan *ll, const ab_plan *p, const ab_profile *prof, ab_err *err)
 {
 	ll->handled_net = LANDLOCK_ACCESS_NET_CONNECT_TCP;
 	size_t want = prof->loopback.nports + p->egress.nports + 2;
@@ -83,24 +85,13 @@ static int landlock_mount_rules(ab_ll_plan *ll, const ab_plan *p)
 		if (m->flags & AB_MNT_F_SYMLINK)
 			continue;
 		switch (m->kind) {
-		case AB_MNT_BIND_RO:
-			r = ab_ll_plan_add(ll, m->dst, AB_LL_READ);
-			break;
+		case AB_MNT_BIND_RO: r = ab_ll_plan_add(ll, m->dst, AB_LL_READ); break;
 		case AB_MNT_BIND_RW:
-		case AB_MNT_TMPFS:
-			r = ab_ll_plan_add(ll, m->dst, AB_LL_WRITE);
-			break;
-		case AB_MNT_PROC:
-			r = ab_ll_plan_add(ll, m->dst, AB_LL_PROC);
-			break;
-		case AB_MNT_DEV:
-			r = ab_ll_plan_add(ll, m->dst, AB_LL_DEV);
-			break;
-		case AB_MNT_CONTENT:
-			r = ab_ll_plan_add(ll, m->dst, AB_LL_READ);
-			break;
-		default:
-			break;
+		case AB_MNT_TMPFS: r = ab_ll_plan_add(ll, m->dst, AB_LL_WRITE); break;
+		case AB_MNT_PROC: r = ab_ll_plan_add(ll, m->dst, AB_LL_PROC); break;
+		case AB_MNT_DEV: r = ab_ll_plan_add(ll, m->dst, AB_LL_DEV); break;
+		case AB_MNT_CONTENT: r = ab_ll_plan_add(ll, m->dst, AB_LL_READ); break;
+		default: break;
 		}
 	}
 	/* "/" itself is a read-only tmpfs of mount points: listing it is fine,

@@ -50,20 +50,16 @@ static int kind_prio(enum ab_mnt_kind k)
 	switch (k) {
 	case AB_MNT_TMPFS:
 	case AB_MNT_PROC:
-	case AB_MNT_DEV:
-		return 0;
+	case AB_MNT_DEV: return 0;
 	case AB_MNT_SYMLINK:
 	case AB_MNT_BIND_RO:
-	case AB_MNT_BIND_RW:
-		return 1;
+	case AB_MNT_BIND_RW: return 1;
 	case AB_MNT_MASK:
 	case AB_MNT_PROTECT:
 	case AB_MNT_PLACEHOLDER:
 	case AB_MNT_RO_REMOUNT:
-	case AB_MNT_PIN:
-		return 2;
-	case AB_MNT_CONTENT:
-		return 3;
+	case AB_MNT_PIN: return 2;
+	case AB_MNT_CONTENT: return 3;
 	}
 	return 4;
 }
@@ -111,7 +107,8 @@ static const ab_mount *covering_bind(const ab_plan *p, const char *path)
 	const ab_mount *best = NULL;
 	for (size_t i = 0; i < p->nmounts; i++) {
 		const ab_mount *m = &p->mounts[i];
-		if (m->kind != AB_MNT_BIND_RO && m->kind != AB_MNT_BIND_RW && m->kind != AB_MNT_TMPFS)
+		if (m->kind != AB_MNT_BIND_RO && m->kind != AB_MNT_BIND_RW &&
+		    m->kind != AB_MNT_TMPFS)
 			continue;
 		if (!ab_path_is_under(path, m->dst))
 			continue;
@@ -186,7 +183,8 @@ static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 				  "private tmp");
 	if (in->ablate & AB_ABLATE_HOME)
 		r |= pl_add_mount(p, AB_MNT_BIND_RW, p->home, p->home,
-				  AB_MNT_F_DIR | (p->root_mode ? AB_MNT_F_IDMAP : 0), "TEST ABLATION home");
+				  AB_MNT_F_DIR | (p->root_mode ? AB_MNT_F_IDMAP : 0),
+				  "TEST ABLATION home");
 	else
 		r |= pl_add_mount(p, AB_MNT_TMPFS, NULL, p->home, AB_MNT_F_DIR, "private home");
 	/* the kernel's knobs stay read-only; the rest of /proc is per-pid-ns */
@@ -203,7 +201,8 @@ static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	if (r)
 		return ab_fail(err, ENOMEM, "plan");
 	for (size_t i = 0; i < in->profile->fs.tmpfs.n; i++) {
-		if (pl_add_mount(p, AB_MNT_TMPFS, NULL, in->profile->fs.tmpfs.v[i], AB_MNT_F_DIR, "fs.tmpfs"))
+		if (pl_add_mount(p, AB_MNT_TMPFS, NULL, in->profile->fs.tmpfs.v[i], AB_MNT_F_DIR,
+				 "fs.tmpfs"))
 			return ab_fail(err, ENOMEM, "plan");
 	}
 	return 0;
@@ -216,6 +215,7 @@ static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
  * The directories they live in (~, ~/.config, ~/.local, ~/.local/share) may
  * not be granted whole either; a subdirectory of them may (~/.config/NAME). */
 static const char *const startup_holders[] = {"", "/.config", "/.local", "/.local/share"};
+// clang-format off
 static const char *const startup_paths[] = {
 	"/.bashrc", "/.bash_profile", "/.bash_login", "/.bash_logout", "/.profile", "/.zshrc",
 	"/.zshenv", "/.zprofile", "/.zlogin", "/.zlogout", "/.kshrc", "/.mkshrc", "/.cshrc",
@@ -225,11 +225,13 @@ static const char *const startup_paths[] = {
 	"/.config/autostart", "/.config/systemd", "/.config/fish", "/.config/environment.d",
 	"/.config/user-dirs.dirs", "/.local/share/systemd", "/.config/bash", "/.config/zsh",
 };
+// clang-format on
 
 static int refuse_write(const char *path, const char *what, const char *d, ab_err *err)
 {
-	ab_fail(err, 0, "refusing to make %s writable: it %s %s, where shell or editor startup "
-			"files, autostart entries or programs on PATH live",
+	ab_fail(err, 0,
+		"refusing to make %s writable: it %s %s, where shell or editor startup "
+		"files, autostart entries or programs on PATH live",
 		path, what, d);
 	ab_err_hint(err, "grant the specific subdirectory the program needs (e.g. ~/.config/NAME)");
 	return -EINVAL;
@@ -264,8 +266,10 @@ static int check_write_grant(const ab_plan *p, const char *path, ab_err *err)
 	while ((g = strstr(g, "/.git")) && g[5] != '\0' && g[5] != '/')
 		g += 5;
 	if (g) {
-		ab_fail(err, 0, "refusing to make %s writable: it is (inside) a git directory, whose "
-				"hooks and config would not be protected", path);
+		ab_fail(err, 0,
+			"refusing to make %s writable: it is (inside) a git directory, whose "
+			"hooks and config would not be protected",
+			path);
 		ab_err_hint(err, "grant the repository's work tree instead");
 		return -EINVAL;
 	}
@@ -284,10 +288,10 @@ static int plan_grants(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			return r;
 	for (size_t i = 0; i < prof->fs.write.n; i++) {
 		if ((r = check_write_grant(p, prof->fs.write.v[i], err)) < 0)
-			return ab_err_prefix(err, ab_strv_contains(&prof->cli_write,
-								   prof->fs.write.v[i])
-							  ? "--write"
-							  : "fs.write");
+			return ab_err_prefix(err,
+					     ab_strv_contains(&prof->cli_write, prof->fs.write.v[i])
+						     ? "--write"
+						     : "fs.write");
 		if ((r = add_grant(p, in, prof->fs.write.v[i], true, "fs.write", err)) < 0)
 			return r;
 	}
@@ -306,8 +310,7 @@ static int plan_grants(ab_plan *p, const ab_plan_input *in, ab_err *err)
  * covering grant and the denied path would send it elsewhere and the deny
  * would silently not apply.  Returns 0, 1 if a component is absent (nothing
  * to hide), or an error. */
-static int deny_path_check(const ab_plan_input *in, const ab_mount *cov, const char *d,
-			   ab_err *err)
+static int deny_path_check(const ab_plan_input *in, const ab_mount *cov, const char *d, ab_err *err)
 {
 	if (strcmp(cov->dst, d) == 0)
 		return 0;
@@ -328,10 +331,13 @@ static int deny_path_check(const ab_plan_input *in, const ab_mount *cov, const c
 		if (r < 0)
 			return ab_fail(err, -r, "fs.deny: %s", cur);
 		if (S_ISLNK(st.st_mode)) {
-			ab_fail(err, 0, "fs.deny: %s is below the symbolic link %s inside a granted "
-					"tree; cannot hide it", d, cur);
-			ab_err_hint(err, "deny the path the link resolves to instead, or remove the "
-					 "link");
+			ab_fail(err, 0,
+				"fs.deny: %s is below the symbolic link %s inside a granted "
+				"tree; cannot hide it",
+				d, cur);
+			ab_err_hint(err,
+				    "deny the path the link resolves to instead, or remove the "
+				    "link");
 			return -EINVAL;
 		}
 		*s = '/';
@@ -380,8 +386,10 @@ static int deny_one(ab_plan *p, const ab_plan_input *in, const char *d, ab_err *
 	if (S_ISLNK(st.st_mode)) {
 		/* A mount cannot cover a symlink; the link is harmless only if
 		 * its target is not visible.  Refuse rather than guess. */
-		ab_fail(err, 0, "fs.deny: %s is a symbolic link inside a granted tree; "
-				"cannot hide it", d);
+		ab_fail(err, 0,
+			"fs.deny: %s is a symbolic link inside a granted tree; "
+			"cannot hide it",
+			d);
 		ab_err_hint(err, "deny the link's target instead, or remove the link");
 		return -EINVAL;
 	}
@@ -452,11 +460,13 @@ static int plan_host_sockets(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			if (!ab_path_is_under(s, from) || strcmp(s, from) == 0)
 				continue;
 			for (size_t t = 0; r == 0 && t <= p->other_homes.n; t++) {
-				const char *to = t < p->other_homes.n ? p->other_homes.v[t] : p->home;
+				const char *to =
+					t < p->other_homes.n ? p->other_homes.v[t] : p->home;
 				if (to == from)
 					continue;
 				_cleanup_free_ char *alias = ab_path_join(to, s + strlen(from) + 1);
-				r = alias ? mask_socket(p, in, alias, err) : ab_fail(err, ENOMEM, "plan");
+				r = alias ? mask_socket(p, in, alias, err)
+					  : ab_fail(err, ENOMEM, "plan");
 			}
 		}
 		if (r < 0)
@@ -559,8 +569,8 @@ static int add_placeholder(ab_plan *p, const char *cur, const char *root, const 
 /* The walk of protect_one reached an existing path that is the last one or
  * no directory: the last one, or a regular file in between, is re-bound
  * read-only; anything else in between ends the walk. */
-static int protect_existing(ab_plan *p, const char *root, const char *cur,
-			    const struct stat *st, bool last, ab_err *err)
+static int protect_existing(ab_plan *p, const char *root, const char *cur, const struct stat *st,
+			    bool last, ab_err *err)
 {
 	if (!last && !S_ISREG(st->st_mode))
 		return 0;
@@ -568,11 +578,14 @@ static int protect_existing(ab_plan *p, const char *root, const char *cur,
 		return 0;
 	if (S_ISREG(st->st_mode) && st->st_nlink > 1) {
 		/* another name for the same file would stay writable */
-		ab_fail(err, 0, "fs.protect: %s has %lu hard links; the other names "
-				"would stay writable, so it cannot be protected",
+		ab_fail(err, 0,
+			"fs.protect: %s has %lu hard links; the other names "
+			"would stay writable, so it cannot be protected",
 			cur, (unsigned long)st->st_nlink);
-		ab_err_hint(err, "find them with `find %s -samefile %s` and remove the "
-				 "extra links", root, cur);
+		ab_err_hint(err,
+			    "find them with `find %s -samefile %s` and remove the "
+			    "extra links",
+			    root, cur);
 		return -EINVAL;
 	}
 	unsigned flags = S_ISDIR(st->st_mode) ? AB_MNT_F_DIR : 0;
@@ -646,10 +659,14 @@ static int protect_one(ab_plan *p, const ab_plan_input *in, const char *root, co
 		if (r < 0)
 			return ab_fail(err, -r, "fs.protect: %s", cur);
 		if (S_ISLNK(st.st_mode)) {
-			ab_fail(err, 0, "fs.protect: %s is a symbolic link; refusing to run because "
-					"it cannot be protected", cur);
-			ab_err_hint(err, "replace the link with the real file or directory, or remove "
-					 "\"%s\" from filesystem.protect", rel);
+			ab_fail(err, 0,
+				"fs.protect: %s is a symbolic link; refusing to run because "
+				"it cannot be protected",
+				cur);
+			ab_err_hint(err,
+				    "replace the link with the real file or directory, or remove "
+				    "\"%s\" from filesystem.protect",
+				    rel);
 			return -EINVAL;
 		}
 		if (last || !S_ISDIR(st.st_mode))
@@ -661,8 +678,8 @@ static int protect_one(ab_plan *p, const ab_plan_input *in, const char *root, co
 	}
 }
 
-static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *root,
-			    const char *rel, ab_err *err)
+static int plan_protect_one(ab_plan *p, const ab_plan_input *in, const char *root, const char *rel,
+			    ab_err *err)
 {
 	return protect_one(p, in, root, rel, false, false, err);
 }
@@ -728,16 +745,14 @@ static int plan_protect_anchored(ab_plan *p, const ab_plan_input *in, const char
 	if (!best)
 		return 0;
 	_cleanup_free_ char *root = strdup(best);
-	_cleanup_free_ char *rel = root ? ab_asprintf("%s%s", opt ? "?" : "",
-						      abs + strlen(root) + 1)
-					: NULL;
+	_cleanup_free_ char *rel =
+		root ? ab_asprintf("%s%s", opt ? "?" : "", abs + strlen(root) + 1) : NULL;
 	if (!rel)
 		return ab_fail(err, ENOMEM, "plan");
 	return protect_one(p, in, root, rel, true, false, err);
 }
 
-int pl_protect_path(ab_plan *p, const ab_plan_input *in, const char *abs, bool dir,
-		    ab_err *err)
+int pl_protect_path(ab_plan *p, const ab_plan_input *in, const char *abs, bool dir, ab_err *err)
 {
 	const char *best = NULL;
 	for (size_t i = 0; i < p->nmounts; i++) {
@@ -750,9 +765,8 @@ int pl_protect_path(ab_plan *p, const ab_plan_input *in, const char *abs, bool d
 	if (!best)
 		return 0;
 	_cleanup_free_ char *root = strdup(best);
-	_cleanup_free_ char *rel = root ? ab_asprintf("%s%s", abs + strlen(root) + 1,
-						      dir ? "/" : "")
-					: NULL;
+	_cleanup_free_ char *rel =
+		root ? ab_asprintf("%s%s", abs + strlen(root) + 1, dir ? "/" : "") : NULL;
 	if (!rel)
 		return ab_fail(err, ENOMEM, "plan");
 	int r = protect_one(p, in, root, rel, false, false, err);
@@ -799,7 +813,8 @@ static int plan_identity_files(ab_plan *p, ab_err *err)
 	char *pw = ab_asprintf("root:x:0:0:root:/root:/usr/sbin/nologin\n"
 			       "%s:x:%u:%u:agentbox sandbox user:%s:/bin/sh\n"
 			       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-			       p->user_name, (unsigned)p->inside_uid, (unsigned)p->inside_gid, p->home);
+			       p->user_name, (unsigned)p->inside_uid, (unsigned)p->inside_gid,
+			       p->home);
 	char *gr = ab_asprintf("root:x:0:\n%s:x:%u:\nnogroup:x:65534:\n", p->user_name,
 			       (unsigned)p->inside_gid);
 	int r = 0;

@@ -22,8 +22,9 @@ static int add_port(ab_egress_plan *e, unsigned port, ab_err *err)
 		if (e->ports[i] == port)
 			return 0;
 	if (e->nports >= AB_EGRESS_MAX_PORTS)
-		return ab_fail(err, 0, "network: more than %d distinct destination ports in "
-				       "network.allow/private (transparent mode listens on each)",
+		return ab_fail(err, 0,
+			       "network: more than %d distinct destination ports in "
+			       "network.allow/private (transparent mode listens on each)",
 			       AB_EGRESS_MAX_PORTS);
 	e->ports[e->nports++] = (uint16_t)port;
 	return 0;
@@ -39,8 +40,9 @@ static int collect_ports(ab_egress_plan *e, const ab_strv *rules, ab_err *err)
 		if (x < 0)
 			return x;
 		if (r.port == e->proxy_port)
-			return ab_fail(err, 0, "network: rule %s uses port %u, which is the "
-					       "sandbox's proxy port",
+			return ab_fail(err, 0,
+				       "network: rule %s uses port %u, which is the "
+				       "sandbox's proxy port",
 				       r.text, (unsigned)r.port);
 		if (r.port) {
 			x = add_port(e, r.port, err);
@@ -102,8 +104,9 @@ static int plan_upstream(ab_egress_plan *e, const ab_profile *prof, const ab_pla
 				url = NULL;
 		}
 		if (!url) {
-			char *w = strdup("network.upstream_proxy is \"env\" but no HTTPS_PROXY/HTTP_PROXY "
-					 "is set: connecting directly");
+			char *w = strdup(
+				"network.upstream_proxy is \"env\" but no HTTPS_PROXY/HTTP_PROXY "
+				"is set: connecting directly");
 			if (!w || ab_strv_push_take(&p->warnings, w) < 0)
 				return ab_fail(err, ENOMEM, "plan");
 			return 0;
@@ -125,9 +128,11 @@ static int plan_upstream(ab_egress_plan *e, const ab_profile *prof, const ab_pla
 	char host[AB_HOST_BUF];
 	unsigned port;
 	if (ab_upstream_proxy_parse(url, host, sizeof(host), &port) < 0)
-		return ab_fail(err, EINVAL, "upstream proxy: cannot use the %s URL (expected "
-					    "http://HOST:PORT, without credentials)",
-			       prof->net.upstream_proxy[0] == 'e' ? "HTTPS_PROXY/HTTP_PROXY" : "profile's");
+		return ab_fail(err, EINVAL,
+			       "upstream proxy: cannot use the %s URL (expected "
+			       "http://HOST:PORT, without credentials)",
+			       prof->net.upstream_proxy[0] == 'e' ? "HTTPS_PROXY/HTTP_PROXY"
+								  : "profile's");
 	if (!(e->upstream_host = strdup(host)))
 		return ab_fail(err, ENOMEM, "plan");
 	e->upstream_port = (uint16_t)port;
@@ -136,8 +141,7 @@ static int plan_upstream(ab_egress_plan *e, const ab_profile *prof, const ab_pla
 
 /* Every host a secret is bound to must be allowed: the proxy would refuse
  * it anyway, and a profile saying otherwise is a mistake worth an error. */
-static int check_rotate(const ab_egress_plan *e, const struct ab_profile_secret *x,
-			ab_err *err);
+static int check_rotate(const ab_egress_plan *e, const struct ab_profile_secret *x, ab_err *err);
 
 static int check_secret_hosts(const ab_egress_plan *e, ab_err *err)
 {
@@ -156,15 +160,17 @@ static int check_secret_hosts(const ab_egress_plan *e, ab_err *err)
 			if ((r = ab_netrule_parse(x->hosts.v[j], &rule, err)) < 0)
 				break;
 			char probe[AB_HOST_BUF + 32];
-			snprintf(probe, sizeof(probe), "%s%s", rule.wildcard ? "x-agentbox-probe." : "",
-				 rule.host);
+			snprintf(probe, sizeof(probe), "%s%s",
+				 rule.wildcard ? "x-agentbox-probe." : "", rule.host);
 			unsigned port = rule.port ? rule.port : 443;
 			if (ab_netpolicy_check(&pol, probe, port, NULL) != AB_NET_ALLOW) {
-				r = ab_fail(err, 0, "profile: secret %s is bound to %s, which "
-						    "network.allow does not allow",
+				r = ab_fail(err, 0,
+					    "profile: secret %s is bound to %s, which "
+					    "network.allow does not allow",
 					    x->name, rule.text);
-				ab_err_hint(err, "add it to network.allow (secrets only go where the "
-						 "proxy may go)");
+				ab_err_hint(err,
+					    "add it to network.allow (secrets only go where the "
+					    "proxy may go)");
 			}
 		}
 	}
@@ -183,8 +189,9 @@ static int check_rotate(const ab_egress_plan *e, const struct ab_profile_secret 
 		for (size_t k = 0; k < e->nsecrets && !found; k++)
 			found = strcmp(e->secrets[k].name, x->optional_unless.v[j]) == 0;
 		if (!found)
-			return ab_fail(err, 0, "profile: secret %s: \"optional\" names %s, which is "
-					       "not a secret of this profile",
+			return ab_fail(err, 0,
+				       "profile: secret %s: \"optional\" names %s, which is "
+				       "not a secret of this profile",
 				       x->name, x->optional_unless.v[j]);
 	}
 	if (!x->rot_host)
@@ -197,7 +204,8 @@ static int check_rotate(const ab_egress_plan *e, const struct ab_profile_secret 
 		ab_netpolicy pol = {0};
 		bool bound = false;
 		for (size_t j = 0; j < e->secrets[k].hosts.n; j++)
-			if (ab_netpolicy_add(&pol, AB_NETLIST_ALLOW, e->secrets[k].hosts.v[j], NULL) < 0)
+			if (ab_netpolicy_add(&pol, AB_NETLIST_ALLOW, e->secrets[k].hosts.v[j],
+					     NULL) < 0)
 				break;
 		bound = ab_netpolicy_check(&pol, rot.host, rot.port ? rot.port : 443, NULL) ==
 			AB_NET_ALLOW;
@@ -220,8 +228,10 @@ static int check_rotate(const ab_egress_plan *e, const struct ab_profile_secret 
 static int plan_trust(ab_plan *p, const ab_plan_input *in)
 {
 	static const char *const distro[] = {
-		"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
-		"/etc/ssl/cert.pem", "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+		"/etc/ssl/certs/ca-certificates.crt",
+		"/etc/pki/tls/certs/ca-bundle.crt",
+		"/etc/ssl/cert.pem",
+		"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
 		"/etc/ssl/ca-bundle.pem",
 	};
 	int r = 0;
@@ -243,7 +253,8 @@ static int plan_trust(ab_plan *p, const ab_plan_input *in)
 	/* Java's own default truststores (the JDKs' lib/security/cacerts link to
 	 * them; "changeit" is their password): the PKCS#12 one replaces them */
 	static const char *const java[] = {
-		"/etc/ssl/certs/java/cacerts", "/etc/pki/ca-trust/extracted/java/cacerts",
+		"/etc/ssl/certs/java/cacerts",
+		"/etc/pki/ca-trust/extracted/java/cacerts",
 	};
 	for (size_t i = 0; !r && i < AB_ARRAY_SIZE(java); i++) {
 		struct stat st;
@@ -268,7 +279,8 @@ static int plan_rendered(ab_plan *p, const ab_plan_input *in)
 		if (!x->render)
 			continue; /* only a rendered secret has a file (an env one has none) */
 		for (size_t j = 0; j < i; j++)
-			dup |= e->secrets[j].render && strcmp(e->secrets[j].src_file, x->src_file) == 0;
+			dup |= e->secrets[j].render &&
+			       strcmp(e->secrets[j].src_file, x->src_file) == 0;
 		if (dup || in->lstat(in->lstat_ctx, x->src_file, &st) < 0 || !S_ISREG(st.st_mode))
 			continue;
 		r = pl_add_mount(p, AB_MNT_CONTENT, NULL, x->src_file,
@@ -280,8 +292,8 @@ static int plan_rendered(ab_plan *p, const ab_plan_input *in)
 /* The proxy's port and mode, its rules and the local name mappings. */
 static int egress_rules(ab_egress_plan *e, const ab_profile *prof, ab_err *err)
 {
-	e->proxy_port = (uint16_t)(prof->net.proxy_port ? prof->net.proxy_port
-							: AB_PROXY_DEFAULT_PORT);
+	e->proxy_port =
+		(uint16_t)(prof->net.proxy_port ? prof->net.proxy_port : AB_PROXY_DEFAULT_PORT);
 	e->transparent = prof->net.transparent != 0;
 	if (ab_strv_copy(&e->allow, &prof->net.allow) < 0 ||
 	    ab_strv_copy(&e->deny, &prof->net.deny) < 0 ||
@@ -311,9 +323,10 @@ static int egress_ports(ab_egress_plan *e, const ab_profile *prof, ab_err *err)
 		for (size_t j = 0; j < e->nports; j++)
 			clash |= lp == e->ports[j];
 		if (clash)
-			return ab_fail(err, 0, "profile: loopback_ports lists %ld, which agentbox "
-					       "listens on inside the sandbox (proxy, DNS or a "
-					       "transparent destination port)",
+			return ab_fail(err, 0,
+				       "profile: loopback_ports lists %ld, which agentbox "
+				       "listens on inside the sandbox (proxy, DNS or a "
+				       "transparent destination port)",
 				       lp);
 	}
 	return 0;
@@ -389,11 +402,13 @@ static int env_put(ab_strv *env, const char *key, const char *val)
 	return ab_strv_push_take(env, ab_asprintf("%s=%s", key, val));
 }
 
+// clang-format off
 static const char *const proxy_vars[] = {
 	"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
 	"npm_config_proxy", "npm_config_https_proxy", "PIP_PROXY",
 	"YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
 };
+// clang-format on
 
 /* JAVA_TOOL_OPTIONS: with secrets, Java trusts the session CA through its own
  * truststore (its password only keys the integrity MAC) */
@@ -423,8 +438,7 @@ static void drop_host_proxy_vars(ab_strv *env)
 		}
 		for (size_t j = 0; j < AB_ARRAY_SIZE(proxy_vars); j++) {
 			size_t kl = strlen(proxy_vars[j]);
-			drop |= strncmp(env->v[i], proxy_vars[j], kl) == 0 &&
-				env->v[i][kl] == '=';
+			drop |= strncmp(env->v[i], proxy_vars[j], kl) == 0 && env->v[i][kl] == '=';
 		}
 		if (drop) {
 			free(env->v[i]);
@@ -458,8 +472,9 @@ static int put_egress_vars(ab_plan *p, const char *url, const char *java)
 		r = env_put(&p->envp, proxy_vars[i], url);
 	if (p->egress.nsecrets) {
 		static const char *const bundle_vars[] = {
-			"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "PIP_CERT",
-			"GIT_SSL_CAINFO", "CODEX_CA_CERTIFICATE", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO",
+			"SSL_CERT_FILE", "CURL_CA_BUNDLE",    "REQUESTS_CA_BUNDLE",
+			"PIP_CERT",      "GIT_SSL_CAINFO",    "CODEX_CA_CERTIFICATE",
+			"AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO",
 		};
 		static const char *const ca_vars[] = {"NODE_EXTRA_CA_CERTS", "DENO_CERT"};
 		for (size_t i = 0; !r && i < AB_ARRAY_SIZE(bundle_vars); i++)

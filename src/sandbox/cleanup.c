@@ -22,7 +22,6 @@
 #define __NR_pidfd_open 434
 #endif
 
-
 /* Wire format, one record per write (each < PIPE_BUF, so atomic):
  *   'P' is_dir(0/1) dev ':' ino ':' path '\0'   a placeholder
  *   'W' pid(decimal) '\0'          the process to outlive
@@ -102,8 +101,8 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
 static bool still_placeholder_file(int dfd, const char *name, unsigned long long dev,
 				   unsigned long long ino)
 {
-	_cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-							 O_NOCTTY);
+	_cleanup_close_ int fd =
+		openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    (unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino ||
@@ -290,8 +289,8 @@ int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long l
 void ab_cleaner_remove_now(ab_cleaner *c)
 {
 	for (size_t i = c->n; i-- > 0;)
-		if (c->paths[i] && ab_cleanup_placeholder(c->paths[i], c->is_dir[i], c->dev[i],
-							  c->ino[i]) == 0) {
+		if (c->paths[i] &&
+		    ab_cleanup_placeholder(c->paths[i], c->is_dir[i], c->dev[i], c->ino[i]) == 0) {
 			free(c->paths[i]);
 			c->paths[i] = NULL;
 		}

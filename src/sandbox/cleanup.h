@@ -23,7 +23,7 @@ typedef struct ab_cleaner {
 	 * (the nested repositories of the run), or NULL */
 	void (*settle)(void *ctx);
 	void *settle_ctx;
-	int pipe_fd;                 /* write end to the watcher, -1 if none */
+	int pipe_fd; /* write end to the watcher, -1 if none */
 	pid_t watcher;
 	char *paths[AB_CLEANUP_MAX];
 	bool is_dir[AB_CLEANUP_MAX];

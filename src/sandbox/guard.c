@@ -60,7 +60,8 @@ static int expand(json_t *doc, const char *prefix, const char *rest, json_t *out
 		json_t *v;
 		if (!json_is_object(obj))
 			return 0;
-		json_object_foreach(obj, k, v) {
+		json_object_foreach(obj, k, v)
+		{
 			_cleanup_free_ char *e = escape_key(k);
 			_cleanup_free_ char *p = e ? ab_asprintf("%s/%s", prefix, e) : NULL;
 			int r = p ? expand(doc, p, next, out) : -ENOMEM;
@@ -124,10 +125,11 @@ int ab_guard_restore(json_t *doc, const ab_strv *ptrs, json_t *start, ab_strv *c
 	const char *k;
 	json_t *v;
 	json_object_foreach(start, k, v) /* guarded values the run removed */
-		if (!json_object_get(now, k) && json_object_set(now, k, json_null()) < 0)
-			return -ENOMEM;
+		if (!json_object_get(now, k) &&
+		    json_object_set(now, k, json_null()) < 0) return -ENOMEM;
 	int n = 0;
-	json_object_foreach(now, k, v) {
+	json_object_foreach(now, k, v)
+	{
 		json_t *old = json_object_get(start, k);
 		json_t *cur = at(doc, k);
 		if (old && cur && json_equal(old, cur))
@@ -170,7 +172,8 @@ static int load(const char *path, json_t **doc, ab_err *err)
 	struct stat st;
 	*doc = NULL;
 	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? -ENOENT : ab_fail(err, errno, "filesystem.guard: %s", path);
+		return errno == ENOENT ? -ENOENT
+				       : ab_fail(err, errno, "filesystem.guard: %s", path);
 	if (!S_ISREG(st.st_mode))
 		return ab_fail(err, EINVAL, "filesystem.guard: %s is not a regular file", path);
 	if (st.st_size == 0)
@@ -247,9 +250,10 @@ static void settle_file(const ab_guard_file *f, bool restore, ab_strv *findings)
 	char *line = NULL;
 	_cleanup_strv_ ab_strv changed = {0};
 	if (r < 0) {
-		line = ab_asprintf("%s cannot be read after the run (%s): its guarded keys were NOT "
-				   "checked; review it before a program on the host reads it", c,
-				   err.msg);
+		line = ab_asprintf(
+			"%s cannot be read after the run (%s): its guarded keys were NOT "
+			"checked; review it before a program on the host reads it",
+			c, err.msg);
 	} else if ((r = ab_guard_restore(doc, &f->ptrs, f->vals, &changed)) > 0) {
 		char keys[1024] = "", k[4 * sizeof(keys) + 1];
 		for (size_t i = 0, used = 0; i < changed.n && used < sizeof(keys); i++) {
@@ -259,15 +263,17 @@ static void settle_file(const ab_guard_file *f, bool restore, ab_strv *findings)
 		}
 		ab_clean(keys, k, sizeof(k));
 		if (!restore)
-			line = ab_asprintf("%s: keys changed during the run LEFT (test ablation): %s",
-					   c, k);
+			line = ab_asprintf(
+				"%s: keys changed during the run LEFT (test ablation): %s", c, k);
 		else if (lstat(f->path, &st) < 0 || (r = rewrite(f->path, doc, &st)) < 0)
 			line = ab_asprintf("%s: keys changed during the run could NOT be put back "
 					   "(%s): %s; review them before a program on the host "
-					   "reads it", c, strerror(r < 0 ? -r : errno), k);
+					   "reads it",
+					   c, strerror(r < 0 ? -r : errno), k);
 		else
 			line = ab_asprintf("%s: put back what the run changed of its guarded keys: "
-					   "%s", c, k);
+					   "%s",
+					   c, k);
 	}
 	if (line && ab_strv_push_take(findings, line) < 0)
 		free(line);

@@ -19,8 +19,8 @@
 
 typedef struct ab_guard_file {
 	char *path;
-	ab_strv ptrs;   /* its guarded pointers, "*" segments unexpanded */
-	json_t *vals;   /* the values at the start: concrete pointer -> value */
+	ab_strv ptrs; /* its guarded pointers, "*" segments unexpanded */
+	json_t *vals; /* the values at the start: concrete pointer -> value */
 } ab_guard_file;
 
 typedef struct ab_guard {

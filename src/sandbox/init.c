@@ -46,8 +46,8 @@
 
 extern char **environ;
 
-static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT,
-				SIGWINCH, SIGALRM};
+static const int forwarded[] = {SIGINT,  SIGTERM, SIGHUP,   SIGQUIT, SIGUSR1,
+				SIGUSR2, SIGCONT, SIGWINCH, SIGALRM};
 
 static int loopback_up(ab_err *err)
 {
@@ -115,8 +115,8 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 		err->step = AB_STEP_SETHOSTNAME; /* the parent names the outer filter */
 		return r;
 	}
-	if (!plan->share_net && ((r = loopback_up(err)) < 0 ||
-				 (r = ab_netns_setup(plan, a->sync_fd, err)) < 0))
+	if (!plan->share_net &&
+	    ((r = loopback_up(err)) < 0 || (r = ab_netns_setup(plan, a->sync_fd, err)) < 0))
 		return r;
 	if ((r = ab_mount_build_root(plan, a->sync_fd, rt, err)) < 0)
 		return ab_err_prefix(err, "filesystem");
@@ -150,7 +150,8 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 		/* the supervisor asks it which unix sockets were bound in here */
 		int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 		if (diag < 0)
-			return ab_fail(err, errno, "connect mediation: a socket diagnostics socket");
+			return ab_fail(err, errno,
+				       "connect mediation: a socket diagnostics socket");
 		ab_sync_msg m = {.type = AB_SYNC_SOCKDIAG};
 		r = ab_sync_send(a->sync_fd, &m, diag);
 		close(diag);
@@ -265,7 +266,8 @@ static int init_loop(pid_t cmd, const sigset_t *set)
 			continue;
 		if (sig != SIGCHLD) {
 			/* terminal-style signals go to the command's process group */
-			bool group = sig == SIGINT || sig == SIGQUIT || sig == SIGHUP || sig == SIGCONT;
+			bool group =
+				sig == SIGINT || sig == SIGQUIT || sig == SIGHUP || sig == SIGCONT;
 			kill(group ? -cmd : cmd, sig);
 			continue;
 		}

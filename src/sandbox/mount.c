@@ -72,7 +72,7 @@ struct ab_mount_attr {
 	unsigned long long attr_set, attr_clr, propagation, userns_fd;
 };
 
-#define STAGE "/tmp" /* covered by the staging tmpfs in our private mount ns */
+#define STAGE "/tmp"                 /* covered by the staging tmpfs in our private mount ns */
 #define EMPTY_FILE ".agentbox-empty" /* source of file masks, unlinked before pivot */
 /* empty read-only directories cloned over denied (mode 000) and reserved
  * (placeholder, 0555) directories: a clone is cheaper than a new tmpfs */
@@ -192,23 +192,27 @@ int ab_mount_prepare_idmaps(const ab_plan *plan, int *fds, ab_err *err)
 		if (fstat(src, &st) < 0)
 			return ab_fail(err, errno, "%s %s", m->why, m->src);
 		if (S_ISLNK(st.st_mode) || !!S_ISDIR(st.st_mode) != !!(m->flags & AB_MNT_F_DIR))
-			return ab_fail(err, 0, "%s %s changed type while agentbox started; refusing",
+			return ab_fail(err, 0,
+				       "%s %s changed type while agentbox started; refusing",
 				       m->why, m->src);
-		int tree = sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+		int tree =
+			sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 		if (tree < 0) {
 			int r = ab_fail(err, errno, "%s %s: open_tree", m->why, m->src);
 			err->step = AB_STEP_OPEN_TREE;
 			return r;
 		}
-		struct ab_mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP | BASE_ATTRS |
-						      (m->kind == AB_MNT_BIND_RO ? MOUNT_ATTR_RDONLY : 0),
-					  .userns_fd = (unsigned long long)userns};
+		struct ab_mount_attr a = {
+			.attr_set = MOUNT_ATTR_IDMAP | BASE_ATTRS |
+				    (m->kind == AB_MNT_BIND_RO ? MOUNT_ATTR_RDONLY : 0),
+			.userns_fd = (unsigned long long)userns};
 		if (sys_mount_setattr(tree, "", AT_EMPTY_PATH, &a) < 0) {
 			int e = errno;
 			close(tree);
 			ab_fail(err, e, "%s %s: idmapped mount", m->why, m->src);
-			ab_err_hint(err, "this filesystem does not support idmapped mounts; chown "
-					 "%s to an unprivileged user or run agentbox as that user",
+			ab_err_hint(err,
+				    "this filesystem does not support idmapped mounts; chown "
+				    "%s to an unprivileged user or run agentbox as that user",
 				    m->src);
 			return -e;
 		}
@@ -243,7 +247,8 @@ static int open_target(int stage_fd, const char *dst, bool dir, bool create)
 			if (!last || dir) {
 				r = mkdirat(cur, comp, 0755);
 			} else {
-				r = openat(cur, comp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				r = openat(cur, comp,
+					   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 					   0644);
 				if (r >= 0)
 					close(r), r = 0;
@@ -301,7 +306,8 @@ static int attach(int src_fd, bool clone, int tfd, unsigned long long attrs, boo
 	}
 	if (attrs) {
 		struct ab_mount_attr a = {.attr_set = attrs};
-		if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a) < 0)
+		if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &a) <
+		    0)
 			return -errno;
 	}
 	if (sys_move_mount(fd, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
@@ -312,7 +318,7 @@ static int attach(int src_fd, bool clone, int tfd, unsigned long long attrs, boo
 /* ------------------------------------------------------------ child: sources */
 
 typedef struct src_state {
-	int fd;     /* O_PATH of the source, or -1 */
+	int fd; /* O_PATH of the source, or -1 */
 	bool is_link;
 	char *link; /* symlink target (malloc) */
 } src_state;
@@ -346,7 +352,8 @@ static int open_sources(const ab_plan *plan, src_state *src, ab_err *err)
 			continue;
 		}
 		if (!!S_ISDIR(st.st_mode) != !!(m->flags & AB_MNT_F_DIR))
-			return ab_fail(err, 0, "%s %s changed type while agentbox started; refusing",
+			return ab_fail(err, 0,
+				       "%s %s changed type while agentbox started; refusing",
 				       m->why, m->src);
 	}
 	return 0;
@@ -366,13 +373,14 @@ static const struct {
 static bool empty_needed(const ab_plan *plan, size_t which)
 {
 	for (size_t i = 0; i < plan->nmounts; i++)
-		if (plan->mounts[i].kind == empties[which].kind && (plan->mounts[i].flags & AB_MNT_F_DIR))
+		if (plan->mounts[i].kind == empties[which].kind &&
+		    (plan->mounts[i].flags & AB_MNT_F_DIR))
 			return true;
 	return false;
 }
 
 typedef struct stage {
-	int fd;               /* O_PATH of the staging root */
+	int fd; /* O_PATH of the staging root */
 	const ab_plan *plan;
 	const src_state *src;
 	const int *idmap_fds;
@@ -392,7 +400,9 @@ static int build_dev(const stage *st, int tfd, ab_err *err)
 		char d[32];
 		snprintf(d, sizeof(d), "/dev/%s", dev_nodes[i]);
 		_cleanup_close_ int nfd = open_target(st->fd, d, false, true);
-		r = nfd < 0 ? nfd : attach(st->devfds[i], true, nfd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false);
+		r = nfd < 0 ? nfd
+			    : attach(st->devfds[i], true, nfd,
+				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false);
 		if (r < 0)
 			return ab_fail(err, -r, "/dev/%s", dev_nodes[i]);
 	}
@@ -402,8 +412,8 @@ static int build_dev(const stage *st, int tfd, ab_err *err)
 		  "newinstance,ptmxmode=0666,mode=0620") < 0)
 		return ab_fail(err, errno, "mount /dev/pts");
 	static const char *const links[][2] = {
-		{"pts/ptmx", "dev/ptmx"},        {"/proc/self/fd", "dev/fd"},
-		{"/proc/self/fd/0", "dev/stdin"}, {"/proc/self/fd/1", "dev/stdout"},
+		{"pts/ptmx", "dev/ptmx"},          {"/proc/self/fd", "dev/fd"},
+		{"/proc/self/fd/0", "dev/stdin"},  {"/proc/self/fd/1", "dev/stdout"},
 		{"/proc/self/fd/2", "dev/stderr"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(links); i++)
@@ -418,7 +428,8 @@ static int mount_tmpfs(const stage *st, int tfd, const char *dst, bool ro, mode_
 	const ab_plan *plan = st->plan;
 	char opts[96];
 	mode_t mode = 0755;
-	if (strcmp(dst, "/tmp") == 0 || strcmp(dst, "/var/tmp") == 0 || strcmp(dst, "/dev/shm") == 0)
+	if (strcmp(dst, "/tmp") == 0 || strcmp(dst, "/var/tmp") == 0 ||
+	    strcmp(dst, "/dev/shm") == 0)
 		mode = 01777;
 	else if (strcmp(dst, plan->home) == 0)
 		mode = 0700;
@@ -461,12 +472,12 @@ static int copy_runtime(int from, int to)
 	}
 }
 
-static int mount_content(const stage *st, const ab_mount *m, int content_fd, int tfd,
-			 ab_err *err)
+static int mount_content(const stage *st, const ab_mount *m, int content_fd, int tfd, ab_err *err)
 {
 	bool render = m->flags & AB_MNT_F_RENDER;
-	int fd = openat(st->fd, ".agentbox-content", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
-							     O_NOFOLLOW, render ? 0600 : 0644);
+	int fd =
+		openat(st->fd, ".agentbox-content",
+		       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, render ? 0600 : 0644);
 	if (fd < 0)
 		return ab_fail(err, errno, "%s: create", m->dst);
 	/* a rendered credentials file: the harness rewrites it after a token
@@ -489,11 +500,12 @@ static int mount_content(const stage *st, const ab_mount *m, int content_fd, int
 		if (w < 0 || (size_t)w != len)
 			return ab_fail(err, w < 0 ? errno : EIO, "%s: write", m->dst);
 	}
-	_cleanup_close_ int t = sys_open_tree(st->fd, ".agentbox-content",
-					      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	_cleanup_close_ int t =
+		sys_open_tree(st->fd, ".agentbox-content", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	int r = t < 0 ? -errno
 		      : attach(t, false, tfd,
-			       BASE_ATTRS | (render ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_RDONLY), false);
+			       BASE_ATTRS | (render ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_RDONLY),
+			       false);
 	unlinkat(st->fd, ".agentbox-content", 0);
 	return r < 0 ? ab_fail(err, -r, "%s", m->dst) : 0;
 }
@@ -508,7 +520,8 @@ static int mount_cover(const stage *st, const ab_mount *m, int tfd, ab_err *err)
 	if (!deny && !S_ISDIR(sb.st_mode)) {
 		/* a placeholder file keeps its content (e.g. commondir "."): it is
 		 * bound onto itself read-only */
-		int r = attach(tfd, true, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, false);
+		int r = attach(tfd, true, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC,
+			       false);
 		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
 	}
 	if (S_ISDIR(sb.st_mode)) {
@@ -517,8 +530,11 @@ static int mount_cover(const stage *st, const ab_mount *m, int tfd, ab_err *err)
 		int r = d < 0 ? -errno : attach(d, false, tfd, 0, false);
 		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
 	}
-	_cleanup_close_ int t = sys_open_tree(st->fd, EMPTY_FILE, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-	int r = t < 0 ? -errno : attach(t, false, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, false);
+	_cleanup_close_ int t =
+		sys_open_tree(st->fd, EMPTY_FILE, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	int r = t < 0 ? -errno
+		      : attach(t, false, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC,
+			       false);
 	return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
 }
 
@@ -573,8 +589,9 @@ static int check_no_links(const stage *st, const ab_mount *m, ab_err *err)
 		struct stat sb;
 		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISREG(sb.st_mode) && sb.st_nlink > 1) {
-			ab_fail(err, 0, "fs.protect: %s/%s has %lu hard links; the other names would "
-					"stay writable, so it cannot be protected",
+			ab_fail(err, 0,
+				"fs.protect: %s/%s has %lu hard links; the other names would "
+				"stay writable, so it cannot be protected",
 				m->dst, e->d_name, (unsigned long)sb.st_nlink);
 			ab_err_hint(err, "remove the extra links (find WORKSPACE -samefile FILE)");
 			r = -EINVAL;
@@ -603,7 +620,8 @@ static bool rendered_over(const ab_plan *plan, const char *dst)
 {
 	for (size_t i = 0; i < plan->nmounts; i++)
 		if (plan->mounts[i].kind == AB_MNT_CONTENT &&
-		    (plan->mounts[i].flags & AB_MNT_F_RENDER) && strcmp(plan->mounts[i].dst, dst) == 0)
+		    (plan->mounts[i].flags & AB_MNT_F_RENDER) &&
+		    strcmp(plan->mounts[i].dst, dst) == 0)
 			return true;
 	return false;
 }
@@ -615,12 +633,9 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 	int r;
 	switch (m->kind) {
 	case AB_MNT_BIND_RO:
-	case AB_MNT_BIND_RW:
-		return apply_bind(st, i, err);
-	case AB_MNT_RO_REMOUNT:
-		return apply_reclone(st, m, true, err);
-	case AB_MNT_PIN:
-		return apply_reclone(st, m, false, err);
+	case AB_MNT_BIND_RW: return apply_bind(st, i, err);
+	case AB_MNT_RO_REMOUNT: return apply_reclone(st, m, true, err);
+	case AB_MNT_PIN: return apply_reclone(st, m, false, err);
 	case AB_MNT_PROTECT:
 		/* what the writable tree shows there (idmap included), read-only */
 		if ((m->flags & AB_MNT_F_DIR) && (r = check_no_links(st, m, err)) < 0)
@@ -637,16 +652,14 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 		if (tfd < 0)
 			return ab_fail(err, -tfd, "%s %s", m->why, m->dst);
 		return mount_cover(st, m, tfd, err);
-	default:
-		break;
+	default: break;
 	}
 	bool dir = m->kind != AB_MNT_CONTENT && m->kind != AB_MNT_SYMLINK;
 	tfd = open_target(st->fd, m->dst, dir, true);
 	if (tfd < 0)
 		return ab_fail(err, -tfd, "%s %s: mount point", m->why, m->dst);
 	switch (m->kind) {
-	case AB_MNT_TMPFS:
-		return mount_tmpfs(st, tfd, m->dst, false, 0, err);
+	case AB_MNT_TMPFS: return mount_tmpfs(st, tfd, m->dst, false, 0, err);
 	case AB_MNT_PROC:
 		r = mount_on_fd("proc", tfd, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 		if (r < 0) {
@@ -654,18 +667,16 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 			err->step = AB_STEP_PROC; /* the parent looks at the outer /proc */
 		}
 		return r;
-	case AB_MNT_DEV:
-		return build_dev(st, tfd, err);
-	case AB_MNT_CONTENT:
-		return mount_content(st, m, st->src[i].fd, tfd, err);
-	default:
-		return ab_fail(err, EINVAL, "unsupported mount kind %d for %s", m->kind, m->dst);
+	case AB_MNT_DEV: return build_dev(st, tfd, err);
+	case AB_MNT_CONTENT: return mount_content(st, m, st->src[i].fd, tfd, err);
+	default: return ab_fail(err, EINVAL, "unsupported mount kind %d for %s", m->kind, m->dst);
 	}
 }
 
 static int enter_root(const ab_plan *plan, int stage_fd, ab_err *err)
 {
-	struct ab_mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC};
+	struct ab_mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+					       MOUNT_ATTR_NOEXEC};
 	if (unlinkat(stage_fd, EMPTY_FILE, 0) < 0)
 		return ab_fail(err, errno, "remove staging file");
 	for (size_t i = 0; i < AB_ARRAY_SIZE(empties); i++) {
@@ -718,7 +729,8 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 		snprintf(opts, sizeof(opts), "%s,uid=%u,gid=%u", empties[i].opts,
 			 (unsigned)plan->inside_uid, (unsigned)plan->inside_gid);
 		if (mkdirat(sfd, empties[i].name, 0) < 0 ||
-		    mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+		    mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  opts) < 0)
 			return ab_fail(err, errno, "staging %s", empties[i].name);
 	}
 	stage st = {.fd = sfd, .plan = plan, .src = src, .idmap_fds = idmap_fds, .devfds = devfds};

@@ -24,8 +24,7 @@
 /* ip route add|replace local DST/PREFIX dev lo table local: every address
  * of the range is then this namespace's own, and a listener on 0.0.0.0:P
  * accepts connections to any of them, getsockname() telling which. */
-int ab_netns_route_local(int family, const char *dst, unsigned prefix, bool replace,
-			 ab_err *err)
+int ab_netns_route_local(int family, const char *dst, unsigned prefix, bool replace, ab_err *err)
 {
 	struct {
 		struct nlmsghdr nh;
@@ -35,8 +34,8 @@ int ab_netns_route_local(int family, const char *dst, unsigned prefix, bool repl
 	memset(&req, 0, sizeof(req));
 	req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
 	req.nh.nlmsg_type = RTM_NEWROUTE;
-	req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK |
-			     (replace ? NLM_F_REPLACE : NLM_F_EXCL);
+	req.nh.nlmsg_flags =
+		NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK | (replace ? NLM_F_REPLACE : NLM_F_EXCL);
 	req.nh.nlmsg_seq = 1;
 	req.rt.rtm_family = (unsigned char)family;
 	req.rt.rtm_dst_len = (unsigned char)prefix;

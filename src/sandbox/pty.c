@@ -51,8 +51,8 @@
 #endif
 
 #define RELAY_BUF (64 * 1024)
-#define DRAIN_MS 1000                 /* time bound for the final drain */
-#define DRAIN_MAX_BYTES (4u << 20)    /* byte bound for the final drain */
+#define DRAIN_MS 1000              /* time bound for the final drain */
+#define DRAIN_MAX_BYTES (4u << 20) /* byte bound for the final drain */
 
 /* ---------------------------------------------------------------------------
  * child / grandchild side
@@ -81,7 +81,8 @@ int ab_pty_open(int *master, int *slave, const struct winsize *ws, ab_err *err)
 	if (m < 0) {
 		int e = errno;
 		ab_fail(err, e, "open /dev/ptmx");
-		ab_err_hint(err, "the sandbox needs a devpts instance (mount -t devpts -o newinstance)");
+		ab_err_hint(err,
+			    "the sandbox needs a devpts instance (mount -t devpts -o newinstance)");
 		return -e;
 	}
 	/* grantpt() is unnecessary: a new devpts instance creates the slave with
@@ -149,8 +150,8 @@ enum ep_mode {
 };
 
 struct endpoint {
-	int orig;          /* the caller's fd */
-	int fd;            /* the fd used for I/O (== orig unless EP_OWN) */
+	int orig; /* the caller's fd */
+	int fd;   /* the fd used for I/O (== orig unless EP_OWN) */
 	enum ep_mode mode;
 	bool set_nonblock; /* EP_BORROWED: we set O_NONBLOCK on the shared description */
 	bool watched;
@@ -158,7 +159,7 @@ struct endpoint {
 
 struct ab_pty_relay {
 	ab_loop *loop;
-	int master;        /* owned: closed by free */
+	int master; /* owned: closed by free */
 	int master_flags;
 	bool master_flags_set;
 	bool master_watched;
@@ -177,9 +178,18 @@ struct ab_pty_relay {
 	bool pass_clipboard; /* the profile lets them through */
 };
 
-static size_t rb_len(const struct rbuf *b) { return b->end - b->start; }
-static size_t rb_space(const struct rbuf *b) { return RELAY_BUF - rb_len(b); }
-static void rb_clear(struct rbuf *b) { b->start = b->end = 0; }
+static size_t rb_len(const struct rbuf *b)
+{
+	return b->end - b->start;
+}
+static size_t rb_space(const struct rbuf *b)
+{
+	return RELAY_BUF - rb_len(b);
+}
+static void rb_clear(struct rbuf *b)
+{
+	b->start = b->end = 0;
+}
 
 /* Contiguous free tail, compacting first if needed. */
 static unsigned char *rb_tail(struct rbuf *b, size_t *n)
@@ -307,8 +317,8 @@ static void relay_update(ab_pty_relay *r)
 {
 	unsigned in_m = want_in_read(r) ? AB_EV_READ : 0;
 	unsigned out_m = want_out_write(r) ? AB_EV_WRITE : 0;
-	unsigned m_m = (want_master_read(r) ? AB_EV_READ : 0) |
-		       (want_master_write(r) ? AB_EV_WRITE : 0);
+	unsigned m_m =
+		(want_master_read(r) ? AB_EV_READ : 0) | (want_master_write(r) ? AB_EV_WRITE : 0);
 	bool shared = r->in.watched && r->out.watched && r->in.fd == r->out.fd;
 
 	if (r->in.watched)
@@ -376,8 +386,8 @@ static int reopen_nonblock(int fd, int acc)
 	return n;
 }
 
-static int setup_endpoint(ab_pty_relay *r, struct endpoint *ep, int orig, int acc,
-			  unsigned ev, const char *what, ab_err *err)
+static int setup_endpoint(ab_pty_relay *r, struct endpoint *ep, int orig, int acc, unsigned ev,
+			  const char *what, ab_err *err)
 {
 	ep->orig = orig;
 	ep->fd = reopen_nonblock(orig, acc);
@@ -454,7 +464,7 @@ static int set_raw(ab_pty_relay *r, ab_err *err)
  * (ignored, handled, blocked) is left alone. */
 static void ignore_sigpipe(ab_pty_relay *r)
 {
-	struct sigaction old, ign = { .sa_handler = SIG_IGN };
+	struct sigaction old, ign = {.sa_handler = SIG_IGN};
 	if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
 	    !(old.sa_flags & SA_SIGINFO)) {
 		sigemptyset(&ign.sa_mask);
@@ -477,8 +487,8 @@ int ab_pty_relay_start(ab_loop *loop, int in_fd, int out_fd, int master, ab_pty_
 	}
 	r->loop = loop;
 	r->master = master;
-	r->in = (struct endpoint){ .orig = in_fd, .fd = -1, .mode = EP_BORROWED };
-	r->out = (struct endpoint){ .orig = out_fd, .fd = -1, .mode = EP_BORROWED };
+	r->in = (struct endpoint){.orig = in_fd, .fd = -1, .mode = EP_BORROWED};
+	r->out = (struct endpoint){.orig = out_fd, .fd = -1, .mode = EP_BORROWED};
 
 	int ret = setup_master(r, master, err);
 	if (ret >= 0)
@@ -508,7 +518,7 @@ void ab_pty_relay_pass_clipboard(ab_pty_relay *r, bool pass)
 
 void ab_pty_relay_resize(ab_pty_relay *r)
 {
-	struct winsize ws = { 0 };
+	struct winsize ws = {0};
 	if (!r)
 		return;
 	/* Prefer a non-zero size: in_fd first, then out_fd. */
@@ -525,7 +535,7 @@ static bool wait_writable(int fd, uint64_t deadline)
 	uint64_t now = ab_now_ms();
 	if (now >= deadline)
 		return false;
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
 	int n = poll(&p, 1, (int)(deadline - now));
 	return n > 0 && !(p.revents & POLLNVAL);
 }
@@ -596,7 +606,7 @@ void ab_pty_relay_free(ab_pty_relay *r)
 		(void)fcntl(r->master, F_SETFL, r->master_flags);
 	close(r->master);
 	if (r->sigpipe_set) {
-		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		struct sigaction dfl = {.sa_handler = SIG_DFL};
 		sigemptyset(&dfl.sa_mask);
 		(void)sigaction(SIGPIPE, &dfl, NULL);
 	}

@@ -123,32 +123,32 @@ static int write_maps(const ab_plan *p, pid_t pid, ab_err *err)
 typedef struct run_state {
 	const ab_plan *plan;
 	ab_err *err;
-	sigset_t sigs;      /* parent_signals: blocked, read through sig_fd */
+	sigset_t sigs; /* parent_signals: blocked, read through sig_fd */
 	/* the child */
-	pid_t child;        /* -1 until clone */
-	bool child_done;    /* reaped */
-	int child_status;   /* raw waitpid status */
-	bool have_exit;     /* AB_SYNC_EXIT received */
+	pid_t child;      /* -1 until clone */
+	bool child_done;  /* reaped */
+	int child_status; /* raw waitpid status */
+	bool have_exit;   /* AB_SYNC_EXIT received */
 	int exit_status;
 	bool have_error;
 	ab_err child_err;
-	int fatal;          /* parent-side failure while serving */
+	int fatal; /* parent-side failure while serving */
 	bool tampered;
 	/* the host side */
-	int ws_lock;        /* the workspace, flock'ed */
+	int ws_lock; /* the workspace, flock'ed */
 	ab_cleaner cleaner;
 	ab_watch watch;
 	int devnull;
 	struct termios saved_tio[3]; /* --no-pty: put back at the end */
 	bool tio_saved[3];
-	struct timespec git_since;   /* nested repositories touched after it are judged */
-	ab_guard guard;              /* filesystem.guard's values at the start */
+	struct timespec git_since; /* nested repositories touched after it are judged */
+	ab_guard guard;            /* filesystem.guard's values at the start */
 	ab_phkey_id key_before;
-	char *cg_path;      /* the run's cgroup, removed at the end */
-	int *idmap_fds;     /* one per plan mount, -1 for none */
+	char *cg_path;  /* the run's cgroup, removed at the end */
+	int *idmap_fds; /* one per plan mount, -1 for none */
 	/* the channel */
-	int sync_fd;        /* our end of the sync socketpair */
-	int child_end;      /* the child's end, closed after clone */
+	int sync_fd;   /* our end of the sync socketpair */
+	int child_end; /* the child's end, closed after clone */
 	int sig_fd;
 	ab_seccomp_prog prog;
 	/* the services */
@@ -239,8 +239,7 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 		s->have_exit = true;
 		s->exit_status = m.value;
 		break;
-	default:
-		break;
+	default: break;
 	}
 	if (pfd >= 0)
 		close(pfd);
@@ -256,8 +255,9 @@ static void on_watch(ab_loop *l, int fd, unsigned ev, void *data)
 		return;
 	s->tampered = true;
 	kill(s->child, SIGKILL);
-	ab_fail(s->err, 0, "protected or hidden path %s was replaced or removed outside the sandbox while "
-			   "it ran; the sandbox was stopped (its read-only cover no longer applied)",
+	ab_fail(s->err, 0,
+		"protected or hidden path %s was replaced or removed outside the sandbox while "
+		"it ran; the sandbox was stopped (its read-only cover no longer applied)",
 		path);
 	ab_err_hint(s->err, "change protected files (e.g. with git config) while no agentbox "
 			    "runs in that workspace");
@@ -330,8 +330,8 @@ static void open_control(run_state *s)
 	control_failed(s, &s->ctl_err);
 }
 
-static const int parent_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
-				     SIGUSR2, SIGWINCH, SIGCONT, SIGALRM};
+static const int parent_signals[] = {SIGCHLD, SIGINT,  SIGTERM,  SIGHUP,  SIGQUIT,
+				     SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGALRM};
 
 /* The last messages (EXIT, ERROR) the child sent before exiting. */
 static void drain_sync(run_state *s)
@@ -380,8 +380,10 @@ static int serve(run_state *s, ab_err *err)
 	}
 	if (ab_loop_watch(s->loop, s->sync_fd, AB_EV_READ, on_sync, s) < 0 ||
 	    ab_loop_watch(s->loop, s->sig_fd, AB_EV_READ, on_signal, s) < 0 ||
-	    (s->watch.fd >= 0 && ab_loop_watch(s->loop, s->watch.fd, AB_EV_READ, on_watch, s) < 0) ||
-	    (s->trace && ab_loop_watch(s->loop, ab_trace_fd(s->trace), AB_EV_READ, on_trace, s) < 0))
+	    (s->watch.fd >= 0 &&
+	     ab_loop_watch(s->loop, s->watch.fd, AB_EV_READ, on_watch, s) < 0) ||
+	    (s->trace &&
+	     ab_loop_watch(s->loop, ab_trace_fd(s->trace), AB_EV_READ, on_trace, s) < 0))
 		return ab_fail(err, errno, "event loop");
 	/* the child may already be gone */
 	int st;
@@ -488,9 +490,17 @@ static void settle_in_watcher(void *ctx)
 
 static int run_init(run_state *s, const ab_plan *plan, ab_err *err)
 {
-	*s = (run_state){.plan = plan, .err = err, .child = -1, .ws_lock = -1,
-			 .cleaner = {.pipe_fd = -1}, .watch = {.fd = -1}, .devnull = -1,
-			 .sync_fd = -1, .child_end = -1, .sig_fd = -1, .ctl_fd = -1};
+	*s = (run_state){.plan = plan,
+			 .err = err,
+			 .child = -1,
+			 .ws_lock = -1,
+			 .cleaner = {.pipe_fd = -1},
+			 .watch = {.fd = -1},
+			 .devnull = -1,
+			 .sync_fd = -1,
+			 .child_end = -1,
+			 .sig_fd = -1,
+			 .ctl_fd = -1};
 	sigemptyset(&s->sigs);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(parent_signals); i++)
 		sigaddset(&s->sigs, parent_signals[i]);
@@ -516,8 +526,9 @@ static int lock_workspace(run_state *s)
 		int e = errno;
 		ab_fail(s->err, e == EWOULDBLOCK ? 0 : e,
 			"another agentbox is running in the workspace %s", plan->workspace);
-		ab_err_hint(s->err, "wait for it to end, or give each sandbox its own directory (e.g. "
-				    "a separate clone of the repository)");
+		ab_err_hint(s->err,
+			    "wait for it to end, or give each sandbox its own directory (e.g. "
+			    "a separate clone of the repository)");
 		return -1;
 	}
 	return 0;
@@ -596,7 +607,8 @@ static int start_sandbox(run_state *s)
 		return ab_fail(s->err, errno, "run: signalfd/socketpair");
 	s->sync_fd = sv[0];
 	s->child_end = sv[1];
-	ab_child_args args = {.plan = plan, .sync_fd = s->child_end,
+	ab_child_args args = {.plan = plan,
+			      .sync_fd = s->child_end,
 			      .parent_fds = {s->sync_fd, s->sig_fd, s->cleaner.pipe_fd, s->devnull,
 					     s->ws_lock, s->watch.fd}};
 	if (plan->use_pty)

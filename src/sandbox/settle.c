@@ -47,7 +47,8 @@ static size_t settle_nested(const ab_plan *plan, struct timespec since, ab_audit
 		roots[n] = (ab_gitnest_root){.path = m->src, .dev = st.st_dev, .ino = st.st_ino};
 		ab_err ierr = {0};
 		if (ab_gitscan_snapshot(m->src, &roots[n].gitlinks, &ierr) < 0)
-			ab_warn("%s: its gitlinks are judged only where the walk reaches", ierr.msg);
+			ab_warn("%s: its gitlinks are judged only where the walk reaches",
+				ierr.msg);
 		n++;
 	}
 	_cleanup_strv_ ab_strv found = {0};
@@ -106,13 +107,18 @@ static size_t settle_unguarded(const ab_plan *plan, ab_audit *audit)
 		int r = plan->git_settle ? set_aside(u->v[i], to, sizeof(to)) : 0;
 		_cleanup_free_ char *line =
 			!plan->git_settle
-				? ab_asprintf("created during the run and LEFT (test ablation): %s", c)
-			: r < 0 ? ab_asprintf("created during the run and could NOT be moved aside: "
-					      "%s: %s; review it before a program on the host reads "
-					      "it", c, strerror(-r))
-				: ab_asprintf("created during the run, where a \"?\" entry of "
-					      "filesystem.protect reserves nothing: %s, moved to %s; "
-					      "review it before you move it back", c, to);
+				? ab_asprintf("created during the run and LEFT (test ablation): %s",
+					      c)
+			: r < 0 ? ab_asprintf(
+					  "created during the run and could NOT be moved aside: "
+					  "%s: %s; review it before a program on the host reads "
+					  "it",
+					  c, strerror(-r))
+				: ab_asprintf(
+					  "created during the run, where a \"?\" entry of "
+					  "filesystem.protect reserves nothing: %s, moved to %s; "
+					  "review it before you move it back",
+					  c, to);
 		if (!line)
 			return moved;
 		say(audit, "unprotected", u->v[i], line);

@@ -49,8 +49,7 @@ void ab_termfilter_run(ab_termfilter *f, unsigned char *p, size_t n)
 				continue;
 			}
 			break;
-		default:
-			break;
+		default: break;
 		}
 		/* text, or the end of an introducer or number: this byte may
 		 * start the next one.  A raw 0x9d after an ASCII byte is no

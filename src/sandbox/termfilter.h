@@ -26,10 +26,10 @@
 #include <stdint.h>
 
 typedef struct ab_termfilter {
-	uint8_t st;   /* where in an introducer or OSC number we are */
-	uint32_t num; /* the OSC number so far */
-	uint8_t ndig; /* its digits (after leading zeros) */
-	uint8_t prev; /* the last byte (a raw 0x9d after an ASCII one is OSC) */
+	uint8_t st;           /* where in an introducer or OSC number we are */
+	uint32_t num;         /* the OSC number so far */
+	uint8_t ndig;         /* its digits (after leading zeros) */
+	uint8_t prev;         /* the last byte (a raw 0x9d after an ASCII one is OSC) */
 	uint64_t neutralized; /* sequences rewritten so far */
 } ab_termfilter;
 

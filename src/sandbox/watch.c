@@ -25,8 +25,8 @@ static bool host_backed(const ab_plan *plan, const ab_mount *self)
 			continue;
 		if (self->dst[n] != '/' && self->dst[n] != '\0' && !(n == 1 && m->dst[0] == '/'))
 			continue;
-		if (m->kind == AB_MNT_MASK || m->kind == AB_MNT_CONTENT || m->kind == AB_MNT_SYMLINK ||
-		    m->kind == AB_MNT_RO_REMOUNT)
+		if (m->kind == AB_MNT_MASK || m->kind == AB_MNT_CONTENT ||
+		    m->kind == AB_MNT_SYMLINK || m->kind == AB_MNT_RO_REMOUNT)
 			continue; /* covers one path, or changes no content */
 		best = m;
 		best_len = n;
@@ -40,7 +40,8 @@ static bool watched(const ab_plan *plan, const ab_mount *m)
 	if (m->kind == AB_MNT_PROTECT || m->kind == AB_MNT_PLACEHOLDER || m->kind == AB_MNT_PIN)
 		return true;
 	/* what a hidden path or a rendered credentials file covers on the host */
-	return (m->kind == AB_MNT_MASK || (m->kind == AB_MNT_CONTENT && (m->flags & AB_MNT_F_RENDER))) &&
+	return (m->kind == AB_MNT_MASK ||
+		(m->kind == AB_MNT_CONTENT && (m->flags & AB_MNT_F_RENDER))) &&
 	       host_backed(plan, m);
 }
 

@@ -18,9 +18,9 @@
 #include "agentbox/plan.h"
 
 typedef struct ab_watch {
-	int fd;            /* inotify, -1 when nothing is watched */
-	int *wd;           /* watch descriptor per entry */
-	char **path;       /* path per entry (borrowed from the plan) */
+	int fd;      /* inotify, -1 when nothing is watched */
+	int *wd;     /* watch descriptor per entry */
+	char **path; /* path per entry (borrowed from the plan) */
 	size_t n;
 } ab_watch;
 

@@ -27,6 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* ------------------------------------------------------ stand-in registry */
 
+// clang-format off
 const ab_probe_def ab_probes[] = {
 	{ "CTL-01", "workspace-and-tmp-work", AB_CAT_CTL, true, false, "", NULL },
 	{ "PRC-01", "privilege-posture", AB_CAT_PRC, false, true, "", NULL },
@@ -35,6 +36,7 @@ const ab_probe_def ab_probes[] = {
 	{ "NET-06", "host-loopback", AB_CAT_NET, false, false, "", NULL },
 	{ "TTY-01", "tiocsti", AB_CAT_TTY, false, false, "", NULL },
 };
+// clang-format on
 const size_t ab_nprobes = sizeof(ab_probes) / sizeof(ab_probes[0]);
 
 const ab_probe_def *ab_probe_find(const char *id)

@@ -20,7 +20,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static uint16_t be16(const uint8_t *p)
+{
+	return (uint16_t)((p[0] << 8) | p[1]);
+}
 
 static void check_name(const ab_dns_query *q)
 {
@@ -60,14 +63,14 @@ static void check_resp(const ab_dns_query *q, const uint8_t *msg, const uint8_t 
 		__builtin_trap();
 	if (ancount && (be16(out + 12 + qlen) != 0xc00c || be16(out + 12 + qlen + 10) != 4))
 		__builtin_trap();
-	if (q->has_edns && (out[n - 11] != 0 || be16(out + n - 10) != 41 ||
-			    out[n - 6] != (rcode >> 4)))
+	if (q->has_edns &&
+	    (out[n - 11] != 0 || be16(out + n - 10) != 41 || out[n - 6] != (rcode >> 4)))
 		__builtin_trap();
 }
 
 static void check_build(const ab_dns_query *q, const uint8_t *msg, int rcode)
 {
-	static const uint8_t addr[4] = { 198, 18, 0, 1 };
+	static const uint8_t addr[4] = {198, 18, 0, 1};
 	uint8_t out[AB_DNS_MAX_RESPONSE + 64];
 	int n;
 
@@ -111,16 +114,17 @@ static int check_parse(const uint8_t *msg, size_t len, ab_dns_query *q)
 		if (len >= 12 && !(msg[2] & 0x80))
 			__builtin_trap();
 		return r;
-	case AB_DNS_FORMERR: case AB_DNS_NXDOMAIN: case AB_DNS_NOTIMP: case AB_DNS_BADVERS:
-		break;
-	default:
-		__builtin_trap();
+	case AB_DNS_FORMERR:
+	case AB_DNS_NXDOMAIN:
+	case AB_DNS_NOTIMP:
+	case AB_DNS_BADVERS: break;
+	default: __builtin_trap();
 	}
 	if (len < 12 || (q->rcode_hint == AB_DNS_FORMERR && q->has_edns))
 		__builtin_trap();
 	check_build(q, msg, q->rcode_hint);
-	if (ab_dns_build_answer_a(q, msg, (const uint8_t *)"\1\2\3\4", 1, (uint8_t[512]){ 0 },
-				  512) != -EINVAL)
+	if (ab_dns_build_answer_a(q, msg, (const uint8_t *)"\1\2\3\4", 1, (uint8_t[512]){0}, 512) !=
+	    -EINVAL)
 		__builtin_trap();
 	return r;
 }
@@ -139,8 +143,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			__builtin_trap();
 		check_parse(data + off, len, &q2);
 	} else if (f == 0) {
-		if (size >= 2 && (be16(data) == 0 || be16(data) > AB_DNS_MAX_MSG ||
-				  size - 2 >= be16(data)))
+		if (size >= 2 &&
+		    (be16(data) == 0 || be16(data) > AB_DNS_MAX_MSG || size - 2 >= be16(data)))
 			__builtin_trap();
 	} else if (f != -EMSGSIZE || size < 2) {
 		__builtin_trap();

@@ -46,7 +46,12 @@ static void check_result(int r, const ab_http_req *q)
 			if (*p < 0x20 || *p == 0x7f)
 				__builtin_trap();
 		switch (q->status) {
-		case 400: case 414: case 417: case 431: case 501: case 505: break;
+		case 400:
+		case 414:
+		case 417:
+		case 431:
+		case 501:
+		case 505: break;
 		default: __builtin_trap();
 		}
 		return;
@@ -134,8 +139,8 @@ static void check_reason(const char *reason)
 
 static void check_resp_result(int r, const ab_http_resp *q)
 {
-	static const ab_http_method ms[] = { AB_HTTP_GET, AB_HTTP_HEAD, AB_HTTP_CONNECT,
-					     AB_HTTP_POST, AB_HTTP_OTHER };
+	static const ab_http_method ms[] = {AB_HTTP_GET, AB_HTTP_HEAD, AB_HTTP_CONNECT,
+					    AB_HTTP_POST, AB_HTTP_OTHER};
 	if (r < 0) {
 		check_reason(q->reason);
 		if (q->status != 502)
@@ -195,7 +200,8 @@ static void check_resp(const char *buf, size_t size, const ab_http_limits *lim)
 			continue;
 		if (k != r)
 			__builtin_trap();
-		if (r < 0 && (rpart.status != rfull.status || strcmp(rpart.reason, rfull.reason) != 0))
+		if (r < 0 &&
+		    (rpart.status != rfull.status || strcmp(rpart.reason, rfull.reason) != 0))
 			__builtin_trap();
 		if (r > 0 && memcmp(&rpart, &rfull, sizeof(rfull)) != 0)
 			__builtin_trap();
@@ -242,7 +248,10 @@ static bool f_tchar(unsigned char c)
 	return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
-static bool f_ctl(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }
+static bool f_ctl(unsigned char c)
+{
+	return (c < 0x20 && c != '\t') || c == 0x7f;
+}
 
 /* Trailer section at b[pos..len), line by line: the end offset (done), len
  * (incomplete) or -EBADMSG, ignoring the size limit. */
@@ -314,8 +323,8 @@ static long ref_chunked(const char *buf, size_t len, bool *done)
 
 static void check_framer(const char *buf, size_t size, ab_http_body_kind kind, uint64_t cl)
 {
-	static const size_t one[] = { 1, 0 }, odd[] = { 2, 3, 7, 1, 13, 64, 0 };
-	static const size_t big[] = { 1000, 1, 0 };
+	static const size_t one[] = {1, 0}, odd[] = {2, 3, 7, 1, 13, 64, 0};
+	static const size_t big[] = {1000, 1, 0};
 	bool done, d;
 	long want = frame(kind, cl, buf, size, NULL, &done);
 
@@ -339,8 +348,8 @@ static void check_framer(const char *buf, size_t size, ab_http_body_kind kind, u
 /* Messages one after another, as the proxy reads them from one connection. */
 static void check_stream(const char *buf, size_t size, bool requests, unsigned sel)
 {
-	static const ab_http_method ms[] = { AB_HTTP_GET, AB_HTTP_HEAD, AB_HTTP_CONNECT,
-					     AB_HTTP_POST };
+	static const ab_http_method ms[] = {AB_HTTP_GET, AB_HTTP_HEAD, AB_HTTP_CONNECT,
+					    AB_HTTP_POST};
 	size_t pos = 0;
 
 	for (unsigned i = 0; i < 16 && pos < size; i++) {
@@ -350,7 +359,7 @@ static void check_stream(const char *buf, size_t size, bool requests, unsigned s
 		if (requests) {
 			r = ab_http_parse_head(buf + pos, size - pos, NULL, &full);
 			check_result(r, &full);
-			kind = full.chunked ? AB_HTTP_BODY_CHUNKED
+			kind = full.chunked              ? AB_HTTP_BODY_CHUNKED
 			       : full.has_content_length ? AB_HTTP_BODY_LENGTH
 							 : AB_HTTP_BODY_NONE;
 			cl = full.content_length;
@@ -374,7 +383,7 @@ static void check_stream(const char *buf, size_t size, bool requests, unsigned s
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const ab_http_limits tiny = { .max_head = 200, .max_headers = 4, .max_line = 64 };
+	static const ab_http_limits tiny = {.max_head = 200, .max_headers = 4, .max_line = 64};
 	const char *buf = (const char *)data + 1;
 
 	if (size-- == 0)
@@ -390,12 +399,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_resp(buf, size, NULL);
 		check_resp(buf, size, &tiny);
 		break;
-	case 2:
-		check_framer(buf, size, AB_HTTP_BODY_CHUNKED, 0);
-		break;
-	default:
-		check_stream(buf, size, data[0] & 4, data[0]);
-		break;
+	case 2: check_framer(buf, size, AB_HTTP_BODY_CHUNKED, 0); break;
+	default: check_stream(buf, size, data[0] & 4, data[0]); break;
 	}
 	return 0;
 }

@@ -27,8 +27,8 @@ static bool policy_ready;
 
 static void setup_policy(void)
 {
-	static const char *allow[] = { "api.example.com", "*.example.com", "127.0.0.1:8000",
-				       "[::1]:8080", "*.githubusercontent.com:443" };
+	static const char *allow[] = {"api.example.com", "*.example.com", "127.0.0.1:8000",
+				      "[::1]:8080", "*.githubusercontent.com:443"};
 	ab_err err;
 
 	for (size_t i = 0; i < sizeof(allow) / sizeof(allow[0]); i++)
@@ -63,15 +63,16 @@ static void check_host(const char *s)
 			  c == '-' || c == '_';
 		if (r == AB_HOST_IPV6)
 			ok = (i == 0 && c == '[') || (i == n - 1 && c == ']') ||
-			     (c >= 'a' && c <= 'f') || (c >= '0' && c <= '9') || c == ':' || c == '.';
+			     (c >= 'a' && c <= 'f') || (c >= '0' && c <= '9') || c == ':' ||
+			     c == '.';
 		if (!ok)
 			__builtin_trap();
 	}
 	if (r == AB_HOST_IPV4) {
 		struct in_addr a;
 		char back[INET_ADDRSTRLEN];
-		if (inet_pton(AF_INET, out, &a) != 1 || !inet_ntop(AF_INET, &a, back, sizeof(back)) ||
-		    strcmp(back, out) != 0)
+		if (inet_pton(AF_INET, out, &a) != 1 ||
+		    !inet_ntop(AF_INET, &a, back, sizeof(back)) || strcmp(back, out) != 0)
 			__builtin_trap();
 	}
 	if (r == AB_HOST_NAME) {
@@ -79,8 +80,8 @@ static void check_host(const char *s)
 		last = last ? last + 1 : out;
 		if (strspn(last, "0123456789") == strlen(last))
 			__builtin_trap();
-		if (last[0] == '0' && last[1] == 'x' && strspn(last + 2, "0123456789abcdef") ==
-							       strlen(last + 2))
+		if (last[0] == '0' && last[1] == 'x' &&
+		    strspn(last + 2, "0123456789abcdef") == strlen(last + 2))
 			__builtin_trap();
 	}
 }
@@ -120,9 +121,9 @@ static void check_policy(const char *s, unsigned port)
 
 static void check_addr(const uint8_t *data, size_t size)
 {
-	uint8_t m[16] = { [10] = 0xff, [11] = 0xff };
-	uint8_t n64[16] = { 0, 0x64, 0xff, 0x9b };
-	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+	uint8_t m[16] = {[10] = 0xff, [11] = 0xff};
+	uint8_t n64[16] = {0, 0x64, 0xff, 0x9b};
+	struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6};
 	bool p4;
 
 	if (size < 4)
@@ -130,7 +131,8 @@ static void check_addr(const uint8_t *data, size_t size)
 	p4 = ab_addr_is_private_raw(AF_INET, data);
 	memcpy(m + 12, data, 4);
 	memcpy(n64 + 12, data, 4);
-	if (ab_addr_is_private_raw(AF_INET6, m) != p4 || ab_addr_is_private_raw(AF_INET6, n64) != p4)
+	if (ab_addr_is_private_raw(AF_INET6, m) != p4 ||
+	    ab_addr_is_private_raw(AF_INET6, n64) != p4)
 		__builtin_trap();
 	if ((data[0] == 127 || (data[0] == 169 && data[1] == 254) || data[0] == 10) && !p4)
 		__builtin_trap();

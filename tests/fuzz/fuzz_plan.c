@@ -141,8 +141,9 @@ static int fake_readfile(void *ctx, const char *path, size_t max, char **buf, si
 	return 0;
 }
 
-static char *environ_fz[] = {"PATH=/usr/bin:/bin", "HOME=/fz/home", "GH_TOKEN=ghp_x",
-			     "ANTHROPIC_API_KEY=sk-ant-api03-x", "TERM=xterm", NULL};
+static char *environ_fz[] = {"PATH=/usr/bin:/bin", "HOME=/fz/home",
+			     "GH_TOKEN=ghp_x",     "ANTHROPIC_API_KEY=sk-ant-api03-x",
+			     "TERM=xterm",         NULL};
 static char *argv_fz[] = {"/bin/true", NULL};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -168,8 +169,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const char *e = s ? s : end;
 		/* a zero length would mean strlen() to compose_load */
 		if (e > p)
-			parts[n++] = (compose_part){.json = p, .len = (size_t)(e - p),
-						    .name = "/fz/home/user.json"};
+			parts[n++] = (compose_part){
+				.json = p, .len = (size_t)(e - p), .name = "/fz/home/user.json"};
 		p = e + sizeof(sep) - 1;
 		if (!s)
 			break;
@@ -185,8 +186,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			order[n - 1 - i] = t;
 		}
 	fs_salt = data[2];
-	static const ab_vars vars = {.home = "/fz/home", .workspace = "/fz/home/proj",
-				     .user = "fz"};
+	static const ab_vars vars = {
+		.home = "/fz/home", .workspace = "/fz/home/proj", .user = "fz"};
 	ab_plan_input in = {
 		.host = &host,
 		.workspace = "/fz/home/proj",

@@ -40,9 +40,9 @@ static void check_printable(const char *s)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const ab_json_step paths[][3] = {
-		{ { .key = "filesystem" }, { .key = "read" }, { .index = 1 } },
-		{ { .key = "env" }, { .key = "set" }, { .key = "A" } },
-		{ { .index = 0 }, { .key = "" }, { .index = 2 } },
+		{{.key = "filesystem"}, {.key = "read"}, {.index = 1}},
+		{{.key = "env"}, {.key = "set"}, {.key = "A"}},
+		{{.index = 0}, {.key = ""}, {.index = 2}},
 	};
 	const char *buf = (const char *)data;
 	ab_profile *p = NULL;
@@ -64,7 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		for (size_t depth = 0; depth <= 3; depth++) {
 			int r = ab_json_locate(buf, size, paths[i], depth, depth & 1, &line, &col);
-			if ((r != 0 && r != -22 && r != -2) || line < 1 || col < 1 || col > size + 1)
+			if ((r != 0 && r != -22 && r != -2) || line < 1 || col < 1 ||
+			    col > size + 1)
 				__builtin_trap();
 		}
 	}

@@ -93,8 +93,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n = size - 1;
 	static const size_t lines[] = {64, 512, 4096, 0};
 	static const size_t items[] = {8, 64, 0, 0};
-	ab_report_limits l = {.max_line = lines[sel & 3], .max_items = items[(sel >> 2) & 3],
-			      .max_bytes = (sel & 0x10) ? 2048 : 0, .seed = 1};
+	ab_report_limits l = {.max_line = lines[sel & 3],
+			      .max_items = items[(sel >> 2) & 3],
+			      .max_bytes = (sel & 0x10) ? 2048 : 0,
+			      .seed = 1};
 	size_t chunk = 1 + ((sel >> 5) & 7) * 3;
 
 	ab_report *whole = feed(&l, log, n, n ? n : 1);

@@ -44,8 +44,8 @@ static ab_scan_set *resp_set;
 static ab_http_req req;
 static bool ready;
 
-static void mk(ab_secret *s, const char *name, const char *value, const char *ph,
-	       const char *host, const char *const *places)
+static void mk(ab_secret *s, const char *name, const char *value, const char *ph, const char *host,
+	       const char *const *places)
 {
 	ab_err err;
 
@@ -64,9 +64,9 @@ static void mk(ab_secret *s, const char *name, const char *value, const char *ph
 
 static void setup(void)
 {
-	static const char *const pb[] = { "query", "header:authorization", "body", NULL };
-	static const char *const pc[] = { "header:x-api-key", NULL };
-	static const char *const pg[] = { "header:authorization", "body", NULL };
+	static const char *const pb[] = {"query", "header:authorization", "body", NULL};
+	static const char *const pc[] = {"header:x-api-key", NULL};
+	static const char *const pg[] = {"header:authorization", "body", NULL};
 	ab_err err;
 
 	mk(&secs[0], "TOKEN_A", "real-A-0123456789abcdefghi", PHA, "api.test", NULL);
@@ -185,11 +185,12 @@ static void fuzz_scanner(const uint8_t *d, size_t size)
 			pat[i][j] = k < size ? (char)d[k++] : 'a';
 			rep[i][j] = (char)('A' + i);
 		}
-		p[i] = (ab_scan_pattern){ .bytes = pat[i], .len = len,
-					  .repl = spec & 0x40 ? NULL : rep[i],
-					  .action = (spec & 0xc0) == 0xc0 ? AB_SCAN_BLOCK
+		p[i] = (ab_scan_pattern){.bytes = pat[i],
+					 .len = len,
+					 .repl = spec & 0x40 ? NULL : rep[i],
+					 .action = (spec & 0xc0) == 0xc0 ? AB_SCAN_BLOCK
 									 : AB_SCAN_REPLACE,
-					  .id = (unsigned)i };
+					 .id = (unsigned)i};
 		any_block |= p[i].action == AB_SCAN_BLOCK;
 	}
 	if (ab_scan_set_new(p, np, &set, &err) < 0)
@@ -219,9 +220,9 @@ static void fuzz_scanner(const uint8_t *d, size_t size)
 
 /* --------------------------------------------------------- head rewrite */
 
-static const char *const hosts[] = { "api.test", "a.example.com", "github.test", "evil.test",
-				     "example.com", "API.TEST." };
-static const unsigned ports[] = { 443, 80, 8443 };
+static const char *const hosts[] = {"api.test",  "a.example.com", "github.test",
+				    "evil.test", "example.com",   "API.TEST."};
+static const unsigned ports[] = {443, 80, 8443};
 
 static int fuzz_head(const uint8_t *d, size_t size, size_t *head_len, const char **host,
 		     unsigned *port)
@@ -336,7 +337,8 @@ static void fuzz_jwt(const uint8_t *data, size_t size)
 	if (memcmp(out, v, keep) != 0 || size - keep < 22)
 		__builtin_trap();
 	for (size_t i = keep; i < size; i++)
-		if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", out[i]))
+		if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+			    out[i]))
 			__builtin_trap();
 }
 
@@ -351,12 +353,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	switch (data[0] & 3) {
-	case 0:
-		fuzz_scanner(data, size);
-		break;
-	case 1:
-		fuzz_head(data, size, &hl, &host, &port);
-		break;
+	case 0: fuzz_scanner(data, size); break;
+	case 1: fuzz_head(data, size, &hl, &host, &port); break;
 	case 2:
 		fuzz_response(data, size);
 		fuzz_jwt(data + 1, size - 1);

@@ -33,7 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < n; i += step)
 		ab_termfilter_run(&f, b + i, n - i < step ? n - i : step);
 	for (size_t i = 0; i < n; i++)
-		if (b[i] != data[1 + i] && !(b[i] == '9' && data[1 + i] >= '0' && data[1 + i] <= '8'))
+		if (b[i] != data[1 + i] &&
+		    !(b[i] == '9' && data[1 + i] >= '0' && data[1 + i] <= '8'))
 			abort();
 	for (size_t i = 0; i + 1 < n; i++) {
 		size_t j;

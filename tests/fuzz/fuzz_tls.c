@@ -81,8 +81,7 @@ static void check_result(int r, const ab_tls_hello *h, size_t len)
 		if (h->need || h->has_sni || h->consumed)
 			__builtin_trap();
 		break;
-	default:
-		__builtin_trap();
+	default: __builtin_trap();
 	}
 }
 
@@ -154,7 +153,7 @@ static size_t wrap(const uint8_t *data, size_t size, const uint8_t *pre, size_t 
  * data[1..] as its extension block after fixed valid fields. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t pre[2 + 32 + 1 + 4 + 2 + 2] = { 3, 3 };
+	uint8_t pre[2 + 32 + 1 + 4 + 2 + 2] = {3, 3};
 	size_t n;
 
 	check_stream(data, size);

@@ -104,8 +104,8 @@ static void check_bytes(const uint8_t *data, size_t size)
 	    strlen(json_string_value(s)) != json_string_length(s))
 		__builtin_trap();
 	json_t *direct = memchr(data, 0, size) ? NULL : json_stringn((const char *)data, size);
-	if (direct && (json_string_length(direct) != size ||
-		       memcmp(json_string_value(s), data, size) != 0))
+	if (direct &&
+	    (json_string_length(direct) != size || memcmp(json_string_value(s), data, size) != 0))
 		__builtin_trap();
 	json_decref(direct);
 	json_decref(s);
@@ -132,8 +132,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		framed.kind = 1 + data[0] % 4;
 		framed.op = data[1] % 6;
 		framed.flags = data[2] & 1;
-		framed.ret = data[3] & 1 ? -13 : data[3] & 2 ? -1 : data[3] & 4 ? -97
-											 : -(int)data[4];
+		framed.ret = data[3] & 1   ? -13
+			     : data[3] & 2 ? -1
+			     : data[3] & 4 ? -97
+					   : -(int)data[4];
 		framed.pid = data[5];
 		framed.ppid = data[6];
 		memcpy(framed.comm, data + 8, size - 8 < 16 ? size - 8 : 16);

@@ -53,7 +53,7 @@
 #define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
 #endif
 
-static const char *const nc_basic[] = { "*.example.com", "api.test", NULL };
+static const char *const nc_basic[] = {"*.example.com", "api.test", NULL};
 
 /* ------------------------------------------------ tracking allocator */
 /* Every OpenSSL allocation gets a header linking it into a list, so live
@@ -198,7 +198,7 @@ static double median(double *v, size_t n)
 
 static ab_ca *new_ca(const char *const *nc)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	ab_ca *ca = NULL;
 
 	int r = ab_ca_new(nc, 7, &ca, &err);
@@ -211,7 +211,7 @@ static ab_ca *new_ca(const char *const *nc)
 
 static X509 *leaf_of(ab_ca *ca, const char *host, SSL_CTX **ctxp)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	SSL_CTX *ctx = NULL;
 
 	int r = ab_ca_server_ctx(ca, host, &ctx, &err);
@@ -275,8 +275,8 @@ static void push_gn(GENERAL_NAMES *gens, int type, const char *v)
  * thief holding the issuing key could mint): SAN from dns[] and ip (either
  * may be empty/NULL; no SAN at all when both are), CN when non-NULL; a CA
  * when *ca_key_out is non-NULL (its new key is returned there). */
-static X509 *mint_any(X509 *signer, EVP_PKEY *sign_key, const char *const *dns,
-		      const char *ip, const char *cn, EVP_PKEY **ca_key_out)
+static X509 *mint_any(X509 *signer, EVP_PKEY *sign_key, const char *const *dns, const char *ip,
+		      const char *cn, EVP_PKEY **ca_key_out)
 {
 	X509 *x = X509_new(), *cacert = signer;
 	EVP_PKEY *k = EVP_EC_gen("P-256");
@@ -346,9 +346,9 @@ static long secs_from_now(const ASN1_TIME *t)
 /* ------------------------------------------------ handshakes */
 
 typedef struct hs_result {
-	int who;          /* 0 ok, 1 client failed, 2 server failed, 3 stuck */
-	int verify;       /* client's SSL_get_verify_result */
-	int reason;       /* ERR_GET_REASON of the failing side's first error */
+	int who;    /* 0 ok, 1 client failed, 2 server failed, 3 stuck */
+	int verify; /* client's SSL_get_verify_result */
+	int reason; /* ERR_GET_REASON of the failing side's first error */
 } hs_result;
 
 static int step(SSL *s, bool *done, int *reason)
@@ -370,7 +370,7 @@ static hs_result handshake(SSL *c, SSL *s)
 {
 	BIO *bc = NULL, *bs = NULL;
 	bool cdone = false, sdone = false;
-	hs_result res = { 3, 0, 0 };
+	hs_result res = {3, 0, 0};
 
 	assert_int_equal(BIO_new_bio_pair(&bc, 0, &bs, 0), 1);
 	SSL_set_bio(c, bc, bc);
@@ -413,7 +413,7 @@ static void ping(SSL *c, SSL *s)
 
 static SSL_CTX *client_for(ab_ca *ca)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	SSL_CTX *cc = NULL;
 	char *pem = NULL;
 
@@ -428,7 +428,7 @@ static SSL_CTX *client_for(ab_ca *ca)
 static hs_result hs_run(SSL_CTX *cc, SSL_CTX *sc, const char *expect, const unsigned char *alpn,
 			size_t alpn_len, int client_max, char *alpn_out)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	SSL *c = SSL_new(cc), *s = SSL_new(sc);
 
 	assert_non_null(c);
@@ -509,8 +509,7 @@ static void test_ca_cert(void **state)
 	assert_int_equal(ext_critical(x, NID_key_usage), 1);
 	assert_int_equal(ext_critical(x, NID_name_constraints), 1);
 	assert_int_equal(X509_get_ext_by_NID(x2, NID_name_constraints, -1), -1);
-	assert_int_equal(X509_get_ext_by_NID(ab_ca_get0_issuer(ca2), NID_name_constraints, -1),
-			 -1);
+	assert_int_equal(X509_get_ext_by_NID(ab_ca_get0_issuer(ca2), NID_name_constraints, -1), -1);
 	bc = X509_get_ext_d2i(x, NID_basic_constraints, NULL, NULL);
 	assert_non_null(bc);
 	assert_true(bc->ca);
@@ -541,8 +540,9 @@ static void test_ca_cert(void **state)
 	assert_int_equal(ext_critical(is, NID_key_usage), 1);
 	assert_int_equal(X509_get_key_usage(is), KU_KEY_CERT_SIGN | KU_CRL_SIGN);
 	assert_int_equal(X509_get_extended_key_usage(is), XKU_SSL_SERVER);
-	assert_int_equal(ASN1_OCTET_STRING_cmp(X509_get0_authority_key_id(is),
-					       X509_get0_subject_key_id(x)), 0);
+	assert_int_equal(
+		ASN1_OCTET_STRING_cmp(X509_get0_authority_key_id(is), X509_get0_subject_key_id(x)),
+		0);
 	assert_int_equal(ASN1_STRING_length(X509_get0_serialNumber(is)), 16);
 	assert_int_equal(ASN1_TIME_compare(X509_get0_notAfter(is), X509_get0_notAfter(x)), 0);
 	check_cn(is, "agentbox session issuing CA ", hex_is);
@@ -557,7 +557,7 @@ static void test_ca_cert(void **state)
 static void test_ca_pem(void **state)
 {
 	ab_ca *ca = new_ca(NULL);
-	ab_err err = { 0 };
+	ab_err err = {0};
 	char *pem = NULL;
 
 	assert_int_equal(ab_ca_cert_pem(ca, &pem, &err), 0);
@@ -581,33 +581,35 @@ typedef struct bad_new {
 
 static void test_ca_new_bad(void **state)
 {
-	static const char *const l_empty[] = { NULL };
-	static const char *const l_star[] = { "*", NULL };
-	static const char *const l_stardot[] = { "*.", NULL };
-	static const char *const l_2star[] = { "**.a.com", NULL };
-	static const char *const l_mid[] = { "a.*.com", NULL };
-	static const char *const l_ip4[] = { "1.2.3.4", NULL };
-	static const char *const l_ip6[] = { "[::1]", NULL };
-	static const char *const l_hex[] = { "0x7f.1", NULL };
-	static const char *const l_wip[] = { "*.1.2.3.4", NULL };
-	static const char *const l_blank[] = { "", NULL };
-	static const char *const l_space[] = { "a b.com", NULL };
-	static const char *const l_comma[] = { "a.com,DNS:evil.com", NULL };
-	static const char *const l_dash[] = { "-a.com", NULL };
-	static const char *const l_utf8[] = { "b\xc3\xbc" "cher.de", NULL };
-	static const char *const l_dot2[] = { "a.com..", NULL };
-	static const char *const l_late[] = { "ok.com", "evil com", NULL };
+	static const char *const l_empty[] = {NULL};
+	static const char *const l_star[] = {"*", NULL};
+	static const char *const l_stardot[] = {"*.", NULL};
+	static const char *const l_2star[] = {"**.a.com", NULL};
+	static const char *const l_mid[] = {"a.*.com", NULL};
+	static const char *const l_ip4[] = {"1.2.3.4", NULL};
+	static const char *const l_ip6[] = {"[::1]", NULL};
+	static const char *const l_hex[] = {"0x7f.1", NULL};
+	static const char *const l_wip[] = {"*.1.2.3.4", NULL};
+	static const char *const l_blank[] = {"", NULL};
+	static const char *const l_space[] = {"a b.com", NULL};
+	static const char *const l_comma[] = {"a.com,DNS:evil.com", NULL};
+	static const char *const l_dash[] = {"-a.com", NULL};
+	static const char *const l_utf8[] = {"b\xc3\xbc"
+					     "cher.de",
+					     NULL};
+	static const char *const l_dot2[] = {"a.com..", NULL};
+	static const char *const l_late[] = {"ok.com", "evil com", NULL};
 	static const bad_new cases[] = {
-		{ NULL, 0, -EINVAL },      { NULL, -1, -EINVAL },   { NULL, 826, -EINVAL },
-		{ l_empty, 7, -EINVAL },   { l_star, 7, -EINVAL },  { l_stardot, 7, -EINVAL },
-		{ l_2star, 7, -EINVAL },   { l_mid, 7, -EINVAL },   { l_ip4, 7, -EINVAL },
-		{ l_ip6, 7, -EINVAL },     { l_hex, 7, -EINVAL },   { l_wip, 7, -EINVAL },
-		{ l_blank, 7, -EINVAL },   { l_space, 7, -EINVAL }, { l_comma, 7, -EINVAL },
-		{ l_dash, 7, -EINVAL },    { l_utf8, 7, -EINVAL },  { l_dot2, 7, -EINVAL },
-		{ l_late, 7, -EINVAL },
+		{NULL, 0, -EINVAL},    {NULL, -1, -EINVAL},   {NULL, 826, -EINVAL},
+		{l_empty, 7, -EINVAL}, {l_star, 7, -EINVAL},  {l_stardot, 7, -EINVAL},
+		{l_2star, 7, -EINVAL}, {l_mid, 7, -EINVAL},   {l_ip4, 7, -EINVAL},
+		{l_ip6, 7, -EINVAL},   {l_hex, 7, -EINVAL},   {l_wip, 7, -EINVAL},
+		{l_blank, 7, -EINVAL}, {l_space, 7, -EINVAL}, {l_comma, 7, -EINVAL},
+		{l_dash, 7, -EINVAL},  {l_utf8, 7, -EINVAL},  {l_dot2, 7, -EINVAL},
+		{l_late, 7, -EINVAL},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++) {
-		ab_err err = { 0 };
+		ab_err err = {0};
 		ab_ca *ca = (ab_ca *)&err;
 		int r = ab_ca_new(cases[i].list, cases[i].days, &ca, &err);
 		if (r != cases[i].ret)
@@ -621,7 +623,7 @@ static void test_ca_new_bad(void **state)
 	assert_non_null(many);
 	for (size_t i = 0; i <= AB_CA_MAX_CONSTRAINTS; i++)
 		many[i] = "a.example.com";
-	ab_err err = { 0 };
+	ab_err err = {0};
 	ab_ca *ca = NULL;
 	assert_int_equal(ab_ca_new(many, 7, &ca, &err), -E2BIG);
 	assert_null(ca);
@@ -633,7 +635,7 @@ static void test_ca_new_bad(void **state)
 }
 
 /* The encoded subtrees, in order. */
-static void expect_subtrees(STACK_OF(GENERAL_SUBTREE) *sk, const char *const *dns, int n_ip)
+static void expect_subtrees(STACK_OF(GENERAL_SUBTREE) * sk, const char *const *dns, int n_ip)
 {
 	int n = 0, ips = 0;
 
@@ -662,17 +664,23 @@ static void expect_subtrees(STACK_OF(GENERAL_SUBTREE) *sk, const char *const *dn
 static void test_nc_encoding(void **state)
 {
 	static const char *const list[] = {
-		"*.example.com", "api.test", "Example.ORG.", "x.example.com" /* covered */,
-		"example.net", "a.example.net" /* below example.net */, "api.test" /* dup */,
-		"*.example.org" /* wildcard under example.org: no exclusion for it */, NULL,
+		"*.example.com",
+		"api.test",
+		"Example.ORG.",
+		"x.example.com" /* covered */,
+		"example.net",
+		"a.example.net" /* below example.net */,
+		"api.test" /* dup */,
+		"*.example.org" /* wildcard under example.org: no exclusion for it */,
+		NULL,
 	};
 	static const char *const permitted[] = {
-		".example.com", "api.test", "example.org", "example.net", "a.example.net",
-		".example.org", NULL,
+		".example.com",  "api.test",     "example.org", "example.net",
+		"a.example.net", ".example.org", NULL,
 	};
-	static const char *const excluded[] = { ".api.test", ".a.example.net", NULL };
+	static const char *const excluded[] = {".api.test", ".a.example.net", NULL};
 	ab_ca *ca = new_ca(list);
-	X509 *certs[] = { ab_ca_get0_cert(ca), ab_ca_get0_issuer(ca) };
+	X509 *certs[] = {ab_ca_get0_cert(ca), ab_ca_get0_issuer(ca)};
 
 	for (size_t i = 0; i < AB_ARRAY_SIZE(certs); i++) {
 		NAME_CONSTRAINTS *nc = X509_get_ext_d2i(certs[i], NID_name_constraints, NULL, NULL);
@@ -692,8 +700,8 @@ static void check_leaf_profile(ab_ca *ca, X509 *x, const char *h)
 {
 	X509 *cacert = ab_ca_get0_cert(ca), *issuer = ab_ca_get0_issuer(ca);
 	char cn[256];
-	int cnlen = X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn,
-					      sizeof(cn));
+	int cnlen =
+		X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, sizeof(cn));
 
 	if (strlen(h) <= 64) {
 		assert_string_equal(cn, h);
@@ -717,7 +725,8 @@ static void check_leaf_profile(ab_ca *ca, X509 *x, const char *h)
 	assert_int_equal(X509_check_issued(issuer, x), X509_V_OK);
 	assert_int_not_equal(X509_check_issued(cacert, x), X509_V_OK);
 	assert_int_equal(ASN1_OCTET_STRING_cmp(X509_get0_authority_key_id(x),
-					       X509_get0_subject_key_id(issuer)), 0);
+					       X509_get0_subject_key_id(issuer)),
+			 0);
 	assert_int_equal(ASN1_TIME_compare(X509_get0_notAfter(x), X509_get0_notAfter(cacert)), 0);
 	long nb = secs_from_now(X509_get0_notBefore(x));
 	assert_true(nb <= -3590 && nb >= -3610);
@@ -729,7 +738,10 @@ static void check_leaf_profile(ab_ca *ca, X509 *x, const char *h)
 static void test_leaves_chain(void **state)
 {
 	static const char *const hosts[] = {
-		"a.example.com", "b.example.com", "deep.er.example.com", "api.test",
+		"a.example.com",
+		"b.example.com",
+		"deep.er.example.com",
+		"api.test",
 		"x_y.example.com",
 		/* 100 bytes: no CN, critical SAN */
 		("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."
@@ -818,8 +830,8 @@ static void test_cache_lru(void **state)
 	assert_int_equal(ab_ca_cache_size(ca), AB_CA_CACHE_MAX);
 	leaf_of(ca, "h1.lru.test", &again); /* minted again (evicts h2) */
 	assert_ptr_not_equal(again, keep1);
-	assert_int_not_equal(X509_cmp(SSL_CTX_get0_certificate(again),
-				      SSL_CTX_get0_certificate(keep1)), 0);
+	assert_int_not_equal(
+		X509_cmp(SSL_CTX_get0_certificate(again), SSL_CTX_get0_certificate(keep1)), 0);
 	SSL_CTX_free(again);
 	leaf_of(ca, "h0.lru.test", &again);
 	assert_ptr_equal(again, keep0);
@@ -846,30 +858,30 @@ typedef struct refuse_case {
 static void test_server_ctx_refuse(void **state)
 {
 	static const refuse_case cases[] = {
-		{ "example.com", -EPERM },     /* the bare suffix of a wildcard */
-		{ "evil.com", -EPERM },
-		{ "x.api.test", -EPERM },      /* below an exact entry */
-		{ "test", -EPERM },
-		{ "aexample.com", -EPERM },
-		{ "A.example.com", -EINVAL },  /* not normalised */
-		{ "a.example.com.", -EINVAL },
-		{ "1.2.3.4", -EINVAL },
-		{ "[::1]", -EINVAL },
-		{ "0x7f.1", -EINVAL },
-		{ "", -EINVAL },
-		{ "*.example.com", -EINVAL },
-		{ "a b.example.com", -EINVAL },
-		{ "a..example.com", -EINVAL },
-		{ "a.example.com\n", -EINVAL },
-		{ "a.example.com,DNS:evil.com", -EINVAL },
-		{ "a.example.com/x", -EINVAL },
-		{ NULL, -EINVAL },
+		{"example.com", -EPERM}, /* the bare suffix of a wildcard */
+		{"evil.com", -EPERM},
+		{"x.api.test", -EPERM}, /* below an exact entry */
+		{"test", -EPERM},
+		{"aexample.com", -EPERM},
+		{"A.example.com", -EINVAL}, /* not normalised */
+		{"a.example.com.", -EINVAL},
+		{"1.2.3.4", -EINVAL},
+		{"[::1]", -EINVAL},
+		{"0x7f.1", -EINVAL},
+		{"", -EINVAL},
+		{"*.example.com", -EINVAL},
+		{"a b.example.com", -EINVAL},
+		{"a..example.com", -EINVAL},
+		{"a.example.com\n", -EINVAL},
+		{"a.example.com,DNS:evil.com", -EINVAL},
+		{"a.example.com/x", -EINVAL},
+		{NULL, -EINVAL},
 	};
 	ab_ca *ca = new_ca(nc_basic);
 	char longname[400];
 
 	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++) {
-		ab_err err = { 0 };
+		ab_err err = {0};
 		SSL_CTX *c = (SSL_CTX *)&err;
 		assert_int_equal(ab_ca_server_ctx(ca, cases[i].host, &c, &err), cases[i].ret);
 		assert_null(c);
@@ -878,7 +890,7 @@ static void test_server_ctx_refuse(void **state)
 	memset(longname, 'a', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = '\0';
 	memcpy(longname + sizeof(longname) - 13, ".example.com", 12);
-	ab_err err = { 0 };
+	ab_err err = {0};
 	SSL_CTX *c = NULL;
 	assert_int_equal(ab_ca_server_ctx(ca, longname, &c, &err), -EINVAL);
 	assert_int_equal(ab_ca_cache_size(ca), 0);
@@ -897,29 +909,29 @@ typedef struct nc_case {
 static void test_nc_verify(void **state)
 {
 	static const nc_case cases[] = {
-		{ { "a.example.com" }, NULL, NULL, X509_V_OK },
-		{ { "a.b.example.com" }, NULL, NULL, X509_V_OK },
-		{ { "A.EXAMPLE.COM" }, NULL, NULL, X509_V_OK }, /* DNS is case-insensitive */
-		{ { "example.com" }, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION },
-		{ { "evil.com" }, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION },
-		{ { "notexample.com" }, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION },
-		{ { "example.com.evil.com" }, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION },
-		{ { "api.test" }, NULL, NULL, X509_V_OK },
-		{ { "x.api.test" }, NULL, NULL, X509_V_ERR_EXCLUDED_VIOLATION },
-		{ { "X.API.TEST" }, NULL, NULL, X509_V_ERR_EXCLUDED_VIOLATION },
-		{ { "test" }, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION },
-		{ { "evilapi.test" }, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION },
-		{ { "*.example.com" }, NULL, NULL, X509_V_OK }, /* a wildcard leaf under it */
-		{ { "*.test" }, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION },
-		{ { "a.example.com", "evil.com" }, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION },
-		{ { NULL }, "127.0.0.1", NULL, X509_V_ERR_EXCLUDED_VIOLATION },
-		{ { NULL }, "93.184.216.34", NULL, X509_V_ERR_EXCLUDED_VIOLATION },
-		{ { NULL }, "::1", NULL, X509_V_ERR_EXCLUDED_VIOLATION },
-		{ { NULL }, "2001:db8::1", NULL, X509_V_ERR_EXCLUDED_VIOLATION },
-		{ { "a.example.com" }, "10.0.0.1", NULL, X509_V_ERR_EXCLUDED_VIOLATION },
+		{{"a.example.com"}, NULL, NULL, X509_V_OK},
+		{{"a.b.example.com"}, NULL, NULL, X509_V_OK},
+		{{"A.EXAMPLE.COM"}, NULL, NULL, X509_V_OK}, /* DNS is case-insensitive */
+		{{"example.com"}, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION},
+		{{"evil.com"}, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION},
+		{{"notexample.com"}, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION},
+		{{"example.com.evil.com"}, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION},
+		{{"api.test"}, NULL, NULL, X509_V_OK},
+		{{"x.api.test"}, NULL, NULL, X509_V_ERR_EXCLUDED_VIOLATION},
+		{{"X.API.TEST"}, NULL, NULL, X509_V_ERR_EXCLUDED_VIOLATION},
+		{{"test"}, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION},
+		{{"evilapi.test"}, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION},
+		{{"*.example.com"}, NULL, NULL, X509_V_OK}, /* a wildcard leaf under it */
+		{{"*.test"}, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION},
+		{{"a.example.com", "evil.com"}, NULL, NULL, X509_V_ERR_PERMITTED_VIOLATION},
+		{{NULL}, "127.0.0.1", NULL, X509_V_ERR_EXCLUDED_VIOLATION},
+		{{NULL}, "93.184.216.34", NULL, X509_V_ERR_EXCLUDED_VIOLATION},
+		{{NULL}, "::1", NULL, X509_V_ERR_EXCLUDED_VIOLATION},
+		{{NULL}, "2001:db8::1", NULL, X509_V_ERR_EXCLUDED_VIOLATION},
+		{{"a.example.com"}, "10.0.0.1", NULL, X509_V_ERR_EXCLUDED_VIOLATION},
 		/* no SAN: OpenSSL 3 checks a host-like CN against DNS constraints */
-		{ { NULL }, NULL, "evil.com", X509_V_ERR_PERMITTED_VIOLATION },
-		{ { NULL }, NULL, "a.example.com", X509_V_OK },
+		{{NULL}, NULL, "evil.com", X509_V_ERR_PERMITTED_VIOLATION},
+		{{NULL}, NULL, "a.example.com", X509_V_OK},
 	};
 	ab_ca *ca = new_ca(nc_basic), *open_ca = new_ca(NULL);
 
@@ -929,8 +941,10 @@ static void test_nc_verify(void **state)
 		int r = verify_chain(ca, x, NULL, NULL);
 		if (r != t->expect)
 			fprintf(stderr, "nc case %zu (%s): got %d (%s)\n", i,
-				t->dns[0] ? t->dns[0] : t->ip ? t->ip : t->cn, r,
-				X509_verify_cert_error_string(r));
+				t->dns[0] ? t->dns[0]
+				: t->ip   ? t->ip
+					  : t->cn,
+				r, X509_verify_cert_error_string(r));
 		assert_int_equal(r, t->expect);
 		X509_free(x);
 		/* control: the same names under an unconstrained CA all verify */
@@ -947,12 +961,12 @@ static void test_nc_verify(void **state)
  * both CAs still apply to the whole chain). */
 static void test_nc_thief_subca(void **state)
 {
-	static const char *const inside[] = { "a.example.com", NULL };
-	static const char *const outside[] = { "evil.com", NULL };
+	static const char *const inside[] = {"a.example.com", NULL};
+	static const char *const outside[] = {"evil.com", NULL};
 	ab_ca *ca = new_ca(nc_basic);
 	EVP_PKEY *sub_key = NULL;
-	X509 *sub = mint_any(ab_ca_get0_issuer(ca), ab_ca_get0_key(ca), NULL, NULL,
-			     "thief sub-CA", &sub_key);
+	X509 *sub = mint_any(ab_ca_get0_issuer(ca), ab_ca_get0_key(ca), NULL, NULL, "thief sub-CA",
+			     &sub_key);
 	X509 *in = mint_any(sub, sub_key, inside, NULL, NULL, NULL);
 	X509 *out = mint_any(sub, sub_key, outside, NULL, NULL, NULL);
 
@@ -1050,7 +1064,7 @@ static int memfd_with(const char *data)
 static void test_client_ctx(void **state)
 {
 	ab_ca *ca = new_ca(nc_basic);
-	ab_err err = { 0 };
+	ab_err err = {0};
 	SSL_CTX *cc = NULL, *sc;
 	char *pem = NULL, path[64];
 	hs_result r;
@@ -1085,7 +1099,9 @@ static void test_client_ctx(void **state)
 	assert_int_equal(ab_ca_client_ctx_mem("", &cc, &err), -EINVAL);
 	assert_int_equal(ab_ca_client_ctx_mem("garbage", &cc, &err), -EINVAL);
 	assert_int_equal(ab_ca_client_ctx_mem("-----BEGIN CERTIFICATE-----\nAAAA\n"
-					      "-----END CERTIFICATE-----\n", &cc, &err), -EINVAL);
+					      "-----END CERTIFICATE-----\n",
+					      &cc, &err),
+			 -EINVAL);
 	assert_null(cc);
 	free(pem);
 	SSL_CTX_free(sc);
@@ -1095,7 +1111,7 @@ static void test_client_ctx(void **state)
 static void test_client_setup(void **state)
 {
 	SSL_CTX *cc = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	static const char *const bad[] = {
 		"", "A.example.com", "a.example.com.", "a b", "::1", "0x7f.1", "a@b", "127.1",
 	};
@@ -1114,7 +1130,7 @@ static void test_client_setup(void **state)
 	assert_int_equal(SSL_get_verify_mode(s), SSL_VERIFY_PEER);
 	SSL_free(s);
 	/* IP literals: expected address, no SNI */
-	static const char *const ips[] = { "127.0.0.1", "[::1]", "[2001:db8::1]" };
+	static const char *const ips[] = {"127.0.0.1", "[::1]", "[2001:db8::1]"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(ips); i++) {
 		s = SSL_new(cc);
 		assert_int_equal(ab_tls_client_setup(s, ips[i], &err), 0);
@@ -1141,8 +1157,7 @@ static void test_client_setup_ip_match(void **state)
 	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
 	X509_set_pubkey(x, k);
 	X509V3_set_ctx(&v3, ab_ca_get0_issuer(ca), x, NULL, NULL, 0);
-	X509_EXTENSION *e = X509V3_EXT_nconf_nid(NULL, &v3, NID_subject_alt_name,
-						 "IP:127.0.0.1");
+	X509_EXTENSION *e = X509V3_EXT_nconf_nid(NULL, &v3, NID_subject_alt_name, "IP:127.0.0.1");
 	X509_add_ext(x, e, -1);
 	X509_EXTENSION_free(e);
 	assert_true(X509_sign(x, ab_ca_get0_key(ca), EVP_sha256()) > 0);
@@ -1185,7 +1200,7 @@ static int count_certs(const char *pem, X509 **last)
 static void test_trust_bundle(void **state)
 {
 	ab_ca *ca = new_ca(nc_basic);
-	ab_err err = { 0 };
+	ab_err err = {0};
 	char *out = NULL, *pem = NULL, path[64];
 	size_t len = 0;
 	X509 *last;
@@ -1319,7 +1334,8 @@ static void test_key_wipe(void **state)
 	SSL_CTX_free(sc2);
 	size_t after = live_hits();
 	printf("[ info ] key wipe: live blocks holding a private scalar: %zu before, %zu after "
-	       "free; freed blocks still holding one: %zu\n", before, after, freed_hits);
+	       "free; freed blocks still holding one: %zu\n",
+	       before, after, freed_hits);
 	assert_int_equal(after, 0);
 	assert_int_equal(freed_hits, 0);
 	npats = 0;
@@ -1364,7 +1380,8 @@ static void try_scalar(keyscan *ks, const unsigned char *w, bool le)
 		return;
 	assert_int_equal(EC_POINT_mul(ks->grp, ks->pt, ks->bn, NULL, NULL, NULL), 1);
 	assert_int_equal(EC_POINT_point2oct(ks->grp, ks->pt, POINT_CONVERSION_UNCOMPRESSED, pub,
-					    sizeof(pub), NULL), 65);
+					    sizeof(pub), NULL),
+			 65);
 	for (int k = 0; k < 2; k++)
 		ks->found[k] += memcmp(pub, ks->want[k], 65) == 0;
 }
@@ -1383,7 +1400,7 @@ static void test_root_key_gone(void **state)
 {
 	if (!hooks_on)
 		skip();
-	keyscan ks = { 0 };
+	keyscan ks = {0};
 	size_t len = 0;
 	ab_ca *ca;
 
@@ -1392,12 +1409,13 @@ static void test_root_key_gone(void **state)
 	ca = new_ca(nc_basic);
 	grave_on = false;
 	assert_int_equal(EVP_PKEY_get_octet_string_param(X509_get0_pubkey(ab_ca_get0_cert(ca)),
-							 OSSL_PKEY_PARAM_PUB_KEY, ks.want[0],
-							 65, &len), 1);
+							 OSSL_PKEY_PARAM_PUB_KEY, ks.want[0], 65,
+							 &len),
+			 1);
 	assert_int_equal(len, 65);
-	assert_int_equal(EVP_PKEY_get_octet_string_param(ab_ca_get0_key(ca),
-							 OSSL_PKEY_PARAM_PUB_KEY, ks.want[1],
-							 65, &len), 1);
+	assert_int_equal(EVP_PKEY_get_octet_string_param(
+				 ab_ca_get0_key(ca), OSSL_PKEY_PARAM_PUB_KEY, ks.want[1], 65, &len),
+			 1);
 	ks.grp = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1);
 	ks.pt = EC_POINT_new(ks.grp);
 	ks.bn = BN_new();
@@ -1419,8 +1437,8 @@ static void test_root_key_gone(void **state)
 	}
 	printf("[ info ] root key: scanned %zu bytes freed during ab_ca_new and %zu live bytes "
 	       "(%zu candidate scalars): root scalar found %zu times (freed %zu), issuing "
-	       "scalar found %zu times (control)\n", grave_len, live_bytes, ks.candidates,
-	       ks.found[0], freed_found, ks.found[1]);
+	       "scalar found %zu times (control)\n",
+	       grave_len, live_bytes, ks.candidates, ks.found[0], freed_found, ks.found[1]);
 	assert_int_equal(ks.found[0], 0);
 	assert_true(ks.found[1] >= 1);
 	free(blocks);
@@ -1438,24 +1456,15 @@ int main(void)
 	/* before any OpenSSL allocation */
 	hooks_on = CRYPTO_set_mem_functions(t_malloc, t_realloc, t_free) == 1;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ca_cert),
-		cmocka_unit_test(test_ca_pem),
-		cmocka_unit_test(test_ca_new_bad),
-		cmocka_unit_test(test_nc_encoding),
-		cmocka_unit_test(test_leaves_chain),
-		cmocka_unit_test(test_cache_hit),
-		cmocka_unit_test(test_cache_lru),
-		cmocka_unit_test(test_server_ctx_refuse),
-		cmocka_unit_test(test_nc_verify),
-		cmocka_unit_test(test_nc_thief_subca),
-		cmocka_unit_test(test_handshake),
-		cmocka_unit_test(test_client_ctx),
-		cmocka_unit_test(test_client_setup),
-		cmocka_unit_test(test_client_setup_ip_match),
-		cmocka_unit_test(test_trust_bundle),
-		cmocka_unit_test(test_timings),
-		cmocka_unit_test(test_key_wipe),
-		cmocka_unit_test(test_root_key_gone),
+		cmocka_unit_test(test_ca_cert),      cmocka_unit_test(test_ca_pem),
+		cmocka_unit_test(test_ca_new_bad),   cmocka_unit_test(test_nc_encoding),
+		cmocka_unit_test(test_leaves_chain), cmocka_unit_test(test_cache_hit),
+		cmocka_unit_test(test_cache_lru),    cmocka_unit_test(test_server_ctx_refuse),
+		cmocka_unit_test(test_nc_verify),    cmocka_unit_test(test_nc_thief_subca),
+		cmocka_unit_test(test_handshake),    cmocka_unit_test(test_client_ctx),
+		cmocka_unit_test(test_client_setup), cmocka_unit_test(test_client_setup_ip_match),
+		cmocka_unit_test(test_trust_bundle), cmocka_unit_test(test_timings),
+		cmocka_unit_test(test_key_wipe),     cmocka_unit_test(test_root_key_gone),
 	};
 	return cmocka_run_group_tests_name("ca", tests, NULL, NULL);
 }

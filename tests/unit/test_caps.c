@@ -25,23 +25,23 @@
 
 #define EXIT_SKIP 77
 
-#define CHECK(cond, what)                                                     \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			dprintf(2, "child: %s failed (errno %d: %s)\n", (what), \
-				errno, strerror(errno));                      \
-			_exit(1);                                             \
-		}                                                             \
+#define CHECK(cond, what)                                                              \
+	do {                                                                           \
+		if (!(cond)) {                                                         \
+			dprintf(2, "child: %s failed (errno %d: %s)\n", (what), errno, \
+				strerror(errno));                                      \
+			_exit(1);                                                      \
+		}                                                                      \
 	} while (0)
 
-#define CHECK_OK(call, what)                                                  \
-	do {                                                                  \
-		ab_err e_ = { 0 };                                            \
-		int r_ = (call)(&e_);                                         \
-		if (r_ < 0) {                                                 \
+#define CHECK_OK(call, what)                                                              \
+	do {                                                                              \
+		ab_err e_ = {0};                                                          \
+		int r_ = (call)(&e_);                                                     \
+		if (r_ < 0) {                                                             \
 			dprintf(2, "child: %s: %s\nHint: %s\n", (what), e_.msg, e_.hint); \
-			_exit(2);                                             \
-		}                                                             \
+			_exit(2);                                                         \
+		}                                                                         \
 	} while (0)
 
 typedef void (*child_fn)(void *ctx);
@@ -106,7 +106,7 @@ static bool status_field(const char *key, unsigned long long *out)
 
 static void check_all_dropped(void)
 {
-	static const char *zero[] = { "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb" };
+	static const char *zero[] = {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"};
 	unsigned long long v;
 	for (size_t i = 0; i < AB_ARRAY_SIZE(zero); i++) {
 		CHECK(status_field(zero[i], &v), zero[i]);
@@ -158,10 +158,10 @@ static void map_self(uid_t ou, gid_t og)
 static void child_nofile(void *ctx)
 {
 	ab_rlimit lim[] = {
-		{ RLIMIT_NOFILE, 64, 64, 0 },
-		{ RLIMIT_CORE, 0, 0, 0 },
+		{RLIMIT_NOFILE, 64, 64, 0},
+		{RLIMIT_CORE, 0, 0, 0},
 	};
-	ab_err err = { 0 };
+	ab_err err = {0};
 	CHECK(ab_rlimits_apply(lim, AB_ARRAY_SIZE(lim), &err) == 0, err.msg);
 	int i, fd = -1;
 	errno = 0;
@@ -189,21 +189,25 @@ static void test_rlimit_errors(void **state)
 		const char *msg; /* substring of err.msg */
 		bool hint;
 	} t[] = {
-		{ { RLIMIT_FSIZE, 10, 5, 0 }, -EINVAL,
-		  "setting rlimit fsize to soft=10 hard=5: Invalid argument", true },
-		{ { RLIMIT_NOFILE, RLIM_INFINITY, 5, 0 }, -EINVAL,
-		  "rlimit nofile to soft=infinity hard=5", true },
-		{ { 9999, 1, 1, 0 }, -EINVAL, "setting rlimit resource 9999 to soft=1 hard=1", false },
-		{ { -1, 1, 1, 0 }, -EINVAL, "rlimit resource -1", false },
+		{{RLIMIT_FSIZE, 10, 5, 0},
+		 -EINVAL,
+		 "setting rlimit fsize to soft=10 hard=5: Invalid argument",
+		 true},
+		{{RLIMIT_NOFILE, RLIM_INFINITY, 5, 0},
+		 -EINVAL,
+		 "rlimit nofile to soft=infinity hard=5",
+		 true},
+		{{9999, 1, 1, 0}, -EINVAL, "setting rlimit resource 9999 to soft=1 hard=1", false},
+		{{-1, 1, 1, 0}, -EINVAL, "rlimit resource -1", false},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
-		ab_err err = { 0 };
+		ab_err err = {0};
 		assert_int_equal(ab_rlimits_apply(&t[i].lim, 1, &err), t[i].ret);
 		if (!strstr(err.msg, t[i].msg))
 			fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err.msg, t[i].msg);
 		assert_int_equal(err.hint[0] != '\0', t[i].hint);
 	}
-	ab_err err = { 0 };
+	ab_err err = {0};
 	assert_int_equal(ab_rlimits_apply(NULL, 0, &err), 0);
 }
 
@@ -212,12 +216,12 @@ static void test_rlimit_errors(void **state)
 static void child_raise(void *ctx)
 {
 	struct rlimit rl;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit");
 	rl.rlim_max = rl.rlim_cur = 32;
 	CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, "lower nofile");
 	enter_userns();
-	ab_rlimit up = { RLIMIT_NOFILE, 64, 64, 0 };
+	ab_rlimit up = {RLIMIT_NOFILE, 64, 64, 0};
 	CHECK(ab_rlimits_apply(&up, 1, &err) == -EPERM, "raise fails EPERM");
 	CHECK(strstr(err.msg, "nofile") != NULL, "message names the limit");
 	CHECK(strstr(err.hint, "hard limit of nofile is 32") != NULL, "hint has the limit");
@@ -266,7 +270,7 @@ static int drop_last(ab_err *err)
 /* ctx: the cap_last_cap value to pass */
 static void child_drop_userns(void *ctx)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	unsigned long long eff;
 
 	enter_userns();
@@ -282,7 +286,7 @@ static void test_drop_userns(void **state)
 {
 	/* the kernel's value, a stale small one, and a hostile negative one:
 	 * all must end with everything dropped */
-	const int last[] = { read_cap_last_cap(), 5, -7, 1000 };
+	const int last[] = {read_cap_last_cap(), 5, -7, 1000};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(last); i++)
 		if (!run_in_child(child_drop_userns, (void *)&last[i]))
 			skip();
@@ -308,7 +312,7 @@ static void test_drop_root(void **state)
 /* Without CAP_SETPCAP the bounding set cannot be emptied: a clear failure. */
 static void child_drop_without_caps(void *ctx)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	if (prctl(PR_CAPBSET_READ, 0, 0, 0, 0) != 1)
 		skip_child("bounding set already empty");
 	cap_t none = cap_init();
@@ -335,7 +339,7 @@ static void child_creds_userns(void *ctx)
 {
 	uid_t ou = geteuid();
 	gid_t og = getegid();
-	ab_err err = { 0 };
+	ab_err err = {0};
 
 	enter_userns();
 	map_self(ou, og);
@@ -363,7 +367,7 @@ static void test_creds_userns(void **state)
  * the full drop still works because the switch kept the capabilities. */
 static void child_creds_root(void *ctx)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	gid_t g = 4242;
 	CHECK(setgroups(1, &g) == 0, "setgroups");
 	CHECK(ab_creds_switch(65534, 65534, true, &err) == 0, err.msg);
@@ -390,14 +394,10 @@ static void test_creds_root(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rlimit_nofile),
-		cmocka_unit_test(test_rlimit_errors),
-		cmocka_unit_test(test_rlimit_raise),
-		cmocka_unit_test(test_keyring),
-		cmocka_unit_test(test_drop_userns),
-		cmocka_unit_test(test_drop_root),
-		cmocka_unit_test(test_drop_without_caps),
-		cmocka_unit_test(test_creds_userns),
+		cmocka_unit_test(test_rlimit_nofile),     cmocka_unit_test(test_rlimit_errors),
+		cmocka_unit_test(test_rlimit_raise),      cmocka_unit_test(test_keyring),
+		cmocka_unit_test(test_drop_userns),       cmocka_unit_test(test_drop_root),
+		cmocka_unit_test(test_drop_without_caps), cmocka_unit_test(test_creds_userns),
 		cmocka_unit_test(test_creds_root),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,17 +22,23 @@ static void test_plan_writes(void **state)
 		const char *files[3];
 		const char *values[3];
 	} t[] = {
-		{ AB_LIMIT_UNSET, AB_LIMIT_UNSET, 0, { NULL }, { NULL } },
-		{ 1LL << 30, AB_LIMIT_UNSET, 2, { "memory.max", "memory.swap.max" },
-		  { "1073741824", "0" } },
-		{ AB_LIMIT_UNSET, 512, 1, { "pids.max" }, { "512" } },
-		{ 4096, 1, 3, { "memory.max", "memory.swap.max", "pids.max" }, { "4096", "0", "1" } },
-		{ 9223372036854775807LL, AB_LIMIT_UNSET, 2, { "memory.max", "memory.swap.max" },
-		  { "9223372036854775807", "0" } },
-		{ 0, AB_LIMIT_UNSET, -EINVAL, { NULL }, { NULL } },
-		{ AB_LIMIT_UNSET, 0, -EINVAL, { NULL }, { NULL } },
-		{ -5, 10, -EINVAL, { NULL }, { NULL } },
-		{ 100, -2, -EINVAL, { NULL }, { NULL } },
+		{AB_LIMIT_UNSET, AB_LIMIT_UNSET, 0, {NULL}, {NULL}},
+		{1LL << 30,
+		 AB_LIMIT_UNSET,
+		 2,
+		 {"memory.max", "memory.swap.max"},
+		 {"1073741824", "0"}},
+		{AB_LIMIT_UNSET, 512, 1, {"pids.max"}, {"512"}},
+		{4096, 1, 3, {"memory.max", "memory.swap.max", "pids.max"}, {"4096", "0", "1"}},
+		{9223372036854775807LL,
+		 AB_LIMIT_UNSET,
+		 2,
+		 {"memory.max", "memory.swap.max"},
+		 {"9223372036854775807", "0"}},
+		{0, AB_LIMIT_UNSET, -EINVAL, {NULL}, {NULL}},
+		{AB_LIMIT_UNSET, 0, -EINVAL, {NULL}, {NULL}},
+		{-5, 10, -EINVAL, {NULL}, {NULL}},
+		{100, -2, -EINVAL, {NULL}, {NULL}},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		ab_cg_write w[AB_CGROUP_MAX_WRITES];
@@ -56,23 +62,23 @@ static void test_parse_self(void **state)
 		int r;
 		const char *path;
 	} t[] = {
-		{ "0::/user.slice/user-1000.slice/session-2.scope\n", 0,
-		  "/user.slice/user-1000.slice/session-2.scope" },
-		{ "0::/\n", 0, "/" },
-		{ "0::/a/b", 0, "/a/b" }, /* no trailing newline */
-		{ "12:pids:/x\n4:memory:/y\n0::/init.scope\n", 0, "/init.scope" },
-		{ "1:name=systemd:/\n4:memory:/a\n", -ENOENT, "" },
-		{ "", -ENOENT, "" },
-		{ "\n\n\n", -ENOENT, "" },
-		{ "10::/not-v2\n", -ENOENT, "" },
-		{ "0::relative\n", -EINVAL, "" },
-		{ "0::\n", -EINVAL, "" },
-		{ "0::/a/../../etc\n", -EINVAL, "" },
-		{ "0::/a/./b\n", -EINVAL, "" },
-		{ "0::/a//b\n", -EINVAL, "" },
-		{ "0::/a/\n", -EINVAL, "" },
-		{ "0::/a\tb\n", -EINVAL, "" },
-		{ "0::/a\rb\n", -EINVAL, "" },
+		{"0::/user.slice/user-1000.slice/session-2.scope\n", 0,
+		 "/user.slice/user-1000.slice/session-2.scope"},
+		{"0::/\n", 0, "/"},
+		{"0::/a/b", 0, "/a/b"}, /* no trailing newline */
+		{"12:pids:/x\n4:memory:/y\n0::/init.scope\n", 0, "/init.scope"},
+		{"1:name=systemd:/\n4:memory:/a\n", -ENOENT, ""},
+		{"", -ENOENT, ""},
+		{"\n\n\n", -ENOENT, ""},
+		{"10::/not-v2\n", -ENOENT, ""},
+		{"0::relative\n", -EINVAL, ""},
+		{"0::\n", -EINVAL, ""},
+		{"0::/a/../../etc\n", -EINVAL, ""},
+		{"0::/a/./b\n", -EINVAL, ""},
+		{"0::/a//b\n", -EINVAL, ""},
+		{"0::/a/\n", -EINVAL, ""},
+		{"0::/a\tb\n", -EINVAL, ""},
+		{"0::/a\rb\n", -EINVAL, ""},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		char out[64] = "garbage";
@@ -116,15 +122,15 @@ static void test_list_has(void **state)
 		const char *list, *name;
 		bool has;
 	} t[] = {
-		{ "cpuset cpu io memory hugetlb pids rdma misc\n", "memory", true },
-		{ "cpuset cpu io memory hugetlb pids rdma misc\n", "pids", true },
-		{ "cpuset cpu io memory hugetlb pids rdma misc\n", "mem", false },
-		{ "memoryx pidsy\n", "memory", false },
-		{ "pids", "pids", true },
-		{ "  pids  ", "pids", true },
-		{ "\n", "pids", false },
-		{ "", "pids", false },
-		{ "memory", "", false },
+		{"cpuset cpu io memory hugetlb pids rdma misc\n", "memory", true},
+		{"cpuset cpu io memory hugetlb pids rdma misc\n", "pids", true},
+		{"cpuset cpu io memory hugetlb pids rdma misc\n", "mem", false},
+		{"memoryx pidsy\n", "memory", false},
+		{"pids", "pids", true},
+		{"  pids  ", "pids", true},
+		{"\n", "pids", false},
+		{"", "pids", false},
+		{"memory", "", false},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++)
 		assert_int_equal(ab_cgroup_list_has(t[i].list, t[i].name), t[i].has);
@@ -166,7 +172,7 @@ static void test_paths(void **state)
 static void test_setup_noop(void **state)
 {
 	ab_host host;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	char *path = (char *)"sentinel";
 
 	ab_host_fake(&host, 6);
@@ -186,7 +192,8 @@ static void test_setup_noop(void **state)
 	host.cgroup_delegated = AB_YES;
 	assert_int_equal(ab_cgroup_setup(-7, AB_LIMIT_UNSET, &host, 1234, &path, &err), -EINVAL);
 	snprintf(host.cgroup_path, sizeof(host.cgroup_path), "/a/../../etc");
-	assert_int_equal(ab_cgroup_setup(1 << 20, AB_LIMIT_UNSET, &host, 1234, &path, &err), -EINVAL);
+	assert_int_equal(ab_cgroup_setup(1 << 20, AB_LIMIT_UNSET, &host, 1234, &path, &err),
+			 -EINVAL);
 	assert_null(path);
 
 	ab_cgroup_cleanup(NULL);

@@ -113,9 +113,9 @@ static void test_run_options(void **state)
 {
 	ab_cli c;
 	ab_err e;
-	assert_int_equal(parse(&c, &e, A("run", "-p", "a", "--profile", "b", "--profile=c", "-pd",
-					 "-w", "/w1", "--workspace=/w2", "--pty", "-q", "--",
-					 "cmd", "x")),
+	assert_int_equal(parse(&c, &e,
+			       A("run", "-p", "a", "--profile", "b", "--profile=c", "-pd", "-w",
+				 "/w1", "--workspace=/w2", "--pty", "-q", "--", "cmd", "x")),
 			 0);
 	assert_int_equal(c.profiles.n, 4);
 	assert_string_equal(c.profiles.v[0], "a");
@@ -229,8 +229,9 @@ static void test_test_escape(void **state)
 	assert_null(c.only);
 	assert_false(c.list);
 	ab_cli_free(&c);
-	assert_int_equal(parse(&c, &e, A("test-escape", "-p", "a", "-p", "b", "--format", "junit",
-					 "-o", "r.xml", "--only", "FS-01,NET-01", "-q")),
+	assert_int_equal(parse(&c, &e,
+			       A("test-escape", "-p", "a", "-p", "b", "--format", "junit", "-o",
+				 "r.xml", "--only", "FS-01,NET-01", "-q")),
 			 0);
 	assert_int_equal(c.profiles.n, 2);
 	assert_string_equal(c.format, "junit");
@@ -238,7 +239,8 @@ static void test_test_escape(void **state)
 	assert_string_equal(c.only, "FS-01,NET-01");
 	assert_true(c.quiet);
 	ab_cli_free(&c);
-	assert_int_equal(parse(&c, &e, A("test-escape", "--list", "--output=x", "--format=json")), 0);
+	assert_int_equal(parse(&c, &e, A("test-escape", "--list", "--output=x", "--format=json")),
+			 0);
 	assert_true(c.list);
 	assert_string_equal(c.out_path, "x");
 	assert_string_equal(c.format, "json");
@@ -249,10 +251,11 @@ static void test_grants(void **state)
 {
 	ab_cli c;
 	ab_err e;
-	assert_int_equal(parse(&c, &e, A("run", "--allow", "a.example:8443", "--read", "/srv",
-					 "--write=out", "--env", "EDITOR", "--allow", "b.example",
-					 "--", "ls")),
-			 0);
+	assert_int_equal(
+		parse(&c, &e,
+		      A("run", "--allow", "a.example:8443", "--read", "/srv", "--write=out",
+			"--env", "EDITOR", "--allow", "b.example", "--", "ls")),
+		0);
 	assert_int_equal(c.grants.n, 5);
 	assert_string_equal(c.grants.v[0], "allow=a.example:8443");
 	assert_string_equal(c.grants.v[1], "read=/srv");
@@ -296,11 +299,14 @@ static void test_trace(void **state)
 		const char *const *args;
 		const char *msg;
 	} bad[] = {
-		{A("run", "--trace=yes", "ls"), "run: --trace takes no value or '=best-effort', not 'yes'"},
-		{A("run", "--trace=", "ls"), "run: --trace takes no value or '=best-effort', not ''"},
+		{A("run", "--trace=yes", "ls"),
+		 "run: --trace takes no value or '=best-effort', not 'yes'"},
+		{A("run", "--trace=", "ls"),
+		 "run: --trace takes no value or '=best-effort', not ''"},
 		{A("run", "--trace=Best-Effort", "ls"),
 		 "run: --trace takes no value or '=best-effort', not 'Best-Effort'"},
-		{A("explain", "--trace"), "explain: unknown option '--trace' (see 'agentbox explain --help')"},
+		{A("explain", "--trace"),
+		 "explain: unknown option '--trace' (see 'agentbox explain --help')"},
 		{A("test-escape", "--trace"),
 		 "test-escape: unknown option '--trace' (see 'agentbox test-escape --help')"},
 	};
@@ -325,15 +331,19 @@ static void test_errors(void **state)
 		{A("--bogus"), "unknown option '--bogus' (see 'agentbox --help')"},
 		{A("-p", "x", "run"), "unknown option '-p' (see 'agentbox --help')"},
 		{A("check"), "check: name at least one profile (see 'agentbox check --help')"},
-		{A("check", "--"), "check: name at least one profile (see 'agentbox check --help')"},
+		{A("check", "--"),
+		 "check: name at least one profile (see 'agentbox check --help')"},
 		{A("doctor", "extra"), "doctor: unexpected argument 'extra'"},
 		{A("run", "-x"), "run: unknown option '-x' (see 'agentbox run --help')"},
-		{A("run", "--bogus", "ls"), "run: unknown option '--bogus' (see 'agentbox run --help')"},
-		{A("run", "--bogus=1"), "run: unknown option '--bogus=1' (see 'agentbox run --help')"},
+		{A("run", "--bogus", "ls"),
+		 "run: unknown option '--bogus' (see 'agentbox run --help')"},
+		{A("run", "--bogus=1"),
+		 "run: unknown option '--bogus=1' (see 'agentbox run --help')"},
 		/* an unknown letter in a group names the letter, not a neighbour */
 		{A("run", "-xq", "ls"), "run: unknown option '-x' (see 'agentbox run --help')"},
 		{A("run", "-qx", "ls"), "run: unknown option '-x' (see 'agentbox run --help')"},
-		{A("run", "--json", "ls"), "run: unknown option '--json' (see 'agentbox run --help')"},
+		{A("run", "--json", "ls"),
+		 "run: unknown option '--json' (see 'agentbox run --help')"},
 		{A("run", "-p", ""), "run: -p needs a profile name or path"},
 		{A("run", "--profile="), "run: -p needs a profile name or path"},
 		{A("run", "-p"), "run: option '-p' needs an argument (see 'agentbox run --help')"},
@@ -345,18 +355,26 @@ static void test_errors(void **state)
 		{A("run", "--pty=1"), "run: unknown option '--pty=1' (see 'agentbox run --help')"},
 		/* options that exist but not for this command name the option (not its
 		 * argument) */
-		{A("explain", "--pty"), "explain: unknown option '--pty' (see 'agentbox explain --help')"},
+		{A("explain", "--pty"),
+		 "explain: unknown option '--pty' (see 'agentbox explain --help')"},
 		{A("explain", "--no-pty"),
 		 "explain: unknown option '--no-pty' (see 'agentbox explain --help')"},
-		{A("explain", "-q"), "explain: unknown option '-q' (see 'agentbox explain --help')"},
-		{A("doctor", "-p", "x"), "doctor: unknown option '-p' (see 'agentbox doctor --help')"},
+		{A("explain", "-q"),
+		 "explain: unknown option '-q' (see 'agentbox explain --help')"},
+		{A("doctor", "-p", "x"),
+		 "doctor: unknown option '-p' (see 'agentbox doctor --help')"},
 		{A("doctor", "--profile", "x"),
 		 "doctor: unknown option '--profile' (see 'agentbox doctor --help')"},
-		{A("doctor", "-w", "/x"), "doctor: unknown option '-w' (see 'agentbox doctor --help')"},
-		{A("doctor", "--pty"), "doctor: unknown option '--pty' (see 'agentbox doctor --help')"},
-		{A("check", "-p", "x", "y"), "check: unknown option '-p' (see 'agentbox check --help')"},
-		{A("check", "--json", "x"), "check: unknown option '--json' (see 'agentbox check --help')"},
-		{A("check", "-w", "/d", "x"), "check: unknown option '-w' (see 'agentbox check --help')"},
+		{A("doctor", "-w", "/x"),
+		 "doctor: unknown option '-w' (see 'agentbox doctor --help')"},
+		{A("doctor", "--pty"),
+		 "doctor: unknown option '--pty' (see 'agentbox doctor --help')"},
+		{A("check", "-p", "x", "y"),
+		 "check: unknown option '-p' (see 'agentbox check --help')"},
+		{A("check", "--json", "x"),
+		 "check: unknown option '--json' (see 'agentbox check --help')"},
+		{A("check", "-w", "/d", "x"),
+		 "check: unknown option '-w' (see 'agentbox check --help')"},
 		{A("test-escape", "extra"), "test-escape: unexpected argument 'extra'"},
 		{A("test-escape", "-w", "/d"),
 		 "test-escape: unknown option '-w' (see 'agentbox test-escape --help')"},
@@ -366,14 +384,17 @@ static void test_errors(void **state)
 		{A("test-escape", "--only", ""), "test-escape: --only needs a value"},
 		{A("run", "--format", "tap", "ls"),
 		 "run: unknown option '--format' (see 'agentbox run --help')"},
-		{A("explain", "--list"), "explain: unknown option '--list' (see 'agentbox explain --help')"},
+		{A("explain", "--list"),
+		 "explain: unknown option '--list' (see 'agentbox explain --help')"},
 		{A("run", "-o", "x", "ls"), "run: unknown option '-o' (see 'agentbox run --help')"},
 		{A("run", "--allow", "", "ls"), "run: --allow needs a value"},
 		{A("run", "--read="), "run: --read needs a value"},
-		{A("check", "--allow", "x", "p"), "check: unknown option '--allow' (see 'agentbox check --help')"},
+		{A("check", "--allow", "x", "p"),
+		 "check: unknown option '--allow' (see 'agentbox check --help')"},
 		{A("test-escape", "--write", "/x"),
 		 "test-escape: unknown option '--write' (see 'agentbox test-escape --help')"},
-		{A("doctor", "--env", "X"), "doctor: unknown option '--env' (see 'agentbox doctor --help')"},
+		{A("doctor", "--env", "X"),
+		 "doctor: unknown option '--env' (see 'agentbox doctor --help')"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		ab_cli c;
@@ -452,18 +473,12 @@ static void test_usage(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_top_level),
-		cmocka_unit_test(test_run_defaults),
-		cmocka_unit_test(test_run_options),
-		cmocka_unit_test(test_run_stops_at_command),
-		cmocka_unit_test(test_explain_doctor),
-		cmocka_unit_test(test_check),
-		cmocka_unit_test(test_test_escape),
-		cmocka_unit_test(test_grants),
-		cmocka_unit_test(test_trace),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_no_command),
-		cmocka_unit_test(test_reparse),
+		cmocka_unit_test(test_top_level),      cmocka_unit_test(test_run_defaults),
+		cmocka_unit_test(test_run_options),    cmocka_unit_test(test_run_stops_at_command),
+		cmocka_unit_test(test_explain_doctor), cmocka_unit_test(test_check),
+		cmocka_unit_test(test_test_escape),    cmocka_unit_test(test_grants),
+		cmocka_unit_test(test_trace),          cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_no_command),     cmocka_unit_test(test_reparse),
 		cmocka_unit_test(test_usage),
 	};
 	return cmocka_run_group_tests_name("cli", tests, NULL, NULL);

@@ -224,8 +224,8 @@ static void test_path_join(void **state)
 	static const struct {
 		const char *a, *b, *want;
 	} t[] = {
-		{"/a", "b", "/a/b"},       {"/a/", "b", "/a/b"},   {"/a//", "//b", "/a/b"},
-		{"/", "b", "/b"},          {"/", "/", "/"},        {"/a", "", "/a/"},
+		{"/a", "b", "/a/b"},       {"/a/", "b", "/a/b"}, {"/a//", "//b", "/a/b"},
+		{"/", "b", "/b"},          {"/", "/", "/"},      {"/a", "", "/a/"},
 		{"/a", "b/c/", "/a/b/c/"}, {"", "x", "/x"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
@@ -254,7 +254,7 @@ static void test_path_normalize(void **state)
 		{"/a/b//", "/a/b"},
 		{"/a/b/.", "/a/b"},
 		{"/a/b/..", "/a"},
-		{"/a/.../b", "/a/.../b"},   /* three dots is a name */
+		{"/a/.../b", "/a/.../b"}, /* three dots is a name */
 		{"/a/..b/c", "/a/..b/c"},
 		{"/a/.b", "/a/.b"},
 		{"/.git/hooks", "/.git/hooks"},
@@ -274,7 +274,8 @@ static void test_path_normalize(void **state)
 			continue;
 		}
 		if (!got || strcmp(got, t[i].want) != 0)
-			fail_msg("normalize(%s) = %s, want %s", t[i].in, got ? got : "NULL", t[i].want);
+			fail_msg("normalize(%s) = %s, want %s", t[i].in, got ? got : "NULL",
+				 t[i].want);
 	}
 	assert_null(ab_path_normalize(NULL));
 }
@@ -462,17 +463,17 @@ static void test_fmt_bytes(void **state)
 		uint64_t b;
 		const char *want;
 	} cases[] = {
-		{ 0, "0 B" },
-		{ 1023, "1023 B" },
-		{ 1024, "1.0 KiB" },
-		{ 1536, "1.5 KiB" },
-		{ 1048575, "1024.0 KiB" },
-		{ 1048576, "1.0 MiB" },
-		{ 1073741824, "1.0 GiB" },
-		{ 1ULL << 40, "1.0 TiB" },
-		{ 1ULL << 50, "1.0 PiB" },
-		{ 1ULL << 60, "1.0 EiB" },
-		{ UINT64_MAX, "16.0 EiB" },
+		{0, "0 B"},
+		{1023, "1023 B"},
+		{1024, "1.0 KiB"},
+		{1536, "1.5 KiB"},
+		{1048575, "1024.0 KiB"},
+		{1048576, "1.0 MiB"},
+		{1073741824, "1.0 GiB"},
+		{1ULL << 40, "1.0 TiB"},
+		{1ULL << 50, "1.0 PiB"},
+		{1ULL << 60, "1.0 EiB"},
+		{UINT64_MAX, "16.0 EiB"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++) {
 		char out[32];

@@ -25,6 +25,7 @@
 #define MAXP 16
 
 /* the user's extensions: each binds its secret to a host it also allows */
+// clang-format off
 static const char *const EXT[] = {
 	"{\"version\":1,\"network\":{\"allow\":[\"env.example\"]},\"secrets\":{\"GH_TOKEN\":"
 	"{\"from\":{\"env\":\"GH_TOKEN\"},\"hosts\":[\"env.example\"],"
@@ -39,6 +40,7 @@ static const char *const EXT[] = {
 	"\"render\":{\"keep\":[\"/auth\"]},\"env\":false,\"hosts\":[\"render.example\"]}}}",
 	"{\"version\":1,\"filesystem\":{\"write\":[\"~/.cache/extra\"]}}",
 };
+// clang-format on
 #define NEXT AB_ARRAY_SIZE(EXT)
 
 typedef struct world {
@@ -90,9 +92,12 @@ static void list_shipped(world *w)
 	assert_true(w->nshipped >= 6);
 }
 
-static char *environ_ok[] = {"PATH=/usr/bin:/bin", "GH_TOKEN=ghp_x",
-			     "ANTHROPIC_API_KEY=sk-ant-api03-x", "OPENAI_API_KEY=sk-x",
-			     "GEMINI_API_KEY=AIzaSy0000000000000000000000000000000", NULL};
+static char *environ_ok[] = {"PATH=/usr/bin:/bin",
+			     "GH_TOKEN=ghp_x",
+			     "ANTHROPIC_API_KEY=sk-ant-api03-x",
+			     "OPENAI_API_KEY=sk-x",
+			     "GEMINI_API_KEY=AIzaSy0000000000000000000000000000000",
+			     NULL};
 static char *argv_true[] = {"/bin/true", NULL};
 
 static int setup(void **state)
@@ -189,8 +194,9 @@ static void test_logged_in(void **state)
 	world *w = *state;
 	static const char *const logins[] = {".claude/.credentials.json", ".codex/auth.json"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(logins); i++)
-		put(w->home, logins[i], "{\"claudeAiOauth\":{\"accessToken\":\"a\"},"
-					"\"tokens\":{\"access_token\":\"a\"}}");
+		put(w->home, logins[i],
+		    "{\"claudeAiOauth\":{\"accessToken\":\"a\"},"
+		    "\"tokens\":{\"access_token\":\"a\"}}");
 	w->plans = 0;
 	compose_all(w);
 	assert_int_equal(w->plans, w->nshipped * 2 * (1u << NEXT));

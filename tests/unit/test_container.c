@@ -95,6 +95,7 @@ typedef struct advice_case {
 	const char *cause, *fix, *not_fix;
 } advice_case;
 
+// clang-format off
 static const advice_case advice_cases[] = {
 	/* the matrix's rows */
 	{ "podman-sethostname", AB_ENGINE_PODMAN, false, AB_NO, -1, AB_STEP_SETHOSTNAME, EPERM,
@@ -148,12 +149,15 @@ static const advice_case advice_cases[] = {
 	  NULL },
 	{ "bad-step", AB_ENGINE_DOCKER, false, AB_NO, -1, 99, EPERM, false, NULL, NULL, NULL },
 };
+// clang-format on
 
 static void test_advice(void **state)
 {
 	for (size_t i = 0; i < AB_ARRAY_SIZE(advice_cases); i++) {
 		const advice_case *c = &advice_cases[i];
-		ab_ctr_facts f = {.engine = c->engine, .root = c->root, .userns = c->userns,
+		ab_ctr_facts f = {.engine = c->engine,
+				  .root = c->root,
+				  .userns = c->userns,
 				  .yama_scope = c->yama};
 		snprintf(f.proc_overmounts, sizeof(f.proc_overmounts), "/proc/keys");
 		char cause[512], fix[512];

@@ -72,7 +72,7 @@ static void test_pointer_get(void **state)
 	assert_int_equal(ab_credfile_get(j, "/a/d~0e/-", &v, &n), -ENOENT);
 	assert_int_equal(ab_credfile_get(j, "/a/d~0e/2", &v, &n), -ENOENT);
 	assert_int_equal(ab_credfile_get(j, "/a/d~0e/99999999999", &v, &n), -ENOENT);
-	assert_int_equal(ab_credfile_get(j, "/n", &v, &n), -EINVAL);   /* not a string */
+	assert_int_equal(ab_credfile_get(j, "/n", &v, &n), -EINVAL); /* not a string */
 	assert_int_equal(ab_credfile_get(j, "/a", &v, &n), -EINVAL);
 	assert_int_equal(ab_credfile_get(j, "/n/x", &v, &n), -ENOENT); /* through a number */
 	assert_int_equal(ab_credfile_get(j, "/missing", &v, &n), -ENOENT);
@@ -87,7 +87,13 @@ static void test_parse_hostile(void **state)
 	(void)state;
 	json_t *j = NULL;
 	ab_err e = {0};
-	const char *bad[] = {"", "nope", "\"str\"", "1", "{\"a\":1,\"a\":2}", "{\"a\":", "[1,]",
+	const char *bad[] = {"",
+			     "nope",
+			     "\"str\"",
+			     "1",
+			     "{\"a\":1,\"a\":2}",
+			     "{\"a\":",
+			     "[1,]",
 			     "{\"secret-in-error\":tru}"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memset(&e, 0, sizeof(e));
@@ -168,8 +174,9 @@ static void update_case(bool in_place)
 	size_t lens[] = {5, 5};
 	ab_err e = {0};
 	assert_int_equal(ab_credfile_update(path, ptrs, vals, lens, 2, NULL, in_place, &e), 0);
-	assert_string_equal(slurp(path),
-			    "{\"o\":{\"a\":\"new-a\",\"r\":\"new-r\",\"keep\":[1,2]},\"other\":\"x\"}");
+	assert_string_equal(
+		slurp(path),
+		"{\"o\":{\"a\":\"new-a\",\"r\":\"new-r\",\"keep\":[1,2]},\"other\":\"x\"}");
 	stat(path, &st1);
 	assert_int_equal(st1.st_mode & 07777, 0640);
 	assert_true(in_place ? st1.st_ino == st0.st_ino : st1.st_ino != st0.st_ino);
@@ -177,13 +184,15 @@ static void update_case(bool in_place)
 	const char *bad[] = {"/o/missing"};
 	assert_true(ab_credfile_update(path, bad, vals, lens, 1, NULL, in_place, &e) < 0);
 	assert_non_null(strstr(e.msg, "not there"));
-	assert_string_equal(slurp(path),
-			    "{\"o\":{\"a\":\"new-a\",\"r\":\"new-r\",\"keep\":[1,2]},\"other\":\"x\"}");
+	assert_string_equal(
+		slurp(path),
+		"{\"o\":{\"a\":\"new-a\",\"r\":\"new-r\",\"keep\":[1,2]},\"other\":\"x\"}");
 	/* the file became garbage: refused */
 	f = fopen(path, "w");
 	fputs("garbage", f);
 	fclose(f);
-	assert_int_equal(ab_credfile_update(path, ptrs, vals, lens, 2, NULL, in_place, &e), -EINVAL);
+	assert_int_equal(ab_credfile_update(path, ptrs, vals, lens, 2, NULL, in_place, &e),
+			 -EINVAL);
 	assert_string_equal(slurp(path), "garbage");
 	unlink(path);
 	assert_int_equal(rmdir(dir), 0); /* no temporary left behind */
@@ -211,7 +220,8 @@ static void test_stamps(void **state)
 	assert_false(ab_credfile_stamp_kind_ok("NOW") || ab_credfile_stamp_kind_ok(""));
 	assert_int_equal(ab_credfile_stamps_add(&st, "/o/expiresAt", "expires_at_ms"), 0);
 	assert_int_equal(ab_credfile_stamps_add(&st, "/last_refresh", "now"), 0);
-	assert_int_equal(ab_credfile_stamps_add(&st, "/last_refresh", "expires_at_ms"), 0); /* dup */
+	assert_int_equal(ab_credfile_stamps_add(&st, "/last_refresh", "expires_at_ms"),
+			 0);                                                   /* dup */
 	assert_int_equal(ab_credfile_stamps_add(&st, "/o/new", "now"), 0);     /* added */
 	assert_int_equal(ab_credfile_stamps_add(&st, "/missing/x", "now"), 0); /* no parent */
 	assert_int_equal(ab_credfile_stamps_add(&st, "/arr/0", "now"), 0);     /* an array */
@@ -239,10 +249,14 @@ static void test_stamps(void **state)
 	}
 	json_decref(j);
 	/* expires_in of a token response: a positive integer within limits only */
-	const char *const resp[] = {"{\"expires_in\":3600}", "{\"expires_in\":\"3600\"}",
-				    "{\"expires_in\":-5}", "{\"expires_in\":0}",
-				    "{\"expires_in\":1e3}", "{\"expires_in\":99999999999999}",
-				    "{}", "[3600]"};
+	const char *const resp[] = {"{\"expires_in\":3600}",
+				    "{\"expires_in\":\"3600\"}",
+				    "{\"expires_in\":-5}",
+				    "{\"expires_in\":0}",
+				    "{\"expires_in\":1e3}",
+				    "{\"expires_in\":99999999999999}",
+				    "{}",
+				    "[3600]"};
 	const long long want[] = {3600, 0, 0, 0, 0, 0, 0, 0};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(resp); i++) {
 		json_t *r = parse(resp[i]);
@@ -312,10 +326,10 @@ static void test_load_limits(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pointer_check),  cmocka_unit_test(test_pointer_get),
-		cmocka_unit_test(test_parse_hostile),  cmocka_unit_test(test_render_keep),
-		cmocka_unit_test(test_update_atomic),  cmocka_unit_test(test_update_in_place),
-		cmocka_unit_test(test_load_limits),    cmocka_unit_test(test_stamps),
+		cmocka_unit_test(test_pointer_check), cmocka_unit_test(test_pointer_get),
+		cmocka_unit_test(test_parse_hostile), cmocka_unit_test(test_render_keep),
+		cmocka_unit_test(test_update_atomic), cmocka_unit_test(test_update_in_place),
+		cmocka_unit_test(test_load_limits),   cmocka_unit_test(test_stamps),
 		cmocka_unit_test(test_update_stamps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

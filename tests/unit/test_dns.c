@@ -26,20 +26,41 @@
 #define F_RD_AD "\x01\x20"
 #define C_1000 "\x00\x01\x00\x00\x00\x00\x00\x00"
 #define C_1001 "\x00\x01\x00\x00\x00\x00\x00\x01"
-#define H_Q ID F_RD C_1000      /* glibc: RD, one question */
-#define H_QE ID F_RD_AD C_1001  /* dig: RD+AD, one question, one OPT */
-#define H_QG ID F_RD C_1001     /* glibc with options edns0 */
-#define N_EX "\x07" "example" "\x03" "com" "\x00"
+#define H_Q ID F_RD C_1000     /* glibc: RD, one question */
+#define H_QE ID F_RD_AD C_1001 /* dig: RD+AD, one question, one OPT */
+#define H_QG ID F_RD C_1001    /* glibc with options edns0 */
+#define N_EX      \
+	"\x07"    \
+	"example" \
+	"\x03"    \
+	"com"     \
+	"\x00"
 #define T_A "\x00\x01\x00\x01"
 #define T_AAAA "\x00\x1c\x00\x01"
 #define T_HTTPS "\x00\x41\x00\x01"
 /* dig 9.18: payload 1232, COOKIE option with an 8-byte client cookie */
-#define OPT_DIG "\x00" "\x00\x29" "\x04\xd0" "\x00\x00\x00\x00" "\x00\x0c" \
-	"\x00\x0a\x00\x08" "\x01\x02\x03\x04\x05\x06\x07\x08"
+#define OPT_DIG            \
+	"\x00"             \
+	"\x00\x29"         \
+	"\x04\xd0"         \
+	"\x00\x00\x00\x00" \
+	"\x00\x0c"         \
+	"\x00\x0a\x00\x08" \
+	"\x01\x02\x03\x04\x05\x06\x07\x08"
 /* glibc options edns0: payload 1200, no options */
-#define OPT_GLIBC "\x00" "\x00\x29" "\x04\xb0" "\x00\x00\x00\x00" "\x00\x00"
+#define OPT_GLIBC          \
+	"\x00"             \
+	"\x00\x29"         \
+	"\x04\xb0"         \
+	"\x00\x00\x00\x00" \
+	"\x00\x00"
 /* our OPT in responses: payload 1232, no options */
-#define OPT_OURS "\x00" "\x00\x29" "\x04\xd0" "\x00\x00\x00\x00" "\x00\x00"
+#define OPT_OURS           \
+	"\x00"             \
+	"\x00\x29"         \
+	"\x04\xd0"         \
+	"\x00\x00\x00\x00" \
+	"\x00\x00"
 
 static ab_dns_query q;
 
@@ -57,6 +78,7 @@ typedef struct {
 	size_t qend;
 } good_case;
 
+// clang-format off
 static const good_case good[] = {
 	{ "glibc A", S(H_Q N_EX T_A), "example.com", 1, 1, false, false, 512, true, 29 },
 	{ "glibc AAAA", S(H_Q N_EX T_AAAA), "example.com", 28, 1, false, false, 512, true, 29 },
@@ -92,6 +114,7 @@ static const good_case good[] = {
 	{ "ANY", S(H_Q N_EX "\x00\xff\x00\x01"), "example.com", 255, 1, false, false, 512, true,
 	  29 },
 };
+// clang-format on
 
 static void check_good(const good_case *c)
 {
@@ -146,6 +169,7 @@ typedef struct {
 	bool echo; /* question parsed (question_end != 0) */
 } bad_case;
 
+// clang-format off
 static const bad_case bad[] = {
 	{ "empty", S(""), -EBADMSG, -1, false },
 	{ "11 bytes", S(ID F_RD "\x00\x01\x00\x00\x00\x00\x00"), -EBADMSG, -1, false },
@@ -240,6 +264,7 @@ static const bad_case bad[] = {
 	{ "63-byte label length, message ends", S(H_Q "\x3f"), -EBADMSG, AB_DNS_FORMERR,
 	  false },
 };
+// clang-format on
 
 static void test_hostile(void **state)
 {
@@ -263,7 +288,13 @@ static void test_hostile(void **state)
 
 static void test_bad_name_logged(void **state)
 {
-	assert_int_equal(ab_dns_parse_query(S(H_Q "\x05" "A\x00" "b.C" "\x03" "COM" "\x00" T_A), &q),
+	assert_int_equal(ab_dns_parse_query(S(H_Q "\x05"
+						  "A\x00"
+						  "b.C"
+						  "\x03"
+						  "COM"
+						  "\x00" T_A),
+					    &q),
 			 -EINVAL);
 	assert_string_equal(q.name, "a?b?c.com"); /* NUL and '.' both read '?' */
 	assert_int_equal(q.question_end, 12 + 11 + 4);
@@ -330,13 +361,13 @@ static void test_label_and_name_limits(void **state)
 		size_t n;
 		size_t text_len; /* 0: refused with FORMERR */
 	} cases[] = {
-		{ { 63 }, 1, 63 },
-		{ { 64 }, 1, 0 },           /* a 0x40 length byte: extended label type */
-		{ { 63, 63, 63, 61 }, 4, 253 },  /* 255 wire bytes */
-		{ { 63, 63, 63, 62 }, 4, 0 },    /* 256 wire bytes */
-		{ { 63, 63, 63, 63 }, 4, 0 },
-		{ { 63, 63, 63, 60, 0 }, 4, 252 },
-		{ { 1, 1, 1, 1, 1, 1, 1, 1 }, 8, 15 },
+		{{63}, 1, 63},
+		{{64}, 1, 0},               /* a 0x40 length byte: extended label type */
+		{{63, 63, 63, 61}, 4, 253}, /* 255 wire bytes */
+		{{63, 63, 63, 62}, 4, 0},   /* 256 wire bytes */
+		{{63, 63, 63, 63}, 4, 0},
+		{{63, 63, 63, 60, 0}, 4, 252},
+		{{1, 1, 1, 1, 1, 1, 1, 1}, 8, 15},
 	};
 	uint8_t buf[600];
 
@@ -382,7 +413,7 @@ static void test_every_label_byte(void **state)
 		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 			  (c >= '0' && c <= '9') || c == '-' || c == '_';
 		if (ok) {
-			char want[4] = { 'a', (char)(c >= 'A' && c <= 'Z' ? c + 32 : c), 'z', 0 };
+			char want[4] = {'a', (char)(c >= 'A' && c <= 'Z' ? c + 32 : c), 'z', 0};
 			assert_int_equal(r, 0);
 			assert_string_equal(q.name, want);
 		} else {
@@ -396,7 +427,7 @@ static void test_every_label_byte(void **state)
 
 /* ------------------------------------------------------------- builders */
 
-static const uint8_t addr[4] = { 198, 18, 0, 5 };
+static const uint8_t addr[4] = {198, 18, 0, 5};
 
 static void assert_bytes(const uint8_t *got, int len, const uint8_t *want, size_t wlen)
 {
@@ -417,8 +448,14 @@ typedef struct {
 	size_t wlen;
 } resp_case;
 
-#define ANS_A "\xc0\x0c" "\x00\x01\x00\x01" "\x00\x00\x00\x3c" "\x00\x04" "\xc6\x12\x00\x05"
+#define ANS_A              \
+	"\xc0\x0c"         \
+	"\x00\x01\x00\x01" \
+	"\x00\x00\x00\x3c" \
+	"\x00\x04"         \
+	"\xc6\x12\x00\x05"
 
+// clang-format off
 static const resp_case resps[] = {
 	{ "A, glibc", S(H_Q N_EX T_A), -1,
 	  S(ID "\x85\x00" "\x00\x01\x00\x01\x00\x00\x00\x00" N_EX T_A ANS_A) },
@@ -444,6 +481,7 @@ static const resp_case resps[] = {
 	{ "SERVFAIL", S(H_QE N_EX T_A OPT_DIG), AB_DNS_SERVFAIL,
 	  S(ID "\x81\x02" "\x00\x01\x00\x00\x00\x00\x00\x01" N_EX T_A OPT_OURS) },
 };
+// clang-format on
 
 static void test_responses(void **state)
 {
@@ -452,13 +490,15 @@ static void test_responses(void **state)
 		const resp_case *c = &resps[i];
 		if (ab_dns_parse_query(c->query, c->qlen, &q) != 0)
 			fail_msg("%s: parse failed", c->desc);
-		int n = c->rcode < 0 ? ab_dns_build_answer_a(&q, c->query, addr, 60, out, sizeof(out))
-				     : ab_dns_build_rcode(&q, c->query, c->rcode, out, sizeof(out));
+		int n = c->rcode < 0
+				? ab_dns_build_answer_a(&q, c->query, addr, 60, out, sizeof(out))
+				: ab_dns_build_rcode(&q, c->query, c->rcode, out, sizeof(out));
 		assert_bytes(out, n, c->want, c->wlen);
 	}
 }
 
 /* Answers to refused queries, from the hint the parser gave. */
+// clang-format off
 static const resp_case err_resps[] = {
 	{ "FORMERR for QDCOUNT 2: header only",
 	  S(ID F_RD "\x00\x02\x00\x00\x00\x00\x00\x00" N_EX T_A N_EX T_A), AB_DNS_FORMERR,
@@ -478,6 +518,7 @@ static const resp_case err_resps[] = {
 	  S(H_Q "\x03" "a b" "\x00" T_A), AB_DNS_NXDOMAIN,
 	  S(ID "\x85\x03" "\x00\x01\x00\x00\x00\x00\x00\x00" "\x03" "a b" "\x00" T_A) },
 };
+// clang-format on
 
 static void test_error_responses(void **state)
 {
@@ -513,7 +554,7 @@ static void test_builder_refusals(void **state)
 	assert_int_equal(ab_dns_build_answer_a(&q, resp, addr, 60, out, sizeof(out)), -EINVAL);
 	/* rcodes we never send; BADVERS needs EDNS */
 	assert_int_equal(ab_dns_parse_query(a, sizeof(a) - 1, &q), 0);
-	static const int never[] = { -1, 6, 9, 15, 16, 17, 23, 4096 };
+	static const int never[] = {-1, 6, 9, 15, 16, 17, 23, 4096};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(never); i++)
 		assert_int_equal(ab_dns_build_rcode(&q, a, never[i], out, sizeof(out)), -EINVAL);
 	/* NULL arguments */
@@ -531,18 +572,24 @@ static void test_builder_refusals(void **state)
  * exact need works. */
 static void test_buffer_sizes(void **state)
 {
-	static const uint8_t longest_name[] = H_QE "\x3f" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-		"\x3f" "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
-		"\x3f" "ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
-		"\x3d" "ddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
-		"\x00" T_A OPT_DIG;
+	static const uint8_t longest_name[] =
+		H_QE "\x3f"
+		     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		     "\x3f"
+		     "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+		     "\x3f"
+		     "ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+		     "\x3d"
+		     "ddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+		     "\x00" T_A OPT_DIG;
 	uint8_t out[AB_DNS_MAX_RESPONSE + 16];
 
 	assert_int_equal(ab_dns_parse_query(longest_name, sizeof(longest_name) - 1, &q), 0);
 	assert_int_equal(strlen(q.name), 253);
 	for (int kind = 0; kind < 2; kind++) {
-		int need = kind ? ab_dns_build_rcode(&q, longest_name, 3, out, sizeof(out))
-				: ab_dns_build_answer_a(&q, longest_name, addr, 1, out, sizeof(out));
+		int need =
+			kind ? ab_dns_build_rcode(&q, longest_name, 3, out, sizeof(out))
+			     : ab_dns_build_answer_a(&q, longest_name, addr, 1, out, sizeof(out));
 		assert_true(need > 0);
 		if (!kind)
 			assert_int_equal(need, AB_DNS_MAX_RESPONSE);
@@ -587,11 +634,9 @@ static void test_tcp_frame(void **state)
 		uint8_t p[2];
 		int r;
 	} pre[] = {
-		{ { 0x00, 0x00 }, -EMSGSIZE },
-		{ { 0x10, 0x00 }, 0 },          /* 4096: allowed, needs more */
-		{ { 0x10, 0x01 }, -EMSGSIZE },  /* 4097 */
-		{ { 0xff, 0xff }, -EMSGSIZE },
-		{ { 0x00, 0x01 }, 0 },
+		{{0x00, 0x00}, -EMSGSIZE}, {{0x10, 0x00}, 0}, /* 4096: allowed, needs more */
+		{{0x10, 0x01}, -EMSGSIZE},                    /* 4097 */
+		{{0xff, 0xff}, -EMSGSIZE}, {{0x00, 0x01}, 0},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(pre); i++)
 		assert_int_equal(ab_dns_tcp_frame(pre[i].p, 2, &off, &len), pre[i].r);

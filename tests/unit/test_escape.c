@@ -110,8 +110,12 @@ struct scan_case {
 	int want;
 	const char *tok; /* the token whose hash the first hit must carry */
 };
-#define C(lit, want, tok) { lit, sizeof(lit) - 1, want, tok }
+#define C(lit, want, tok)                       \
+	{                                       \
+		lit, sizeof(lit) - 1, want, tok \
+	}
 
+// clang-format off
 static const struct scan_case scan_cases[] = {
 	C("", 0, NULL),
 	C("ABCANARY-", 0, NULL),
@@ -146,6 +150,7 @@ static const struct scan_case scan_cases[] = {
 	C("ABCANARY\0-SSH-" HEX32, 0, NULL),
 	C("\0\0\0\0\0\0\0\0\0\0\0", 0, NULL),
 };
+// clang-format on
 
 static void test_canary_table(void **state)
 {
@@ -192,7 +197,8 @@ static void test_canary_edge_args(void **state)
  * at the end: linear time, one hit. */
 static void test_canary_huge(void **state)
 {
-	static const char unit[] = "ABCANARY-ABCDEFGHIJKL-ABCANARY-AB-0123456789abcdef0123456789abcde-";
+	static const char unit[] =
+		"ABCANARY-ABCDEFGHIJKL-ABCANARY-AB-0123456789abcdef0123456789abcde-";
 	size_t n = 16u << 20, ul = sizeof(unit) - 1, tl = strlen(TOK_SSH);
 	char *buf = malloc(n);
 	hits h = {0};
@@ -233,10 +239,10 @@ static void test_names(void **state)
 	}
 	assert_string_equal(ab_esc_verdict_name(AB_ESC_ESCAPED), "escaped");
 	assert_string_equal(ab_esc_verdict_name(99), "?");
-	const char *bad[] = { "", "OK", "blocked", "ok ", "escape", NULL };
+	const char *bad[] = {"", "OK", "blocked", "ok ", "escape", NULL};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(bad); i++)
 		assert_int_equal(ab_esc_verdict_parse(bad[i], &v), -EINVAL);
-	const char *cats[] = { "CTL", "FS", "SEC", "CRD", "NET", "PRC", "KRN", "PER", "TTY" };
+	const char *cats[] = {"CTL", "FS", "SEC", "CRD", "NET", "PRC", "KRN", "PER", "TTY"};
 	for (int c = 0; c < AB_CAT__N; c++)
 		assert_string_equal(ab_esc_cat_name(c), cats[c]);
 	assert_string_equal(ab_esc_cat_name(AB_CAT__N), "?");
@@ -258,6 +264,7 @@ struct parse_case {
 	enum ab_esc_verdict v;
 };
 
+// clang-format off
 static const struct parse_case parse_cases[] = {
 	{ "{\"id\":\"FS-01\",\"verdict\":\"ok\",\"attempts\":[{\"what\":\"x\",\"verdict\":\"ok\"}]}",
 	  NULL, AB_ESC_OK },
@@ -331,6 +338,7 @@ static const struct parse_case parse_cases[] = {
 	{ "{\"id\":\"FS-01\",\"verdict\":\"ok\",\"dropped\":1.5}", "\"dropped\" must be", 0 },
 	{ "{\"id\":\"FS-01\",\"verdict\":\"ok\",\"note\":5}", "\"note\" must be a string", 0 },
 };
+// clang-format on
 
 static void test_parse_table(void **state)
 {
@@ -476,6 +484,7 @@ struct settle_case {
 #define ERR AB_ESC_ERROR
 #define SKP AB_ESC_SKIP
 
+// clang-format off
 static const struct settle_case settle_cases[] = {
 	{ false, OK, NULL, "oo", OK },
 	{ false, OK, NULL, "oe", ESC },
@@ -509,6 +518,7 @@ static const struct settle_case settle_cases[] = {
 	{ true, ERR, "crashed", "", ERR },
 	{ true, ERR, NULL, "o", OK },
 };
+// clang-format on
 
 static enum ab_esc_verdict vchar(char c)
 {
@@ -519,7 +529,7 @@ static enum ab_esc_verdict vchar(char c)
 static void mk_raw(ab_esc_result *r, const char *id, enum ab_esc_verdict v, const char *note,
 		   const char *att)
 {
-	*r = (ab_esc_result){ .def = ab_probe_find(id), .verdict = v };
+	*r = (ab_esc_result){.def = ab_probe_find(id), .verdict = v};
 	assert_non_null(r->def);
 	r->note = note ? xstrdup(note) : NULL;
 	r->nattempts = strlen(att);
@@ -547,7 +557,7 @@ static void test_settle_table(void **state)
 				 ab_esc_verdict_name(r.verdict));
 		if (!*c->att && r.verdict == ERR)
 			assert_non_null(r.note); /* an error always says why */
-		ab_esc_result_settle(&r); /* idempotent */
+		ab_esc_result_settle(&r);        /* idempotent */
 		if (r.verdict != c->want)
 			fail_msg("case %zu: not idempotent", i);
 		ab_esc_result_free(&r);
@@ -556,12 +566,12 @@ static void test_settle_table(void **state)
 
 static void test_result_add(void **state)
 {
-	ab_esc_result r = { .def = ab_probe_find("NET-06"), .verdict = ERR };
+	ab_esc_result r = {.def = ab_probe_find("NET-06"), .verdict = ERR};
 
 	assert_int_equal(ab_esc_result_add(&r, NULL, OK, NULL, NULL, NULL), -EINVAL);
 	assert_int_equal(ab_esc_result_add(&r, "x", 7, NULL, NULL, NULL), -EINVAL);
-	assert_int_equal(ab_esc_result_add(&r, "connect 127.0.0.1:9", OK, "ECONNREFUSED", "netns",
-					   NULL), 0);
+	assert_int_equal(
+		ab_esc_result_add(&r, "connect 127.0.0.1:9", OK, "ECONNREFUSED", "netns", NULL), 0);
 	assert_int_equal(r.verdict, OK);
 	assert_string_equal(r.attempts[0].layer, "netns");
 	for (int i = 0; i < AB_ESC_MAX_ATTEMPTS + 10; i++)
@@ -570,8 +580,9 @@ static void test_result_add(void **state)
 	assert_int_equal(r.dropped, 11);
 	assert_int_equal(r.verdict, OK);
 	/* the judge's finding after the cap still lands and wins */
-	assert_int_equal(ab_esc_result_add(&r, "canary listener hit", ESC, "1 connection",
-					   NULL, "judge"), 0);
+	assert_int_equal(
+		ab_esc_result_add(&r, "canary listener hit", ESC, "1 connection", NULL, "judge"),
+		0);
 	assert_int_equal(r.nattempts, AB_ESC_MAX_ATTEMPTS);
 	assert_int_equal(r.dropped, 12);
 	assert_int_equal(r.verdict, ESC);
@@ -591,7 +602,7 @@ static void test_result_add(void **state)
 	ab_esc_result_free(&r);
 
 	/* a timed-out probe stays an error when the judge adds an OK finding */
-	ab_esc_result t = { .def = ab_probe_find("NET-06"), .verdict = ERR };
+	ab_esc_result t = {.def = ab_probe_find("NET-06"), .verdict = ERR};
 	t.note = xstrdup("timeout after 15 s");
 	assert_int_equal(ab_esc_result_add(&t, "listener", OK, "0 connections", NULL, "judge"), 0);
 	assert_int_equal(t.verdict, ERR);
@@ -603,13 +614,14 @@ static void test_result_add(void **state)
 /* ============================================================ exit status */
 
 struct exit_case {
-	const char *ids;     /* space-separated probe ids */
+	const char *ids;      /* space-separated probe ids */
 	const char *verdicts; /* one char per id: o e r s */
 	bool nie;
 	const char *lab;
 	int want;
 };
 
+// clang-format off
 static const struct exit_case exit_cases[] = {
 	{ "", "", false, NULL, AB_ESC_EXIT_OK },
 	{ "CTL-01 FS-01", "oo", false, NULL, AB_ESC_EXIT_OK },
@@ -625,6 +637,7 @@ static const struct exit_case exit_cases[] = {
 	{ "FS-01", "r", false, "lab broke", AB_ESC_EXIT_LAB },
 	{ "FS-01", "o", false, "lab broke", AB_ESC_EXIT_LAB },
 };
+// clang-format on
 
 static void mk_results(ab_esc_results *rs, const char *ids, const char *verdicts)
 {
@@ -637,8 +650,9 @@ static void mk_results(ab_esc_results *rs, const char *ids, const char *verdicts
 	snprintf(buf, sizeof(buf), "%s", ids);
 	for (char *save = NULL, *t = strtok_r(buf, " ", &save); t;
 	     t = strtok_r(NULL, " ", &save), i++) {
-		rs->v[i] = (ab_esc_result){ .def = ab_probe_find(t), .verdict = vchar(verdicts[i]),
-					    .ms = 10.0 * (double)i };
+		rs->v[i] = (ab_esc_result){.def = ab_probe_find(t),
+					   .verdict = vchar(verdicts[i]),
+					   .ms = 10.0 * (double)i};
 		assert_non_null(rs->v[i].def);
 	}
 	rs->n = i;
@@ -668,8 +682,7 @@ static void test_exit_table(void **state)
 /* A run with every kind of result and hostile strings in every field. */
 static void mk_mixed(ab_esc_results *rs)
 {
-	mk_results(rs, "CTL-01 CTL-02 PRC-01 FS-01 FS-02 SEC-01 NET-06 NET-08 TTY-01",
-		   "ooooooooo");
+	mk_results(rs, "CTL-01 CTL-02 PRC-01 FS-01 FS-02 SEC-01 NET-06 NET-08 TTY-01", "ooooooooo");
 	for (size_t i = 0; i < rs->n; i++)
 		rs->v[i].verdict = ERR;
 	ab_esc_result *v = rs->v;
@@ -678,12 +691,12 @@ static void mk_mixed(ab_esc_results *rs)
 	assert_int_equal(ab_esc_result_add(&v[2], "posture", OK, NULL, NULL, NULL), 0);
 	assert_int_equal(ab_esc_result_add(&v[3], "create ~/x", OK, "EACCES", "landlock", NULL), 0);
 	assert_int_equal(ab_esc_result_add(&v[3], HOSTILE, OK, HOSTILE, HOSTILE, NULL), 0);
-	assert_int_equal(ab_esc_result_add(&v[4], "symlink ~/.ssh", OK, "ENOENT", "mount-ns",
-					   NULL), 0);
-	assert_int_equal(ab_esc_result_add(&v[4], HOSTILE, ESC, "read 12 bytes # todo", NULL,
-					   NULL), 0);
-	assert_int_equal(ab_esc_result_add(&v[5], "open id_ed25519", ESC, "skip this", NULL,
-					   "judge"), 0);
+	assert_int_equal(ab_esc_result_add(&v[4], "symlink ~/.ssh", OK, "ENOENT", "mount-ns", NULL),
+			 0);
+	assert_int_equal(ab_esc_result_add(&v[4], HOSTILE, ESC, "read 12 bytes # todo", NULL, NULL),
+			 0);
+	assert_int_equal(
+		ab_esc_result_add(&v[5], "open id_ed25519", ESC, "skip this", NULL, "judge"), 0);
 	assert_int_equal(ab_strv_push(&v[5].found, "0123456789abcdef"), 0);
 	v[6].verdict = SKP;
 	v[6].note = xstrdup("no ipv6 # here \\ there");
@@ -713,7 +726,7 @@ static char *write_fmt(const ab_esc_results *rs, enum ab_esc_format fmt)
 
 typedef struct tap_stats {
 	size_t plan, points, not_ok, skips, subtests, yaml, bails;
-	char desc[32][256]; /* unescaped descriptions of the top-level points */
+	char desc[32][256];     /* unescaped descriptions of the top-level points */
 	char sub_desc[64][256]; /* unescaped descriptions of subtest points */
 	size_t nsub_desc;
 } tap_stats;
@@ -846,7 +859,8 @@ static const char *tap_line(const char *l, tap_state *t, tap_stats *st)
 	t->after_point = false;
 	if (starts(l, "    "))
 		return t->in_sub && tap_sub_line(l + 4, st, &t->sub_plan, &t->sub_next)
-			       ? NULL : "bad subtest line";
+			       ? NULL
+			       : "bad subtest line";
 	if (starts(l, "# Subtest: ")) {
 		if (t->in_sub)
 			return "nested subtest comment";
@@ -881,7 +895,7 @@ static const char *tap_check(const char *text, tap_stats *st)
 {
 	_cleanup_free_ char *copy = xstrdup(text);
 	char *save = NULL, *l;
-	tap_state t = { .sub_plan = -1, .next = 1, .sub_next = 1 };
+	tap_state t = {.sub_plan = -1, .next = 1, .sub_next = 1};
 
 	*st = (tap_stats){0};
 	l = strtok_r(copy, "\n", &save);
@@ -923,7 +937,8 @@ static void test_tap_checker(void **state)
 		if (!tap_check(bad[i], &st))
 			fail_msg("case %zu accepted", i);
 	assert_null(tap_check("TAP version 14\n1..1\n# Subtest: a\n    1..1\n    ok 1 - x # "
-			      "blocked: y\nnot ok 1 - a\n  ---\n  v: 1\n  ...\n", &st));
+			      "blocked: y\nnot ok 1 - a\n  ---\n  v: 1\n  ...\n",
+			      &st));
 }
 
 static void test_tap_all_ok(void **state)
@@ -933,7 +948,8 @@ static void test_tap_all_ok(void **state)
 
 	mk_results(&rs, "CTL-01 FS-01 NET-06", "ooo");
 	for (size_t i = 0; i < rs.n; i++)
-		assert_int_equal(ab_esc_result_add(&rs.v[i], "try", OK, "EPERM", "seccomp", NULL), 0);
+		assert_int_equal(ab_esc_result_add(&rs.v[i], "try", OK, "EPERM", "seccomp", NULL),
+				 0);
 	_cleanup_free_ char *out = write_fmt(&rs, AB_ESC_TAP);
 	const char *why = tap_check(out, &st);
 	if (why)
@@ -1051,8 +1067,10 @@ static json_t *junit_run(const ab_esc_results *rs)
 	assert_int_equal(write(fp, junit_py, strlen(junit_py)), (ssize_t)strlen(junit_py));
 	close(fx);
 	close(fp);
-	snprintf(cmd, sizeof(cmd), "python3 -c \"import xml.dom.minidom,sys; "
-				   "xml.dom.minidom.parse(sys.argv[1])\" %s", xml);
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -c \"import xml.dom.minidom,sys; "
+		 "xml.dom.minidom.parse(sys.argv[1])\" %s",
+		 xml);
 	if (system(cmd) != 0)
 		fail_msg("not well-formed XML:\n%s", out);
 	snprintf(cmd, sizeof(cmd), "python3 %s %s", py, xml);
@@ -1078,7 +1096,8 @@ static bool jarray_has(json_t *a, const char *needle, bool substring)
 {
 	size_t i;
 	json_t *v;
-	json_array_foreach(a, i, v) {
+	json_array_foreach(a, i, v)
+	{
 		const char *s = json_string_value(v);
 		if (s && (substring ? strstr(s, needle) != NULL : strcmp(s, needle) == 0))
 			return true;
@@ -1092,8 +1111,7 @@ static void test_junit_mixed(void **state)
 
 	mk_mixed(&rs);
 	json_t *j = junit_run(&rs);
-	assert_string_equal(json_string_value(json_object_get(j, "name")),
-			    "agentbox test-escape");
+	assert_string_equal(json_string_value(json_object_get(j, "name")), "agentbox test-escape");
 	assert_int_equal(jint(j, "tests"), rs.n);
 	assert_int_equal(json_array_size(json_object_get(j, "cases")), rs.n);
 	assert_int_equal(jint(j, "suite_tests"), rs.n);
@@ -1115,8 +1133,8 @@ static void test_junit_mixed(void **state)
 	assert_true(jarray_has(json_object_get(j, "messages"), "escaped: a\"b<c>&d'e??[31m#x\\y\nz",
 			       true));
 	assert_true(jarray_has(json_object_get(j, "texts"), h, true));
-	assert_true(jarray_has(json_object_get(j, "messages"), "control failed: secret arrives",
-			       true));
+	assert_true(
+		jarray_has(json_object_get(j, "messages"), "control failed: secret arrives", true));
 	json_decref(j);
 	ab_esc_results_free(&rs);
 }
@@ -1185,14 +1203,15 @@ static void test_json_lines(void **state)
 	assert_int_equal(jint(s, "error"), 3);
 	assert_int_equal(jint(s, "skip"), 1);
 	assert_int_equal(jint(s, "exit"), AB_ESC_EXIT_ESCAPE);
-	assert_string_equal(json_string_value(json_object_get(s, "profile")), "default\x1b]0;x\x07");
+	assert_string_equal(json_string_value(json_object_get(s, "profile")),
+			    "default\x1b]0;x\x07");
 	json_decref(sum);
 	ab_esc_results_free(&rs);
 }
 
 static void test_result_json_utf8(void **state)
 {
-	ab_esc_result r = { .def = ab_probe_find("FS-01"), .verdict = OK };
+	ab_esc_result r = {.def = ab_probe_find("FS-01"), .verdict = OK};
 	ab_err err = {0};
 
 	assert_int_equal(ab_esc_result_add(&r, "bad \xff\xfe utf8", OK, "\xc0\x80", NULL, NULL), 0);

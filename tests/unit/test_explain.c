@@ -35,8 +35,11 @@ static void push(ab_strv *v, const char *s)
 static void add_mount(fixture *f, enum ab_mnt_kind k, const char *src, const char *dst,
 		      unsigned flags, const char *why)
 {
-	f->mounts[f->p.nmounts++] = (ab_mount){ .kind = k, .src = (char *)src, .dst = (char *)dst,
-						 .flags = flags, .why = (char *)why };
+	f->mounts[f->p.nmounts++] = (ab_mount){.kind = k,
+					       .src = (char *)src,
+					       .dst = (char *)dst,
+					       .flags = flags,
+					       .why = (char *)why};
 }
 
 /* An unprivileged caller, default-like profile, Landlock ABI 4, no cgroup. */
@@ -72,26 +75,26 @@ static fixture *make_fixture(void)
 	add_mount(f, AB_MNT_PLACEHOLDER, NULL, "/home/alice/proj/.vscode", AB_MNT_F_DIR,
 		  "fs.protect");
 	add_mount(f, AB_MNT_RO_REMOUNT, NULL, "/proc/sys", AB_MNT_F_OPTIONAL, "proc");
-	add_mount(f, AB_MNT_CONTENT, "alice:x:1000:1000::/home/alice:/bin/sh\n", "/etc/passwd",
-		  0, "identity");
+	add_mount(f, AB_MNT_CONTENT, "alice:x:1000:1000::/home/alice:/bin/sh\n", "/etc/passwd", 0,
+		  "identity");
 	push(&p->hidden, "/etc/shadow");
 	push(&p->absent, "/opt/tools (fs.read)");
 
-	p->landlock = (ab_ll_plan){ .enabled = true, .abi = 4,
-				    .handled_fs = LANDLOCK_ACCESS_FS_READ_FILE |
-						  LANDLOCK_ACCESS_FS_READ_DIR |
-						  LANDLOCK_ACCESS_FS_WRITE_FILE,
-				    .handled_net = LANDLOCK_ACCESS_NET_BIND_TCP |
-						   LANDLOCK_ACCESS_NET_CONNECT_TCP,
-				    .rules = f->rules, .tcp_ports = f->ports };
-	f->rules[p->landlock.nrules++] = (ab_ll_rule){
-		"/usr", LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR };
-	f->rules[p->landlock.nrules++] = (ab_ll_rule){ "/home/alice/proj",
-						       p->landlock.handled_fs };
+	p->landlock = (ab_ll_plan){
+		.enabled = true,
+		.abi = 4,
+		.handled_fs = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
+			      LANDLOCK_ACCESS_FS_WRITE_FILE,
+		.handled_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP,
+		.rules = f->rules,
+		.tcp_ports = f->ports};
+	f->rules[p->landlock.nrules++] =
+		(ab_ll_rule){"/usr", LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR};
+	f->rules[p->landlock.nrules++] = (ab_ll_rule){"/home/alice/proj", p->landlock.handled_fs};
 	f->ports[p->landlock.ntcp_ports++] = 8080;
 
-	f->rl[0] = (ab_rlimit){ RLIMIT_NOFILE, 1024, 1024, 0 };
-	f->rl[1] = (ab_rlimit){ RLIMIT_CORE, 0, 0, 0 };
+	f->rl[0] = (ab_rlimit){RLIMIT_NOFILE, 1024, 1024, 0};
+	f->rl[1] = (ab_rlimit){RLIMIT_CORE, 0, 0, 0};
 	p->rlimits = f->rl;
 	p->nrlimits = 2;
 	p->cg_memory = 1LL << 30;
@@ -130,7 +133,7 @@ static char *explain(fixture *f, bool json)
 {
 	char *buf = NULL;
 	size_t len = 0;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	FILE *out = open_memstream(&buf, &len);
 	assert_non_null(out);
 	int r = ab_plan_explain(&f->p, &f->prof, json, out, &err);
@@ -154,25 +157,51 @@ static void test_text_sections_in_order(void **state)
 	fixture *f = make_fixture();
 	char *t = explain(f, false);
 	static const char *const order[] = {
-		"Profile: default\n", "  file: /usr/share/agentbox/profiles/default.json\n",
-		"  description: Deny by default\n", "\nIdentity\n",
-		"  inside: uid 1000, gid 1000 (user \"alice\")\n", "\nWorkspace\n",
-		"  /home/alice/proj (writable)\n", "  cwd: /home/alice/proj/src\n",
-		"\nFilesystem", "  readable (read-only binds):\n", "    /usr  [fs.read]\n",
-		"  writable:\n", "    /home/alice  [private home, private empty tmpfs]\n",
-		"    /home/alice/proj  [workspace]\n", "  hidden", "    /etc/shadow\n",
-		"    /proc/kcore  [proc]\n", "  protected", "    /home/alice/proj/.git/hooks  [",
+		"Profile: default\n",
+		"  file: /usr/share/agentbox/profiles/default.json\n",
+		"  description: Deny by default\n",
+		"\nIdentity\n",
+		"  inside: uid 1000, gid 1000 (user \"alice\")\n",
+		"\nWorkspace\n",
+		"  /home/alice/proj (writable)\n",
+		"  cwd: /home/alice/proj/src\n",
+		"\nFilesystem",
+		"  readable (read-only binds):\n",
+		"    /usr  [fs.read]\n",
+		"  writable:\n",
+		"    /home/alice  [private home, private empty tmpfs]\n",
+		"    /home/alice/proj  [workspace]\n",
+		"  hidden",
+		"    /etc/shadow\n",
+		"    /proc/kcore  [proc]\n",
+		"  protected",
+		"    /home/alice/proj/.git/hooks  [",
 		"    /home/alice/proj/.vscode  [fs.protect, absent: reserved by an empty read-only directory]\n",
-		"  devices, proc and system files:\n", "    /bin -> usr/bin", "    /etc/passwd  [",
-		"  granted but not present on this host (skipped):\n", "    /opt/tools (fs.read)\n",
-		"\nNetwork\n", "  only loopback inside; the one way out is agentbox's egress proxy\n",
-		"  loopback TCP connect (Landlock; listening is not restricted): 8080\n", "\nSecrets (brokered", "  none\n",
-		"\nEnvironment", "\nSyscalls (seccomp)\n", "\nLandlock\n", "    /usr: read_file read_dir\n",
-		"    /home/alice/proj: all\n", "\nLimits\n", "  nofile: 1024\n", "  core: 0\n",
-		"  memory: 1073741824 bytes (1.0 GiB) [NOT ENFORCED", "  pids: not limited\n",
-		"\nTerminal\n  own pseudo-terminal", "\nDowngrades",
+		"  devices, proc and system files:\n",
+		"    /bin -> usr/bin",
+		"    /etc/passwd  [",
+		"  granted but not present on this host (skipped):\n",
+		"    /opt/tools (fs.read)\n",
+		"\nNetwork\n",
+		"  only loopback inside; the one way out is agentbox's egress proxy\n",
+		"  loopback TCP connect (Landlock; listening is not restricted): 8080\n",
+		"\nSecrets (brokered",
+		"  none\n",
+		"\nEnvironment",
+		"\nSyscalls (seccomp)\n",
+		"\nLandlock\n",
+		"    /usr: read_file read_dir\n",
+		"    /home/alice/proj: all\n",
+		"\nLimits\n",
+		"  nofile: 1024\n",
+		"  core: 0\n",
+		"  memory: 1073741824 bytes (1.0 GiB) [NOT ENFORCED",
+		"  pids: not limited\n",
+		"\nTerminal\n  own pseudo-terminal",
+		"\nDowngrades",
 		"  !! cgroup-limits: limits.memory/limits.pids are NOT ENFORCED",
-		"  !! NOT ENFORCED: landlock-scope\n", "\nWarnings\n",
+		"  !! NOT ENFORCED: landlock-scope\n",
+		"\nWarnings\n",
 		"  supplementary groups of uid 1000 are kept\n",
 	};
 	const char *at = t;
@@ -209,7 +238,8 @@ static void test_text_variants(void **state)
 	ab_strv_free(&f->p.downgrades);
 	ab_strv_free(&f->p.warnings);
 	char *t = explain(f, false);
-	find_after(t, "  loopback TCP connect (Landlock; listening is not restricted): any\n", NULL);
+	find_after(t, "  loopback TCP connect (Landlock; listening is not restricted): any\n",
+		   NULL);
 	find_after(t, "  passthrough: plain stdio", NULL);
 	find_after(t, "  memory: 1073741824 bytes (1.0 GiB) [cgroup v2]\n", NULL);
 	find_after(t, "  pids: 256 [cgroup v2]\n", NULL);
@@ -223,7 +253,9 @@ static void test_text_variants(void **state)
 	f->p.root_mode = true;
 	f->p.drop_groups = true;
 	t = explain(f, false);
-	find_after(t, "  loopback TCP connect (Landlock; listening is not restricted): not restricted", NULL);
+	find_after(t,
+		   "  loopback TCP connect (Landlock; listening is not restricted): not restricted",
+		   NULL);
 	find_after(t, "  supplementary groups: dropped\n", NULL);
 	find_after(t, "(root: the command never runs as root", NULL);
 	free(t);
@@ -248,9 +280,13 @@ static void test_secrets_elsewhere(void **state)
 {
 	struct ab_profile_secret sec[3] = {
 		{.name = "A", .src = AB_PSECRET_ENV, .src_env = "A"},
-		{.name = "B", .src = AB_PSECRET_ENV, .src_env = "B",
+		{.name = "B",
+		 .src = AB_PSECRET_ENV,
+		 .src_env = "B",
 		 .elsewhere = AB_ELSEWHERE_REFUSE},
-		{.name = "C", .src = AB_PSECRET_ENV, .src_env = "C",
+		{.name = "C",
+		 .src = AB_PSECRET_ENV,
+		 .src_env = "C",
 		 .elsewhere = AB_ELSEWHERE_FORWARD},
 	};
 	fixture *f = make_fixture();
@@ -282,10 +318,12 @@ static void test_secrets_elsewhere(void **state)
 		json_t *j = json_loads(t, 0, &je), *s = json_object_get(j, "secrets");
 		assert_int_equal(json_array_size(s), 3);
 		static const char *const want_j[2][3][2] = {
-			{ { "forward", "default" }, { "refuse", "secrets.B.elsewhere" },
-			  { "forward", "secrets.C.elsewhere" } },
-			{ { "refuse", "network.placeholder_elsewhere" },
-			  { "refuse", "secrets.B.elsewhere" }, { "forward", "secrets.C.elsewhere" } },
+			{{"forward", "default"},
+			 {"refuse", "secrets.B.elsewhere"},
+			 {"forward", "secrets.C.elsewhere"}},
+			{{"refuse", "network.placeholder_elsewhere"},
+			 {"refuse", "secrets.B.elsewhere"},
+			 {"forward", "secrets.C.elsewhere"}},
 		};
 		for (size_t i = 0; i < 3; i++) {
 			json_t *o = json_array_get(s, i);
@@ -334,18 +372,17 @@ static bool array_has(json_t *a, const char *s)
 	size_t i;
 	json_t *v;
 	assert_true(json_is_array(a));
-	json_array_foreach (a, i, v)
-		if (json_is_string(v) && strcmp(json_string_value(v), s) == 0)
-			return true;
+	json_array_foreach(a, i, v) if (json_is_string(v) &&
+					strcmp(json_string_value(v), s) == 0) return true;
 	return false;
 }
 
 static void test_json_keys_and_values(void **state)
 {
 	static const char *const keys[] = {
-		"profile", "identity", "workspace", "cwd", "mounts", "readable", "writable",
-		"hidden", "protected", "network", "secrets", "env", "seccomp", "landlock",
-		"limits", "pty", "downgrades", "warnings",
+		"profile",  "identity", "workspace", "cwd",     "mounts",     "readable",
+		"writable", "hidden",   "protected", "network", "secrets",    "env",
+		"seccomp",  "landlock", "limits",    "pty",     "downgrades", "warnings",
 	};
 	fixture *f = make_fixture();
 	json_t *j = explain_json(f);
@@ -355,10 +392,12 @@ static void test_json_keys_and_values(void **state)
 	/* key order is the insertion order (sorted keys off) */
 	assert_string_equal(json_object_iter_key(json_object_iter(j)), "profile");
 
-	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "profile"), "name")),
-			    "default");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "identity"),
-							    "inside_uid")), 1000);
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(j, "profile"), "name")),
+		"default");
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(j, "identity"), "inside_uid")),
+		1000);
 	assert_string_equal(json_string_value(json_object_get(j, "workspace")), "/home/alice/proj");
 	assert_true(array_has(json_object_get(j, "readable"), "/usr"));
 	assert_true(array_has(json_object_get(j, "writable"), "/home/alice/proj"));
@@ -416,7 +455,8 @@ static void test_json_mounts(void **state)
 	}
 	json_t *ws = json_array_get(m, 5);
 	assert_string_equal(json_string_value(json_object_get(ws, "why")), "workspace");
-	assert_string_equal(json_string_value(json_array_get(json_object_get(ws, "flags"), 0)), "dir");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(ws, "flags"), 0)),
+			    "dir");
 	json_t *content = json_array_get(m, 11);
 	assert_true(json_is_null(json_object_get(content, "src")));
 	json_decref(j);
@@ -430,8 +470,9 @@ static void test_json_any_and_invalid_utf8(void **state)
 	f->mounts[3].dst = (char *)"/usr/\xff\xfe";
 	push(&f->p.envp, "BAD\xc3=x");
 	json_t *j = explain_json(f);
-	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "network"),
-							       "loopback_ports")), "any");
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(j, "network"), "loopback_ports")),
+		"any");
 	assert_true(array_has(json_object_get(j, "readable"), "/usr/??"));
 	assert_true(array_has(json_object_get(json_object_get(j, "env"), "names"), "BAD?"));
 	json_decref(j);
@@ -442,7 +483,7 @@ static void test_output_error(void **state)
 {
 	fixture *f = make_fixture();
 	char small[64];
-	ab_err err = { 0 };
+	ab_err err = {0};
 	for (int json = 0; json <= 1; json++) {
 		FILE *out = fmemopen(small, sizeof(small), "w");
 		assert_non_null(out);
@@ -460,12 +501,12 @@ static void test_mnt_kind_names(void **state)
 		enum ab_mnt_kind k;
 		const char *name;
 	} t[] = {
-		{ AB_MNT_TMPFS, "tmpfs" },	   { AB_MNT_BIND_RO, "bind-ro" },
-		{ AB_MNT_BIND_RW, "bind-rw" },	   { AB_MNT_PROC, "proc" },
-		{ AB_MNT_DEV, "dev" },		   { AB_MNT_MASK, "mask" },
-		{ AB_MNT_PROTECT, "protect" },	   { AB_MNT_PLACEHOLDER, "placeholder" },
-		{ AB_MNT_SYMLINK, "symlink" },	   { AB_MNT_RO_REMOUNT, "ro-remount" },
-		{ AB_MNT_CONTENT, "content" },	   { (enum ab_mnt_kind)99, "unknown" },
+		{AB_MNT_TMPFS, "tmpfs"},     {AB_MNT_BIND_RO, "bind-ro"},
+		{AB_MNT_BIND_RW, "bind-rw"}, {AB_MNT_PROC, "proc"},
+		{AB_MNT_DEV, "dev"},         {AB_MNT_MASK, "mask"},
+		{AB_MNT_PROTECT, "protect"}, {AB_MNT_PLACEHOLDER, "placeholder"},
+		{AB_MNT_SYMLINK, "symlink"}, {AB_MNT_RO_REMOUNT, "ro-remount"},
+		{AB_MNT_CONTENT, "content"}, {(enum ab_mnt_kind)99, "unknown"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++)
 		assert_string_equal(ab_mnt_kind_name(t[i].k), t[i].name);

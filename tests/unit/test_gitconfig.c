@@ -18,7 +18,7 @@
 typedef struct coll {
 	char out[8192];
 	size_t n;
-	int stop_at;   /* return -ECANCELED on this entry (1-based), 0 never */
+	int stop_at; /* return -ECANCELED on this entry (1-based), 0 never */
 	int seen;
 } coll;
 
@@ -28,7 +28,8 @@ static int collect(const char *key, const char *value, unsigned line, void *ctx)
 	c->seen++;
 	if (c->stop_at && c->seen == c->stop_at)
 		return -ECANCELED;
-	int w = value ? snprintf(c->out + c->n, sizeof(c->out) - c->n, "%s=%s@%u|", key, value, line)
+	int w = value ? snprintf(c->out + c->n, sizeof(c->out) - c->n, "%s=%s@%u|", key, value,
+				 line)
 		      : snprintf(c->out + c->n, sizeof(c->out) - c->n, "%s@%u|", key, line);
 	if (w > 0 && (size_t)w < sizeof(c->out) - c->n)
 		c->n += (size_t)w;
@@ -92,21 +93,21 @@ static void test_quoting(void **state)
 	ok("[a]\nb = x\\n\\t\\b\\\\\\\"y\n", "a.b=x\n\t\b\\\"y@2|");
 	ok("[a]\nb = one # comment\nc = \"in # quotes ; too\"\n",
 	   "a.b=one@2|a.c=in # quotes ; too@3|");
-	ok("[a]\nb = x\ty\n", "a.b=x y@2|");              /* a tab outside quotes: ' ' */
-	ok("[a]\nb = \"x\ty\"\n", "a.b=x\ty@2|");          /* inside: kept */
+	ok("[a]\nb = x\ty\n", "a.b=x y@2|");      /* a tab outside quotes: ' ' */
+	ok("[a]\nb = \"x\ty\"\n", "a.b=x\ty@2|"); /* inside: kept */
 	ok("[a]\nb\nc =\nd = \"\"\n", "a.b@2|a.c=@3|a.d=@4|");
 	ok("[a]\r\nb = 1\r\n", "a.b=1@2|");
-	ok("[a]\nb = x\ry\n", "a.b=x y@2|");              /* a lone CR is a blank */
+	ok("[a]\nb = x\ry\n", "a.b=x y@2|"); /* a lone CR is a blank */
 	ok("[b \"q\"]x=1\n[c]y\n[d]\n  z  \r\n", "b.q.x=1@1|c.y@2|d.z@4|");
 	ok("[a \"\"]\nk=2\n", "a..k=2@2|");
-	ok("[ \"x\"]\nk = 1\n", ".x.k=1@2|");            /* git takes an empty section too */
-	ok("[a]b=1", "a.b=1@1|");                           /* no final newline */
-	ok("[a]\nb = x\\", "a.b=x@2|");                    /* '\' at the end of input */
+	ok("[ \"x\"]\nk = 1\n", ".x.k=1@2|"); /* git takes an empty section too */
+	ok("[a]b=1", "a.b=1@1|");             /* no final newline */
+	ok("[a]\nb = x\\", "a.b=x@2|");       /* '\' at the end of input */
 	ok("\xef\xbb\xbf[a]\nb=1\n", "a.b=1@2|");
 	ok("[a]\nb = 1\\\n2\\\n3\nc=4\n", "a.b=123@2|a.c=4@5|");
 	ok("[a]\nb-2 = v\n", "a.b-2=v@2|");
 	ok("[A.B.C]\nd=1\n", "a.b.c.d=1@2|");
-	ok("[a]\n  # c\n\t; c\nb=1 ; x \"\n", "a.b=1@4|");  /* a quote inside a comment */
+	ok("[a]\n  # c\n\t; c\nb=1 ; x \"\n", "a.b=1@4|"); /* a quote inside a comment */
 }
 
 static void test_hostile(void **state)
@@ -123,7 +124,7 @@ static void test_hostile(void **state)
 	bad("[a]\nb = \\q\n", 11, -EINVAL, "2:6:");
 	bad("[a]\n1b = 1\n", 11, -EINVAL, "2:1:");
 	bad("[a]\nb c\n", 8, -EINVAL, "2:3:");
-	bad("b = 1\n", 6, -EINVAL, "1:1:");                /* no section */
+	bad("b = 1\n", 6, -EINVAL, "1:1:"); /* no section */
 	bad("[a]\nb = \"x\\\n", 11, -EINVAL, "");
 	bad("\xef\xbb[a]\n", 6, -EINVAL, "1:3:");
 	/* NUL anywhere, even where git would skip or cut */
@@ -195,19 +196,48 @@ static void test_callback_stops(void **state)
 static void test_classify_program(void **state)
 {
 	(void)state;
-	static const char *const prog[] = {
-		"core.pager", "core.editor", "core.sshcommand", "core.askpass", "core.gitproxy",
-		"sequence.editor", "diff.external", "diff.x.textconv", "diff.x.command",
-		"merge.x.driver", "filter.x.clean", "filter.x.smudge", "filter.lfs.process",
-		"credential.helper", "credential.https://h.example.helper", "gpg.program",
-		"gpg.ssh.program", "gpg.x509.program", "pager.log", "submodule.s.update",
-		"remote.o.uploadpack", "remote.o.receivepack", "remote.o.vcs",
-		"uploadpack.packobjectshook", "web.browser", "browser.ff.cmd", "browser.ff.path",
-		"man.x.cmd", "man.viewer", "difftool.x.cmd", "difftool.x.path", "mergetool.x.cmd",
-		"sendemail.tocmd", "sendemail.cccmd", "sendemail.sendmailcmd",
-		"sendemail.work.tocmd", "sendemail.smtpserver", "core.alternaterefscommand",
-		"interactive.difffilter", "trailer.t.command", "tar.tgz.command",
-		"gpg.ssh.defaultkeycommand"};
+	static const char *const prog[] = {"core.pager",
+					   "core.editor",
+					   "core.sshcommand",
+					   "core.askpass",
+					   "core.gitproxy",
+					   "sequence.editor",
+					   "diff.external",
+					   "diff.x.textconv",
+					   "diff.x.command",
+					   "merge.x.driver",
+					   "filter.x.clean",
+					   "filter.x.smudge",
+					   "filter.lfs.process",
+					   "credential.helper",
+					   "credential.https://h.example.helper",
+					   "gpg.program",
+					   "gpg.ssh.program",
+					   "gpg.x509.program",
+					   "pager.log",
+					   "submodule.s.update",
+					   "remote.o.uploadpack",
+					   "remote.o.receivepack",
+					   "remote.o.vcs",
+					   "uploadpack.packobjectshook",
+					   "web.browser",
+					   "browser.ff.cmd",
+					   "browser.ff.path",
+					   "man.x.cmd",
+					   "man.viewer",
+					   "difftool.x.cmd",
+					   "difftool.x.path",
+					   "mergetool.x.cmd",
+					   "sendemail.tocmd",
+					   "sendemail.cccmd",
+					   "sendemail.sendmailcmd",
+					   "sendemail.work.tocmd",
+					   "sendemail.smtpserver",
+					   "core.alternaterefscommand",
+					   "interactive.difffilter",
+					   "trailer.t.command",
+					   "tar.tgz.command",
+					   "gpg.ssh.defaultkeycommand"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(prog); i++)
 		if (ab_gitkey_classify(prog[i], "x") != AB_GITKEY_PROGRAM)
 			fail_msg("%s is not PROGRAM", prog[i]);
@@ -250,30 +280,74 @@ static void test_classify_inert(void **state)
 	(void)state;
 	/* every key git init, clone, config user.*, sparse-checkout, submodule
 	 * add, worktree add and maintenance register wrote (git 2.39) */
-	static const char *const inert[] = {
-		"core.repositoryformatversion", "core.filemode", "core.bare",
-		"core.logallrefupdates", "core.ignorecase", "core.precomposeunicode",
-		"core.symlinks", "core.autocrlf", "core.eol", "core.sparsecheckout",
-		"core.sparsecheckoutcone", "remote.origin.url", "remote.origin.pushurl",
-		"remote.origin.fetch", "remote.origin.push", "remote.origin.tagopt",
-		"remote.origin.prune", "remote.origin.mirror", "remote.origin.promisor",
-		"remote.origin.partialclonefilter", "branch.main.remote", "branch.main.merge",
-		"branch.main.rebase", "branch.main.pushremote", "submodule.sm.url",
-		"submodule.sm.active", "submodule.sm.branch", "submodule.sm.shallow",
-		"user.name", "user.email", "user.signingkey", "init.defaultbranch",
-		"pull.rebase", "pull.ff", "fetch.prune", "extensions.objectformat",
-		"extensions.worktreeconfig", "extensions.partialclone", "maintenance.auto",
-		"maintenance.strategy", "maintenance.repo", "color.ui", "color.diff.meta",
-		"diff.x.xfuncname", "diff.x.binary", "advice.detachedhead"};
+	static const char *const inert[] = {"core.repositoryformatversion",
+					    "core.filemode",
+					    "core.bare",
+					    "core.logallrefupdates",
+					    "core.ignorecase",
+					    "core.precomposeunicode",
+					    "core.symlinks",
+					    "core.autocrlf",
+					    "core.eol",
+					    "core.sparsecheckout",
+					    "core.sparsecheckoutcone",
+					    "remote.origin.url",
+					    "remote.origin.pushurl",
+					    "remote.origin.fetch",
+					    "remote.origin.push",
+					    "remote.origin.tagopt",
+					    "remote.origin.prune",
+					    "remote.origin.mirror",
+					    "remote.origin.promisor",
+					    "remote.origin.partialclonefilter",
+					    "branch.main.remote",
+					    "branch.main.merge",
+					    "branch.main.rebase",
+					    "branch.main.pushremote",
+					    "submodule.sm.url",
+					    "submodule.sm.active",
+					    "submodule.sm.branch",
+					    "submodule.sm.shallow",
+					    "user.name",
+					    "user.email",
+					    "user.signingkey",
+					    "init.defaultbranch",
+					    "pull.rebase",
+					    "pull.ff",
+					    "fetch.prune",
+					    "extensions.objectformat",
+					    "extensions.worktreeconfig",
+					    "extensions.partialclone",
+					    "maintenance.auto",
+					    "maintenance.strategy",
+					    "maintenance.repo",
+					    "color.ui",
+					    "color.diff.meta",
+					    "diff.x.xfuncname",
+					    "diff.x.binary",
+					    "advice.detachedhead"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(inert); i++)
 		if (ab_gitkey_classify(inert[i], "v") != AB_GITKEY_INERT)
 			fail_msg("%s is not INERT", inert[i]);
 	/* fail closed: unknown, or known but able to change what runs */
-	static const char *const other[] = {
-		"core.nosuchkey", "protocol.allow", "protocol.ext.allow", "pull.twohead",
-		"diff.tool", "merge.tool", "core.sharedrepository", "http.sslcert", "x.y.z",
-		"nosection", ".x.k", "a..", "user.x.name", "remote.url", "submodule.path",
-		"safe.directory", "uploadpack.allowanysha1inwant", "alias"};
+	static const char *const other[] = {"core.nosuchkey",
+					    "protocol.allow",
+					    "protocol.ext.allow",
+					    "pull.twohead",
+					    "diff.tool",
+					    "merge.tool",
+					    "core.sharedrepository",
+					    "http.sslcert",
+					    "x.y.z",
+					    "nosection",
+					    ".x.k",
+					    "a..",
+					    "user.x.name",
+					    "remote.url",
+					    "submodule.path",
+					    "safe.directory",
+					    "uploadpack.allowanysha1inwant",
+					    "alias"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(other); i++)
 		if (ab_gitkey_classify(other[i], "v") != AB_GITKEY_OTHER)
 			fail_msg("%s is not OTHER", other[i]);

@@ -48,11 +48,11 @@ static void entry(ibuf *x, uint32_t mode, const char *path)
 {
 	size_t start = x->n;
 	for (int i = 0; i < 6; i++)
-		put32(x, 0);     /* ctime, mtime, dev, ino */
+		put32(x, 0); /* ctime, mtime, dev, ino */
 	put32(x, mode);
 	for (int i = 0; i < 3; i++)
-		put32(x, 0);     /* uid, gid, size */
-	x->n += x->hash;         /* object name */
+		put32(x, 0); /* uid, gid, size */
+	x->n += x->hash;     /* object name */
 	size_t len = strlen(path);
 	x->b[x->n++] = (uint8_t)((len > 0xfff ? 0xfff : len) >> 8);
 	x->b[x->n++] = (uint8_t)(len > 0xfff ? 0xff : len);
@@ -215,12 +215,12 @@ static void test_settle(void **state)
 	char root[] = "/tmp/abgitnest-XXXXXX";
 	assert_non_null(mkdtemp(root));
 	/* before the run */
-	repo(root, ".", ARMED);                   /* the root's own: protected, left */
+	repo(root, ".", ARMED); /* the root's own: protected, left */
 	mkpath(root, "mine", true);
 	repo(root, "mine", INERT);
 	put(root, "mine/.git/hooks/pre-commit", "#!/bin/sh\n", 0755); /* the user's own hook */
 	mkpath(root, "old", true);
-	repo(root, "old", INERT);                 /* armed below, during the run */
+	repo(root, "old", INERT); /* armed below, during the run */
 	mkpath(root, "oldhook", true);
 	repo(root, "oldhook", INERT);
 	mkpath(root, "linked", true);
@@ -248,7 +248,7 @@ static void test_settle(void **state)
 	mkpath(root, "deep/a/\x1b]0;x\x07", true);
 	repo(root, "deep/a/\x1b]0;x\x07", ARMED);
 	mkpath(root, "gf", true);
-	mkpath(root, "gf/.hidden", true);         /* a gitdir by another name */
+	mkpath(root, "gf/.hidden", true); /* a gitdir by another name */
 	put(root, "gf/.hidden/HEAD", "ref: refs/heads/main\n", 0644);
 	mkpath(root, "gf/.hidden/objects", true);
 	mkpath(root, "gf/.hidden/refs", true);
@@ -272,9 +272,9 @@ static void test_settle(void **state)
 	settle(root, since, true, &found);
 	for (size_t i = 0; i < found.n; i++)
 		print_message("%s\n", found.v[i]);
-	assert_true(exists(root, ".git/config"));         /* the root's own */
-	assert_true(exists(root, "mine/.git"));           /* armed by the user, untouched */
-	assert_true(exists(root, "clone/.git"));          /* inert */
+	assert_true(exists(root, ".git/config")); /* the root's own */
+	assert_true(exists(root, "mine/.git"));   /* armed by the user, untouched */
+	assert_true(exists(root, "clone/.git"));  /* inert */
 	/* a git directory stays one, without what armed it */
 	assert_false(exists(root, "old/.git/config"));
 	assert_true(exists(root, "old/.git/config.agentbox-disarmed"));
@@ -287,7 +287,7 @@ static void test_settle(void **state)
 	assert_false(exists(root, "linked/.git/hooks"));
 	/* a gitfile or a link is moved whole; what it names is judged first,
 	 * whatever the order of the directory's entries */
-	assert_false(exists(root, "gf/.hidden/config"));  /* bare-shaped, armed */
+	assert_false(exists(root, "gf/.hidden/config")); /* bare-shaped, armed */
 	assert_false(exists(root, "gf/.git"));
 	assert_true(exists(root, "gf/.git.agentbox-disarmed"));
 	assert_non_null(found_with(&found, "bare git repository armed during the run: "));

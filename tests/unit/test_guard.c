@@ -15,8 +15,9 @@ static json_t *parse(const char *s)
 static void test_collect(void **state)
 {
 	(void)state;
-	json_t *doc = parse("{\"a\": 1, \"projects\": {\"/x\": {\"m\": {\"s\": 1}}, \"y~z\": {\"n\": 2},"
-			    " \"arr\": [1]}, \"list\": [1, 2]}");
+	json_t *doc =
+		parse("{\"a\": 1, \"projects\": {\"/x\": {\"m\": {\"s\": 1}}, \"y~z\": {\"n\": 2},"
+		      " \"arr\": [1]}, \"list\": [1, 2]}");
 	json_t *out = json_object();
 	assert_int_equal(ab_guard_collect(doc, "/projects/*/m", out), 0);
 	assert_int_equal(ab_guard_collect(doc, "/a", out), 0);
@@ -33,8 +34,9 @@ static void test_restore(void **state)
 {
 	(void)state;
 	json_t *start = json_object();
-	json_t *before = parse("{\"n\": 1, \"mcp\": {\"ok\": {}}, \"projects\": {\"/w\": {\"t\": [],"
-			       " \"keep\": 1}, \"/gone\": {\"t\": [\"x\"]}}, \"trust\": true}");
+	json_t *before =
+		parse("{\"n\": 1, \"mcp\": {\"ok\": {}}, \"projects\": {\"/w\": {\"t\": [],"
+		      " \"keep\": 1}, \"/gone\": {\"t\": [\"x\"]}}, \"trust\": true}");
 	ab_strv ptrs = {0};
 	const char *p[] = {"/mcp", "/projects/*/t", "/trust", "/projects/*/new"};
 	for (size_t i = 0; i < 4; i++) {

@@ -76,6 +76,7 @@ typedef struct userns_case {
 	const char *hint; /* substring of the hint */
 } userns_case;
 
+// clang-format off
 static const userns_case userns_cases[] = {
 	{ "max0", false, 0, -1, 1, AB_NO, 0, false, ENOSPC, "user.max_user_namespaces = 0",
 	  "sysctl -w user.max_user_namespaces=" },
@@ -111,6 +112,7 @@ static const userns_case userns_cases[] = {
 	{ "generic", false, 1000, -1, -1, AB_NO, 0, false, ENOMEM, "Cannot allocate memory",
 	  "agentbox doctor" },
 };
+// clang-format on
 
 static void test_userns_error(void **state)
 {
@@ -142,13 +144,16 @@ static void test_userns_error(void **state)
 static void test_userns_error_apparmor_snippet(void **state)
 {
 	ab_host h;
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_host_fake(&h, 6);
 	h.apparmor_restrict_userns = 1;
 	ab_host_userns_error(&h, EPERM, &e);
 	static const char *const parts[] = {
-		"abi <abi/4.0>,", "include <tunables/global>", "flags=(unconfined) {",
-		"userns,", "sudo tee /etc/apparmor.d/agentbox",
+		"abi <abi/4.0>,",
+		"include <tunables/global>",
+		"flags=(unconfined) {",
+		"userns,",
+		"sudo tee /etc/apparmor.d/agentbox",
 		"sudo apparmor_parser -r /etc/apparmor.d/agentbox",
 		"sysctl -w kernel.apparmor_restrict_unprivileged_userns=0",
 	};
@@ -181,9 +186,9 @@ static json_t *check_by_id(json_t *root, const char *id)
 {
 	size_t i;
 	json_t *c;
-	json_array_foreach (json_object_get(root, "checks"), i, c)
-		if (strcmp(json_string_value(json_object_get(c, "id")), id) == 0)
-			return c;
+	json_array_foreach(json_object_get(root, "checks"), i,
+			   c) if (strcmp(json_string_value(json_object_get(c, "id")), id) ==
+				  0) return c;
 	fail_msg("no check %s", id);
 	return NULL;
 }
@@ -330,7 +335,7 @@ static void test_doctor_root_without_idmap(void **state)
 static void test_downgrade_describe(void **state)
 {
 	static const char *const names[] = {
-		"landlock", "landlock-refer", "landlock-truncate", "landlock-net",
+		"landlock",           "landlock-refer", "landlock-truncate", "landlock-net",
 		"landlock-ioctl-dev", "landlock-scope", "cgroup-limits",
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(names); i++) {

@@ -26,9 +26,9 @@ static bool span_is(const char *buf, ab_http_span s, const char *want)
 {
 	return s.len == strlen(want) && memcmp(buf + s.off, want, s.len) == 0;
 }
-#define assert_span(buf, s, want)                                                   \
-	do {                                                                        \
-		if (!span_is(buf, s, want))                                         \
+#define assert_span(buf, s, want)                                                         \
+	do {                                                                              \
+		if (!span_is(buf, s, want))                                               \
 			fail_msg("span %.*s != %s", (int)(s).len, (buf) + (s).off, want); \
 	} while (0)
 
@@ -44,6 +44,7 @@ typedef struct {
 #define H11 " HTTP/1.1\r\n"
 #define HOST "Host: a.example\r\n"
 
+// clang-format off
 static const bad_case bad[] = {
 	/* line endings */
 	{ "GET / HTTP/1.1\n" HOST "\r\n", 0, 400, "bare LF" },
@@ -193,6 +194,7 @@ static const bad_case bad[] = {
 	{ "CONNECT a.example:443" H11 "Host: a.example:80\r\n\r\n", 0, 400,
 	  "Host header does not match request-target" },
 };
+// clang-format on
 
 static void test_hostile(void **state)
 {
@@ -327,12 +329,12 @@ static void test_connect_and_others(void **state)
 	static const struct {
 		const char *m;
 		ab_http_method e;
-	} ms[] = { { "GET", AB_HTTP_GET },	   { "HEAD", AB_HTTP_HEAD },
-		   { "POST", AB_HTTP_POST },	   { "PUT", AB_HTTP_PUT },
-		   { "DELETE", AB_HTTP_DELETE },   { "PATCH", AB_HTTP_PATCH },
-		   { "OPTIONS", AB_HTTP_OPTIONS }, { "TRACE", AB_HTTP_TRACE },
-		   { "PROPFIND", AB_HTTP_OTHER },  { "get", AB_HTTP_OTHER },
-		   { "M-SEARCH", AB_HTTP_OTHER } };
+	} ms[] = {{"GET", AB_HTTP_GET},         {"HEAD", AB_HTTP_HEAD},
+		  {"POST", AB_HTTP_POST},       {"PUT", AB_HTTP_PUT},
+		  {"DELETE", AB_HTTP_DELETE},   {"PATCH", AB_HTTP_PATCH},
+		  {"OPTIONS", AB_HTTP_OPTIONS}, {"TRACE", AB_HTTP_TRACE},
+		  {"PROPFIND", AB_HTTP_OTHER},  {"get", AB_HTTP_OTHER},
+		  {"M-SEARCH", AB_HTTP_OTHER}};
 	for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
 		char buf[128];
 		snprintf(buf, sizeof(buf), "%s /x HTTP/1.1\r\nHost: h\r\n\r\n", ms[i].m);
@@ -426,7 +428,7 @@ static void expect(const char *in, size_t len, const ab_http_limits *lim, int wa
 
 static void test_limit_line(void **state)
 {
-	const ab_http_limits lim = { .max_line = 100 };
+	const ab_http_limits lim = {.max_line = 100};
 	char *s = req_line(100, "Host: h\r\n\r\n");
 	expect(s, strlen(s), &lim, (int)strlen(s), 0);
 	feed_bytewise(s, strlen(s), &lim);
@@ -490,11 +492,13 @@ static void test_limit_head(void **state)
 	expect(buf, 16384, NULL, 0, 0);
 	expect(buf, 16385, NULL, -1, 431);
 
-	const ab_http_limits lim = { .max_head = 64 };
-	const char *h64 = "GET / HTTP/1.1\r\nHost: h\r\nX: 01234567890123456789012345678901\r\n\r\n";
+	const ab_http_limits lim = {.max_head = 64};
+	const char *h64 =
+		"GET / HTTP/1.1\r\nHost: h\r\nX: 01234567890123456789012345678901\r\n\r\n";
 	assert_int_equal(strlen(h64), 64);
 	expect(h64, 64, &lim, 64, 0);
-	const char *h65 = "GET / HTTP/1.1\r\nHost: h\r\nX: 012345678901234567890123456789012\r\n\r\n";
+	const char *h65 =
+		"GET / HTTP/1.1\r\nHost: h\r\nX: 012345678901234567890123456789012\r\n\r\n";
 	expect(h65, 65, &lim, -1, 431);
 	expect(h65, 64, &lim, 0, 0);
 	feed_bytewise(h65, 65, &lim);
@@ -522,11 +526,11 @@ static void test_limit_count(void **state)
 			assert_string_equal(req.reason, "too many header fields");
 		}
 	}
-	const ab_http_limits lim = { .max_headers = 2 };
+	const ab_http_limits lim = {.max_headers = 2};
 	expect(S("GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\n\r\n"), &lim, 33, 0);
 	expect(S("GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n\r\n"), &lim, -1, 431);
 	/* a larger limit than the struct holds is clamped */
-	const ab_http_limits big = { .max_headers = 1000 };
+	const ab_http_limits big = {.max_headers = 1000};
 	int r = ab_http_parse_head(buf, strlen(buf), &big, &req);
 	assert_int_equal(r, -EBADMSG);
 	assert_int_equal(req.status, 431);
@@ -542,31 +546,31 @@ static void test_chunk_size(void **state)
 		uint64_t size;
 		size_t used;
 	} cs[] = {
-		{ "0\r\n", 1, 0, 3 },
-		{ "1a\r\nxx", 1, 26, 4 },
-		{ "FFff\r\n", 1, 0xffff, 6 },
-		{ "0000000010\r\n", 1, 16, 12 },
-		{ "5;name=val\r\n", 1, 5, 12 },
-		{ "5;a=\"q s\"\t;b\r\n", 1, 5, 14 },
-		{ "1000000000000\r\n", 1, 1ull << 48, 15 },
-		{ "1000000000001\r\n", -EBADMSG, 0, 0 },
-		{ "ffffffffffffffffff\r\n", -EBADMSG, 0, 0 },
-		{ "10000000000000000000001\r\n", -EBADMSG, 0, 0 },
-		{ "5\n", -EBADMSG, 0, 0 },
-		{ "5;x\n", -EBADMSG, 0, 0 },
-		{ "5\rx", -EBADMSG, 0, 0 },
-		{ "\r\n", -EBADMSG, 0, 0 },
-		{ ";x\r\n", -EBADMSG, 0, 0 },
-		{ "-1\r\n", -EBADMSG, 0, 0 },
-		{ "0x5\r\n", -EBADMSG, 0, 0 },
-		{ " 5\r\n", -EBADMSG, 0, 0 },
-		{ "5 \r\n", -EBADMSG, 0, 0 },
-		{ "5;\x01\r\n", -EBADMSG, 0, 0 },
-		{ "5;\x7f\r\n", -EBADMSG, 0, 0 },
-		{ "", 0, 0, 0 },
-		{ "5", 0, 0, 0 },
-		{ "5\r", 0, 0, 0 },
-		{ "5;ext", 0, 0, 0 },
+		{"0\r\n", 1, 0, 3},
+		{"1a\r\nxx", 1, 26, 4},
+		{"FFff\r\n", 1, 0xffff, 6},
+		{"0000000010\r\n", 1, 16, 12},
+		{"5;name=val\r\n", 1, 5, 12},
+		{"5;a=\"q s\"\t;b\r\n", 1, 5, 14},
+		{"1000000000000\r\n", 1, 1ull << 48, 15},
+		{"1000000000001\r\n", -EBADMSG, 0, 0},
+		{"ffffffffffffffffff\r\n", -EBADMSG, 0, 0},
+		{"10000000000000000000001\r\n", -EBADMSG, 0, 0},
+		{"5\n", -EBADMSG, 0, 0},
+		{"5;x\n", -EBADMSG, 0, 0},
+		{"5\rx", -EBADMSG, 0, 0},
+		{"\r\n", -EBADMSG, 0, 0},
+		{";x\r\n", -EBADMSG, 0, 0},
+		{"-1\r\n", -EBADMSG, 0, 0},
+		{"0x5\r\n", -EBADMSG, 0, 0},
+		{" 5\r\n", -EBADMSG, 0, 0},
+		{"5 \r\n", -EBADMSG, 0, 0},
+		{"5;\x01\r\n", -EBADMSG, 0, 0},
+		{"5;\x7f\r\n", -EBADMSG, 0, 0},
+		{"", 0, 0, 0},
+		{"5", 0, 0, 0},
+		{"5\r", 0, 0, 0},
+		{"5;ext", 0, 0, 0},
 	};
 	for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
 		uint64_t sz = 777;
@@ -604,8 +608,7 @@ static void test_chunk_size(void **state)
 	assert_int_equal(ab_http_parse_chunk_size(line, sizeof(line), &sz, &used), -EBADMSG);
 	assert_int_equal(ab_http_parse_chunk_size(line, AB_HTTP_CHUNK_LINE_MAX, &sz, &used),
 			 -EBADMSG);
-	assert_int_equal(ab_http_parse_chunk_size(line, AB_HTTP_CHUNK_LINE_MAX - 1, &sz, &used),
-			 0);
+	assert_int_equal(ab_http_parse_chunk_size(line, AB_HTTP_CHUNK_LINE_MAX - 1, &sz, &used), 0);
 	/* leading zeros are bounded by the same limit */
 	memset(line, '0', sizeof(line));
 	assert_int_equal(ab_http_parse_chunk_size(line, sizeof(line), &sz, &used), -EBADMSG);
@@ -717,6 +720,7 @@ typedef struct {
 #define R200 "HTTP/1.1 200 OK\r\n"
 #define CHUNKED "Transfer-Encoding: chunked\r\n"
 
+// clang-format off
 static const stream_case streams[] = {
 	{ R200 "Content-Length: 5\r\n\r\nhello" "HTTP/1.1 204 No Content\r\n\r\n",
 	  AB_HTTP_GET,
@@ -773,6 +777,7 @@ static const stream_case streams[] = {
 	{ "HTTP/1.1 599 x\r\nContent-Length: 0\r\n\r\nHTTP/1.1 100 y\r\n\r\n", AB_HTTP_GET,
 	  { { 599, AB_HTTP_BODY_LENGTH, "" }, { 100, AB_HTTP_BODY_NONE, "" } } },
 };
+// clang-format on
 
 static void run_stream(const stream_case *c)
 {
@@ -845,22 +850,22 @@ static void test_resp_fields(void **state)
 		bool chunked, cl;
 		ab_http_body_kind want;
 	} dt[] = {
-		{ 101, AB_HTTP_GET, false, false, AB_HTTP_BODY_TUNNEL },
-		{ 101, AB_HTTP_HEAD, false, false, AB_HTTP_BODY_TUNNEL },
-		{ 100, AB_HTTP_GET, true, false, AB_HTTP_BODY_NONE },
-		{ 199, AB_HTTP_CONNECT, false, true, AB_HTTP_BODY_NONE },
-		{ 204, AB_HTTP_GET, false, true, AB_HTTP_BODY_NONE },
-		{ 304, AB_HTTP_GET, true, false, AB_HTTP_BODY_NONE },
-		{ 200, AB_HTTP_HEAD, true, false, AB_HTTP_BODY_NONE },
-		{ 500, AB_HTTP_HEAD, false, true, AB_HTTP_BODY_NONE },
-		{ 200, AB_HTTP_CONNECT, false, true, AB_HTTP_BODY_TUNNEL },
-		{ 299, AB_HTTP_CONNECT, false, false, AB_HTTP_BODY_TUNNEL },
-		{ 204, AB_HTTP_CONNECT, false, false, AB_HTTP_BODY_TUNNEL },
-		{ 300, AB_HTTP_CONNECT, false, false, AB_HTTP_BODY_CLOSE },
-		{ 403, AB_HTTP_CONNECT, false, true, AB_HTTP_BODY_LENGTH },
-		{ 200, AB_HTTP_GET, true, false, AB_HTTP_BODY_CHUNKED },
-		{ 205, AB_HTTP_POST, false, true, AB_HTTP_BODY_LENGTH },
-		{ 200, AB_HTTP_OTHER, false, false, AB_HTTP_BODY_CLOSE },
+		{101, AB_HTTP_GET, false, false, AB_HTTP_BODY_TUNNEL},
+		{101, AB_HTTP_HEAD, false, false, AB_HTTP_BODY_TUNNEL},
+		{100, AB_HTTP_GET, true, false, AB_HTTP_BODY_NONE},
+		{199, AB_HTTP_CONNECT, false, true, AB_HTTP_BODY_NONE},
+		{204, AB_HTTP_GET, false, true, AB_HTTP_BODY_NONE},
+		{304, AB_HTTP_GET, true, false, AB_HTTP_BODY_NONE},
+		{200, AB_HTTP_HEAD, true, false, AB_HTTP_BODY_NONE},
+		{500, AB_HTTP_HEAD, false, true, AB_HTTP_BODY_NONE},
+		{200, AB_HTTP_CONNECT, false, true, AB_HTTP_BODY_TUNNEL},
+		{299, AB_HTTP_CONNECT, false, false, AB_HTTP_BODY_TUNNEL},
+		{204, AB_HTTP_CONNECT, false, false, AB_HTTP_BODY_TUNNEL},
+		{300, AB_HTTP_CONNECT, false, false, AB_HTTP_BODY_CLOSE},
+		{403, AB_HTTP_CONNECT, false, true, AB_HTTP_BODY_LENGTH},
+		{200, AB_HTTP_GET, true, false, AB_HTTP_BODY_CHUNKED},
+		{205, AB_HTTP_POST, false, true, AB_HTTP_BODY_LENGTH},
+		{200, AB_HTTP_OTHER, false, false, AB_HTTP_BODY_CLOSE},
 	};
 	for (size_t i = 0; i < sizeof(dt) / sizeof(dt[0]); i++) {
 		memset(&resp, 0, sizeof(resp));
@@ -880,6 +885,7 @@ typedef struct {
 
 #define CL5 "Content-Length: 5\r\n"
 
+// clang-format off
 static const bad_resp bad_resps[] = {
 	/* status line */
 	{ "HTTP/1.1 099 Low\r\n\r\n", 0, "invalid status code" },
@@ -958,6 +964,7 @@ static const bad_resp bad_resps[] = {
 	/* a request is not a response */
 	{ "GET / HTTP/1.1\r\nHost: h\r\n\r\n", 0, "malformed HTTP version" },
 };
+// clang-format on
 
 static void test_resp_hostile(void **state)
 {
@@ -967,8 +974,9 @@ static void test_resp_hostile(void **state)
 		int r = ab_http_parse_response_head(c->in, len, NULL, &resp);
 		if (r != -EBADMSG || resp.status != 502 || !resp.reason ||
 		    strcmp(resp.reason, c->reason) != 0)
-			fail_msg("resp case %zu (%.40s): r=%d status=%d reason=%s, want %s", i, c->in,
-				 r, resp.status, resp.reason ? resp.reason : "(null)", c->reason);
+			fail_msg("resp case %zu (%.40s): r=%d status=%d reason=%s, want %s", i,
+				 c->in, r, resp.status, resp.reason ? resp.reason : "(null)",
+				 c->reason);
 		resp_bytewise(c->in, len, NULL);
 	}
 }
@@ -985,7 +993,7 @@ static void expect_resp(const char *in, size_t len, const ab_http_limits *lim, i
 static void test_resp_limits(void **state)
 {
 	static char buf[20000];
-	const ab_http_limits lim = { .max_line = 40, .max_head = 100, .max_headers = 2 };
+	const ab_http_limits lim = {.max_line = 40, .max_head = 100, .max_headers = 2};
 	size_t n;
 
 	/* header count: 100 fine, 101 too many (default limit) */
@@ -1041,11 +1049,12 @@ static void test_resp_limits(void **state)
 
 typedef struct {
 	const char *in;
-	size_t len;       /* 0: strlen */
-	long want;        /* bytes of the body, or -EBADMSG */
+	size_t len; /* 0: strlen */
+	long want;  /* bytes of the body, or -EBADMSG */
 	bool done;
 } chunk_case;
 
+// clang-format off
 static const chunk_case chunk_cases[] = {
 	/* valid */
 	{ "0\r\n\r\n", 0, 5, true },
@@ -1091,6 +1100,7 @@ static const chunk_case chunk_cases[] = {
 	{ "0\r\nX: \0\r\n\r\n", sizeof("0\r\nX: \0\r\n\r\n") - 1, -EBADMSG, false },
 	{ "0\r\nX(: a\r\n\r\n", 0, -EBADMSG, false },
 };
+// clang-format on
 
 static void test_framer_chunked(void **state)
 {
@@ -1138,9 +1148,9 @@ static void test_framer_trailer_limits(void **state)
 	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, n, 0, &done), -EBADMSG);
 	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, n, 1, &done), -EBADMSG);
 	/* fails on the byte that crosses the limit, not at the end */
-	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, 3 + AB_HTTP_TRAILER_MAX_BYTES + 1, 0,
-			       &done),
-			 -EBADMSG);
+	assert_int_equal(
+		frame(AB_HTTP_BODY_CHUNKED, 0, buf, 3 + AB_HTTP_TRAILER_MAX_BYTES + 1, 0, &done),
+		-EBADMSG);
 	n = trailer_body(buf, 4 * AB_HTTP_TRAILER_MAX_FIELDS + 2, AB_HTTP_TRAILER_MAX_FIELDS);
 	assert_int_equal(frame_all_ways(AB_HTTP_BODY_CHUNKED, 0, buf, n, &done), (long)n);
 	n = trailer_body(buf, 4 * (AB_HTTP_TRAILER_MAX_FIELDS + 1) + 2,
@@ -1159,9 +1169,8 @@ static void test_framer_trailer_limits(void **state)
 	/* ... and already at its 1024th byte, before the CR arrives */
 	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, AB_HTTP_CHUNK_LINE_MAX, 0, &done),
 			 -EBADMSG);
-	assert_int_equal(
-		frame(AB_HTTP_BODY_CHUNKED, 0, buf, AB_HTTP_CHUNK_LINE_MAX - 1, 0, &done),
-		AB_HTTP_CHUNK_LINE_MAX - 1);
+	assert_int_equal(frame(AB_HTTP_BODY_CHUNKED, 0, buf, AB_HTTP_CHUNK_LINE_MAX - 1, 0, &done),
+			 AB_HTTP_CHUNK_LINE_MAX - 1);
 }
 
 static void test_framer_kinds(void **state)
@@ -1216,7 +1225,8 @@ static void test_framer_kinds(void **state)
 	assert_int_equal(ab_http_framer_feed(&f, S("1000000000000\r\n"), &done), 15);
 	assert_int_equal(f.remaining, AB_HTTP_CHUNK_SIZE_MAX);
 	for (int i = 0; i < 16; i++)
-		assert_int_equal(ab_http_framer_feed(&f, big, sizeof(big), &done), (int)sizeof(big));
+		assert_int_equal(ab_http_framer_feed(&f, big, sizeof(big), &done),
+				 (int)sizeof(big));
 	assert_false(done);
 	assert_int_equal(f.remaining, AB_HTTP_CHUNK_SIZE_MAX - 16 * sizeof(big));
 }
@@ -1238,8 +1248,8 @@ static void test_framer_random(void **state)
 		int chunks = (int)(RND() % 5);
 		for (int c = 0; c < chunks; c++) {
 			size_t sz = RND() % 40 + 1;
-			n += (size_t)snprintf(buf + n, sizeof(buf) - n, RND() % 2 ? "%zx" : "%zX;e=%d",
-					      sz, c);
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n,
+					      RND() % 2 ? "%zx" : "%zX;e=%d", sz, c);
 			memcpy(buf + n, "\r\n", 2);
 			n += 2;
 			for (size_t j = 0; j < sz; j++)
@@ -1277,29 +1287,29 @@ static void test_resp_codings(void **state)
 		const char *ce, *te; /* the recorded codings, "" for none */
 		ab_http_body_kind kind;
 	} t[] = {
-		{ "Content-Encoding: gzip\r\n" CL5, "gzip", "", AB_HTTP_BODY_LENGTH },
-		{ "Content-Encoding: identity\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
-		{ "content-encoding: IDENTITY\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
-		{ "Content-Encoding: identity, gzip\r\n" CL5, "gzip", "", AB_HTTP_BODY_LENGTH },
-		{ "Content-Encoding: GZip\r\n" CL5, "GZip", "", AB_HTTP_BODY_LENGTH },
-		{ "Content-Encoding: ,\t, identity ,\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
-		{ "Content-Encoding:\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH },
-		{ "Content-Encoding: identity\r\nContent-Encoding: br\r\n" CL5, "br", "",
-		  AB_HTTP_BODY_LENGTH },
-		{ "Content-Encoding: deflate\r\nContent-Encoding: identity\r\n" CL5, "deflate", "",
-		  AB_HTTP_BODY_LENGTH },
-		{ "Content-Encoding: zstd, br\r\n" CHUNKED, "zstd", "", AB_HTTP_BODY_CHUNKED },
-		{ "Content-Encoding: identity;x=1\r\n" CL5, "identity;x=1", "", AB_HTTP_BODY_LENGTH },
-		{ "Content-Encoding: x\x80y\r\n", "x\x80y", "", AB_HTTP_BODY_CLOSE },
-		{ "Content-Encoding: identityx\r\n", "identityx", "", AB_HTTP_BODY_CLOSE },
-		{ CHUNKED, "", "", AB_HTTP_BODY_CHUNKED },
-		{ "Transfer-Encoding: gzip, chunked\r\n", "", "gzip", AB_HTTP_BODY_CHUNKED },
-		{ "Transfer-Encoding: GZIP ,chunked\r\n", "", "GZIP", AB_HTTP_BODY_CHUNKED },
-		{ "Transfer-Encoding: br;q=1, gzip, chunked\r\n", "", "br", AB_HTTP_BODY_CHUNKED },
-		{ "Transfer-Encoding: identity, chunked\r\n", "", "identity", AB_HTTP_BODY_CHUNKED },
-		{ "Transfer-Encoding: gzip\r\n", "", "gzip", AB_HTTP_BODY_CLOSE },
-		{ "Content-Encoding: br\r\nTransfer-Encoding: deflate, chunked\r\n", "br", "deflate",
-		  AB_HTTP_BODY_CHUNKED },
+		{"Content-Encoding: gzip\r\n" CL5, "gzip", "", AB_HTTP_BODY_LENGTH},
+		{"Content-Encoding: identity\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH},
+		{"content-encoding: IDENTITY\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH},
+		{"Content-Encoding: identity, gzip\r\n" CL5, "gzip", "", AB_HTTP_BODY_LENGTH},
+		{"Content-Encoding: GZip\r\n" CL5, "GZip", "", AB_HTTP_BODY_LENGTH},
+		{"Content-Encoding: ,\t, identity ,\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH},
+		{"Content-Encoding:\r\n" CL5, "", "", AB_HTTP_BODY_LENGTH},
+		{"Content-Encoding: identity\r\nContent-Encoding: br\r\n" CL5, "br", "",
+		 AB_HTTP_BODY_LENGTH},
+		{"Content-Encoding: deflate\r\nContent-Encoding: identity\r\n" CL5, "deflate", "",
+		 AB_HTTP_BODY_LENGTH},
+		{"Content-Encoding: zstd, br\r\n" CHUNKED, "zstd", "", AB_HTTP_BODY_CHUNKED},
+		{"Content-Encoding: identity;x=1\r\n" CL5, "identity;x=1", "", AB_HTTP_BODY_LENGTH},
+		{"Content-Encoding: x\x80y\r\n", "x\x80y", "", AB_HTTP_BODY_CLOSE},
+		{"Content-Encoding: identityx\r\n", "identityx", "", AB_HTTP_BODY_CLOSE},
+		{CHUNKED, "", "", AB_HTTP_BODY_CHUNKED},
+		{"Transfer-Encoding: gzip, chunked\r\n", "", "gzip", AB_HTTP_BODY_CHUNKED},
+		{"Transfer-Encoding: GZIP ,chunked\r\n", "", "GZIP", AB_HTTP_BODY_CHUNKED},
+		{"Transfer-Encoding: br;q=1, gzip, chunked\r\n", "", "br", AB_HTTP_BODY_CHUNKED},
+		{"Transfer-Encoding: identity, chunked\r\n", "", "identity", AB_HTTP_BODY_CHUNKED},
+		{"Transfer-Encoding: gzip\r\n", "", "gzip", AB_HTTP_BODY_CLOSE},
+		{"Content-Encoding: br\r\nTransfer-Encoding: deflate, chunked\r\n", "br", "deflate",
+		 AB_HTTP_BODY_CHUNKED},
 	};
 	char in[512];
 
@@ -1325,7 +1335,10 @@ static void test_resp_codings(void **state)
 
 /* --------------------------------------------------------------- sniffing */
 
-#define SN(lit, eof, want) { lit, sizeof(lit) - 1, eof, want }
+#define SN(lit, eof, want)                      \
+	{                                       \
+		lit, sizeof(lit) - 1, eof, want \
+	}
 
 static const struct {
 	const char *in;
@@ -1367,8 +1380,8 @@ static const struct {
 	SN("GETX /x\r\n", false, 0),
 	SN("Get /x\r\n", false, 0),
 	SN("0032git-upload-pack /x\0host=a\0", false, 0),
-	SN("\0\0\0\x08\x04\xd2\x16\x2f", false, 0),               /* PostgreSQL SSLRequest */
-	SN("\0\0\0\x29\0\x03\0\0user\0postgres\0", false, 0),     /* PostgreSQL startup */
+	SN("\0\0\0\x08\x04\xd2\x16\x2f", false, 0),           /* PostgreSQL SSLRequest */
+	SN("\0\0\0\x29\0\x03\0\0user\0postgres\0", false, 0), /* PostgreSQL startup */
 	SN("\0\0\0\x41\0\x03", false, 0),
 	SN("\x16\x03\x01\x02\x00\x01", false, 0),
 	SN("SSH-2.0-OpenSSH_9.6\r\n", false, 0),
@@ -1394,13 +1407,15 @@ static void test_sniff(void **state)
 	for (size_t i = 0; i < sizeof(sniffs) / sizeof(sniffs[0]); i++) {
 		int r = ab_http_sniff_request(sniffs[i].in, sniffs[i].len, sniffs[i].eof);
 		if (r != sniffs[i].want)
-			fail_msg("sniff %zu (%.30s): %d, want %d", i, sniffs[i].in, r, sniffs[i].want);
+			fail_msg("sniff %zu (%.30s): %d, want %d", i, sniffs[i].in, r,
+				 sniffs[i].want);
 		/* a prefix says "more" or the final answer already */
 		int whole = ab_http_sniff_request(sniffs[i].in, sniffs[i].len, false);
 		for (size_t n = 0; n < sniffs[i].len; n++) {
 			int k = ab_http_sniff_request(sniffs[i].in, n, false);
 			if (k != -1 && k != whole)
-				fail_msg("sniff %zu: prefix %zu says %d, the whole %d", i, n, k, whole);
+				fail_msg("sniff %zu: prefix %zu says %d, the whole %d", i, n, k,
+					 whole);
 			assert_true(ab_http_sniff_request(sniffs[i].in, n, true) >= 0);
 		}
 	}

@@ -29,10 +29,10 @@
 #define TRUNC LANDLOCK_ACCESS_FS_TRUNCATE
 #define IOCTL LANDLOCK_ACCESS_FS_IOCTL_DEV
 #define RD (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
-#define RW_FILE (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR | \
-		 LANDLOCK_ACCESS_FS_WRITE_FILE)
+#define RW_FILE \
+	(LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_WRITE_FILE)
 
-static int g_abi;      /* probed once */
+static int g_abi; /* probed once */
 static int g_abi_errno;
 static char g_base[64]; /* temp tree, per test */
 
@@ -44,17 +44,17 @@ static void test_fs_rights_table(void **state)
 		int abi;
 		uint64_t want;
 	} t[] = {
-		{ -5, 0 },
-		{ 0, 0 },
-		{ 1, FS_ABI1 },
-		{ 2, FS_ABI1 | REFER },
-		{ 3, FS_ABI1 | REFER | TRUNC },
-		{ 4, FS_ABI1 | REFER | TRUNC },
-		{ 5, FS_ABI1 | REFER | TRUNC | IOCTL },
-		{ 6, FS_ABI1 | REFER | TRUNC | IOCTL },
-		{ 7, FS_ABI1 | REFER | TRUNC | IOCTL },
-		{ 8, FS_ABI1 | REFER | TRUNC | IOCTL },   /* future: as 7 */
-		{ 1000, FS_ABI1 | REFER | TRUNC | IOCTL },
+		{-5, 0},
+		{0, 0},
+		{1, FS_ABI1},
+		{2, FS_ABI1 | REFER},
+		{3, FS_ABI1 | REFER | TRUNC},
+		{4, FS_ABI1 | REFER | TRUNC},
+		{5, FS_ABI1 | REFER | TRUNC | IOCTL},
+		{6, FS_ABI1 | REFER | TRUNC | IOCTL},
+		{7, FS_ABI1 | REFER | TRUNC | IOCTL},
+		{8, FS_ABI1 | REFER | TRUNC | IOCTL}, /* future: as 7 */
+		{1000, FS_ABI1 | REFER | TRUNC | IOCTL},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		uint64_t got = ab_landlock_fs_rights(t[i].abi);
@@ -68,10 +68,12 @@ static void test_fs_rights_table(void **state)
 static void test_net_and_scope_table(void **state)
 {
 	for (int abi = -1; abi <= 9; abi++) {
-		uint64_t net = abi >= 4 ? (LANDLOCK_ACCESS_NET_BIND_TCP |
-					   LANDLOCK_ACCESS_NET_CONNECT_TCP) : 0;
-		uint64_t sc = abi >= 6 ? (LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET |
-					  LANDLOCK_SCOPE_SIGNAL) : 0;
+		uint64_t net =
+			abi >= 4 ? (LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP)
+				 : 0;
+		uint64_t sc =
+			abi >= 6 ? (LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL)
+				 : 0;
 		assert_int_equal(ab_landlock_net_rights(abi), net);
 		assert_int_equal(ab_landlock_scopes(abi), sc);
 	}
@@ -90,19 +92,20 @@ static void test_downgrades_table(void **state)
 		int abi;
 		const char *want;
 	} t[] = {
-		{ -1, "landlock" },
-		{ 0, "landlock" },
-		{ 1, "landlock-refer landlock-truncate landlock-net landlock-ioctl-dev landlock-scope" },
-		{ 2, "landlock-truncate landlock-net landlock-ioctl-dev landlock-scope" },
-		{ 3, "landlock-net landlock-ioctl-dev landlock-scope" },
-		{ 4, "landlock-ioctl-dev landlock-scope" },
-		{ 5, "landlock-scope" },
-		{ 6, "" },
-		{ 7, "" },
-		{ 8, "" },
+		{-1, "landlock"},
+		{0, "landlock"},
+		{1,
+		 "landlock-refer landlock-truncate landlock-net landlock-ioctl-dev landlock-scope"},
+		{2, "landlock-truncate landlock-net landlock-ioctl-dev landlock-scope"},
+		{3, "landlock-net landlock-ioctl-dev landlock-scope"},
+		{4, "landlock-ioctl-dev landlock-scope"},
+		{5, "landlock-scope"},
+		{6, ""},
+		{7, ""},
+		{8, ""},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
-		ab_strv s = { 0 };
+		ab_strv s = {0};
 		char buf[512];
 		assert_int_equal(ab_landlock_downgrades(t[i].abi, &s), 0);
 		join(&s, buf, sizeof(buf));
@@ -123,45 +126,45 @@ static void test_class_rights_table(void **state)
 		int abi;
 		uint64_t want;
 	} t[] = {
-		{ AB_LL_READ, 0, 0 },
-		{ AB_LL_READ, 1, RD },
-		{ AB_LL_READ, 7, RD },
-		{ AB_LL_WRITE, 0, 0 },
-		{ AB_LL_WRITE, 1, FS_ABI1 },
-		{ AB_LL_WRITE, 2, FS_ABI1 | REFER },
-		{ AB_LL_WRITE, 3, FS_ABI1 | REFER | TRUNC },
-		{ AB_LL_WRITE, 7, FS_ABI1 | REFER | TRUNC | IOCTL },
-		{ AB_LL_DEV, 1, RW_FILE },
-		{ AB_LL_DEV, 2, RW_FILE },
-		{ AB_LL_DEV, 3, RW_FILE | TRUNC },
-		{ AB_LL_DEV, 4, RW_FILE | TRUNC },
-		{ AB_LL_DEV, 5, RW_FILE | TRUNC | IOCTL },
-		{ AB_LL_DEV, 7, RW_FILE | TRUNC | IOCTL },
-		{ AB_LL_DEV, 9, RW_FILE | TRUNC | IOCTL },
-		{ AB_LL_PROC, 0, 0 },
-		{ AB_LL_PROC, 1, RW_FILE },
-		{ AB_LL_PROC, 7, RW_FILE },
-		{ (enum ab_ll_class)99, 7, 0 },  /* hostile: unknown class */
-		{ (enum ab_ll_class)-1, 7, 0 },
+		{AB_LL_READ, 0, 0},
+		{AB_LL_READ, 1, RD},
+		{AB_LL_READ, 7, RD},
+		{AB_LL_WRITE, 0, 0},
+		{AB_LL_WRITE, 1, FS_ABI1},
+		{AB_LL_WRITE, 2, FS_ABI1 | REFER},
+		{AB_LL_WRITE, 3, FS_ABI1 | REFER | TRUNC},
+		{AB_LL_WRITE, 7, FS_ABI1 | REFER | TRUNC | IOCTL},
+		{AB_LL_DEV, 1, RW_FILE},
+		{AB_LL_DEV, 2, RW_FILE},
+		{AB_LL_DEV, 3, RW_FILE | TRUNC},
+		{AB_LL_DEV, 4, RW_FILE | TRUNC},
+		{AB_LL_DEV, 5, RW_FILE | TRUNC | IOCTL},
+		{AB_LL_DEV, 7, RW_FILE | TRUNC | IOCTL},
+		{AB_LL_DEV, 9, RW_FILE | TRUNC | IOCTL},
+		{AB_LL_PROC, 0, 0},
+		{AB_LL_PROC, 1, RW_FILE},
+		{AB_LL_PROC, 7, RW_FILE},
+		{(enum ab_ll_class)99, 7, 0}, /* hostile: unknown class */
+		{(enum ab_ll_class) - 1, 7, 0},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		uint64_t got = ab_landlock_class_rights(t[i].cls, t[i].abi);
 		if (got != t[i].want)
-			fail_msg("class %d abi %d: got 0x%llx want 0x%llx", (int)t[i].cls,
-				 t[i].abi, (unsigned long long)got,
-				 (unsigned long long)t[i].want);
+			fail_msg("class %d abi %d: got 0x%llx want 0x%llx", (int)t[i].cls, t[i].abi,
+				 (unsigned long long)got, (unsigned long long)t[i].want);
 		/* never more than the ABI knows */
 		assert_int_equal(got & ~ab_landlock_fs_rights(t[i].abi), 0);
 	}
 	/* DEV never allows mknod or exec */
 	uint64_t dev = ab_landlock_class_rights(AB_LL_DEV, 7);
 	assert_int_equal(dev & (LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
-				LANDLOCK_ACCESS_FS_EXECUTE), 0);
+				LANDLOCK_ACCESS_FS_EXECUTE),
+			 0);
 }
 
 static void test_plan_add(void **state)
 {
-	ab_ll_plan p = { .enabled = true, .abi = 7 };
+	ab_ll_plan p = {.enabled = true, .abi = 7};
 
 	assert_int_equal(ab_ll_plan_add(&p, "/usr", AB_LL_READ), 0);
 	assert_int_equal(ab_ll_plan_add(&p, "/work", AB_LL_WRITE), 0);
@@ -184,7 +187,7 @@ static void test_plan_add(void **state)
 
 static void check_lines(const ab_ll_plan *p, const char *want)
 {
-	ab_strv s = { 0 };
+	ab_strv s = {0};
 	char buf[1024] = "";
 	assert_int_equal(ab_landlock_describe(p, &s), 0);
 	for (size_t i = 0; i < s.n; i++)
@@ -197,36 +200,38 @@ static void check_lines(const ab_ll_plan *p, const char *want)
 static void test_describe(void **state)
 {
 	uint16_t ports[20];
-	ab_ll_plan p = { .enabled = true, .abi = 7, .handled_fs = ab_landlock_fs_rights(7),
-			 .handled_net = ab_landlock_net_rights(7),
-			 .scoped = ab_landlock_scopes(7) };
+	ab_ll_plan p = {.enabled = true,
+			.abi = 7,
+			.handled_fs = ab_landlock_fs_rights(7),
+			.handled_net = ab_landlock_net_rights(7),
+			.scoped = ab_landlock_scopes(7)};
 
 	assert_int_equal(ab_ll_plan_add(&p, "/usr", AB_LL_READ), 0);
 	check_lines(&p, "ABI 7: filesystem (1 rule)\nTCP connect/bind: none\n"
-		    "scoped: abstract-unix signal\n");
+			"scoped: abstract-unix signal\n");
 	ports[0] = 8080;
 	p.tcp_ports = ports;
 	p.ntcp_ports = 1;
 	assert_int_equal(ab_ll_plan_add(&p, "/work", AB_LL_WRITE), 0);
 	check_lines(&p, "ABI 7: filesystem (2 rules)\nTCP connect/bind: port 8080\n"
-		    "scoped: abstract-unix signal\n");
+			"scoped: abstract-unix signal\n");
 	for (int i = 0; i < 20; i++)
 		ports[i] = (uint16_t)(65516 + i);
 	p.ntcp_ports = 20; /* hostile: long list is cut, not overflowed */
 	p.scoped = LANDLOCK_SCOPE_SIGNAL;
 	check_lines(&p, "ABI 7: filesystem (2 rules)\nTCP connect/bind: ports 65516, 65517, "
-		    "65518, 65519, 65520, 65521, 65522, 65523, 65524, 65525, 65526, 65527, "
-		    "65528, 65529, 65530, 65531, ... (20 ports)\nscoped: signal\n");
+			"65518, 65519, 65520, 65521, 65522, 65523, 65524, 65525, 65526, 65527, "
+			"65528, 65529, 65530, 65531, ... (20 ports)\nscoped: signal\n");
 	p.tcp_ports = NULL;
 	p.ntcp_ports = 0;
 	p.tcp_any = true;
 	check_lines(&p, "ABI 7: filesystem (2 rules)\nTCP connect/bind: any port (not restricted)\n"
-		    "scoped: signal\n");
+			"scoped: signal\n");
 
-	ab_ll_plan old = { .enabled = true, .abi = 3, .handled_fs = ab_landlock_fs_rights(3) };
+	ab_ll_plan old = {.enabled = true, .abi = 3, .handled_fs = ab_landlock_fs_rights(3)};
 	check_lines(&old, "ABI 3: filesystem (0 rules)\nTCP connect/bind: not restricted by "
-		    "Landlock (needs ABI 4)\nscoped: none (needs ABI 6)\n");
-	ab_ll_plan off = { .enabled = false };
+			  "Landlock (needs ABI 4)\nscoped: none (needs ABI 6)\n");
+	ab_ll_plan off = {.enabled = false};
 	check_lines(&off, "not applied (no usable Landlock on this kernel)\n");
 	ab_ll_plan_free(&p);
 }
@@ -245,34 +250,34 @@ static void test_probe(void **state)
 
 /* ---------------------------------------------------------- behaviour */
 
-#define NEED_ABI(n)                                                           \
-	do {                                                                  \
-		if (g_abi < (n)) {                                            \
-			print_message("SKIP: kernel Landlock ABI %d < %d (errno %d)\n", \
-				      g_abi, (n), g_abi_errno);               \
-			skip();                                               \
-		}                                                             \
+#define NEED_ABI(n)                                                                            \
+	do {                                                                                   \
+		if (g_abi < (n)) {                                                             \
+			print_message("SKIP: kernel Landlock ABI %d < %d (errno %d)\n", g_abi, \
+				      (n), g_abi_errno);                                       \
+			skip();                                                                \
+		}                                                                              \
 	} while (0)
 
 /* In the child: report a failed expectation and exit non-zero. */
-#define CHECK(cond, what)                                                     \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			dprintf(2, "child: %s failed (errno %d: %s)\n", (what), \
-				errno, strerror(errno));                      \
-			_exit(1);                                             \
-		}                                                             \
+#define CHECK(cond, what)                                                              \
+	do {                                                                           \
+		if (!(cond)) {                                                         \
+			dprintf(2, "child: %s failed (errno %d: %s)\n", (what), errno, \
+				strerror(errno));                                      \
+			_exit(1);                                                      \
+		}                                                                      \
 	} while (0)
 
-#define EXPECT_ERRNO(call, e, what)                                           \
-	do {                                                                  \
-		errno = 0;                                                    \
-		long r_ = (long)(call);                                       \
-		if (r_ >= 0 || errno != (e)) {                                \
-			dprintf(2, "child: %s: got %ld errno %d, want errno %d\n", \
-				(what), r_, errno, (e));                      \
-			_exit(1);                                             \
-		}                                                             \
+#define EXPECT_ERRNO(call, e, what)                                                            \
+	do {                                                                                   \
+		errno = 0;                                                                     \
+		long r_ = (long)(call);                                                        \
+		if (r_ >= 0 || errno != (e)) {                                                 \
+			dprintf(2, "child: %s: got %ld errno %d, want errno %d\n", (what), r_, \
+				errno, (e));                                                   \
+			_exit(1);                                                              \
+		}                                                                              \
 	} while (0)
 
 typedef void (*child_fn)(void *ctx);
@@ -294,7 +299,7 @@ static void run_in_child(child_fn fn, void *ctx)
 
 static void apply_or_die(const ab_ll_plan *p)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	if (ab_landlock_apply(p, &err) < 0) {
 		dprintf(2, "child: apply failed: %s\nHint: %s\n", err.msg, err.hint);
 		_exit(2);
@@ -323,7 +328,7 @@ static int tree_setup(void **state)
 	if (!mkdtemp(g_base))
 		return -1;
 	(void)chmod(g_base, 0755);
-	static const char *dirs[] = { "A", "B", "B/x", "B/y" };
+	static const char *dirs[] = {"A", "B", "B/x", "B/y"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(dirs); i++) {
 		mkpath(p, sizeof(p), dirs[i]);
 		if (mkdir(p, 0755) < 0)
@@ -351,8 +356,7 @@ static int tree_teardown(void **state)
 
 static void plan_init(ab_ll_plan *p, int abi)
 {
-	*p = (ab_ll_plan){ .enabled = true, .abi = abi,
-			   .handled_fs = ab_landlock_fs_rights(abi) };
+	*p = (ab_ll_plan){.enabled = true, .abi = abi, .handled_fs = ab_landlock_fs_rights(abi)};
 }
 
 static void child_fs(void *ctx)
@@ -438,7 +442,7 @@ static void test_apply_file_rule(void **state)
 static void child_errors(void *ctx)
 {
 	ab_ll_plan p;
-	ab_err err = { 0 };
+	ab_err err = {0};
 
 	/* ENOTDIR is not "absent": it fails and names the path */
 	plan_init(&p, g_abi);
@@ -504,7 +508,7 @@ static void child_refer(void *ctx)
 static void test_apply_refer(void **state)
 {
 	NEED_ABI(2);
-	struct refer_ctx v1 = { 1, EXDEV }, cur = { g_abi, 0 };
+	struct refer_ctx v1 = {1, EXDEV}, cur = {g_abi, 0};
 	run_in_child(child_refer, &v1);
 	run_in_child(child_refer, &cur);
 }
@@ -517,9 +521,9 @@ struct net_ctx {
 static void child_net(void *ctx)
 {
 	const struct net_ctx *c = ctx;
-	uint16_t ports[1] = { c->port };
-	ab_ll_plan p = { .enabled = true, .abi = g_abi,
-			 .handled_net = ab_landlock_net_rights(g_abi) };
+	uint16_t ports[1] = {c->port};
+	ab_ll_plan p = {
+		.enabled = true, .abi = g_abi, .handled_net = ab_landlock_net_rights(g_abi)};
 	if (c->allow) {
 		p.tcp_ports = ports;
 		p.ntcp_ports = 1;
@@ -527,8 +531,9 @@ static void child_net(void *ctx)
 	apply_or_die(&p);
 	p.tcp_ports = NULL; /* stack array: not freed */
 
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(c->port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(c->port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	CHECK(s >= 0, "socket");
 	if (c->allow)
@@ -547,8 +552,7 @@ static void child_net(void *ctx)
 static void test_apply_net(void **state)
 {
 	NEED_ABI(4);
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(sa);
 	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(l >= 0);
@@ -556,8 +560,8 @@ static void test_apply_net(void **state)
 	assert_int_equal(listen(l, 8), 0);
 	assert_int_equal(getsockname(l, (struct sockaddr *)&sa, &len), 0);
 
-	struct net_ctx deny = { ntohs(sa.sin_port), false };
-	struct net_ctx allow = { ntohs(sa.sin_port), true };
+	struct net_ctx deny = {ntohs(sa.sin_port), false};
+	struct net_ctx allow = {ntohs(sa.sin_port), true};
 	run_in_child(child_net, &deny);
 	run_in_child(child_net, &allow);
 	close(l);
@@ -570,7 +574,7 @@ struct scope_ctx {
 
 static int connect_abstract(const char *name)
 {
-	struct sockaddr_un su = { .sun_family = AF_UNIX };
+	struct sockaddr_un su = {.sun_family = AF_UNIX};
 	size_t n = strlen(name);
 	memcpy(su.sun_path + 1, name, n);
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -587,7 +591,7 @@ static int connect_abstract(const char *name)
 static void child_scope(void *ctx)
 {
 	const struct scope_ctx *c = ctx;
-	ab_ll_plan p = { .enabled = true, .abi = g_abi, .scoped = c->scoped };
+	ab_ll_plan p = {.enabled = true, .abi = g_abi, .scoped = c->scoped};
 
 	apply_or_die(&p);
 	if (c->scoped & LANDLOCK_SCOPE_SIGNAL)
@@ -615,18 +619,19 @@ static void test_apply_scope(void **state)
 	NEED_ABI(6);
 	char name[64];
 	snprintf(name, sizeof(name), "agentbox-test-ll-%d", (int)getpid());
-	struct sockaddr_un su = { .sun_family = AF_UNIX };
+	struct sockaddr_un su = {.sun_family = AF_UNIX};
 	memcpy(su.sun_path + 1, name, strlen(name));
 	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(l >= 0);
-	assert_int_equal(bind(l, (struct sockaddr *)&su,
-			      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-					  strlen(name))), 0);
+	assert_int_equal(
+		bind(l, (struct sockaddr *)&su,
+		     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name))),
+		0);
 	assert_int_equal(listen(l, 8), 0);
 
-	struct scope_ctx both = { ab_landlock_scopes(g_abi), name };
-	struct scope_ctx sig = { LANDLOCK_SCOPE_SIGNAL, name };
-	struct scope_ctx unix_only = { LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, name };
+	struct scope_ctx both = {ab_landlock_scopes(g_abi), name};
+	struct scope_ctx sig = {LANDLOCK_SCOPE_SIGNAL, name};
+	struct scope_ctx unix_only = {LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, name};
 	run_in_child(child_scope, &both);
 	run_in_child(child_scope, &sig);
 	run_in_child(child_scope, &unix_only);

@@ -37,12 +37,15 @@ static void guard_cb(ab_loop *l, uint64_t id, void *data)
 	fail_msg("loop test timed out");
 }
 
-static void stop_cb(ab_loop *l, uint64_t id, void *data) { ab_loop_stop(l); }
+static void stop_cb(ab_loop *l, uint64_t id, void *data)
+{
+	ab_loop_stop(l);
+}
 
 static ab_loop *new_loop(void)
 {
 	ab_loop *l = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	assert_int_equal(ab_loop_new(&l, &err), 0);
 	assert_non_null(l);
 	return l;
@@ -76,7 +79,7 @@ static void read_stop_cb(ab_loop *l, int fd, unsigned ev, void *data)
 static void test_pipe_readable(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
+	struct rec r = {0};
 	int p[2];
 	make_pipe(p);
 	assert_int_equal(ab_loop_watch(l, p[0], AB_EV_READ, read_stop_cb, &r), 0);
@@ -91,7 +94,10 @@ static void test_pipe_readable(void **state)
 	ab_loop_free(l);
 }
 
-static void count_cb(ab_loop *l, int fd, unsigned ev, void *data) { add(data, 1, ev, fd); }
+static void count_cb(ab_loop *l, int fd, unsigned ev, void *data)
+{
+	add(data, 1, ev, fd);
+}
 
 static void drain_cb(ab_loop *l, uint64_t id, void *data)
 {
@@ -112,7 +118,7 @@ static void write_stop_cb(ab_loop *l, int fd, unsigned ev, void *data)
 static void test_write_ready(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
+	struct rec r = {0};
 	int p[2];
 	make_pipe(p);
 	/* an empty pipe is writable right away */
@@ -123,11 +129,11 @@ static void test_write_ready(void **state)
 	assert_true(r.events[0] & AB_EV_WRITE);
 
 	/* a full one only after the reader drained it */
-	char blk[4096] = { 0 };
+	char blk[4096] = {0};
 	while (write(p[1], blk, sizeof(blk)) > 0)
 		;
 	assert_int_equal(errno, EAGAIN);
-	r = (struct rec){ .a = p[0] };
+	r = (struct rec){.a = p[0]};
 	assert_int_equal(ab_loop_watch(l, p[1], AB_EV_WRITE, write_stop_cb, &r), 0);
 	ab_loop_timer(l, 30, drain_cb, &r);
 	run_for(l, GUARD_MS - 100);
@@ -142,7 +148,7 @@ static void test_write_ready(void **state)
 static void test_hup_reported(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
+	struct rec r = {0};
 	int p[2];
 	make_pipe(p);
 	close(p[1]);
@@ -157,7 +163,7 @@ static void test_hup_reported(void **state)
 static void test_replace_watch(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r1 = { 0 }, r2 = { 0 };
+	struct rec r1 = {0}, r2 = {0};
 	int p[2];
 	make_pipe(p);
 	assert_int_equal(write(p[1], "x", 1), 1);
@@ -174,7 +180,7 @@ static void test_replace_watch(void **state)
 static void test_modify_pause_resume(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
+	struct rec r = {0};
 	int p[2];
 	make_pipe(p);
 	assert_int_equal(write(p[1], "x", 1), 1);
@@ -203,7 +209,7 @@ static void unwatch_self_cb(ab_loop *l, int fd, unsigned ev, void *data)
 static void test_unwatch_self_in_cb(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
+	struct rec r = {0};
 	int p[2];
 	make_pipe(p);
 	assert_int_equal(write(p[1], "x", 1), 1);
@@ -241,7 +247,7 @@ static void juggle_cb(ab_loop *l, int fd, unsigned ev, void *data)
 static void test_unwatch_other_in_cb(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
+	struct rec r = {0};
 	int p[2], q[2];
 	make_pipe(p);
 	make_pipe(q);
@@ -279,8 +285,8 @@ static void tag_timer_cb(ab_loop *l, uint64_t id, void *data)
 static void test_timers_order_and_cancel(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
-	static const uint64_t ms[] = { 40, 10, 25, 10, 30, 0 };
+	struct rec r = {0};
+	static const uint64_t ms[] = {40, 10, 25, 10, 30, 0};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(ms); i++) {
 		r.ids[i] = ab_loop_timer(l, ms[i], tag_timer_cb, &r);
 		assert_true(r.ids[i] > 0);
@@ -288,12 +294,12 @@ static void test_timers_order_and_cancel(void **state)
 			assert_true(r.ids[i] != r.ids[j]);
 	}
 	ab_loop_timer_cancel(l, r.ids[4]); /* the 30 ms one */
-	ab_loop_timer_cancel(l, 999999);    /* unknown: ignored */
+	ab_loop_timer_cancel(l, 999999);   /* unknown: ignored */
 	ab_loop_timer_cancel(l, 0);
 	uint64_t t0 = ab_now_ms();
 	run_for(l, 80);
 	assert_true(ab_now_ms() - t0 >= 80);
-	static const int want[] = { 5, 1, 3, 2, 0 };
+	static const int want[] = {5, 1, 3, 2, 0};
 	assert_int_equal(r.calls, (int)AB_ARRAY_SIZE(want));
 	for (size_t i = 0; i < AB_ARRAY_SIZE(want); i++)
 		assert_int_equal(r.order[i], want[i]);
@@ -311,7 +317,7 @@ static void cancel_other_cb(ab_loop *l, uint64_t id, void *data)
 static void test_timer_cancel_in_cb(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
+	struct rec r = {0};
 	r.ids[0] = ab_loop_timer(l, 5, cancel_other_cb, &r);
 	r.ids[1] = ab_loop_timer(l, 5, tag_timer_cb, &r); /* same deadline, later id */
 	run_for(l, 40);
@@ -339,7 +345,7 @@ static void fd_stops_rearm_cb(ab_loop *l, int fd, unsigned ev, void *data)
 static void test_zero_timer_no_starvation(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
+	struct rec r = {0};
 	int p[2];
 	make_pipe(p);
 	assert_int_equal(write(p[1], "x", 1), 1);
@@ -379,7 +385,7 @@ static void test_many_fds(void **state)
 		(void)setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
+	struct rec r = {0};
 	static int p[NPIPES][2];
 	for (int i = 0; i < NPIPES; i++) {
 		make_pipe(p[i]);
@@ -405,7 +411,7 @@ static void test_many_fds(void **state)
 static void test_stop_and_rerun(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
+	struct rec r = {0};
 	for (int round = 0; round < 3; round++) {
 		uint64_t t0 = ab_now_ms();
 		ab_loop_timer(l, 10, stop_cb, NULL);
@@ -425,7 +431,7 @@ static void test_stop_and_rerun(void **state)
 static void test_bad_args(void **state)
 {
 	ab_loop *l = new_loop();
-	struct rec r = { 0 };
+	struct rec r = {0};
 	int p[2];
 	make_pipe(p);
 	static const struct {
@@ -433,11 +439,11 @@ static void test_bad_args(void **state)
 		unsigned ev;
 		int want;
 	} cases[] = {
-		{ -1, AB_EV_READ, -EINVAL },
-		{ 1 << 20, AB_EV_READ, -EMFILE },
-		{ 0x7fffffff, AB_EV_READ, -EMFILE },
-		{ 0, AB_EV_HUP, -EINVAL },
-		{ 0, 0x100, -EINVAL },
+		{-1, AB_EV_READ, -EINVAL},
+		{1 << 20, AB_EV_READ, -EMFILE},
+		{0x7fffffff, AB_EV_READ, -EMFILE},
+		{0, AB_EV_HUP, -EINVAL},
+		{0, 0x100, -EINVAL},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++)
 		assert_int_equal(ab_loop_watch(l, cases[i].fd, cases[i].ev, count_cb, &r),

@@ -19,6 +19,7 @@ typedef struct norm_case {
 	const char *out; /* expected output when ret >= 0 */
 } norm_case;
 
+// clang-format off
 static const norm_case norm_cases[] = {
 	{ "example.com", AB_HOST_NAME, "example.com" },
 	{ "API.Example.COM", AB_HOST_NAME, "api.example.com" },
@@ -90,6 +91,7 @@ static const norm_case norm_cases[] = {
 	{ "[1.2.3.4]", -EINVAL, NULL },
 	{ "::1", -EINVAL, NULL },
 };
+// clang-format on
 
 static void test_normalize_table(void **state)
 {
@@ -124,17 +126,18 @@ static void test_label_is_numeric(void **state)
 		const char *s;
 		bool numeric;
 	} cases[] = {
-		{ "0", true },      { "127", true },   { "0177", true },   { "4294967296", true },
-		{ "0x", true },     { "0X", true },    { "0x7f", true },   { "0X7F", true },
-		{ "0xab", true },   { "0xAB", true },  { "0XaB", true },   { "0x00000000ff", true },
-		{ "", false },      { "x", false },    { "0xg", false },   { "0XG", false },
-		{ "12a", false },   { "a12", false },  { "0x7f-", false }, { "x7f", false },
-		{ "00x1", false },  { "1x", false },   { "0x 1", false },  { "-1", false },
+		{"0", true},     {"127", true},  {"0177", true},   {"4294967296", true},
+		{"0x", true},    {"0X", true},   {"0x7f", true},   {"0X7F", true},
+		{"0xab", true},  {"0xAB", true}, {"0XaB", true},   {"0x00000000ff", true},
+		{"", false},     {"x", false},   {"0xg", false},   {"0XG", false},
+		{"12a", false},  {"a12", false}, {"0x7f-", false}, {"x7f", false},
+		{"00x1", false}, {"1x", false},  {"0x 1", false},  {"-1", false},
 	};
 
 	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++)
 		if (ab_host_label_is_numeric(cases[i].s, strlen(cases[i].s)) != cases[i].numeric)
-			fail_msg("'%s': want %s", cases[i].s, cases[i].numeric ? "numeric" : "a name");
+			fail_msg("'%s': want %s", cases[i].s,
+				 cases[i].numeric ? "numeric" : "a name");
 	/* only the N bytes given count */
 	assert_true(ab_host_label_is_numeric("12ab", 2));
 	assert_false(ab_host_label_is_numeric("0xz", 3));
@@ -197,6 +200,7 @@ typedef struct rule_case {
 	int kind;
 } rule_case;
 
+// clang-format off
 static const rule_case rule_cases[] = {
 	{ "api.example.com", 0, "api.example.com", false, 0, AB_HOST_NAME },
 	{ "API.Example.com.", 0, "api.example.com", false, 0, AB_HOST_NAME },
@@ -233,6 +237,7 @@ static const rule_case rule_cases[] = {
 	{ ":443", -EINVAL, NULL, false, 0, 0 },
 	{ "user@host", -EINVAL, NULL, false, 0, 0 },
 };
+// clang-format on
 
 static void test_rule_table(void **state)
 {
@@ -266,12 +271,18 @@ static void test_rule_table(void **state)
 static void build_policy(ab_netpolicy *p)
 {
 	static const char *allow[] = {
-		"api.example.com", "*.example.com", "registry.npmjs.org:443",
-		"*.githubusercontent.com:443", "[::1]:8080", "127.0.0.1:8000", "allowed.test",
-		"8.8.8.8", "*.co",
+		"api.example.com",
+		"*.example.com",
+		"registry.npmjs.org:443",
+		"*.githubusercontent.com:443",
+		"[::1]:8080",
+		"127.0.0.1:8000",
+		"allowed.test",
+		"8.8.8.8",
+		"*.co",
 	};
-	static const char *deny[] = { "stats.example.com", "*.bad.example.com", "8.8.4.4" };
-	static const char *priv[] = { "10.1.2.3:5432", "upstream.test:8443", "[fd00::5]" };
+	static const char *deny[] = {"stats.example.com", "*.bad.example.com", "8.8.4.4"};
+	static const char *priv[] = {"10.1.2.3:5432", "upstream.test:8443", "[fd00::5]"};
 	ab_err err;
 
 	memset(p, 0, sizeof(*p));
@@ -290,6 +301,7 @@ typedef struct check_case {
 	const char *rule; /* expected rule text, NULL for none */
 } check_case;
 
+// clang-format off
 static const check_case check_cases[] = {
 	{ "api.example.com", 443, AB_NET_ALLOW, "api.example.com" },
 	{ "api.example.com", 80, AB_NET_ALLOW, "api.example.com" },
@@ -348,6 +360,7 @@ static const check_case check_cases[] = {
 	{ "", 443, AB_NET_INVALID, NULL },
 	{ NULL, 443, AB_NET_INVALID, NULL },
 };
+// clang-format on
 
 static void test_check_table(void **state)
 {
@@ -375,7 +388,7 @@ static void test_check_table(void **state)
 
 static void test_policy_add_errors(void **state)
 {
-	ab_netpolicy p = { 0 };
+	ab_netpolicy p = {0};
 	ab_err err;
 
 	memset(&err, 0, sizeof(err));
@@ -398,6 +411,7 @@ typedef struct addr_case {
 	bool priv;
 } addr_case;
 
+// clang-format off
 static const addr_case addr_cases[] = {
 	{ "127.0.0.1", true }, { "127.255.255.254", true }, { "0.0.0.0", true },
 	{ "0.1.2.3", true }, { "10.0.0.1", true }, { "172.16.0.1", true },
@@ -425,22 +439,23 @@ static const addr_case addr_cases[] = {
 	{ "100::1", true }, { "2606:4700::1111", false }, { "2001:4860:4860::8888", false },
 	{ "2a00:1450::1", false },
 };
+// clang-format on
 
 static void test_addr_table(void **state)
 {
 	for (size_t i = 0; i < AB_ARRAY_SIZE(addr_cases); i++) {
 		const addr_case *c = &addr_cases[i];
-		struct sockaddr_in sin = { .sin_family = AF_INET };
-		struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+		struct sockaddr_in sin = {.sin_family = AF_INET};
+		struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6};
 		bool got;
 
 		if (inet_pton(AF_INET, c->addr, &sin.sin_addr) == 1) {
 			got = ab_addr_is_private((struct sockaddr *)&sin);
-			assert_int_equal(got, ab_addr_is_private_raw(AF_INET,
-								     (uint8_t *)&sin.sin_addr));
+			assert_int_equal(got,
+					 ab_addr_is_private_raw(AF_INET, (uint8_t *)&sin.sin_addr));
 			/* the mapped and NAT64 forms classify the same */
-			uint8_t m[16] = { [10] = 0xff, [11] = 0xff };
-			uint8_t n64[16] = { 0, 0x64, 0xff, 0x9b };
+			uint8_t m[16] = {[10] = 0xff, [11] = 0xff};
+			uint8_t n64[16] = {0, 0x64, 0xff, 0x9b};
 			memcpy(m + 12, &sin.sin_addr, 4);
 			memcpy(n64 + 12, &sin.sin_addr, 4);
 			assert_int_equal(ab_addr_is_private_raw(AF_INET6, m), got);
@@ -454,7 +469,10 @@ static void test_addr_table(void **state)
 			fail();
 		}
 	}
-	struct sockaddr_un_like { sa_family_t f; char p[20]; } un = { .f = AF_UNIX };
+	struct sockaddr_un_like {
+		sa_family_t f;
+		char p[20];
+	} un = {.f = AF_UNIX};
 	assert_true(ab_addr_is_private((struct sockaddr *)&un));
 	assert_true(ab_addr_is_private(NULL));
 	assert_true(ab_addr_is_private_raw(AF_INET, NULL));
@@ -470,6 +488,7 @@ typedef struct dial_case {
 	bool ok;
 } dial_case;
 
+// clang-format off
 static const dial_case dial_cases[] = {
 	{ "api.example.com", 443, "93.184.216.34", true },
 	{ "api.example.com", 443, "127.0.0.1", false },        /* DNS rebinding to loopback */
@@ -500,6 +519,7 @@ static const dial_case dial_cases[] = {
 	{ "127.0.0.1", 8000, "127.0.0.1", false },              /* allow is not private */
 	{ "api.example.com", 0, "93.184.216.34", false },
 };
+// clang-format on
 
 static void test_dial_table(void **state)
 {
@@ -508,8 +528,8 @@ static void test_dial_table(void **state)
 	build_policy(&p);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(dial_cases); i++) {
 		const dial_case *c = &dial_cases[i];
-		struct sockaddr_in sin = { .sin_family = AF_INET };
-		struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+		struct sockaddr_in sin = {.sin_family = AF_INET};
+		struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6};
 		struct sockaddr *sa;
 		bool got;
 
@@ -535,7 +555,11 @@ static void test_dial_table(void **state)
  * fuzz_profile: a DEL inside a network.allow entry). */
 static void test_rule_error_printable(void **state)
 {
-	const char *bad[] = {"a\x7f" "b.example", "a\x1b[31m.example", "x\xc2\x9b" "1m.example",
+	const char *bad[] = {"a\x7f"
+			     "b.example",
+			     "a\x1b[31m.example",
+			     "x\xc2\x9b"
+			     "1m.example",
 			     "host:\x7f"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ab_netrule r;

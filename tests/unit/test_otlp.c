@@ -70,7 +70,8 @@ static const json_t *attr(const json_t *rec, const char *key)
 {
 	size_t i;
 	const json_t *a;
-	json_array_foreach(json_object_get(rec, "attributes"), i, a) {
+	json_array_foreach(json_object_get(rec, "attributes"), i, a)
+	{
 		if (strcmp(json_string_value(json_object_get(a, "key")), key) == 0)
 			return json_object_get(a, "value");
 	}
@@ -96,25 +97,28 @@ static void test_record(void **state)
 	assert_int_equal(json_integer_value(json_object_get(rec, "severityNumber")), 9);
 	assert_null(attr(rec, "agentbox.ts"));
 	assert_null(attr(rec, "agentbox.event"));
-	assert_string_equal(json_string_value(json_object_get(attr(rec, "event.name"),
-							      "stringValue")), "exec");
-	assert_string_equal(json_string_value(json_object_get(attr(rec, "agentbox.pid"),
-							      "intValue")), "12");
+	assert_string_equal(
+		json_string_value(json_object_get(attr(rec, "event.name"), "stringValue")), "exec");
+	assert_string_equal(
+		json_string_value(json_object_get(attr(rec, "agentbox.pid"), "intValue")), "12");
 	assert_true(json_is_true(json_object_get(attr(rec, "agentbox.truncated"), "boolValue")));
 	assert_int_equal(json_object_size(attr(rec, "agentbox.x")), 0);
-	assert_true(json_real_value(json_object_get(attr(rec, "agentbox.r"), "doubleValue")) == 1.5);
+	assert_true(json_real_value(json_object_get(attr(rec, "agentbox.r"), "doubleValue")) ==
+		    1.5);
 	char *s = json_dumps(attr(rec, "agentbox.argv"), JSON_COMPACT);
 	assert_string_equal(s, "{\"arrayValue\":{\"values\":[{\"stringValue\":\"ls\"},"
 			       "{\"stringValue\":\"-l\"}]}}");
 	free(s);
 	s = json_dumps(attr(rec, "agentbox.o"), JSON_COMPACT);
-	assert_string_equal(s, "{\"kvlistValue\":{\"values\":[{\"key\":\"a\",\"value\":"
-			       "{\"arrayValue\":{\"values\":[{\"intValue\":\"1\"},{\"kvlistValue\":"
-			       "{\"values\":[{\"key\":\"b\",\"value\":{\"stringValue\":\"c\"}}]}}]}}}]}}");
+	assert_string_equal(
+		s, "{\"kvlistValue\":{\"values\":[{\"key\":\"a\",\"value\":"
+		   "{\"arrayValue\":{\"values\":[{\"intValue\":\"1\"},{\"kvlistValue\":"
+		   "{\"values\":[{\"key\":\"b\",\"value\":{\"stringValue\":\"c\"}}]}}]}}}]}}");
 	free(s);
 	/* the body is the line itself */
-	json_t *body = json_loads(json_string_value(json_object_get(json_object_get(rec, "body"),
-								    "stringValue")), 0, &je);
+	json_t *body = json_loads(
+		json_string_value(json_object_get(json_object_get(rec, "body"), "stringValue")), 0,
+		&je);
 	assert_true(json_equal(body, line));
 	json_decref(body);
 	json_decref(rec);
@@ -128,7 +132,8 @@ static void test_record(void **state)
 	for (size_t i = 0; i < sizeof(warn) / sizeof(warn[0]); i++) {
 		line = json_loads(warn[i], 0, &je);
 		rec = ab_otlp_record(line, NULL, &at);
-		assert_string_equal(json_string_value(json_object_get(rec, "severityText")), "WARN");
+		assert_string_equal(json_string_value(json_object_get(rec, "severityText")),
+				    "WARN");
 		json_decref(rec);
 		json_decref(line);
 	}

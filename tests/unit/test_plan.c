@@ -29,6 +29,7 @@ typedef struct fentry {
 	uid_t uid;
 } fentry;
 
+// clang-format off
 static const fentry base_fs[] = {
 	{"/usr", 'd', 0},
 	{"/usr/bin", 'd', 0},
@@ -87,6 +88,7 @@ static const fentry base_fs[] = {
 	{"/srv/data", 'd', 0},
 	{"/srv/userdata", 'd', 1000},
 };
+// clang-format on
 
 typedef struct fakefs {
 	const fentry *extra; /* consulted first: overrides for one test */
@@ -182,8 +184,9 @@ static void prof_free(ab_profile *p)
 	free(p->path);
 	free(p->description);
 	free(p->hostname);
-	ab_strv *v[] = {&p->files, &p->command, &p->fs.read, &p->fs.write, &p->fs.deny,
-			&p->fs.protect, &p->fs.tmpfs, &p->env.pass, &p->syscalls.deny,
+	ab_strv *v[] = {&p->files,          &p->command,      &p->fs.read,
+			&p->fs.write,       &p->fs.deny,      &p->fs.protect,
+			&p->fs.tmpfs,       &p->env.pass,     &p->syscalls.deny,
 			&p->syscalls.allow, &p->unix_sockets, &p->allow_downgrade};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(v); i++)
 		ab_strv_free(v[i]);
@@ -198,6 +201,7 @@ static void prof_free(ab_profile *p)
 
 /* ---------------------------------------------------------------- fixture */
 
+// clang-format off
 static char *default_environ[] = {
 	"TERM=xterm-256color",
 	"SSH_AUTH_SOCK=/run/user/1000/ssh",
@@ -217,6 +221,7 @@ static char *default_environ[] = {
 	"NOEQUALS",
 	NULL,
 };
+// clang-format on
 
 static char *default_argv[] = {"make", "-j4", NULL};
 
@@ -353,20 +358,23 @@ static void check_order(const ab_plan *p)
 			const ab_mount *b = &p->mounts[j];
 			/* CONTENT last */
 			if (a->kind == AB_MNT_CONTENT && b->kind != AB_MNT_CONTENT)
-				fail_msg("content %s before %s %s", a->dst, ab_mnt_kind_name(b->kind),
-					 b->dst);
+				fail_msg("content %s before %s %s", a->dst,
+					 ab_mnt_kind_name(b->kind), b->dst);
 			/* masks and protections after every bind/tmpfs/proc/dev */
 			if (!structural(a->kind) && structural(b->kind))
 				fail_msg("%s %s before %s %s", ab_mnt_kind_name(a->kind), a->dst,
 					 ab_mnt_kind_name(b->kind), b->dst);
 			/* parents before children within one class */
-			if (structural(a->kind) == structural(b->kind) && strictly_under(a->dst, b->dst))
-				fail_msg("%s %s (child) before %s %s (parent)", ab_mnt_kind_name(a->kind),
-					 a->dst, ab_mnt_kind_name(b->kind), b->dst);
+			if (structural(a->kind) == structural(b->kind) &&
+			    strictly_under(a->dst, b->dst))
+				fail_msg("%s %s (child) before %s %s (parent)",
+					 ab_mnt_kind_name(a->kind), a->dst,
+					 ab_mnt_kind_name(b->kind), b->dst);
 			/* the same path: fresh filesystems under grants */
-			if (strcmp(a->dst, b->dst) == 0 && (a->kind == AB_MNT_BIND_RO ||
-							    a->kind == AB_MNT_BIND_RW) &&
-			    (b->kind == AB_MNT_TMPFS || b->kind == AB_MNT_PROC || b->kind == AB_MNT_DEV))
+			if (strcmp(a->dst, b->dst) == 0 &&
+			    (a->kind == AB_MNT_BIND_RO || a->kind == AB_MNT_BIND_RW) &&
+			    (b->kind == AB_MNT_TMPFS || b->kind == AB_MNT_PROC ||
+			     b->kind == AB_MNT_DEV))
 				fail_msg("bind %s before %s at the same path", a->dst,
 					 ab_mnt_kind_name(b->kind));
 		}
@@ -410,8 +418,8 @@ static void test_mount_order_basic(void **state)
 	const ab_mount *ws = must_mount(p, AB_MNT_BIND_RW, "/home/u/proj");
 	assert_int_equal(ws->flags, AB_MNT_F_DIR);
 	assert_string_equal(ws->why, "workspace");
-	assert_true(find_mount(p, AB_MNT_TMPFS, "/home/u") < find_mount(p, AB_MNT_BIND_RW,
-									 "/home/u/proj"));
+	assert_true(find_mount(p, AB_MNT_TMPFS, "/home/u") <
+		    find_mount(p, AB_MNT_BIND_RW, "/home/u/proj"));
 	/* CONTENT last: passwd and group */
 	assert_int_equal(p->mounts[p->nmounts - 1].kind, AB_MNT_CONTENT);
 	assert_int_equal(p->mounts[p->nmounts - 2].kind, AB_MNT_CONTENT);
@@ -468,9 +476,11 @@ static void test_deny_wins(void **state)
 	assert_int_equal(find_mount(p, AB_MNT_BIND_RO, "/etc/ssh/ssh_config"), -1);
 	assert_int_equal(find_mount(p, AB_MNT_BIND_RW, "/etc/ssh"), -1);
 	assert_int_equal(find_mount(p, AB_MNT_BIND_RO, "/home/u/.ssh"), -1);
-	assert_true(ab_strv_contains(&p->hidden, "/etc/ssh/ssh_config (fs.read, inside denied /etc/ssh)"));
+	assert_true(ab_strv_contains(&p->hidden,
+				     "/etc/ssh/ssh_config (fs.read, inside denied /etc/ssh)"));
 	assert_true(ab_strv_contains(&p->hidden, "/etc/ssh (fs.write, inside denied /etc/ssh)"));
-	assert_true(ab_strv_contains(&p->hidden, "/home/u/.ssh (fs.read, inside denied /home/u/.ssh)"));
+	assert_true(
+		ab_strv_contains(&p->hidden, "/home/u/.ssh (fs.read, inside denied /home/u/.ssh)"));
 	/* denied paths visible through a grant are masked: dir and file */
 	const ab_mount *m = must_mount(p, AB_MNT_MASK, "/etc/ssh");
 	assert_true(m->flags & AB_MNT_F_DIR);
@@ -491,7 +501,8 @@ static void test_deny_wins(void **state)
 	for (size_t i = 0; i < p->landlock.nrules; i++)
 		if (ab_path_is_under(p->landlock.rules[i].path, "/home/u/.ssh") ||
 		    ab_path_is_under(p->landlock.rules[i].path, "/etc/ssh"))
-			fail_msg("landlock rule %s inside a denied path", p->landlock.rules[i].path);
+			fail_msg("landlock rule %s inside a denied path",
+				 p->landlock.rules[i].path);
 	fx_done(&f);
 }
 
@@ -539,9 +550,9 @@ static void test_host_sockets(void **state)
 	assert_string_equal(must_mount(p, AB_MNT_MASK, "/home/u/proj/denied.sock")->why, "fs.deny");
 	assert_int_equal(find_mount(p, AB_MNT_MASK, "/home/u/proj/agent.sock"), -1);
 	must_mount(p, AB_MNT_BIND_RW, "/home/u/proj/agent.sock");
-	static const char *const none[] = {"/run/user/1000/bus", "/home/u/proj/notsock",
+	static const char *const none[] = {"/run/user/1000/bus",     "/home/u/proj/notsock",
 					   "/home/u/proj/gone.sock", "/home/u/x.sock",
-					   "/etc/link/s.sock", "/var/home/u/proj/alias.sock"};
+					   "/etc/link/s.sock",       "/var/home/u/proj/alias.sock"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(none); i++)
 		assert_int_equal(count_at(p, none[i]), 0);
 	ab_strv_free(&socks);
@@ -633,8 +644,10 @@ static void test_deny_in_workspace_and_symlink(void **state)
  * be placed by path somewhere else: refused rather than silently lost. */
 static void test_deny_through_symlink(void **state)
 {
-	fentry over[] = {{"/etc/alt", 'd', 0}, {"/etc/alt/foo", 'l', 0},
-			 {"/etc/alt/foo/secret", 'f', 0}, {"/bin/su", 'f', 0}};
+	fentry over[] = {{"/etc/alt", 'd', 0},
+			 {"/etc/alt/foo", 'l', 0},
+			 {"/etc/alt/foo/secret", 'f', 0},
+			 {"/bin/su", 'f', 0}};
 	const struct {
 		const char *read, *deny, *msg; /* msg NULL: fine */
 	} t[] = {
@@ -768,8 +781,11 @@ static void test_write_refusals(void **state)
 	fx_fail(&f, "(inside) a git directory");
 	fx_done(&f);
 
-	static const char *const bad[] = {"/home/u", "/home/u/.config", "/home/u/.bashrc",
-					  "/home/u/.config/git", "/home/u/.local/bin/x",
+	static const char *const bad[] = {"/home/u",
+					  "/home/u/.config",
+					  "/home/u/.bashrc",
+					  "/home/u/.config/git",
+					  "/home/u/.local/bin/x",
 					  "/home/u/.ssh/config"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		fx_init(&f, 7);
@@ -814,7 +830,8 @@ static void test_protect(void **state)
 	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.claude")->flags,
 			 AB_MNT_F_DIR);
 	assert_int_equal(count_at(p, "/home/u/proj/.claude"), 1);
-	assert_int_equal(find_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.claude/settings.json"), -1);
+	assert_int_equal(find_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.claude/settings.json"),
+			 -1);
 	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.git/info")->flags,
 			 AB_MNT_F_DIR);
 	/* existing directories on the way are pinned (cannot be renamed away),
@@ -852,7 +869,8 @@ static void test_protect(void **state)
 	   "/home/u/proj/.git/config", "/home/u/.bashrc");
 	fx_ok(&f);
 	p = f.plan;
-	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.cfg")->flags, AB_MNT_F_DIR);
+	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/.cfg")->flags,
+			 AB_MNT_F_DIR);
 	assert_int_equal(count_at(p, "/home/u/proj/opt.json"), 0);
 
 	assert_int_equal(must_mount(p, AB_MNT_PROTECT, "/home/u/proj/.git/config")->flags, 0);
@@ -879,8 +897,8 @@ static void test_protect(void **state)
 	SV(&f.prof->fs.protect, "/home/u/proj/settings.local.json", "/home/u/proj/hooks/");
 	fx_ok(&f);
 	p = f.plan;
-	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/settings.local.json")->flags,
-			 0);
+	assert_int_equal(
+		must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/settings.local.json")->flags, 0);
 	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/proj/hooks")->flags,
 			 AB_MNT_F_DIR);
 	fx_done(&f);
@@ -967,12 +985,15 @@ static void test_protect_symlink_refused(void **state)
 		fentry over;
 		const char *msg;
 	} t[] = {
-		{".envrc", {"/home/u/proj/.envrc", 'l', 1000},
+		{".envrc",
+		 {"/home/u/proj/.envrc", 'l', 1000},
 		 "fs.protect: /home/u/proj/.envrc is a symbolic link; refusing to run"},
 		/* a link in the middle is refused too (never followed) */
-		{".git/hooks", {"/home/u/proj/.git", 'l', 1000},
+		{".git/hooks",
+		 {"/home/u/proj/.git", 'l', 1000},
 		 "fs.protect: /home/u/proj/.git is a symbolic link"},
-		{".claude/settings.json", {"/home/u/proj/.claude", 'l', 1000},
+		{".claude/settings.json",
+		 {"/home/u/proj/.claude", 'l', 1000},
 		 "fs.protect: /home/u/proj/.claude is a symbolic link"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
@@ -1016,8 +1037,9 @@ static void test_workspace_refused(void **state)
 	static const struct {
 		const char *ws, *home, *msg;
 	} t[] = {
-		{"/home/u", "/home/u", "refusing to use /home/u as the workspace: it contains your "
-				       "home directory (/home/u)"},
+		{"/home/u", "/home/u",
+		 "refusing to use /home/u as the workspace: it contains your "
+		 "home directory (/home/u)"},
 		{"/home/u/", "/home/u", "refusing to use /home/u as the workspace"},
 		{"/home", "/home/u", "refusing to use /home as the workspace"},
 		{"/", "/home/u", "refusing to use / as the workspace"},
@@ -1025,12 +1047,14 @@ static void test_workspace_refused(void **state)
 		{"relative", "/home/u", "workspace and home must be absolute paths"},
 		{"/home/u/proj", "relative", "workspace and home must be absolute paths"},
 		{"/home/u/proj", "/", "refusing to use / as the home directory"},
-		{"/etc", "/home/u", "refusing to use /etc as the workspace: it is inside the system "
-				    "tree /etc"},
+		{"/etc", "/home/u",
+		 "refusing to use /etc as the workspace: it is inside the system "
+		 "tree /etc"},
 		{"/usr/src/x", "/home/u", "inside the system tree /usr"},
 		{"/proc/self", "/home/u", "inside the system tree /proc"},
-		{"/var/lib", "/home/u", "refusing to use /var/lib as the workspace: it is a system "
-					"directory"},
+		{"/var/lib", "/home/u",
+		 "refusing to use /var/lib as the workspace: it is a system "
+		 "directory"},
 		{"/tmp", "/home/u", "refusing to use /tmp as the workspace"},
 		{"/srv", "/home/u", "refusing to use /srv as the workspace"},
 		{"/home/u/proj", "/..", "refusing to use / as the home directory"},
@@ -1075,7 +1099,7 @@ static void test_cwd_and_hostname(void **state)
 	} t[] = {
 		{"/home/u/proj/src", "/home/u/proj/src"},
 		{"/home/u/proj", "/home/u/proj"},
-		{"/home/u/proj/src/../..", "/home/u/proj"},  /* normalised, outside */
+		{"/home/u/proj/src/../..", "/home/u/proj"}, /* normalised, outside */
 		{"/home/u/projx", "/home/u/proj"},
 		{"/tmp", "/home/u/proj"},
 		{"relative", "/home/u/proj"},
@@ -1174,7 +1198,8 @@ static void test_identity_root(void **state)
 	assert_false(must_mount(p, AB_MNT_BIND_RW, "/srv/userdata")->flags & AB_MNT_F_IDMAP);
 	must_mount(p, AB_MNT_TMPFS, "/root");
 	const ab_mount *pw = must_mount(p, AB_MNT_CONTENT, "/etc/passwd");
-	assert_non_null(strstr(pw->src, "\nagent:x:1000:1000:agentbox sandbox user:/root:/bin/sh\n"));
+	assert_non_null(
+		strstr(pw->src, "\nagent:x:1000:1000:agentbox sandbox user:/root:/bin/sh\n"));
 	assert_string_equal(env_get(p, "USER"), "agent");
 	assert_string_equal(env_get(p, "HOME"), "/root");
 	assert_int_equal(p->warnings.n, 0);
@@ -1226,18 +1251,35 @@ static void test_env(void **state)
 	prof_set_env(f.prof, "EDITOR", "vi");
 	prof_set_env(f.prof, "TMPDIR", "/tmp/own");
 	prof_set_env(f.prof, "TERM", "dumb");
-	char *env[] = {"TERM=xterm", "SSH_AUTH_SOCK=/s", "LC_ALL=C", "LC_CTYPE=C", "LCX=1",
-		       "AWS_SECRET=x", "AWS_SECRET_ACCESS_KEY=y", "GIT_AUTHOR_NAME=me",
-		       "GITHUB_TOKEN=t", "NO_COLOR=1", "HOME=/elsewhere", "USER=mallory",
-		       "LD_PRELOAD=/x.so", "PATH=/custom/bin", "TZ=UTC", "COLORTERM=1",
-		       "LANG=C.UTF-8", "LANGUAGE=en", "=x", "NOEQ", "DISPLAY=:0", NULL};
+	char *env[] = {"TERM=xterm",
+		       "SSH_AUTH_SOCK=/s",
+		       "LC_ALL=C",
+		       "LC_CTYPE=C",
+		       "LCX=1",
+		       "AWS_SECRET=x",
+		       "AWS_SECRET_ACCESS_KEY=y",
+		       "GIT_AUTHOR_NAME=me",
+		       "GITHUB_TOKEN=t",
+		       "NO_COLOR=1",
+		       "HOME=/elsewhere",
+		       "USER=mallory",
+		       "LD_PRELOAD=/x.so",
+		       "PATH=/custom/bin",
+		       "TZ=UTC",
+		       "COLORTERM=1",
+		       "LANG=C.UTF-8",
+		       "LANGUAGE=en",
+		       "=x",
+		       "NOEQ",
+		       "DISPLAY=:0",
+		       NULL};
 	f.in.environ = env;
 	fx_ok(&f);
 	const ab_plan *p = f.plan;
 	static const struct {
 		const char *name, *want; /* want NULL: must be absent */
 	} t[] = {
-		{"TERM", "dumb"},          /* profile env.set overrides */
+		{"TERM", "dumb"}, /* profile env.set overrides */
 		{"SSH_AUTH_SOCK", NULL},
 		{"LC_ALL", "C"},
 		{"LC_CTYPE", "C"},
@@ -1274,7 +1316,8 @@ static void test_env(void **state)
 		assert_non_null(eq);
 		assert_true(eq > p->envp.v[i]);
 		for (size_t j = i + 1; j < p->envp.n; j++)
-			if (strncmp(p->envp.v[i], p->envp.v[j], (size_t)(eq - p->envp.v[i]) + 1) == 0)
+			if (strncmp(p->envp.v[i], p->envp.v[j], (size_t)(eq - p->envp.v[i]) + 1) ==
+			    0)
 				fail_msg("duplicate %s", p->envp.v[i]);
 	}
 	assert_null(p->envp.v[p->envp.n]);
@@ -1334,7 +1377,8 @@ static void test_landlock_full(void **state)
 	assert_true(ll->enabled);
 	assert_int_equal(ll->abi, 7);
 	assert_int_equal(ll->handled_fs, ab_landlock_fs_rights(7));
-	assert_int_equal(ll->handled_net, LANDLOCK_ACCESS_NET_CONNECT_TCP); /* listening stays free */
+	assert_int_equal(ll->handled_net,
+			 LANDLOCK_ACCESS_NET_CONNECT_TCP); /* listening stays free */
 	assert_int_equal(ll->scoped, ab_landlock_scopes(7));
 	/* the profile's ports, then the way out: the explicit proxy (this fake
 	 * profile has transparent mode off, so no DNS port) */
@@ -1396,7 +1440,7 @@ static void test_landlock_downgrades(void **state)
 		int abi;
 		const char *allow[6];
 		bool any;
-		const char *err;        /* NULL: succeeds */
+		const char *err; /* NULL: succeeds */
 		const char *hint_part;
 		size_t ndown;
 	} t[] = {
@@ -1410,13 +1454,25 @@ static void test_landlock_downgrades(void **state)
 		{3, {"landlock-net"}, false, "\"landlock-ioctl-dev\"", "allow_downgrade", 0},
 		{3, {"landlock-net", "landlock-ioctl-dev", "landlock-scope"}, false, NULL, NULL, 3},
 		{3, {"landlock-ioctl-dev", "landlock-scope"}, true, NULL, NULL, 2},
-		{2, {"landlock-net", "landlock-ioctl-dev", "landlock-scope"}, false,
-		 "\"landlock-truncate\"", "allow_downgrade", 0},
+		{2,
+		 {"landlock-net", "landlock-ioctl-dev", "landlock-scope"},
+		 false,
+		 "\"landlock-truncate\"",
+		 "allow_downgrade",
+		 0},
 		/* ABI 1 lacks "refer", which only makes it stricter: never asked for */
-		{1, {"landlock-truncate", "landlock-net", "landlock-ioctl-dev", "landlock-scope"},
-		 false, NULL, NULL, 4},
-		{0, {NULL}, false, "\"landlock\" (Landlock ABI 0: Landlock unavailable)",
-		 "allow_downgrade", 0},
+		{1,
+		 {"landlock-truncate", "landlock-net", "landlock-ioctl-dev", "landlock-scope"},
+		 false,
+		 NULL,
+		 NULL,
+		 4},
+		{0,
+		 {NULL},
+		 false,
+		 "\"landlock\" (Landlock ABI 0: Landlock unavailable)",
+		 "allow_downgrade",
+		 0},
 		{0, {"landlock-net"}, false, "\"landlock\"", "lsm=", 0},
 		{0, {"landlock"}, false, NULL, NULL, 1},
 		{-1, {"landlock"}, false, NULL, NULL, 1},
@@ -1434,14 +1490,15 @@ static void test_landlock_downgrades(void **state)
 			if (!strstr(f.err.msg, t[i].err))
 				fail_msg("case %zu: '%s' lacks '%s'", i, f.err.msg, t[i].err);
 			if (!strstr(f.err.hint, t[i].hint_part))
-				fail_msg("case %zu: hint '%s' lacks '%s'", i, f.err.hint, t[i].hint_part);
+				fail_msg("case %zu: hint '%s' lacks '%s'", i, f.err.hint,
+					 t[i].hint_part);
 			assert_int_equal(f.err.exit_code, AB_EXIT_FAIL);
 		} else {
 			if (r < 0)
 				fail_msg("case %zu (abi %d): %s", i, t[i].abi, f.err.msg);
 			if (f.plan->downgrades.n != t[i].ndown)
-				fail_msg("case %zu: %zu downgrades, want %zu", i, f.plan->downgrades.n,
-					 t[i].ndown);
+				fail_msg("case %zu: %zu downgrades, want %zu", i,
+					 f.plan->downgrades.n, t[i].ndown);
 			for (size_t k = 0; k < f.plan->downgrades.n; k++) {
 				const char *d = f.plan->downgrades.v[k];
 				assert_non_null(strstr(d, "NOT ENFORCED"));
@@ -1499,8 +1556,8 @@ static void test_connect_mediation(void **state)
 	fx_ok(&f);
 	assert_false(f.plan->seccomp.notify_connect);
 	assert_true(f.plan->downgrades.n >= 1);
-	assert_non_null(strstr(f.plan->downgrades.v[f.plan->downgrades.n - 1],
-			       "connect is NOT MEDIATED"));
+	assert_non_null(
+		strstr(f.plan->downgrades.v[f.plan->downgrades.n - 1], "connect is NOT MEDIATED"));
 	fx_done(&f);
 
 	fx_init(&f, 7);
@@ -1564,8 +1621,11 @@ static void test_rlimits(void **state)
 	const struct {
 		int res;
 		rlim_t v;
-	} want[] = {{RLIMIT_NOFILE, 1024}, {RLIMIT_NPROC, 200}, {RLIMIT_FSIZE, RLIM_INFINITY},
-		    {RLIMIT_CORE, 4096}, {RLIMIT_CPU, 60}};
+	} want[] = {{RLIMIT_NOFILE, 1024},
+		    {RLIMIT_NPROC, 200},
+		    {RLIMIT_FSIZE, RLIM_INFINITY},
+		    {RLIMIT_CORE, 4096},
+		    {RLIMIT_CPU, 60}};
 	assert_int_equal(f.plan->nrlimits, AB_ARRAY_SIZE(want));
 	for (size_t i = 0; i < AB_ARRAY_SIZE(want); i++) {
 		assert_int_equal(f.plan->rlimits[i].resource, want[i].res);
@@ -1587,7 +1647,8 @@ static void test_rlimits(void **state)
 	assert_true(f.plan->rlimits[0].soft == 20000 && f.plan->rlimits[0].hard == 20000);
 	assert_true(f.plan->rlimits[0].asked == 65536);
 	assert_true(f.plan->rlimits[1].soft == 200 && f.plan->rlimits[1].asked == 0);
-	assert_true(f.plan->rlimits[2].soft == 1 << 20 && f.plan->rlimits[2].asked == RLIM_INFINITY);
+	assert_true(f.plan->rlimits[2].soft == 1 << 20 &&
+		    f.plan->rlimits[2].asked == RLIM_INFINITY);
 	fx_done(&f);
 }
 
@@ -1608,7 +1669,8 @@ static void test_cgroup_limits(void **state)
 		{1, AB_NO, AB_LIMIT_UNSET, 64, false, "cgroup v1", false},
 		{1, AB_NO, 1 << 30, 64, true, NULL, false},
 		{0, AB_UNKNOWN, 1 << 30, AB_LIMIT_UNSET, true, NULL, false},
-		{1, AB_NO, AB_LIMIT_UNSET, AB_LIMIT_UNSET, false, NULL, false}, /* no limits: fine */
+		{1, AB_NO, AB_LIMIT_UNSET, AB_LIMIT_UNSET, false, NULL,
+		 false}, /* no limits: fine */
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		fx f;
@@ -1622,7 +1684,8 @@ static void test_cgroup_limits(void **state)
 		int r = fx_build(&f);
 		if (t[i].err) {
 			if (r >= 0 || !strstr(f.err.msg, t[i].err))
-				fail_msg("case %zu: r=%d '%s', want '%s'", i, r, f.err.msg, t[i].err);
+				fail_msg("case %zu: r=%d '%s', want '%s'", i, r, f.err.msg,
+					 t[i].err);
 			assert_non_null(strstr(f.err.hint, "cgroup-limits"));
 			assert_non_null(strstr(f.err.hint, "allow_downgrade"));
 		} else {
@@ -1632,7 +1695,8 @@ static void test_cgroup_limits(void **state)
 			assert_int_equal(f.plan->cg_memory, t[i].mem);
 			assert_int_equal(f.plan->cg_pids, t[i].pids);
 			bool down = t[i].allow;
-			assert_int_equal(strv_has_prefix(&f.plan->downgrades, "cgroup-limits:"), down);
+			assert_int_equal(strv_has_prefix(&f.plan->downgrades, "cgroup-limits:"),
+					 down);
 		}
 		fx_done(&f);
 	}
@@ -1648,10 +1712,9 @@ static void test_pty_decision(void **state)
 		int force;
 		unsigned ttys, mask;
 	} t[] = {
-		{-1, 7, 7}, {-1, 3, 3}, {-1, 1, 1}, {-1, 2, 2}, {-1, 4, 4}, {-1, 0, 0},
-		{-1, 0x8 | 0x1, 1}, /* only 0-2 count */
-		{1, 0, 7},  {1, 7, 7},  {1, 1, 1},
-		{0, 7, 0},  {0, 0, 0},
+		{-1, 7, 7}, {-1, 3, 3},         {-1, 1, 1}, {-1, 2, 2}, {-1, 4, 4},
+		{-1, 0, 0}, {-1, 0x8 | 0x1, 1}, /* only 0-2 count */
+		{1, 0, 7},  {1, 7, 7},          {1, 1, 1},  {0, 7, 0},  {0, 0, 0},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(t); i++) {
 		fx f;
@@ -1661,7 +1724,8 @@ static void test_pty_decision(void **state)
 		fx_ok(&f);
 		if (f.plan->pty_mask != t[i].mask || f.plan->use_pty != (t[i].mask != 0))
 			fail_msg("case %zu: force %d ttys %#x -> mask %#x use %d, want %#x", i,
-				 t[i].force, t[i].ttys, f.plan->pty_mask, f.plan->use_pty, t[i].mask);
+				 t[i].force, t[i].ttys, f.plan->pty_mask, f.plan->use_pty,
+				 t[i].mask);
 		fx_done(&f);
 	}
 }
@@ -1751,11 +1815,17 @@ static void test_command(void **state)
 static void test_rendered_then_env_secret(void **state)
 {
 	struct ab_profile_secret sec[3] = {
-		{.name = "TOKEN", .src = AB_PSECRET_JSON, .src_file = "/data/file",
-		 .src_pointer = "/t", .render = true},
+		{.name = "TOKEN",
+		 .src = AB_PSECRET_JSON,
+		 .src_file = "/data/file",
+		 .src_pointer = "/t",
+		 .render = true},
 		{.name = "GH_TOKEN", .src = AB_PSECRET_ENV, .src_env = "GH_TOKEN"},
-		{.name = "OTHER", .src = AB_PSECRET_JSON, .src_file = "/data/file",
-		 .src_pointer = "/u", .render = true},
+		{.name = "OTHER",
+		 .src = AB_PSECRET_JSON,
+		 .src_file = "/data/file",
+		 .src_pointer = "/u",
+		 .render = true},
 	};
 	fx f;
 	fx_init(&f, 7);
@@ -1877,9 +1947,14 @@ static void golden_compare(const char *name, const char *got)
 
 static void golden_fx(fx *f)
 {
-	static char *env[] = {"TERM=xterm-256color", "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
-			      "PATH=/usr/bin:/bin", "SSH_AUTH_SOCK=/run/user/1000/ssh",
-			      "GITHUB_TOKEN=ghp_secret", "HOME=/home/u", NULL};
+	static char *env[] = {"TERM=xterm-256color",
+			      "LANG=C.UTF-8",
+			      "LC_ALL=C.UTF-8",
+			      "PATH=/usr/bin:/bin",
+			      "SSH_AUTH_SOCK=/run/user/1000/ssh",
+			      "GITHUB_TOKEN=ghp_secret",
+			      "HOME=/home/u",
+			      NULL};
 	static char *argv[] = {"bash", "-l", NULL};
 	static const fentry extra[] = {{"/home/u/proj/.claude", 'd', 1000}};
 	fx_init(f, 7);
@@ -2022,9 +2097,9 @@ static void test_gitcfg_protects(void **state)
 		 "\tattributesFile = ~/attrs\n[include]\n\tpath = ../inc.cfg\n"
 		 "[remote \"o\"]\n\turl = /elsewhere/r.git\n"},
 		{"/home/u/proj/inc.cfg", "[diff \"x\"]\n\ttextconv = ./tc --opt=/x %f "
-		 "https://h/p V=/x\n"},
+					 "https://h/p V=/x\n"},
 		{"/home/u/.gitconfig", "[alias]\n\tx = !./al.sh\n\ty = log\n"
-		 "[core]\n\tfsmonitor = true\n\tpager = less\n"},
+				       "[core]\n\tfsmonitor = true\n\tpager = less\n"},
 	};
 	fx f;
 	gitcfg_fx(&f, extra, AB_ARRAY_SIZE(extra), files, AB_ARRAY_SIZE(files));
@@ -2109,9 +2184,12 @@ static void test_gitcfg_sources(void **state)
 	/* GIT_CONFIG_GLOBAL replaces ~/.gitconfig; GIT_CONFIG_NOSYSTEM skips
 	 * /etc/gitconfig; GIT_CONFIG_COUNT pairs count; config.worktree only
 	 * with extensions.worktreeConfig; a linked worktree's .git file */
-	static char *env[] = {"HOME=/home/u", "GIT_CONFIG_GLOBAL=../g.cfg", /* from the cwd */
-			      "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_COUNT=1",
-			      "GIT_CONFIG_KEY_0=Core.HooksPath", "GIT_CONFIG_VALUE_0=envhooks",
+	static char *env[] = {"HOME=/home/u",
+			      "GIT_CONFIG_GLOBAL=../g.cfg", /* from the cwd */
+			      "GIT_CONFIG_NOSYSTEM=1",
+			      "GIT_CONFIG_COUNT=1",
+			      "GIT_CONFIG_KEY_0=Core.HooksPath",
+			      "GIT_CONFIG_VALUE_0=envhooks",
 			      NULL};
 	static const fentry extra[] = {
 		{"/home/u/proj/g.cfg", 'f', 1000},

@@ -113,7 +113,8 @@ static void test_refusal_reason(void **state)
 static void test_connect_keeps_tunnel_bytes(void **state)
 {
 	(void)state;
-	static const char in[] = "HTTP/1.1 200 Connection established\r\n\r\n\x16\x03\x01SERVERBYTES";
+	static const char in[] =
+		"HTTP/1.1 200 Connection established\r\n\r\n\x16\x03\x01SERVERBYTES";
 	pn_resp rs;
 	char rest[64];
 	feed(in, sizeof(in) - 1, true, &rs, rest, sizeof(rest));
@@ -202,9 +203,10 @@ static void test_chunked_json(void **state)
 	(void)state;
 	pn_resp rs;
 	char sec[24];
-	feed_str("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-		 "5;ext=1\r\n{\"sec\r\nF\r\nret\":\"real\",\"ho\r\n7\r\nst\":\"h\"\r\n1\r\n}\r\n0\r\n\r\n",
-		 false, &rs);
+	feed_str(
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+		"5;ext=1\r\n{\"sec\r\nF\r\nret\":\"real\",\"ho\r\n7\r\nst\":\"h\"\r\n1\r\n}\r\n0\r\n\r\n",
+		false, &rs);
 	assert_int_equal(rs.status, 200);
 	assert_string_equal(rs.body, "{\"secret\":\"real\",\"host\":\"h\"}");
 	assert_string_equal(pn_server_secret(&rs, sec, sizeof(sec)), "real");
@@ -270,12 +272,12 @@ static void test_dechunk_hostile(void **state)
 		{"3\r\nabc\r\n0\r\n\r\n", "abc"},
 		{"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", "abcde"},
 		{"A\r\n0123456789\r\n0\r\n\r\n", "0123456789"},
-		{"ffffffff\r\nabc", "abc"},      /* a size beyond the data: what is there */
-		{"fffffffff\r\nabc", ""},        /* 9 digits: refused */
-		{"zz\r\nabc\r\n", ""},           /* no digits */
-		{"3abc", ""},                    /* no line end */
-		{"3\r\nab", "ab"},               /* truncated */
-		{"0\r\n\r\n3\r\nabc\r\n", ""},   /* nothing after the last chunk */
+		{"ffffffff\r\nabc", "abc"},    /* a size beyond the data: what is there */
+		{"fffffffff\r\nabc", ""},      /* 9 digits: refused */
+		{"zz\r\nabc\r\n", ""},         /* no digits */
+		{"3abc", ""},                  /* no line end */
+		{"3\r\nab", "ab"},             /* truncated */
+		{"0\r\n\r\n3\r\nabc\r\n", ""}, /* nothing after the last chunk */
 		{"", ""},
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -294,12 +296,13 @@ static void test_dns_build(void **state)
 	(void)state;
 	uint8_t q[600];
 	size_t n = pn_dns_build(q, sizeof(q), 0xbeef, "ab.c", 16);
-	static const uint8_t want[] = {0xbe, 0xef, 0x01, 0, 0, 1, 0, 0, 0, 0, 0, 0,
-				       2, 'a', 'b', 1, 'c', 0, 0, 16, 0, 1};
+	static const uint8_t want[] = {0xbe, 0xef, 0x01, 0,   0, 1,   0, 0, 0,  0, 0,
+				       0,    2,    'a',  'b', 1, 'c', 0, 0, 16, 0, 1};
 	assert_int_equal(n, sizeof(want));
 	assert_memory_equal(q, want, sizeof(want));
-	assert_int_equal(pn_dns_build(q, sizeof(q), 1, "ab.c.", 1), sizeof(want)); /* trailing dot */
-	assert_int_equal(pn_dns_build(q, sizeof(q), 1, "", 1), 17);                 /* the root */
+	assert_int_equal(pn_dns_build(q, sizeof(q), 1, "ab.c.", 1),
+			 sizeof(want));                             /* trailing dot */
+	assert_int_equal(pn_dns_build(q, sizeof(q), 1, "", 1), 17); /* the root */
 	char label64[80], longname[400];
 	memset(label64, 'a', 64);
 	strcpy(label64 + 64, ".x");
@@ -320,9 +323,9 @@ static void test_dns_parse(void **state)
 	assert_int_equal(pn_dns_parse(m, sizeof(m), 0x1234, &rc, &an), 0);
 	assert_int_equal(rc, 3);
 	assert_int_equal(an, 2);
-	assert_int_equal(pn_dns_parse(m, 11, 0x1234, &rc, &an), -1);     /* short */
+	assert_int_equal(pn_dns_parse(m, 11, 0x1234, &rc, &an), -1);        /* short */
 	assert_int_equal(pn_dns_parse(m, sizeof(m), 0x1235, &rc, &an), -1); /* not ours */
-	m[2] = 0x01;                                                      /* a query, not a reply */
+	m[2] = 0x01; /* a query, not a reply */
 	assert_int_equal(pn_dns_parse(m, sizeof(m), 0x1234, &rc, &an), -1);
 	assert_string_equal(pn_rcode_name(3), "NXDOMAIN");
 	assert_string_equal(pn_rcode_name(15), "rcode?");
@@ -338,10 +341,18 @@ static void test_addresses(void **state)
 		const char *ip;
 		int ok, family;
 	} t[] = {
-		{"1.2.3.4", 0, AF_INET},   {"::1", 0, AF_INET6},     {"[::1]", 0, AF_INET6},
-		{"::ffff:1.2.3.4", 0, AF_INET6}, {"[::1", -1, 0},    {"::1]", -1, 0},
-		{"1.2.3", -1, 0},          {"0x7f.1", -1, 0},        {"", -1, 0},
-		{"[]", -1, 0},             {"1.2.3.4:80", -1, 0},    {"localhost", -1, 0},
+		{"1.2.3.4", 0, AF_INET},
+		{"::1", 0, AF_INET6},
+		{"[::1]", 0, AF_INET6},
+		{"::ffff:1.2.3.4", 0, AF_INET6},
+		{"[::1", -1, 0},
+		{"::1]", -1, 0},
+		{"1.2.3", -1, 0},
+		{"0x7f.1", -1, 0},
+		{"", -1, 0},
+		{"[]", -1, 0},
+		{"1.2.3.4:80", -1, 0},
+		{"localhost", -1, 0},
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		struct sockaddr_storage ss;

@@ -26,10 +26,10 @@
 #endif
 
 #define FIX AB_SRCDIR "/tests/unit/fixtures/profiles"
-#define STRV(...) ((const char *const[]){ __VA_ARGS__, NULL })
-#define NO_STRINGS ((const char *const[]){ NULL })
+#define STRV(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define NO_STRINGS ((const char *const[]){NULL})
 
-static const ab_vars V = { .home = "/home/user", .workspace = "/work/ws", .user = "user" };
+static const ab_vars V = {.home = "/home/user", .workspace = "/work/ws", .user = "user"};
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -100,7 +100,7 @@ static char *tmpdir(void)
 
 static ab_profile *load_ok(const char *name, const ab_vars *v)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = NULL;
 	int r = ab_profile_load(name, v, &p, &e);
 	if (r < 0)
@@ -112,7 +112,7 @@ static ab_profile *load_ok(const char *name, const ab_vars *v)
 
 static ab_profile *buf_ok_as(const char *json, const char *fname)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = NULL;
 	int r = ab_profile_load_buffer(json, strlen(json), fname, &V, &p, &e);
 	if (r < 0)
@@ -124,7 +124,7 @@ static ab_profile *buf_ok_as(const char *json, const char *fname)
 /* Loading `json` as /x/p.json fails with exactly `want` and exit code 125. */
 static void buf_err_v(const char *json, size_t len, const ab_vars *v, const char *want)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = NULL;
 	int r = ab_profile_load_buffer(json, len, "/x/p.json", v, &p, &e);
 	assert_true(r < 0);
@@ -305,7 +305,7 @@ static void test_extends_multi(void **state)
 static void check_invalid(const char *path)
 {
 	char *errpath = strdup(path), *want = NULL, *hint = NULL, *dir = strdup(path);
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = NULL;
 	assert_non_null(errpath);
 	assert_non_null(dir);
@@ -368,30 +368,30 @@ static void test_did_you_mean(void **state)
 	static const struct {
 		const char *json, *msg;
 	} cases[] = {
-		{ "{\"version\":1,\"hostnme\":\"x\"}",
-		  "/x/p.json:1:14: unknown key \"hostnme\" (did you mean \"hostname\"?)" },
-		{ "{\"version\":1,\"hstnme\":\"x\"}", /* distance 2 */
-		  "/x/p.json:1:14: unknown key \"hstnme\" (did you mean \"hostname\"?)" },
-		{ "{\"version\":1,\"Version\":1}",
-		  "/x/p.json:1:14: unknown key \"Version\" (did you mean \"version\"?)" },
-		{ "{\"version\":1,\"filesystem\":{\"raed\":[]}}", /* transposition */
-		  "/x/p.json:1:28: filesystem: unknown key \"raed\" (did you mean \"read\"?)" },
-		{ "{\"version\":1,\"limits\":{\"nofiles\":1}}",
-		  "/x/p.json:1:24: limits: unknown key \"nofiles\" (did you mean \"nofile\"?)" },
-		{ "{\"version\":1,\"env\":{\"set\":{},\"pas\":[]}}",
-		  "/x/p.json:1:30: env: unknown key \"pas\" (did you mean \"pass\"?)" },
-		{ "{\"version\":1,\"hstnm\":\"x\"}", /* distance 3: no guess */
-		  "/x/p.json:1:14: unknown key \"hstnm\" (known: $schema, version, extends, "
-		  "description, command, filesystem, network, env, limits, syscalls, secrets, "
-		  "audit, terminal, unix_sockets, allow_downgrade, hostname)" },
-		{ "{\"version\":1,\"allow_downgrade\":[\"seccomp-usernotif\"]}",
-		  "/x/p.json:1:33: allow_downgrade[0]: unknown downgrade \"seccomp-usernotif\" "
-		  "(did you mean \"seccomp-user-notif\"?)" },
-		{ "{\"version\":1,\"hostname\":\"${USR}\"}",
-		  "/x/p.json:1:25: hostname: invalid hostname \"${USR}\" (1 to 64 of A-Z a-z 0-9 - .)" },
-		{ "{\"version\":1,\"filesystem\":{\"read\":[\"${XDG_DATA_HOM}\"]}}",
-		  "/x/p.json:1:36: filesystem.read[0]: unknown variable ${XDG_DATA_HOM} "
-		  "(did you mean ${XDG_DATA_HOME}?)" },
+		{"{\"version\":1,\"hostnme\":\"x\"}",
+		 "/x/p.json:1:14: unknown key \"hostnme\" (did you mean \"hostname\"?)"},
+		{"{\"version\":1,\"hstnme\":\"x\"}", /* distance 2 */
+		 "/x/p.json:1:14: unknown key \"hstnme\" (did you mean \"hostname\"?)"},
+		{"{\"version\":1,\"Version\":1}",
+		 "/x/p.json:1:14: unknown key \"Version\" (did you mean \"version\"?)"},
+		{"{\"version\":1,\"filesystem\":{\"raed\":[]}}", /* transposition */
+		 "/x/p.json:1:28: filesystem: unknown key \"raed\" (did you mean \"read\"?)"},
+		{"{\"version\":1,\"limits\":{\"nofiles\":1}}",
+		 "/x/p.json:1:24: limits: unknown key \"nofiles\" (did you mean \"nofile\"?)"},
+		{"{\"version\":1,\"env\":{\"set\":{},\"pas\":[]}}",
+		 "/x/p.json:1:30: env: unknown key \"pas\" (did you mean \"pass\"?)"},
+		{"{\"version\":1,\"hstnm\":\"x\"}", /* distance 3: no guess */
+		 "/x/p.json:1:14: unknown key \"hstnm\" (known: $schema, version, extends, "
+		 "description, command, filesystem, network, env, limits, syscalls, secrets, "
+		 "audit, terminal, unix_sockets, allow_downgrade, hostname)"},
+		{"{\"version\":1,\"allow_downgrade\":[\"seccomp-usernotif\"]}",
+		 "/x/p.json:1:33: allow_downgrade[0]: unknown downgrade \"seccomp-usernotif\" "
+		 "(did you mean \"seccomp-user-notif\"?)"},
+		{"{\"version\":1,\"hostname\":\"${USR}\"}",
+		 "/x/p.json:1:25: hostname: invalid hostname \"${USR}\" (1 to 64 of A-Z a-z 0-9 - .)"},
+		{"{\"version\":1,\"filesystem\":{\"read\":[\"${XDG_DATA_HOM}\"]}}",
+		 "/x/p.json:1:36: filesystem.read[0]: unknown variable ${XDG_DATA_HOM} "
+		 "(did you mean ${XDG_DATA_HOME}?)"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++)
 		buf_err(cases[i].json, cases[i].msg);
@@ -413,14 +413,16 @@ static void test_error_paths(void **state)
 	buf_err("{\"version\":1,\"network\":{\"loopback_ports\":[22, true]}}",
 		"/x/p.json:1:47: network.loopback_ports[1]: expected a port number (1-65535), "
 		"got a boolean");
-	buf_err("{\"version\":1,\"syscalls\":{\"deny\":[\"a\",\"" \
+	buf_err("{\"version\":1,\"syscalls\":{\"deny\":[\"a\",\""
 		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]}}",
 		"/x/p.json:1:38: syscalls.deny[1]: invalid syscall name "
 		"\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\" "
 		"(at most 64 of a-z 0-9 _)");
 	buf_err("{\"version\":1,\"version\":1}", "/x/p.json:1:14: duplicate key \"version\"");
-	buf_err("{\"version\":true}", "/x/p.json:1:12: version: expected an integer, got a boolean");
-	buf_err("{\"version\":1.0}", "/x/p.json:1:12: version: expected an integer, got a real number");
+	buf_err("{\"version\":true}",
+		"/x/p.json:1:12: version: expected an integer, got a boolean");
+	buf_err("{\"version\":1.0}",
+		"/x/p.json:1:12: version: expected an integer, got a real number");
 }
 
 /* ------------------------------------------------------------ the locator */
@@ -434,9 +436,16 @@ struct loc_case {
 	size_t line, col;
 };
 
-#define K(k) { .key = k }
-#define I(i) { .key = NULL, .index = i }
+#define K(k)             \
+	{                \
+		.key = k \
+	}
+#define I(i)                            \
+	{                               \
+		.key = NULL, .index = i \
+	}
 
+// clang-format off
 static const struct loc_case loc_cases[] = {
 	{ "{\"a\": 1}", { K("a") }, 1, false, 0, 1, 7 },
 	{ "{\"a\": 1}", { K("a") }, 1, true, 0, 1, 2 },
@@ -479,6 +488,7 @@ static const struct loc_case loc_cases[] = {
 	{ "[[[[", { I(0), I(0), I(0), I(0) }, 4, false, -EINVAL, 1, 4 },
 	{ "]]]]", { I(0) }, 1, false, -EINVAL, 1, 1 },
 };
+// clang-format on
 
 static void test_locator_table(void **state)
 {
@@ -513,9 +523,9 @@ static void test_locator_hostile(void **state)
 				  "\"\\u00e9\\ud83d\\ude00\", [[{}]], 3]}, \"env\": {\"set\": "
 				  "{\"A\": \"\\\\\"}}}";
 	static const ab_json_step paths[][3] = {
-		{ K("filesystem"), K("read"), I(3) },
-		{ K("env"), K("set"), K("A") },
-		{ K("version"), I(0), K("x") },
+		{K("filesystem"), K("read"), I(3)},
+		{K("env"), K("set"), K("A")},
+		{K("version"), I(0), K("x")},
 	};
 	static const char alpha[] = "{}[]\":,\\ u0aé\n";
 	size_t line, col;
@@ -548,7 +558,7 @@ static void test_locator_hostile(void **state)
 	assert_non_null(deep);
 	memcpy(deep, "{\"a\": ", 6);
 	memset(deep + 6, '[', big - 6);
-	assert_int_equal(ab_json_locate(deep, big, (ab_json_step[]){ K("b") }, 1, false, &line, &col),
+	assert_int_equal(ab_json_locate(deep, big, (ab_json_step[]){K("b")}, 1, false, &line, &col),
 			 -EINVAL);
 	assert_int_equal(ab_json_locate(NULL, 0, NULL, 0, false, &line, &col), 0);
 	assert_true(line == 1 && col == 1);
@@ -564,33 +574,33 @@ static void test_size_parse(void **state)
 		int r;
 		long long v;
 	} cases[] = {
-		{ "0", 0, 0 },
-		{ "1", 0, 1 },
-		{ "1K", 0, 1024 },
-		{ "1k", 0, 1024 },
-		{ "8G", 0, 8LL << 30 },
-		{ "512m", 0, 512LL << 20 },
-		{ "2T", 0, 2LL << 40 },
-		{ "007", 0, 7 },
-		{ "unlimited", 0, LLONG_MAX },
-		{ "9223372036854775807", 0, LLONG_MAX },
-		{ "8388607T", 0, 8388607LL << 40 },
-		{ "9223372036854775808", -ERANGE, 0 },
-		{ "99999999999999999999999", -ERANGE, 0 },
-		{ "8388608T", -ERANGE, 0 },
-		{ "", -EINVAL, 0 },
-		{ "G", -EINVAL, 0 },
-		{ "8Q", -EINVAL, 0 },
-		{ "8GB", -EINVAL, 0 },
-		{ "8 G", -EINVAL, 0 },
-		{ "-1", -EINVAL, 0 },
-		{ "+1", -EINVAL, 0 },
-		{ " 1", -EINVAL, 0 },
-		{ "1 ", -EINVAL, 0 },
-		{ "1.5G", -EINVAL, 0 },
-		{ "0x10", -EINVAL, 0 },
-		{ "Unlimited", -EINVAL, 0 },
-		{ "99999999999999999999Q", -EINVAL, 0 },
+		{"0", 0, 0},
+		{"1", 0, 1},
+		{"1K", 0, 1024},
+		{"1k", 0, 1024},
+		{"8G", 0, 8LL << 30},
+		{"512m", 0, 512LL << 20},
+		{"2T", 0, 2LL << 40},
+		{"007", 0, 7},
+		{"unlimited", 0, LLONG_MAX},
+		{"9223372036854775807", 0, LLONG_MAX},
+		{"8388607T", 0, 8388607LL << 40},
+		{"9223372036854775808", -ERANGE, 0},
+		{"99999999999999999999999", -ERANGE, 0},
+		{"8388608T", -ERANGE, 0},
+		{"", -EINVAL, 0},
+		{"G", -EINVAL, 0},
+		{"8Q", -EINVAL, 0},
+		{"8GB", -EINVAL, 0},
+		{"8 G", -EINVAL, 0},
+		{"-1", -EINVAL, 0},
+		{"+1", -EINVAL, 0},
+		{" 1", -EINVAL, 0},
+		{"1 ", -EINVAL, 0},
+		{"1.5G", -EINVAL, 0},
+		{"0x10", -EINVAL, 0},
+		{"Unlimited", -EINVAL, 0},
+		{"99999999999999999999Q", -EINVAL, 0},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++) {
 		long long v = -42;
@@ -608,50 +618,54 @@ static void test_size_parse(void **state)
 
 static void test_expand(void **state)
 {
-	static const ab_vars v = { .home = "/h", .workspace = "/w", .user = "u",
-				   .xdg_data_home = "/data", .xdg_cache_home = "rel/cache" };
-	static const ab_vars none = { .workspace = "/w" };
-#define KNOWN "(known: ${HOME}, ${WORKSPACE}, ${USER}, ${XDG_CONFIG_HOME}, ${XDG_DATA_HOME}, " \
-	      "${XDG_CACHE_HOME}, ${XDG_STATE_HOME})"
+	static const ab_vars v = {.home = "/h",
+				  .workspace = "/w",
+				  .user = "u",
+				  .xdg_data_home = "/data",
+				  .xdg_cache_home = "rel/cache"};
+	static const ab_vars none = {.workspace = "/w"};
+#define KNOWN                                                                            \
+	"(known: ${HOME}, ${WORKSPACE}, ${USER}, ${XDG_CONFIG_HOME}, ${XDG_DATA_HOME}, " \
+	"${XDG_CACHE_HOME}, ${XDG_STATE_HOME})"
 	static const struct {
 		const ab_vars *v;
 		const char *in;
 		bool tilde;
 		const char *out, *err;
 	} cases[] = {
-		{ &v, "~", true, "/h", NULL },
-		{ &v, "~/x", true, "/h/x", NULL },
-		{ &v, "~x", true, "~x", NULL },
-		{ &v, "a~/b", true, "a~/b", NULL },
-		{ &v, "~/x", false, "~/x", NULL },
-		{ &v, "", true, "", NULL },
-		{ &v, "${HOME}/a", true, "/h/a", NULL },
-		{ &v, "${WORKSPACE}", true, "/w", NULL },
-		{ &v, "x${USER}y", true, "xuy", NULL },
-		{ &v, "${HOME}${HOME}", true, "/h/h", NULL },
-		{ &v, "~${HOME}", true, "~/h", NULL },
-		{ &v, "${XDG_CONFIG_HOME}", true, "/h/.config", NULL },
-		{ &v, "${XDG_DATA_HOME}/f", true, "/data/f", NULL },
-		{ &v, "${XDG_CACHE_HOME}", true, "/h/.cache", NULL }, /* relative: ignored */
-		{ &v, "${XDG_STATE_HOME}", true, "/h/.local/state", NULL },
-		{ &v, "$HOME $ {HOME} $", true, "$HOME $ {HOME} $", NULL },
-		{ &v, "${", true, NULL, "unterminated \"${\" (write ${NAME})" },
-		{ &v, "a${HOME", true, NULL, "unterminated \"${\" (write ${NAME})" },
-		{ &v, "${PATH}", true, NULL, "unknown variable ${PATH} " KNOWN },
-		{ &v, "${NOPE}", true, NULL, "unknown variable ${NOPE} (did you mean ${HOME}?)" },
-		{ &v, "${}", true, NULL, "unknown variable ${} " KNOWN },
-		{ &v, "${HOEM}", true, NULL, "unknown variable ${HOEM} (did you mean ${HOME}?)" },
-		{ &v, "${home}", true, NULL, "unknown variable ${home} " KNOWN },
-		{ &v, "${\x1b[2J}", true, NULL, "unknown variable ${\\x1b[2J} " KNOWN },
-		{ &none, "${USER}", true, NULL, "${USER} is not set" },
-		{ &none, "${HOME}", true, NULL, "${HOME} is not set" },
-		{ &none, "${XDG_CONFIG_HOME}", true, NULL, "${XDG_CONFIG_HOME} is not set" },
-		{ &none, "~/x", true, NULL, "cannot expand \"~\": the home directory is unknown" },
-		{ &none, "~/x", false, "~/x", NULL },
-		{ NULL, "${WORKSPACE}", true, NULL, "${WORKSPACE} is not set" },
+		{&v, "~", true, "/h", NULL},
+		{&v, "~/x", true, "/h/x", NULL},
+		{&v, "~x", true, "~x", NULL},
+		{&v, "a~/b", true, "a~/b", NULL},
+		{&v, "~/x", false, "~/x", NULL},
+		{&v, "", true, "", NULL},
+		{&v, "${HOME}/a", true, "/h/a", NULL},
+		{&v, "${WORKSPACE}", true, "/w", NULL},
+		{&v, "x${USER}y", true, "xuy", NULL},
+		{&v, "${HOME}${HOME}", true, "/h/h", NULL},
+		{&v, "~${HOME}", true, "~/h", NULL},
+		{&v, "${XDG_CONFIG_HOME}", true, "/h/.config", NULL},
+		{&v, "${XDG_DATA_HOME}/f", true, "/data/f", NULL},
+		{&v, "${XDG_CACHE_HOME}", true, "/h/.cache", NULL}, /* relative: ignored */
+		{&v, "${XDG_STATE_HOME}", true, "/h/.local/state", NULL},
+		{&v, "$HOME $ {HOME} $", true, "$HOME $ {HOME} $", NULL},
+		{&v, "${", true, NULL, "unterminated \"${\" (write ${NAME})"},
+		{&v, "a${HOME", true, NULL, "unterminated \"${\" (write ${NAME})"},
+		{&v, "${PATH}", true, NULL, "unknown variable ${PATH} " KNOWN},
+		{&v, "${NOPE}", true, NULL, "unknown variable ${NOPE} (did you mean ${HOME}?)"},
+		{&v, "${}", true, NULL, "unknown variable ${} " KNOWN},
+		{&v, "${HOEM}", true, NULL, "unknown variable ${HOEM} (did you mean ${HOME}?)"},
+		{&v, "${home}", true, NULL, "unknown variable ${home} " KNOWN},
+		{&v, "${\x1b[2J}", true, NULL, "unknown variable ${\\x1b[2J} " KNOWN},
+		{&none, "${USER}", true, NULL, "${USER} is not set"},
+		{&none, "${HOME}", true, NULL, "${HOME} is not set"},
+		{&none, "${XDG_CONFIG_HOME}", true, NULL, "${XDG_CONFIG_HOME} is not set"},
+		{&none, "~/x", true, NULL, "cannot expand \"~\": the home directory is unknown"},
+		{&none, "~/x", false, "~/x", NULL},
+		{NULL, "${WORKSPACE}", true, NULL, "${WORKSPACE} is not set"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(cases); i++) {
-		ab_err e = { 0 };
+		ab_err e = {0};
 		char *out = NULL;
 		int r = ab_profile_expand(cases[i].in, cases[i].v, cases[i].tilde, &out, &e);
 		if (cases[i].out) {
@@ -670,7 +684,7 @@ static void test_expand(void **state)
 	char longname[200] = "${";
 	memset(longname + 2, 'A', 150);
 	strcpy(longname + 152, "}");
-	ab_err e = { 0 };
+	ab_err e = {0};
 	char *out = NULL;
 	assert_int_equal(ab_profile_expand(longname, &v, true, &out, &e), -EINVAL);
 	char a65[66];
@@ -679,7 +693,7 @@ static void test_expand(void **state)
 	assert_null(strstr(e.msg, a65)); /* cut at 64 */
 	assert_non_null(strstr(e.msg, "AAA...} (known:"));
 	/* bounded output */
-	static const ab_vars longhome = { .home = "/0123456789" };
+	static const ab_vars longhome = {.home = "/0123456789"};
 	size_t n = 10000 * 7 + 1;
 	char *in = malloc(n);
 	assert_non_null(in);
@@ -699,16 +713,19 @@ static void test_expand(void **state)
 /* Expansion inside a profile: errors point at the string. */
 static void test_expand_in_profile(void **state)
 {
-	static const ab_vars v = { .home = "/h", .workspace = "/w/./ws/" };
+	static const ab_vars v = {.home = "/h", .workspace = "/w/./ws/"};
 	ab_profile *p = NULL;
-	ab_err e = { 0 };
-	static const char json[] = "{\"version\":1,\"filesystem\":{\"write\":[\"${WORKSPACE}/..//x/.\"],"
-				   "\"protect\":[\"~/x\",\"?${HOME}/y/\",\"/a/../b\",\"rel/${HOME}\"]},"
-				   "\"env\":{\"set\":{\"P\":\"~/bin:${HOME}\"}}}";
-	assert_int_equal(ab_profile_load_buffer(json, strlen(json), "/x/p.json", &v, &p, &e), -EINVAL);
-	assert_string_equal(e.msg, "/x/p.json:1:102: filesystem.protect[3]: \"rel/${HOME}\": a relative "
-				   "protect entry is not expanded (start it with a variable, ~/ or / "
-				   "to name one path)");
+	ab_err e = {0};
+	static const char json[] =
+		"{\"version\":1,\"filesystem\":{\"write\":[\"${WORKSPACE}/..//x/.\"],"
+		"\"protect\":[\"~/x\",\"?${HOME}/y/\",\"/a/../b\",\"rel/${HOME}\"]},"
+		"\"env\":{\"set\":{\"P\":\"~/bin:${HOME}\"}}}";
+	assert_int_equal(ab_profile_load_buffer(json, strlen(json), "/x/p.json", &v, &p, &e),
+			 -EINVAL);
+	assert_string_equal(e.msg,
+			    "/x/p.json:1:102: filesystem.protect[3]: \"rel/${HOME}\": a relative "
+			    "protect entry is not expanded (start it with a variable, ~/ or / "
+			    "to name one path)");
 	/* anchored entries: expanded, normalised, '?' and a trailing '/' kept */
 	static const char json1[] = "{\"version\":1,\"filesystem\":{\"protect\":[\"~/x\","
 				    "\"?${HOME}/y/\",\"/a/../b\",\"rel/x/\",\"?./opt/\"]}}";
@@ -717,13 +734,14 @@ static void test_expand_in_profile(void **state)
 	assert_strv(&p->fs.protect, STRV("/h/x", "?/h/y/", "/b", "rel/x/", "?opt/"));
 	ab_profile_free(p);
 	p = NULL;
-	static const char json2[] = "{\"version\":1,\"filesystem\":{\"write\":[\"${WORKSPACE}/..//x/.\"]},"
-				    "\"env\":{\"set\":{\"P\":\"~/bin:${HOME}\"}}}";
+	static const char json2[] =
+		"{\"version\":1,\"filesystem\":{\"write\":[\"${WORKSPACE}/..//x/.\"]},"
+		"\"env\":{\"set\":{\"P\":\"~/bin:${HOME}\"}}}";
 	assert_int_equal(ab_profile_load_buffer(json2, strlen(json2), "/x/p.json", &v, &p, &e), 0);
 	assert_strv(&p->fs.write, STRV("/w/x"));
 	assert_string_equal(env_get(p, "P"), "/h/bin:/h");
 	ab_profile_free(p);
-	buf_err_v(json2, strlen(json2), &(ab_vars){ .home = "/h" },
+	buf_err_v(json2, strlen(json2), &(ab_vars){.home = "/h"},
 		  "/x/p.json:1:37: filesystem.write[0]: ${WORKSPACE} is not set");
 	buf_err("{\"version\":1,\"unix_sockets\":[\"${USER}/s\"]}",
 		"/x/p.json:1:30: unix_sockets[0]: \"${USER}/s\" is not an absolute path (start it "
@@ -734,20 +752,23 @@ static void test_expand_in_profile(void **state)
 
 static void test_merge(void **state)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *a = buf_ok_as("{\"version\":1,\"description\":\"a\",\"command\":[\"x\"],"
 				  "\"filesystem\":{\"read\":[\"/a\",\"/b\"]},"
 				  "\"network\":{\"loopback_ports\":[1,2]},"
 				  "\"env\":{\"set\":{\"K\":\"1\",\"L\":\"2\"}},"
-				  "\"limits\":{\"nofile\":1,\"core\":0}}", "/x/a.json");
+				  "\"limits\":{\"nofile\":1,\"core\":0}}",
+				  "/x/a.json");
 	ab_profile *b = buf_ok_as("{\"version\":1,\"command\":[],"
 				  "\"filesystem\":{\"read\":[\"/b\",\"/c\"],\"deny\":[\"/a\"]},"
 				  "\"network\":{\"loopback_ports\":[2,3]},"
 				  "\"env\":{\"set\":{\"L\":\"3\"}},\"limits\":{\"nofile\":5},"
-				  "\"hostname\":\"hb\"}", "/x/b.json");
+				  "\"hostname\":\"hb\"}",
+				  "/x/b.json");
 	ab_profile *c = buf_ok_as("{\"version\":1,\"command\":[\"y\",\"z\"],\"description\":\"c\","
 				  "\"network\":{\"loopback_ports\":\"any\"},"
-				  "\"allow_downgrade\":[\"landlock\"]}", "/x/c.json");
+				  "\"allow_downgrade\":[\"landlock\"]}",
+				  "/x/c.json");
 	assert_int_equal(ab_profile_merge(a, b, &e), 0);
 	assert_string_equal(a->description, "a");
 	assert_string_equal(a->hostname, "hb");
@@ -788,9 +809,10 @@ static void test_extends_depth(void **state)
 	for (int i = 0; i <= 9; i++) {
 		snprintf(path, sizeof(path), "%s/l%d.json", d, i);
 		if (i < 9)
-			snprintf(body, sizeof(body),
-				 "{\"version\":1,\"extends\":\"l%d\",\"filesystem\":{\"read\":[\"/l%d\"]}}",
-				 i + 1, i);
+			snprintf(
+				body, sizeof(body),
+				"{\"version\":1,\"extends\":\"l%d\",\"filesystem\":{\"read\":[\"/l%d\"]}}",
+				i + 1, i);
 		else
 			snprintf(body, sizeof(body), "{\"version\":1,\"hostname\":\"bottom\"}");
 		write_file(path, body);
@@ -803,13 +825,14 @@ static void test_extends_depth(void **state)
 	assert_string_equal(p->hostname, "bottom");
 	ab_profile_free(p);
 
-	ab_err e = { 0 };
+	ab_err e = {0};
 	snprintf(path, sizeof(path), "%s/l0.json", d);
 	assert_true(ab_profile_load(path, &V, &p, &e) < 0);
-	char *want = ab_asprintf("%s/l8.json:1:24: extends: nested deeper than 8 levels (%s/l0.json -> "
-				 "%s/l1.json -> %s/l2.json -> %s/l3.json -> %s/l4.json -> "
-				 "%s/l5.json -> %s/l6.json -> %s/l7.json -> %s/l8.json -> %s/l9.json)",
-				 d, d, d, d, d, d, d, d, d, d, d);
+	char *want =
+		ab_asprintf("%s/l8.json:1:24: extends: nested deeper than 8 levels (%s/l0.json -> "
+			    "%s/l1.json -> %s/l2.json -> %s/l3.json -> %s/l4.json -> "
+			    "%s/l5.json -> %s/l6.json -> %s/l7.json -> %s/l8.json -> %s/l9.json)",
+			    d, d, d, d, d, d, d, d, d, d, d);
 	assert_string_equal(e.msg, want);
 	free(want);
 	rm_rf(d);
@@ -863,7 +886,7 @@ static void test_extends_fanout(void **state)
 	snprintf(body + n, cap - n, "]}");
 	write_file(top, body);
 	write_file(b, "{\"version\":1,\"filesystem\":{\"read\":[\"/b\"]}}");
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = NULL;
 	assert_true(ab_profile_load(top, &V, &p, &e) < 0);
 	char *want = ab_asprintf("%s: too many profile files through extends (more than 256)", b);
@@ -878,7 +901,7 @@ static void test_extends_fanout(void **state)
 
 static void test_find(void **state)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	char *path = NULL, cwd[PATH_MAX], exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	assert_true(n > 0);
@@ -890,13 +913,16 @@ static void test_find(void **state)
 	char *norm_share = ab_path_normalize(exedir_share);
 
 	assert_int_equal(ab_profile_find("zz-none", &V, &path, &e), -ENOENT);
-	char *want = ab_asprintf("profile \"zz-none\" not found (looked in "
-				 "/home/user/.config/agentbox/profiles/zz-none.json, %s, "
-				 AB_DATADIR "/profiles/zz-none.json, %s)", norm_share, norm);
+	char *want =
+		ab_asprintf("profile \"zz-none\" not found (looked in "
+			    "/home/user/.config/agentbox/profiles/zz-none.json, %s, " AB_DATADIR
+			    "/profiles/zz-none.json, %s)",
+			    norm_share, norm);
 	assert_string_equal(e.msg, want);
-	assert_string_equal(e.hint, "put your own in /home/user/.config/agentbox/profiles/zz-none.json "
-				    "(or pass a path to a .json file) and validate it with "
-				    "\"agentbox check zz-none\"");
+	assert_string_equal(e.hint,
+			    "put your own in /home/user/.config/agentbox/profiles/zz-none.json "
+			    "(or pass a path to a .json file) and validate it with "
+			    "\"agentbox check zz-none\"");
 	assert_int_equal(e.exit_code, AB_EXIT_FAIL);
 	free(want);
 	free(norm);
@@ -908,25 +934,33 @@ static void test_find(void **state)
 	ab_vars v = V;
 	v.xdg_config_home = "relative/cfg";
 	assert_int_equal(ab_profile_find("zz-none", &v, &path, &e), -ENOENT);
-	assert_non_null(strstr(e.msg, "(looked in /home/user/.config/agentbox/profiles/zz-none.json, "));
+	assert_non_null(
+		strstr(e.msg, "(looked in /home/user/.config/agentbox/profiles/zz-none.json, "));
 	v.xdg_config_home = "/etc/xdg-abs";
 	assert_int_equal(ab_profile_find("zz-none", &v, &path, &e), -ENOENT);
 	assert_non_null(strstr(e.msg, "(looked in /etc/xdg-abs/agentbox/profiles/zz-none.json, "));
 
-	static const char *const bad[] = { "a b", "-x", ".hidden", "a\x1b", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" };
+	static const char *const bad[] = {
+		"a b", "-x", ".hidden", "a\x1b",
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(bad); i++) {
 		assert_int_equal(ab_profile_find(bad[i], &V, &path, &e), -EINVAL);
 		assert_true(strncmp(e.msg, "invalid profile name \"", 22) == 0);
 	}
 	assert_string_equal(e.hint, "to load a file, give a path containing / or ending in .json");
 	assert_int_equal(ab_profile_find("a\x1b", &V, &path, &e), -EINVAL);
-	assert_string_equal(e.msg, "invalid profile name \"a\\x1b\" (an optional +, a letter or digit, then up to 63 "
-				   "of A-Z a-z 0-9 . _ + -)");
+	assert_string_equal(
+		e.msg,
+		"invalid profile name \"a\\x1b\" (an optional +, a letter or digit, then up to 63 "
+		"of A-Z a-z 0-9 . _ + -)");
 	assert_int_equal(ab_profile_find("", &V, &path, &e), -EINVAL);
 	assert_string_equal(e.msg, "empty profile name");
 	assert_int_equal(ab_profile_find(NULL, NULL, &path, &e), -EINVAL);
 	/* 64 characters is a valid name (just not found) */
-	assert_int_equal(ab_profile_find("A234567890123456789012345678901234567890123456789012345678901+-.", NULL, &path, &e), -ENOENT);
+	assert_int_equal(
+		ab_profile_find("A234567890123456789012345678901234567890123456789012345678901+-.",
+				NULL, &path, &e),
+		-ENOENT);
 
 	/* paths: relative to the cwd, made absolute and normalised */
 	assert_non_null(getcwd(cwd, sizeof(cwd)));
@@ -935,7 +969,8 @@ static void test_find(void **state)
 	assert_string_equal(path, FIX "/valid/minimal.json");
 	free(path);
 	assert_int_equal(ab_profile_find("nope.json", &V, &path, &e), -ENOENT);
-	assert_string_equal(e.msg, "cannot read profile " FIX "/invalid/nope.json: No such file or directory");
+	assert_string_equal(e.msg, "cannot read profile " FIX
+				   "/invalid/nope.json: No such file or directory");
 	ab_profile *p = load_ok("../valid/child.json", &V);
 	assert_string_equal(p->name, "../valid/child.json");
 	assert_string_equal(p->path, FIX "/valid/child.json");
@@ -953,7 +988,7 @@ static void test_find(void **state)
 
 static void test_limits(void **state)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = NULL;
 	size_t cap = AB_PROFILE_MAX_BYTES + 2;
 	char *buf = malloc(cap);
@@ -962,9 +997,11 @@ static void test_limits(void **state)
 	/* exactly the maximum loads; one more byte does not */
 	memset(buf, ' ', cap);
 	memcpy(buf, "{\"version\":1}", 13);
-	assert_int_equal(ab_profile_load_buffer(buf, AB_PROFILE_MAX_BYTES, "/x/p.json", &V, &p, &e), 0);
+	assert_int_equal(ab_profile_load_buffer(buf, AB_PROFILE_MAX_BYTES, "/x/p.json", &V, &p, &e),
+			 0);
 	ab_profile_free(p);
-	assert_true(ab_profile_load_buffer(buf, AB_PROFILE_MAX_BYTES + 1, "/x/p.json", &V, &p, &e) < 0);
+	assert_true(ab_profile_load_buffer(buf, AB_PROFILE_MAX_BYTES + 1, "/x/p.json", &V, &p, &e) <
+		    0);
 	assert_string_equal(e.msg, "/x/p.json: profile too large (more than 1048576 bytes)");
 
 	/* lists: AB_PROFILE_MAX_LIST entries load, one more does not */
@@ -980,8 +1017,9 @@ static void test_limits(void **state)
 			ab_profile_free(p);
 		} else {
 			assert_true(r < 0);
-			assert_string_equal(e.msg, "/x/p.json:1:35: filesystem.read: too many entries "
-						   "(1025, at most 1024)");
+			assert_string_equal(e.msg,
+					    "/x/p.json:1:35: filesystem.read: too many entries "
+					    "(1025, at most 1024)");
 		}
 	}
 	/* env.set counts too */
@@ -995,11 +1033,13 @@ static void test_limits(void **state)
 	memset(buf + n, 'a', 5000);
 	n += 5000;
 	n += (size_t)snprintf(buf + n, cap - n, "\"]}}");
-	buf_err_v(buf, n, &V, "/x/p.json:1:36: filesystem.deny[0]: path too long (at most 4095 bytes)");
+	buf_err_v(buf, n, &V,
+		  "/x/p.json:1:36: filesystem.deny[0]: path too long (at most 4095 bytes)");
 	free(buf);
 
 	/* files: too large, not regular (device, FIFO: must not block, directory) */
-	char *d = tmpdir(), *big = ab_asprintf("%s/big.json", d), *fifo = ab_asprintf("%s/f.json", d);
+	char *d = tmpdir(), *big = ab_asprintf("%s/big.json", d),
+	     *fifo = ab_asprintf("%s/f.json", d);
 	int fd = open(big, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, AB_PROFILE_MAX_BYTES + 1), 0);
@@ -1025,14 +1065,16 @@ static void test_limits(void **state)
 	char *top = ab_asprintf("%s/top.json", d);
 	write_file(top, "{\"version\":1,\"extends\":[\"f.json\"]}");
 	assert_true(ab_profile_load(top, &V, &p, &e) < 0);
-	want = ab_asprintf("%s:1:25: extends[0]: cannot read profile %s: not a regular file", top, fifo);
+	want = ab_asprintf("%s:1:25: extends[0]: cannot read profile %s: not a regular file", top,
+			   fifo);
 	assert_string_equal(e.msg, want);
 	free(want);
 	/* paths from a profile are shown with control characters escaped */
 	write_file(top, "{\"version\":1,\"extends\":\"./\\u001b[2J\\u009b.json\"}");
 	assert_true(ab_profile_load(top, &V, &p, &e) < 0);
 	want = ab_asprintf("%s:1:24: extends: cannot read profile %s/\\x1b[2J\\u009b.json: No such "
-			   "file or directory", top, d);
+			   "file or directory",
+			   top, d);
 	assert_string_equal(e.msg, want);
 	free(want);
 	rm_rf(d);
@@ -1060,7 +1102,7 @@ static void test_loader_hostile(void **state)
 			default: n = at + 1; break; /* truncate */
 			}
 		}
-		ab_err e = { 0 };
+		ab_err e = {0};
 		ab_profile *p = NULL;
 		int r = ab_profile_load_buffer(b, n, FIX "/valid/fuzz.json", &V, &p, &e);
 		if (r == 0) {
@@ -1091,7 +1133,7 @@ static void test_downgrade_names(void **state)
 /* secrets.NAME.mask_in_body: a boolean, false by default, copied by merges. */
 static void test_secret_mask_in_body(void **state)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = buf_ok_as("{\"version\":1,\"secrets\":{"
 				  "\"A\":{\"from\":{\"env\":\"A\"},\"hosts\":[\"a.test\"],"
 				  "\"mask_in_body\":true},"
@@ -1108,7 +1150,8 @@ static void test_secret_mask_in_body(void **state)
 	ab_profile *q = buf_ok_as("{\"version\":1,\"secrets\":{"
 				  "\"A\":{\"from\":{\"env\":\"A\"},\"hosts\":[\"a.test\"]},"
 				  "\"C\":{\"from\":{\"env\":\"C\"},\"hosts\":[\"c.test\"],"
-				  "\"mask_in_body\":true}}}", "/x/t.json");
+				  "\"mask_in_body\":true}}}",
+				  "/x/t.json");
 	ab_profile *empty = buf_ok_as("{\"version\":1}", "/x/e.json");
 	assert_int_equal(ab_profile_merge(empty, p, &e), 0);
 	assert_true(empty->secrets[0].mask_in_body);
@@ -1142,7 +1185,7 @@ static void test_secret_mask_in_body(void **state)
  * network.placeholder_elsewhere replaces the earlier one when it sets it. */
 static void test_secret_elsewhere(void **state)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = buf_ok_as("{\"version\":1,\"secrets\":{"
 				  "\"A\":{\"from\":{\"env\":\"A\"},\"hosts\":[\"a.test\"],"
 				  "\"elsewhere\":\"refuse\"},"
@@ -1169,7 +1212,8 @@ static void test_secret_elsewhere(void **state)
 				  "/x/t.json");
 	assert_int_equal(q->net.placeholder_elsewhere, AB_ELSEWHERE_REFUSE);
 	ab_profile *r = buf_ok_as("{\"version\":1,\"network\":{\"placeholder_elsewhere\":"
-				  "\"forward\"}}", "/x/u.json");
+				  "\"forward\"}}",
+				  "/x/u.json");
 	ab_profile *none = buf_ok_as("{\"version\":1}", "/x/n.json");
 	ab_profile *empty = buf_ok_as("{\"version\":1}", "/x/e.json");
 	assert_int_equal(ab_profile_merge(empty, p, &e), 0);
@@ -1180,11 +1224,9 @@ static void test_secret_elsewhere(void **state)
 	assert_int_equal(empty->secrets[0].elsewhere, AB_ELSEWHERE_UNSET);
 	assert_int_equal(empty->secrets[1].elsewhere, AB_ELSEWHERE_FORWARD);
 	assert_int_equal(empty->net.placeholder_elsewhere, AB_ELSEWHERE_REFUSE);
-	assert_int_equal(ab_psecret_elsewhere(&empty->secrets[0],
-					      empty->net.placeholder_elsewhere),
+	assert_int_equal(ab_psecret_elsewhere(&empty->secrets[0], empty->net.placeholder_elsewhere),
 			 AB_ELSEWHERE_REFUSE);
-	assert_int_equal(ab_psecret_elsewhere(&empty->secrets[1],
-					      empty->net.placeholder_elsewhere),
+	assert_int_equal(ab_psecret_elsewhere(&empty->secrets[1], empty->net.placeholder_elsewhere),
 			 AB_ELSEWHERE_FORWARD);
 	/* a profile that does not set it keeps the earlier one's; one that does wins */
 	assert_int_equal(ab_profile_merge(empty, none, &e), 0);
@@ -1219,14 +1261,16 @@ static void test_secret_elsewhere(void **state)
 
 /* secrets.NAME.rotate.stamp: JSON pointers to "now" or "expires_at_ms",
  * 1 to 8, copied by merges; anything else refused with its place. */
-#define ROT_HEAD "{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"json\":\"/x/c.json\"," \
-		 "\"pointer\":\"/t\"},\"hosts\":[\"a.test\"],\"rotate\":{\"url\":" \
-		 "\"https://a.test/tok\",\"field\":\"/access_token\",\"stamp\":"
+#define ROT_HEAD                                                               \
+	"{\"version\":1,\"secrets\":{\"A\":{\"from\":{\"json\":\"/x/c.json\"," \
+	"\"pointer\":\"/t\"},\"hosts\":[\"a.test\"],\"rotate\":{\"url\":"      \
+	"\"https://a.test/tok\",\"field\":\"/access_token\",\"stamp\":"
 static void test_secret_rotate_stamp(void **state)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = buf_ok_as(ROT_HEAD "{\"/o/expiresAt\":\"expires_at_ms\","
-				  "\"/last~1refresh\":\"now\"}}}}}", "/x/s.json");
+					   "\"/last~1refresh\":\"now\"}}}}}",
+				  "/x/s.json");
 	const struct ab_profile_secret *x = &p->secrets[0];
 	assert_int_equal(x->rot_stamp_ptr.n, 2);
 	assert_int_equal(x->rot_stamp_kind.n, 2);
@@ -1252,7 +1296,8 @@ static void test_secret_rotate_stamp(void **state)
 		"\"expires_at_ms\"} (1 to 8)");
 	buf_err(ROT_HEAD "{\"/a\":1}}}}}",
 		"/x/p.json:1:161: secrets.A.rotate.stamp: expected a string, got an integer");
-	buf_err(ROT_HEAD "{\"/1\":\"now\",\"/2\":\"now\",\"/3\":\"now\",\"/4\":\"now\","
+	buf_err(ROT_HEAD
+		"{\"/1\":\"now\",\"/2\":\"now\",\"/3\":\"now\",\"/4\":\"now\","
 		"\"/5\":\"now\",\"/6\":\"now\",\"/7\":\"now\",\"/8\":\"now\",\"/9\":\"now\"}}}}}",
 		"/x/p.json:1:161: secrets.A.rotate.stamp: expected {\"/pointer\": \"now\" or "
 		"\"expires_at_ms\"} (1 to 8)");
@@ -1265,7 +1310,7 @@ static void test_secret_rotate_stamp(void **state)
  * copied by merges. */
 static void test_secret_placeholder_jwt(void **state)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = buf_ok_as("{\"version\":1,\"secrets\":{"
 				  "\"A\":{\"from\":{\"env\":\"A\"},\"hosts\":[\"a.test\"],"
 				  "\"placeholder\":{\"jwt\":true}},"
@@ -1300,7 +1345,7 @@ static void test_secret_placeholder_jwt(void **state)
 /* secrets.NAME.placeholder.stable: a boolean, not with jwt, copied by merges. */
 static void test_secret_placeholder_stable(void **state)
 {
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = buf_ok_as("{\"version\":1,\"secrets\":{"
 				  "\"A\":{\"from\":{\"env\":\"A\"},\"hosts\":[\"a.test\"],"
 				  "\"placeholder\":{\"prefix\":\"sk-\",\"stable\":true}},"
@@ -1351,7 +1396,7 @@ static void test_shipped_profiles(void **state)
 static char *parser_keys(const char *section)
 {
 	char json[128];
-	ab_err e = { 0 };
+	ab_err e = {0};
 	ab_profile *p = NULL;
 	if (section)
 		snprintf(json, sizeof(json), "{\"version\":1,\"%s\":{\"zzzzzzzzzz\":1}}", section);
@@ -1399,10 +1444,11 @@ static char *sorted_list(char *list)
 
 static void test_schema_matches_parser(void **state)
 {
-	static const char *const sections[] = { NULL, "filesystem", "network", "env", "limits",
-						"syscalls" };
+	static const char *const sections[] = {NULL,  "filesystem", "network",
+					       "env", "limits",     "syscalls"};
 	json_error_t je;
-	json_t *schema = json_load_file(AB_SRCDIR "/profiles/schema.json", JSON_REJECT_DUPLICATES, &je);
+	json_t *schema =
+		json_load_file(AB_SRCDIR "/profiles/schema.json", JSON_REJECT_DUPLICATES, &je);
 	if (!schema)
 		print_error("schema.json: %d:%d: %s\n", je.line, je.column, je.text);
 	assert_non_null(schema);
@@ -1416,7 +1462,8 @@ static void test_schema_matches_parser(void **state)
 		json_t *addl = sections[i] ? json_object_get(json_object_get(top, sections[i]),
 							     "additionalProperties")
 					   : json_object_get(schema, "additionalProperties");
-		char *pk = parser_keys(sections[i]), *sorted = sorted_list(pk), *sk = schema_keys(props);
+		char *pk = parser_keys(sections[i]), *sorted = sorted_list(pk),
+		     *sk = schema_keys(props);
 		if (strcmp(sorted, sk) != 0)
 			print_error("%s: parser knows [%s], schema has [%s]\n",
 				    sections[i] ? sections[i] : "top level", sorted, sk);
@@ -1427,26 +1474,29 @@ static void test_schema_matches_parser(void **state)
 	/* a secret's keys, as the parser lists them for an unknown one */
 	{
 		static const char js[] = "{\"version\":1,\"secrets\":{\"S\":{\"zzzzzzzzzz\":1}}}";
-		ab_err e = { 0 };
+		ab_err e = {0};
 		ab_profile *p = NULL;
 		assert_true(ab_profile_load_buffer(js, strlen(js), "/x/p.json", &V, &p, &e) < 0);
 		char *k = strstr(e.msg, "\" (");
 		assert_non_null(k);
 		k = strdup(k + 3);
 		k[strlen(k) - 1] = '\0';
-		json_t *sec = json_object_get(json_object_get(top, "secrets"), "additionalProperties");
-		char *sorted = sorted_list(k), *sk = schema_keys(json_object_get(sec, "properties"));
+		json_t *sec =
+			json_object_get(json_object_get(top, "secrets"), "additionalProperties");
+		char *sorted = sorted_list(k),
+		     *sk = schema_keys(json_object_get(sec, "properties"));
 		if (strcmp(sorted, sk) != 0)
 			print_error("secrets: parser knows [%s], schema has [%s]\n", sorted, sk);
 		assert_string_equal(sorted, sk);
 		assert_true(json_is_false(json_object_get(sec, "additionalProperties")));
 		free(k), free(sorted), free(sk);
 	}
-	json_t *en = json_object_get(json_object_get(json_object_get(top, "allow_downgrade"), "items"),
-				     "enum");
+	json_t *en = json_object_get(
+		json_object_get(json_object_get(top, "allow_downgrade"), "items"), "enum");
 	assert_int_equal(json_array_size(en), 8);
 	for (size_t i = 0; ab_downgrade_names[i]; i++)
-		assert_string_equal(json_string_value(json_array_get(en, i)), ab_downgrade_names[i]);
+		assert_string_equal(json_string_value(json_array_get(en, i)),
+				    ab_downgrade_names[i]);
 	json_t *req = json_object_get(schema, "required");
 	assert_int_equal(json_array_size(req), 1);
 	assert_string_equal(json_string_value(json_array_get(req, 0)), "version");
@@ -1484,8 +1534,8 @@ static void test_zero_cgroup_limits_refused(void **state)
 			 bodies[i][1] == 'm' ? "memory" : "pids");
 		buf_err(json, want);
 	}
-	ab_profile *p = buf_ok_as("{\"version\":1,\"limits\":{\"memory\":\"1K\",\"pids\":1}}",
-				  "/x/p.json");
+	ab_profile *p =
+		buf_ok_as("{\"version\":1,\"limits\":{\"memory\":\"1K\",\"pids\":1}}", "/x/p.json");
 	assert_int_equal(p->limits.memory, 1024);
 	assert_int_equal(p->limits.pids, 1);
 	ab_profile_free(p);

@@ -75,11 +75,11 @@ static void open_outer(int *m, int *s)
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	ab_err err = { 0 };
+	ab_err err = {0};
 	assert_non_null(f);
 	assert_int_equal(ab_loop_new(&f->loop, &err), 0);
 	open_outer(&f->om, &f->os);
-	struct winsize ws = { .ws_row = 24, .ws_col = 80 };
+	struct winsize ws = {.ws_row = 24, .ws_col = 80};
 	assert_int_equal(ioctl(f->os, TIOCSWINSZ, &ws), 0);
 	assert_int_equal(ab_pty_open(&f->im, &f->is, NULL, &err), 0);
 	make_raw(f->is);
@@ -118,7 +118,8 @@ static void sink_tick(ab_loop *l, uint64_t id, void *data)
 	struct sink *s = data;
 	while (s->len < s->want) {
 		size_t room = sizeof(s->buf) - s->len;
-		ssize_t n = read(s->fd, s->buf + s->len, room < s->want - s->len ? room : s->want - s->len);
+		ssize_t n = read(s->fd, s->buf + s->len,
+				 room < s->want - s->len ? room : s->want - s->len);
 		if (n <= 0)
 			break;
 		s->len += (size_t)n;
@@ -133,14 +134,17 @@ static void sink_tick(ab_loop *l, uint64_t id, void *data)
 static const unsigned char *collect(ab_loop *l, int fd, size_t want)
 {
 	static struct sink s;
-	s = (struct sink){ .fd = fd, .want = want, .deadline = ab_now_ms() + GUARD_MS };
+	s = (struct sink){.fd = fd, .want = want, .deadline = ab_now_ms() + GUARD_MS};
 	ab_loop_timer(l, 0, sink_tick, &s);
 	assert_int_equal(ab_loop_run(l), 0);
 	assert_int_equal(s.len, want);
 	return s.buf;
 }
 
-static void stop_cb(ab_loop *l, uint64_t id, void *data) { ab_loop_stop(l); }
+static void stop_cb(ab_loop *l, uint64_t id, void *data)
+{
+	ab_loop_stop(l);
+}
 
 static void pump_for(ab_loop *l, uint64_t ms)
 {
@@ -191,8 +195,8 @@ static void write_all(int fd, const void *p, size_t n)
 static void test_open(void **state)
 {
 	int m = -1, s = -1;
-	ab_err err = { 0 };
-	struct winsize ws = { .ws_row = 33, .ws_col = 111 }, got;
+	ab_err err = {0};
+	struct winsize ws = {.ws_row = 33, .ws_col = 111}, got;
 	assert_int_equal(ab_pty_open(&m, &s, &ws, &err), 0);
 	assert_true(fcntl(m, F_GETFD) & FD_CLOEXEC);
 	assert_true(fcntl(s, F_GETFD) & FD_CLOEXEC);
@@ -223,7 +227,7 @@ static void test_open(void **state)
 /* In a child: make the slave controlling; report problems as exit codes. */
 static int controlling_child(int s, int as_fd0)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	if (as_fd0) { /* the slave already sits on fd 0 (with CLOEXEC) */
 		if (dup3(s, 0, O_CLOEXEC) != 0)
 			return 10;
@@ -250,7 +254,7 @@ static void test_make_controlling(void **state)
 {
 	for (int as_fd0 = 0; as_fd0 <= 1; as_fd0++) {
 		int m = -1, s = -1;
-		ab_err err = { 0 };
+		ab_err err = {0};
 		assert_int_equal(ab_pty_open(&m, &s, NULL, &err), 0);
 		pid_t pid = fork();
 		assert_true(pid >= 0);
@@ -261,12 +265,12 @@ static void test_make_controlling(void **state)
 		assert_int_equal(waitpid(pid, &st, 0), pid);
 		assert_true(WIFEXITED(st));
 		assert_int_equal(WEXITSTATUS(st), 0);
-		char buf[8] = { 0 };
+		char buf[8] = {0};
 		assert_int_equal(read(m, buf, sizeof(buf)), 2);
 		assert_string_equal(buf, "ok");
 		close(m);
 	}
-	ab_err err = { 0 };
+	ab_err err = {0};
 	assert_true(ab_pty_make_controlling(-1, 7, &err) < 0);
 }
 
@@ -276,7 +280,7 @@ static void test_relay_both_ways(void **state)
 {
 	struct fixture *f = *state;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	assert_int_equal(ab_pty_relay_start(f->loop, f->os, f->os, mdup(f), &r, &err), 0);
 
 	/* raw like ssh -t; the shared description untouched */
@@ -310,7 +314,7 @@ static void test_winsize(void **state)
 {
 	struct fixture *f = *state;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	struct winsize ws;
 	assert_int_equal(ab_pty_relay_start(f->loop, f->os, f->os, mdup(f), &r, &err), 0);
 	assert_true(ab_pty_get_winsize(f->is, &ws));
@@ -318,9 +322,9 @@ static void test_winsize(void **state)
 	assert_int_equal(ws.ws_col, 80);
 
 	static const struct winsize sizes[] = {
-		{ .ws_row = 50, .ws_col = 132 },
-		{ .ws_row = 1, .ws_col = 1 },
-		{ .ws_row = 65535, .ws_col = 65535, .ws_xpixel = 7, .ws_ypixel = 9 },
+		{.ws_row = 50, .ws_col = 132},
+		{.ws_row = 1, .ws_col = 1},
+		{.ws_row = 65535, .ws_col = 65535, .ws_xpixel = 7, .ws_ypixel = 9},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(sizes); i++) {
 		assert_int_equal(ioctl(f->os, TIOCSWINSZ, &sizes[i]), 0);
@@ -341,7 +345,10 @@ struct stream {
 	bool bad;
 };
 
-static unsigned char pat(size_t i) { return (unsigned char)(i * 131u + (i >> 12)); }
+static unsigned char pat(size_t i)
+{
+	return (unsigned char)(i * 131u + (i >> 12));
+}
 
 static void feed_cb(ab_loop *l, int fd, unsigned ev, void *data)
 {
@@ -389,11 +396,11 @@ static void test_one_mib_each_way(void **state)
 {
 	struct fixture *f = *state;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	assert_int_equal(ab_pty_relay_start(f->loop, f->os, f->os, mdup(f), &r, &err), 0);
-	struct stream in = { .src = f->om, .dst = f->is, .total = MIB };
+	struct stream in = {.src = f->om, .dst = f->is, .total = MIB};
 	run_stream(f->loop, &in, true);
-	struct stream out = { .src = f->is, .dst = f->om, .total = MIB };
+	struct stream out = {.src = f->is, .dst = f->om, .total = MIB};
 	run_stream(f->loop, &out, true);
 	ab_pty_relay_free(r);
 	assert_restored(f);
@@ -406,9 +413,9 @@ static void test_backpressure(void **state)
 {
 	struct fixture *f = *state;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	assert_int_equal(ab_pty_relay_start(f->loop, f->os, f->os, mdup(f), &r, &err), 0);
-	struct stream s = { .src = f->is, .dst = f->om, .total = MIB };
+	struct stream s = {.src = f->is, .dst = f->om, .total = MIB};
 	int stalls = 0;
 	while (stalls < 5 && s.sent < s.total) {
 		size_t before = s.sent;
@@ -423,7 +430,7 @@ static void test_backpressure(void **state)
 	run_stream(f->loop, &s, true);
 
 	/* and the other way: the inner side does not read */
-	struct stream in = { .src = f->om, .dst = f->is, .total = MIB };
+	struct stream in = {.src = f->om, .dst = f->is, .total = MIB};
 	stalls = 0;
 	while (stalls < 5 && in.sent < in.total) {
 		size_t before = in.sent;
@@ -445,7 +452,7 @@ static void test_slave_closed(void **state)
 {
 	struct fixture *f = *state;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	assert_int_equal(ab_pty_relay_start(f->loop, f->os, f->os, mdup(f), &r, &err), 0);
 	write_all(f->is, "bye", 3);
 	close(f->is);
@@ -462,7 +469,7 @@ static void test_slave_closed(void **state)
 static void test_drain_on_free(void **state)
 {
 	struct fixture *f = *state;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	for (int closed = 0; closed <= 1; closed++) {
 		ab_pty_relay *r = NULL;
 		assert_int_equal(ab_pty_relay_start(f->loop, f->os, f->os, mdup(f), &r, &err), 0);
@@ -475,7 +482,7 @@ static void test_drain_on_free(void **state)
 		ab_pty_relay_free(r);
 		assert_true(ab_now_ms() - t0 < 900);
 		char buf[32];
-		struct pollfd p = { .fd = f->om, .events = POLLIN };
+		struct pollfd p = {.fd = f->om, .events = POLLIN};
 		assert_int_equal(poll(&p, 1, 2000), 1);
 		assert_int_equal(read(f->om, buf, sizeof(buf)), 10);
 		assert_memory_equal(buf, "last words", 10);
@@ -489,7 +496,7 @@ static void test_input_eof(void **state)
 {
 	struct fixture *f = *state;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	int p[2];
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	write_all(p[1], "abc", 3);
@@ -514,7 +521,7 @@ static void test_regular_files(void **state)
 {
 	struct fixture *f = *state;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	FILE *in = tmpfile(), *out = tmpfile();
 	assert_non_null(in);
 	assert_non_null(out);
@@ -523,7 +530,7 @@ static void test_regular_files(void **state)
 	assert_int_equal(ab_pty_relay_start(f->loop, fileno(in), fileno(out), mdup(f), &r, &err),
 			 0);
 	assert_memory_equal(collect(f->loop, f->is, 11), "from a file", 11);
-	struct stream s = { .src = f->is, .total = 256 * 1024 };
+	struct stream s = {.src = f->is, .total = 256 * 1024};
 	while (s.sent < s.total) {
 		feed_cb(f->loop, f->is, AB_EV_WRITE, &s);
 		pump_for(f->loop, 1);
@@ -545,15 +552,15 @@ static void test_borrowed_socket(void **state)
 {
 	struct fixture *f = *state;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	int sv[2];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	int before = fcntl(sv[0], F_GETFL);
 	assert_int_equal(ab_pty_relay_start(f->loop, sv[0], sv[0], mdup(f), &r, &err), 0);
 	set_nonblock(sv[1]);
-	struct stream in = { .src = sv[1], .dst = f->is, .total = MIB };
+	struct stream in = {.src = sv[1], .dst = f->is, .total = MIB};
 	run_stream(f->loop, &in, true);
-	struct stream out = { .src = f->is, .dst = sv[1], .total = MIB };
+	struct stream out = {.src = f->is, .dst = sv[1], .total = MIB};
 	run_stream(f->loop, &out, true);
 	ab_pty_relay_free(r);
 	assert_int_equal(fcntl(sv[0], F_GETFL), before);
@@ -569,14 +576,15 @@ static int exclusive_child(struct fixture *f)
 	if (geteuid() == 0) {
 		cap_t c = cap_get_proc();
 		cap_value_t v = CAP_SYS_ADMIN;
-		if (!c || cap_set_flag(c, CAP_EFFECTIVE, 1, &v, CAP_CLEAR) < 0 || cap_set_proc(c) < 0)
+		if (!c || cap_set_flag(c, CAP_EFFECTIVE, 1, &v, CAP_CLEAR) < 0 ||
+		    cap_set_proc(c) < 0)
 			return 20;
 		cap_free(c);
 	}
 	if (ioctl(f->os, TIOCEXCL) < 0)
 		return 21;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	ab_loop *l = NULL; /* not the parent's: an epoll set is shared across fork */
 	if (ab_loop_new(&l, &err) < 0 || ab_pty_relay_start(l, f->os, f->os, mdup(f), &r, &err) < 0)
 		return 22;
@@ -585,7 +593,7 @@ static int exclusive_child(struct fixture *f)
 	struct sink *s = calloc(1, sizeof(*s));
 	if (!s)
 		return 27;
-	*s = (struct sink){ .fd = f->om, .want = 4, .deadline = ab_now_ms() + GUARD_MS };
+	*s = (struct sink){.fd = f->om, .want = 4, .deadline = ab_now_ms() + GUARD_MS};
 	ab_loop_timer(l, 0, sink_tick, s);
 	ab_loop_run(l);
 	if (s->len != 4 || memcmp(s->buf, "excl", 4) != 0)
@@ -618,7 +626,7 @@ static void test_bad_args(void **state)
 {
 	struct fixture *f = *state;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	assert_true(ab_pty_relay_start(NULL, f->os, f->os, mdup(f), &r, &err) < 0);
 	assert_true(ab_pty_relay_start(f->loop, -1, f->os, mdup(f), &r, &err) < 0);
 	assert_true(ab_pty_relay_start(f->loop, f->os, f->os, -1, &r, &err) < 0);
@@ -629,7 +637,7 @@ static void test_bad_args(void **state)
 	assert_non_null(strstr(err.msg, "pty master"));
 	assert_restored(f);
 	/* the master is closed on every failure path too */
-	static const int bad_in[] = { -1, 0 };
+	static const int bad_in[] = {-1, 0};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(bad_in); i++) {
 		int m = mdup(f);
 		ab_loop *l = bad_in[i] < 0 ? f->loop : NULL;
@@ -653,7 +661,7 @@ static void test_owns_master(void **state)
 {
 	struct fixture *f = *state;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	int m = mdup(f);
 	assert_int_equal(ab_pty_relay_start(f->loop, f->os, f->os, m, &r, &err), 0);
 	assert_true(fcntl(m, F_GETFL) & O_NONBLOCK);
@@ -668,7 +676,7 @@ static void test_sigpipe(void **state)
 {
 	struct fixture *f = *state;
 	ab_pty_relay *r = NULL;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	struct sigaction sa;
 	int p[2];
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
@@ -678,7 +686,7 @@ static void test_sigpipe(void **state)
 	assert_int_equal(ab_pty_relay_start(f->loop, f->os, p[1], mdup(f), &r, &err), 0);
 	assert_int_equal(sigaction(SIGPIPE, NULL, &sa), 0);
 	assert_true(sa.sa_handler == SIG_IGN);
-	struct stream s = { .src = f->is, .total = MIB };
+	struct stream s = {.src = f->is, .total = MIB};
 	for (int i = 0; i < 2000 && s.sent < s.total; i++) {
 		feed_cb(f->loop, f->is, AB_EV_WRITE, &s);
 		pump_for(f->loop, 1);

@@ -25,72 +25,54 @@
 #define TS(s) "{\"ts\":\"2026-01-02T03:04:" s "Z\","
 
 /* sh -c 'true; false; ls /' under pid 2, a re-exec, an orphan, network. */
-static const char LOG_TREE[] =
-	TS("05.000") "\"event\":\"start\",\"profile\":\"default\",\"proxy\":3128,"
-		     "\"transparent\":true,\"grants\":[\"--allow example.org\"]}\n"
-	TS("05.100") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"cwd\":\"/work\",\"path\":\"/bin/sh\","
-		     "\"argv\":[\"sh\",\"-c\",\"true; false; ls /\"]}\n"
-	TS("05.110") "\"event\":\"exec\",\"pid\":3,\"ppid\":2,\"cwd\":\"/work\",\"path\":\"true\","
-		     "\"argv\":[\"true\"]}\n"
-	TS("05.111") "\"event\":\"exit\",\"pid\":3,\"status\":0,\"ms\":1}\n"
-	TS("05.120") "\"event\":\"exec\",\"pid\":4,\"ppid\":2,\"cwd\":\"/work\",\"path\":\"false\","
-		     "\"argv\":[\"false\"]}\n"
-	TS("05.122") "\"event\":\"exit\",\"pid\":4,\"status\":1}\n"
-	TS("05.130") "\"event\":\"exec\",\"pid\":5,\"ppid\":2,\"cwd\":\"/\",\"path\":\"ls\","
-		     "\"argv\":[\"ls\",\"/\"]}\n"
-	TS("05.140") "\"event\":\"exit\",\"pid\":5,\"status\":0,\"ms\":10}\n"
-	TS("05.150") "\"event\":\"exec\",\"pid\":6,\"ppid\":2,\"cwd\":\"/work\",\"path\":\"/bin/env\","
-		     "\"argv\":[\"env\",\"python3\",\"x.py\"]}\n"
-	TS("05.160") "\"event\":\"exec\",\"pid\":6,\"ppid\":2,\"cwd\":\"/work\","
-		     "\"path\":\"/usr/bin/python3\",\"argv\":[\"python3\",\"x.py\"]}\n"
-	TS("06.160") "\"event\":\"exit\",\"pid\":6,\"signal\":9}\n"
-	TS("06.170") "\"event\":\"exec\",\"pid\":40,\"ppid\":39,\"cwd\":\"/work\",\"path\":\"cat\","
-		     "\"argv\":[\"cat\",\"it's here\"]}\n"
-	TS("06.200") "\"event\":\"exit\",\"pid\":2,\"status\":0}\n"
-	TS("06.300") "\"event\":\"request\",\"conn\":1,\"side\":\"explicit\",\"method\":\"CONNECT\","
-		     "\"host\":\"example.org\",\"port\":443,\"decision\":\"allow\",\"rule\":\"example.org\","
-		     "\"status\":200,\"bytes_up\":100,\"bytes_down\":2048,\"duration_ms\":5,"
-		     "\"secrets\":\"GH,NPM\"}\n"
-	TS("06.400") "\"event\":\"request\",\"conn\":2,\"side\":\"explicit\",\"method\":\"GET\","
-		     "\"host\":\"example.org\",\"port\":443,\"decision\":\"allow\",\"rule\":\"example.org\","
-		     "\"status\":200,\"bytes_up\":1,\"bytes_down\":2,\"secrets\":[\"GH\"],"
-		     "\"masked\":\"NPM\"}\n"
-	TS("06.500") "\"event\":\"request\",\"conn\":3,\"side\":\"explicit\",\"method\":\"CONNECT\","
-		     "\"host\":\"evil.test\",\"port\":443,\"decision\":\"deny\",\"rule\":\"not-listed\","
-		     "\"status\":403,\"bytes_up\":0,\"bytes_down\":0,\"reason\":\"evil.test:443 is not "
-		     "in the allowlist\"}\n"
-	TS("06.600") "\"event\":\"request\",\"conn\":4,\"side\":\"transparent\",\"method\":\"GET\","
-		     "\"host\":\"evil.test\",\"port\":443,\"decision\":\"deny\",\"rule\":\"not-listed\","
-		     "\"status\":403}\n"
-	TS("06.700") "\"event\":\"dns\",\"proto\":\"udp\",\"name\":\"evil.test\",\"qtype\":\"A\","
-		     "\"decision\":\"deny\",\"rcode\":\"NXDOMAIN\"}\n"
-	TS("06.701") "\"event\":\"dns\",\"proto\":\"udp\",\"name\":\"example.org\",\"qtype\":\"A\","
-		     "\"decision\":\"allow\",\"rcode\":\"NOERROR\",\"answer\":\"198.18.0.1\"}\n"
-	TS("06.800") "\"event\":\"denied\",\"kind\":\"syscall\",\"syscall\":\"ptrace\","
-		     "\"errno\":\"EPERM\",\"pid\":7,\"comm\":\"gdb\",\"ip\":\"0x1234\"}\n"
-	TS("06.801") "\"event\":\"denied\",\"kind\":\"syscall\",\"syscall\":\"ptrace\","
-		     "\"errno\":\"EPERM\",\"pid\":7,\"comm\":\"gdb\",\"ip\":\"0x5678\"}\n"
-	TS("06.802") "\"event\":\"denied-repeat\",\"kind\":\"syscall\",\"syscall\":\"ptrace\","
-		     "\"pid\":7,\"comm\":\"gdb\",\"count\":5}\n"
-	TS("06.803") "\"event\":\"denied\",\"kind\":\"syscall\",\"syscall\":\"mount\","
-		     "\"errno\":\"EPERM\",\"pid\":8,\"comm\":\"sh\",\"ip\":\"0x1\"}\n"
-	TS("06.804") "\"event\":\"suppressed\",\"kind\":\"syscall\",\"count\":3}\n"
-	TS("06.900") "\"event\":\"denied\",\"kind\":\"file\",\"source\":\"bpf\",\"pid\":9,"
-		     "\"comm\":\"cat\",\"path\":\"/etc/shadow\",\"op\":\"open\",\"errno\":\"EACCES\"}\n"
-	TS("06.910") "\"event\":\"trace\",\"kind\":\"connect\",\"pid\":9,\"comm\":\"nc\","
-		     "\"family\":\"inet\",\"addr\":\"10.0.0.1\",\"port\":22,\"ret\":-1,"
-		     "\"errno\":\"EACCES\"}\n"
-	TS("06.911") "\"event\":\"trace\",\"kind\":\"connect\",\"pid\":9,\"comm\":\"nc\","
-		     "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":80,\"ret\":0}\n"
-	TS("06.912") "\"event\":\"trace-lost\",\"count\":2}\n"
-	TS("06.913") "\"event\":\"trace\",\"kind\":\"connect\",\"pid\":9,\"comm\":\"nc\","
-		     "\"family\":\"inet6\",\"addr\":\"::1\",\"port\":81,\"ret\":-115,"
-		     "\"errno\":\"EINPROGRESS\"}\n"
-	TS("06.914") "\"event\":\"secret-skipped\",\"secret\":\"AWS\"}\n"
-	TS("07.000") "\"event\":\"policy\",\"action\":\"allow\",\"rule\":\"api.example.com\","
-		     "\"by_pid\":4242}\n"
-	TS("07.100") "\"event\":\"future-thing\",\"x\":1}\n"
-	TS("08.500") "\"event\":\"end\",\"status\":0}\n";
+static const char
+	LOG_TREE[] =
+		TS("05.000") "\"event\":\"start\",\"profile\":\"default\",\"proxy\":3128,"
+			     "\"transparent\":true,\"grants\":[\"--allow example.org\"]}\n" TS(
+				     "05.100") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"cwd\":\"/work\",\"path\":\"/bin/sh\","
+					       "\"argv\":[\"sh\",\"-c\",\"true; false; ls /\"]}\n" TS(
+						       "05.110") "\"event\":\"exec\",\"pid\":3,\"ppid\":2,\"cwd\":\"/work\",\"path\":\"true\","
+								 "\"argv\":[\"true\"]}\n" TS(
+									 "05.111") "\"event\":\"exit\",\"pid\":3,\"status\":0,\"ms\":1}\n" TS("05.120") "\"event\":\"exec\",\"pid\":4,\"ppid\":2,\"cwd\":\"/work\",\"path\":\"false\","
+																			"\"argv\":[\"false\"]}\n" TS("05.122") "\"event\":\"exit\",\"pid\":4,\"status\":1}\n" TS("05.130") "\"event\":\"exec\",\"pid\":5,\"ppid\":2,\"cwd\":\"/\",\"path\":\"ls\","
+																															   "\"argv\":[\"ls\",\"/\"]}\n" TS("05.140") "\"event\":\"exit\",\"pid\":5,\"status\":0,\"ms\":10}\n" TS("05.150") "\"event\":\"exec\",\"pid\":6,\"ppid\":2,\"cwd\":\"/work\",\"path\":\"/bin/env\","
+																																													   "\"argv\":[\"env\",\"python3\",\"x.py\"]}\n" TS("05.160") "\"event\":\"exec\",\"pid\":6,\"ppid\":2,\"cwd\":\"/work\","
+																																																				     "\"path\":\"/usr/bin/python3\",\"argv\":[\"python3\",\"x.py\"]}\n" TS("06.160") "\"event\":\"exit\",\"pid\":6,\"signal\":9}\n" TS("06.170") "\"event\":\"exec\",\"pid\":40,\"ppid\":39,\"cwd\":\"/work\",\"path\":\"cat\","
+																																																																						 "\"argv\":[\"cat\",\"it's here\"]}\n" TS("06.200") "\"event\":\"exit\",\"pid\":2,\"status\":0}\n" TS(
+																																																																							 "06.300") "\"event\":\"request\",\"conn\":1,\"side\":\"explicit\",\"method\":\"CONNECT\","
+																																																																								   "\"host\":\"example.org\",\"port\":443,\"decision\":\"allow\",\"rule\":\"example.org\","
+																																																																								   "\"status\":200,\"bytes_up\":100,\"bytes_down\":2048,\"duration_ms\":5,"
+																																																																								   "\"secrets\":\"GH,NPM\"}\n" TS(
+																																																																									   "06.400") "\"event\":\"request\",\"conn\":2,\"side\":\"explicit\",\"method\":\"GET\","
+																																																																										     "\"host\":\"example.org\",\"port\":443,\"decision\":\"allow\",\"rule\":\"example.org\","
+																																																																										     "\"status\":200,\"bytes_up\":1,\"bytes_down\":2,\"secrets\":[\"GH\"],"
+																																																																										     "\"masked\":\"NPM\"}\n" TS("06.500") "\"event\":\"request\",\"conn\":3,\"side\":\"explicit\",\"method\":\"CONNECT\","
+																																																																															  "\"host\":\"evil.test\",\"port\":443,\"decision\":\"deny\",\"rule\":\"not-listed\","
+																																																																															  "\"status\":403,\"bytes_up\":0,\"bytes_down\":0,\"reason\":\"evil.test:443 is not "
+																																																																															  "in the allowlist\"}\n" TS("06.600") "\"event\":\"request\",\"conn\":4,\"side\":\"transparent\",\"method\":\"GET\","
+																																																																																			       "\"host\":\"evil.test\",\"port\":443,\"decision\":\"deny\",\"rule\":\"not-listed\","
+																																																																																			       "\"status\":403}\n" TS("06.700") "\"event\":\"dns\",\"proto\":\"udp\",\"name\":\"evil.test\",\"qtype\":\"A\","
+																																																																																								"\"decision\":\"deny\",\"rcode\":\"NXDOMAIN\"}\n" TS(
+																																																																																									"06.701") "\"event\":\"dns\",\"proto\":\"udp\",\"name\":\"example.org\",\"qtype\":\"A\","
+																																																																																										  "\"decision\":\"allow\",\"rcode\":\"NOERROR\",\"answer\":\"198.18.0.1\"}\n" TS("06.800") "\"event\":\"denied\",\"kind\":\"syscall\",\"syscall\":\"ptrace\","
+																																																																																																					   "\"errno\":\"EPERM\",\"pid\":7,\"comm\":\"gdb\",\"ip\":\"0x1234\"}\n" TS("06.801") "\"event\":\"denied\",\"kind\":\"syscall\",\"syscall\":\"ptrace\","
+																																																																																																															      "\"errno\":\"EPERM\",\"pid\":7,\"comm\":\"gdb\",\"ip\":\"0x5678\"}\n" TS(
+																																																																																																																      "06.802") "\"event\":\"denied-repeat\",\"kind\":\"syscall\",\"syscall\":\"ptrace\","
+																																																																																																																		"\"pid\":7,\"comm\":\"gdb\",\"count\":5}\n" TS(
+																																																																																																																			"06.803") "\"event\":\"denied\",\"kind\":\"syscall\",\"syscall\":\"mount\","
+																																																																																																																				  "\"errno\":\"EPERM\",\"pid\":8,\"comm\":\"sh\",\"ip\":\"0x1\"}\n" TS("06.804") "\"event\":\"suppressed\",\"kind\":\"syscall\",\"count\":3}\n" TS("06.900") "\"event\":\"denied\",\"kind\":\"file\",\"source\":\"bpf\",\"pid\":9,"
+																																																																																																																																							     "\"comm\":\"cat\",\"path\":\"/etc/shadow\",\"op\":\"open\",\"errno\":\"EACCES\"}\n" TS(
+																																																																																																																																								     "06.910") "\"event\":\"trace\",\"kind\":\"connect\",\"pid\":9,\"comm\":\"nc\","
+																																																																																																																																									       "\"family\":\"inet\",\"addr\":\"10.0.0.1\",\"port\":22,\"ret\":-1,"
+																																																																																																																																									       "\"errno\":\"EACCES\"}\n" TS(
+																																																																																																																																										       "06.911") "\"event\":\"trace\",\"kind\":\"connect\",\"pid\":9,\"comm\":\"nc\","
+																																																																																																																																												 "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":80,\"ret\":0}\n" TS(
+																																																																																																																																													 "06.912") "\"event\":\"trace-lost\",\"count\":2}\n" TS("06.913") "\"event\":\"trace\",\"kind\":\"connect\",\"pid\":9,\"comm\":\"nc\","
+																																																																																																																																																					  "\"family\":\"inet6\",\"addr\":\"::1\",\"port\":81,\"ret\":-115,"
+																																																																																																																																																					  "\"errno\":\"EINPROGRESS\"}\n" TS(
+																																																																																																																																																						  "06.914") "\"event\":\"secret-skipped\",\"secret\":\"AWS\"}\n" TS("07.000") "\"event\":\"policy\",\"action\":\"allow\",\"rule\":\"api.example.com\","
+																																																																																																																																																															      "\"by_pid\":4242}\n" TS("07.100") "\"event\":\"future-thing\",\"x\":1}\n" TS(
+																																																																																																																																																																      "08.500") "\"event\":\"end\",\"status\":0}\n";
 
 typedef struct out {
 	char *buf;
@@ -239,7 +221,7 @@ static void test_tree_text(void **state)
 	assert_int_equal(indent(fa), 4);
 	assert_int_equal(indent(ls), 4);
 	assert_int_equal(indent(env), 4);
-	assert_int_equal(indent(py), 6); /* the program env became */
+	assert_int_equal(indent(py), 6);  /* the program env became */
 	assert_int_equal(indent(cat), 2); /* ppid 39 has no exec record: top level */
 	assert_true(strstr(t, tr) < strstr(t, fa) && strstr(t, fa) < strstr(t, ls));
 	/* network, denials, secrets, policy */
@@ -262,7 +244,8 @@ static void test_tree_text(void **state)
 	has(t, "  GH -> example.org:443  2 requests\n");
 	has(t, "  NPM -> example.org:443  1 request, masked in 1\n");
 	has(t, "  2026-01-02T03:04:07.000Z  allow api.example.com  (by pid 4242)\n");
-	has(t, "\nKernel trace\n  0 execs, 3 connects (1 refused, 0 failed otherwise), 2 events lost\n");
+	has(t,
+	    "\nKernel trace\n  0 execs, 3 connects (1 refused, 0 failed otherwise), 2 events lost\n");
 	has(t, "  AWS not loaded: its source was absent (optional)\n");
 	hasnt(t, "could not be read");
 	free(t);
@@ -273,12 +256,15 @@ static void test_tree_json(void **state)
 {
 	ab_report *r = load(LOG_TREE, NULL);
 	json_t *j = render_json(r);
-	const char *keys[] = {"version", "source", "lines", "events", "bad_lines", "first_bad_line",
-			      "unknown_events", "dropped_events", "sessions", "commands",
-			      "command_counts", "network_counts", "reached", "refused",
-			      "dns_refused", "denial_counts", "denied_syscalls", "denied_files",
-			      "denied_connects", "denied_other", "secrets", "secrets_skipped", "policy",
-			      "policy_changes", "warnings", "warning_count", "credentials_files"};
+	const char *keys[] = {"version",         "source",          "lines",
+			      "events",          "bad_lines",       "first_bad_line",
+			      "unknown_events",  "dropped_events",  "sessions",
+			      "commands",        "command_counts",  "network_counts",
+			      "reached",         "refused",         "dns_refused",
+			      "denial_counts",   "denied_syscalls", "denied_files",
+			      "denied_connects", "denied_other",    "secrets",
+			      "secrets_skipped", "policy",          "policy_changes",
+			      "warnings",        "warning_count",   "credentials_files"};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (!json_object_get(j, keys[i]))
 			fail_msg("JSON report lacks \"%s\"", keys[i]);
@@ -294,11 +280,16 @@ static void test_tree_json(void **state)
 	json_t *cmds = json_object_get(j, "commands");
 	assert_int_equal(json_array_size(cmds), 7);
 	/* ids are indices; parents refer to earlier ids */
-	const struct { const char *argv0; json_int_t parent; const char *state; json_int_t status;
-		       json_int_t sig; } want[] = {
-		{"sh", -1, "exited", 0, -1},     {"true", 0, "exited", 0, -1},
-		{"false", 0, "exited", 1, -1},   {"ls", 0, "exited", 0, -1},
-		{"env", 0, "exec", -1, -1},      {"python3", 4, "exited", -1, 9},
+	const struct {
+		const char *argv0;
+		json_int_t parent;
+		const char *state;
+		json_int_t status;
+		json_int_t sig;
+	} want[] = {
+		{"sh", -1, "exited", 0, -1},    {"true", 0, "exited", 0, -1},
+		{"false", 0, "exited", 1, -1},  {"ls", 0, "exited", 0, -1},
+		{"env", 0, "exec", -1, -1},     {"python3", 4, "exited", -1, 9},
 		{"cat", -1, "unknown", -1, -1},
 	};
 	for (size_t i = 0; i < 7; i++) {
@@ -320,8 +311,10 @@ static void test_tree_json(void **state)
 			assert_true(json_is_null(sg));
 		else
 			assert_int_equal(json_integer_value(sg), want[i].sig);
-		for (const char *const *k = (const char *const[]){"id", "session", "pid", "ppid",
-			"path", "cwd", "truncated", "start", "ms", NULL}; *k; k++)
+		for (const char *const *k =
+			     (const char *const[]){"id", "session", "pid", "ppid", "path", "cwd",
+						   "truncated", "start", "ms", NULL};
+		     *k; k++)
 			assert_non_null(json_object_get(c, *k));
 	}
 	json_t *ls = json_array_get(cmds, 3);
@@ -358,13 +351,8 @@ static void test_tree_json(void **state)
 static void test_sessions(void **state)
 {
 	static const char log[] =
-		TS("00.000") "\"event\":\"start\",\"profile\":\"one\"}\n"
-		TS("00.100") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"argv\":[\"make\"]}\n"
-		TS("00.200") "\"event\":\"exit\",\"pid\":2,\"status\":2}\n"
-		TS("01.000") "\"event\":\"end\"}\n"
-		TS("02.000") "\"event\":\"start\",\"profile\":\"two\"}\n"
-		TS("02.100") "\"event\":\"exec\",\"pid\":3,\"ppid\":2,\"argv\":[\"child\"]}\n"
-		TS("02.200") "\"event\":\"exit\",\"pid\":2,\"status\":0}\n";
+		TS("00.000") "\"event\":\"start\",\"profile\":\"one\"}\n" TS("00.100") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"argv\":[\"make\"]}\n" TS("00.200") "\"event\":\"exit\",\"pid\":2,\"status\":2}\n" TS(
+			"01.000") "\"event\":\"end\"}\n" TS("02.000") "\"event\":\"start\",\"profile\":\"two\"}\n" TS("02.100") "\"event\":\"exec\",\"pid\":3,\"ppid\":2,\"argv\":[\"child\"]}\n" TS("02.200") "\"event\":\"exit\",\"pid\":2,\"status\":0}\n";
 	ab_report *r = load(log, NULL);
 	ab_report_counts c;
 	ab_report_counts_get(r, &c);
@@ -383,23 +371,26 @@ static void test_sessions(void **state)
 
 static void test_collapse_and_cap(void **state)
 {
-	char log[16384] = TS("00.000") "\"event\":\"start\",\"profile\":\"p\"}\n"
-		TS("00.001") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"argv\":[\"make\"]}\n";
+	char log[16384] = TS("00.000") "\"event\":\"start\",\"profile\":\"p\"}\n" TS(
+		"00.001") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"argv\":[\"make\"]}\n";
 	for (int i = 0; i < 5; i++) {
 		char l[256];
-		snprintf(l, sizeof(l),
-			 TS("00.002") "\"event\":\"exec\",\"pid\":%d,\"ppid\":2,\"argv\":[\"cc\",\"-c\"]}\n"
-			 TS("00.003") "\"event\":\"exit\",\"pid\":%d,\"status\":0,\"ms\":2}\n", 10 + i,
-			 10 + i);
+		snprintf(
+			l, sizeof(l),
+			TS("00.002") "\"event\":\"exec\",\"pid\":%d,\"ppid\":2,\"argv\":[\"cc\",\"-c\"]}\n" TS(
+				"00.003") "\"event\":\"exit\",\"pid\":%d,\"status\":0,\"ms\":2}\n",
+			10 + i, 10 + i);
 		strcat(log, l);
 	}
-	strcat(log, TS("00.004") "\"event\":\"exec\",\"pid\":20,\"ppid\":2,\"argv\":[\"cc\",\"-c\"]}\n"
-		    TS("00.005") "\"event\":\"exit\",\"pid\":20,\"status\":1}\n");
+	strcat(log,
+	       TS("00.004") "\"event\":\"exec\",\"pid\":20,\"ppid\":2,\"argv\":[\"cc\",\"-c\"]}\n" TS(
+		       "00.005") "\"event\":\"exit\",\"pid\":20,\"status\":1}\n");
 	for (int i = 0; i < 10; i++) {
 		char l[256];
-		snprintf(l, sizeof(l),
-			 TS("00.006") "\"event\":\"exec\",\"pid\":%d,\"ppid\":2,\"argv\":[\"t%d\"]}\n",
-			 30 + i, i);
+		snprintf(
+			l, sizeof(l),
+			TS("00.006") "\"event\":\"exec\",\"pid\":%d,\"ppid\":2,\"argv\":[\"t%d\"]}\n",
+			30 + i, i);
 		strcat(log, l);
 	}
 	ab_report *r = load(log, NULL);
@@ -424,31 +415,26 @@ static void test_collapse_and_cap(void **state)
 
 /* Two runs appended: warnings per run (the same message in each), a repeat,
  * an unknown kind, one without a kind; credentials files saved and refused. */
-static const char LOG_WARN[] =
-	TS("00.000") "\"event\":\"start\",\"profile\":\"one\"}\n"
-	TS("00.100") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"argv\":[\"codex\"]}\n"
-	TS("00.200") "\"event\":\"credentials-saved\",\"path\":\"/h/.codex/auth.json\","
-		     "\"pid\":7}\n"
-	TS("00.300") "\"event\":\"credentials-saved\",\"path\":\"/h/.codex/auth.json\","
-		     "\"pid\":8}\n"
-	TS("00.400") "\"event\":\"credentials-refused\",\"path\":\"/h/.codex/auth.json\","
-		     "\"pid\":-1,\"reason\":\"the new file has other links\"}\n"
-	TS("00.500") "\"event\":\"credentials-refused\",\"path\":\"/h/.codex/auth.json\","
-		     "\"pid\":9,\"reason\":\"the new file is older than the sandbox\"}\n"
-	TS("00.600") "\"event\":\"credentials-refused\",\"path\":\"/h/.codex/auth.json\","
-		     "\"pid\":9,\"reason\":\"the new file is older than the sandbox\"}\n"
-	TS("00.700") "\"event\":\"credentials-saved\",\"path\":\"/h/.tool/c.json\",\"pid\":3}\n"
-	TS("00.800") "\"event\":\"exit\",\"pid\":2,\"status\":0}\n"
-	TS("00.900") WARN_GIT GITLINK "vendor/lib\"}\n"
-	TS("00.901") WARN_GIT NESTED "vendor/lib/.git\"}\n"
-	TS("00.902") WARN_GIT NESTED "vendor/lib/.git\"}\n"
-	TS("00.903") "\"event\":\"warning\",\"kind\":\"disk\",\"message\":\"the future\"}\n"
-	TS("00.904") "\"event\":\"warning\",\"message\":\"no kind\"}\n"
-	TS("01.000") "\"event\":\"end\",\"status\":0}\n"
-	TS("02.000") "\"event\":\"start\",\"profile\":\"two\"}\n"
-	TS("02.100") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"argv\":[\"make\"]}\n"
-	TS("02.200") WARN_GIT NESTED "vendor/lib/.git\"}\n"
-	TS("02.300") "\"event\":\"end\",\"status\":0}\n";
+static const char LOG_WARN[] = TS("00.000") "\"event\":\"start\",\"profile\":\"one\"}\n" TS("00.100") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"argv\":[\"codex\"]}\n" TS(
+	"00.200") "\"event\":\"credentials-saved\",\"path\":\"/h/.codex/auth.json\","
+		  "\"pid\":7}\n" TS(
+			  "00.300") "\"event\":\"credentials-saved\",\"path\":\"/h/.codex/auth.json\","
+				    "\"pid\":8}\n" TS(
+					    "00.400") "\"event\":\"credentials-refused\",\"path\":\"/h/.codex/auth.json\","
+						      "\"pid\":-1,\"reason\":\"the new file has other links\"}\n" TS(
+							      "00.500") "\"event\":\"credentials-refused\",\"path\":\"/h/.codex/auth.json\","
+									"\"pid\":9,\"reason\":\"the new file is older than the sandbox\"}\n" TS(
+										"00.600") "\"event\":\"credentials-refused\",\"path\":\"/h/.codex/auth.json\","
+											  "\"pid\":9,\"reason\":\"the new file is older than the sandbox\"}\n" TS("00.700") "\"event\":\"credentials-saved\",\"path\":\"/h/.tool/c.json\",\"pid\":3}\n" TS(
+												  "00.800") "\"event\":\"exit\",\"pid\":2,\"status\":0}\n" TS("00.900")
+												  WARN_GIT
+													  GITLINK
+	"vendor/lib\"}\n" TS("00.901") WARN_GIT NESTED "vendor/lib/.git\"}\n" TS("00.902")
+		WARN_GIT NESTED
+	"vendor/lib/.git\"}\n" TS("00.903") "\"event\":\"warning\",\"kind\":\"disk\",\"message\":\"the future\"}\n" TS("00.904") "\"event\":\"warning\",\"message\":\"no kind\"}\n" TS(
+		"01.000") "\"event\":\"end\",\"status\":0}\n" TS("02.000") "\"event\":\"start\",\"profile\":\"two\"}\n" TS("02.100") "\"event\":\"exec\",\"pid\":2,\"ppid\":1,\"argv\":[\"make\"]}\n" TS("02.200")
+		WARN_GIT NESTED
+	"vendor/lib/.git\"}\n" TS("02.300") "\"event\":\"end\",\"status\":0}\n";
 
 static void test_warnings_text(void **state)
 {
@@ -486,8 +472,9 @@ static void test_warnings_text(void **state)
 	ab_report_free(r);
 
 	/* one run: no session labels; no warnings: no section */
-	r = load(TS("00.000") "\"event\":\"start\"}\n"
-		 TS("00.100") "\"event\":\"warning\",\"kind\":\"git\",\"message\":\"m\"}\n", NULL);
+	r = load(TS("00.000") "\"event\":\"start\"}\n" TS(
+			 "00.100") "\"event\":\"warning\",\"kind\":\"git\",\"message\":\"m\"}\n",
+		 NULL);
 	t = render_text(r, 0);
 	has(t, "\nWarnings (1)\n  git: m\n\nCommands (0)\n");
 	has(t, "  none used\n");
@@ -504,14 +491,15 @@ static void test_warnings_text(void **state)
 /* A unix socket connect mediation refused: a denied connect, by path. */
 static void test_unix_socket_denial(void **state)
 {
-	ab_report *r = load(TS("00.000") "\"event\":\"start\"}\n"
-			    TS("00.100") "\"event\":\"denied\",\"kind\":\"unix-socket\","
-			    "\"path\":\"/w/d.sock\",\"reason\":\"bound outside the sandbox\","
-			    "\"pid\":2,\"comm\":\"py\"}\n"
-			    TS("00.200") "\"event\":\"denied\",\"kind\":\"unix-socket\","
-			    "\"path\":\"/w/d.sock\",\"pid\":2,\"comm\":\"py\"}\n"
-			    TS("00.300") "\"event\":\"denied\",\"kind\":\"unix-socket\"}\n",
-			    NULL);
+	ab_report *r = load(
+		TS("00.000") "\"event\":\"start\"}\n" TS(
+			"00.100") "\"event\":\"denied\",\"kind\":\"unix-socket\","
+				  "\"path\":\"/w/d.sock\",\"reason\":\"bound outside the sandbox\","
+				  "\"pid\":2,\"comm\":\"py\"}\n" TS(
+					  "00.200") "\"event\":\"denied\",\"kind\":\"unix-socket\","
+						    "\"path\":\"/w/d.sock\",\"pid\":2,\"comm\":\"py\"}\n" TS(
+							    "00.300") "\"event\":\"denied\",\"kind\":\"unix-socket\"}\n",
+		NULL);
 	ab_report_counts c;
 	ab_report_counts_get(r, &c);
 	assert_int_equal(c.bad_lines, 1); /* no path */
@@ -527,21 +515,24 @@ static void test_unix_socket_denial(void **state)
  * event (the first of a pair) is known and adds nothing. */
 static void test_placeholder_elsewhere(void **state)
 {
-#define REQ(t, host, extra)                                                                   \
-	TS(t) "\"event\":\"request\",\"conn\":1,\"side\":\"explicit\",\"method\":\"POST\","   \
-	      "\"host\":\"" host "\",\"port\":443,\"decision\":\"allow\",\"rule\":\"x\","     \
-	      "\"status\":200,\"bytes_up\":1,\"bytes_down\":1" extra "}\n"
-	ab_report *r = load(TS("00.000") "\"event\":\"start\"}\n"
-			    REQ("00.100", "api.anthropic.com", ",\"secrets\":\"KEY\","
-				"\"elsewhere\":\"GH_TOKEN\"")
-			    TS("00.101") "\"event\":\"placeholder-elsewhere\",\"secret\":\"GH_TOKEN\","
-			    "\"host\":\"api.anthropic.com\",\"port\":443,\"where\":\"body\","
-			    "\"conn\":1}\n"
-			    REQ("00.200", "api.anthropic.com", ",\"secrets\":\"KEY\","
-				"\"elsewhere\":[\"GH_TOKEN\",\"NPM\"]")
-			    REQ("00.300", "api.anthropic.com", ",\"elsewhere\":\"GH_TOKEN\"")
-			    REQ("00.400", "x.test", ",\"elsewhere\":7"),
-			    NULL);
+#define REQ(t, host, extra)                                                           \
+	TS(t)                                                                         \
+	"\"event\":\"request\",\"conn\":1,\"side\":\"explicit\",\"method\":\"POST\"," \
+	"\"host\":\"" host "\",\"port\":443,\"decision\":\"allow\",\"rule\":\"x\","   \
+	"\"status\":200,\"bytes_up\":1,\"bytes_down\":1" extra "}\n"
+	ab_report *r = load(
+		TS("00.000") "\"event\":\"start\"}\n" REQ("00.100", "api.anthropic.com",
+							  ",\"secrets\":\"KEY\","
+							  "\"elsewhere\":\"GH_TOKEN\"")
+			TS("00.101") "\"event\":\"placeholder-elsewhere\",\"secret\":\"GH_TOKEN\","
+				     "\"host\":\"api.anthropic.com\",\"port\":443,\"where\":\"body\","
+				     "\"conn\":1}\n" REQ("00.200", "api.anthropic.com",
+							 ",\"secrets\":\"KEY\","
+							 "\"elsewhere\":[\"GH_TOKEN\",\"NPM\"]")
+					     REQ("00.300", "api.anthropic.com",
+						 ",\"elsewhere\":\"GH_TOKEN\"")
+						     REQ("00.400", "x.test", ",\"elsewhere\":7"),
+		NULL);
 #undef REQ
 	ab_report_counts c;
 	ab_report_counts_get(r, &c);
@@ -577,9 +568,15 @@ static void test_warnings_json(void **state)
 	assert_int_equal(json_integer_value(json_object_get(j, "unknown_events")), 0);
 	json_t *w = json_object_get(j, "warnings");
 	assert_int_equal(json_array_size(w), 5);
-	const struct { json_int_t session; const char *kind, *msg; json_int_t count; } want[] = {
-		{1, "git", GITLINK "vendor/lib", 1}, {1, "git", NESTED "vendor/lib/.git", 2},
-		{1, "disk", "the future", 1},        {1, NULL, "no kind", 1},
+	const struct {
+		json_int_t session;
+		const char *kind, *msg;
+		json_int_t count;
+	} want[] = {
+		{1, "git", GITLINK "vendor/lib", 1},
+		{1, "git", NESTED "vendor/lib/.git", 2},
+		{1, "disk", "the future", 1},
+		{1, NULL, "no kind", 1},
 		{2, "git", NESTED "vendor/lib/.git", 1},
 	};
 	for (size_t i = 0; i < 5; i++) {
@@ -597,7 +594,10 @@ static void test_warnings_json(void **state)
 	}
 	json_t *cf = json_object_get(j, "credentials_files");
 	assert_int_equal(json_array_size(cf), 4);
-	const struct { const char *path, *outcome, *reason; json_int_t count; } cw[] = {
+	const struct {
+		const char *path, *outcome, *reason;
+		json_int_t count;
+	} cw[] = {
 		{"/h/.codex/auth.json", "saved", NULL, 2},
 		{"/h/.codex/auth.json", "refused", "the new file is older than the sandbox", 2},
 		{"/h/.codex/auth.json", "refused", "the new file has other links", 1},
@@ -641,13 +641,13 @@ static void test_warnings_hostile(void **state)
 		"\"pid\":2}\n"
 		"{\"event\":\"credentials-refused\",\"path\":\"/h/c\",\"pid\":2,"
 		"\"reason\":\"why\\r\\u2028\\u0085no\"}\n"
-		"{\"event\":\"warning\",\"kind\":\"git\"}\n"                           /* 5 */
-		"{\"event\":\"warning\",\"kind\":\"git\",\"message\":7}\n"           /* 6 */
-		"{\"event\":\"warning\",\"kind\":[],\"message\":\"m\"}\n"            /* 7 */
-		"{\"event\":\"credentials-saved\",\"pid\":2}\n"                         /* 8 */
-		"{\"event\":\"credentials-saved\",\"path\":\"/p\",\"pid\":\"2\"}\n"     /* 9 */
-		"{\"event\":\"credentials-refused\",\"path\":\"/p\",\"pid\":-2}\n"     /* 10 */
-		"{\"event\":\"credentials-refused\",\"path\":\"/p\",\"reason\":{}}\n"  /* 11 */
+		"{\"event\":\"warning\",\"kind\":\"git\"}\n"                          /* 5 */
+		"{\"event\":\"warning\",\"kind\":\"git\",\"message\":7}\n"            /* 6 */
+		"{\"event\":\"warning\",\"kind\":[],\"message\":\"m\"}\n"             /* 7 */
+		"{\"event\":\"credentials-saved\",\"pid\":2}\n"                       /* 8 */
+		"{\"event\":\"credentials-saved\",\"path\":\"/p\",\"pid\":\"2\"}\n"   /* 9 */
+		"{\"event\":\"credentials-refused\",\"path\":\"/p\",\"pid\":-2}\n"    /* 10 */
+		"{\"event\":\"credentials-refused\",\"path\":\"/p\",\"reason\":{}}\n" /* 11 */
 		"{\"event\":\"credentials-refused\",\"path\":\"/q\"}\n"; /* fine: no reason, pid */
 	ab_report *r = load(log, NULL);
 	ab_report_counts c;
@@ -669,7 +669,8 @@ static void test_warnings_hostile(void **state)
 	json_t *w = json_array_get(json_object_get(j, "warnings"), 0);
 	assert_string_equal(json_string_value(json_object_get(w, "kind")), "git\x1b[2J");
 	assert_string_equal(json_string_value(json_object_get(w, "message")),
-			    "x: vendor/\x1b]0;pwned\x07\n[fake] \xe2\x80\xae" "evil\xc2\x9b\\");
+			    "x: vendor/\x1b]0;pwned\x07\n[fake] \xe2\x80\xae"
+			    "evil\xc2\x9b\\");
 	json_decref(j);
 	ab_report_free(r);
 
@@ -702,7 +703,8 @@ static void test_warnings_cap(void **state)
 	FILE *f = open_memstream(&log, &len);
 	fputs("{\"event\":\"start\"}\n", f);
 	for (int i = 0; i < 70; i++)
-		fprintf(f, "{\"event\":\"warning\",\"kind\":\"git\",\"message\":\"w%d\"}\n"
+		fprintf(f,
+			"{\"event\":\"warning\",\"kind\":\"git\",\"message\":\"w%d\"}\n"
 			"{\"event\":\"credentials-saved\",\"path\":\"/s%d\",\"pid\":1}\n"
 			"{\"event\":\"credentials-refused\",\"path\":\"/r%d\",\"pid\":1}\n",
 			i, i, i);
@@ -750,25 +752,25 @@ static void test_warnings_cap(void **state)
 
 static void test_malformed(void **state)
 {
-	static const char log[] =
-		TS("00.000") "\"event\":\"start\",\"profile\":\"p\"}\n"
-		"not json\n"                                       /* 2 */
-		"\n"                                               /* blank: not bad */
-		"   \r\n"                                          /* blank */
-		"[1,2]\n"                                          /* 5 not an object */
-		"{\"ts\":\"x\"}\n"                                 /* 6 no event */
-		"{\"event\":7}\n"                                  /* 7 event not a string */
-		"{\"event\":\"exec\",\"pid\":\"2\"}\n"             /* 8 pid not an integer */
-		"{\"event\":\"exec\",\"pid\":-5}\n"                /* 9 out of range */
-		"{\"event\":\"exec\",\"pid\":5,\"argv\":[1]}\n"    /* 10 argv element */
-		"{\"event\":\"request\",\"host\":\"h\",\"port\":99999,\"decision\":\"allow\"}\n"
-		"{\"event\":\"dns\",\"name\":\"a\",\"name\":\"b\",\"decision\":\"deny\"}\n" /* dup */
-		"{\"event\":\"exit\",\"pid\":1e3}\n"               /* 13 a real */
-		"{\"event\":\"exec\",\"pid\":99999999999999999999999}\n" /* 14 too big */
-		"{\"event\":\"request\",\"host\":\"h\",\"port\":1,\"decision\":\"maybe\"}\n"
-		"{\"event\":\"exec\",\"pid\":3,\"cwd\":null}\r\n"  /* fine: null = absent, CRLF */
-		"{\"event\":\"end\"}\n"
-		"{\"event\":\"exec\",\"pid\":4"; /* no newline, truncated */
+	static const char log[] = TS(
+		"00.000") "\"event\":\"start\",\"profile\":\"p\"}\n"
+			  "not json\n"                                    /* 2 */
+			  "\n"                                            /* blank: not bad */
+			  "   \r\n"                                       /* blank */
+			  "[1,2]\n"                                       /* 5 not an object */
+			  "{\"ts\":\"x\"}\n"                              /* 6 no event */
+			  "{\"event\":7}\n"                               /* 7 event not a string */
+			  "{\"event\":\"exec\",\"pid\":\"2\"}\n"          /* 8 pid not an integer */
+			  "{\"event\":\"exec\",\"pid\":-5}\n"             /* 9 out of range */
+			  "{\"event\":\"exec\",\"pid\":5,\"argv\":[1]}\n" /* 10 argv element */
+			  "{\"event\":\"request\",\"host\":\"h\",\"port\":99999,\"decision\":\"allow\"}\n"
+			  "{\"event\":\"dns\",\"name\":\"a\",\"name\":\"b\",\"decision\":\"deny\"}\n" /* dup */
+			  "{\"event\":\"exit\",\"pid\":1e3}\n"                     /* 13 a real */
+			  "{\"event\":\"exec\",\"pid\":99999999999999999999999}\n" /* 14 too big */
+			  "{\"event\":\"request\",\"host\":\"h\",\"port\":1,\"decision\":\"maybe\"}\n"
+			  "{\"event\":\"exec\",\"pid\":3,\"cwd\":null}\r\n" /* fine: null = absent, CRLF */
+			  "{\"event\":\"end\"}\n"
+			  "{\"event\":\"exec\",\"pid\":4"; /* no newline, truncated */
 	ab_report *r = load(log, NULL);
 	ab_report_counts c;
 	ab_report_counts_get(r, &c);
@@ -815,7 +817,8 @@ static void test_long_lines(void **state)
 	big[sizeof(big) - 1] = '\0';
 	snprintf(log, sizeof(log),
 		 "{\"event\":\"start\"}\n{\"event\":\"dns\",\"name\":\"%s\"}\n"
-		 "{\"event\":\"end\"}\n%s", big, big);
+		 "{\"event\":\"end\"}\n%s",
+		 big, big);
 	/* fed in pieces, whole, and byte by byte: the same counts */
 	for (int mode = 0; mode < 3; mode++) {
 		ab_report *r = NULL;
@@ -823,7 +826,8 @@ static void test_long_lines(void **state)
 		assert_int_equal(ab_report_new(&l, &r), 0);
 		size_t n = strlen(log), step = mode == 0 ? n : mode == 1 ? 7 : 1;
 		for (size_t i = 0; i < n; i += step)
-			assert_int_equal(ab_report_feed(r, log + i, n - i < step ? n - i : step), 0);
+			assert_int_equal(ab_report_feed(r, log + i, n - i < step ? n - i : step),
+					 0);
 		assert_int_equal(ab_report_end(r), 0);
 		ab_report_counts c;
 		ab_report_counts_get(r, &c);
@@ -900,27 +904,33 @@ static char *san(const char *s, size_t n, size_t cols, size_t *w)
 
 static void test_sanitize(void **state)
 {
-	const struct { const char *in; size_t n; size_t cols; const char *want; size_t w; } t[] = {
+	const struct {
+		const char *in;
+		size_t n;
+		size_t cols;
+		const char *want;
+		size_t w;
+	} t[] = {
 		{"plain", SIZE_MAX, 0, "plain", 5},
 		{"\x1b]0;x\x07", SIZE_MAX, 0, "\\x1b]0;x\\x07", 12},
 		{"a\x7f", SIZE_MAX, 0, "a\\x7f", 5},
-		{"\xc2\x9b", SIZE_MAX, 0, "\\xc2\\x9b", 8},          /* C1 CSI */
-		{"\xc3\xa9t\xc3\xa9", SIZE_MAX, 0, "\xc3\xa9t\xc3\xa9", 3}, /* é: kept */
-		{"\xff", SIZE_MAX, 0, "\\xff", 4},                  /* invalid */
-		{"\xc0\xaf", SIZE_MAX, 0, "\\xc0\\xaf", 8},          /* overlong '/' */
-		{"\xe0\x80\xaf", SIZE_MAX, 0, "\\xe0\\x80\\xaf", 12}, /* overlong */
-		{"\xed\xa0\x80", SIZE_MAX, 0, "\\xed\\xa0\\x80", 12}, /* surrogate */
+		{"\xc2\x9b", SIZE_MAX, 0, "\\xc2\\x9b", 8},                    /* C1 CSI */
+		{"\xc3\xa9t\xc3\xa9", SIZE_MAX, 0, "\xc3\xa9t\xc3\xa9", 3},    /* é: kept */
+		{"\xff", SIZE_MAX, 0, "\\xff", 4},                             /* invalid */
+		{"\xc0\xaf", SIZE_MAX, 0, "\\xc0\\xaf", 8},                    /* overlong '/' */
+		{"\xe0\x80\xaf", SIZE_MAX, 0, "\\xe0\\x80\\xaf", 12},          /* overlong */
+		{"\xed\xa0\x80", SIZE_MAX, 0, "\\xed\\xa0\\x80", 12},          /* surrogate */
 		{"\xf4\x90\x80\x80", SIZE_MAX, 0, "\\xf4\\x90\\x80\\x80", 16}, /* > U+10FFFF */
-		{"\xe2\x82", SIZE_MAX, 0, "\\xe2\\x82", 8},          /* truncated */
-		{"\xf0\x9f\x98\x80", SIZE_MAX, 0, "\xf0\x9f\x98\x80", 1}, /* emoji */
-		{"\xe2\x80\xae", SIZE_MAX, 0, "\\xe2\\x80\\xae", 12}, /* RLO */
-		{"\xd8\x9c", SIZE_MAX, 0, "\\xd8\\x9c", 8},          /* ALM */
+		{"\xe2\x82", SIZE_MAX, 0, "\\xe2\\x82", 8},                    /* truncated */
+		{"\xf0\x9f\x98\x80", SIZE_MAX, 0, "\xf0\x9f\x98\x80", 1},      /* emoji */
+		{"\xe2\x80\xae", SIZE_MAX, 0, "\\xe2\\x80\\xae", 12},          /* RLO */
+		{"\xd8\x9c", SIZE_MAX, 0, "\\xd8\\x9c", 8},                    /* ALM */
 		{"a\\b", SIZE_MAX, 0, "a\\\\b", 4},
-		{"abc\0def", 7, 0, "abc", 3},                       /* NUL ends it */
-		{"abcdef", 3, 0, "abc", 3},                         /* n bytes only */
+		{"abc\0def", 7, 0, "abc", 3}, /* NUL ends it */
+		{"abcdef", 3, 0, "abc", 3},   /* n bytes only */
 		{"abcdefghij", SIZE_MAX, 8, "abcde...", 8},
 		{"abcdefgh", SIZE_MAX, 8, "abcdefgh", 8},
-		{"\x1b\x1b\x1b", SIZE_MAX, 8, "\\x1b...", 7},       /* no half escape */
+		{"\x1b\x1b\x1b", SIZE_MAX, 8, "\\x1b...", 7}, /* no half escape */
 		{"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", SIZE_MAX, 4, "\xc3\xa9...", 4},
 		{NULL, 5, 0, "", 0},
 	};
@@ -972,8 +982,10 @@ static void test_limits(void **state)
 	f = open_memstream(&log, &len);
 	fputs("{\"event\":\"start\"}\n", f);
 	for (int i = 0; i < 50; i++)
-		fprintf(f, "{\"event\":\"request\",\"host\":\"h%d.test\",\"port\":443,"
-			"\"decision\":\"deny\",\"rule\":\"not-listed\"}\n", i);
+		fprintf(f,
+			"{\"event\":\"request\",\"host\":\"h%d.test\",\"port\":443,"
+			"\"decision\":\"deny\",\"rule\":\"not-listed\"}\n",
+			i);
 	for (int i = 0; i < 50; i++)
 		fprintf(f, "{\"event\":\"exec\",\"pid\":%d,\"argv\":[\"p%d\"]}\n", 100 + i, i);
 	fclose(f);
@@ -1038,7 +1050,9 @@ static void test_file(void **state)
 	free(o.buf);
 
 	f = fopen(p, "w");
-	fputs("\x7f" "ELF\x02\x01\n garbage\n", f);
+	fputs("\x7f"
+	      "ELF\x02\x01\n garbage\n",
+	      f);
 	fclose(f);
 	memset(&e, 0, sizeof(e));
 	assert_int_equal(ab_report_file(p, false, devnull, &e), AB_EXIT_FAIL);
@@ -1091,9 +1105,14 @@ static void test_cli(void **state)
 {
 	ab_cli c;
 	ab_err e;
-	const struct { const char *const *args; bool json; } ok[] = {
-		{A("report", "a.log"), false},           {A("report", "--json", "a.log"), true},
-		{A("report", "a.log", "--json"), true},  {A("report", "--", "a.log"), false},
+	const struct {
+		const char *const *args;
+		bool json;
+	} ok[] = {
+		{A("report", "a.log"), false},
+		{A("report", "--json", "a.log"), true},
+		{A("report", "a.log", "--json"), true},
+		{A("report", "--", "a.log"), false},
 		{A("report", "--json", "--", "a.log"), true},
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
@@ -1111,7 +1130,10 @@ static void test_cli(void **state)
 	assert_int_equal(cli(&c, &e, A("help", "report")), 0);
 	assert_int_equal(c.help_for, AB_CMD_REPORT);
 	ab_cli_free(&c);
-	const struct { const char *const *args; const char *msg; } bad[] = {
+	const struct {
+		const char *const *args;
+		const char *msg;
+	} bad[] = {
 		{A("report"), "report: name the audit log"},
 		{A("report", "--json"), "report: name the audit log"},
 		{A("report", ""), "report: name the audit log"},

@@ -85,6 +85,7 @@ typedef struct validate_case {
 	const char *msg; /* NULL: valid */
 } validate_case;
 
+// clang-format off
 static const validate_case validate_cases[] = {
 	{{"getcwd", "ptrace"}, {NULL}, NULL},
 	{{"statmount", "file_setattr"}, {NULL}, NULL}, /* newer than libseccomp 2.5.4 */
@@ -123,6 +124,7 @@ static const validate_case validate_cases[] = {
 	{{NULL}, {"ptrace"}, "syscalls.allow: \"ptrace\" is not denied by the default policy"},
 	{{NULL}, {"nope"}, "syscalls.allow: unknown syscall \"nope\""},
 };
+// clang-format on
 
 static void test_validate_table(void **state)
 {
@@ -374,10 +376,10 @@ static void test_export_notify(void **state)
 	size_t len;
 	char *t = export_text(&pol, &len);
 	assert_true(next_line_is(t, "if ($syscall == 250)\n", "action 0x7fc00000;")); /* keyctl */
-	assert_true(next_line_is(t, "if ($syscall == 435)\n", "action ERRNO(38);")); /* clone3 */
-	assert_true(next_line_is(t, "if ($syscall == 59)\n", "action 0x7fc00000;")); /* execve */
+	assert_true(next_line_is(t, "if ($syscall == 435)\n", "action ERRNO(38);"));  /* clone3 */
+	assert_true(next_line_is(t, "if ($syscall == 59)\n", "action 0x7fc00000;"));  /* execve */
 	assert_true(next_line_is(t, "if ($syscall == 322)\n", "action 0x7fc00000;")); /* execveat */
-	assert_true(next_line_is(t, "if ($syscall == 79)\n", "action 0x7fc00000;")); /* getcwd */
+	assert_true(next_line_is(t, "if ($syscall == 79)\n", "action 0x7fc00000;"));  /* getcwd */
 	/* every EPERM rule of program 1 notifies (the guard, printed as
 	 * comments, keeps its own personality EPERM) */
 	assert_null(strstr(t, "  action ERRNO(1);"));
@@ -417,7 +419,8 @@ static void test_export_rename(void **state)
 	char *t = export_text(&pol, &len);
 	assert_true(next_line_is(t, "if ($syscall == 82)\n", "action 0x7fc00000;"));  /* rename */
 	assert_true(next_line_is(t, "if ($syscall == 264)\n", "action 0x7fc00000;")); /* renameat */
-	assert_true(next_line_is(t, "if ($syscall == 316)\n", "action 0x7fc00000;")); /* renameat2 */
+	assert_true(
+		next_line_is(t, "if ($syscall == 316)\n", "action 0x7fc00000;")); /* renameat2 */
 	free(t);
 	assert_true(ab_seccomp_notifies_rename(&pol, 82));
 	assert_true(ab_seccomp_notifies_rename(&pol, 264));
@@ -650,8 +653,8 @@ static void run_cases(const ab_seccomp_prog *prog, bool only_guard, const probe_
 				continue;
 			}
 			if (c->control != SKIP_UNLESS_0 && ctl != c->control) {
-				print_error("%s: control (unfiltered) gave %s, expected %s\n", c->name,
-					    result_str(ctl, b1, sizeof(b1)),
+				print_error("%s: control (unfiltered) gave %s, expected %s\n",
+					    c->name, result_str(ctl, b1, sizeof(b1)),
 					    result_str(c->control, b2, sizeof(b2)));
 				failures++;
 				continue;
@@ -659,7 +662,8 @@ static void run_cases(const ab_seccomp_prog *prog, bool only_guard, const probe_
 		}
 		int got = run_probe(prog, only_guard, c->fn);
 		if (got != c->want) {
-			print_error("%s: got %s, expected %s\n", c->name, result_str(got, b1, sizeof(b1)),
+			print_error("%s: got %s, expected %s\n", c->name,
+				    result_str(got, b1, sizeof(b1)),
 				    result_str(c->want, b2, sizeof(b2)));
 			failures++;
 		}
@@ -672,8 +676,14 @@ static void run_cases(const ab_seccomp_prog *prog, bool only_guard, const probe_
  * checks them after the filter, so an unfiltered call fails harmlessly; the
  * rest (unshare, add_key to the process keyring, personality) only change the
  * throwaway child. */
-static int p_getpid(void) { return getpid() > 0 ? 0 : 1; }
-static int p_keyctl(void) { return ret_errno(syscall(SYS_keyctl, 0 /* GET_KEYRING_ID */, -3, 0)); }
+static int p_getpid(void)
+{
+	return getpid() > 0 ? 0 : 1;
+}
+static int p_keyctl(void)
+{
+	return ret_errno(syscall(SYS_keyctl, 0 /* GET_KEYRING_ID */, -3, 0));
+}
 static int p_add_key(void)
 {
 	return ret_errno(syscall(SYS_add_key, "user", "agentbox-test", "x", 1, -2 /* process */));
@@ -682,12 +692,30 @@ static int p_request_key(void)
 {
 	return ret_errno(syscall(SYS_request_key, "user", "agentbox-none", NULL, 0));
 }
-static int p_unshare_user(void) { return ret_errno(unshare(CLONE_NEWUSER)); }
-static int p_unshare_ns(void) { return ret_errno(unshare(CLONE_NEWNS)); }
-static int p_unshare_net_files(void) { return ret_errno(unshare(CLONE_NEWNET | CLONE_FILES)); }
-static int p_unshare_time(void) { return ret_errno(unshare(CLONE_NEWTIME)); }
-static int p_unshare_cgroup(void) { return ret_errno(unshare(CLONE_NEWCGROUP)); }
-static int p_unshare_files(void) { return ret_errno(unshare(CLONE_FILES)); }
+static int p_unshare_user(void)
+{
+	return ret_errno(unshare(CLONE_NEWUSER));
+}
+static int p_unshare_ns(void)
+{
+	return ret_errno(unshare(CLONE_NEWNS));
+}
+static int p_unshare_net_files(void)
+{
+	return ret_errno(unshare(CLONE_NEWNET | CLONE_FILES));
+}
+static int p_unshare_time(void)
+{
+	return ret_errno(unshare(CLONE_NEWTIME));
+}
+static int p_unshare_cgroup(void)
+{
+	return ret_errno(unshare(CLONE_NEWCGROUP));
+}
+static int p_unshare_files(void)
+{
+	return ret_errno(unshare(CLONE_FILES));
+}
 static int clone_flags(unsigned long flags)
 {
 	long r = syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
@@ -699,36 +727,102 @@ static int clone_flags(unsigned long flags)
 	}
 	return errno;
 }
-static int p_clone_user(void) { return clone_flags(CLONE_NEWUSER); }
-static int p_clone_pid(void) { return clone_flags(CLONE_NEWPID); }
-static int p_clone_uts_ipc(void) { return clone_flags(CLONE_NEWUTS | CLONE_NEWIPC); }
-static int p_clone_plain(void) { return clone_flags(0); }
-static int p_clone3(void) { return ret_errno(syscall(SYS_clone3, NULL, 0)); }
-static int p_setns(void) { return ret_errno(syscall(SYS_setns, -1, 0)); }
-static int p_mount(void) { return ret_errno(syscall(SYS_mount, NULL, NULL, NULL, 0, NULL)); }
-static int p_umount2(void) { return ret_errno(syscall(SYS_umount2, "", 0)); }
-static int p_pivot_root(void) { return ret_errno(syscall(SYS_pivot_root, "", "")); }
-static int p_chroot(void) { return ret_errno(syscall(SYS_chroot, "")); }
-static int p_fsopen(void) { return ret_errno(syscall(SYS_fsopen, NULL, 0)); }
-static int p_open_tree(void) { return ret_errno(syscall(SYS_open_tree, -1, NULL, 0)); }
-static int p_statmount(void) { return ret_errno(syscall(457, NULL, NULL, 0, 0)); }
-static int p_listmount(void) { return ret_errno(syscall(458, NULL, NULL, 0, 0)); }
-static int p_open_tree_attr(void) { return ret_errno(syscall(467, -1, NULL, 0, NULL, 0)); }
-static int p_io_uring_setup(void) { return ret_errno(syscall(SYS_io_uring_setup, 0, NULL)); }
+static int p_clone_user(void)
+{
+	return clone_flags(CLONE_NEWUSER);
+}
+static int p_clone_pid(void)
+{
+	return clone_flags(CLONE_NEWPID);
+}
+static int p_clone_uts_ipc(void)
+{
+	return clone_flags(CLONE_NEWUTS | CLONE_NEWIPC);
+}
+static int p_clone_plain(void)
+{
+	return clone_flags(0);
+}
+static int p_clone3(void)
+{
+	return ret_errno(syscall(SYS_clone3, NULL, 0));
+}
+static int p_setns(void)
+{
+	return ret_errno(syscall(SYS_setns, -1, 0));
+}
+static int p_mount(void)
+{
+	return ret_errno(syscall(SYS_mount, NULL, NULL, NULL, 0, NULL));
+}
+static int p_umount2(void)
+{
+	return ret_errno(syscall(SYS_umount2, "", 0));
+}
+static int p_pivot_root(void)
+{
+	return ret_errno(syscall(SYS_pivot_root, "", ""));
+}
+static int p_chroot(void)
+{
+	return ret_errno(syscall(SYS_chroot, ""));
+}
+static int p_fsopen(void)
+{
+	return ret_errno(syscall(SYS_fsopen, NULL, 0));
+}
+static int p_open_tree(void)
+{
+	return ret_errno(syscall(SYS_open_tree, -1, NULL, 0));
+}
+static int p_statmount(void)
+{
+	return ret_errno(syscall(457, NULL, NULL, 0, 0));
+}
+static int p_listmount(void)
+{
+	return ret_errno(syscall(458, NULL, NULL, 0, 0));
+}
+static int p_open_tree_attr(void)
+{
+	return ret_errno(syscall(467, -1, NULL, 0, NULL, 0));
+}
+static int p_io_uring_setup(void)
+{
+	return ret_errno(syscall(SYS_io_uring_setup, 0, NULL));
+}
 static int p_io_uring_enter(void)
 {
 	return ret_errno(syscall(SYS_io_uring_enter, -1, 0, 0, 0, NULL, 0));
 }
-static int p_bpf(void) { return ret_errno(syscall(SYS_bpf, -1, NULL, 0)); }
-static int p_perf(void) { return ret_errno(syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0)); }
-static int p_userfaultfd(void) { return ret_errno(syscall(SYS_userfaultfd, 0)); }
+static int p_bpf(void)
+{
+	return ret_errno(syscall(SYS_bpf, -1, NULL, 0));
+}
+static int p_perf(void)
+{
+	return ret_errno(syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0));
+}
+static int p_userfaultfd(void)
+{
+	return ret_errno(syscall(SYS_userfaultfd, 0));
+}
 static int p_vm_readv(void)
 {
 	return ret_errno(syscall(SYS_process_vm_readv, getpid(), NULL, 0, NULL, 0, 0));
 }
-static int p_kcmp(void) { return ret_errno(syscall(SYS_kcmp, getpid(), getpid(), 0, 0, 0)); }
-static int p_pidfd_getfd(void) { return ret_errno(syscall(SYS_pidfd_getfd, -1, 0, 0)); }
-static int p_syslog(void) { return ret_errno(syscall(SYS_syslog, 3, NULL, 0)); }
+static int p_kcmp(void)
+{
+	return ret_errno(syscall(SYS_kcmp, getpid(), getpid(), 0, 0, 0));
+}
+static int p_pidfd_getfd(void)
+{
+	return ret_errno(syscall(SYS_pidfd_getfd, -1, 0, 0));
+}
+static int p_syslog(void)
+{
+	return ret_errno(syscall(SYS_syslog, 3, NULL, 0));
+}
 static int p_get_mempolicy(void)
 {
 	return ret_errno(syscall(SYS_get_mempolicy, NULL, NULL, 0, NULL, 0));
@@ -760,16 +854,46 @@ static int sock(long family, int type)
 		close((int)fd);
 	return ret_errno(fd);
 }
-static int p_sock_vsock(void) { return sock(AF_VSOCK, SOCK_STREAM); }
-static int p_sock_packet(void) { return sock(AF_PACKET, SOCK_DGRAM); }
-static int p_sock_alg(void) { return sock(AF_ALG, SOCK_SEQPACKET); }
-static int p_sock_bluetooth(void) { return sock(AF_BLUETOOTH, SOCK_STREAM); }
-static int p_sock_unspec(void) { return sock(AF_UNSPEC, SOCK_STREAM); }
-static int p_sock_neg(void) { return sock(-1, SOCK_STREAM); }
-static int p_sock_inet_high(void) { return sock(AF_INET | (1L << 32), SOCK_STREAM); }
-static int p_sock_inet(void) { return sock(AF_INET, SOCK_STREAM); }
-static int p_sock_unix(void) { return sock(AF_UNIX, SOCK_STREAM); }
-static int p_sock_netlink(void) { return sock(AF_NETLINK, SOCK_RAW); }
+static int p_sock_vsock(void)
+{
+	return sock(AF_VSOCK, SOCK_STREAM);
+}
+static int p_sock_packet(void)
+{
+	return sock(AF_PACKET, SOCK_DGRAM);
+}
+static int p_sock_alg(void)
+{
+	return sock(AF_ALG, SOCK_SEQPACKET);
+}
+static int p_sock_bluetooth(void)
+{
+	return sock(AF_BLUETOOTH, SOCK_STREAM);
+}
+static int p_sock_unspec(void)
+{
+	return sock(AF_UNSPEC, SOCK_STREAM);
+}
+static int p_sock_neg(void)
+{
+	return sock(-1, SOCK_STREAM);
+}
+static int p_sock_inet_high(void)
+{
+	return sock(AF_INET | (1L << 32), SOCK_STREAM);
+}
+static int p_sock_inet(void)
+{
+	return sock(AF_INET, SOCK_STREAM);
+}
+static int p_sock_unix(void)
+{
+	return sock(AF_UNIX, SOCK_STREAM);
+}
+static int p_sock_netlink(void)
+{
+	return sock(AF_NETLINK, SOCK_RAW);
+}
 static int p_socketpair_unix(void)
 {
 	int sv[2];
@@ -785,11 +909,23 @@ static int p_socketpair_vsock(void)
 	int sv[2];
 	return ret_errno(socketpair(AF_VSOCK, SOCK_STREAM, 0, sv));
 }
-static int p_future(void) { return ret_errno(syscall(AB_SECCOMP_MAX_KNOWN_NR + 1)); }
-static int p_future_far(void) { return ret_errno(syscall(0x3fffffffL)); }
-static int p_minus_one(void) { return ret_errno(syscall(-1L)); }
+static int p_future(void)
+{
+	return ret_errno(syscall(AB_SECCOMP_MAX_KNOWN_NR + 1));
+}
+static int p_future_far(void)
+{
+	return ret_errno(syscall(0x3fffffffL));
+}
+static int p_minus_one(void)
+{
+	return ret_errno(syscall(-1L));
+}
 #if defined(__x86_64__)
-static int p_x32(void) { return ret_errno(syscall(0x40000000L | SYS_getpid)); }
+static int p_x32(void)
+{
+	return ret_errno(syscall(0x40000000L | SYS_getpid));
+}
 static int p_int80(void)
 {
 	long ret;
@@ -797,16 +933,46 @@ static int p_int80(void)
 	return ret > 0 ? 0 : (int)-ret;
 }
 #endif
-static int persona(unsigned long v) { return ret_errno(syscall(SYS_personality, v)); }
-static int p_persona_query(void) { return persona(0xffffffffUL); }
-static int p_persona_linux(void) { return persona(PER_LINUX); }
-static int p_persona_linux32(void) { return persona(PER_LINUX32); }
-static int p_persona_norandom(void) { return persona(PER_LINUX | ADDR_NO_RANDOMIZE); }
-static int p_persona_all_ok(void) { return persona(PER_LINUX32 | UNAME26 | ADDR_NO_RANDOMIZE); }
-static int p_persona_rie(void) { return persona(READ_IMPLIES_EXEC); }
-static int p_persona_bsd(void) { return persona(PER_BSD); }
-static int p_persona_high(void) { return persona(1UL << 32); } /* the kernel reads 0 */
-static int p_persona_high_rie(void) { return persona((1UL << 32) | READ_IMPLIES_EXEC); }
+static int persona(unsigned long v)
+{
+	return ret_errno(syscall(SYS_personality, v));
+}
+static int p_persona_query(void)
+{
+	return persona(0xffffffffUL);
+}
+static int p_persona_linux(void)
+{
+	return persona(PER_LINUX);
+}
+static int p_persona_linux32(void)
+{
+	return persona(PER_LINUX32);
+}
+static int p_persona_norandom(void)
+{
+	return persona(PER_LINUX | ADDR_NO_RANDOMIZE);
+}
+static int p_persona_all_ok(void)
+{
+	return persona(PER_LINUX32 | UNAME26 | ADDR_NO_RANDOMIZE);
+}
+static int p_persona_rie(void)
+{
+	return persona(READ_IMPLIES_EXEC);
+}
+static int p_persona_bsd(void)
+{
+	return persona(PER_BSD);
+}
+static int p_persona_high(void)
+{
+	return persona(1UL << 32);
+} /* the kernel reads 0 */
+static int p_persona_high_rie(void)
+{
+	return persona((1UL << 32) | READ_IMPLIES_EXEC);
+}
 static int p_getcwd(void)
 {
 	char buf[PATH_MAX];
@@ -832,7 +998,10 @@ static int p_fork(void)
 		return errno;
 	return WIFEXITED(st) && WEXITSTATUS(st) == 7 ? 0 : 1;
 }
-static void *thread_fn(void *arg) { return arg; }
+static void *thread_fn(void *arg)
+{
+	return arg;
+}
 static int p_thread(void)
 {
 	pthread_t t;
@@ -882,6 +1051,7 @@ static int p_status(void)
 	return mode == 2 && filters == 2 ? 0 : 1;
 }
 
+// clang-format off
 static const probe_case default_cases[] = {
 	{"getpid", p_getpid, 0, 0},
 	{"keyctl", p_keyctl, EPERM, ANY},
@@ -959,6 +1129,7 @@ static const probe_case default_cases[] = {
 	{"sh -c 'ls /'", p_sh_ls, 0, 0},
 	{"/proc/self/status: Seccomp 2, two filters", p_status, 0, ANY},
 };
+// clang-format on
 
 static void test_behaviour_default(void **state)
 {
@@ -973,6 +1144,7 @@ static void test_behaviour_default(void **state)
 	pol_free(&pol);
 }
 
+// clang-format off
 static const probe_case profile_cases[] = {
 	{"deny getcwd", p_getcwd, EPERM, 0},
 	{"deny socket: even AF_INET", p_sock_inet, EPERM, 0},
@@ -987,11 +1159,13 @@ static const probe_case profile_cases[] = {
 	{"deny beats allow: process_vm_readv", p_vm_readv, EPERM, 0},
 	{"still works: exec /bin/true", p_exec_true, 0, 0},
 };
+// clang-format on
 
 static void test_behaviour_profile(void **state)
 {
 	(void)state;
-	const char *const deny[] = {"getcwd", "socket", "ioctl", "clone3", "process_vm_readv", NULL};
+	const char *const deny[] = {"getcwd", "socket",           "ioctl",
+				    "clone3", "process_vm_readv", NULL};
 	const char *const allow[] = {"perf_event_open", "kcmp", "personality", "process_vm_readv",
 				     NULL};
 	ab_seccomp_policy pol;
@@ -1005,6 +1179,7 @@ static void test_behaviour_profile(void **state)
 }
 
 /* Only program 2: it must stand on its own (arch check, x32, personality). */
+// clang-format off
 static const probe_case guard_cases[] = {
 	{"guard: getpid", p_getpid, 0, 0},
 	{"guard: keyctl is not its business", p_keyctl, 0, ANY},
@@ -1017,6 +1192,7 @@ static const probe_case guard_cases[] = {
 	{"guard: int 0x80 getpid", p_int80, SIG(SIGSYS), SKIP_UNLESS_0},
 #endif
 };
+// clang-format on
 
 /* The two highest numbers this build knows (file_getattr, file_setattr in
  * 6.17+), with arguments the kernel rejects. */
@@ -1096,20 +1272,13 @@ static void test_behaviour_disabled(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_validate_table),
-		cmocka_unit_test(test_validate_hostile),
-		cmocka_unit_test(test_compile_shapes),
-		cmocka_unit_test(test_golden_pfc),
-		cmocka_unit_test(test_export_variants),
-		cmocka_unit_test(test_export_notify),
-		cmocka_unit_test(test_export_rename),
-		cmocka_unit_test(test_export_connect),
-		cmocka_unit_test(test_describe),
-		cmocka_unit_test(test_apply_requires_nnp),
-		cmocka_unit_test(test_behaviour_default),
-		cmocka_unit_test(test_behaviour_profile),
-		cmocka_unit_test(test_behaviour_guard),
-		cmocka_unit_test(test_behaviour_disabled),
+		cmocka_unit_test(test_validate_table),    cmocka_unit_test(test_validate_hostile),
+		cmocka_unit_test(test_compile_shapes),    cmocka_unit_test(test_golden_pfc),
+		cmocka_unit_test(test_export_variants),   cmocka_unit_test(test_export_notify),
+		cmocka_unit_test(test_export_rename),     cmocka_unit_test(test_export_connect),
+		cmocka_unit_test(test_describe),          cmocka_unit_test(test_apply_requires_nnp),
+		cmocka_unit_test(test_behaviour_default), cmocka_unit_test(test_behaviour_profile),
+		cmocka_unit_test(test_behaviour_guard),   cmocka_unit_test(test_behaviour_disabled),
 	};
 	if (RUNNING_ON_VALGRIND)
 		seccomp_api_set(3); /* see above: no kernel probe under valgrind */

@@ -154,7 +154,7 @@ static bool step(SSL *s, bool *done)
 /* A TLS 1.3 client of cc and server of sc through a BIO pair, handshaken. */
 static void connect_pair(SSL_CTX *cc, SSL_CTX *sc, SSL **c, SSL **s)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	BIO *bc = NULL, *bs = NULL;
 	bool cd = false, sd = false;
 
@@ -180,7 +180,7 @@ static void connect_pair(SSL_CTX *cc, SSL_CTX *sc, SSL **c, SSL **s)
 
 static void test_init(void **state)
 {
-	struct rlimit rl = { 0 };
+	struct rlimit rl = {0};
 
 	getrlimit(RLIMIT_MEMLOCK, &rl);
 	printf("[ info ] secure heap: %u KiB, %s (RLIMIT_MEMLOCK %llu KiB)\n",
@@ -199,9 +199,9 @@ static void test_init(void **state)
 
 static void test_keys_in_secure_heap(void **state)
 {
-	static const char *const nc[] = { "api.test", NULL };
+	static const char *const nc[] = {"api.test", NULL};
 	unsigned char pats[4][32];
-	ab_err err = { 0 };
+	ab_err err = {0};
 	ab_ca *ca = NULL;
 	SSL_CTX *sc = NULL, *cc = NULL;
 	char *pem = NULL;
@@ -242,7 +242,8 @@ static void test_keys_in_secure_heap(void **state)
 		connect_pair(cc, sc, &c[i], &s[i]);
 	size_t during = CRYPTO_secure_used();
 	printf("[ info ] secure heap: %zu bytes with the CA's keys (%zu before), %zu more for 8 "
-	       "live TLS 1.3 connection pairs\n", with_ca - base, base, during - before);
+	       "live TLS 1.3 connection pairs\n",
+	       with_ca - base, base, during - before);
 	assert_true(during > before);
 	/* the leaf key signed 8 handshakes: still only in the secure heap */
 	if (hooks_on)

@@ -42,10 +42,10 @@ static char *xstrdup(const char *s)
 }
 
 /* A finished secret with a fixed placeholder (tests need to know it). */
-static void mk(ab_secret *s, const char *name, const char *value, const char *ph,
-	       const char *hosts, const char *places)
+static void mk(ab_secret *s, const char *name, const char *value, const char *ph, const char *hosts,
+	       const char *places)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	char buf[512], *save = NULL;
 
 	assert_int_equal(ab_secret_init(s, name, &err), 0);
@@ -122,6 +122,7 @@ typedef struct {
 	int want; /* length or -errno */
 } ph_case;
 
+// clang-format off
 static const ph_case ph_cases[] = {
 	{ "sk-ant-", 0, 100, 100 },             /* same length as the value */
 	{ "sk-ant-", 0, 10, 7 + 22 },           /* never fewer than prefix + 22 */
@@ -143,6 +144,7 @@ static const ph_case ph_cases[] = {
 	{ "0123456789012345678901234567890X", 0, 0, 32 + 22 }, /* 32: the maximum */
 	{ "0123456789012345678901234567890XY", 0, 0, -EINVAL },
 };
+// clang-format on
 
 static void test_placeholder_table(void **state)
 {
@@ -171,7 +173,10 @@ static void test_placeholder_buffer(void **state)
 	assert_int_equal(ab_placeholder_make("x", 0, 29, NULL, 30), -ENOBUFS);
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
 
 /* Stable placeholders: a function of key, name, value and counter only; the
  * same shape rules; every input changes it; uniform characters. */
@@ -184,17 +189,20 @@ static void test_placeholder_derive(void **state)
 	const char *v = "sk-ant-api03-0123456789abcdefghijklmnopqrstuvwxyz";
 	size_t vl = strlen(v);
 	char a[128], b[128];
-	assert_int_equal(ab_placeholder_derive("sk-ant-api03-", 0, key, "K", v, vl, 0, a, sizeof(a)),
-			 (int)vl);
+	assert_int_equal(
+		ab_placeholder_derive("sk-ant-api03-", 0, key, "K", v, vl, 0, a, sizeof(a)),
+		(int)vl);
 	assert_int_equal(strncmp(a, "sk-ant-api03-", 13), 0);
 	assert_true(all_alnum(a + 13, vl - 13));
 	assert_string_not_equal(a, v);
-	assert_int_equal(ab_placeholder_derive("sk-ant-api03-", 0, key, "K", v, vl, 0, b, sizeof(b)),
-			 (int)vl);
+	assert_int_equal(
+		ab_placeholder_derive("sk-ant-api03-", 0, key, "K", v, vl, 0, b, sizeof(b)),
+		(int)vl);
 	assert_string_equal(a, b); /* the same inputs: the same placeholder */
 	/* each input changes it */
-	assert_int_equal(ab_placeholder_derive("sk-ant-api03-", 0, key2, "K", v, vl, 0, b, sizeof(b)),
-			 (int)vl);
+	assert_int_equal(
+		ab_placeholder_derive("sk-ant-api03-", 0, key2, "K", v, vl, 0, b, sizeof(b)),
+		(int)vl);
 	assert_string_not_equal(a, b);
 	ab_placeholder_derive("sk-ant-api03-", 0, key, "L", v, vl, 0, b, sizeof(b));
 	assert_string_not_equal(a, b);
@@ -213,13 +221,16 @@ static void test_placeholder_derive(void **state)
 	assert_int_equal(ab_placeholder_derive("p", 100, key, "K", v, vl, 0, a, sizeof(a)), 100);
 	assert_true(all_alnum(a + 1, 99));
 	assert_int_equal(ab_placeholder_derive("p", 100, key, "K", v, vl, 0, a, 100), -ENOBUFS);
-	assert_int_equal(ab_placeholder_derive("bad!", 0, key, "K", v, vl, 0, a, sizeof(a)), -EINVAL);
-	assert_int_equal(ab_placeholder_derive(NULL, 0, NULL, "K", v, vl, 0, a, sizeof(a)), -EINVAL);
+	assert_int_equal(ab_placeholder_derive("bad!", 0, key, "K", v, vl, 0, a, sizeof(a)),
+			 -EINVAL);
+	assert_int_equal(ab_placeholder_derive(NULL, 0, NULL, "K", v, vl, 0, a, sizeof(a)),
+			 -EINVAL);
 	/* uniform over [A-Za-z0-9]: 2000 x 22 characters, ~710 each */
 	size_t freq[256] = {0};
 	for (uint32_t i = 0; i < 2000; i++) {
 		char e[23];
-		assert_int_equal(ab_placeholder_derive(NULL, 22, key, "K", v, vl, i, e, sizeof(e)), 22);
+		assert_int_equal(ab_placeholder_derive(NULL, 22, key, "K", v, vl, i, e, sizeof(e)),
+				 22);
 		for (int k = 0; k < 22; k++)
 			freq[(unsigned char)e[k]]++;
 	}
@@ -311,8 +322,8 @@ static void test_phkey_load(void **state)
 static void test_placeholder_unique(void **state)
 {
 	enum { N = 10000, L = 22 };
-	char (*all)[L + 1] = calloc(N, L + 1);
-	size_t freq[256] = { 0 };
+	char(*all)[L + 1] = calloc(N, L + 1);
+	size_t freq[256] = {0};
 
 	assert_non_null(all);
 	for (size_t i = 0; i < N; i++) {
@@ -327,7 +338,7 @@ static void test_placeholder_unique(void **state)
 	 * +-15% (a modulo bias of 256 % 62 would skew 8 of them by ~25%) */
 	size_t total = 0;
 	for (int c = 0; c < 256; c++) {
-		bool in = all_alnum((char[]){ (char)c }, 1);
+		bool in = all_alnum((char[]){(char)c}, 1);
 		if (!in) {
 			assert_int_equal(freq[c], 0);
 			continue;
@@ -376,8 +387,8 @@ static void check_jwt_ph(const char *v)
 
 	assert_int_equal(ab_jwt_placeholder_make(v, n, out, sizeof(out)), (int)n);
 	assert_int_equal(strlen(out), n);
-	assert_memory_equal(out, v, keep);           /* header and payload kept */
-	assert_true(all_b64url(out + keep, sl));      /* a base64url signature */
+	assert_memory_equal(out, v, keep);       /* header and payload kept */
+	assert_true(all_b64url(out + keep, sl)); /* a base64url signature */
 	assert_memory_not_equal(out + keep, v + keep, sl);
 	/* a canonical encoding: the unused low bits of the last character are 0 */
 	int last = b64url_val(out[n - 1]);
@@ -387,7 +398,7 @@ static void check_jwt_ph(const char *v)
 	else if (sl % 4 == 3)
 		assert_int_equal(last & 3, 0);
 	assert_int_equal(ab_jwt_placeholder_make(v, n, out2, sizeof(out2)), (int)n);
-	assert_string_not_equal(out, out2);           /* fresh every time */
+	assert_string_not_equal(out, out2); /* fresh every time */
 }
 
 static void test_jwt_placeholder(void **state)
@@ -397,7 +408,7 @@ static void test_jwt_placeholder(void **state)
 	/* HS256 (43 characters), RS256 (342), ES256 (86), and the shortest
 	 * signatures allowed (16 bytes: 22 characters; 24 for 18 bytes) */
 	check_jwt_ph(JWT_H "." JWT_P "." JWT_S);
-	const size_t lens[] = { 342, 86, 22, 24, 23 };
+	const size_t lens[] = {342, 86, 22, 24, 23};
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		b64url_fill(sig, lens[i], 'Q');
 		snprintf(v, sizeof(v), JWT_H "." JWT_P ".%s", sig);
@@ -406,13 +417,19 @@ static void test_jwt_placeholder(void **state)
 
 	/* not a JWS: -EINVAL */
 	static const char *const bad[] = {
-		"", "abc", JWT_H "." JWT_P, JWT_H "." JWT_P "." JWT_S ".x",
-		JWT_H ".." JWT_S, "." JWT_P "." JWT_S,
-		JWT_H "=." JWT_P "." JWT_S, JWT_H "." JWT_P "." JWT_S "=",
-		JWT_H "." JWT_P "+/." JWT_S, JWT_H " ." JWT_P "." JWT_S,
-		"eyJhbGciO." JWT_P "." JWT_S,                   /* 9 % 4 == 1 */
-		JWT_H "." JWT_P "." JWT_S "xy",                 /* 45 % 4 == 1 */
-		"a.b.c.d.e",                                     /* JWE-like */
+		"",
+		"abc",
+		JWT_H "." JWT_P,
+		JWT_H "." JWT_P "." JWT_S ".x",
+		JWT_H ".." JWT_S,
+		"." JWT_P "." JWT_S,
+		JWT_H "=." JWT_P "." JWT_S,
+		JWT_H "." JWT_P "." JWT_S "=",
+		JWT_H "." JWT_P "+/." JWT_S,
+		JWT_H " ." JWT_P "." JWT_S,
+		"eyJhbGciO." JWT_P "." JWT_S,   /* 9 % 4 == 1 */
+		JWT_H "." JWT_P "." JWT_S "xy", /* 45 % 4 == 1 */
+		"a.b.c.d.e",                    /* JWE-like */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (ab_jwt_placeholder_make(bad[i], strlen(bad[i]), out, sizeof(out)) != -EINVAL)
@@ -437,7 +454,7 @@ static void test_jwt_placeholder(void **state)
 /* A finished JWT secret, its placeholder made by ab_secret_set_placeholder_jwt. */
 static void mk_jwt(ab_secret *s, const char *name, const char *value, const char *places)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 
 	assert_int_equal(ab_secret_init(s, name, &err), 0);
 	assert_int_equal(ab_secret_set_value(s, xstrdup(value), strlen(value), &err), 0);
@@ -453,7 +470,7 @@ static void test_jwt_secret(void **state)
 {
 	static const char V[] = JWT_H "." JWT_P "." JWT_S;
 	ab_secret s, t;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	ab_swap_result res;
 	char head[1024], want[1024], body[512], *out = NULL, buf[1024];
 	size_t outlen = 0, cap;
@@ -463,8 +480,8 @@ static void test_jwt_secret(void **state)
 
 	/* the value must be a JWT; the error names the secret, never the value */
 	assert_int_equal(ab_secret_init(&t, "NOT_JWT", &err), 0);
-	assert_int_equal(ab_secret_set_value(&t, xstrdup("sk-not-a-jwt-0123456789abcdef"), 29,
-					     &err), 0);
+	assert_int_equal(
+		ab_secret_set_value(&t, xstrdup("sk-not-a-jwt-0123456789abcdef"), 29, &err), 0);
 	assert_int_equal(ab_secret_set_placeholder_jwt(&t, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "NOT_JWT"));
 	assert_non_null(strstr(err.msg, "not a JWT"));
@@ -473,7 +490,8 @@ static void test_jwt_secret(void **state)
 	ab_secret_free(&t);
 	assert_int_equal(ab_secret_init(&t, "SHORT_SIG", &err), 0);
 	assert_int_equal(ab_secret_set_value(&t, xstrdup(JWT_H "." JWT_P ".abcdefgh"),
-					     strlen(JWT_H "." JWT_P ".abcdefgh"), &err), 0);
+					     strlen(JWT_H "." JWT_P ".abcdefgh"), &err),
+			 0);
 	assert_int_equal(ab_secret_set_placeholder_jwt(&t, &err), -ERANGE);
 	assert_non_null(strstr(err.msg, "SHORT_SIG"));
 	assert_null(strstr(err.msg, JWT_P));
@@ -483,12 +501,19 @@ static void test_jwt_secret(void **state)
 	 * placeholder's '.' are fine in a finished secret */
 	mk_jwt(&s, "ACCESS", V, "header:authorization");
 	assert_int_equal(s.placeholder_len, strlen(V));
-	snprintf(head, sizeof(head), "GET /backend-api/x HTTP/1.1\r\n" "Host: chatgpt.test\r\n"
-		 "Authorization: Bearer %s\r\n\r\n", s.placeholder);
-	snprintf(want, sizeof(want), "GET /backend-api/x HTTP/1.1\r\n" "Host: chatgpt.test\r\n"
-		 "Authorization: Bearer %s\r\n\r\n", V);
+	snprintf(head, sizeof(head),
+		 "GET /backend-api/x HTTP/1.1\r\n"
+		 "Host: chatgpt.test\r\n"
+		 "Authorization: Bearer %s\r\n\r\n",
+		 s.placeholder);
+	snprintf(want, sizeof(want),
+		 "GET /backend-api/x HTTP/1.1\r\n"
+		 "Host: chatgpt.test\r\n"
+		 "Authorization: Bearer %s\r\n\r\n",
+		 V);
 	assert_int_equal(ab_secrets_rewrite_head(&s, 1, "chatgpt.test", 443, head, strlen(head),
-						 &out, &outlen, &res), 0);
+						 &out, &outlen, &res),
+			 0);
 	assert_false(res.blocked);
 	assert_int_equal(res.injected, 1);
 	assert_int_equal(outlen, strlen(want));
@@ -496,10 +521,13 @@ static void test_jwt_secret(void **state)
 	ab_secrets_wipe_free(out, outlen);
 	/* elsewhere: sent on unchanged (never swapped) and reported by default;
 	 * with refuse_elsewhere blocked, although the header and payload are public */
-	snprintf(head, sizeof(head), "GET / HTTP/1.1\r\n" "Host: evil.test\r\nAuthorization: Bearer %s\r\n\r\n",
+	snprintf(head, sizeof(head),
+		 "GET / HTTP/1.1\r\n"
+		 "Host: evil.test\r\nAuthorization: Bearer %s\r\n\r\n",
 		 s.placeholder);
 	assert_int_equal(ab_secrets_rewrite_head(&s, 1, "evil.test", 443, head, strlen(head), &out,
-						 &outlen, &res), 0);
+						 &outlen, &res),
+			 0);
 	assert_false(res.blocked);
 	assert_int_equal(res.injected, 0);
 	assert_int_equal(res.elsewhere, 1);
@@ -507,16 +535,20 @@ static void test_jwt_secret(void **state)
 	ab_secrets_wipe_free(out, outlen);
 	s.refuse_elsewhere = true;
 	assert_int_equal(ab_secrets_rewrite_head(&s, 1, "evil.test", 443, head, strlen(head), &out,
-						 &outlen, &res), 0);
+						 &outlen, &res),
+			 0);
 	assert_true(res.blocked);
 	assert_string_equal(res.place, "host:evil.test");
 	s.refuse_elsewhere = false;
 	/* the real token alone, or header.payload alone, are not the placeholder:
 	 * not swapped, not blocked */
-	snprintf(head, sizeof(head), "GET / HTTP/1.1\r\n" "Host: evil.test\r\nX-A: %.*s\r\n\r\n",
+	snprintf(head, sizeof(head),
+		 "GET / HTTP/1.1\r\n"
+		 "Host: evil.test\r\nX-A: %.*s\r\n\r\n",
 		 (int)(strrchr(V, '.') - V), V);
 	assert_int_equal(ab_secrets_rewrite_head(&s, 1, "evil.test", 443, head, strlen(head), &out,
-						 &outlen, &res), 0);
+						 &outlen, &res),
+			 0);
 	assert_false(res.blocked);
 	ab_secrets_wipe_free(out, outlen);
 
@@ -560,11 +592,14 @@ static void test_jwt_secret(void **state)
 
 static void test_secret_names(void **state)
 {
-	static const char *const bad[] = { "", "1A", "A-B", "A B", "A.B", "A=B", "\xc3\xa9",
-		"A12345678901234567890123456789012345678901234567890123456789012345" };
-	static const char *const good[] = { "A", "_x", "GITHUB_TOKEN", "a1_B2" };
+	static const char *const bad[] = {
+		"",         "1A",
+		"A-B",      "A B",
+		"A.B",      "A=B",
+		"\xc3\xa9", "A12345678901234567890123456789012345678901234567890123456789012345"};
+	static const char *const good[] = {"A", "_x", "GITHUB_TOKEN", "a1_B2"};
 	ab_secret s;
-	ab_err err = { 0 };
+	ab_err err = {0};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(ab_secret_init(&s, bad[i], &err), -EINVAL);
@@ -578,12 +613,20 @@ static void test_secret_names(void **state)
 
 static void test_secret_places(void **state)
 {
-	static const char *const bad[] = { "header:", "header:host", "header:Content-Length",
-		"header:transfer-encoding", "header:a b", "header:a:b", "header:\xc3\xa9",
-		"cookie", "Query", "",
-		("header:x1234567890123456789012345678901234567890123456789012345678901234") };
+	static const char *const bad[] = {
+		"header:",
+		"header:host",
+		"header:Content-Length",
+		"header:transfer-encoding",
+		"header:a b",
+		"header:a:b",
+		"header:\xc3\xa9",
+		"cookie",
+		"Query",
+		"",
+		("header:x1234567890123456789012345678901234567890123456789012345678901234")};
 	ab_secret s;
-	ab_err err = { 0 };
+	ab_err err = {0};
 
 	assert_int_equal(ab_secret_init(&s, "T", &err), 0);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -616,13 +659,20 @@ static void test_secret_values(void **state)
 {
 	static char big[AB_SECRET_VALUE_MAX + 2];
 	const val_case cases[] = {
-		{ "", 0, -EINVAL },      { S("a\nb"), -EINVAL },  { S("a\rb"), -EINVAL },
-		{ S("a\0b"), -EINVAL },  { S("\x01"), -EINVAL },  { S("a\x7f"), -EINVAL },
-		{ big, AB_SECRET_VALUE_MAX + 1, -EFBIG },         { big, AB_SECRET_VALUE_MAX, 0 },
-		{ S("tok en\t"), 0 },    { S("\xc3\xa9t\xc3\xa9"), 0 }, { S("x"), 0 },
+		{"", 0, -EINVAL},
+		{S("a\nb"), -EINVAL},
+		{S("a\rb"), -EINVAL},
+		{S("a\0b"), -EINVAL},
+		{S("\x01"), -EINVAL},
+		{S("a\x7f"), -EINVAL},
+		{big, AB_SECRET_VALUE_MAX + 1, -EFBIG},
+		{big, AB_SECRET_VALUE_MAX, 0},
+		{S("tok en\t"), 0},
+		{S("\xc3\xa9t\xc3\xa9"), 0},
+		{S("x"), 0},
 	};
 	ab_secret s;
-	ab_err err = { 0 };
+	ab_err err = {0};
 
 	memset(big, 'k', sizeof(big) - 1);
 	assert_int_equal(ab_secret_init(&s, "T", &err), 0);
@@ -645,13 +695,13 @@ static void test_secret_values(void **state)
 static void test_secret_finish(void **state)
 {
 	ab_secret s;
-	ab_err err = { 0 };
+	ab_err err = {0};
 
 	assert_int_equal(ab_secret_init(&s, "T", &err), 0);
 	assert_int_equal(ab_secret_set_placeholder(&s, "p_", 0, &err), -EINVAL); /* no value */
 	assert_int_equal(ab_secret_finish(&s, &err), -EINVAL);
-	assert_int_equal(ab_secret_set_value(&s, xstrdup("value-of-thirty-bytes-exactly!"), 30,
-					     &err), 0);
+	assert_int_equal(
+		ab_secret_set_value(&s, xstrdup("value-of-thirty-bytes-exactly!"), 30, &err), 0);
 	assert_int_equal(ab_secret_set_placeholder(&s, "bad prefix", 0, &err), -EINVAL);
 	assert_int_equal(ab_secret_set_placeholder(&s, "sk-", 0, &err), 0);
 	assert_int_equal(s.placeholder_len, 30);
@@ -690,7 +740,7 @@ static void test_secret_finish(void **state)
 static void test_secrets_set(void **state)
 {
 	ab_secret s[3];
-	ab_err err = { 0 };
+	ab_err err = {0};
 	char names[64];
 
 	mk(&s[0], "A", "va", "PHA_0123456789012345678901", "a.test", NULL);
@@ -759,6 +809,7 @@ typedef struct {
 #define HA "Host: api.test\r\n"
 #define END "\r\n"
 
+// clang-format off
 static const rw_case rw_cases[] = {
 	/* allowed swaps */
 	{ "api.test", 443, GET("/v1") HA "Authorization: Bearer " PHA END END,
@@ -842,6 +893,7 @@ static const rw_case rw_cases[] = {
 	{ "api.test", 443, "OPTIONS * HTTP/1.1\r\n" HA END, "OPTIONS * HTTP/1.1\r\n" HA END,
 	  0, 0, 0, 0, 0 },
 };
+// clang-format on
 
 static void check_rw(const rw_case *c, size_t idx, size_t nsecs)
 {
@@ -856,7 +908,8 @@ static void check_rw(const rw_case *c, size_t idx, size_t nsecs)
 		fail_msg("case %zu: %d", idx, r);
 	if (c->out) {
 		if (res.blocked)
-			fail_msg("case %zu blocked: %s %s %s", idx, res.secret, res.place, res.where);
+			fail_msg("case %zu blocked: %s %s %s", idx, res.secret, res.place,
+				 res.where);
 		if (outlen != strlen(c->out) || memcmp(out, c->out, outlen) != 0)
 			fail_msg("case %zu:\n%.*s\n!=\n%s", idx, (int)outlen, out, c->out);
 		assert_int_equal(out[outlen], '\0');
@@ -864,7 +917,8 @@ static void check_rw(const rw_case *c, size_t idx, size_t nsecs)
 		assert_int_equal(res.injected, c->injected);
 		if (res.elsewhere != c->elsewhere)
 			fail_msg("case %zu: elsewhere %#llx, expected %#llx", idx,
-				 (unsigned long long)res.elsewhere, (unsigned long long)c->elsewhere);
+				 (unsigned long long)res.elsewhere,
+				 (unsigned long long)c->elsewhere);
 		ab_secrets_wipe_free(out, outlen);
 		return;
 	}
@@ -906,6 +960,7 @@ static void test_rewrite_table(void **state)
  * its secret is not bound to goes on as it is, wherever it is and however
  * it is encoded, and is reported; never swapped; the other secrets' rules
  * are unchanged in the same head. */
+// clang-format off
 static const rw_case rw_cases_forward[] = {
 	/* the unbound host / port cases of rw_cases */
 	{ "evil.test", 443, GET("/") HE "Authorization: Bearer " PHA END END,
@@ -951,6 +1006,7 @@ static const rw_case rw_cases_forward[] = {
 	{ "api.test", 443, GET("/" PHG) HA "X-Foo: " PHA END END, NULL, "TOKEN_A", "header:x-foo",
 	  "header:x-foo", 0, 0 },
 };
+// clang-format on
 
 static void test_rewrite_forward(void **state)
 {
@@ -960,8 +1016,15 @@ static void test_rewrite_forward(void **state)
 	/* refuse_elsewhere per secret: only that one blocks */
 	secs[2].refuse_elsewhere = true;
 	check_rw(&rw_cases_forward[0], 100, NSECS);
-	const rw_case c = { "EVIL.test.", 443, GET("/") HE "X-Api-Key: " PHC END END, NULL,
-			    "TOKEN_C", "host:evil.test", "header:x-api-key", 0, 0 };
+	const rw_case c = {"EVIL.test.",
+			   443,
+			   GET("/") HE "X-Api-Key: " PHC END END,
+			   NULL,
+			   "TOKEN_C",
+			   "host:evil.test",
+			   "header:x-api-key",
+			   0,
+			   0};
 	check_rw(&c, 101, NSECS);
 	secs[2].refuse_elsewhere = false;
 	assert_true(ab_secret_forwards_elsewhere(&secs[0], "evil.test", 443));
@@ -980,18 +1043,18 @@ static void test_rewrite_basic(void **state)
 		const char *host, *user_pass, *want_user_pass; /* want NULL: blocked */
 		const char *place;
 	} cases[] = {
-		{ "github.test", "x-access-token:" PHG, "x-access-token:" VG, NULL },
-		{ "github.test", PHG ":", VG ":", NULL },
-		{ "github.test", PHG ":" PHG, VG ":" VG, NULL },
-		{ "github.test", "a:" PHG "b", "a:" VG "b", NULL },
-		{ "a.example.com", PHB ":" PHB, VB ":" VB, NULL },
-		{ "api.test", "u:" PHA, "u:" VA, NULL },
-		{ "api.test", "u:" PHC, NULL, "header:authorization" },
-		{ "evil.test", "x-access-token:" PHG, NULL, "host:evil.test" },
-		{ "github.test", "x:" PHA, NULL, "host:github.test" },
+		{"github.test", "x-access-token:" PHG, "x-access-token:" VG, NULL},
+		{"github.test", PHG ":", VG ":", NULL},
+		{"github.test", PHG ":" PHG, VG ":" VG, NULL},
+		{"github.test", "a:" PHG "b", "a:" VG "b", NULL},
+		{"a.example.com", PHB ":" PHB, VB ":" VB, NULL},
+		{"api.test", "u:" PHA, "u:" VA, NULL},
+		{"api.test", "u:" PHC, NULL, "header:authorization"},
+		{"evil.test", "x-access-token:" PHG, NULL, "host:evil.test"},
+		{"github.test", "x:" PHA, NULL, "host:github.test"},
 	};
 	/* the last two without refuse_elsewhere: unchanged, reported */
-	static const uint64_t fwd_bit[] = { 0, 0, 0, 0, 0, 0, 0, 8, 1 };
+	static const uint64_t fwd_bit[] = {0, 0, 0, 0, 0, 0, 0, 8, 1};
 	static ab_http_req req;
 	char enc[256], head[512], want[512];
 	unsigned char dec[256];
@@ -1003,14 +1066,16 @@ static void test_rewrite_basic(void **state)
 			ab_swap_result res;
 			char *out;
 			size_t outlen;
-			b64enc((const unsigned char *)cases[i].user_pass, strlen(cases[i].user_pass),
-			       enc, false);
-			snprintf(head, sizeof(head), GET("/r.git/info/refs") "Host: %s\r\n"
-				 "Authorization: %s%s\r\n\r\n", cases[i].host,
-				 sp == 1 ? "Basic " : "basic  ", enc);
+			b64enc((const unsigned char *)cases[i].user_pass,
+			       strlen(cases[i].user_pass), enc, false);
+			snprintf(head, sizeof(head),
+				 GET("/r.git/info/refs") "Host: %s\r\n"
+							 "Authorization: %s%s\r\n\r\n",
+				 cases[i].host, sp == 1 ? "Basic " : "basic  ", enc);
 			assert_int_equal(ab_secrets_rewrite_head(secs, NSECS, cases[i].host, 443,
 								 head, strlen(head), &out, &outlen,
-								 &res), 0);
+								 &res),
+					 0);
 			if (fwd_bit[i] && !secs[0].refuse_elsewhere) {
 				assert_false(res.blocked);
 				assert_string_equal(out, head);
@@ -1036,9 +1101,10 @@ static void test_rewrite_basic(void **state)
 			/* the exact re-encoding */
 			b64enc((const unsigned char *)cases[i].want_user_pass,
 			       strlen(cases[i].want_user_pass), enc, false);
-			snprintf(want, sizeof(want), GET("/r.git/info/refs") "Host: %s\r\n"
-				 "Authorization: %s%s\r\n\r\n", cases[i].host,
-				 sp == 1 ? "Basic " : "basic  ", enc);
+			snprintf(want, sizeof(want),
+				 GET("/r.git/info/refs") "Host: %s\r\n"
+							 "Authorization: %s%s\r\n\r\n",
+				 cases[i].host, sp == 1 ? "Basic " : "basic  ", enc);
 			assert_string_equal(out, want);
 			assert_true(res.injected != 0);
 			assert_int_equal(res.elsewhere, 0);
@@ -1053,14 +1119,16 @@ static void test_rewrite_basic(void **state)
 static void test_rewrite_basic_literal(void **state)
 {
 	const rw_case cases[] = {
-		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic " PHG END END,
-		  GET("/") "Host: github.test\r\nAuthorization: Basic " VG END END, 0, 0, 0, 8, 0 },
-		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic !" PHG END END,
-		  GET("/") "Host: github.test\r\nAuthorization: Basic !" VG END END, 0, 0, 0, 8, 0 },
-		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic" END END,
-		  GET("/") "Host: github.test\r\nAuthorization: Basic" END END, 0, 0, 0, 0, 0 },
-		{ "github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic =" END END,
-		  GET("/") "Host: github.test\r\nAuthorization: Basic =" END END, 0, 0, 0, 0, 0 },
+		{"github.test", 443,
+		 GET("/") "Host: github.test\r\nAuthorization: Basic " PHG END END,
+		 GET("/") "Host: github.test\r\nAuthorization: Basic " VG END END, 0, 0, 0, 8, 0},
+		{"github.test", 443,
+		 GET("/") "Host: github.test\r\nAuthorization: Basic !" PHG END END,
+		 GET("/") "Host: github.test\r\nAuthorization: Basic !" VG END END, 0, 0, 0, 8, 0},
+		{"github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic" END END,
+		 GET("/") "Host: github.test\r\nAuthorization: Basic" END END, 0, 0, 0, 0, 0},
+		{"github.test", 443, GET("/") "Host: github.test\r\nAuthorization: Basic =" END END,
+		 GET("/") "Host: github.test\r\nAuthorization: Basic =" END END, 0, 0, 0, 0, 0},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		check_rw(&cases[i], i, NSECS);
@@ -1069,9 +1137,9 @@ static void test_rewrite_basic_literal(void **state)
 static void test_rewrite_invalid(void **state)
 {
 	static const char *const bad[] = {
-		"GET / HTTP/1.1\r\nHost: a\r\n",              /* incomplete */
-		"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET",       /* bytes after the head */
-		"GET / HTTP/1.1\nHost: a\r\n\r\n",            /* bare LF */
+		"GET / HTTP/1.1\r\nHost: a\r\n",        /* incomplete */
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET", /* bytes after the head */
+		"GET / HTTP/1.1\nHost: a\r\n\r\n",      /* bare LF */
 		"",
 	};
 	ab_swap_result res;
@@ -1083,17 +1151,20 @@ static void test_rewrite_invalid(void **state)
 							 strlen(bad[i]), &out, &outlen, &res),
 				 -EINVAL);
 	assert_int_equal(ab_secrets_rewrite_head(secs, AB_SECRETS_MAX + 1, "api.test", 443,
-						 S(GET("/") HA END), &out, &outlen, &res), -EINVAL);
+						 S(GET("/") HA END), &out, &outlen, &res),
+			 -EINVAL);
 	/* no secrets: a copy */
-	assert_int_equal(ab_secrets_rewrite_head(NULL, 0, "api.test", 443, S(GET("/") HA END),
-						 &out, &outlen, &res), 0);
+	assert_int_equal(ab_secrets_rewrite_head(NULL, 0, "api.test", 443, S(GET("/") HA END), &out,
+						 &outlen, &res),
+			 0);
 	assert_false(res.blocked);
 	assert_string_equal(out, GET("/") HA END);
 	ab_secrets_wipe_free(out, outlen);
 	/* NULL host: bound to nothing (sent on unchanged, or blocked) */
 	assert_int_equal(ab_secrets_rewrite_head(secs, NSECS, NULL, 443,
 						 S(GET("/") "Host: x\r\nX-Api-Key: " PHA END END),
-						 &out, &outlen, &res), 0);
+						 &out, &outlen, &res),
+			 0);
 	assert_false(res.blocked);
 	assert_int_equal(res.elsewhere, 1);
 	assert_string_equal(out, GET("/") "Host: x\r\nX-Api-Key: " PHA END END);
@@ -1101,7 +1172,8 @@ static void test_rewrite_invalid(void **state)
 	refuse_elsewhere(true);
 	assert_int_equal(ab_secrets_rewrite_head(secs, NSECS, NULL, 443,
 						 S(GET("/") "Host: x\r\nX-Api-Key: " PHA END END),
-						 &out, &outlen, &res), 0);
+						 &out, &outlen, &res),
+			 0);
 	assert_true(res.blocked);
 	assert_string_equal(res.where, "header:x-api-key");
 	refuse_elsewhere(false);
@@ -1114,7 +1186,7 @@ static void test_rewrite_too_big(void **state)
 	char *value = malloc(AB_SECRET_VALUE_MAX + 1), *head = malloc(64 * 1024), *out;
 	size_t n = 0, outlen;
 	ab_swap_result res;
-	ab_err err = { 0 };
+	ab_err err = {0};
 
 	memset(value, 'v', AB_SECRET_VALUE_MAX);
 	value[AB_SECRET_VALUE_MAX] = '\0';
@@ -1123,8 +1195,9 @@ static void test_rewrite_too_big(void **state)
 	for (int i = 0; i < 300; i++)
 		n += (size_t)sprintf(head + n, "PHZ_zzzzzzzzzzzzzzzzzzzzzz ");
 	n += (size_t)sprintf(head + n, "\r\n\r\n");
-	assert_int_equal(ab_secrets_rewrite_head(&big, 1, "api.test", 443, head, n, &out, &outlen,
-						 &res), -E2BIG);
+	assert_int_equal(
+		ab_secrets_rewrite_head(&big, 1, "api.test", 443, head, n, &out, &outlen, &res),
+		-E2BIG);
 	assert_null(out);
 	(void)err;
 	ab_secret_free(&big);
@@ -1134,22 +1207,22 @@ static void test_rewrite_too_big(void **state)
 
 static void test_explain(void **state)
 {
-	ab_swap_result r = { .blocked = true, .secret = "GH" };
+	ab_swap_result r = {.blocked = true, .secret = "GH"};
 	char buf[512];
 	static const struct {
 		const char *place, *where, *needle;
 	} cases[] = {
-		{ "host:evil.test", "header:authorization", "add it to secrets.GH.hosts" },
-		{ "header:x-foo", "header:x-foo",
-		  "is in the header x-foo, where it may not be placed.\nTo allow that, add "
-		  "\"header:x-foo\" to secrets.GH.in" },
-		{ "query", "query", "add \"query\" to secrets.GH.in" },
-		{ "body", "body", "add \"body\" to secrets.GH.in" },
-		{ "body (length differs)", "body (length differs)", "placeholder length" },
-		{ "path", "path", "is in the URL path; a secret is never placed there" },
-		{ "header-name", "header-name", "in the name of a header" },
-		{ "host:evil.test", "query", "(in the URL query) was sent to evil.test" },
-		{ "host:evil.test", "body", "set secrets.GH.elsewhere to \"forward\"" },
+		{"host:evil.test", "header:authorization", "add it to secrets.GH.hosts"},
+		{"header:x-foo", "header:x-foo",
+		 "is in the header x-foo, where it may not be placed.\nTo allow that, add "
+		 "\"header:x-foo\" to secrets.GH.in"},
+		{"query", "query", "add \"query\" to secrets.GH.in"},
+		{"body", "body", "add \"body\" to secrets.GH.in"},
+		{"body (length differs)", "body (length differs)", "placeholder length"},
+		{"path", "path", "is in the URL path; a secret is never placed there"},
+		{"header-name", "header-name", "in the name of a header"},
+		{"host:evil.test", "query", "(in the URL query) was sent to evil.test"},
+		{"host:evil.test", "body", "set secrets.GH.elsewhere to \"forward\""},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -1254,9 +1327,8 @@ static size_t run_split_x(const ab_scan_set *set, const ab_scan_pattern *p, size
 	return o;
 }
 
-static size_t run_split(const ab_scan_set *set, const ab_scan_pattern *p, size_t np,
-			const char *in, size_t n, const size_t *cuts, size_t ncuts, char *out,
-			bool *blocked)
+static size_t run_split(const ab_scan_set *set, const ab_scan_pattern *p, size_t np, const char *in,
+			size_t n, const size_t *cuts, size_t ncuts, char *out, bool *blocked)
 {
 	return run_split_x(set, p, np, true, in, n, cuts, ncuts, out, blocked);
 }
@@ -1268,6 +1340,7 @@ typedef struct {
 	const char *want;
 } scan_case;
 
+// clang-format off
 static const scan_case scan_cases[] = {
 	{ { "abcd" }, { "WXYZ" }, "xxabcdyy", "xxWXYZyy" },
 	{ { "abcd" }, { "WXYZ" }, "abcd", "WXYZ" },
@@ -1288,13 +1361,16 @@ static const scan_case scan_cases[] = {
 	{ { "\xff\xfex" }, { "ABC" }, "q\xff\xfe", "q\xff\xfe" },
 	{ { "\xff\xfex" }, { "ABC" }, "\xff\xff\xfe" "x\x80", "\xff" "ABC\x80" },
 };
+// clang-format on
 
 static void make_pats(const scan_case *c, ab_scan_pattern *p, size_t *np)
 {
 	*np = 0;
 	for (size_t i = 0; i < 4 && c->pats[i]; i++) {
-		p[i] = (ab_scan_pattern){ .bytes = c->pats[i], .len = strlen(c->pats[i]),
-					  .repl = c->repls[i], .id = (unsigned)i };
+		p[i] = (ab_scan_pattern){.bytes = c->pats[i],
+					 .len = strlen(c->pats[i]),
+					 .repl = c->repls[i],
+					 .id = (unsigned)i};
 		(*np)++;
 	}
 }
@@ -1307,7 +1383,7 @@ static void test_scan_table(void **state)
 		const scan_case *c = &scan_cases[t];
 		ab_scan_pattern p[4];
 		ab_scan_set *set;
-		ab_err err = { 0 };
+		ab_err err = {0};
 		size_t np, n = strlen(c->in);
 		bool blocked;
 
@@ -1322,9 +1398,9 @@ static void test_scan_table(void **state)
 			fail_msg("case %zu: %.*s != %s", t, (int)n, out, c->want);
 		for (size_t a = 0; a <= n; a++)
 			for (size_t b = a; b <= n; b++) {
-				size_t cuts[2] = { a, b };
-				assert_int_equal(run_split(set, p, np, c->in, n, cuts, 2, out,
-							   &blocked), n);
+				size_t cuts[2] = {a, b};
+				assert_int_equal(
+					run_split(set, p, np, c->in, n, cuts, 2, out, &blocked), n);
 				assert_memory_equal(out, c->want, n);
 			}
 		ab_scan_set_free(set);
@@ -1334,10 +1410,10 @@ static void test_scan_table(void **state)
 /* Hold back only what could still start a match. */
 static void test_scan_holdback(void **state)
 {
-	const ab_scan_pattern p = { .bytes = "abdef", .len = 5, .repl = "12345" };
+	const ab_scan_pattern p = {.bytes = "abdef", .len = 5, .repl = "12345"};
 	ab_scan_set *set;
 	ab_scanner s;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	char out[32];
 	size_t cap;
 
@@ -1394,13 +1470,13 @@ static void test_scan_holdback(void **state)
 static void test_scan_block(void **state)
 {
 	const ab_scan_pattern p[] = {
-		{ .bytes = "SECRET", .len = 6, .action = AB_SCAN_BLOCK, .id = 7 },
-		{ .bytes = "abc", .len = 3, .repl = "xyz", .id = 1 },
+		{.bytes = "SECRET", .len = 6, .action = AB_SCAN_BLOCK, .id = 7},
+		{.bytes = "abc", .len = 3, .repl = "xyz", .id = 1},
 	};
 	const char *in = "abc..SECabcRET..SECRET.abc";
 	size_t n = strlen(in);
 	ab_scan_set *set;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	char out[64], ref[64];
 	bool blocked;
 
@@ -1410,7 +1486,7 @@ static void test_scan_block(void **state)
 	assert_int_equal(want, 16);
 	assert_memory_equal(ref, "xyz..SECxyzRET..", 16);
 	for (size_t a = 0; a <= n; a++) {
-		size_t cuts[1] = { a };
+		size_t cuts[1] = {a};
 		assert_int_equal(run_split(set, p, 2, in, n, cuts, 1, out, &blocked), want);
 		assert_true(blocked);
 		assert_memory_equal(out, ref, want);
@@ -1438,14 +1514,14 @@ static void test_scan_block(void **state)
 
 static void test_scan_set_limits(void **state)
 {
-	ab_scan_pattern p[2] = { { .bytes = "a", .len = 1 }, { .bytes = "", .len = 0 } };
+	ab_scan_pattern p[2] = {{.bytes = "a", .len = 1}, {.bytes = "", .len = 0}};
 	ab_scan_set *set = (ab_scan_set *)1;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	char *big = calloc(1, AB_SCAN_MAX_PATTERN_LEN + 1);
 
 	assert_int_equal(ab_scan_set_new(p, 2, &set, &err), -EINVAL);
 	assert_null(set);
-	p[1] = (ab_scan_pattern){ .bytes = big, .len = AB_SCAN_MAX_PATTERN_LEN + 1 };
+	p[1] = (ab_scan_pattern){.bytes = big, .len = AB_SCAN_MAX_PATTERN_LEN + 1};
 	assert_int_equal(ab_scan_set_new(p, 2, &set, &err), -E2BIG);
 	p[1].len = AB_SCAN_MAX_PATTERN_LEN;
 	assert_int_equal(ab_scan_set_new(p, 2, &set, &err), 0);
@@ -1455,8 +1531,8 @@ static void test_scan_set_limits(void **state)
 	p[1].action = (ab_scan_action)5;
 	assert_int_equal(ab_scan_set_new(p, 2, &set, &err), -EINVAL);
 	/* duplicates: BLOCK wins */
-	ab_scan_pattern d[2] = { { .bytes = "dup", .len = 3, .repl = "DUP" },
-				 { .bytes = "dup", .len = 3, .action = AB_SCAN_BLOCK, .id = 9 } };
+	ab_scan_pattern d[2] = {{.bytes = "dup", .len = 3, .repl = "DUP"},
+				{.bytes = "dup", .len = 3, .action = AB_SCAN_BLOCK, .id = 9}};
 	assert_int_equal(ab_scan_set_new(d, 2, &set, &err), 0);
 	assert_int_equal(ab_scan_set_count(set), 2);
 	char out[8];
@@ -1475,11 +1551,11 @@ static void test_scan_set_limits(void **state)
 /* In place (out == in) when nothing is pending. */
 static void test_scan_inplace(void **state)
 {
-	const ab_scan_pattern p = { .bytes = "key", .len = 3, .repl = "KEY" };
+	const ab_scan_pattern p = {.bytes = "key", .len = 3, .repl = "KEY"};
 	char buf[] = "a key, a ke";
 	ab_scan_set *set;
 	ab_scanner s;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	size_t cap = sizeof(buf) - 1, tail;
 
 	assert_int_equal(ab_scan_set_new(&p, 1, &set, &err), 0);
@@ -1513,7 +1589,7 @@ static void test_scan_random(void **state)
 		size_t np = 1 + rnd() % 6, n = rnd() % 200, cuts[40], nc = rnd() % 40;
 		unsigned abc = 2 + (unsigned)iter % 6; /* alphabet size: 2..7 */
 		ab_scan_set *set;
-		ab_err err = { 0 };
+		ab_err err = {0};
 		bool blocked;
 
 		for (size_t i = 0; i < np; i++) {
@@ -1522,8 +1598,8 @@ static void test_scan_random(void **state)
 				pb[i][k] = (char)('a' + rnd() % abc);
 				rb[i][k] = (char)('0' + i);
 			}
-			p[i] = (ab_scan_pattern){ .bytes = pb[i], .len = l,
-						  .repl = rnd() % 4 ? rb[i] : NULL };
+			p[i] = (ab_scan_pattern){
+				.bytes = pb[i], .len = l, .repl = rnd() % 4 ? rb[i] : NULL};
 		}
 		for (size_t k = 0; k < n; k++)
 			in[k] = (char)('a' + rnd() % abc);
@@ -1559,7 +1635,7 @@ static void test_scan_skip(void **state)
 		unsigned abc = iter % 4 == 3 ? 256 : 2 + (unsigned)iter % 3;
 		size_t minl = iter % 50 == 7 ? 256 : 4, span = iter % 50 == 7 ? 40 : 36;
 		ab_scan_set *set;
-		ab_err err = { 0 };
+		ab_err err = {0};
 		bool blocked;
 
 		for (size_t i = 0; i < np; i++) {
@@ -1575,8 +1651,8 @@ static void test_scan_skip(void **state)
 				pb[i][k] = (char)(abc == 256 ? rnd() % 256 : 'a' + rnd() % abc);
 			for (k = 0; k < l; k++)
 				rb[i][k] = (char)('0' + i);
-			p[i] = (ab_scan_pattern){ .bytes = pb[i], .len = l,
-						  .repl = rnd() % 4 ? rb[i] : NULL };
+			p[i] = (ab_scan_pattern){
+				.bytes = pb[i], .len = l, .repl = rnd() % 4 ? rb[i] : NULL};
 		}
 		for (size_t k = 0; k < n; k++)
 			in[k] = (char)(abc == 256 ? rnd() % 256 : 'a' + rnd() % abc);
@@ -1610,21 +1686,21 @@ static void test_scan_skip(void **state)
 static void test_scan_skip_adversarial(void **state)
 {
 	static char in[20000], out[20000], ref[20000];
-	const char *pats[] = { "aaaaaaaaaaaaaaaaaaab", "aaaaaaaaab", "abababababababx",
-			       "baaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" };
+	const char *pats[] = {"aaaaaaaaaaaaaaaaaaab", "aaaaaaaaab", "abababababababx",
+			      "baaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
 	ab_scan_pattern p[4];
 	ab_scan_set *set;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	bool blocked;
 
 	for (size_t i = 0; i < 4; i++)
-		p[i] = (ab_scan_pattern){ .bytes = pats[i], .len = strlen(pats[i]) };
+		p[i] = (ab_scan_pattern){.bytes = pats[i], .len = strlen(pats[i])};
 	assert_int_equal(ab_scan_set_new(p, 4, &set, &err), 0);
 	for (int kind = 0; kind < 3; kind++) {
 		size_t n = sizeof(in);
 		for (size_t k = 0; k < n; k++)
 			in[k] = kind == 0 ? 'a' : kind == 1 ? "ab"[k % 2] : (k % 97 ? 'a' : 'b');
-		size_t cuts[3] = { 1, 4097, 16385 };
+		size_t cuts[3] = {1, 4097, 16385};
 		naive(p, 4, in, n, ref);
 		assert_int_equal(run_split(set, p, 4, in, n, cuts, 3, out, &blocked), n);
 		assert_memory_equal(out, ref, n);
@@ -1642,7 +1718,7 @@ static char *mask_all(const ab_scan_set *set, const char *in, size_t n)
 
 	assert_int_equal(run_split(set, NULL, 0, in, n, NULL, 0, one, &blocked), n);
 	for (size_t a = 0; a <= n; a++) {
-		size_t cuts[1] = { a };
+		size_t cuts[1] = {a};
 		assert_int_equal(run_split(set, NULL, 0, in, n, cuts, 1, other, &blocked), n);
 		assert_memory_equal(one, other, n);
 	}
@@ -1666,7 +1742,10 @@ static bool b64_leaks(const char *out, size_t n, const char *value, bool url)
 			else if (url && c == '_')
 				c = '/';
 			tmp[m++] = strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-					  "0123456789+/", c) && c ? c : 'A';
+					  "0123456789+/",
+					  c) && c
+					   ? c
+					   : 'A';
 		}
 		m -= m % 4;
 		size_t d = b64dec(tmp, m, dec);
@@ -1680,11 +1759,11 @@ static void test_mask_response(void **state)
 {
 	ab_secret ms[2];
 	ab_scan_set *set;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	char buf[1024], enc[512], pre[64];
-	static const char V0[] = "sk-live-0123456789abcdefXYZ";   /* 27 bytes */
-	static const char P0[] = "sk-PHPHPHPHPHPHPHPHPHPHPHPH";   /* 27 bytes */
-	static const char V1[] = "p\"a/s\\s+w?o&r d~";             /* needs escaping */
+	static const char V0[] = "sk-live-0123456789abcdefXYZ"; /* 27 bytes */
+	static const char P0[] = "sk-PHPHPHPHPHPHPHPHPHPHPHPH"; /* 27 bytes */
+	static const char V1[] = "p\"a/s\\s+w?o&r d~";          /* needs escaping */
 	static const char P1[] = "P1_11111111111111111111111";
 
 	mk(&ms[0], "M0", V0, P0, "api.test", NULL);
@@ -1705,7 +1784,8 @@ static void test_mask_response(void **state)
 			memset(pre, 'u', pl);
 			pre[pl] = '\0';
 			char plain[128];
-			int k = snprintf(plain, sizeof(plain), "%s:%s%s", pre, V0, pl % 2 ? "!" : "");
+			int k = snprintf(plain, sizeof(plain), "%s:%s%s", pre, V0,
+					 pl % 2 ? "!" : "");
 			b64enc((const unsigned char *)plain, (size_t)k, enc, url);
 			snprintf(buf, sizeof(buf), "Authorization: Basic %s\r\n", enc);
 			assert_true(b64_leaks(buf, strlen(buf), V0, url));
@@ -1761,10 +1841,10 @@ static void test_mask_no_rebuild(void **state)
 {
 	ab_secret ms[2];
 	ab_scan_set *set;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	static const char V[] = "ghp_REALREALREALREALREAL12";
-	static const char P[] = "ghp_gggggggggggggggggggggg";   /* ends in 'g': V's head */
-	static const char Q[] = "ghp_gggggggggggggggggggggQ";   /* ends in 'Q': no pattern's head */
+	static const char P[] = "ghp_gggggggggggggggggggggg"; /* ends in 'g': V's head */
+	static const char Q[] = "ghp_gggggggggggggggggggggQ"; /* ends in 'Q': no pattern's head */
 
 	mk(&ms[0], "G", V, P, "api.test", NULL);
 	assert_int_equal(ab_secrets_mask_conflict(ms, 1, 0), 0);
@@ -1799,7 +1879,7 @@ static void test_mask_no_rebuild(void **state)
 static void test_body_set(void **state)
 {
 	ab_scan_set *set;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	ab_scanner s;
 	ab_scan_hit hit;
 	ab_swap_result res;
@@ -1903,7 +1983,7 @@ static int scan_all(const ab_scan_set *set, const char *body, size_t n, bool spl
 static void test_body_mask(void **state)
 {
 	ab_scan_set *set;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	ab_scanner s;
 	ab_scan_hit hit;
 	ab_swap_result res;
@@ -1947,10 +2027,10 @@ static void test_body_mask(void **state)
 	assert_false(ab_secret_masks_body(NULL, "api.test", 443));
 
 	/* bound: REPLACE by the mask, same length, in any split; W swapped */
-	static const char body[] = "{\"a\":\"" PHM "\",\"b\":\"" PHM
-				   "\",\"w\":\"PHW_wwwwwwwwwwwwwwwwwwwwww\"}";
-	static const char want[] = "{\"a\":\"" MASKM "\",\"b\":\"" MASKM
-				   "\",\"w\":\"real-W-0123456789abcdefghi\"}";
+	static const char body[] =
+		"{\"a\":\"" PHM "\",\"b\":\"" PHM "\",\"w\":\"PHW_wwwwwwwwwwwwwwwwwwwwww\"}";
+	static const char want[] =
+		"{\"a\":\"" MASKM "\",\"b\":\"" MASKM "\",\"w\":\"real-W-0123456789abcdefghi\"}";
 	n = sizeof(body) - 1;
 	assert_int_equal(ab_secrets_body_set(ms, 4, "api.test", 443, &set, &err), 0);
 	for (int split = 0; split < 2; split++) {
@@ -1967,7 +2047,8 @@ static void test_body_mask(void **state)
 	/* another secret bound elsewhere: its placeholder goes on unchanged
 	 * (not masked: that is for the secret's own hosts) */
 	assert_int_equal(scan_all(set, S("x=" PHM "&o=PHO_oooooooooooooooooooooo"), false, out,
-				  &olen, &s, &hit), 0);
+				  &olen, &s, &hit),
+			 0);
 	assert_memory_equal(out, "x=" MASKM "&o=PHO_oooooooooooooooooooooo", olen);
 	assert_int_equal(ab_scanner_count(&s, 3), 1);
 	ab_scanner_free(&s);
@@ -1976,7 +2057,8 @@ static void test_body_mask(void **state)
 	ms[3].refuse_elsewhere = true;
 	assert_int_equal(ab_secrets_body_set(ms, 4, "api.test", 443, &set, &err), 0);
 	assert_int_equal(scan_all(set, S("x=" PHM "&o=PHO_oooooooooooooooooooooo"), false, out,
-				  &olen, &s, &hit), 1);
+				  &olen, &s, &hit),
+			 1);
 	assert_int_equal(hit.id, 3);
 	ab_secrets_body_blocked(ms, 4, "api.test", 443, &hit, &res);
 	assert_string_equal(res.secret, "O");
@@ -1984,8 +2066,8 @@ static void test_body_mask(void **state)
 	ab_scanner_free(&s);
 	ms[3].refuse_elsewhere = false;
 	/* "body" allowed but the lengths differ: the block stands */
-	assert_int_equal(scan_all(set, S("PHL_llllllllllllllllllllll"), false, out, &olen, &s, &hit),
-			 1);
+	assert_int_equal(
+		scan_all(set, S("PHL_llllllllllllllllllllll"), false, out, &olen, &s, &hit), 1);
 	ab_secrets_body_blocked(ms, 4, "api.test", 443, &hit, &res);
 	assert_string_equal(res.secret, "L");
 	assert_string_equal(res.place, "body (length differs)");
@@ -1997,9 +2079,10 @@ static void test_body_mask(void **state)
 		const char *host;
 		unsigned port;
 		const char *place;
-	} unb[] = { { "evil.test", 443, "host:evil.test" }, { "api.test", 8443, "host:api.test" } };
+	} unb[] = {{"evil.test", 443, "host:evil.test"}, {"api.test", 8443, "host:api.test"}};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(unb); i++) {
-		assert_int_equal(ab_secrets_body_set(ms, 4, unb[i].host, unb[i].port, &set, &err), 0);
+		assert_int_equal(ab_secrets_body_set(ms, 4, unb[i].host, unb[i].port, &set, &err),
+				 0);
 		assert_int_equal(scan_all(set, body, n, true, out, &olen, &s, &hit), 0);
 		assert_int_equal(olen, n);
 		assert_memory_equal(out, body, n);
@@ -2011,7 +2094,8 @@ static void test_body_mask(void **state)
 	for (int i = 0; i < 4; i++)
 		ms[i].refuse_elsewhere = true;
 	for (size_t i = 0; i < AB_ARRAY_SIZE(unb); i++) {
-		assert_int_equal(ab_secrets_body_set(ms, 4, unb[i].host, unb[i].port, &set, &err), 0);
+		assert_int_equal(ab_secrets_body_set(ms, 4, unb[i].host, unb[i].port, &set, &err),
+				 0);
 		assert_int_equal(scan_all(set, body, n, false, out, &olen, &s, &hit), 1);
 		assert_int_equal(olen, 6); /* {"a":" and not a byte of it */
 		ab_secrets_body_blocked(ms, 4, unb[i].host, unb[i].port, &hit, &res);
@@ -2039,9 +2123,9 @@ static void test_body_mask(void **state)
 	static const struct {
 		const char *head, *place;
 	} hb[] = {
-		{ GET("/?k=" PHM) HA END, "query" },
-		{ GET("/" PHM) HA END, "path" },
-		{ GET("/") HA "X-Foo: " PHM END END, "header:x-foo" },
+		{GET("/?k=" PHM) HA END, "query"},
+		{GET("/" PHM) HA END, "path"},
+		{GET("/") HA "X-Foo: " PHM END END, "header:x-foo"},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(hb); i++) {
 		assert_int_equal(ab_secrets_rewrite_head(ms, 4, "api.test", 443, hb[i].head,
@@ -2053,7 +2137,7 @@ static void test_body_mask(void **state)
 		assert_string_equal(res.place, hb[i].place);
 	}
 	/* the 403 for a body names the way out */
-	ab_swap_result br = { .blocked = true, .secret = "GH" };
+	ab_swap_result br = {.blocked = true, .secret = "GH"};
 	snprintf(br.place, sizeof(br.place), "body");
 	snprintf(br.where, sizeof(br.where), "body");
 	ab_swap_explain(&br, out, sizeof(out));
@@ -2072,7 +2156,7 @@ static void load_ok(const ab_secret_source *src, const char *want)
 {
 	char *v = NULL;
 	size_t len = 0;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	int r = ab_secret_load("S", src, &v, &len, &err);
 
 	if (r != 0)
@@ -2087,7 +2171,7 @@ static void load_bad(const ab_secret_source *src, int want, const char *needle)
 {
 	char *v = (char *)1;
 	size_t len = 7;
-	ab_err err = { 0 };
+	ab_err err = {0};
 	int r = ab_secret_load("MY_SECRET", src, &v, &len, &err);
 
 	if (r != want)
@@ -2102,7 +2186,7 @@ static void load_bad(const ab_secret_source *src, int want, const char *needle)
 
 static void test_load_env(void **state)
 {
-	ab_secret_source src = { .kind = AB_SECRET_SRC_ENV, .env = "AB_TEST_SECRET_X" };
+	ab_secret_source src = {.kind = AB_SECRET_SRC_ENV, .env = "AB_TEST_SECRET_X"};
 
 	setenv("AB_TEST_SECRET_X", "hunter2 value", 1);
 	load_ok(&src, "hunter2 value");
@@ -2129,7 +2213,7 @@ static void write_file(const char *path, const char *data, size_t n)
 static void test_load_file(void **state)
 {
 	char dir[] = "/tmp/ab-secrets-XXXXXX", path[64];
-	ab_secret_source src = { .kind = AB_SECRET_SRC_FILE, .path = path };
+	ab_secret_source src = {.kind = AB_SECRET_SRC_FILE, .path = path};
 	char *big = malloc(AB_SECRET_FILE_MAX + 2);
 
 	assert_non_null(mkdtemp(dir));
@@ -2174,19 +2258,19 @@ static long elapsed_ms(const struct timespec *t0)
 
 static void test_load_command(void **state)
 {
-	char *echo[] = { "/bin/echo", "hunter2", NULL };
-	char *echo_path[] = { "echo", "-n", "hunter2", NULL };
-	char *trail[] = { "/bin/sh", "-c", "printf 'hunter2 x \\t\\n\\n'; echo oops >&2", NULL };
-	char *fals[] = { "/bin/false", NULL };
-	char *tru[] = { "/bin/true", NULL };
-	char *missing[] = { "/nonexistent/ab-cmd", NULL };
-	char *slow[] = { "/bin/sleep", "5", NULL };
-	char *daemon[] = { "/bin/sh", "-c", "echo hunter2; sleep 3 2>/dev/null &", NULL };
-	char *sig[] = { "/bin/sh", "-c", "echo hunter2; kill -9 $$", NULL };
-	char *stdin_null[] = { "/bin/sh", "-c", "cat; echo hunter2", NULL };
-	char *flood[] = { "/bin/sh", "-c", "yes hunter2", NULL };
-	char *empty[] = { NULL };
-	ab_secret_source src = { .kind = AB_SECRET_SRC_COMMAND, .timeout_ms = 3000 };
+	char *echo[] = {"/bin/echo", "hunter2", NULL};
+	char *echo_path[] = {"echo", "-n", "hunter2", NULL};
+	char *trail[] = {"/bin/sh", "-c", "printf 'hunter2 x \\t\\n\\n'; echo oops >&2", NULL};
+	char *fals[] = {"/bin/false", NULL};
+	char *tru[] = {"/bin/true", NULL};
+	char *missing[] = {"/nonexistent/ab-cmd", NULL};
+	char *slow[] = {"/bin/sleep", "5", NULL};
+	char *daemon[] = {"/bin/sh", "-c", "echo hunter2; sleep 3 2>/dev/null &", NULL};
+	char *sig[] = {"/bin/sh", "-c", "echo hunter2; kill -9 $$", NULL};
+	char *stdin_null[] = {"/bin/sh", "-c", "cat; echo hunter2", NULL};
+	char *flood[] = {"/bin/sh", "-c", "yes hunter2", NULL};
+	char *empty[] = {NULL};
+	ab_secret_source src = {.kind = AB_SECRET_SRC_COMMAND, .timeout_ms = 3000};
 	struct timespec t0;
 
 	src.argv = echo;

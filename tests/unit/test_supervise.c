@@ -66,7 +66,7 @@ static void test_bucket(void **state)
 	unsigned taken = 0;
 	for (int i = 0; i < 1000; i++)
 		taken += ab_sup_bucket_take(&b, 1000, 50, 200);
-	assert_int_equal(taken, 200); /* the burst */
+	assert_int_equal(taken, 200);                        /* the burst */
 	assert_false(ab_sup_bucket_take(&b, 1010, 50, 200)); /* 0.5 token later */
 	assert_true(ab_sup_bucket_take(&b, 1020, 50, 200));  /* 1 token after 20 ms */
 	taken = 0;
@@ -95,11 +95,11 @@ static void test_path_norm(void **state)
 	norm_is("/home/u", ".codex//./auth.json", "/home/u/.codex/auth.json");
 	norm_is("/ignored", "/home/u/.codex/auth.json", "/home/u/.codex/auth.json");
 	norm_is("/home/u/.codex/sub", "../auth.json", "/home/u/.codex/auth.json");
-	norm_is("/", "../../../../etc/x", "/etc/x");           /* ".." stops at the root */
+	norm_is("/", "../../../../etc/x", "/etc/x"); /* ".." stops at the root */
 	norm_is("/a", "..", "/");
-	norm_is("/a/b", "./", "/a/b");                          /* no trailing slash */
+	norm_is("/a/b", "./", "/a/b"); /* no trailing slash */
 	norm_is("/a/", "b/c/../../d", "/a/d");
-	norm_is("//a//", "...", "/a/...");                      /* "..." is a name */
+	norm_is("//a//", "...", "/a/..."); /* "..." is a name */
 	char out[16];
 	assert_int_equal(ab_sup_path_norm("relative", "x", out, sizeof(out)), -EINVAL);
 	assert_int_equal(ab_sup_path_norm(NULL, "x", out, sizeof(out)), -EINVAL);
@@ -158,8 +158,7 @@ static rn_case rn_ok(void)
 
 static const char *rn(const rn_case *c)
 {
-	return ab_sup_rename_refusal(&c->src, &c->sdir, &c->tgt, &c->tdir, c->tmpfs, KUID, 1000,
-				     0);
+	return ab_sup_rename_refusal(&c->src, &c->sdir, &c->tgt, &c->tdir, c->tmpfs, KUID, 1000, 0);
 }
 
 static void test_rename_refusal(void **state)
@@ -264,10 +263,8 @@ static void test_rename_refusal(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_status),
-		cmocka_unit_test(test_parse_stat_exit),
-		cmocka_unit_test(test_bucket),
-		cmocka_unit_test(test_path_norm),
+		cmocka_unit_test(test_parse_status),   cmocka_unit_test(test_parse_stat_exit),
+		cmocka_unit_test(test_bucket),         cmocka_unit_test(test_path_norm),
 		cmocka_unit_test(test_rename_refusal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,24 +43,53 @@ static void test_clipboard_sequences(void **state)
 	 * passthrough (doubled ESC) */
 	check("a\x1b]52;c;aGk=\x07z", "a\x1b]59;c;aGk=\x07z", 1);
 	check("\x1b]52;c;?\x1b\\", "\x1b]59;c;?\x1b\\", 1);
-	check("\xc2\x9d" "52;c;eA==\x07", "\xc2\x9d" "59;c;eA==\x07", 1);
+	check("\xc2\x9d"
+	      "52;c;eA==\x07",
+	      "\xc2\x9d"
+	      "59;c;eA==\x07",
+	      1);
 	check("\x1b]0052;p;eA==\x07", "\x1b]0059;p;eA==\x07", 1);
-	check("\x1bPtmux;\x1b\x1b]52;c;eA==\x07\x1b\\", "\x1bPtmux;\x1b\x1b]59;c;eA==\x07\x1b\\", 1);
+	check("\x1bPtmux;\x1b\x1b]52;c;eA==\x07\x1b\\", "\x1bPtmux;\x1b\x1b]59;c;eA==\x07\x1b\\",
+	      1);
 	check("\x1b]5522;type=write\x1b\\", "\x1b]5529;type=write\x1b\\", 1);
 	check("\x1b]1337;CopyToClipboard=\x07", "\x1b]1339;CopyToClipboard=\x07", 1);
 	check("\x1b]52;c;a\x07\x1b]52;c;b\x07", "\x1b]59;c;a\x07\x1b]59;c;b\x07", 2);
-	check("x\x9d" "52;c;eA==\x07", "x\x9d" "59;c;eA==\x07", 1); /* 8-bit C1 */
-	check("\x9d" "052;c;eA==\x07", "\x9d" "059;c;eA==\x07", 1);
+	check("x\x9d"
+	      "52;c;eA==\x07",
+	      "x\x9d"
+	      "59;c;eA==\x07",
+	      1); /* 8-bit C1 */
+	check("\x9d"
+	      "052;c;eA==\x07",
+	      "\x9d"
+	      "059;c;eA==\x07",
+	      1);
 }
 
 static void test_others_untouched(void **state)
 {
 	static const char *const same[] = {
-		"\x1b]0;title\x07", "\x1b]8;;https://example.com\x1b\\link\x1b]8;;\x1b\\",
-		"\x1b]5;1;rgb:00/00/00\x07", "\x1b]53;x\x07", "\x1b]552;x\x07", "\x1b]133;A\x07",
-		"\x1b[52;1H", "]52;", "52", "\x1b" "52", "\xc5\x9d" "52", "\xc2" "52",
-		"\x1b]1234567852;x\x07", "plain text \xe2\x9c\x93 utf-8",
-		"\xc5\x9d" "52 (a UTF-8 letter, then digits)", "\xe2\x9d\x9d" "52",
+		"\x1b]0;title\x07",
+		"\x1b]8;;https://example.com\x1b\\link\x1b]8;;\x1b\\",
+		"\x1b]5;1;rgb:00/00/00\x07",
+		"\x1b]53;x\x07",
+		"\x1b]552;x\x07",
+		"\x1b]133;A\x07",
+		"\x1b[52;1H",
+		"]52;",
+		"52",
+		"\x1b"
+		"52",
+		"\xc5\x9d"
+		"52",
+		"\xc2"
+		"52",
+		"\x1b]1234567852;x\x07",
+		"plain text \xe2\x9c\x93 utf-8",
+		"\xc5\x9d"
+		"52 (a UTF-8 letter, then digits)",
+		"\xe2\x9d\x9d"
+		"52",
 	};
 	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++)
 		check(same[i], same[i], 0);
@@ -74,7 +103,8 @@ static void test_random(void **state)
 		unsigned char in[64], out[64];
 		size_t n = (size_t)(rand_r(&seed) % 64);
 		for (size_t i = 0; i < n; i++) {
-			static const unsigned char alpha[] = "\x1b]5213702;\x07\xc2\x9d" "a";
+			static const unsigned char alpha[] = "\x1b]5213702;\x07\xc2\x9d"
+							     "a";
 			in[i] = alpha[rand_r(&seed) % (sizeof(alpha) - 1)];
 		}
 		memcpy(out, in, n);

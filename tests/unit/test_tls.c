@@ -25,6 +25,7 @@
 /* Captured with a throwaway loopback listener that saved the first bytes
  * each client sent (the port bytes do not appear in a ClientHello). */
 /* curl 7.88.1 (OpenSSL 3.0): https://upstream.test:PORT/ --resolve */
+// clang-format off
 static const uint8_t cap_curl[517] = {
 	0x16,0x03,0x01,0x02,0x00,0x01,0x00,0x01,0xfc,0x03,0x03,0xb6,0x9d,0xd0,0x79,0x05,
 	0x83,0xb0,0x5b,0xdf,0x9b,0x0c,0x42,0x72,0x41,0x58,0xae,0x04,0x26,0x1d,0x91,0xa6,
@@ -60,7 +61,9 @@ static const uint8_t cap_curl[517] = {
 	0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,
 	0x00,0x00,0x00,0x00,0x00,
 };
+// clang-format on
 /* curl 7.88.1: https://127.0.0.1:PORT/ (an IP: no SNI) */
+// clang-format off
 static const uint8_t cap_curlip[517] = {
 	0x16,0x03,0x01,0x02,0x00,0x01,0x00,0x01,0xfc,0x03,0x03,0x9d,0xc8,0x62,0x4c,0x5e,
 	0xda,0x2a,0x06,0xde,0xb0,0x9a,0x2c,0x04,0xc1,0x34,0xc2,0xa3,0x1f,0x1d,0x03,0x4f,
@@ -96,7 +99,9 @@ static const uint8_t cap_curlip[517] = {
 	0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,
 	0x00,0x00,0x00,0x00,0x00,
 };
+// clang-format on
 /* node 20 tls.connect, servername node.example, ALPN h2,http/1.1 */
+// clang-format off
 static const uint8_t cap_node[388] = {
 	0x16,0x03,0x01,0x01,0x7f,0x01,0x00,0x01,0x7b,0x03,0x03,0x8c,0xed,0x81,0xd3,0x57,
 	0x5b,0x3d,0xeb,0x99,0x81,0xa1,0xb4,0xaa,0xe4,0x34,0xdf,0xb3,0x05,0x0b,0x72,0x10,
@@ -124,7 +129,9 @@ static const uint8_t cap_node[388] = {
 	0xf4,0x65,0xb1,0xa2,0x8a,0xf5,0x5b,0x21,0xbc,0x6a,0x1a,0xd0,0xa2,0x75,0xd8,0x5c,
 	0x95,0xf2,0x9d,0x25,
 };
+// clang-format on
 /* node 20 fetch (undici): https://localhost:PORT/ */
+// clang-format off
 static const uint8_t cap_nodefetch[382] = {
 	0x16,0x03,0x01,0x01,0x79,0x01,0x00,0x01,0x75,0x03,0x03,0xf6,0x9b,0xe3,0xb3,0xea,
 	0x58,0xc6,0x9d,0xba,0x67,0xdb,0x08,0xfd,0xc5,0xac,0x68,0x20,0xca,0x32,0x16,0xd5,
@@ -151,8 +158,10 @@ static const uint8_t cap_nodefetch[382] = {
 	0x49,0x3d,0x08,0x40,0x7f,0x45,0x24,0xb1,0xc9,0xd8,0xcd,0x23,0xdc,0xeb,0xf2,0x7e,
 	0x95,0xeb,0x0e,0x98,0x45,0xc8,0x96,0xde,0x98,0x41,0xb9,0x8c,0x96,0x7f,
 };
+// clang-format on
 /* openssl s_client -servername Frag.Example. -alpn h2,http/1.1,<45 more>
  * -max_send_frag 512: three records */
+// clang-format off
 static const uint8_t cap_opensslfrag[1517] = {
 	0x16,0x03,0x01,0x02,0x00,0x01,0x00,0x05,0xda,0x03,0x03,0x31,0xa5,0x6f,0x29,0x77,
 	0x79,0xe1,0x6f,0x50,0xe3,0xb4,0x63,0xb2,0x38,0x24,0xca,0xb7,0x75,0x32,0xe0,0x54,
@@ -250,7 +259,9 @@ static const uint8_t cap_opensslfrag[1517] = {
 	0x16,0x89,0x94,0x61,0x83,0x06,0x75,0x96,0x7d,0x83,0xc3,0x55,0xbf,0xa0,0x3e,0x0b,
 	0xc2,0x66,0x8f,0x78,0x6b,0x71,0xc3,0x92,0x1a,0x16,0x7d,0x3d,0x4f,
 };
+// clang-format on
 /* python3 ssl, server_hostname py.example, no ALPN */
+// clang-format off
 static const uint8_t cap_python[517] = {
 	0x16,0x03,0x01,0x02,0x00,0x01,0x00,0x01,0xfc,0x03,0x03,0xc7,0xbb,0x72,0x07,0xaf,
 	0x2e,0x60,0xc1,0x37,0x5d,0xc7,0x65,0x50,0x57,0x71,0x19,0x02,0x1d,0xdb,0xd7,0xcc,
@@ -286,6 +297,7 @@ static const uint8_t cap_python[517] = {
 	0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,0x00,
 	0x00,0x00,0x00,0x00,0x00,
 };
+// clang-format on
 
 /* ------------------------------------------------------------- builder */
 
@@ -296,7 +308,7 @@ typedef struct {
 	size_t lens[64], lensw[64], n_lens; /* every length field written */
 } builder;
 
-static builder bld;                    /* big: keep off the cmocka stack */
+static builder bld; /* big: keep off the cmocka stack */
 static uint8_t stream[AB_TLS_MAX_HELLO + 8192];
 static ab_tls_hello h;
 
@@ -334,9 +346,9 @@ static void close_len(builder *b)
 }
 
 typedef struct {
-	const char *sni;   /* NULL: no server_name extension */
-	size_t sni_len;    /* 0: strlen(sni) */
-	const char *alpn;  /* comma-separated protocol names, NULL: no ALPN */
+	const char *sni;  /* NULL: no server_name extension */
+	size_t sni_len;   /* 0: strlen(sni) */
+	const char *alpn; /* comma-separated protocol names, NULL: no ALPN */
 	bool ech;
 	bool no_ext_block; /* TLS 1.2 style hello without extensions */
 	uint16_t version;  /* 0: 0x0303 */
@@ -348,7 +360,7 @@ typedef struct {
  * 71 cs len (4), 73 suites, 77 comp len (1), 78 comp, 79 ext len, 81 exts. */
 static void build_msg(builder *b, const hello_spec *s)
 {
-	static const uint8_t suites[] = { 0x13, 0x01, 0x13, 0x02 };
+	static const uint8_t suites[] = {0x13, 0x01, 0x13, 0x02};
 	uint8_t rnd[32];
 
 	memset(b, 0, sizeof(*b));
@@ -401,7 +413,8 @@ static void build_msg(builder *b, const hello_spec *s)
 			close_len(b);
 		}
 		if (s->ech) {
-			put_int(b, 0xfe0d, 2); /* outer ECH: type, kdf, aead, config id, enc, payload */
+			put_int(b, 0xfe0d,
+				2); /* outer ECH: type, kdf, aead, config id, enc, payload */
 			open_len(b, 2);
 			put(b, "\x00\x00\x01\x00\x01\x2a\x00\x02\xee\xee\x00\x03\xdd\xdd\xdd", 15);
 			close_len(b);
@@ -441,7 +454,10 @@ static size_t build(const hello_spec *s, const size_t *frags)
 	return wrap(stream, bld.b, bld.n, frags);
 }
 
-static const char *str_or(const char *s) { return s ? s : "(null)"; }
+static const char *str_or(const char *s)
+{
+	return s ? s : "(null)";
+}
 
 /* Every proper prefix is NEED_MORE with need in (n, full]. */
 static void check_prefixes(const uint8_t *buf, size_t full)
@@ -469,6 +485,7 @@ typedef struct {
 	size_t n_ext;
 } good_case;
 
+// clang-format off
 static const good_case good[] = {
 	{ "no SNI", { 0 }, { 0 }, NULL, false, false, 0, 1 },
 	{ "no extension block", { .no_ext_block = true }, { 0 }, NULL, false, false, 0, 0 },
@@ -504,6 +521,7 @@ static const good_case good[] = {
 	{ "unknown extensions", { .sni = "a.example", .extra = "\x12\x34\x00\x00\x0a\x0a\x00\x01\x00",
 	  .extra_len = 9 }, { 0 }, "a.example", false, false, 0, 4 },
 };
+// clang-format on
 
 static void test_good(void **state)
 {
@@ -540,6 +558,7 @@ typedef struct {
 	size_t n_alpn, records;
 } cap_case;
 
+// clang-format off
 static const cap_case caps[] = {
 	{ "curl", cap_curl, sizeof(cap_curl), "upstream.test", true, true, 2, 1 },
 	{ "curl to an IP", cap_curlip, sizeof(cap_curlip), NULL, true, true, 2, 1 },
@@ -549,6 +568,7 @@ static const cap_case caps[] = {
 	  47, 3 },
 	{ "python ssl", cap_python, sizeof(cap_python), "py.example", false, false, 0, 1 },
 };
+// clang-format on
 
 static void test_captured(void **state)
 {
@@ -590,15 +610,18 @@ static void test_captured(void **state)
 
 typedef struct {
 	const char *in;
-	size_t len; /* 0: strlen */
+	size_t len;       /* 0: strlen */
 	const char *want; /* NULL: sni_invalid */
 	const char *reason;
 } name_case;
 
 #define L63 "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij123"
-#define N250 L63 "." L63 "." L63 "." "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefgh"
+#define N250                    \
+	L63 "." L63 "." L63 "." \
+	    "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefgh"
 
 #define BADCH "character not allowed in a host name in server_name"
+// clang-format off
 static const name_case names[] = {
 	{ "A.Example.", 0, "a.example", NULL },
 	{ L63 ".example", 0, L63 ".example", NULL },
@@ -640,6 +663,7 @@ static const name_case names[] = {
 	{ "example.123", 0, NULL, "IP literal in server_name" },
 	{ "a.0x", 0, NULL, "IP literal in server_name" },
 };
+// clang-format on
 
 static void test_names(void **state)
 {
@@ -647,7 +671,7 @@ static void test_names(void **state)
 
 	for (size_t i = 0; i < AB_ARRAY_SIZE(names); i++) {
 		const name_case *c = &names[i];
-		hello_spec s = { .sni = c->in, .sni_len = c->len, .alpn = "h2" };
+		hello_spec s = {.sni = c->in, .sni_len = c->len, .alpn = "h2"};
 		size_t n = build(&s, NULL);
 		int r = ab_tls_parse_client_hello(stream, n, &h);
 
@@ -669,8 +693,8 @@ static void test_names(void **state)
 	}
 	/* 300 bytes, and a 60000-byte name over four records */
 	for (size_t len = 300; len <= 60000; len += 59700) {
-		hello_spec s = { .sni = big, .sni_len = len };
-		size_t frags[] = { 16384, 16384, 16384, 0 };
+		hello_spec s = {.sni = big, .sni_len = len};
+		size_t frags[] = {16384, 16384, 16384, 0};
 		size_t n;
 
 		memset(big, 'a', len);
@@ -687,16 +711,16 @@ static void test_names(void **state)
 static void test_names_agree_with_host_normalize(void **state)
 {
 	static const char *const in[] = {
-		"0xAB", "a.0xAB", "a.0XAB", "a.0Xab", "0x7F.0.0.1", "127.1", "127.0.0.1",
-		"1.2.3.0xFF", "a.0x", "a.0X", "a.0xG", "0xAB.example", "a.123", "a.123x",
-		"a.08", "4294967296", "x.0x0x1",
+		"0xAB",      "a.0xAB",     "a.0XAB", "a.0Xab",     "0x7F.0.0.1", "127.1",
+		"127.0.0.1", "1.2.3.0xFF", "a.0x",   "a.0X",       "a.0xG",      "0xAB.example",
+		"a.123",     "a.123x",     "a.08",   "4294967296", "x.0x0x1",
 	};
 
 	for (size_t i = 0; i < AB_ARRAY_SIZE(in); i++) {
 		char out[AB_HOST_BUF];
 		int k = ab_host_normalize(in[i], out, sizeof(out));
 		bool literal = k == AB_HOST_IPV4 || k == -EDOM;
-		hello_spec s = { .sni = in[i] };
+		hello_spec s = {.sni = in[i]};
 		size_t n = build(&s, NULL);
 
 		assert_true(k == AB_HOST_NAME || literal);
@@ -722,6 +746,7 @@ typedef struct {
 #define BAD AB_TLS_BAD
 #define OK AB_TLS_OK
 
+// clang-format off
 static const ext_case exts[] = {
 	{ "two host_names", { X("\x00\x00\x00\x0e\x00\x0c\x00\x00\x03" "a.b" "\x00\x00\x03" "c.d") },
 	  OK, "several host names in server_name" },
@@ -775,6 +800,7 @@ static const ext_case exts[] = {
 	{ "legacy_version 0xfefd (DTLS)", { .sni = "a.example", .version = 0xfefd }, BAD,
 	  "unsupported ClientHello legacy_version" },
 };
+// clang-format on
 
 static void test_ext_hostile(void **state)
 {
@@ -811,6 +837,7 @@ typedef struct {
 	const char *reason;
 } patch_case;
 
+// clang-format off
 static const patch_case patches[] = {
 	{ "server_hello type", 0, 2, BAD, "first handshake message is not a ClientHello" },
 	{ "hello_request type", 0, 0, BAD, "first handshake message is not a ClientHello" },
@@ -826,12 +853,13 @@ static const patch_case patches[] = {
 	{ "hs length 64K+", 1, 0x01, AB_TLS_TOO_BIG, "ClientHello larger than the buffer limit" },
 	{ "hs length 16M", 1, 0xff, AB_TLS_TOO_BIG, "ClientHello larger than the buffer limit" },
 };
+// clang-format on
 
 static void test_patches(void **state)
 {
 	for (size_t i = 0; i < AB_ARRAY_SIZE(patches); i++) {
 		const patch_case *c = &patches[i];
-		hello_spec s = { .sni = "a.example", .alpn = "h2" };
+		hello_spec s = {.sni = "a.example", .alpn = "h2"};
 		size_t n;
 		int r;
 
@@ -851,13 +879,14 @@ static void test_patches(void **state)
 static void test_every_length(void **state)
 {
 	static builder ref;
-	hello_spec s = { .sni = "every.example", .alpn = "h2,http/1.1", .ech = true };
+	hello_spec s = {.sni = "every.example", .alpn = "h2,http/1.1", .ech = true};
 
 	build_msg(&ref, &s);
 	assert_int_equal(ref.n_lens, 13);
 	for (size_t i = 0; i <= ref.n_lens; i++) {
 		/* i == n_lens: the record length, patched after wrapping */
-		size_t off = i < ref.n_lens ? ref.lens[i] : 0, w = i < ref.n_lens ? ref.lensw[i] : 2;
+		size_t off = i < ref.n_lens ? ref.lens[i] : 0,
+		       w = i < ref.n_lens ? ref.lensw[i] : 2;
 
 		for (int mode = 0; mode < 3; mode++) {
 			uint8_t *f;
@@ -896,6 +925,7 @@ typedef struct {
 #define NOTTLS "not a TLS handshake record"
 #define RECVER "unsupported TLS record version"
 
+// clang-format off
 static const raw_case raws[] = {
 	{ "empty", S(""), NEED, NULL, 5 },
 	{ "one byte", S("\x16"), NEED, NULL, 5 },
@@ -941,6 +971,7 @@ static const raw_case raws[] = {
 	{ "2nd record too long", S("\x16\x03\x01\x00\x01\x01\x16\x03\x03\x40\x01"), BAD,
 	  "record longer than 2^14 bytes", 0 },
 };
+// clang-format on
 
 static void test_raw(void **state)
 {
@@ -963,8 +994,8 @@ static void test_raw(void **state)
 static void test_records(void **state)
 {
 	static uint8_t buf[4096];
-	hello_spec s = { .sni = "a.example", .alpn = "h2" };
-	size_t frags[] = { 50, 0 }, n, first;
+	hello_spec s = {.sni = "a.example", .alpn = "h2"};
+	size_t frags[] = {50, 0}, n, first;
 	static const char *const inserts[] = {
 		"\x17\x03\x03\x00\x01\x00", /* application data */
 		"\x14\x03\x03\x00\x01\x01", /* change_cipher_spec */
@@ -1008,7 +1039,7 @@ static void test_records(void **state)
 /* 64 records fine, 65 too many. */
 static void test_limit_records(void **state)
 {
-	hello_spec s = { .sni = "a.example" };
+	hello_spec s = {.sni = "a.example"};
 	size_t frags[AB_TLS_MAX_RECORDS + 2], n;
 
 	build_msg(&bld, &s);
@@ -1032,8 +1063,8 @@ static void test_limit_records(void **state)
 static void test_limit_padding(void **state)
 {
 	static char pad[65536];
-	hello_spec s = { .sni = "a.example" };
-	size_t full[] = { 16384, 16384, 16384, 16384, 0 };
+	hello_spec s = {.sni = "a.example"};
+	size_t full[] = {16384, 16384, 16384, 16384, 0};
 	ab_tls_hello p;
 
 	for (size_t j = 0; j < 2; j++) {
@@ -1067,8 +1098,8 @@ static void test_limit_padding(void **state)
  * header that would start less than 5 bytes before 64 KiB. */
 static void test_limit_fragmented(void **state)
 {
-	size_t full4[] = { 16384, 16384, 16384, 0 };
-	size_t eight[] = { 16384, 8192, 8192, 8192, 8192, 8192, 8192, 0 };
+	size_t full4[] = {16384, 16384, 16384, 0};
+	size_t eight[] = {16384, 8192, 8192, 8192, 8192, 8192, 8192, 0};
 	size_t last = 16389 + 5 * 8197; /* the 7th record's header */
 	size_t n;
 

@@ -71,23 +71,31 @@ static void test_exec(void **state)
 	struct ab_trace_ev *e = rec_new(AB_TEV_EXEC, "python3");
 	e->ppid = 2;
 	rec_data(e, "/usr/bin/python3", 16);
-	expect(e, "{\"event\":\"trace\",\"kind\":\"exec\",\"pid\":7,\"ppid\":2,\"comm\":\"python3\","
-		  "\"path\":\"/usr/bin/python3\"}", &c);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"exec\",\"pid\":7,\"ppid\":2,\"comm\":\"python3\","
+	       "\"path\":\"/usr/bin/python3\"}",
+	       &c);
 	assert_int_equal(c.execs, 1);
 	e->flags = AB_TEV_F_TRUNCATED;
 	e->ppid = 0; /* the parent is outside the sandbox */
-	expect(e, "{\"event\":\"trace\",\"kind\":\"exec\",\"pid\":7,\"ppid\":0,\"comm\":\"python3\","
-		  "\"path\":\"/usr/bin/python3\",\"truncated\":true}", &c);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"exec\",\"pid\":7,\"ppid\":0,\"comm\":\"python3\","
+	       "\"path\":\"/usr/bin/python3\",\"truncated\":true}",
+	       &c);
 	/* a path stops at a NUL, as the kernel reads it */
 	rec_data(e, "/bin/a\0/etc/x", 13);
 	e->flags = 0;
-	expect(e, "{\"event\":\"trace\",\"kind\":\"exec\",\"pid\":7,\"ppid\":0,\"comm\":\"python3\","
-		  "\"path\":\"/bin/a\"}", &c);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"exec\",\"pid\":7,\"ppid\":0,\"comm\":\"python3\","
+	       "\"path\":\"/bin/a\"}",
+	       &c);
 	/* an empty path is still a record */
 	e->len = 0;
 	e->flags = 0;
-	expect(e, "{\"event\":\"trace\",\"kind\":\"exec\",\"pid\":7,\"ppid\":0,\"comm\":\"python3\","
-		  "\"path\":\"\"}", &c);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"exec\",\"pid\":7,\"ppid\":0,\"comm\":\"python3\","
+	       "\"path\":\"\"}",
+	       &c);
 	assert_int_equal(c.execs, 4);
 	assert_int_equal(c.malformed, 0);
 	free(e);
@@ -100,20 +108,24 @@ static void test_file(void **state)
 	e->op = AB_TEV_OP_OPEN;
 	e->ret = -EACCES;
 	rec_data(e, "/proc/self/comm", 15);
-	expect(e, "{\"event\":\"denied\",\"kind\":\"file\",\"source\":\"bpf\",\"pid\":7,\"comm\":\"sh\","
-		  "\"path\":\"/proc/self/comm\",\"op\":\"open\",\"errno\":\"EACCES\"}", &c);
+	expect(e,
+	       "{\"event\":\"denied\",\"kind\":\"file\",\"source\":\"bpf\",\"pid\":7,\"comm\":\"sh\","
+	       "\"path\":\"/proc/self/comm\",\"op\":\"open\",\"errno\":\"EACCES\"}",
+	       &c);
 	static const struct {
 		unsigned op;
 		const char *name;
-	} ops[] = {{AB_TEV_OP_EXEC, "exec"}, {AB_TEV_OP_MKDIR, "mkdir"}, {AB_TEV_OP_UNLINK, "unlink"}};
+	} ops[] = {
+		{AB_TEV_OP_EXEC, "exec"}, {AB_TEV_OP_MKDIR, "mkdir"}, {AB_TEV_OP_UNLINK, "unlink"}};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(ops); i++) {
 		char want[256];
 		e->op = (__u16)ops[i].op;
 		e->ret = -EPERM;
-		snprintf(want, sizeof(want),
-			 "{\"event\":\"denied\",\"kind\":\"file\",\"source\":\"bpf\",\"pid\":7,"
-			 "\"comm\":\"sh\",\"path\":\"/proc/self/comm\",\"op\":\"%s\",\"errno\":\"EPERM\"}",
-			 ops[i].name);
+		snprintf(
+			want, sizeof(want),
+			"{\"event\":\"denied\",\"kind\":\"file\",\"source\":\"bpf\",\"pid\":7,"
+			"\"comm\":\"sh\",\"path\":\"/proc/self/comm\",\"op\":\"%s\",\"errno\":\"EPERM\"}",
+			ops[i].name);
 		expect(e, want, &c);
 	}
 	assert_int_equal(c.file_denied, 4);
@@ -141,11 +153,14 @@ static void test_denied(void **state)
 	e->ret = -EPERM;
 	rec_data(e, (const char *)&d, sizeof(d));
 	/* the number stays a number here: src/observe/trace.c names it */
-	expect(e, "{\"event\":\"denied\",\"kind\":\"syscall\",\"source\":\"bpf\",\"syscall\":250,"
-		  "\"errno\":\"EPERM\",\"pid\":7,\"comm\":\"python3\",\"ip\":\"0x7f0011223344\"}", &c);
+	expect(e,
+	       "{\"event\":\"denied\",\"kind\":\"syscall\",\"source\":\"bpf\",\"syscall\":250,"
+	       "\"errno\":\"EPERM\",\"pid\":7,\"comm\":\"python3\",\"ip\":\"0x7f0011223344\"}",
+	       &c);
 	e->ret = -EAFNOSUPPORT;
-	expect(e, "{\"event\":\"denied\",\"kind\":\"syscall\",\"source\":\"bpf\",\"syscall\":250,"
-		  "\"errno\":\"EAFNOSUPPORT\",\"pid\":7,\"comm\":\"python3\",\"ip\":\"0x7f0011223344\"}",
+	expect(e,
+	       "{\"event\":\"denied\",\"kind\":\"syscall\",\"source\":\"bpf\",\"syscall\":250,"
+	       "\"errno\":\"EAFNOSUPPORT\",\"pid\":7,\"comm\":\"python3\",\"ip\":\"0x7f0011223344\"}",
 	       &c);
 	assert_int_equal(c.sys_denied, 2);
 	/* not the filter's errnos, or not the record's size */
@@ -171,40 +186,51 @@ static void test_connect(void **state)
 	inet_pton(AF_INET, "127.0.0.1", &in.sin_addr);
 	rec_data(e, &in, sizeof(in));
 	e->ret = -ECONNREFUSED;
-	expect(e, "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
-		  "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":-111,"
-		  "\"errno\":\"ECONNREFUSED\"}", &c);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
+	       "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":-111,"
+	       "\"errno\":\"ECONNREFUSED\"}",
+	       &c);
 	e->ret = 0; /* success: no errno */
-	expect(e, "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
-		  "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":0}", &c);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
+	       "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":0}",
+	       &c);
 	e->ret = -EINPROGRESS; /* non-blocking: not a failure */
-	expect(e, "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
-		  "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":-115,"
-		  "\"errno\":\"EINPROGRESS\"}", &c);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
+	       "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":-115,"
+	       "\"errno\":\"EINPROGRESS\"}",
+	       &c);
 	assert_int_equal(c.connects, 3);
 	assert_int_equal(c.connects_failed, 1);
 
-	struct sockaddr_in6 in6 = {.sin6_family = AF_INET6, .sin6_port = htons(443),
-				   .sin6_scope_id = 3};
+	struct sockaddr_in6 in6 = {
+		.sin6_family = AF_INET6, .sin6_port = htons(443), .sin6_scope_id = 3};
 	inet_pton(AF_INET6, "fe80::1", &in6.sin6_addr);
 	rec_data(e, &in6, sizeof(in6));
 	e->ret = -ENETUNREACH;
-	expect(e, "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
-		  "\"family\":\"inet6\",\"addr\":\"fe80::1%3\",\"port\":443,\"ret\":-101,"
-		  "\"errno\":\"ENETUNREACH\"}", &c);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
+	       "\"family\":\"inet6\",\"addr\":\"fe80::1%3\",\"port\":443,\"ret\":-101,"
+	       "\"errno\":\"ENETUNREACH\"}",
+	       &c);
 
 	struct sockaddr_un un = {.sun_family = AF_UNIX};
 	strcpy(un.sun_path, "/run/x.sock");
 	rec_data(e, &un, offsetof(struct sockaddr_un, sun_path) + strlen(un.sun_path) + 1);
 	e->ret = -ENOENT;
-	expect(e, "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
-		  "\"family\":\"unix\",\"addr\":\"/run/x.sock\",\"ret\":-2,\"errno\":\"ENOENT\"}", &c);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
+	       "\"family\":\"unix\",\"addr\":\"/run/x.sock\",\"ret\":-2,\"errno\":\"ENOENT\"}",
+	       &c);
 	/* abstract, with a NUL inside: '@' for each NUL, as ss shows them */
 	memcpy(un.sun_path, "\0ab\0c", 5);
 	rec_data(e, &un, offsetof(struct sockaddr_un, sun_path) + 5);
 	e->ret = -ECONNREFUSED;
-	expect(e, "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
-		  "\"family\":\"unix\",\"addr\":\"@ab@c\",\"ret\":-111,\"errno\":\"ECONNREFUSED\"}",
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
+	       "\"family\":\"unix\",\"addr\":\"@ab@c\",\"ret\":-111,\"errno\":\"ECONNREFUSED\"}",
 	       &c);
 	/* a full sun_path with no NUL: cut at sun_path's size, never past it */
 	memset(un.sun_path, 'a', sizeof(un.sun_path));
@@ -219,14 +245,18 @@ static void test_connect(void **state)
 	/* an unknown errno number is shown as a number */
 	rec_data(e, &in, sizeof(in));
 	e->ret = -4000;
-	expect(e, "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
-		  "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":-4000,"
-		  "\"errno\":\"4000\"}", &c);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
+	       "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":-4000,"
+	       "\"errno\":\"4000\"}",
+	       &c);
 	/* the most negative value (a hostile or broken record): no overflow */
 	e->ret = INT32_MIN;
-	expect(e, "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
-		  "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":-2147483648,"
-		  "\"errno\":\"2147483648\"}", &c);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"connect\",\"pid\":7,\"comm\":\"curl\","
+	       "\"family\":\"inet\",\"addr\":\"127.0.0.1\",\"port\":9,\"ret\":-2147483648,"
+	       "\"errno\":\"2147483648\"}",
+	       &c);
 	assert_int_equal(c.malformed, 0);
 	free(e);
 }
@@ -261,9 +291,11 @@ static void test_sockaddr(void **state)
 	assert_int_equal(port, 0);
 	/* other families are not ours */
 	f = AF_NETLINK;
-	assert_int_equal(ab_trace_sockaddr(&f, sizeof(f), &fam, addr, sizeof(addr), &port), -EINVAL);
+	assert_int_equal(ab_trace_sockaddr(&f, sizeof(f), &fam, addr, sizeof(addr), &port),
+			 -EINVAL);
 	f = AF_UNSPEC;
-	assert_int_equal(ab_trace_sockaddr(&f, sizeof(f), &fam, addr, sizeof(addr), &port), -EINVAL);
+	assert_int_equal(ab_trace_sockaddr(&f, sizeof(f), &fam, addr, sizeof(addr), &port),
+			 -EINVAL);
 	/* too small an output buffer is refused, not overrun */
 	assert_int_equal(ab_trace_sockaddr(&in, sizeof(in), &fam, addr, 8, &port), -EINVAL);
 }
@@ -274,11 +306,19 @@ static void test_hostile_records(void **state)
 	struct ab_trace_ev *e = rec_new(AB_TEV_EXEC, "");
 	/* a comm filling all 16 bytes with no NUL: cut at 16, invalid UTF-8 replaced,
 	 * control characters escaped by jansson */
-	memcpy(e->comm, "\x1b[31m\xff\xfe" "0123456789", 16);
-	rec_data(e, "/a\nb\xc0\xaf" "c", 7);
-	expect(e, "{\"event\":\"trace\",\"kind\":\"exec\",\"pid\":7,\"ppid\":0,"
-		  "\"comm\":\"\\u001B[31m\\uFFFD\\uFFFD012345678\","
-		  "\"path\":\"/a\\nb\\uFFFD\\uFFFDc\"}", &c);
+	memcpy(e->comm,
+	       "\x1b[31m\xff\xfe"
+	       "0123456789",
+	       16);
+	rec_data(e,
+		 "/a\nb\xc0\xaf"
+		 "c",
+		 7);
+	expect(e,
+	       "{\"event\":\"trace\",\"kind\":\"exec\",\"pid\":7,\"ppid\":0,"
+	       "\"comm\":\"\\u001B[31m\\uFFFD\\uFFFD012345678\","
+	       "\"path\":\"/a\\nb\\uFFFD\\uFFFDc\"}",
+	       &c);
 	/* data longer than the record, or than the caps */
 	e->len = 8;
 	char *got = dump(e, AB_TEV_HDR_SIZE + 7, &c);
@@ -398,16 +438,18 @@ static void test_json_bytes(void **state)
 	check_bytes("", 0, "\"\"");
 	check_bytes("plain", 5, "\"plain\"");
 	check_bytes("\xc3\xa9", 2, "\"\\u00E9\"");                /* é */
-	check_bytes("\xf0\x9f\x98\x80", 4, "\"\\uD83D\\uDE00\"");  /* U+1F600 */
-	check_bytes("\xf4\x8f\xbf\xbf", 4, "\"\\uDBFF\\uDFFF\"");  /* U+10FFFF, the last */
+	check_bytes("\xf0\x9f\x98\x80", 4, "\"\\uD83D\\uDE00\""); /* U+1F600 */
+	check_bytes("\xf4\x8f\xbf\xbf", 4, "\"\\uDBFF\\uDFFF\""); /* U+10FFFF, the last */
 	check_bytes("\xf4\x90\x80\x80", 4, "\"\\uFFFD\\uFFFD\\uFFFD\\uFFFD\""); /* past it */
-	check_bytes("\xc0\x80", 2, "\"\\uFFFD\\uFFFD\"");          /* overlong NUL */
-	check_bytes("\xe0\x80\xaf", 3, "\"\\uFFFD\\uFFFD\\uFFFD\""); /* overlong '/' */
-	check_bytes("\xed\xa0\x80", 3, "\"\\uFFFD\\uFFFD\\uFFFD\""); /* a surrogate */
-	check_bytes("\xe2\x82", 2, "\"\\uFFFD\\uFFFD\"");          /* cut at the end */
-	check_bytes("a\x80" "b", 3, "\"a\\uFFFDb\"");              /* lone continuation */
-	check_bytes("\x1b]0;x\x07", 6, "\"\\u001B]0;x\\u0007\"");   /* escapes stay escapes */
-	check_bytes("a\0b", 3, "\"a\\uFFFDb\"");                   /* no NUL for readers */
+	check_bytes("\xc0\x80", 2, "\"\\uFFFD\\uFFFD\"");                       /* overlong NUL */
+	check_bytes("\xe0\x80\xaf", 3, "\"\\uFFFD\\uFFFD\\uFFFD\"");            /* overlong '/' */
+	check_bytes("\xed\xa0\x80", 3, "\"\\uFFFD\\uFFFD\\uFFFD\"");            /* a surrogate */
+	check_bytes("\xe2\x82", 2, "\"\\uFFFD\\uFFFD\"");                       /* cut at the end */
+	check_bytes("a\x80"
+		    "b",
+		    3, "\"a\\uFFFDb\"");                          /* lone continuation */
+	check_bytes("\x1b]0;x\x07", 6, "\"\\u001B]0;x\\u0007\""); /* escapes stay escapes */
+	check_bytes("a\0b", 3, "\"a\\uFFFDb\"");                  /* no NUL for readers */
 	/* the worst case: every byte replaced */
 	char bad[300];
 	memset(bad, 0xff, sizeof(bad));
@@ -420,14 +462,10 @@ static void test_json_bytes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_exec),
-		cmocka_unit_test(test_file),
-		cmocka_unit_test(test_denied),
-		cmocka_unit_test(test_connect),
-		cmocka_unit_test(test_sockaddr),
-		cmocka_unit_test(test_hostile_records),
-		cmocka_unit_test(test_truncations),
-		cmocka_unit_test(test_random),
+		cmocka_unit_test(test_exec),        cmocka_unit_test(test_file),
+		cmocka_unit_test(test_denied),      cmocka_unit_test(test_connect),
+		cmocka_unit_test(test_sockaddr),    cmocka_unit_test(test_hostile_records),
+		cmocka_unit_test(test_truncations), cmocka_unit_test(test_random),
 		cmocka_unit_test(test_json_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,11 +30,11 @@
 #define PASS "changeit"
 #define JDK_TRUST_OID "2.16.840.1.113894.746875.1.1"
 
-static const char *const nc[] = { "api.test", NULL };
+static const char *const nc[] = {"api.test", NULL};
 
 static ab_ca *new_ca(void)
 {
-	ab_err err = { 0 };
+	ab_err err = {0};
 	ab_ca *ca = NULL;
 
 	assert_int_equal(ab_ca_new(nc, 7, &ca, &err), 0);
@@ -78,8 +78,7 @@ static int build(ab_ca *ca, const char *bundle, unsigned char **der, size_t *len
 
 /* The bags of a store, checked for the structure Java needs; names[i] gets
  * bag i's alias (malloc'd), certs[i] its certificate. */
-static size_t decode(const unsigned char *der, size_t len, char **names, X509 **certs,
-		     size_t max)
+static size_t decode(const unsigned char *der, size_t len, char **names, X509 **certs, size_t max)
 {
 	const unsigned char *p = der;
 	PKCS12 *p12 = d2i_PKCS12(NULL, &p, (long)len);
@@ -163,7 +162,8 @@ static void test_roundtrip(void **state)
 	ab_ca *ca = new_ca(), *r1 = new_ca(), *r2 = new_ca();
 	char *p1 = pem_of(ab_ca_get0_cert(r1)), *p2 = pem_of(ab_ca_get0_cert(r2));
 	char *pc = pem_of(ab_ca_get0_cert(ca));
-	char *sys = cat3("# a comment line\n", p1, "\n-----BEGIN X509 CRL-----\nAAAA\n"
+	char *sys = cat3("# a comment line\n", p1,
+			 "\n-----BEGIN X509 CRL-----\nAAAA\n"
 			 "-----END X509 CRL-----\n");
 	char *sys2 = cat3(sys, "junk between blocks\n", p2);
 	char *bundle = cat3(sys2, pc, NULL);
@@ -249,13 +249,15 @@ static void test_hostile(void **state)
 {
 	ab_ca *ca = new_ca();
 	char *pc = pem_of(ab_ca_get0_cert(ca));
-	ab_err err = { 0 };
+	ab_err err = {0};
 	unsigned char *der = NULL;
 	size_t len = 0;
 
 	/* base64 that does not decode */
-	char *bad = cat3(pc, "-----BEGIN CERTIFICATE-----\n!!!!not base64!!!!\n"
-			 "-----END CERTIFICATE-----\n", NULL);
+	char *bad = cat3(pc,
+			 "-----BEGIN CERTIFICATE-----\n!!!!not base64!!!!\n"
+			 "-----END CERTIFICATE-----\n",
+			 NULL);
 	expect_fail(ca, bad, EINVAL, "does not decode");
 	free(bad);
 	/* DER that is an INTEGER, not a certificate (02 01 05 = "AgEF") */
@@ -273,7 +275,8 @@ static void test_hostile(void **state)
 	/* PEM headers (an encrypted block) on a certificate */
 	bad = cat3("-----BEGIN CERTIFICATE-----\nProc-Type: 4,ENCRYPTED\n"
 		   "DEK-Info: AES-128-CBC,00000000000000000000000000000000\n\nMAAA\n"
-		   "-----END CERTIFICATE-----\n", NULL, NULL);
+		   "-----END CERTIFICATE-----\n",
+		   NULL, NULL);
 	expect_fail(ca, bad, EINVAL, "has PEM headers");
 	free(bad);
 	/* a block cut short (no END line) */
@@ -296,8 +299,9 @@ static void test_hostile(void **state)
 	free(big);
 	/* a length over the bundle limit is refused before anything is read */
 	der = NULL;
-	assert_int_equal(ab_ca_java_truststore(ca, pc, (size_t)AB_CA_MAX_BUNDLE + 1, PASS, &der,
-					       &len, &err), -EFBIG);
+	assert_int_equal(
+		ab_ca_java_truststore(ca, pc, (size_t)AB_CA_MAX_BUNDLE + 1, PASS, &der, &len, &err),
+		-EFBIG);
 	assert_null(der);
 	free(pc);
 	ab_ca_free(ca);

@@ -92,7 +92,8 @@ static void test_hostile(void **state)
 	ab_strv_free(&out);
 	/* limits */
 	assert_int_equal(ab_unixsock_parse(NULL, 1, &out), -EINVAL);
-	assert_int_equal(ab_unixsock_parse(listing, (size_t)AB_UNIXSOCK_LIST_MAX + 1, &out), -E2BIG);
+	assert_int_equal(ab_unixsock_parse(listing, (size_t)AB_UNIXSOCK_LIST_MAX + 1, &out),
+			 -E2BIG);
 }
 
 /* Netlink sock_diag datagrams, built by hand. */
@@ -131,9 +132,9 @@ static void nl_done(nlb *o)
 static void test_diag(void **state)
 {
 	nlb o = {0};
-	nl_sock(&o, "/run/user/1000/bus", 19, true);     /* with its NUL */
+	nl_sock(&o, "/run/user/1000/bus", 19, true); /* with its NUL */
 	nl_sock(&o, "\0abstract", 9, true);
-	nl_sock(&o, NULL, 0, false);                     /* unnamed */
+	nl_sock(&o, NULL, 0, false); /* unnamed */
 	nl_sock(&o, "/no/nul", 7, true);
 	nl_sock(&o, "rel.sock", 8, true);
 	nl_sock(&o, "/bad\nname", 9, true);
@@ -232,7 +233,9 @@ static int not_bound_here(void *arg)
 	const struct stat *st = arg;
 	int d = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	return d >= 0 && ab_unixsock_bound_in(d, (major(st->st_dev) << 20) | minor(st->st_dev),
-					      (uint32_t)st->st_ino) == 0 ? 0 : 1;
+					      (uint32_t)st->st_ino) == 0
+		       ? 0
+		       : 1;
 }
 
 static void test_bound_in(void **state)
@@ -263,13 +266,15 @@ static void test_bound_in(void **state)
 			struct stat st;
 			assert_int_equal(stat(paths[i], &st), 0);
 			uint32_t dev = (major(st.st_dev) << 20) | minor(st.st_dev);
-			assert_int_equal(ab_unixsock_bound_in(diag, dev, (uint32_t)st.st_ino), want[i]);
+			assert_int_equal(ab_unixsock_bound_in(diag, dev, (uint32_t)st.st_ino),
+					 want[i]);
 		}
 	struct stat st;
 	assert_int_equal(stat(sp, &st), 0);
 	close(ls);
 	assert_int_equal(ab_unixsock_bound_in(diag, (major(st.st_dev) << 20) | minor(st.st_dev),
-					     (uint32_t)st.st_ino), 0);
+					      (uint32_t)st.st_ino),
+			 0);
 	/* a socket of another network namespace's diagnostics: not bound there */
 	ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	unlink(sp);
@@ -354,12 +359,9 @@ static void test_host_empty(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_listing),
-		cmocka_unit_test(test_hostile),
-		cmocka_unit_test(test_diag),
-		cmocka_unit_test(test_host),
-		cmocka_unit_test(test_host_empty),
-		cmocka_unit_test(test_diag_vfs),
+		cmocka_unit_test(test_listing),    cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_diag),       cmocka_unit_test(test_host),
+		cmocka_unit_test(test_host_empty), cmocka_unit_test(test_diag_vfs),
 		cmocka_unit_test(test_bound_in),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

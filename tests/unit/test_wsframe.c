@@ -106,14 +106,16 @@ static void test_fin(void **state)
 
 static void test_refused(void **state)
 {
-	static const uint8_t rsv1[] = {0xc1, 0x02, 'h', 'i'};       /* compressed */
+	static const uint8_t rsv1[] = {0xc1, 0x02, 'h', 'i'}; /* compressed */
 	static const uint8_t rsv3[] = {0x91, 0x00};
 	static const uint8_t masked[] = {0x81, 0x82, 1, 2, 3, 4, 'h', 'i'};
 	static const uint8_t huge[] = {0x82, 127, 0x80, 0, 0, 0, 0, 0, 0, 1};
 	const struct {
 		const uint8_t *p;
 		size_t n;
-	} bad[] = {{rsv1, sizeof(rsv1)}, {rsv3, sizeof(rsv3)}, {masked, sizeof(masked)},
+	} bad[] = {{rsv1, sizeof(rsv1)},
+		   {rsv3, sizeof(rsv3)},
+		   {masked, sizeof(masked)},
 		   {huge, sizeof(huge)}};
 	char got[16];
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -123,7 +125,8 @@ static void test_refused(void **state)
 	}
 	/* the largest length allowed is taken as it is (a stream that ends
 	 * early just ends) */
-	static const uint8_t big[] = {0x82, 127, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 'a'};
+	static const uint8_t big[] = {0x82, 127,  0x7f, 0xff, 0xff, 0xff,
+				      0xff, 0xff, 0xff, 0xff, 'a'};
 	ab_ws_framer f;
 	assert_int_equal(cut(big, sizeof(big), 3, got, &f), 0);
 	assert_true(f.in_payload);

@@ -58,7 +58,8 @@ static int check_only(const char *only)
 	char *save = NULL;
 	for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
 		if (!ab_probe_find(t)) {
-			fprintf(stderr, "agentbox: test-escape: --only: no probe '%s' (see --list)\n", t);
+			fprintf(stderr,
+				"agentbox: test-escape: --only: no probe '%s' (see --list)\n", t);
 			return -1;
 		}
 	return 0;
@@ -237,7 +238,8 @@ static void collect(lab *L, const ab_test_escape_args *a, int status, ab_esc_res
 		ab_esc_result *r = &rs->v[rs->n++];
 		*r = (ab_esc_result){.def = &ab_probes[k], .verdict = AB_ESC_ERROR};
 		char note[128];
-		snprintf(note, sizeof(note), "no result (agentbox run exited with status %d)", status);
+		snprintf(note, sizeof(note), "no result (agentbox run exited with status %d)",
+			 status);
 		r->note = strdup(note);
 	}
 	free(parsed);
@@ -350,7 +352,8 @@ int ab_test_escape(const ab_test_escape_args *a)
 	/* this process enters the lab: its namespaces and mounts end with it */
 	if (build_and_run(&L, a, &rs, &err) < 0) {
 		char msg[2200];
-		snprintf(msg, sizeof(msg), "%s%s%s", err.msg, err.hint[0] ? "\nHint: " : "", err.hint);
+		snprintf(msg, sizeof(msg), "%s%s%s", err.msg, err.hint[0] ? "\nHint: " : "",
+			 err.hint);
 		rs.lab_error = strdup(msg);
 	}
 	/* a part of the lab that could not be built judges less: say so */

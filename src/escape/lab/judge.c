@@ -75,7 +75,8 @@ static int inet_socket(int type, uint16_t port, bool v4_loopback, ab_err *err)
 		if (fd >= 0) {
 			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-			struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons(port),
+			struct sockaddr_in6 a = {.sin6_family = AF_INET6,
+						 .sin6_port = htons(port),
 						 .sin6_addr = in6addr_any};
 			if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
 				goto bound;
@@ -86,8 +87,10 @@ static int inet_socket(int type, uint16_t port, bool v4_loopback, ab_err *err)
 	if (fd < 0)
 		return ab_fail(err, errno, "lab: socket");
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(port),
-				 .sin_addr.s_addr = htonl(v4_loopback ? INADDR_LOOPBACK : INADDR_ANY)};
+	struct sockaddr_in a4 = {.sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr =
+					 htonl(v4_loopback ? INADDR_LOOPBACK : INADDR_ANY)};
 	if (bind(fd, (struct sockaddr *)&a4, sizeof(a4)) < 0) {
 		int e = errno;
 		close(fd);
@@ -127,8 +130,7 @@ static int unix_listener(lab *L, const char *path, ab_err *err)
 }
 
 /* Which probe a connection to a judge listener is charged to. */
-static const char *charge(const struct sockaddr_storage *local, uint16_t port, char *addr,
-			  size_t n)
+static const char *charge(const struct sockaddr_storage *local, uint16_t port, char *addr, size_t n)
 {
 	const void *ip;
 	int fam = local->ss_family;
@@ -195,8 +197,11 @@ static void dns_refuse(int fd, unsigned char *q, size_t n, const struct sockaddr
 		struct cmsghdr align;
 	} u;
 	memset(&u, 0, sizeof(u));
-	struct msghdr mh = {.msg_name = (void *)peer, .msg_namelen = pl, .msg_iov = &iov,
-			    .msg_iovlen = 1, .msg_control = u.buf};
+	struct msghdr mh = {.msg_name = (void *)peer,
+			    .msg_namelen = pl,
+			    .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf};
 	struct cmsghdr *c = (struct cmsghdr *)u.buf;
 	if (peer->ss_family == AF_INET6) {
 		struct in6_pktinfo pi = {.ipi6_addr = *to6};
@@ -222,8 +227,12 @@ static void on_dns(lab *L, int fd)
 	char cbuf[256];
 	struct sockaddr_storage peer;
 	struct iovec iov = {q, sizeof(q)};
-	struct msghdr mh = {.msg_name = &peer, .msg_namelen = sizeof(peer), .msg_iov = &iov,
-			    .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	struct msghdr mh = {.msg_name = &peer,
+			    .msg_namelen = sizeof(peer),
+			    .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf)};
 	ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
 	if (n < 0)
 		return;
@@ -255,7 +264,8 @@ static void on_dns(lab *L, int fd)
 		if (o + l > (size_t)n)
 			break;
 		for (size_t k = 0; k < l; k++)
-			name[w++] = (char)(q[o + k] >= 'A' && q[o + k] <= 'Z' ? q[o + k] + 32 : q[o + k]);
+			name[w++] = (char)(q[o + k] >= 'A' && q[o + k] <= 'Z' ? q[o + k] + 32
+									      : q[o + k]);
 		name[w++] = '.';
 		o += l;
 	}
@@ -271,7 +281,8 @@ static void on_dns(lab *L, int fd)
 	if (strcmp(dst, "127.0.0.1") != 0 && strcmp(dst, "::1") != 0)
 		lab_hit_add(L, "NET-01", "a DNS query to %s reached the host's network", dst);
 	else if (canary)
-		lab_hit_add(L, "NET-02", "a DNS query for a canary name reached the host's resolver");
+		lab_hit_add(L, "NET-02",
+			    "a DNS query for a canary name reached the host's resolver");
 }
 
 /* Server threads never die of a peer that went away: SIGPIPE is blocked in
@@ -343,8 +354,10 @@ static void *poll_thread(void *p)
 			char b[256];
 			ssize_t k = recv(L->extra_peer, b, sizeof(b), MSG_DONTWAIT);
 			if (k > 0)
-				lab_hit_add(L, "FS-04", "the socket fd handed to agentbox carried %zd bytes "
-						       "from inside", k);
+				lab_hit_add(L, "FS-04",
+					    "the socket fd handed to agentbox carried %zd bytes "
+					    "from inside",
+					    k);
 			else if (k == 0) {
 				close(L->extra_peer);
 				L->extra_peer = -1;
@@ -453,7 +466,8 @@ static void *conn_thread(void *p)
 		atomic_fetch_add(&u->none, 1);
 	}
 	char body[256], resp[512];
-	int bl = snprintf(body, sizeof(body), "{\"host\":\"%s\",\"secret\":\"%s\"}\n", u->name, cls);
+	int bl =
+		snprintf(body, sizeof(body), "{\"host\":\"%s\",\"secret\":\"%s\"}\n", u->name, cls);
 	int rl = snprintf(resp, sizeof(resp),
 			  "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 			  "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
@@ -614,8 +628,8 @@ static ab_esc_result *find(ab_esc_results *rs, const char *id)
 	return NULL;
 }
 
-static void judge_add(ab_esc_results *rs, const char *id, enum ab_esc_verdict v,
-		      const char *what, const char *result)
+static void judge_add(ab_esc_results *rs, const char *id, enum ab_esc_verdict v, const char *what,
+		      const char *result)
 {
 	ab_esc_result *r = find(rs, id);
 	if (r)
@@ -672,12 +686,12 @@ static void judge_leftovers(lab *L, ab_esc_results *rs)
 				snapped |= strcmp(L->snap[j].path, path) == 0;
 			struct stat st;
 			if (path && !snapped && lstat(path, &st) == 0)
-				ab_esc_result_add(&rs->v[i], "home write stays private", AB_ESC_ESCAPED,
-						  "the file exists on the host", NULL, "judge");
+				ab_esc_result_add(&rs->v[i], "home write stays private",
+						  AB_ESC_ESCAPED, "the file exists on the host",
+						  NULL, "judge");
 		}
 	}
-	const char *dirs[] = {"/tmp", "/dev/shm", "/run", L->home, L->runtime,
-			      L->base, "/var/tmp"};
+	const char *dirs[] = {"/tmp", "/dev/shm", "/run", L->home, L->runtime, L->base, "/var/tmp"};
 	char prefix[64];
 	snprintf(prefix, sizeof(prefix), "abprobe-%s", L->run_id);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(dirs); i++) {
@@ -688,8 +702,8 @@ static void judge_leftovers(lab *L, ab_esc_results *rs)
 				continue;
 			char what[PATH_MAX + 64];
 			snprintf(what, sizeof(what), "%s/%s", dirs[i], e->d_name);
-			judge_add(rs, strstr(e->d_name, "per05") ? "PER-05" : "FS-01", AB_ESC_ESCAPED,
-				  "nothing from inside appears on the host", what);
+			judge_add(rs, strstr(e->d_name, "per05") ? "PER-05" : "FS-01",
+				  AB_ESC_ESCAPED, "nothing from inside appears on the host", what);
 		}
 		if (d)
 			closedir(d);
@@ -702,14 +716,15 @@ static void judge_leftovers(lab *L, ab_esc_results *rs)
 static void judge_git(lab *L, ab_esc_results *rs)
 {
 	ab_esc_result *r = find(rs, "PER-05");
-	const char *marker = r ? json_string_value(json_object_get(r->report, "payload_marker"))
-			       : NULL;
+	const char *marker =
+		r ? json_string_value(json_object_get(r->report, "payload_marker")) : NULL;
 	if (!r)
 		return;
 	int st[3] = {
 		lab_git(L, L->ws, (const char *[]){"status", NULL}),
 		lab_git(L, L->ws, (const char *[]){"diff", "HEAD", NULL}),
-		lab_git(L, L->ws, (const char *[]){"commit", "-q", "--allow-empty", "-m", "judge", NULL}),
+		lab_git(L, L->ws,
+			(const char *[]){"commit", "-q", "--allow-empty", "-m", "judge", NULL}),
 	};
 	char res[96];
 	snprintf(res, sizeof(res), "status %d, diff %d, commit %d", st[0], st[1], st[2]);
@@ -753,7 +768,8 @@ static void judge_ttys(lab *L, ab_esc_results *rs)
 		judge_add(rs, "TTY-01", AB_ESC_ESCAPED, "outer terminal input queue stays empty",
 			  "bytes were pushed into the outer terminal");
 	else
-		judge_add(rs, "TTY-01", AB_ESC_OK, "outer terminal input queue stays empty", "empty");
+		judge_add(rs, "TTY-01", AB_ESC_OK, "outer terminal input queue stays empty",
+			  "empty");
 	struct stat outer;
 	ab_esc_result *r = find(rs, "TTY-02");
 	if (r)
@@ -770,7 +786,8 @@ static void judge_ttys(lab *L, ab_esc_results *rs)
 		if ((dev_t)dev == outer.st_dev && (ino_t)ino == outer.st_ino)
 			same = true;
 	}
-	ab_esc_result_add(r, "no fd refers to the outer terminal", same ? AB_ESC_ESCAPED : AB_ESC_OK,
+	ab_esc_result_add(r, "no fd refers to the outer terminal",
+			  same ? AB_ESC_ESCAPED : AB_ESC_OK,
 			  same ? "the sandbox holds the user's terminal" : "different terminal",
 			  same ? NULL : "pty", "judge");
 }
@@ -793,9 +810,10 @@ static void judge_process(lab *L, ab_esc_results *rs)
 	bool traced = tp && atoi(tp + 10) != 0;
 	bool stopped = st && (strstr(st, "T (") == st + 7 || strstr(st, "t (") == st + 7);
 	judge_add(rs, "PRC-04", traced || stopped ? AB_ESC_ESCAPED : AB_ESC_OK,
-		  "canary process untouched", traced ? "it is being traced"
-					      : stopped ? "it was stopped"
-							: "not traced, running");
+		  "canary process untouched",
+		  traced    ? "it is being traced"
+		  : stopped ? "it was stopped"
+			    : "not traced, running");
 }
 
 static void judge_upstreams(lab *L, ab_esc_results *rs)
@@ -811,15 +829,16 @@ static void judge_upstreams(lab *L, ab_esc_results *rs)
 		  "the unbound host never received the real secret", b);
 	int dh = atomic_load(&L->up[2].hits);
 	snprintf(b, sizeof(b), "%d connection(s)", dh);
-	judge_add(rs, "CRD-03", dh ? AB_ESC_ESCAPED : AB_ESC_OK, "the denied host got no connection",
-		  b);
+	judge_add(rs, "CRD-03", dh ? AB_ESC_ESCAPED : AB_ESC_OK,
+		  "the denied host got no connection", b);
 }
 
 void lab_judge(lab *L, ab_esc_results *rs)
 {
 	pthread_mutex_lock(&L->mu);
 	for (size_t i = 0; i < L->nhits; i++)
-		judge_add(rs, L->hits[i].probe, AB_ESC_ESCAPED, "judge saw nothing", L->hits[i].what);
+		judge_add(rs, L->hits[i].probe, AB_ESC_ESCAPED, "judge saw nothing",
+			  L->hits[i].what);
 	if (L->hits_dropped)
 		judge_add(rs, "NET-01", AB_ESC_ESCAPED, "judge saw nothing", "more hits dropped");
 	size_t dnsq = L->dns_queries;
@@ -831,8 +850,8 @@ void lab_judge(lab *L, ab_esc_results *rs)
 		for (size_t k = 0; r && k < r->nattempts; k++)
 			any |= r->attempts[k].source && r->attempts[k].verdict == AB_ESC_ESCAPED;
 		if (r && !any)
-			ab_esc_result_add(r, "judge listeners saw nothing", AB_ESC_OK, "0 connections",
-					  NULL, "judge");
+			ab_esc_result_add(r, "judge listeners saw nothing", AB_ESC_OK,
+					  "0 connections", NULL, "judge");
 	}
 	char b[64];
 	snprintf(b, sizeof(b), "%zu quer%s, none for canary names", dnsq, dnsq == 1 ? "y" : "ies");
@@ -845,8 +864,9 @@ void lab_judge(lab *L, ab_esc_results *rs)
 			char what[PATH_MAX + 64];
 			snprintf(what, sizeof(what), "canary %s", c ? c->where : "(unknown)");
 			ab_esc_result_add(&rs->v[i], what, AB_ESC_ESCAPED,
-					  c ? "a lab canary was read inside" : "a canary-shaped token "
-									       "was read inside",
+					  c ? "a lab canary was read inside"
+					    : "a canary-shaped token "
+					      "was read inside",
 					  NULL, "judge");
 		}
 	judge_files(L, rs);

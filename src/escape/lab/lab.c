@@ -160,9 +160,10 @@ int lab_enter(lab *L, ab_err *err)
 			ab_err_hint(err, "unprivileged user namespaces are refused here; "
 					 "'agentbox doctor' says why and how to allow them");
 		else if (e == EPERM)
-			ab_err_hint(err, "root's lab needs CAP_SYS_ADMIN, which root in a container "
-					 "lacks: run test-escape as the container's non-root user, "
-					 "as agentbox itself should run there (docs/containers.md)");
+			ab_err_hint(err,
+				    "root's lab needs CAP_SYS_ADMIN, which root in a container "
+				    "lacks: run test-escape as the container's non-root user, "
+				    "as agentbox itself should run there (docs/containers.md)");
 		return -e;
 	}
 	if (!L->root) {
@@ -221,8 +222,8 @@ static int lab_resolv(lab *L, ab_err *err)
 	if (r < 0)
 		return ab_fail(err, -r, "lab: %s", path);
 	if (mount(path, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0) {
-		snprintf(L->note, sizeof(L->note), "no DNS canary: cannot bind over /etc/resolv.conf: %s",
-			 strerror(errno));
+		snprintf(L->note, sizeof(L->note),
+			 "no DNS canary: cannot bind over /etc/resolv.conf: %s", strerror(errno));
 	}
 	return 0;
 }
@@ -236,7 +237,8 @@ int lab_build_fs(lab *L, const ab_strv *keep, ab_err *err)
 		if (stat(bases[i], &st) == 0 && S_ISDIR(st.st_mode))
 			snprintf(L->base, sizeof(L->base), "%s", bases[i]);
 	if (!L->base[0])
-		return ab_fail(err, ENOENT, "lab: no /home (or /mnt, /srv, /media) to build the lab on");
+		return ab_fail(err, ENOENT,
+			       "lab: no /home (or /mnt, /srv, /media) to build the lab on");
 	/* the lab's own tmpfs mounts, and the options of each */
 	const char *over[] = {L->base, "/tmp", "/run", "/dev/shm"};
 	const char *opts[] = {"mode=0755,size=256m", "mode=1777", "mode=0755", "mode=1777"};
@@ -262,7 +264,8 @@ int lab_build_fs(lab *L, const ab_strv *keep, ab_err *err)
 	for (size_t i = 0; r >= 0 && i < nk; i++) {
 		char src[64];
 		snprintf(src, sizeof(src), "/proc/self/fd/%d", kfd[i]);
-		if (mkdir_p(kpath[i], 0755) < 0 || mount(src, kpath[i], NULL, MS_BIND | MS_REC, NULL) < 0)
+		if (mkdir_p(kpath[i], 0755) < 0 ||
+		    mount(src, kpath[i], NULL, MS_BIND | MS_REC, NULL) < 0)
 			r = ab_fail(err, errno, "lab: keep %s visible", kpath[i]);
 	}
 	for (size_t i = 0; i < nk; i++)
@@ -442,16 +445,24 @@ static const struct {
 static const struct {
 	const char *rel, *probe;
 } absent_files[] = {
-	{".ssh/rc", "PER-01"},          {".bash_logout", "PER-01"},
-	{".config/autostart", "PER-01"}, {".config/systemd/user", "PER-01"},
-	{".bash_profile", "PER-01"},    {".zprofile", "PER-01"},
-	{".pam_environment", "PER-01"}, {".xprofile", "PER-01"},
-	{".claude/hooks/abprobe-hook.sh", "PER-02"}, {".claude/settings.local.json", "PER-02"},
-	{".codex/hooks.json", "PER-02"},       {".codex/rules/abprobe.rules", "PER-02"},
+	{".ssh/rc", "PER-01"},
+	{".bash_logout", "PER-01"},
+	{".config/autostart", "PER-01"},
+	{".config/systemd/user", "PER-01"},
+	{".bash_profile", "PER-01"},
+	{".zprofile", "PER-01"},
+	{".pam_environment", "PER-01"},
+	{".xprofile", "PER-01"},
+	{".claude/hooks/abprobe-hook.sh", "PER-02"},
+	{".claude/settings.local.json", "PER-02"},
+	{".codex/hooks.json", "PER-02"},
+	{".codex/rules/abprobe.rules", "PER-02"},
 	{".gemini/hooks/abprobe-hook.sh", "PER-02"},
 	{".config/opencode/plugin/abprobe.js", "PER-02"},
-	{".codex/.credentials.json", "PER-02"}, {".gemini/gemini-credentials.json", "PER-02"},
-	{".gemini/trustedFolders.json", "PER-02"}, {".config/opencode/package.json", "PER-02"},
+	{".codex/.credentials.json", "PER-02"},
+	{".gemini/gemini-credentials.json", "PER-02"},
+	{".gemini/trustedFolders.json", "PER-02"},
+	{".config/opencode/package.json", "PER-02"},
 	{".codex/AGENTS.md", "PER-02"},
 };
 
@@ -487,8 +498,13 @@ int lab_git(lab *L, const char *cwd, const char *const *args)
 	snprintf(home, sizeof(home), "HOME=%s", L->home);
 	char *envp[] = {home, "PATH=/usr/local/bin:/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1",
 			"LANG=C", NULL};
-	char *argv[16] = {"git", "-c", "init.defaultBranch=main", "-c", "user.name=agentbox lab",
-			  "-c", "user.email=lab@agentbox.test"};
+	char *argv[16] = {"git",
+			  "-c",
+			  "init.defaultBranch=main",
+			  "-c",
+			  "user.name=agentbox lab",
+			  "-c",
+			  "user.email=lab@agentbox.test"};
 	size_t n = 7;
 	for (size_t i = 0; args[i] && n < AB_ARRAY_SIZE(argv) - 1; i++)
 		argv[n++] = (char *)args[i];
@@ -513,10 +529,16 @@ static int plant_repo(lab *L, const char *dir, const char *kind, ab_err *err)
 		return ab_fail(err, -r, "lab: %s", path);
 	snprintf(path, sizeof(path), "%s/.git/info/exclude", dir);
 	write_file(path, ".env\n.agentbox-escape/\n", 0644);
-	const char *gitfiles[] = {".git/config", ".git/info/exclude", ".git/HEAD",
-				  ".git/hooks/pre-commit", ".git/hooks/post-checkout",
-				  ".git/hooks/fsmonitor-watchman", ".git/info/attributes",
-				  ".gitattributes", ".envrc", ".mcp.json"};
+	const char *gitfiles[] = {".git/config",
+				  ".git/info/exclude",
+				  ".git/HEAD",
+				  ".git/hooks/pre-commit",
+				  ".git/hooks/post-checkout",
+				  ".git/hooks/fsmonitor-watchman",
+				  ".git/info/attributes",
+				  ".gitattributes",
+				  ".envrc",
+				  ".mcp.json"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(gitfiles); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, gitfiles[i]);
 		snap(L, path, strcmp(kind, "SIBLING") == 0 ? "FS-01" : "PER-05");
@@ -540,7 +562,8 @@ int lab_plant(lab *L, ab_err *err)
 	    syscall(SYS_add_key, "user", "agentbox-lab-canary", ktok, strlen(ktok),
 		    -3 /* KEY_SPEC_SESSION_KEYRING */) < 0) {
 		if (!L->note[0])
-			snprintf(L->note, sizeof(L->note), "no keyring canary: %s", strerror(errno));
+			snprintf(L->note, sizeof(L->note), "no keyring canary: %s",
+				 strerror(errno));
 	}
 	return 0;
 }
@@ -641,8 +664,13 @@ int lab_write_info(lab *L, const char *only, ab_err *err)
 		.harness_pid = getpid(),
 	};
 	char *addrs[] = {"127.0.0.1", "::1", "192.0.2.10", "10.0.0.1", NULL};
-	char *meta[] = {"169.254.169.254", "fd00:ec2::254", "metadata.google.internal",
-			"100.100.100.200", "169.254.170.2", "168.63.129.16", NULL};
+	char *meta[] = {"169.254.169.254",
+			"fd00:ec2::254",
+			"metadata.google.internal",
+			"100.100.100.200",
+			"169.254.170.2",
+			"168.63.129.16",
+			NULL};
 	li.host_addrs = (ab_strv){addrs, 4};
 	li.metadata = (ab_strv){meta, 6};
 	/* the test CA's certificate (public), for the blind tunnel's check */
@@ -662,7 +690,8 @@ int lab_write_info(lab *L, const char *only, ab_err *err)
 	if (only) {
 		_cleanup_free_ char *dup = strdup(only);
 		char *save = NULL;
-		for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
+		for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t;
+		     t = strtok_r(NULL, ",", &save))
 			if (ab_strv_push(&ids, t) < 0)
 				return ab_fail(err, ENOMEM, "lab");
 	}

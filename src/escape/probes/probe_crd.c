@@ -58,14 +58,19 @@ void ab_probe_ctl02(ab_probe_run *r)
 	}
 	snprintf(w, sizeof(w), "explicit proxy: CONNECT %s, TLS (verified), GET / with %s", auth,
 		 lab->secret_header);
-	pn_target t = {.authority = auth, .tls = true, .sni = lab->bound_host,
-		    .verify = lab->bound_host};
+	pn_target t = {
+		.authority = auth, .tls = true, .sni = lab->bound_host, .verify = lab->bound_host};
 	pnr_ctl_exchange(r, w, &t, req, "real");
-	snprintf(w, sizeof(w), "transparent: %s -> synthetic address :%u, TLS (verified), GET / "
-		 "with %s", lab->bound_host, lab->https_port, lab->secret_header);
+	snprintf(w, sizeof(w),
+		 "transparent: %s -> synthetic address :%u, TLS (verified), GET / "
+		 "with %s",
+		 lab->bound_host, lab->https_port, lab->secret_header);
 	if (pnr_synth_addr(r, w, lab->bound_host, ip, sizeof(ip)) == 0) {
-		pn_target t2 = {.ip = ip, .port = lab->https_port, .tls = true,
-			     .sni = lab->bound_host, .verify = lab->bound_host};
+		pn_target t2 = {.ip = ip,
+				.port = lab->https_port,
+				.tls = true,
+				.sni = lab->bound_host,
+				.verify = lab->bound_host};
 		pnr_ctl_exchange(r, w, &t2, req, "real");
 	}
 }
@@ -132,10 +137,12 @@ static void try_unix(ab_probe_run *r, const char *path, bool abstract)
 		return;
 	}
 	memcpy(sa.sun_path + abstract, path, n);
-	try_unix_addr(r, what, &sa,
-		      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + abstract + n + !abstract));
+	try_unix_addr(
+		r, what, &sa,
+		(socklen_t)(offsetof(struct sockaddr_un, sun_path) + abstract + n + !abstract));
 }
 
+// clang-format off
 static const char *const crd_globs[] = {
 	"/run/user/*/bus", "/run/user/*/gnupg/S.gpg-agent*", "/run/user/*/gnupg/d.*/S.gpg-agent*",
 	"/run/user/*/ssh-agent*", "/run/user/*/keyring/*", "/run/user/*/gcr/ssh",
@@ -148,6 +155,7 @@ static const char *const crd_globs[] = {
 	"/tmp/.X11-unix/X*", "/tmp/tmux-*/default", "/tmp/vscode-ssh-auth-*.sock",
 	"/tmp/vscode-ipc-*.sock", "/tmp/dbus-*",
 };
+// clang-format on
 
 /* Every path of the pattern (a literal path is kept as it is). */
 static void add_glob(ab_probe_run *r, ab_strv *paths, const char *pat)
@@ -208,9 +216,11 @@ static void crd01_abstract(ab_probe_run *r, const ab_lab_info *lab)
 			if (uids[i] == (uid_t)-1)
 				continue;
 			char path[160];
-			snprintf(path, sizeof(path), "/run/user/%u/agentbox/%s", (unsigned)uids[i], name);
+			snprintf(path, sizeof(path), "/run/user/%u/agentbox/%s", (unsigned)uids[i],
+				 name);
 			try_unix(r, path, false);
-			snprintf(path, sizeof(path), "/tmp/agentbox-%u/%s", (unsigned)uids[i], name);
+			snprintf(path, sizeof(path), "/tmp/agentbox-%u/%s", (unsigned)uids[i],
+				 name);
 			try_unix(r, path, false);
 		}
 	}
@@ -268,7 +278,8 @@ void ab_probe_crd01(ab_probe_run *r)
 	if (ssh && *ssh)
 		ab_strv_push_unique(&paths, ssh);
 	const char *home = getenv("HOME");
-	_cleanup_free_ char *gpg = home && *home ? ab_asprintf("%s/.gnupg/S.gpg-agent", home) : NULL;
+	_cleanup_free_ char *gpg =
+		home && *home ? ab_asprintf("%s/.gnupg/S.gpg-agent", home) : NULL;
 	if (gpg)
 		ab_strv_push_unique(&paths, gpg);
 	const char *dirs[] = {lab->runtime_dir, getenv("XDG_RUNTIME_DIR"), lab->home, home};
@@ -278,7 +289,8 @@ void ab_probe_crd01(ab_probe_run *r)
 		for (size_t p = 0; p < 2; p++) {
 			_cleanup_free_ char *pat =
 				d < 2 ? ab_asprintf("%s/%s", dirs[d], p ? "*/*" : "*")
-				      : ab_asprintf("%s/%s", dirs[d], p ? ".ssh/*.sock" : ".gnupg/S.*");
+				      : ab_asprintf("%s/%s", dirs[d],
+						    p ? ".ssh/*.sock" : ".gnupg/S.*");
 			glob_t g;
 			if (pat && glob(pat, GLOB_NOSORT, NULL, &g) == 0) {
 				struct stat st;
@@ -323,8 +335,10 @@ static void rec_placeholder(ab_probe_run *r, const char *what, const pn_hx *h, e
 	} else if (ex != EXP_REFUSE && s) {
 		ab_pr_ok(r, what, "%s: the server saw secret=%s", h->rs.line, s);
 	} else {
-		ab_pr_error(r, what, "not refused: %s (the server saw secret=%s; the inside "
-			    "cannot tell what arrived)", h->rs.line, s ? s : "(no lab JSON)");
+		ab_pr_error(r, what,
+			    "not refused: %s (the server saw secret=%s; the inside "
+			    "cannot tell what arrived)",
+			    h->rs.line, s ? s : "(no lab JSON)");
 	}
 }
 
@@ -339,8 +353,11 @@ static void crd03_https(ab_probe_run *r, const char *what, const char *host, con
 	if (!req || !pnr_budget(r, what))
 		return;
 	pn_authority(auth, sizeof(auth), host, lab->https_port);
-	pn_target t = {.authority = ip ? NULL : auth, .ip = ip, .port = lab->https_port,
-		    .tls = true, .sni = host};
+	pn_target t = {.authority = ip ? NULL : auth,
+		       .ip = ip,
+		       .port = lab->https_port,
+		       .tls = true,
+		       .sni = host};
 	pn_hx h;
 	pn_hx_run(r, what, &t, req, &h);
 	rec_placeholder(r, what, &h, ex);
@@ -421,46 +438,77 @@ static void crd03_bound(ab_probe_run *r, const char *ph)
 	_cleanup_free_ char *b64in = ab_asprintf("x:%s", ph);
 	char b64[8192] = "";
 	if (b64in && strlen(b64in) < 6000)
-		EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)b64in, (int)strlen(b64in));
+		EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)b64in,
+				(int)strlen(b64in));
 	struct {
 		const char *label;
 		char *req;
 		enum expect ex;
 	} v[] = {
-		{"in the URL query", ab_asprintf("GET /?token=%s HTTP/1.1\r\nHost: %s\r\n"
-						 "Connection: close\r\n\r\n", ph, b), EXP_REFUSE},
-		{"in the path", ab_asprintf("GET /%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
-					    ph, b), EXP_REFUSE},
-		{"in the body", ab_asprintf("POST / HTTP/1.1\r\nHost: %s\r\nContent-Type: "
-					    "application/x-www-form-urlencoded\r\nContent-Length: %zu\r\n"
-					    "Connection: close\r\n\r\ntoken=%s", b, strlen(ph) + 6, ph),
+		{"in the URL query",
+		 ab_asprintf("GET /?token=%s HTTP/1.1\r\nHost: %s\r\n"
+			     "Connection: close\r\n\r\n",
+			     ph, b),
 		 EXP_REFUSE},
-		{"in another header", ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\nX-Probe-Other: %s\r\n"
-						  "Connection: close\r\n\r\n", b, ph), EXP_REFUSE},
-		{"as a header name", ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\n%s: x\r\n"
-						 "Connection: close\r\n\r\n", b, ph), EXP_REFUSE},
-		{"in Authorization: Basic", ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\nAuthorization: "
-							"Basic %s\r\nConnection: close\r\n\r\n", b, b64),
+		{"in the path",
+		 ab_asprintf("GET /%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", ph, b),
 		 EXP_REFUSE},
-		{"split across two secret headers", ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\n"
-			"%s: %.*s\r\n%s: %s\r\nConnection: close\r\n\r\n", b, hn, (int)half, ph, hn,
-			ph + half), EXP_NOT_REAL},
-		{"in a second Host header", ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\nHost: %s\r\n"
-							"Connection: close\r\n\r\n", b, ph), EXP_REFUSE},
-		{"in an obs-fold continuation of the secret header", ab_asprintf("GET / HTTP/1.1\r\n"
-			"Host: %s\r\n%s: x\r\n %s\r\nConnection: close\r\n\r\n", b, hn, ph), EXP_REFUSE},
-		{"in an obs-fold line after another header", ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\n"
-			"X-Probe-Fold: x\r\n %s: %s\r\nConnection: close\r\n\r\n", b, hn, ph), EXP_REFUSE},
-		{"with a space before the colon", ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\n%s : %s\r\n"
-							      "Connection: close\r\n\r\n", b, hn, ph),
+		{"in the body",
+		 ab_asprintf("POST / HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+			     "application/x-www-form-urlencoded\r\nContent-Length: %zu\r\n"
+			     "Connection: close\r\n\r\ntoken=%s",
+			     b, strlen(ph) + 6, ph),
 		 EXP_REFUSE},
-		{"behind Content-Length + Transfer-Encoding (smuggled request)", ab_asprintf(
-			"POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: 4\r\nTransfer-Encoding: chunked"
-			"\r\n\r\n0\r\n\r\nGET /?t=%s HTTP/1.1\r\nHost: %s\r\nX-Probe-Other: %s\r\n\r\n",
-			b, ph, b, ph), EXP_REFUSE},
+		{"in another header",
+		 ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\nX-Probe-Other: %s\r\n"
+			     "Connection: close\r\n\r\n",
+			     b, ph),
+		 EXP_REFUSE},
+		{"as a header name",
+		 ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\n%s: x\r\n"
+			     "Connection: close\r\n\r\n",
+			     b, ph),
+		 EXP_REFUSE},
+		{"in Authorization: Basic",
+		 ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\nAuthorization: "
+			     "Basic %s\r\nConnection: close\r\n\r\n",
+			     b, b64),
+		 EXP_REFUSE},
+		{"split across two secret headers",
+		 ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\n"
+			     "%s: %.*s\r\n%s: %s\r\nConnection: close\r\n\r\n",
+			     b, hn, (int)half, ph, hn, ph + half),
+		 EXP_NOT_REAL},
+		{"in a second Host header",
+		 ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\nHost: %s\r\n"
+			     "Connection: close\r\n\r\n",
+			     b, ph),
+		 EXP_REFUSE},
+		{"in an obs-fold continuation of the secret header",
+		 ab_asprintf("GET / HTTP/1.1\r\n"
+			     "Host: %s\r\n%s: x\r\n %s\r\nConnection: close\r\n\r\n",
+			     b, hn, ph),
+		 EXP_REFUSE},
+		{"in an obs-fold line after another header",
+		 ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\n"
+			     "X-Probe-Fold: x\r\n %s: %s\r\nConnection: close\r\n\r\n",
+			     b, hn, ph),
+		 EXP_REFUSE},
+		{"with a space before the colon",
+		 ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\n%s : %s\r\n"
+			     "Connection: close\r\n\r\n",
+			     b, hn, ph),
+		 EXP_REFUSE},
+		{"behind Content-Length + Transfer-Encoding (smuggled request)",
+		 ab_asprintf(
+			 "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: 4\r\nTransfer-Encoding: chunked"
+			 "\r\n\r\n0\r\n\r\nGET /?t=%s HTTP/1.1\r\nHost: %s\r\nX-Probe-Other: %s\r\n\r\n",
+			 b, ph, b, ph),
+		 EXP_REFUSE},
 		{"in the secret header, name upper-cased (same header: real is right)",
 		 ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\n%s: %s\r\nConnection: close\r\n\r\n", b,
-			     up, ph), EXP_ANY},
+			     up, ph),
+		 EXP_ANY},
 	};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(v); i++) {
 		snprintf(w, sizeof(w), "bound host over TLS: the placeholder %s", v[i].label);

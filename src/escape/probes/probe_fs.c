@@ -162,14 +162,14 @@ void ab_probe_fs01(ab_probe_run *r)
 		const char *dir, *tag;
 		bool priv;
 	} fixed[] = {
-		{"/tmp", "fs01-tmp", true},      {"/var/tmp", "fs01-vartmp", true},
-		{"/dev/shm", "fs01-shm", true},  {"/run", "fs01-run", true},
-		{"/etc", "fs01-etc", false},     {"/usr/local/bin", "fs01-ulbin", false},
+		{"/tmp", "fs01-tmp", true},           {"/var/tmp", "fs01-vartmp", true},
+		{"/dev/shm", "fs01-shm", true},       {"/run", "fs01-run", true},
+		{"/etc", "fs01-etc", false},          {"/usr/local/bin", "fs01-ulbin", false},
 		{"/usr/local", "fs01-ulocal", false}, {"/usr/lib", "fs01-usrlib", false},
-		{"/opt", "fs01-opt", false},     {"/var", "fs01-var", false},
-		{"/var/lib", "fs01-varlib", false}, {"/srv", "fs01-srv", false},
-		{"/mnt", "fs01-mnt", false},     {"/boot", "fs01-boot", false},
-		{"/dev", "fs01-dev", false},     {"/", "fs01-root", false},
+		{"/opt", "fs01-opt", false},          {"/var", "fs01-var", false},
+		{"/var/lib", "fs01-varlib", false},   {"/srv", "fs01-srv", false},
+		{"/mnt", "fs01-mnt", false},          {"/boot", "fs01-boot", false},
+		{"/dev", "fs01-dev", false},          {"/", "fs01-root", false},
 	};
 	fs01_target(r, lab->home, "fs01-home", true, markers);
 	fs01_target(r, cfg, "fs01-config", true, markers);

@@ -89,8 +89,7 @@ void ab_probe_ctl01(ab_probe_run *r)
 
 static const char *find_git(void)
 {
-	static const char *const c[] = {
-		"/usr/bin/git", "/usr/local/bin/git", "/bin/git"};
+	static const char *const c[] = {"/usr/bin/git", "/usr/local/bin/git", "/bin/git"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(c); i++)
 		if (access(c[i], X_OK) == 0)
 			return c[i];
@@ -127,8 +126,13 @@ static bool drain(int fd, char *out, size_t out_n, double deadline)
 static int run_git(const char *git, const char *dir, const char *home, const char *const *args,
 		   char *out, size_t out_n)
 {
-	const char *argv[24] = {"git", "-c", "user.name=agentbox probe", "-c",
-				"user.email=probe@agentbox.invalid", "-c", "commit.gpgsign=false"};
+	const char *argv[24] = {"git",
+				"-c",
+				"user.name=agentbox probe",
+				"-c",
+				"user.email=probe@agentbox.invalid",
+				"-c",
+				"commit.gpgsign=false"};
 	size_t n = 7;
 	for (size_t i = 0; args[i] && n < AB_ARRAY_SIZE(argv) - 1; i++)
 		argv[n++] = args[i];
@@ -136,8 +140,12 @@ static int run_git(const char *git, const char *dir, const char *home, const cha
 	char hb[PMAX];
 	if (!fsp_pf(hb, sizeof(hb), "HOME=%s", home))
 		return -1;
-	const char *envp[] = {hb, "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1",
-			      "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", NULL};
+	const char *envp[] = {hb,
+			      "PATH=/usr/bin:/bin",
+			      "GIT_CONFIG_NOSYSTEM=1",
+			      "GIT_TERMINAL_PROMPT=0",
+			      "LC_ALL=C",
+			      NULL};
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -1;

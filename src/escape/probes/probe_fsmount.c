@@ -72,12 +72,14 @@ static void fs03_devices(ab_probe_run *r)
 {
 	/* open only, never read or ioctl; no watchdog, snapshot or vhost */
 	static const char *const devs[] = {
-		"/dev/mem", "/dev/kmem", "/dev/port", "/dev/sda", "/dev/sda1", "/dev/vda",
-		"/dev/vda1", "/dev/xvda", "/dev/nvme0", "/dev/nvme0n1", "/dev/nvme0n1p1",
-		"/dev/dm-0", "/dev/md0", "/dev/loop0", "/dev/loop-control", "/dev/mapper/control",
-		"/dev/kvm", "/dev/fuse", "/dev/net/tun", "/dev/console", "/dev/tty0", "/dev/tty1",
-		"/dev/kmsg", "/dev/cpu/0/msr", "/dev/input/event0", "/dev/input/mice",
-		"/dev/uinput", "/dev/dri/card0", "/dev/sg0", "/dev/hidraw0"};
+		"/dev/mem",          "/dev/kmem",       "/dev/port",         "/dev/sda",
+		"/dev/sda1",         "/dev/vda",        "/dev/vda1",         "/dev/xvda",
+		"/dev/nvme0",        "/dev/nvme0n1",    "/dev/nvme0n1p1",    "/dev/dm-0",
+		"/dev/md0",          "/dev/loop0",      "/dev/loop-control", "/dev/mapper/control",
+		"/dev/kvm",          "/dev/fuse",       "/dev/net/tun",      "/dev/console",
+		"/dev/tty0",         "/dev/tty1",       "/dev/kmsg",         "/dev/cpu/0/msr",
+		"/dev/input/event0", "/dev/input/mice", "/dev/uinput",       "/dev/dri/card0",
+		"/dev/sg0",          "/dev/hidraw0"};
 	char what[128];
 	for (size_t i = 0; i < AB_ARRAY_SIZE(devs); i++) {
 		fsp_pf(what, sizeof(what), "open %s O_RDONLY", devs[i]);
@@ -88,8 +90,8 @@ static void fs03_devices(ab_probe_run *r)
 		ab_pr_sys(r, what, fd, e);
 	}
 	/* any other device node in /dev (names only) */
-	static const char *const std_devs[] = {
-		"null", "zero", "full", "random", "urandom", "tty", "ptmx", "console"};
+	static const char *const std_devs[] = {"null",    "zero", "full", "random",
+					       "urandom", "tty",  "ptmx", "console"};
 	json_t *odd = json_array();
 	DIR *dir = opendir("/dev");
 	struct dirent *e;
@@ -375,9 +377,9 @@ static void fs03_setid(ab_probe_run *r)
 
 static void fs03_sys(ab_probe_run *r)
 {
-	static const char *const files[] = {
-		"/sys/kernel/mm/transparent_hugepage/enabled", "/sys/kernel/uevent_helper",
-		"/sys/kernel/profiling", "/sys/class/net/lo/mtu"};
+	static const char *const files[] = {"/sys/kernel/mm/transparent_hugepage/enabled",
+					    "/sys/kernel/uevent_helper", "/sys/kernel/profiling",
+					    "/sys/class/net/lo/mtu"};
 	char what[128];
 	for (size_t i = 0; i < AB_ARRAY_SIZE(files); i++) {
 		fsp_pf(what, sizeof(what), "append-open %s (zero bytes)", files[i]);

@@ -22,7 +22,6 @@
 
 const int fsp_k_blocked[] = {ENOENT, EROFS, EACCES, EPERM, ENOTDIR, ELOOP, ENOSYS, EXDEV, 0};
 
-
 bool fsp_pf(char *buf, size_t n, const char *fmt, ...)
 {
 	va_list ap;
@@ -90,7 +89,7 @@ bool fsp_is_private(ab_probe_run *r, const char *p)
 /* A failure with one of `reached` shows the call got past every permission
  * check (a privileged caller's EINVAL, setxattr's ENODATA): ESCAPED. */
 void fsp_sys_reach(ab_probe_run *r, const char *what, long ret, int err, const int *reached,
-		      const char *why)
+		   const char *why)
 {
 	for (const int *e = reached; ret < 0 && *e; e++)
 		if (*e == err) {
@@ -245,8 +244,12 @@ int fsp_scan_count(void *ctx, const char *what, const void *buf, size_t n)
 void fsp_walk_init(struct fsp_walk *w, fsp_scan_fn fn, void *ctx, char *buf, int depth,
 		   double budget_ms)
 {
-	*w = (struct fsp_walk){.scan = fn, .ctx = ctx, .buf = buf, .max_depth = depth,
-			   .max_files = 400, .deadline = fsp_now_ms() + budget_ms};
+	*w = (struct fsp_walk){.scan = fn,
+			       .ctx = ctx,
+			       .buf = buf,
+			       .max_depth = depth,
+			       .max_files = 400,
+			       .deadline = fsp_now_ms() + budget_ms};
 }
 
 void fsp_walk_file(struct fsp_walk *w, int dfd, const char *name, const char *path)
@@ -308,7 +311,7 @@ void fsp_walk_dir(struct fsp_walk *w, int dfd, const char *path, int depth)
 /* Walk path (a directory, or a single file) with the probe's scanner and
  * record one attempt for it; tokens are recorded by the scanner. */
 void fsp_walk_record(ab_probe_run *r, const char *path, int depth, double budget_ms,
-			const char *skip_path)
+		     const char *skip_path)
 {
 	char what[PMAX + 16];
 	struct fsp_walk w;

@@ -26,7 +26,7 @@ extern const int fsp_k_blocked[];
 /* snprintf that reports truncation (false). */
 bool fsp_pf(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 double fsp_now_ms(void);
-const char *fsp_ename(int e);               /* "ENOENT" */
+const char *fsp_ename(int e); /* "ENOENT" */
 const char *fsp_run_id(ab_probe_run *r);
 /* DIR/abprobe-RUNID-TAG (DIR "/" gives /abprobe-...). */
 bool fsp_mkname(char *buf, size_t n, ab_probe_run *r, const char *dir, const char *tag);
@@ -44,19 +44,19 @@ void fsp_sys_reach(ab_probe_run *r, const char *what, long ret, int err, const i
 /* Make a call, then record it like ab_pr_sys / fsp_sys_reach.  errno is
  * read after the call (never pass `call(), errno` as two arguments: their
  * order of evaluation is unspecified).  Evaluates to the call's result. */
-#define FSP_SYS(r, what, call)                                                                  \
-	({                                                                                      \
-		long fsp_ret_ = (long)(call);                                                   \
-		int fsp_err_ = errno;                                                           \
-		ab_pr_sys((r), (what), fsp_ret_, fsp_err_);                                     \
-		fsp_ret_;                                                                       \
+#define FSP_SYS(r, what, call)                              \
+	({                                                  \
+		long fsp_ret_ = (long)(call);               \
+		int fsp_err_ = errno;                       \
+		ab_pr_sys((r), (what), fsp_ret_, fsp_err_); \
+		fsp_ret_;                                   \
 	})
-#define FSP_REACH(r, what, call, reached, why)                                                  \
-	({                                                                                      \
-		long fsp_ret_ = (long)(call);                                                   \
-		int fsp_err_ = errno;                                                           \
-		fsp_sys_reach((r), (what), fsp_ret_, fsp_err_, (reached), (why));               \
-		fsp_ret_;                                                                       \
+#define FSP_REACH(r, what, call, reached, why)                                    \
+	({                                                                        \
+		long fsp_ret_ = (long)(call);                                     \
+		int fsp_err_ = errno;                                             \
+		fsp_sys_reach((r), (what), fsp_ret_, fsp_err_, (reached), (why)); \
+		fsp_ret_;                                                         \
 	})
 /* Zero-byte open for appending, recorded like ab_pr_sys. */
 void fsp_append_open(ab_probe_run *r, const char *what, const char *path, bool follow);
@@ -81,11 +81,11 @@ int fsp_scan_count(void *ctx, const char *what, const void *buf, size_t n); /* c
 struct fsp_walk {
 	fsp_scan_fn scan;
 	void *ctx;
-	char *buf;                 /* READ_MAX */
+	char *buf; /* READ_MAX */
 	int files, dirs, tokens, unreadable, max_depth, max_files;
 	double deadline;
-	const char *skip_name;     /* a directory name not to enter (".git") */
-	const char *skip_path;     /* a directory not to enter (the workspace) */
+	const char *skip_name; /* a directory name not to enter (".git") */
+	const char *skip_path; /* a directory not to enter (the workspace) */
 };
 void fsp_walk_init(struct fsp_walk *w, fsp_scan_fn fn, void *ctx, char *buf, int depth,
 		   double budget_ms);

@@ -25,18 +25,23 @@
 #include "agentbox/escape.h"
 
 /* Relative to HOME; the same list as the lab's (src/escape/lab/lab.c). */
+// clang-format off
 static const char *const token_files[] = {
 	".claude/.credentials.json",  ".codex/auth.json",
 	".codex/.env",                ".gemini/oauth_creds.json",
 	".gemini/.env",               ".gemini/mcp-oauth-tokens.json",
 	".local/share/opencode/auth.json", ".config/gh/hosts.yml",
 };
+// clang-format on
 
 static const char *const settings_files[] = {
-	".claude/settings.json",      ".codex/config.toml",
-	".gemini/settings.json",      ".config/opencode/opencode.json",
+	".claude/settings.json",
+	".codex/config.toml",
+	".gemini/settings.json",
+	".config/opencode/opencode.json",
 };
 
+// clang-format off
 static const char *const created_files[] = {
 	".claude/hooks/abprobe-hook.sh",     ".claude/settings.local.json",
 	".codex/hooks.json",                 ".codex/rules/abprobe.rules",
@@ -49,6 +54,7 @@ static const char *const created_files[] = {
 	 * for the host's harness (a profile denies them: they must stay absent) */
 	".codex/.credentials.json",          ".gemini/gemini-credentials.json",
 };
+// clang-format on
 
 void ab_probe_sec04(ab_probe_run *r)
 {

@@ -56,8 +56,8 @@ static long f_clone(const void *arg)
 }
 
 struct ab_clone_args { /* struct clone_args, version 2 */
-	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
-		set_tid, set_tid_size, cgroup;
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+		set_tid_size, cgroup;
 };
 
 static long f_clone3(const void *arg)
@@ -85,9 +85,12 @@ static const struct {
 	unsigned long flag;
 	const char *name;
 } ns_flags[] = {
-	{CLONE_NEWUSER, "CLONE_NEWUSER"}, {CLONE_NEWNS, "CLONE_NEWNS"},
-	{CLONE_NEWNET, "CLONE_NEWNET"},   {CLONE_NEWPID, "CLONE_NEWPID"},
-	{CLONE_NEWIPC, "CLONE_NEWIPC"},   {CLONE_NEWUTS, "CLONE_NEWUTS"},
+	{CLONE_NEWUSER, "CLONE_NEWUSER"},
+	{CLONE_NEWNS, "CLONE_NEWNS"},
+	{CLONE_NEWNET, "CLONE_NEWNET"},
+	{CLONE_NEWPID, "CLONE_NEWPID"},
+	{CLONE_NEWIPC, "CLONE_NEWIPC"},
+	{CLONE_NEWUTS, "CLONE_NEWUTS"},
 	{CLONE_NEWCGROUP, "CLONE_NEWCGROUP"},
 	{CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET, "CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWNET"},
 	{CLONE_NEWUSER | (1UL << 32), "CLONE_NEWUSER|1<<32"},
@@ -96,8 +99,8 @@ static const struct {
 
 static void setns_all(ab_probe_run *r, const char *pid)
 {
-	static const char *const ns[] = {"user", "mnt", "net", "pid", "pid_for_children", "ipc",
-					 "uts", "cgroup", "time", "time_for_children"};
+	static const char *const ns[] = {"user", "mnt", "net",    "pid",  "pid_for_children",
+					 "ipc",  "uts", "cgroup", "time", "time_for_children"};
 	char path[64], what[128];
 	for (size_t i = 0; i < AB_ARRAY_SIZE(ns); i++) {
 		snprintf(path, sizeof(path), "/proc/%s/ns/%s", pid, ns[i]);
@@ -149,13 +152,22 @@ void ab_probe_krn01(ab_probe_run *r)
 		psys_rec_sub(r, what, rc, &o, (const int[]){ENOSYS, 0}, "seccomp");
 	}
 	const struct psys_sc t[] = {
-		{"clone3(NULL, 0) (bad args)", SYS_clone3, {0}, (const int[]){ENOSYS, 0},
+		{"clone3(NULL, 0) (bad args)",
+		 SYS_clone3,
+		 {0},
+		 (const int[]){ENOSYS, 0},
 		 "seccomp"},
 		{"setns(-1, 0) (bad fd)", SYS_setns, {-1, 0}, psys_b_seccomp, NULL},
-		{"open_tree(\"/\", OPEN_TREE_CLONE|AT_RECURSIVE)", SYS_open_tree,
-		 {AT_FDCWD, PSYS_L("/"), OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC}, psys_b_enosys, NULL},
-		{"fsopen(\"tmpfs\")", SYS_fsopen, {PSYS_L("tmpfs"), 1 /* FSOPEN_CLOEXEC */},
-		 psys_b_enosys, NULL},
+		{"open_tree(\"/\", OPEN_TREE_CLONE|AT_RECURSIVE)",
+		 SYS_open_tree,
+		 {AT_FDCWD, PSYS_L("/"), OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC},
+		 psys_b_enosys,
+		 NULL},
+		{"fsopen(\"tmpfs\")",
+		 SYS_fsopen,
+		 {PSYS_L("tmpfs"), 1 /* FSOPEN_CLOEXEC */},
+		 psys_b_enosys,
+		 NULL},
 	};
 	psys_run_table(r, t, AB_ARRAY_SIZE(t));
 	setns_all(r, "self");
@@ -253,16 +265,21 @@ static void krn02_real(ab_probe_run *r)
 	if (rc == SIGSEGV)
 		ab_pr_ok(r, "int 0x80 (i386 getpid)", "no 32-bit entry in this kernel (SIGSEGV)");
 	else
-		psys_rec_sub(r, "int 0x80 (i386 getpid)", rc, &o, (const int[]){ENOSYS, 0}, "seccomp");
-	const struct psys_sc x32 = {"x32 getpid (nr | 0x40000000)", 0x40000000L | SYS_getpid, {0},
-			       (const int[]){ENOSYS, 0}, NULL};
+		psys_rec_sub(r, "int 0x80 (i386 getpid)", rc, &o, (const int[]){ENOSYS, 0},
+			     "seccomp");
+	const struct psys_sc x32 = {"x32 getpid (nr | 0x40000000)",
+				    0x40000000L | SYS_getpid,
+				    {0},
+				    (const int[]){ENOSYS, 0},
+				    NULL};
 	psys_run_table(r, &x32, 1);
 #endif
 	static char log[1 << 16];
 	long n = syscall(SYS_syslog, 3 /* SYSLOG_ACTION_READ_ALL */, log, (long)sizeof(log));
 	int e = errno;
 	if (n > 0 && !ab_pr_scan(r, "syslog(SYSLOG_ACTION_READ_ALL)", log, (size_t)n))
-		ab_pr_escaped(r, "syslog(SYSLOG_ACTION_READ_ALL)", "read %ld bytes of the kernel log", n);
+		ab_pr_escaped(r, "syslog(SYSLOG_ACTION_READ_ALL)",
+			      "read %ld bytes of the kernel log", n);
 	else if (n <= 0)
 		psys_rec_filtered(r, "syslog(SYSLOG_ACTION_READ_ALL)", n, e, psys_b_seccomp, NULL);
 }
@@ -274,32 +291,74 @@ static void krn02_mount(ab_probe_run *r)
 		{"fsconfig(-1)", SYS_fsconfig, {-1, 0}, psys_b_enosys, NULL},
 		{"fsmount(-1)", SYS_fsmount, {-1, 0, 0}, psys_b_enosys, NULL},
 		{"fspick(-1, \"\")", SYS_fspick, {-1, PSYS_L(""), 0}, psys_b_enosys, NULL},
-		{"open_tree(-1, \"\") (no clone: needs no capability)", SYS_open_tree,
-		 {-1, PSYS_L(""), 0}, psys_b_enosys, NULL},
-		{"move_mount(-1, \"\", -1, \"\")", SYS_move_mount, {-1, PSYS_L(""), -1, PSYS_L(""), 0},
-		 psys_b_enosys, NULL},
-		{"mount_setattr(-1, \"\", size 0)", SYS_mount_setattr, {-1, PSYS_L(""), 0, 0, 0},
-		 psys_b_enosys, NULL},
+		{"open_tree(-1, \"\") (no clone: needs no capability)",
+		 SYS_open_tree,
+		 {-1, PSYS_L(""), 0},
+		 psys_b_enosys,
+		 NULL},
+		{"move_mount(-1, \"\", -1, \"\")",
+		 SYS_move_mount,
+		 {-1, PSYS_L(""), -1, PSYS_L(""), 0},
+		 psys_b_enosys,
+		 NULL},
+		{"mount_setattr(-1, \"\", size 0)",
+		 SYS_mount_setattr,
+		 {-1, PSYS_L(""), 0, 0, 0},
+		 psys_b_enosys,
+		 NULL},
 		{"statmount(NULL)", SYS_statmount, {0, 0, 0, 0}, psys_b_enosys, NULL},
 		{"listmount(NULL)", SYS_listmount, {0, 0, 0, 0}, psys_b_enosys, NULL},
-		{"open_tree_attr(-1, \"\")", SYS_open_tree_attr, {-1, PSYS_L(""), 0, 0, 0}, psys_b_enosys, NULL},
+		{"open_tree_attr(-1, \"\")",
+		 SYS_open_tree_attr,
+		 {-1, PSYS_L(""), 0, 0, 0},
+		 psys_b_enosys,
+		 NULL},
 		{"mount(NULL, NULL)", SYS_mount, {0, 0, 0, 0, 0}, psys_b_seccomp, NULL},
-		{"umount2(\"/\", bad flags)", SYS_umount2, {PSYS_L("/"), 0xffffffffL}, psys_b_seccomp, NULL},
+		{"umount2(\"/\", bad flags)",
+		 SYS_umount2,
+		 {PSYS_L("/"), 0xffffffffL},
+		 psys_b_seccomp,
+		 NULL},
 		{"pivot_root(NULL, NULL)", SYS_pivot_root, {0, 0}, psys_b_seccomp, NULL},
 		{"chroot(NULL)", SYS_chroot, {0}, psys_b_seccomp, NULL},
-		{"name_to_handle_at(\"/\", NULL)", SYS_name_to_handle_at, {AT_FDCWD, PSYS_L("/"), 0, 0, 0},
-		 psys_b_seccomp, NULL},
-		{"open_by_handle_at(-1, NULL)", SYS_open_by_handle_at, {-1, 0, 0}, psys_b_seccomp, NULL},
+		{"name_to_handle_at(\"/\", NULL)",
+		 SYS_name_to_handle_at,
+		 {AT_FDCWD, PSYS_L("/"), 0, 0, 0},
+		 psys_b_seccomp,
+		 NULL},
+		{"open_by_handle_at(-1, NULL)",
+		 SYS_open_by_handle_at,
+		 {-1, 0, 0},
+		 psys_b_seccomp,
+		 NULL},
 		{"quotactl(0, NULL)", SYS_quotactl, {0, 0, 0, 0}, psys_b_seccomp, NULL},
 		{"quotactl_fd(-1)", SYS_quotactl_fd, {-1, 0, 0, 0}, psys_b_seccomp, NULL},
-		{"fanotify_init(FAN_REPORT_FID) (unprivileged since 5.13)", SYS_fanotify_init,
-		 {FAN_CLASS_NOTIF | FAN_REPORT_FID, O_RDONLY}, psys_b_seccomp, NULL},
-		{"userfaultfd(UFFD_USER_MODE_ONLY)", SYS_userfaultfd,
-		 {UFFD_USER_MODE_ONLY | O_CLOEXEC}, psys_b_seccomp, NULL},
-		{"io_uring_enter(-1)", SYS_io_uring_enter, {-1, 0, 0, 0, 0, 0}, psys_b_seccomp, NULL},
-		{"io_uring_register(-1)", SYS_io_uring_register, {-1, 0, 0, 0}, psys_b_seccomp, NULL},
+		{"fanotify_init(FAN_REPORT_FID) (unprivileged since 5.13)",
+		 SYS_fanotify_init,
+		 {FAN_CLASS_NOTIF | FAN_REPORT_FID, O_RDONLY},
+		 psys_b_seccomp,
+		 NULL},
+		{"userfaultfd(UFFD_USER_MODE_ONLY)",
+		 SYS_userfaultfd,
+		 {UFFD_USER_MODE_ONLY | O_CLOEXEC},
+		 psys_b_seccomp,
+		 NULL},
+		{"io_uring_enter(-1)",
+		 SYS_io_uring_enter,
+		 {-1, 0, 0, 0, 0, 0},
+		 psys_b_seccomp,
+		 NULL},
+		{"io_uring_register(-1)",
+		 SYS_io_uring_register,
+		 {-1, 0, 0, 0},
+		 psys_b_seccomp,
+		 NULL},
 		{"bpf(BPF_PROG_LOAD, NULL)", SYS_bpf, {BPF_PROG_LOAD, 0, 0}, psys_b_seccomp, NULL},
-		{"perf_event_open(NULL)", SYS_perf_event_open, {0, 0, -1, -1, 0}, psys_b_seccomp, NULL},
+		{"perf_event_open(NULL)",
+		 SYS_perf_event_open,
+		 {0, 0, -1, -1, 0},
+		 psys_b_seccomp,
+		 NULL},
 	};
 	psys_run_table(r, t, AB_ARRAY_SIZE(t));
 }
@@ -310,26 +369,43 @@ static void krn02_admin(ab_probe_run *r)
 	const struct psys_sc t[] = {
 		{"init_module(NULL)", SYS_init_module, {0, 0, PSYS_L("")}, psys_b_seccomp, NULL},
 		{"finit_module(-1)", SYS_finit_module, {-1, PSYS_L(""), 0}, psys_b_seccomp, NULL},
-		{"delete_module(\"abprobe\")", SYS_delete_module, {PSYS_L("abprobe_none"), O_NONBLOCK},
-		 psys_b_seccomp, NULL},
+		{"delete_module(\"abprobe\")",
+		 SYS_delete_module,
+		 {PSYS_L("abprobe_none"), O_NONBLOCK},
+		 psys_b_seccomp,
+		 NULL},
 		{"kexec_load(bad)", SYS_kexec_load, {0, 0, 0, 0xffffffffL}, psys_b_seccomp, NULL},
-		{"kexec_file_load(-1, -1)", SYS_kexec_file_load, {-1, -1, 0, 0, 0}, psys_b_seccomp, NULL},
+		{"kexec_file_load(-1, -1)",
+		 SYS_kexec_file_load,
+		 {-1, -1, 0, 0, 0},
+		 psys_b_seccomp,
+		 NULL},
 		{"reboot(bad magic)", SYS_reboot, {0, 0, 0, 0}, psys_b_seccomp, NULL},
 		{"swapon(NULL)", SYS_swapon, {0, 0}, psys_b_seccomp, NULL},
 		{"swapoff(NULL)", SYS_swapoff, {0}, psys_b_seccomp, NULL},
 		{"acct(bad pointer)", SYS_acct, {1}, psys_b_seccomp, NULL}, /* NULL = switch off */
-				/* a length above 64: EINVAL once past the capability check, never a change */
+		/* a length above 64: EINVAL once past the capability check, never a change */
 		{"sethostname(NULL, 1000)", SYS_sethostname, {0, 1000}, psys_b_seccomp, NULL},
 		{"setdomainname(NULL, 1000)", SYS_setdomainname, {0, 1000}, psys_b_seccomp, NULL},
 		{"settimeofday(NULL, NULL)", SYS_settimeofday, {0, 0}, psys_b_seccomp, NULL},
-		{"clock_settime(CLOCK_REALTIME, NULL)", SYS_clock_settime, {CLOCK_REALTIME, 0},
-		 psys_b_seccomp, NULL},
+		{"clock_settime(CLOCK_REALTIME, NULL)",
+		 SYS_clock_settime,
+		 {CLOCK_REALTIME, 0},
+		 psys_b_seccomp,
+		 NULL},
 		{"adjtimex(NULL)", SYS_adjtimex, {0}, psys_b_seccomp, NULL},
-		{"clock_adjtime(CLOCK_REALTIME, NULL)", SYS_clock_adjtime, {CLOCK_REALTIME, 0},
-		 psys_b_seccomp, NULL},
+		{"clock_adjtime(CLOCK_REALTIME, NULL)",
+		 SYS_clock_adjtime,
+		 {CLOCK_REALTIME, 0},
+		 psys_b_seccomp,
+		 NULL},
 		{"lookup_dcookie(0, NULL)", SYS_lookup_dcookie, {0, 0, 0}, psys_b_seccomp, NULL},
 		{"nfsservctl(0, NULL)", SYS_nfsservctl, {0, 0, 0}, psys_b_seccomp, NULL},
-		{"lsm_set_self_attr(0, NULL)", SYS_lsm_set_self_attr, {0, 0, 0, 0}, psys_b_seccomp, NULL},
+		{"lsm_set_self_attr(0, NULL)",
+		 SYS_lsm_set_self_attr,
+		 {0, 0, 0, 0},
+		 psys_b_seccomp,
+		 NULL},
 #ifdef __x86_64__
 		{"ioperm(0x80, 1, 1)", SYS_ioperm, {0x80, 1, 1}, psys_b_seccomp, NULL},
 		{"iopl(3)", SYS_iopl, {3}, psys_b_seccomp, NULL},
@@ -348,10 +424,16 @@ static void krn02_misc(ab_probe_run *r)
 {
 	pid_t me = getpid();
 	const struct psys_sc t[] = {
-		{"process_vm_readv(self, NULL)", SYS_process_vm_readv, {me, 0, 1, 0, 1, 0},
-		 psys_b_seccomp, NULL},
-		{"process_vm_writev(self, NULL)", SYS_process_vm_writev, {me, 0, 1, 0, 1, 0},
-		 psys_b_seccomp, NULL},
+		{"process_vm_readv(self, NULL)",
+		 SYS_process_vm_readv,
+		 {me, 0, 1, 0, 1, 0},
+		 psys_b_seccomp,
+		 NULL},
+		{"process_vm_writev(self, NULL)",
+		 SYS_process_vm_writev,
+		 {me, 0, 1, 0, 1, 0},
+		 psys_b_seccomp,
+		 NULL},
 		{"pidfd_getfd(-1)", SYS_pidfd_getfd, {-1, 0, 0}, psys_b_seccomp, NULL},
 		{"kcmp(self, self, KCMP_VM)", SYS_kcmp, {me, me, 1, 0, 0}, psys_b_seccomp, NULL},
 		{"get_mempolicy(NULL)", SYS_get_mempolicy, {0, 0, 0, 0, 0}, psys_b_seccomp, NULL},
@@ -360,13 +442,23 @@ static void krn02_misc(ab_probe_run *r)
 		{"io_setup(1, NULL)", SYS_io_setup, {1, 0}, psys_b_seccomp, NULL},
 		{"io_destroy(0)", SYS_io_destroy, {0}, psys_b_seccomp, NULL},
 		{"vmsplice(-1)", SYS_vmsplice, {-1, 0, 0, 0}, psys_b_seccomp, NULL},
-		{"remap_file_pages(0)", SYS_remap_file_pages, {0, 0, 0, 0, 0}, psys_b_seccomp, NULL},
+		{"remap_file_pages(0)",
+		 SYS_remap_file_pages,
+		 {0, 0, 0, 0, 0},
+		 psys_b_seccomp,
+		 NULL},
 		{"ioprio_set(bad which)", SYS_ioprio_set, {0, 0, 0}, psys_b_seccomp, NULL},
 		{"socket(AF_ALG)", SYS_socket, {38, SOCK_SEQPACKET | SOCK_CLOEXEC, 0}, NULL, NULL},
-		{"socket(AF_ALG | 1<<32)", SYS_socket, {(1L << 32) | 38, SOCK_SEQPACKET, 0}, NULL,
+		{"socket(AF_ALG | 1<<32)",
+		 SYS_socket,
+		 {(1L << 32) | 38, SOCK_SEQPACKET, 0},
+		 NULL,
 		 NULL},
-		{"socket(AF_VSOCK) (not namespaced)", SYS_socket, {40, SOCK_STREAM | SOCK_CLOEXEC, 0},
-		 NULL, NULL},
+		{"socket(AF_VSOCK) (not namespaced)",
+		 SYS_socket,
+		 {40, SOCK_STREAM | SOCK_CLOEXEC, 0},
+		 NULL,
+		 NULL},
 		{"socket(AF_PACKET)", SYS_socket, {17, SOCK_RAW | SOCK_CLOEXEC, 0}, NULL, NULL},
 	};
 	psys_run_table(r, t, AB_ARRAY_SIZE(t));
@@ -408,16 +500,26 @@ void ab_probe_krn02(ab_probe_run *r)
 void ab_probe_krn03(ab_probe_run *r)
 {
 	static const char *const paths[] = {
-		"/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe",
-		"/proc/sys/kernel/hostname", "/proc/sys/kernel/poweroff_cmd",
-		"/proc/sys/kernel/sysrq", "/proc/sys/kernel/panic",
-		"/proc/sys/kernel/yama/ptrace_scope", "/proc/sys/kernel/unprivileged_bpf_disabled",
-		"/proc/sys/kernel/kptr_restrict", "/proc/sys/kernel/randomize_va_space",
-		"/proc/sys/fs/binfmt_misc/register", "/proc/sys/fs/binfmt_misc/status",
-		"/proc/sys/fs/suid_dumpable", "/proc/sys/fs/protected_symlinks",
-		"/proc/sys/vm/panic_on_oom", "/proc/sys/vm/overcommit_memory",
-		"/proc/sys/vm/drop_caches", "/proc/sys/net/ipv4/ip_forward",
-		"/proc/sys/user/max_user_namespaces", "/proc/sysrq-trigger",
+		"/proc/sys/kernel/core_pattern",
+		"/proc/sys/kernel/modprobe",
+		"/proc/sys/kernel/hostname",
+		"/proc/sys/kernel/poweroff_cmd",
+		"/proc/sys/kernel/sysrq",
+		"/proc/sys/kernel/panic",
+		"/proc/sys/kernel/yama/ptrace_scope",
+		"/proc/sys/kernel/unprivileged_bpf_disabled",
+		"/proc/sys/kernel/kptr_restrict",
+		"/proc/sys/kernel/randomize_va_space",
+		"/proc/sys/fs/binfmt_misc/register",
+		"/proc/sys/fs/binfmt_misc/status",
+		"/proc/sys/fs/suid_dumpable",
+		"/proc/sys/fs/protected_symlinks",
+		"/proc/sys/vm/panic_on_oom",
+		"/proc/sys/vm/overcommit_memory",
+		"/proc/sys/vm/drop_caches",
+		"/proc/sys/net/ipv4/ip_forward",
+		"/proc/sys/user/max_user_namespaces",
+		"/proc/sysrq-trigger",
 	};
 	json_t *vals = json_object();
 	char buf[512], shown[160];
@@ -428,7 +530,8 @@ void ab_probe_krn03(ab_probe_run *r)
 			psys_printable(buf, (size_t)n, shown, sizeof(shown));
 			json_object_set_new(vals, paths[i], json_string(shown));
 		} else {
-			json_object_set_new(vals, paths[i], json_sprintf("(%s)", psys_ename(errno)));
+			json_object_set_new(vals, paths[i],
+					    json_sprintf("(%s)", psys_ename(errno)));
 		}
 		psys_open_for_write(r, paths[i]);
 	}
@@ -442,8 +545,9 @@ void ab_probe_krn03(ab_probe_run *r)
 /* Control files of one cgroup directory: open for writing, mkdir a child. */
 static void cgroup_dir(ab_probe_run *r, const char *dir, const char *run_id)
 {
-	static const char *const files[] = {"release_agent", "notify_on_release", "cgroup.procs",
-					    "tasks", "cgroup.subtree_control", "devices.allow"};
+	static const char *const files[] = {"release_agent",          "notify_on_release",
+					    "cgroup.procs",           "tasks",
+					    "cgroup.subtree_control", "devices.allow"};
 	char path[600], what[700];
 	for (size_t i = 0; i < AB_ARRAY_SIZE(files); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);

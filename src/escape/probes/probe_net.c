@@ -68,7 +68,8 @@ void ab_probe_ctl03(ab_probe_run *r)
 	if (ip[0]) {
 		snprintf(w, sizeof(w), "transparent: connect %s:%u (%s), TLS (verified), GET /", ip,
 			 lab->https_port, u);
-		pn_target t2 = {.ip = ip, .port = lab->https_port, .tls = true, .sni = u, .verify = u};
+		pn_target t2 = {
+			.ip = ip, .port = lab->https_port, .tls = true, .sni = u, .verify = u};
 		pnr_ctl_exchange(r, w, &t2, req, NULL);
 	}
 }
@@ -86,8 +87,10 @@ static void try_udp_dns(ab_probe_run *r, const char *server, const char *name)
 	if (k > 0)
 		ab_pr_escaped(r, what, "answered: %s", pn_rcode_name(rcode));
 	else if (k == 0)
-		ab_pr_ok(r, what, "sent, no answer in %d ms (not proof of a block: the judge's DNS "
-			 "canary decides)", PN_DNS_MS);
+		ab_pr_ok(r, what,
+			 "sent, no answer in %d ms (not proof of a block: the judge's DNS "
+			 "canary decides)",
+			 PN_DNS_MS);
 	else
 		ab_pr_sys(r, what, -1, errno);
 }
@@ -111,8 +114,8 @@ static void try_ping(ab_probe_run *r, int family, const char *ip)
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	uint8_t pkt[16] = {family == AF_INET6 ? 128 : 8, 0, 0, 0, 0, 1, 0, 1, 'a', 'b'};
-	if (pn_mk_addr(ip, 0, &ss, &sl) < 0 || sendto(fd, pkt, sizeof(pkt), 0,
-						   (struct sockaddr *)&ss, sl) < 0) {
+	if (pn_mk_addr(ip, 0, &ss, &sl) < 0 ||
+	    sendto(fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&ss, sl) < 0) {
 		ab_pr_sys(r, what, -1, errno);
 		close(fd);
 		return;
@@ -140,7 +143,10 @@ void ab_probe_net01(ab_probe_run *r)
 	static const struct {
 		const char *ip;
 		unsigned port;
-	} pub[] = {{"1.1.1.1", 443}, {"8.8.8.8", 53}, {"93.184.216.34", 80}, {"9.9.9.9", 22},
+	} pub[] = {{"1.1.1.1", 443},
+		   {"8.8.8.8", 53},
+		   {"93.184.216.34", 80},
+		   {"9.9.9.9", 22},
 		   {"2606:4700:4700::1111", 443}};
 	static const unsigned lab_ports[] = {22, 80, 443, 8080};
 	char name[300], auth[300], url[320];
@@ -203,8 +209,8 @@ static size_t nl_walk_addr(const char *buf, size_t n, json_t *list, int *other, 
 		if (nh->nlmsg_type == RTM_NEWADDR) {
 			if (!if_indextoname(ifa->ifa_index, ifn))
 				snprintf(ifn, sizeof(ifn), "#%u", ifa->ifa_index);
-			json_array_append_new(list, json_sprintf("%s %s/%u", ifn, ip,
-								 ifa->ifa_prefixlen));
+			json_array_append_new(
+				list, json_sprintf("%s %s/%u", ifn, ip, ifa->ifa_prefixlen));
 			*other += !pn_is_loopback(ip);
 			count++;
 		}
@@ -228,8 +234,10 @@ static void nl_addrs(ab_probe_run *r)
 	struct {
 		struct nlmsghdr nh;
 		struct ifaddrmsg ifa;
-	} req = {.nh = {.nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETADDR,
-			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1}};
+	} req = {.nh = {.nlmsg_len = sizeof(req),
+			.nlmsg_type = RTM_GETADDR,
+			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+			.nlmsg_seq = 1}};
 	_Alignas(struct nlmsghdr) char buf[16384];
 	json_t *list = json_array();
 	int other = 0;
@@ -250,8 +258,9 @@ static void nl_addrs(ab_probe_run *r)
 	close(fd);
 	char *s = json_dumps(list, JSON_COMPACT);
 	if (other)
-		ab_pr_escaped(r, what, "%d non-loopback address(es): not the sandbox's own netns: %s",
-			      other, s ? s : "");
+		ab_pr_escaped(r, what,
+			      "%d non-loopback address(es): not the sandbox's own netns: %s", other,
+			      s ? s : "");
 	else
 		ab_pr_ok(r, what, "%zu address(es), loopback only: %s", count, s ? s : "");
 	free(s);
@@ -395,8 +404,10 @@ static void net06_listeners(ab_probe_run *r, unsigned port)
 			}
 		fclose(f);
 		if (n) {
-			ab_pr_escaped(r, what, "%d listening socket(s): not the sandbox's own network "
-				      "namespace", n);
+			ab_pr_escaped(r, what,
+				      "%d listening socket(s): not the sandbox's own network "
+				      "namespace",
+				      n);
 		} else {
 			ab_pr_ok(r, what, "none among %d socket(s)", total);
 			ab_pr_layer(r, "netns");
@@ -416,15 +427,16 @@ void ab_probe_net06(ab_probe_run *r)
 {
 	const ab_lab_info *lab = ab_pr_lab(r);
 	pn_lab_ca = lab->lab_ca; /* the blind tunnel's issuer (public) */
-	static const char *const local[] = {"127.0.0.1", "::1", "0.0.0.0", "::", "127.0.0.2",
-					    "::ffff:127.0.0.1"};
-	static const char *const forms[] = {"127.0.0.1", "::1", "localhost", "0.0.0.0",
-					    "2130706433", "127.1"};
+	static const char *const local[] = {"127.0.0.1", "::1",       "0.0.0.0",
+					    "::",        "127.0.0.2", "::ffff:127.0.0.1"};
+	static const char *const forms[] = {"127.0.0.1", "::1",        "localhost",
+					    "0.0.0.0",   "2130706433", "127.1"};
 	_cleanup_strv_ ab_strv direct = {0}, proxied = {0};
 	char auth[300], url[320];
 	pnr_budget_start();
 	if (!lab->judge_port) {
-		ab_pr_error(r, "the host's loopback", "not attempted: LAB.json gives no judge_port");
+		ab_pr_error(r, "the host's loopback",
+			    "not attempted: LAB.json gives no judge_port");
 		return;
 	}
 	net06_listeners(r, lab->judge_port);
@@ -450,9 +462,9 @@ void ab_probe_net06(ab_probe_run *r)
 
 /* ------------------------------------------------------------ NET-08 */
 
-static const char *const md_default[] = {"169.254.169.254", "fd00:ec2::254",
-					 "metadata.google.internal", "100.100.100.200",
-					 "169.254.170.2", "168.63.129.16"};
+static const char *const md_default[] = {
+	"169.254.169.254", "fd00:ec2::254", "metadata.google.internal",
+	"100.100.100.200", "169.254.170.2", "168.63.129.16"};
 
 static const char md_extra[] = "Metadata-Flavor: Google\r\nMetadata: true\r\n"
 			       "X-aws-ec2-metadata-token: x\r\n";
@@ -500,10 +512,10 @@ void ab_probe_net08(ab_probe_run *r)
 {
 	const ab_lab_info *lab = ab_pr_lab(r);
 	pn_lab_ca = lab->lab_ca; /* the blind tunnel's issuer (public) */
-	static const char *const forms[] = {"2852039166", "0xa9fea9fe", "0xa9.0xfe.0xa9.0xfe",
-					    "0251.0376.0251.0376", "169.254.43518",
-					    "[::ffff:169.254.169.254]", "[::ffff:a9fe:a9fe]",
-					    "169.254.169.254.nip.io"};
+	static const char *const forms[] = {"2852039166",          "0xa9fea9fe",
+					    "0xa9.0xfe.0xa9.0xfe", "0251.0376.0251.0376",
+					    "169.254.43518",       "[::ffff:169.254.169.254]",
+					    "[::ffff:a9fe:a9fe]",  "169.254.169.254.nip.io"};
 	_cleanup_strv_ ab_strv eps = {0};
 	char auth[300], url[400];
 	pnr_budget_start();
@@ -516,7 +528,8 @@ void ab_probe_net08(ab_probe_run *r)
 	for (size_t i = 0; i < eps.n; i++) {
 		char host[300];
 		pn_authority(auth, sizeof(auth), eps.v[i], 80);
-		snprintf(host, sizeof(host), "%.*s", (int)(strrchr(auth, ':') ? strrchr(auth, ':') - auth : 0), auth);
+		snprintf(host, sizeof(host), "%.*s",
+			 (int)(strrchr(auth, ':') ? strrchr(auth, ':') - auth : 0), auth);
 		snprintf(url, sizeof(url), "http://%s/latest/meta-data/", host);
 		pnr_proxy_get_refused(r, url, host, md_extra);
 		pnr_proxy_connect_refused(r, auth, 0);
@@ -564,8 +577,11 @@ static void tunnel_refused(ab_probe_run *r, const char *what, const char *ip, co
 	if (!pnr_budget(r, what))
 		return;
 	pn_authority(auth, sizeof(auth), lab->unbound_host, lab->https_port);
-	pn_target t = {.authority = ip ? NULL : auth, .ip = ip, .port = lab->https_port,
-		    .tls = sni != NULL, .sni = sni};
+	pn_target t = {.authority = ip ? NULL : auth,
+		       .ip = ip,
+		       .port = lab->https_port,
+		       .tls = sni != NULL,
+		       .sni = sni};
 	pn_hx h;
 	pn_hx_run(r, what, &t, req, &h);
 	if (h.dial_err || (h.proxied && h.cr.status != 200))
@@ -582,10 +598,10 @@ static void tunnel_refused(ab_probe_run *r, const char *what, const char *ip, co
 	pn_hx_free(&h);
 }
 
-#define REFUSE(...)                                                                       \
-	do {                                                                              \
-		if (snprintf(a, sizeof(a), __VA_ARGS__) < (int)sizeof(a))                 \
-			pnr_proxy_connect_refused(r, a, 0);                                   \
+#define REFUSE(...)                                                       \
+	do {                                                              \
+		if (snprintf(a, sizeof(a), __VA_ARGS__) < (int)sizeof(a)) \
+			pnr_proxy_connect_refused(r, a, 0);               \
 	} while (0)
 
 static void net09_forms(ab_probe_run *r, const char *u, unsigned p, const char *ip)
@@ -653,7 +669,8 @@ static void net09_http(ab_probe_run *r, const ab_lab_info *lab, const char *ip)
 		tunnel_refused(r, w, ip, d, NULL);
 	}
 	_cleanup_free_ char *plain = ab_asprintf("GET / HTTP/1.1\r\nHost: %s\r\nConnection: close"
-						 "\r\n\r\n", d);
+						 "\r\n\r\n",
+						 d);
 	snprintf(w, sizeof(w), "tunnel to %s: plain HTTP with Host: %s", u, d);
 	if (plain)
 		tunnel_refused(r, w, NULL, NULL, plain);

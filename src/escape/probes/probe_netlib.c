@@ -171,7 +171,6 @@ int pn_dial_ip(const char *ip, unsigned port)
 	return pn_dial((struct sockaddr *)&ss, sl, SOCK_STREAM, 0);
 }
 
-
 void pn_conn_close(pn_conn *c)
 {
 	if (c->ssl)
@@ -232,7 +231,6 @@ ssize_t pn_conn_recv(pn_conn *c, char *buf, size_t n)
 	return k;
 }
 
-
 void pn_resp_free(pn_resp *rs)
 {
 	free(rs->body);
@@ -243,7 +241,8 @@ void pn_resp_free(pn_resp *rs)
 static const char *head_field(const char *head, const char *name)
 {
 	size_t nl = strlen(name);
-	for (const char *p = strstr(head, "\r\n"); p && p[2] != '\r' && p[2]; p = strstr(p + 2, "\r\n")) {
+	for (const char *p = strstr(head, "\r\n"); p && p[2] != '\r' && p[2];
+	     p = strstr(p + 2, "\r\n")) {
 		const char *l = p + 2;
 		if (strncasecmp(l, name, nl) == 0 && l[nl] == ':') {
 			l += nl + 1;
@@ -286,8 +285,7 @@ size_t pn_dechunk(const char *in, size_t n, char *out)
 
 /* How many bytes the whole response takes (head + body), as far as the
  * head tells; PN_RESP_MAX when it says nothing (read to the end). */
-static size_t resp_want(const char *buf, size_t hend, int status, bool connect_mode,
-			bool *chunked)
+static size_t resp_want(const char *buf, size_t hend, int status, bool connect_mode, bool *chunked)
 {
 	const char *te = head_field(buf, "Transfer-Encoding");
 	const char *cl = head_field(buf, "Content-Length");
@@ -450,8 +448,6 @@ int pn_tls_start(pn_conn *c, const char *sni, const char *verify, char *why, siz
 	return -1;
 }
 
-
-
 void pn_hx_free(pn_hx *h)
 {
 	pn_resp_free(&h->cr);
@@ -532,7 +528,7 @@ void pn_hx_run(ab_probe_run *r, const char *what, const pn_target *t, const char
 
 /* A request line + headers; `extra` is preformatted "Name: value\r\n"... */
 char *pn_http_req(const char *method, const char *uri, const char *host, const char *extra,
-		      const char *body)
+		  const char *body)
 {
 	char cl[48] = "";
 	if (body)
@@ -568,7 +564,7 @@ size_t pn_dns_build(uint8_t *q, size_t cap, uint16_t id, const char *name, uint1
 
 /* One query; 1 answered (*rcode, *an), 0 no answer in PN_IO_MS, -1 errno. */
 int pn_dns_ask(ab_probe_run *r, const char *server, const char *name, uint16_t type, bool tcp,
-		   int *rcode, int *an)
+	       int *rcode, int *an)
 {
 	uint8_t q[2 + 512], a[4096];
 	uint16_t id = (uint16_t)(getpid() ^ (unsigned)pn_mono_ms());
@@ -621,8 +617,8 @@ int pn_dns_parse(const uint8_t *m, size_t n, uint16_t id, int *rcode, int *an)
 
 const char *pn_rcode_name(int rc)
 {
-	static const char *const n[] = {"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN",
-					"NOTIMP", "REFUSED"};
+	static const char *const n[] = {"NOERROR",  "FORMERR", "SERVFAIL",
+					"NXDOMAIN", "NOTIMP",  "REFUSED"};
 	return rc >= 0 && rc < 6 ? n[rc] : "rcode?";
 }
 

@@ -56,11 +56,11 @@ extern const char *pn_lab_ca;
 int pn_tls_start(pn_conn *c, const char *sni, const char *verify, char *why, size_t n);
 
 typedef struct pn_resp {
-	int status;                /* -1: no (complete) response head */
-	int err;                   /* why not: errno, 0 = closed by the peer */
-	char line[PN_TEXT_MAX];    /* status line, cleaned */
-	char reason[PN_TEXT_MAX];  /* first body line, cleaned (a 403 says why) */
-	char *body;                /* de-chunked, NUL-terminated, or NULL */
+	int status;               /* -1: no (complete) response head */
+	int err;                  /* why not: errno, 0 = closed by the peer */
+	char line[PN_TEXT_MAX];   /* status line, cleaned */
+	char reason[PN_TEXT_MAX]; /* first body line, cleaned (a 403 says why) */
+	char *body;               /* de-chunked, NUL-terminated, or NULL */
 	size_t nbody;
 } pn_resp;
 

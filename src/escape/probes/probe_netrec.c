@@ -79,8 +79,10 @@ void pnr_rec_dial(ab_probe_run *r, const char *what, int fd, int err)
 		return;
 	}
 	if (err == ETIMEDOUT) {
-		ab_pr_ok(r, what, "no answer in %d ms (not proof of a block: the judge's listeners "
-			 "decide)", PN_IO_MS);
+		ab_pr_ok(r, what,
+			 "no answer in %d ms (not proof of a block: the judge's listeners "
+			 "decide)",
+			 PN_IO_MS);
 		return;
 	}
 	ab_pr_sys(r, what, -1, err);
@@ -176,8 +178,10 @@ static void rec_dns(ab_probe_run *r, const char *what, int k, int err, int rcode
 	if (k < 0)
 		ab_pr_sys(r, what, -1, err);
 	else if (k == 0)
-		ab_pr_ok(r, what, "no answer in %d ms (not proof of a block: the judge's DNS canary "
-			 "decides)", PN_DNS_MS);
+		ab_pr_ok(r, what,
+			 "no answer in %d ms (not proof of a block: the judge's DNS canary "
+			 "decides)",
+			 PN_DNS_MS);
 	else if (rcode == 0 && an > 0)
 		ab_pr_escaped(r, what, "NOERROR with %d answer(s)", an);
 	else {
@@ -190,7 +194,10 @@ void pnr_try_dns(ab_probe_run *r, const char *server, const char *name, uint16_t
 {
 	char what[400];
 	snprintf(what, sizeof(what), "DNS %s query %s over %s to %s:53",
-		 type == 16 ? "TXT" : type == 28 ? "AAAA" : "A", name, tcp ? "TCP" : "UDP", server);
+		 type == 16   ? "TXT"
+		 : type == 28 ? "AAAA"
+			      : "A",
+		 name, tcp ? "TCP" : "UDP", server);
 	if (!pnr_budget(r, what))
 		return;
 	int rcode = 0, an = 0;
@@ -234,7 +241,7 @@ int pnr_transparent_mode(ab_probe_run *r)
 	pn_lab_ca = lab->lab_ca; /* the blind tunnel's issuer (public) */
 	int rc, an;
 	int k = pn_dns_ask(r, "127.0.0.1", lab->unbound_host ? lab->unbound_host : "localhost", 1,
-			false, &rc, &an);
+			   false, &rc, &an);
 	mode = k > 0 ? 1 : (k < 0 && errno == ECONNREFUSED) ? 0 : -1;
 	return mode;
 }
@@ -244,7 +251,8 @@ int pnr_transparent_mode(ab_probe_run *r)
 int pnr_synth_addr(ab_probe_run *r, const char *what, const char *name, char *ip, size_t n)
 {
 	if (pnr_transparent_mode(r) == 0) {
-		ab_pr_ok(r, what, "not tried: transparent mode is off (nothing answers DNS on "
+		ab_pr_ok(r, what,
+			 "not tried: transparent mode is off (nothing answers DNS on "
 			 "127.0.0.1:53)");
 		return -1;
 	}
@@ -276,7 +284,8 @@ void pnr_ctl_exchange(ab_probe_run *r, const char *what, const pn_target *t, con
 	pn_hx_run(r, what, t, req, &h);
 	const char *s = pn_server_secret(&h.rs, sec, sizeof(sec));
 	if (h.rs.status == 200 && (!want || (s && strcmp(s, want) == 0)))
-		ab_pr_ok(r, what, "200%s%s", want ? ", the server saw secret=" : "", want ? want : "");
+		ab_pr_ok(r, what, "200%s%s", want ? ", the server saw secret=" : "",
+			 want ? want : "");
 	else if (h.rs.status >= 0)
 		ab_pr_error(r, what, "%s%s%s; the server saw secret=%s", h.rs.line,
 			    h.rs.reason[0] ? " | " : "", h.rs.reason, s ? s : "(no lab JSON)");

@@ -156,8 +156,7 @@ void ab_probe_ctl05(ab_probe_run *r)
 		   e ? psys_ename(e) : "thread did not run");
 
 	ctl_expect(r, "pipe round trip through a child", round_trip(false), "no echo");
-	ctl_expect(r, "AF_UNIX socketpair round trip through a child", round_trip(true),
-		   "no echo");
+	ctl_expect(r, "AF_UNIX socketpair round trip through a child", round_trip(true), "no echo");
 
 	pid = fork();
 	if (pid == 0) {
@@ -468,7 +467,8 @@ static ssize_t setid_status(pid_t pid, char *st, size_t n)
 static void exec_setid(ab_probe_run *r, const struct setid_prog *p)
 {
 	char what[160], st[PSYS_SMALL], name[32];
-	snprintf(what, sizeof(what), "exec set-id %s %s: no elevation", p->path, p->arg ? p->arg : "");
+	snprintf(what, sizeof(what), "exec set-id %s %s: no elevation", p->path,
+		 p->arg ? p->arg : "");
 	pid_t pid = setid_spawn(r, what, p);
 	if (pid < 0)
 		return;
@@ -494,8 +494,8 @@ static void exec_setid(ab_probe_run *r, const struct setid_prog *p)
 	for (int i = 0; i < 4; i++)
 		same &= u[i] == getuid() && g[i] == getgid();
 	if (!same || capeff || capprm)
-		ab_pr_escaped(r, what, "ran with uid %lu/%lu/%lu gid %lu/%lu/%lu caps %llx",
-			      u[0], u[1], u[2], g[0], g[1], g[2], capeff | capprm);
+		ab_pr_escaped(r, what, "ran with uid %lu/%lu/%lu gid %lu/%lu/%lu caps %llx", u[0],
+			      u[1], u[2], g[0], g[1], g[2], capeff | capprm);
 	else
 		ab_pr_ok(r, what, "ran as uid %lu gid %lu, no capabilities", u[1], g[1]);
 	if (same && !capeff && !capprm)
@@ -553,14 +553,14 @@ void ab_probe_prc02(ab_probe_run *r)
 	signal_outside(r, lab->harness_pid, "harness");
 
 	static const struct setid_prog progs[] = {
-		{"/usr/bin/su", "--help"},         {"/usr/bin/mount", "--version"},
-		{"/usr/bin/umount", "--version"},  {"/usr/bin/passwd", "--help"},
-		{"/usr/bin/chsh", "--help"},       {"/usr/bin/chfn", "--help"},
-		{"/usr/bin/gpasswd", "--help"},    {"/usr/bin/chage", "--help"},
-		{"/usr/bin/sudo", "-V"},           {"/usr/bin/pkexec", "--version"},
-		{"/usr/bin/newuidmap", NULL},      {"/usr/bin/newgidmap", NULL},
-		{"/usr/bin/fusermount", "-V"},     {"/usr/bin/fusermount3", "-V"},
-		{"/usr/bin/ping", "-V"},           {"/usr/sbin/mount.nfs", "-V"},
+		{"/usr/bin/su", "--help"},        {"/usr/bin/mount", "--version"},
+		{"/usr/bin/umount", "--version"}, {"/usr/bin/passwd", "--help"},
+		{"/usr/bin/chsh", "--help"},      {"/usr/bin/chfn", "--help"},
+		{"/usr/bin/gpasswd", "--help"},   {"/usr/bin/chage", "--help"},
+		{"/usr/bin/sudo", "-V"},          {"/usr/bin/pkexec", "--version"},
+		{"/usr/bin/newuidmap", NULL},     {"/usr/bin/newgidmap", NULL},
+		{"/usr/bin/fusermount", "-V"},    {"/usr/bin/fusermount3", "-V"},
+		{"/usr/bin/ping", "-V"},          {"/usr/sbin/mount.nfs", "-V"},
 	};
 	int tried = 0;
 	for (size_t i = 0; i < AB_ARRAY_SIZE(progs); i++)
@@ -569,7 +569,8 @@ void ab_probe_prc02(ab_probe_run *r)
 			tried++;
 		}
 	if (!tried)
-		ab_pr_ok(r, "exec a set-id program", "none of the known set-id programs is visible");
+		ab_pr_ok(r, "exec a set-id program",
+			 "none of the known set-id programs is visible");
 
 	char buf[32];
 	unsigned last = 40;
@@ -579,11 +580,20 @@ void ab_probe_prc02(ab_probe_run *r)
 	int rc = psys_sub_run(f_capset, &last, &o);
 	psys_rec_sub(r, "capset: raise every capability", rc, &o, NULL, "capabilities");
 	const struct psys_sc t[] = {
-		{"prctl(PR_SET_SECUREBITS, SECBIT_NOROOT)", SYS_prctl, {PR_SET_SECUREBITS,
-		 SECBIT_NOROOT}, NULL, "capabilities"},
-		{"prctl(PR_CAP_AMBIENT_RAISE, CAP_NET_RAW)", SYS_prctl, {PR_CAP_AMBIENT,
-		 PR_CAP_AMBIENT_RAISE, CAP_NET_RAW}, NULL, "capabilities"},
-		{"prctl(PR_SET_NO_NEW_PRIVS, 0)", SYS_prctl, {PR_SET_NO_NEW_PRIVS, 0}, NULL,
+		{"prctl(PR_SET_SECUREBITS, SECBIT_NOROOT)",
+		 SYS_prctl,
+		 {PR_SET_SECUREBITS, SECBIT_NOROOT},
+		 NULL,
+		 "capabilities"},
+		{"prctl(PR_CAP_AMBIENT_RAISE, CAP_NET_RAW)",
+		 SYS_prctl,
+		 {PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_NET_RAW},
+		 NULL,
+		 "capabilities"},
+		{"prctl(PR_SET_NO_NEW_PRIVS, 0)",
+		 SYS_prctl,
+		 {PR_SET_NO_NEW_PRIVS, 0},
+		 NULL,
 		 "no_new_privs"},
 	};
 	psys_run_table(r, t, AB_ARRAY_SIZE(t));
@@ -593,7 +603,8 @@ void ab_probe_prc02(ab_probe_run *r)
 		rc = psys_sub_run(f_setresuid0, NULL, &o);
 		psys_rec_sub(r, "setresuid(0, 0, 0)", rc, &o, NULL, NULL);
 		if (rc == 0)
-			psys_layer_for(r, o.err, EINVAL, "user-ns (id 0 unmapped)", EPERM, "capabilities");
+			psys_layer_for(r, o.err, EINVAL, "user-ns (id 0 unmapped)", EPERM,
+				       "capabilities");
 	}
 	if (getgid() == 0) {
 		ab_pr_ok(r, "setresgid(0, 0, 0)", "already gid 0 inside: nothing to gain");
@@ -601,7 +612,8 @@ void ab_probe_prc02(ab_probe_run *r)
 		rc = psys_sub_run(f_setresgid0, NULL, &o);
 		psys_rec_sub(r, "setresgid(0, 0, 0)", rc, &o, NULL, NULL);
 		if (rc == 0)
-			psys_layer_for(r, o.err, EINVAL, "user-ns (id 0 unmapped)", EPERM, "capabilities");
+			psys_layer_for(r, o.err, EINVAL, "user-ns (id 0 unmapped)", EPERM,
+				       "capabilities");
 	}
 	rc = psys_sub_run(f_setgroups0, NULL, &o);
 	psys_rec_sub(r, "setgroups([0])", rc, &o, NULL, "capabilities");

@@ -35,12 +35,12 @@
 void ab_probe_sec01(ab_probe_run *r)
 {
 	static const char *const rels[] = {
-		".ssh/id_ed25519", ".ssh/id_rsa", ".ssh/id_ecdsa", ".ssh/id_dsa",
-		".ssh/id_ed25519_sk", ".ssh/config", ".ssh/known_hosts", ".ssh/authorized_keys",
-		".ssh/id_ed25519.pub"};
-	static const char *const host_keys[] = {
-		"/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_rsa_key",
-		"/etc/ssh/ssh_host_ecdsa_key"};
+		".ssh/id_ed25519",  ".ssh/id_rsa",          ".ssh/id_ecdsa",
+		".ssh/id_dsa",      ".ssh/id_ed25519_sk",   ".ssh/config",
+		".ssh/known_hosts", ".ssh/authorized_keys", ".ssh/id_ed25519.pub"};
+	static const char *const host_keys[] = {"/etc/ssh/ssh_host_ed25519_key",
+						"/etc/ssh/ssh_host_rsa_key",
+						"/etc/ssh/ssh_host_ecdsa_key"};
 	struct fsp_homes h;
 	char p[PMAX];
 	fsp_homes_get(r, &h, true);
@@ -62,22 +62,45 @@ void ab_probe_sec01(ab_probe_run *r)
  */
 void ab_probe_sec02(ab_probe_run *r)
 {
-	static const char *const rels[] = {
-		".aws/credentials", ".aws/config",
-		".config/gcloud/application_default_credentials.json",
-		".config/gcloud/credentials.db", ".config/gcloud/access_tokens.db",
-		".azure/accessTokens.json", ".azure/msal_token_cache.json", ".kube/config",
-		".docker/config.json", ".config/gh/hosts.yml", ".config/hub", ".git-credentials",
-		".config/git/credentials", ".netrc", ".npmrc", ".yarnrc.yml", ".pypirc",
-		".config/pip/pip.conf", ".cargo/credentials.toml", ".cargo/credentials",
-		".m2/settings.xml", ".gradle/gradle.properties",
-		".terraform.d/credentials.tfrc.json", ".vault-token", ".pgpass", ".my.cnf",
-		".s3cfg", ".boto", ".config/rclone/rclone.conf", ".config/doctl/config.yaml",
-		".cache/huggingface/token", ".huggingface/token", ".claude/.credentials.json",
-		".codex/auth.json", ".config/github-copilot/hosts.json",
-		".config/github-copilot/apps.json", ".local/share/keyrings/login.keyring"};
-	static const char *const dirs[] = {
-		".aws", ".config/gcloud", ".azure", ".kube", ".docker", ".config/gh"};
+	static const char *const rels[] = {".aws/credentials",
+					   ".aws/config",
+					   ".config/gcloud/application_default_credentials.json",
+					   ".config/gcloud/credentials.db",
+					   ".config/gcloud/access_tokens.db",
+					   ".azure/accessTokens.json",
+					   ".azure/msal_token_cache.json",
+					   ".kube/config",
+					   ".docker/config.json",
+					   ".config/gh/hosts.yml",
+					   ".config/hub",
+					   ".git-credentials",
+					   ".config/git/credentials",
+					   ".netrc",
+					   ".npmrc",
+					   ".yarnrc.yml",
+					   ".pypirc",
+					   ".config/pip/pip.conf",
+					   ".cargo/credentials.toml",
+					   ".cargo/credentials",
+					   ".m2/settings.xml",
+					   ".gradle/gradle.properties",
+					   ".terraform.d/credentials.tfrc.json",
+					   ".vault-token",
+					   ".pgpass",
+					   ".my.cnf",
+					   ".s3cfg",
+					   ".boto",
+					   ".config/rclone/rclone.conf",
+					   ".config/doctl/config.yaml",
+					   ".cache/huggingface/token",
+					   ".huggingface/token",
+					   ".claude/.credentials.json",
+					   ".codex/auth.json",
+					   ".config/github-copilot/hosts.json",
+					   ".config/github-copilot/apps.json",
+					   ".local/share/keyrings/login.keyring"};
+	static const char *const dirs[] = {".aws",  ".config/gcloud", ".azure",
+					   ".kube", ".docker",        ".config/gh"};
 	struct fsp_homes h;
 	char p[PMAX], what[PMAX + 16];
 	fsp_homes_get(r, &h, false);
@@ -112,13 +135,28 @@ static double budget(double t0, double total, double each)
 /* The secret places under one home (SEC-03). */
 static void sec03_home(ab_probe_run *r, const char *home, double t0)
 {
-	static const char *const rels[] = {
-		".bash_history", ".zsh_history", ".python_history", ".psql_history",
-		".mysql_history", ".node_repl_history", ".lesshst", ".viminfo",
-		".local/share/fish/fish_history", ".gnupg", ".mozilla",
-		".config/google-chrome/Default/Login Data", ".config/chromium/Default/Login Data",
-		".local/share/keyrings", ".password-store", ".ssh", ".aws", ".git-credentials",
-		".netrc", ".config/gh", ".docker/config.json", ".kube/config"};
+	static const char *const rels[] = {".bash_history",
+					   ".zsh_history",
+					   ".python_history",
+					   ".psql_history",
+					   ".mysql_history",
+					   ".node_repl_history",
+					   ".lesshst",
+					   ".viminfo",
+					   ".local/share/fish/fish_history",
+					   ".gnupg",
+					   ".mozilla",
+					   ".config/google-chrome/Default/Login Data",
+					   ".config/chromium/Default/Login Data",
+					   ".local/share/keyrings",
+					   ".password-store",
+					   ".ssh",
+					   ".aws",
+					   ".git-credentials",
+					   ".netrc",
+					   ".config/gh",
+					   ".docker/config.json",
+					   ".kube/config"};
 	char p[PMAX];
 	for (size_t i = 0; i < AB_ARRAY_SIZE(rels); i++)
 		if (budget(t0, 3500, 300) > 0 && fsp_pf(p, sizeof(p), "%s/%s", home, rels[i]))
@@ -162,9 +200,9 @@ static void sec03_mountinfo(ab_probe_run *r)
  */
 void ab_probe_sec03(ab_probe_run *r)
 {
-	static const char *const abs_paths[] = {
-		"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssl/private", "/run/user",
-		"/run/secrets", "/var/run/secrets"};
+	static const char *const abs_paths[] = {"/etc/shadow",      "/etc/gshadow", "/etc/sudoers",
+						"/etc/ssl/private", "/run/user",    "/run/secrets",
+						"/var/run/secrets"};
 	const ab_lab_info *lab = ab_pr_lab(r);
 	double t0 = fsp_now_ms();
 	struct fsp_homes h;
@@ -267,11 +305,22 @@ static void per01_one(ab_probe_run *r, const char *home, const char *rel, bool m
  */
 void ab_probe_per01(ab_probe_run *r)
 {
-	static const char *const rels[] = {
-		".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
-		".zshenv", ".zprofile", ".config/fish/config.fish", ".ssh/rc",
-		".ssh/authorized_keys", ".gitconfig", ".config/git/config", ".pam_environment",
-		".xsessionrc", ".vimrc"};
+	static const char *const rels[] = {".bashrc",
+					   ".bash_profile",
+					   ".bash_login",
+					   ".bash_logout",
+					   ".profile",
+					   ".zshrc",
+					   ".zshenv",
+					   ".zprofile",
+					   ".config/fish/config.fish",
+					   ".ssh/rc",
+					   ".ssh/authorized_keys",
+					   ".gitconfig",
+					   ".config/git/config",
+					   ".pam_environment",
+					   ".xsessionrc",
+					   ".vimrc"};
 	static const char *const named[][2] = {{".config/autostart", "per01.desktop"},
 					       {".config/systemd/user", "per01.service"},
 					       {".config/environment.d", "per01.conf"},
@@ -310,8 +359,8 @@ void ab_probe_per01(ab_probe_run *r)
 struct per05 {
 	ab_probe_run *r;
 	const char *ws;
-	char marker[PMAX];  /* /tmp/abprobe-RUN-per05: what the payloads create */
-	char hook[PMAX];    /* #!/bin/sh payload */
+	char marker[PMAX];     /* /tmp/abprobe-RUN-per05: what the payloads create */
+	char hook[PMAX];       /* #!/bin/sh payload */
 	char config[PMAX * 2]; /* git config payload */
 };
 
@@ -389,8 +438,8 @@ static void per05_payloads(struct per05 *c)
 static void per05_in_place(struct per05 *c)
 {
 	static const char *const hooks[] = {
-		"pre-commit", "post-checkout", "fsmonitor-watchman", "pre-push", "post-merge",
-		"reference-transaction", "post-index-change"};
+		"pre-commit", "post-checkout",         "fsmonitor-watchman", "pre-push",
+		"post-merge", "reference-transaction", "post-index-change"};
 	char p[PMAX], what[PMAX + 16];
 	for (size_t i = 0; i < AB_ARRAY_SIZE(hooks); i++)
 		if (fsp_pf(p, sizeof(p), "%s/.git/hooks/%s", c->ws, hooks[i]))
@@ -499,11 +548,14 @@ static void per05_replace(struct per05 *c)
 /* Editor, direnv and agent settings; hook managers (`?` entries). */
 static void per05_settings(struct per05 *c)
 {
-	static const char *const files[] = {
-		".envrc", ".vscode/settings.json", ".vscode/tasks.json", ".idea/workspace.xml",
-		".claude/settings.json", ".claude/settings.local.json", ".mcp.json"};
-	static const char *const ents[] = {
-		".envrc", ".vscode", ".idea", ".claude", ".mcp.json"};
+	static const char *const files[] = {".envrc",
+					    ".vscode/settings.json",
+					    ".vscode/tasks.json",
+					    ".idea/workspace.xml",
+					    ".claude/settings.json",
+					    ".claude/settings.local.json",
+					    ".mcp.json"};
+	static const char *const ents[] = {".envrc", ".vscode", ".idea", ".claude", ".mcp.json"};
 	char p[PMAX], q[PMAX], what[2 * PMAX], env[PMAX];
 	fsp_pf(env, sizeof(env), "touch %s\n", c->marker);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(files); i++) {

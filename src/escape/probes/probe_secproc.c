@@ -58,11 +58,18 @@ void ab_probe_sec06(ab_probe_run *r)
 	psys_read_scan(r, "read /proc/self/environ", "/proc/self/environ", false, NULL);
 	ab_pr_report(r, "env_names", names);
 
-	static const char *const channels[] = {
-		"SSH_AUTH_SOCK", "SSH_AGENT_PID", "DBUS_SESSION_BUS_ADDRESS",
-		"DBUS_SYSTEM_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY",
-		"GPG_AGENT_INFO", "GNOME_KEYRING_CONTROL", "DOCKER_HOST", "KRB5CCNAME",
-		"AGENTBOX_LAB_CANARY"};
+	static const char *const channels[] = {"SSH_AUTH_SOCK",
+					       "SSH_AGENT_PID",
+					       "DBUS_SESSION_BUS_ADDRESS",
+					       "DBUS_SYSTEM_BUS_ADDRESS",
+					       "DISPLAY",
+					       "WAYLAND_DISPLAY",
+					       "XAUTHORITY",
+					       "GPG_AGENT_INFO",
+					       "GNOME_KEYRING_CONTROL",
+					       "DOCKER_HOST",
+					       "KRB5CCNAME",
+					       "AGENTBOX_LAB_CANARY"};
 	char what[96];
 	for (size_t i = 0; i < AB_ARRAY_SIZE(channels); i++) {
 		snprintf(what, sizeof(what), "host variable %s absent", channels[i]);
@@ -73,9 +80,11 @@ void ab_probe_sec06(ab_probe_run *r)
 	}
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	if (xdg && lab->runtime_dir && strcmp(xdg, lab->runtime_dir) == 0 && sockets_exist(lab))
-		ab_pr_escaped(r, "XDG_RUNTIME_DIR private", "the lab's, its agent sockets are visible");
+		ab_pr_escaped(r, "XDG_RUNTIME_DIR private",
+			      "the lab's, its agent sockets are visible");
 	else
-		ab_pr_ok(r, "XDG_RUNTIME_DIR private", xdg ? "set, no lab socket under it" : "absent");
+		ab_pr_ok(r, "XDG_RUNTIME_DIR private",
+			 xdg ? "set, no lab socket under it" : "absent");
 
 	if (lab->secret_env && lab->secret_env[0]) {
 		snprintf(what, sizeof(what), "lab secret $%s holds a placeholder", lab->secret_env);
@@ -119,8 +128,10 @@ static void key_inspect(ab_probe_run *r, struct keys *k, long s)
 	if (n > 0) {
 		desc[n < (long)sizeof(desc) ? n : (long)sizeof(desc) - 1] = '\0';
 		if (!ab_pr_scan(r, what, desc, strlen(desc)))
-			ab_pr_escaped(r, what, strstr(desc, AB_LAB_KEY_DESC) ?
-					      "the harness's canary key is visible" : "described");
+			ab_pr_escaped(r, what,
+				      strstr(desc, AB_LAB_KEY_DESC)
+					      ? "the harness's canary key is visible"
+					      : "described");
 	} else {
 		ab_pr_sys(r, what, n, e);
 	}
@@ -152,8 +163,10 @@ void ab_probe_sec07(ab_probe_run *r)
 	static const struct {
 		long spec;
 		const char *name;
-	} rings[] = {{KEY_SPEC_SESSION_KEYRING, "@s"}, {KEY_SPEC_USER_KEYRING, "@u"},
-		     {KEY_SPEC_USER_SESSION_KEYRING, "@us"}, {KEY_SPEC_PROCESS_KEYRING, "@p"},
+	} rings[] = {{KEY_SPEC_SESSION_KEYRING, "@s"},
+		     {KEY_SPEC_USER_KEYRING, "@u"},
+		     {KEY_SPEC_USER_SESSION_KEYRING, "@us"},
+		     {KEY_SPEC_PROCESS_KEYRING, "@p"},
 		     {KEY_SPEC_THREAD_KEYRING, "@t"}};
 	struct keys k = {{0}, 0};
 	char what[128];

@@ -34,8 +34,8 @@ const char *psys_ename(int e)
 
 /* Reached the kernel's own checks unless the errno is one of `blocked`:
  * a success, or EBADF/EFAULT/EINVAL..., means the call was not filtered. */
-void psys_rec_filtered(ab_probe_run *r, const char *what, long ret, int err,
-			 const int *blocked, const char *layer)
+void psys_rec_filtered(ab_probe_run *r, const char *what, long ret, int err, const int *blocked,
+		       const char *layer)
 {
 	if (ret >= 0) {
 		ab_pr_escaped(r, what, "succeeded (%ld)%s", ret, blocked ? ": not filtered" : "");
@@ -140,7 +140,7 @@ int psys_sub_run(psys_fn fn, const void *arg, struct psys_out *out)
 }
 
 void psys_rec_sub(ab_probe_run *r, const char *what, int rc, const struct psys_out *o,
-		    const int *blocked, const char *layer)
+		  const int *blocked, const char *layer)
 {
 	if (rc == SIGSYS) {
 		ab_pr_ok(r, what, "killed by SIGSYS");
@@ -283,8 +283,8 @@ void psys_scan_all_procs(ab_probe_run *r, bool count_outside)
 	if (!count_outside)
 		return;
 	if (outside)
-		ab_pr_escaped(r, "processes outside the sandbox are visible",
-			      "%d (e.g. pid %d %s)", outside, first, first_comm);
+		ab_pr_escaped(r, "processes outside the sandbox are visible", "%d (e.g. pid %d %s)",
+			      outside, first, first_comm);
 	else
 		ab_pr_ok(r, "processes outside the sandbox are visible", "none of %d", visible);
 	if (!outside)

@@ -60,8 +60,8 @@ const char *psys_ename(int e);
 /* ret >= 0: ESCAPED.  A failure with an errno in `blocked` (or any failure
  * when blocked is NULL): OK with `layer`.  Any other errno (EBADF, EFAULT,
  * EINVAL...): the call reached the kernel, not filtered: ESCAPED. */
-void psys_rec_filtered(ab_probe_run *r, const char *what, long ret, int err,
-		       const int *blocked, const char *layer);
+void psys_rec_filtered(ab_probe_run *r, const char *what, long ret, int err, const int *blocked,
+		       const char *layer);
 /* Name the layer of the last attempt: l1 if err == e1, l2 if err == e2 (e2 != 0). */
 void psys_layer_for(ab_probe_run *r, int err, int e1, const char *l1, int e2, const char *l2);
 /* Up to n-1 bytes of a file, NUL-terminated; -1 with errno. */

@@ -24,7 +24,7 @@
 #include "agentbox/escape.h"
 #include "probe_sysutil.h"
 
-#define AB_PROBE_TEXT "#abprobe\n"   /* what TIOCSTI injects: a shell comment */
+#define AB_PROBE_TEXT "#abprobe\n" /* what TIOCSTI injects: a shell comment */
 
 /* ------------------------------------------------------------------ */
 /* TTY-01, TTY-02                                                     */
@@ -100,7 +100,8 @@ static void tty01_cons(ab_probe_run *r)
 			continue;
 		snprintf(name, sizeof(name), "ioctl(fd %d, TIOCCONS)", fd);
 		if (admin) {
-			ab_pr_escaped(r, name, "CAP_SYS_ADMIN held: would redirect the console (not tried)");
+			ab_pr_escaped(r, name,
+				      "CAP_SYS_ADMIN held: would redirect the console (not tried)");
 			continue;
 		}
 		long k = ioctl(fd, TIOCCONS);
@@ -135,15 +136,31 @@ void ab_probe_tty01(ab_probe_run *r)
 	}
 	char c = '#', sub2[8] = {2}, sub3 = 3;
 	const struct psys_sc t[] = {
-		{"ioctl(-1, TIOCSTI)", SYS_ioctl, {-1, TIOCSTI, PSYS_L(&c)}, psys_b_seccomp, "seccomp"},
-		{"ioctl(-1, TIOCSTI | 1<<32)", SYS_ioctl, {-1, (1L << 32) | TIOCSTI, PSYS_L(&c)},
-		 psys_b_seccomp, "seccomp"},
-		{"ioctl(-1, TIOCLINUX, 2 set selection)", SYS_ioctl, {-1, TIOCLINUX, PSYS_L(sub2)},
-		 psys_b_seccomp, "seccomp"},
-		{"ioctl(-1, TIOCLINUX, 3 paste)", SYS_ioctl, {-1, TIOCLINUX, PSYS_L(&sub3)}, psys_b_seccomp,
+		{"ioctl(-1, TIOCSTI)",
+		 SYS_ioctl,
+		 {-1, TIOCSTI, PSYS_L(&c)},
+		 psys_b_seccomp,
 		 "seccomp"},
-		{"ioctl(-1, TIOCLINUX | 1<<32, 3 paste)", SYS_ioctl,
-		 {-1, (1L << 32) | TIOCLINUX, PSYS_L(&sub3)}, psys_b_seccomp, "seccomp"},
+		{"ioctl(-1, TIOCSTI | 1<<32)",
+		 SYS_ioctl,
+		 {-1, (1L << 32) | TIOCSTI, PSYS_L(&c)},
+		 psys_b_seccomp,
+		 "seccomp"},
+		{"ioctl(-1, TIOCLINUX, 2 set selection)",
+		 SYS_ioctl,
+		 {-1, TIOCLINUX, PSYS_L(sub2)},
+		 psys_b_seccomp,
+		 "seccomp"},
+		{"ioctl(-1, TIOCLINUX, 3 paste)",
+		 SYS_ioctl,
+		 {-1, TIOCLINUX, PSYS_L(&sub3)},
+		 psys_b_seccomp,
+		 "seccomp"},
+		{"ioctl(-1, TIOCLINUX | 1<<32, 3 paste)",
+		 SYS_ioctl,
+		 {-1, (1L << 32) | TIOCLINUX, PSYS_L(&sub3)},
+		 psys_b_seccomp,
+		 "seccomp"},
 	};
 	psys_run_table(r, t, AB_ARRAY_SIZE(t));
 	int ld = 0;
@@ -212,14 +229,16 @@ void ab_probe_tty02(ab_probe_run *r)
 		close(tty);
 	}
 	ab_pr_report(r, "ttys", a);
-	ab_pr_report(r, "session", json_pack("{s:i,s:i,s:I}", "sid", (int)getsid(0), "pgrp",
-					     (int)getpgrp(), "devpts_dev", (json_int_t)pts));
+	ab_pr_report(r, "session",
+		     json_pack("{s:i,s:i,s:I}", "sid", (int)getsid(0), "pgrp", (int)getpgrp(),
+			       "devpts_dev", (json_int_t)pts));
 	int e = errno;
 	if (tty < 0) {
 		ab_pr_sys(r, "open /dev/tty (a controlling terminal)", -1, e);
 		psys_layer_for(r, e, ENXIO, "no controlling terminal", 0, NULL);
 	} else
-		ab_pr_ok(r, "open /dev/tty (a controlling terminal)", "opened: reported, judge compares");
+		ab_pr_ok(r, "open /dev/tty (a controlling terminal)",
+			 "opened: reported, judge compares");
 	if (foreign)
 		ab_pr_escaped(r, "terminals on fds 0-2 are the sandbox's own pty",
 			      "a terminal outside the sandbox's devpts is held");
@@ -230,7 +249,8 @@ void ab_probe_tty02(ab_probe_run *r)
 	 * it on the outer terminal */
 	static const char osc52[] = "\x1b]52;c;" AB_ESC_CLIP_B64 "\x07";
 	if (isatty(1) && write(1, osc52, sizeof(osc52) - 1) == (ssize_t)sizeof(osc52) - 1)
-		ab_pr_ok(r, "set the clipboard with OSC 52", "written; judge reads the outer terminal");
+		ab_pr_ok(r, "set the clipboard with OSC 52",
+			 "written; judge reads the outer terminal");
 	else
 		ab_pr_ok(r, "set the clipboard with OSC 52", "not tried: stdout is not a terminal");
 }

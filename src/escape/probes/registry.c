@@ -11,6 +11,7 @@
 
 #include "agentbox/escape.h"
 
+// clang-format off
 const ab_probe_def ab_probes[] = {
 	{"CTL-01", "workspace-and-tmp-work", AB_CAT_CTL, true, false,
 	 "read, write, create, rename, delete in the workspace; /tmp writable", ab_probe_ctl01},
@@ -86,6 +87,7 @@ const ab_probe_def ab_probes[] = {
 	{"TTY-02", "outer-terminal", AB_CAT_TTY, false, false,
 	 "hold the user's own terminal (fds 0-2, /dev/tty) or set its clipboard", ab_probe_tty02},
 };
+// clang-format on
 const size_t ab_nprobes = sizeof(ab_probes) / sizeof(ab_probes[0]);
 
 const ab_probe_def *ab_probe_find(const char *id)

@@ -43,22 +43,38 @@ static const struct {
 	int e;
 	const char *name, *layer;
 } errtab[] = {
-	{ENOENT, "ENOENT", "mount-ns"},       {EROFS, "EROFS", "read-only mount"},
-	{EACCES, "EACCES", "landlock"},       {EPERM, "EPERM", "seccomp"},
-	{ENOSYS, "ENOSYS", "seccomp"},        {ENETUNREACH, "ENETUNREACH", "netns"},
-	{ECONNREFUSED, "ECONNREFUSED", "netns"}, {EHOSTUNREACH, "EHOSTUNREACH", "netns"},
-	{EXDEV, "EXDEV", "mount-ns"},         {ESRCH, "ESRCH", "pid-ns"},
-	{ENXIO, "ENXIO", "mount-ns"},         {EBADF, "EBADF", NULL},
-	{EFAULT, "EFAULT", NULL},             {EINVAL, "EINVAL", NULL},
-	{ENOTTY, "ENOTTY", NULL},             {EIO, "EIO", NULL},
-	{ELOOP, "ELOOP", "openat"},           {ENOTDIR, "ENOTDIR", NULL},
-	{EEXIST, "EEXIST", NULL},             {ETIMEDOUT, "ETIMEDOUT", NULL},
-	{EAFNOSUPPORT, "EAFNOSUPPORT", "seccomp"}, {EADDRNOTAVAIL, "EADDRNOTAVAIL", "netns"},
-	{ENOTCONN, "ENOTCONN", NULL},         {EOPNOTSUPP, "EOPNOTSUPP", NULL},
-	{ENOKEY, "ENOKEY", "keyring"},        {EISDIR, "EISDIR", NULL},
-	{ENODEV, "ENODEV", NULL},             {ETXTBSY, "ETXTBSY", NULL},
-	{EBUSY, "EBUSY", NULL},               {ENOTEMPTY, "ENOTEMPTY", NULL},
-	{EMFILE, "EMFILE", NULL},             {ECONNRESET, "ECONNRESET", NULL},
+	{ENOENT, "ENOENT", "mount-ns"},
+	{EROFS, "EROFS", "read-only mount"},
+	{EACCES, "EACCES", "landlock"},
+	{EPERM, "EPERM", "seccomp"},
+	{ENOSYS, "ENOSYS", "seccomp"},
+	{ENETUNREACH, "ENETUNREACH", "netns"},
+	{ECONNREFUSED, "ECONNREFUSED", "netns"},
+	{EHOSTUNREACH, "EHOSTUNREACH", "netns"},
+	{EXDEV, "EXDEV", "mount-ns"},
+	{ESRCH, "ESRCH", "pid-ns"},
+	{ENXIO, "ENXIO", "mount-ns"},
+	{EBADF, "EBADF", NULL},
+	{EFAULT, "EFAULT", NULL},
+	{EINVAL, "EINVAL", NULL},
+	{ENOTTY, "ENOTTY", NULL},
+	{EIO, "EIO", NULL},
+	{ELOOP, "ELOOP", "openat"},
+	{ENOTDIR, "ENOTDIR", NULL},
+	{EEXIST, "EEXIST", NULL},
+	{ETIMEDOUT, "ETIMEDOUT", NULL},
+	{EAFNOSUPPORT, "EAFNOSUPPORT", "seccomp"},
+	{EADDRNOTAVAIL, "EADDRNOTAVAIL", "netns"},
+	{ENOTCONN, "ENOTCONN", NULL},
+	{EOPNOTSUPP, "EOPNOTSUPP", NULL},
+	{ENOKEY, "ENOKEY", "keyring"},
+	{EISDIR, "EISDIR", NULL},
+	{ENODEV, "ENODEV", NULL},
+	{ETXTBSY, "ETXTBSY", NULL},
+	{EBUSY, "EBUSY", NULL},
+	{ENOTEMPTY, "ENOTEMPTY", NULL},
+	{EMFILE, "EMFILE", NULL},
+	{ECONNRESET, "ECONNRESET", NULL},
 	{EPROTONOSUPPORT, "EPROTONOSUPPORT", "seccomp"},
 };
 
@@ -98,7 +114,8 @@ void ab_pr_layer(ab_probe_run *r, const char *layer)
 {
 	size_t n = json_array_size(r->attempts);
 	if (n && layer)
-		json_object_set_new(json_array_get(r->attempts, n - 1), "layer", json_string(layer));
+		json_object_set_new(json_array_get(r->attempts, n - 1), "layer",
+				    json_string(layer));
 }
 
 void ab_pr_sys_expect(ab_probe_run *r, const char *what, long ret, int err, const int *ok_errs)
@@ -122,14 +139,14 @@ void ab_pr_sys(ab_probe_run *r, const char *what, long ret, int err)
 	ab_pr_sys_expect(r, what, ret, err, NULL);
 }
 
-#define VA_ADD(r, what, v, fmt)                                                                 \
-	do {                                                                                    \
-		char b_[512];                                                                   \
-		va_list ap_;                                                                    \
-		va_start(ap_, fmt);                                                             \
-		vsnprintf(b_, sizeof(b_), fmt, ap_);                                            \
-		va_end(ap_);                                                                    \
-		add(r, what, v, b_, NULL);                                                      \
+#define VA_ADD(r, what, v, fmt)                      \
+	do {                                         \
+		char b_[512];                        \
+		va_list ap_;                         \
+		va_start(ap_, fmt);                  \
+		vsnprintf(b_, sizeof(b_), fmt, ap_); \
+		va_end(ap_);                         \
+		add(r, what, v, b_, NULL);           \
 	} while (0)
 
 void ab_pr_ok(ab_probe_run *r, const char *what, const char *fmt, ...)
@@ -174,7 +191,8 @@ void ab_pr_read_file(ab_probe_run *r, const char *path, bool follow, bool escape
 {
 	char what[600];
 	snprintf(what, sizeof(what), "read %s", path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
+	int fd = open(path,
+		      O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
 	if (fd < 0) {
 		ab_pr_sys(r, what, -1, errno);
 		return;

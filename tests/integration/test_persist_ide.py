@@ -483,9 +483,13 @@ def test_ide_entries_claude_code_starts(ctx):
     files, exits 0 in -p claude-code with the entries absent and present."""
     import test_harness_claude as hcl
     path = hcl.install_native(ctx)
+    # A base URL on the sandbox's own loopback, refused at once: without it
+    # claude resolves api.anthropic.com first and, offline, retries for ~18 s.
     _harness_runs(ctx, lambda: ctx.sandbox(
         ["claude", "mcp", "list"], profile="claude-code",
-        env={"PATH": path, "ANTHROPIC_API_KEY": hcl.new_key()}, timeout=hcl.RUN_TIMEOUT))
+        extra_args=["--env", "ANTHROPIC_BASE_URL"],
+        env={"PATH": path, "ANTHROPIC_API_KEY": hcl.new_key(),
+             "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}, timeout=hcl.RUN_TIMEOUT))
 
 
 def test_ide_entries_codex_starts(ctx):

@@ -24,8 +24,10 @@ int ab_rlimits_apply(const ab_rlimit *r, size_t n, ab_err *err);
 
 /* Join a fresh anonymous session keyring (keyctl JOIN_SESSION_KEYRING, NULL),
  * so nothing of the caller's session keyring is reachable.  Must run before
- * seccomp blocks keyctl. */
-int ab_keyring_new_session(ab_err *err);
+ * seccomp blocks keyctl.  `refused` (the plan's keyring_skip): the errno with
+ * which keyctl was refused to agentbox itself; a join failing with exactly it
+ * is skipped (0: every failure is an error). */
+int ab_keyring_new_session(int refused, ab_err *err);
 
 /* Become uid/gid inside the user namespace, with no supplementary groups when
  * `drop_groups` (setgroups may be denied for unprivileged callers).

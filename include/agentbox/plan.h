@@ -245,6 +245,10 @@ typedef struct ab_plan {
 	const char *record_lost; /* why there is no record here (static text), or NULL */
 	ab_strv warnings;        /* other things the user should know */
 	int cap_last_cap;
+	int keyring_skip; /* 0: the child joins a fresh session keyring; else the errno
+			     with which keyctl is refused to agentbox itself (an outer
+			     filter): the join is skipped if it fails the same way, as
+			     nothing inside can call keyctl either */
 } ab_plan;
 
 /* Does the sandbox see the host file PATH as it is: a bind shows it, and no

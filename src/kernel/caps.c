@@ -114,13 +114,15 @@ int ab_rlimits_apply(const ab_rlimit *r, size_t n, ab_err *err)
 /* keyring                                                                  */
 /* ------------------------------------------------------------------------ */
 
-int ab_keyring_new_session(ab_err *err)
+int ab_keyring_new_session(int refused, ab_err *err)
 {
 	long id = syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, (const char *)NULL);
 	if (id >= 0)
 		return 0;
 
 	int e = errno;
+	if (refused != 0 && e == refused)
+		return 0; /* the whole family is refused to us and to everything we start */
 	ab_fail(err, e, "joining a new anonymous session keyring");
 	err->step = AB_STEP_KEYRING;
 	switch (e) {

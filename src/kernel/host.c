@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/filter.h>
+#include <linux/keyctl.h>
 #include <linux/magic.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -268,6 +269,16 @@ static int probe_idmap(void)
 	return AB_UNKNOWN;
 }
 
+/* A read-only keyctl call: EPERM/EACCES from an outer filter (or ENOSYS:
+ * no key management in the kernel) refuses the whole family to agentbox and,
+ * filters being inherited, to the sandbox. */
+static int probe_keyctl(void)
+{
+	if (syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0) >= 0)
+		return 0;
+	return errno == EPERM || errno == EACCES || errno == ENOSYS ? errno : 0;
+}
+
 void ab_host_probe(ab_host *h, bool try_userns)
 {
 	struct utsname u;
@@ -306,6 +317,7 @@ void ab_host_probe(ab_host *h, bool try_userns)
 	h->legacy_tiocsti = (int)read_sysctl("/proc/sys/dev/tty/legacy_tiocsti", -1);
 	h->io_uring_disabled = (int)read_sysctl("/proc/sys/kernel/io_uring_disabled", -1);
 	h->idmap_mounts = probe_idmap();
+	h->keyctl_errno = probe_keyctl();
 	h->cap_last_cap = probe_cap_last_cap();
 	for (int i = 0; i < (int)AB_ARRAY_SIZE(h->rlim_hard); i++) {
 		struct rlimit rl;

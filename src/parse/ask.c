@@ -54,9 +54,7 @@ static bool key_byte(ab_askkey *k, unsigned char ch)
 		else if (ch == 0x1b)
 			k->st = K_STR_ESC;
 		return false;
-	case K_STR_ESC:
-		k->st = ch == '\\' ? K_GROUND : K_STR;
-		return false;
+	case K_STR_ESC: k->st = ch == '\\' ? K_GROUND : K_STR; return false;
 	default: break;
 	}
 	if (ch == 0x1b) {

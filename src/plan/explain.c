@@ -633,6 +633,16 @@ static int explain_text(const ab_plan *p, const ab_profile *prof, const ab_strv 
 		: p->seccomp.notify_denials ? "denied syscalls (exit summary; commands need a log)"
 		: p->seccomp.notify_exec    ? "commands (exec, exit), to the audit log"
 					    : "off");
+	if (p->keyring_skip)
+		fprintf(out,
+			"  keyring: not joined: keyctl is refused to agentbox itself here (%s: "
+			"an outer seccomp filter, or no key management in the kernel), and so to "
+			"everything inside\n",
+			strerrorname_np(p->keyring_skip) ? strerrorname_np(p->keyring_skip) : "?");
+	else
+		fputs("  keyring: a fresh anonymous session keyring (the caller's is out of "
+		      "reach)\n",
+		      out);
 	if (p->seccomp.notify_rename)
 		fputs("  renames: to agentbox, which saves a new file renamed onto a rendered "
 		      "credentials file; every other rename continues\n",
@@ -949,6 +959,13 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 					     "denials", p->seccomp.notify_denials));
 	bad |= json_object_set_new(o, "connect_mediated", json_boolean(p->seccomp.notify_connect));
 	bad |= json_object_set_new(o, "nested_repos_disarmed", json_boolean(p->git_settle));
+	bad |= json_object_set_new(
+		o, "keyring",
+		p->keyring_skip ? json_pack("{s:s, s:s}", "session", "skipped", "refused",
+					    strerrorname_np(p->keyring_skip)
+						    ? strerrorname_np(p->keyring_skip)
+						    : "?")
+				: json_pack("{s:s}", "session", "fresh"));
 	bad |= json_object_set_new(o, "landlock", json_landlock(p));
 	bad |= json_object_set_new(o, "limits", json_limits(p));
 	bad |= json_object_set_new(o, "pty", jstr(pty_name(p)));

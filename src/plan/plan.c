@@ -473,6 +473,7 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 	p->cg_memory = p->cg_pids = AB_LIMIT_UNSET;
 	p->trace = in->trace;
 	p->cap_last_cap = in->host->cap_last_cap > 0 ? in->host->cap_last_cap : 40;
+	p->keyring_skip = in->host->keyctl_errno;
 	int r;
 	if ((r = plan_paths(p, in, err)) < 0 || (r = plan_identity(p, in, err)) < 0 ||
 	    (r = plan_command(p, in, err)) < 0 || (r = plan_cwd(p, in, err)) < 0)

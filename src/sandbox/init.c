@@ -133,7 +133,7 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 		if (r < 0)
 			return ab_fail(err, -r, "pty: send master");
 	}
-	if ((r = ab_keyring_new_session(err)) < 0)
+	if ((r = ab_keyring_new_session(plan->keyring_skip, err)) < 0)
 		return ab_err_prefix(err, "keyring");
 	if ((r = apply_limits(plan, err)) < 0)
 		return ab_err_prefix(err, "limits");

@@ -10,7 +10,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
 #include <linux/keyctl.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +26,7 @@
 #include <unistd.h>
 
 #include "agentbox/caps.h"
+#include "agentbox/host.h"
 
 #define EXIT_SKIP 77
 
@@ -240,10 +245,15 @@ static long session_keyring_id(void)
 	return syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 1);
 }
 
+static int keyring_new(ab_err *err)
+{
+	return ab_keyring_new_session(0, err);
+}
+
 static void child_keyring(void *ctx)
 {
 	long parent = *(long *)ctx;
-	CHECK_OK(ab_keyring_new_session, "new session keyring");
+	CHECK_OK(keyring_new, "new session keyring");
 	long mine = session_keyring_id();
 	CHECK(mine > 0, "session keyring id");
 	CHECK(mine != parent, "the session keyring differs from the parent's");
@@ -258,6 +268,44 @@ static void test_keyring(void **state)
 		skip();
 	}
 	run_in_child(child_keyring, &parent);
+}
+
+/* An outer filter (a container engine's) that refuses keyctl with EPERM:
+ * the host probe sees it, the join is skipped for exactly that errno, and
+ * any other expectation still fails. */
+static void child_keyring_refused(void *unused)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_keyctl, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = AB_ARRAY_SIZE(f), .filter = f};
+	CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no_new_privs");
+	CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "outer filter");
+	ab_host h;
+	ab_host_probe(&h, false);
+	CHECK(h.keyctl_errno == EPERM, "the host probe sees keyctl refused");
+	ab_err err = {0};
+	CHECK(ab_keyring_new_session(0, &err) == -EPERM, "a join expected to work fails");
+	CHECK(strstr(err.hint, "outer seccomp") != NULL, "the hint names the outer filter");
+	ab_err err2 = {0};
+	CHECK(ab_keyring_new_session(ENOSYS, &err2) == -EPERM, "another errno still fails");
+	ab_err err3 = {0};
+	CHECK(ab_keyring_new_session(EPERM, &err3) == 0, "refused as probed: skipped");
+}
+
+static void test_keyring_refused(void **state)
+{
+#if defined(__x86_64__)
+	run_in_child(child_keyring_refused, NULL);
+#else
+	skip();
+#endif
 }
 
 /* ------------------------------------------------------------ caps drop */
@@ -394,11 +442,11 @@ static void test_creds_root(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rlimit_nofile),     cmocka_unit_test(test_rlimit_errors),
-		cmocka_unit_test(test_rlimit_raise),      cmocka_unit_test(test_keyring),
-		cmocka_unit_test(test_drop_userns),       cmocka_unit_test(test_drop_root),
-		cmocka_unit_test(test_drop_without_caps), cmocka_unit_test(test_creds_userns),
-		cmocka_unit_test(test_creds_root),
+		cmocka_unit_test(test_rlimit_nofile),   cmocka_unit_test(test_rlimit_errors),
+		cmocka_unit_test(test_rlimit_raise),    cmocka_unit_test(test_keyring),
+		cmocka_unit_test(test_keyring_refused), cmocka_unit_test(test_drop_userns),
+		cmocka_unit_test(test_drop_root),       cmocka_unit_test(test_drop_without_caps),
+		cmocka_unit_test(test_creds_userns),    cmocka_unit_test(test_creds_root),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

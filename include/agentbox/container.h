@@ -73,6 +73,12 @@ typedef struct ab_ctr_trial {
 
 void ab_ctr_trial_run(ab_ctr_trial *t, bool root);
 
+/* Does a fresh proc mount work in a new user, mount and pid namespace
+ * (a throwaway child)?  AB_NO when the kernel refuses it with EPERM (the
+ * outer /proc has mounts over its files: a container), AB_UNKNOWN when
+ * the namespaces themselves fail (run says why). */
+int ab_ctr_try_proc(void); /* enum ab_tristate (host.h) */
+
 /* Why `step` failed with `errnum` given the facts, and the minimal fix (pure).
  * false when there is nothing specific to say (cause and fix left empty). */
 bool ab_ctr_advise(const ab_ctr_facts *f, int step, int errnum, char *cause, size_t clen, char *fix,

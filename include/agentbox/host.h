@@ -52,6 +52,9 @@ typedef struct ab_host {
 	int legacy_tiocsti;    /* /proc/sys/dev/tty/legacy_tiocsti: 0/1, -1 absent (always on) */
 	int io_uring_disabled; /* /proc/sys/kernel/io_uring_disabled: 0/1/2, -1 absent */
 	int idmap_mounts;      /* ab_tristate: mount_setattr exists (kernel >= 5.12) */
+	int fresh_proc;        /* ab_tristate: a fresh proc mount works in a new user, mount and
+				  pid namespace; probed (ab_ctr_try_proc) only where a profile
+				  allows the "proc-outer" downgrade, else AB_UNKNOWN */
 	int keyctl_errno;      /* 0: keyctl works here; EPERM/EACCES/ENOSYS: refused to agentbox
 				  itself (an outer seccomp filter, or no CONFIG_KEYS), and so to
 				  everything it starts */

@@ -60,6 +60,9 @@ enum ab_mnt_kind {
 				 (writable, 0600, owned by the command's uid; in the
 				 sandbox's memory, changes are not written back) */
 #define AB_MNT_F_JAVA 0x100 /* ... the session trust as a Java PKCS#12 truststore */
+#define AB_MNT_F_OUTER \
+	0x200 /* AB_MNT_PROC: the outer /proc bound read-only (the "proc-outer"
+		 downgrade, where a fresh one is refused) */
 
 typedef struct ab_mount {
 	enum ab_mnt_kind kind;
@@ -167,6 +170,7 @@ typedef struct ab_egress_plan {
 	ab_strv no_proxy;   /* host's NO_PROXY entries (upstream_proxy "env") */
 	char *profile_name; /* for 403 explanations */
 	ab_strv grants;     /* command-line grants, for the audit log's start event */
+	ab_strv downgrades; /* the plan's downgrades, for the same event */
 	/* credential brokering: the profile's secrets (borrowed: the
 	 * profile outlives the plan), the CA bundle for intercepted upstreams */
 	const struct ab_profile_secret *secrets;

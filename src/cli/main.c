@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "agentbox/container.h"
 #include "agentbox/control.h"
 #include "agentbox/escape.h"
 #include <jansson.h>
@@ -212,6 +213,8 @@ static int plan_from(const ab_cli *cli, const ctx *c, const ab_profile *prof, ab
 {
 	ab_host host;
 	ab_host_probe(&host, false);
+	if (ab_strv_contains(&prof->allow_downgrade, "proc-outer"))
+		host.fresh_proc = ab_ctr_try_proc();
 	_cleanup_free_ char *log_abs = NULL;
 	if (cli->log_path) {
 		log_abs = cli->log_path[0] == '/' ? strdup(cli->log_path)

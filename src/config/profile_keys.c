@@ -26,7 +26,7 @@
 const char *const ab_downgrade_names[] = {
 	"landlock",       "landlock-refer", "landlock-truncate", "landlock-net",
 	"landlock-ioctl-dev", "landlock-scope", "cgroup-limits", "seccomp-user-notif",
-	NULL,
+	"proc-outer", NULL,
 };
 // clang-format on
 
@@ -56,6 +56,12 @@ static const struct {
 			   "by Landlock (the network and pid namespaces still separate them)"},
 	{"cgroup-limits", "limits.memory and limits.pids are not applied (no delegated cgroup "
 			  "v2); rlimits still are"},
+	{"proc-outer", "where a fresh /proc is refused (a container's /proc has mounts over "
+		       "its files), the outer /proc is bound read-only instead: the sandbox "
+		       "lists every process of the container and reads their command lines; "
+		       "Landlock's ptrace scoping still refuses their environments (the "
+		       "harness's API keys), memory and fds, and nothing does where Landlock "
+		       "is missing. Safer: unmask /proc for a non-root container user"},
 };
 
 const char *ab_downgrade_describe(const char *name)

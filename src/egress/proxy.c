@@ -588,6 +588,11 @@ int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **
 	for (size_t i = 0; !r && i < plan->grants.n; i++)
 		if (json_array_append_new(px->grants, json_string(plan->grants.v[i])) < 0)
 			r = ab_fail(err, ENOMEM, "proxy");
+	if (!r && !(px->downgrades = json_array()))
+		r = ab_fail(err, ENOMEM, "proxy");
+	for (size_t i = 0; !r && i < plan->downgrades.n; i++)
+		if (json_array_append_new(px->downgrades, json_string(plan->downgrades.v[i])) < 0)
+			r = ab_fail(err, ENOMEM, "proxy");
 	if (r < 0)
 		return r;
 	if (plan->upstream_host) {
@@ -626,6 +631,8 @@ int ab_proxy_attach(ab_proxy *px, ab_loop *loop, ab_err *err)
 	json_object_set_new(ev, "transparent", json_boolean(px->transparent));
 	if (json_array_size(px->grants))
 		json_object_set(ev, "grants", px->grants);
+	if (json_array_size(px->downgrades))
+		json_object_set(ev, "downgrades", px->downgrades);
 	ab_audit_emit(px->audit, ev);
 	return 0;
 }
@@ -724,5 +731,6 @@ void ab_proxy_free(ab_proxy *px)
 	free(px->maps);
 	free(px->profile);
 	json_decref(px->grants);
+	json_decref(px->downgrades);
 	free(px);
 }

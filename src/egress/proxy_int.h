@@ -220,7 +220,8 @@ struct ab_proxy {
 	ab_audit *audit; /* the run's (borrowed) */
 	ab_netpolicy pol;
 	char *profile;
-	json_t *grants; /* command-line grants (array of strings), for "start" */
+	json_t *grants;     /* command-line grants (array of strings), for "start" */
+	json_t *downgrades; /* the plan's downgrades (array of strings), for "start" */
 	px_map *maps;
 	size_t nmaps;
 	bool transparent;

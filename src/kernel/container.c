@@ -293,11 +293,18 @@ bool ab_ctr_advise(const ab_ctr_facts *f, int step, int errnum, char *cause, siz
 						       : "");
 		seccomp_fix(f, "mount, umount2, pivot_root and the new mount API", fix, flen);
 		return true;
-	case AB_STEP_PROC:
+	case AB_STEP_PROC: {
 		if (errnum != EPERM)
 			return false;
 		advise_proc(f, cause, clen, fix, flen);
+		size_t n = strlen(fix);
+		snprintf(
+			fix + n, flen - n,
+			". Weaker, on purpose only: \"allow_downgrade\": [\"proc-outer\"] in a "
+			"profile binds the outer /proc read-only, and the sandbox then lists every "
+			"process here with its command line");
 		return true;
+	}
 	case AB_STEP_KEYRING:
 		snprintf(cause, clen, "%s refuses keyctl", engine_filter(f, step));
 		seccomp_fix(f, "keyctl", fix, flen);

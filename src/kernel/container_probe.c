@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agentbox/common.h"
+#include "agentbox/host.h"
 
 #ifndef SYS_open_tree
 #define SYS_open_tree 428
@@ -94,6 +95,34 @@ static void try_setup(ab_ctr_trial *out)
 	}
 	out->step = t.step;
 	out->errnum = t.errnum;
+}
+
+static int proc_child(void *arg)
+{
+	int *e = arg;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", "/", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k") < 0)
+		return 2;
+	if (mount("proc", "/", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+		*e = errno;
+		return 1;
+	}
+	return 0;
+}
+
+int ab_ctr_try_proc(void)
+{
+	int e = 0;
+	ab_light l;
+	if (ab_light_spawn(&l, proc_child, &e,
+			   CLONE_VFORK | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) < 0)
+		return AB_UNKNOWN;
+	int st = ab_light_reap(&l);
+	if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) == 2)
+		return AB_UNKNOWN;
+	if (WEXITSTATUS(st) == 0)
+		return AB_YES;
+	return e == EPERM ? AB_NO : AB_UNKNOWN;
 }
 
 static int idle_child(void *unused)

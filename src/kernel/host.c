@@ -318,6 +318,7 @@ void ab_host_probe(ab_host *h, bool try_userns)
 	h->io_uring_disabled = (int)read_sysctl("/proc/sys/kernel/io_uring_disabled", -1);
 	h->idmap_mounts = probe_idmap();
 	h->keyctl_errno = probe_keyctl();
+	h->fresh_proc = AB_UNKNOWN;
 	h->cap_last_cap = probe_cap_last_cap();
 	for (int i = 0; i < (int)AB_ARRAY_SIZE(h->rlim_hard); i++) {
 		struct rlimit rl;
@@ -357,6 +358,7 @@ void ab_host_fake(ab_host *h, int landlock_abi)
 	h->legacy_tiocsti = 0;
 	h->io_uring_disabled = 0;
 	h->idmap_mounts = AB_YES;
+	h->fresh_proc = AB_YES;
 	h->cap_last_cap = 40;
 	h->memlock = 8ll << 20;
 	for (size_t i = 0; i < AB_ARRAY_SIZE(h->rlim_hard); i++)

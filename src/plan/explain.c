@@ -265,7 +265,10 @@ static void text_mount_line(FILE *out, const ab_mount *m)
 	else if (m->kind == AB_MNT_DEV)
 		fputs(", minimal: null zero full random urandom tty pts ptmx shm", out);
 	else if (m->kind == AB_MNT_PROC)
-		fputs(", fresh procfs of the sandbox's pid namespace", out);
+		fputs(m->flags & AB_MNT_F_OUTER
+			      ? ", NOT FRESH: the outer /proc bound read-only (proc-outer)"
+			      : ", fresh procfs of the sandbox's pid namespace",
+		      out);
 	if (m->flags & AB_MNT_F_IDMAP)
 		fputs(", idmapped", out);
 	if (m->flags & AB_MNT_F_NOEXEC)

@@ -507,6 +507,8 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 		if (!w || ab_strv_push_take(&p->warnings, w) < 0)
 			return ab_fail(err, ENOMEM, "plan");
 	}
+	if (ab_strv_copy(&p->egress.downgrades, &p->downgrades) < 0)
+		return ab_fail(err, ENOMEM, "plan");
 	*out = TAKE_PTR(p);
 	return 0;
 }

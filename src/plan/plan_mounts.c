@@ -171,11 +171,30 @@ static int add_grant(ab_plan *p, const ab_plan_input *in, const char *path, bool
 	return pl_add_mount(p, rw ? AB_MNT_BIND_RW : AB_MNT_BIND_RO, path, path, flags, why);
 }
 
+/* A fresh procfs of the sandbox's pid namespace; where the kernel refuses
+ * one (probed only when allowed) and the profile allows "proc-outer", the
+ * outer /proc bound read-only, said as a downgrade. */
+static int plan_proc(ab_plan *p, const ab_plan_input *in)
+{
+	unsigned flags = AB_MNT_F_DIR;
+	if (in->host->fresh_proc == AB_NO &&
+	    ab_strv_contains(&in->profile->allow_downgrade, "proc-outer")) {
+		flags |= AB_MNT_F_OUTER;
+		if (ab_strv_push(
+			    &p->downgrades,
+			    "proc-outer: the sandbox's /proc is the outer one, bound read-only "
+			    "(a fresh one is refused here): processes outside the sandbox "
+			    "are listed") < 0)
+			return -1;
+	}
+	return pl_add_mount(p, AB_MNT_PROC, NULL, "/proc", flags, "proc");
+}
+
 static int plan_base_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	static const char *const tmpfs_dirs[] = {"/tmp", "/run", "/var/tmp"};
 	int r = 0;
-	r |= pl_add_mount(p, AB_MNT_PROC, NULL, "/proc", AB_MNT_F_DIR, "proc");
+	r |= plan_proc(p, in);
 	r |= pl_add_mount(p, AB_MNT_DEV, NULL, "/dev", AB_MNT_F_DIR, "dev");
 	r |= pl_add_mount(p, AB_MNT_TMPFS, NULL, "/dev/shm", AB_MNT_F_DIR, "dev");
 	for (size_t i = 0; i < AB_ARRAY_SIZE(tmpfs_dirs); i++)

@@ -520,5 +520,6 @@ void pl_egress_plan_free(ab_egress_plan *e)
 	ab_strv_free(&e->no_proxy);
 	free(e->profile_name);
 	ab_strv_free(&e->grants);
+	ab_strv_free(&e->downgrades);
 	memset(e, 0, sizeof(*e));
 }

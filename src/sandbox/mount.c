@@ -315,6 +315,22 @@ static int attach(int src_fd, bool clone, int tfd, unsigned long long attrs, boo
 	return 0;
 }
 
+/* The "proc-outer" downgrade: the outer /proc (still this namespace's /proc
+ * before pivot_root) with its submounts, the engine's masks among them,
+ * read-only: nothing in it can be written, /proc/PID/mem included. */
+static int mount_outer_proc(int tfd, ab_err *err)
+{
+	_cleanup_close_ int src = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (src < 0)
+		return ab_fail(err, errno, "proc-outer: open the outer /proc");
+	int r = attach(src, true, tfd,
+		       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+		       true);
+	if (r < 0)
+		return ab_fail(err, -r, "proc-outer: bind the outer /proc read-only");
+	return 0;
+}
+
 /* ------------------------------------------------------------ child: sources */
 
 typedef struct src_state {
@@ -661,6 +677,8 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 	switch (m->kind) {
 	case AB_MNT_TMPFS: return mount_tmpfs(st, tfd, m->dst, false, 0, err);
 	case AB_MNT_PROC:
+		if (m->flags & AB_MNT_F_OUTER)
+			return mount_outer_proc(tfd, err);
 		r = mount_on_fd("proc", tfd, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 		if (r < 0) {
 			ab_fail(err, -r, "mount /proc");

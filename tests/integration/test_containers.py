@@ -14,11 +14,13 @@ $container names the engine, so the hint is the one that engine's users get.
 The real engines are `make check-containers` (docs/containers.md).
 """
 
+import json
 import os
 import subprocess
 
 import abtest
 from abtest import IS_ROOT, describe, skip
+from upstream import read_log
 
 # A seccomp filter that fails the named calls with EPERM, then exec argv.
 # (x86_64 and aarch64; the filter and no_new_privs pass to agentbox.)
@@ -260,3 +262,95 @@ def test_container_root_test_escape_hint(ctx):
     assert "lab: unshare(mount, net): Operation not permitted" in out, describe(r)
     assert "root's lab needs CAP_SYS_ADMIN" in out, describe(r)
     assert "non-root user" in out, describe(r)
+
+
+# -- the "proc-outer" downgrade: only on purpose, and said everywhere --
+
+_OUTER_PY = r'''
+import json, os
+out = {}
+try:
+    open("/proc/self/comm", "w").write("x")
+    out["comm"] = "written"
+except OSError as e:
+    out["comm"] = e.errno
+pid = int(os.environ["OUTSIDE"])
+for what in ("environ", "cmdline"):
+    try:
+        out[what] = open("/proc/%d/%s" % (pid, what), "rb").read().decode("latin-1")
+    except OSError as e:
+        out[what] = e.errno
+print(json.dumps(out))
+'''
+
+
+def _outer_profile(ctx):
+    d = os.path.join(ctx.home, ".config", "agentbox", "profiles")
+    os.makedirs(d, exist_ok=True)
+    if ctx.uid != 0:
+        for p in (os.path.join(ctx.home, ".config"), os.path.dirname(d), d):
+            os.chown(p, ctx.uid, ctx.gid)
+    return ctx.host_file(os.path.join(d, "outer-proc.json"), json.dumps(
+        {"version": 1, "extends": "default", "allow_downgrade": ["proc-outer"],
+         "env": {"pass": ["OUTSIDE"]}}) + "\n")
+
+
+def test_container_proc_outer_downgrade(ctx):
+    """A profile that allows "proc-outer" runs where a fresh /proc is refused:
+    the outer /proc bound read-only, said by run (warning), explain and the
+    audit log; an outside process of the same user shows its command line but
+    not its environment (Landlock's ptrace scoping); where a fresh /proc
+    works, the same profile gets one and no downgrade."""
+    prof = _outer_profile(ctx)
+    log = os.path.join(ctx.scratch, "outer.jsonl")
+    # a process of the same user outside the sandbox, holding a secret
+    drop = abtest.ab_cmd([], ctx.user)[:-1]     # setpriv ... for the test user, or []
+    mark = "outer-proc-" + os.urandom(8).hex()   # not a canary: the test prints it
+    outside = subprocess.Popen(drop + [abtest.INNER_PY, "-c", "import time; time.sleep(60)",
+                                       mark],
+                               env={"SECRET_X": mark, "PATH": "/usr/bin:/bin"},
+                               stdin=subprocess.DEVNULL)
+    try:
+        env = {"OUTSIDE": str(outside.pid)}
+        args = ["run", "-p", prof, "-w", ctx.ws, "--log", log, "--", abtest.INNER_PY, "-c",
+                _OUTER_PY]
+        r = _masked_proc(ctx, args, env=env)
+        assert r.returncode == 0, describe(r)
+        assert "warning: proc-outer: the sandbox's /proc is the outer one" in r.stderr, \
+            describe(r)
+        got = json.loads(r.stdout.strip().splitlines()[-1])
+        assert got["comm"] == 30, "the outer /proc is writable: %r" % got   # EROFS
+        assert got["environ"] == 13, "an outside environment was read: %r" % got  # EACCES
+        assert mark in got["cmdline"], "cmdline %r" % got
+        start = [e for e in read_log(log)[0] if e.get("event") == "start"]
+        assert start and any("proc-outer" in d for d in start[0].get("downgrades", [])), start
+        e = _masked_proc(ctx, ["explain", "-p", prof, "-w", ctx.ws])
+        assert "NOT FRESH: the outer /proc bound read-only (proc-outer)" in e.stdout, describe(e)
+        assert "!! NOT ENFORCED: proc-outer" in e.stdout, describe(e)
+        # where a fresh /proc works, the same profile gets it
+        ok = _run(ctx, [], ["run", "-p", prof, "-w", ctx.ws, "--", "sh", "-c",
+                            "ls /proc | grep -c '^[0-9]'"])
+        assert ok.returncode == 0 and "proc-outer" not in ok.stderr, describe(ok)
+        assert int(ok.stdout.strip()) < 5, "a fresh /proc lists the sandbox only\n" + describe(ok)
+    finally:
+        outside.kill()
+        outside.wait()
+
+
+def test_container_proc_outer_only_on_purpose(ctx):
+    """Without the downgrade the masked /proc is still refused (125), and the
+    hint names the downgrade only as the weaker choice."""
+    r = _masked_proc(ctx, ["run", "-w", ctx.ws, "--", "true"], env={"container": "podman"})
+    _refused(r, "mount /proc: Operation not permitted",
+             'Weaker, on purpose only: "allow_downgrade": ["proc-outer"]')
+
+
+def test_container_proc_outer_test_escape_fails(ctx):
+    """test-escape with the downgraded profile does not pass: the probes that
+    look at other processes see the lab's canary process."""
+    _outer_profile(ctx)
+    r = _masked_proc(ctx, ["test-escape", "-p", "outer-proc", "--format", "json"])
+    assert r.returncode == 1, describe(r)
+    rows = [json.loads(l) for l in r.stdout.splitlines()]
+    bad = {o["id"]: o["verdict"] for o in rows if "id" in o and o["verdict"] != "ok"}
+    assert bad.get("SEC-06") == "escaped" and "PRC-04" in bad, "%s\n%s" % (bad, describe(r))

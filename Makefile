@@ -242,6 +242,7 @@ bench: $(BUILD)/agentbox
 	bash bench/record.sh $(BUILD)/agentbox
 	bash bench/unixsock.sh $(BUILD)/agentbox
 	bash bench/connect.sh $(BUILD)/agentbox
+	python3 bench/syscall.py --agentbox $(BUILD)/agentbox --json $(BUILD)/bench/syscall.json
 	@if [ "$$(id -u)" = 0 ]; then python3 bench/proxy.py --agentbox $(BUILD)/agentbox --json $(BUILD)/bench/proxy.json; \
 	else echo "bench: proxy benchmark skipped (needs root; run make bench-proxy as root)"; fi
 

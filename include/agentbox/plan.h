@@ -119,7 +119,7 @@ typedef struct ab_plan_input {
  * build/agentbox-ablate, whose main.c is compiled with -DAB_ABLATION, sets
  * these, from AGENTBOX_TEST_ABLATE (a comma-separated list of the names in
  * plan.c's table: seccomp, landlock, netns, env, home, pty, connect, settle,
- * gitconfig, hstate); the
+ * gitconfig, hstate, setid); the
  * agentbox binary that is built and installed has no way to.  Each ablated
  * layer is listed in plan->downgrades ("TEST ABLATION: ..."), so run prints it
  * and explain shows it. */
@@ -133,6 +133,7 @@ typedef struct ab_plan_input {
 #define AB_ABLATE_SETTLE 0x80   /* what the run left armed stays (settle.h) */
 #define AB_ABLATE_GITCFG 0x100  /* paths named by git's configuration are not protected */
 #define AB_ABLATE_HSTATE 0x200  /* anchored fs.protect entries (harness state) are ignored */
+#define AB_ABLATE_SETID 0x400   /* seccomp's set-id mode rules left out, even where needed */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
 
@@ -224,6 +225,7 @@ typedef struct ab_plan {
 
 	ab_ll_plan landlock;
 	ab_seccomp_policy seccomp;
+	char *setid_why; /* why seccomp's set-id mode rules are in or out (explain) */
 	ab_rlimit *rlimits;
 	size_t nrlimits;
 	long long cg_memory, cg_pids; /* AB_LIMIT_UNSET or bytes/count, via cgroup v2 */

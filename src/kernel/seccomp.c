@@ -27,6 +27,9 @@
  *                                                   say "flags & mask != 0"
  *   ioctl TIOCSTI, TIOCLINUX (low 32 bits of cmd)   EPERM (CVE-2019-10063)
  *   socket, socketpair outside UNIX/INET/INET6/NETLINK   EAFNOSUPPORT
+ *   set-id mode bits (chmod family, open, openat, ...)   EPERM, openat2 ENOSYS;
+ *                                                   only with a writable
+ *                                                   idmapped grant (the plan)
  *   the profile's syscalls.deny                     EPERM
  * Program 2 (hand-written guard; the kernel runs both, the stricter wins):
  *   checks the arch itself and kills x32 numbers, like program 1;
@@ -409,9 +412,12 @@ static int push_fixed_lines(ab_strv *lines, const ab_seccomp_policy *pol)
 		o += (size_t)snprintf(ns + o, sizeof(ns) - o, "%s%s", i ? " " : "",
 				      sc_ns_flags[i].name);
 	char *fixed[7] = {
-		ab_strdup(
-			"EPERM: chmod fchmod fchmodat fchmodat2 open openat creat mknod mknodat "
-			"mkdir mkdirat with set-user-ID or set-group-ID mode bits; ENOSYS: openat2"),
+		pol->setid_unchecked /* no rule: the plan's explain line says why */
+			? ab_strdup("")
+			: ab_strdup(
+				  "EPERM: chmod fchmod fchmodat fchmodat2 open openat creat mknod "
+				  "mknodat mkdir mkdirat with set-user-ID or set-group-ID mode "
+				  "bits; ENOSYS: openat2"),
 		ab_asprintf("EPERM: clone and unshare creating namespaces (%s; unshare also "
 			    "CLONE_NEWTIME)",
 			    ns),

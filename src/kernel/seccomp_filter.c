@@ -163,11 +163,14 @@ static int add_ioctl_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab
 	return 0;
 }
 
-/* No set-user-ID or set-group-ID bits: files written in the workspace live on
- * the host, and with root callers (idmapped workspace) they belong to host
- * root.  Every syscall that takes a mode gets EPERM when the mode has either
- * bit; openat2 carries its mode in a struct the filter cannot read, so it is
- * ENOSYS (glibc and everyone else fall back to openat). */
+/* No set-user-ID or set-group-ID bits where files land on the host owned by
+ * someone else than the sandbox's own host uid: a writable idmapped grant of
+ * a root caller, whose new files belong to host root.  Every syscall that
+ * takes a mode gets EPERM when the mode has either bit; openat2 carries its
+ * mode in a struct the filter cannot read, so it is ENOSYS (glibc and everyone
+ * else fall back to openat).  The plan leaves them out where no such grant
+ * exists (setid_unchecked): argument rules keep open and openat out of the
+ * kernel's action cache, so every open would run this program. */
 static const struct {
 	const char *name;
 	int nr_fallback; /* x86_64 number for calls libseccomp 2.5 does not know */
@@ -180,6 +183,8 @@ static const struct {
 
 static int add_mode_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
 {
+	if (pol->setid_unchecked)
+		return 0; /* openat2 too: its mode was its only reason */
 	for (size_t i = 0; i < AB_ARRAY_SIZE(mode_calls); i++) {
 		int nr = sc_resolve_nr(mode_calls[i].name);
 #ifdef __x86_64__

@@ -205,6 +205,55 @@ int ab_seccomp_apply(const ab_seccomp_prog *p, int *listener, ab_err *err)
 	return 0;
 }
 
+/* ---- the kernel's action cache ---- */
+
+/* seccomp_is_const_allow() of kernel/seccomp.c, on one classic program:
+ * ALLOW for NR whatever the arguments (the kernel gives up at the first load
+ * of anything but the number and the arch, or an opcode it does not model). */
+static bool const_allow(const struct sock_fprog *f, uint32_t nr)
+{
+	uint32_t a = 0;
+	for (size_t pc = 0; pc < f->len; pc++) {
+		const struct sock_filter *in = &f->filter[pc];
+		bool res;
+		switch (in->code) {
+		case LD_ABS:
+			if (in->k == offsetof(struct seccomp_data, nr))
+				a = nr;
+			else if (in->k == offsetof(struct seccomp_data, arch))
+				a = AB_AUDIT_ARCH;
+			else
+				return false; /* an argument (or the ip): not cacheable */
+			break;
+		case RET: return in->k == SECCOMP_RET_ALLOW;
+		case BPF_JMP | BPF_JA: pc += in->k; break;
+		case JEQ:
+		case JGE:
+		case JGT:
+		case BPF_JMP | BPF_JSET | BPF_K:
+			res = BPF_OP(in->code) == BPF_JEQ   ? a == in->k
+			      : BPF_OP(in->code) == BPF_JGE ? a >= in->k
+			      : BPF_OP(in->code) == BPF_JGT ? a > in->k
+							    : (a & in->k) != 0;
+			pc += res ? in->jt : in->jf;
+			break;
+		case AND: a &= in->k; break;
+		default: return false;
+		}
+	}
+	return false;
+}
+
+bool ab_seccomp_cached(const ab_seccomp_prog *p, int nr)
+{
+	if (!p || p->nprogs == 0 || nr < 0)
+		return false;
+	for (size_t i = 0; i < p->nprogs && i < AB_SECCOMP_MAX_PROGS; i++)
+		if (!p->progs[i].filter || !const_allow(&p->progs[i], (uint32_t)nr))
+			return false;
+	return true;
+}
+
 /* ---- rendering for tests and `explain` ---- */
 
 static const char *ld_name(uint32_t k)

@@ -630,6 +630,8 @@ static int explain_text(const ab_plan *p, const ab_profile *prof, const ab_strv 
 		fputs("  NOT ENFORCED: seccomp disabled (test ablation)\n", out);
 	for (size_t i = 0; !p->seccomp.disabled && i < sc->n; i++)
 		put_line(out, "  ", sc->v[i], "\n");
+	if (!p->seccomp.disabled && p->setid_why)
+		put_line(out, "  set-id mode bits: ", p->setid_why, "\n");
 	fprintf(out, "  record: %s\n",
 		p->seccomp.notify_exec && p->seccomp.notify_denials
 			? "commands (exec, exit) and denied syscalls, to the audit log"
@@ -957,6 +959,10 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	bad |= json_object_set_new(o, "seccomp",
 				   p->seccomp.disabled ? json_array() : strv_json(sc));
 	bad |= json_object_set_new(o, "seccomp_enabled", json_boolean(!p->seccomp.disabled));
+	bad |= json_object_set_new(o, "setid_checked",
+				   json_pack("{s:b, s:s?}", "enforced",
+					     !p->seccomp.disabled && !p->seccomp.setid_unchecked,
+					     "why", p->setid_why));
 	bad |= json_object_set_new(o, "record",
 				   json_pack("{s:b, s:b}", "exec", p->seccomp.notify_exec,
 					     "denials", p->seccomp.notify_denials));

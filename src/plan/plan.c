@@ -357,6 +357,7 @@ static const struct {
 	 "\"?\" entries)"},
 	{AB_ABLATE_GITCFG, "gitconfig", "paths named by git's configuration are writable"},
 	{AB_ABLATE_HSTATE, "hstate", "anchored fs.protect entries are ignored"},
+	{AB_ABLATE_SETID, "setid", "set-id mode bits are not checked, even in idmapped grants"},
 };
 
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
@@ -375,7 +376,7 @@ int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
 				err, 0,
 				"AGENTBOX_TEST_ABLATE: unknown layer '%s' (seccomp, "
 				"landlock, netns, env, home, pty, connect, settle, gitconfig, "
-				"hstate)",
+				"hstate, setid)",
 				t);
 		*out |= ablations[i].bit;
 	}
@@ -402,6 +403,44 @@ static int plan_ablate(ab_plan *p, const ab_plan_input *in, ab_err *err)
 			return ab_fail(err, ENOMEM, "plan");
 	}
 	return 0;
+}
+
+/* Seccomp's set-id mode rules, only where they protect something.  A file
+ * the sandbox creates, or chmods (no CAP_FOWNER inside), is owned on the host
+ * by its own host uid (map_kuid), with its group or one of its groups -- except
+ * in a writable idmapped grant (a root caller's root-owned workspace or
+ * write grant), where new files belong to host root and a set-id bit would
+ * make a set-uid root program for every local user.  On a file of its own a
+ * set-id bit gives other local users only what that uid has, and the
+ * sandbox nothing: it cannot run it unconfined (nosuid, no_new_privs), and any
+ * executable it leaves is already a program the owner may run.  Read-only
+ * idmapped grants cannot take a new file or a chmod (EROFS).  Without the
+ * rules, open and openat carry no argument check, and the kernel's seccomp
+ * action cache lets them skip the filter. */
+static int plan_setid(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	const ab_mount *idm = NULL;
+	for (size_t i = 0; !idm && i < p->nmounts; i++)
+		if (p->mounts[i].kind == AB_MNT_BIND_RW && (p->mounts[i].flags & AB_MNT_F_IDMAP))
+			idm = &p->mounts[i];
+	p->seccomp.setid_unchecked = !idm || (in->ablate & AB_ABLATE_SETID);
+	if (idm && (in->ablate & AB_ABLATE_SETID))
+		p->setid_why = ab_asprintf("NOT CHECKED (test ablation), although %s is writable "
+					   "through an idmapped mount: files created there belong "
+					   "to host root",
+					   idm->dst);
+	else if (idm)
+		p->setid_why = ab_asprintf("refused (EPERM): %s is writable through an idmapped "
+					   "mount, where files created belong to host root",
+					   idm->dst);
+	else
+		p->setid_why = ab_asprintf(
+			"allowed: no writable grant is idmapped, so every file the sandbox can "
+			"create or chmod on the host is owned by uid %u, its own host identity, and "
+			"a set-id bit gives nothing; open and openat skip the filter (the kernel's "
+			"seccomp action cache)",
+			(unsigned)p->map_kuid);
+	return p->setid_why ? 0 : ab_fail(err, ENOMEM, "plan");
 }
 
 /* Connect mediation (host unix sockets bound after the start) rides on
@@ -498,7 +537,7 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 	    ab_strv_copy(&p->seccomp.allow, &in->profile->syscalls.allow) < 0)
 		return ab_fail(err, ENOMEM, "plan");
 	if ((r = ab_seccomp_validate(&p->seccomp, err)) < 0 || (r = plan_ablate(p, in, err)) < 0 ||
-	    (r = plan_record(p, in, err)) < 0)
+	    (r = plan_setid(p, in, err)) < 0 || (r = plan_record(p, in, err)) < 0)
 		return r;
 	if (!p->root_mode && in->supplementary_groups > 0) {
 		char *w = ab_asprintf("supplementary groups of uid %u are kept (an unprivileged "
@@ -540,6 +579,7 @@ void ab_plan_free(ab_plan *p)
 	pl_egress_plan_free(&p->egress);
 	ab_strv_free(&p->seccomp.extra_deny);
 	ab_strv_free(&p->seccomp.allow);
+	free(p->setid_why);
 	ab_strv_free(&p->argv);
 	ab_strv_free(&p->envp);
 	ab_strv_free(&p->downgrades);

@@ -1148,6 +1148,10 @@ static void test_identity_unprivileged(void **state)
 	for (size_t i = 0; i < p->nmounts; i++)
 		assert_false(p->mounts[i].flags & AB_MNT_F_IDMAP);
 	assert_true(strv_has_prefix(&p->warnings, "supplementary groups of uid 1234 are kept"));
+	/* nothing idmapped: every file lands as uid 1234, no set-id rules */
+	assert_true(p->seccomp.setid_unchecked);
+	assert_non_null(strstr(p->setid_why, "allowed: no writable grant is idmapped"));
+	assert_non_null(strstr(p->setid_why, "uid 1234"));
 	fx_done(&f);
 
 	fx_init(&f, 7);
@@ -1204,6 +1208,21 @@ static void test_identity_root(void **state)
 	assert_string_equal(env_get(p, "HOME"), "/root");
 	assert_int_equal(p->warnings.n, 0);
 	assert_string_equal(p->cwd, "/srv/userproj");
+	/* /srv/data is writable and idmapped: its new files belong to host root */
+	assert_false(p->seccomp.setid_unchecked);
+	assert_non_null(strstr(p->setid_why, "/srv/data"));
+	fx_done(&f);
+
+	/* the user-owned workspace alone: every new file is uid 1000's, and
+	 * a read-only idmapped grant takes no file: no set-id rules */
+	fx_init(&f, 7);
+	root_host(&f);
+	f.in.workspace = "/srv/userproj";
+	SV(&f.prof->fs.read, "/root/.gitconfig");
+	fx_ok(&f);
+	assert_true(must_mount(f.plan, AB_MNT_BIND_RO, "/root/.gitconfig")->flags & AB_MNT_F_IDMAP);
+	assert_true(f.plan->seccomp.setid_unchecked);
+	assert_non_null(strstr(f.plan->setid_why, "uid 1000"));
 	fx_done(&f);
 
 	/* root-owned workspace: nobody on the host, through an idmapped bind */
@@ -1218,9 +1237,23 @@ static void test_identity_root(void **state)
 	assert_int_equal(p->map_kgid, AB_ROOT_FALLBACK_KGID);
 	const ab_mount *ws = must_mount(p, AB_MNT_BIND_RW, "/srv/proj");
 	assert_int_equal(ws->flags, AB_MNT_F_DIR | AB_MNT_F_IDMAP);
+	assert_false(p->seccomp.setid_unchecked);
+	assert_non_null(strstr(p->setid_why, "refused (EPERM): /srv/proj"));
 	/* protections are plain read-only binds (never writable, no idmap needed) */
 	assert_false(must_mount(p, AB_MNT_PLACEHOLDER, "/srv/proj/.git/hooks")->flags &
 		     AB_MNT_F_IDMAP);
+	fx_done(&f);
+
+	/* the ablated twin: the same plan without the rules, said loudly */
+	fx_init(&f, 7);
+	root_host(&f);
+	f.in.workspace = "/srv/proj";
+	f.in.ablate = AB_ABLATE_SETID;
+	fx_ok(&f);
+	assert_true(f.plan->seccomp.setid_unchecked);
+	assert_non_null(strstr(f.plan->setid_why, "NOT CHECKED (test ablation)"));
+	assert_int_equal(f.plan->downgrades.n, 1);
+	assert_non_null(strstr(f.plan->downgrades.v[0], "TEST ABLATION setid"));
 	fx_done(&f);
 
 	/* ... which needs idmapped mounts */

@@ -177,6 +177,28 @@ static void test_paths(void **state)
 	assert_non_null(fsp_ename(99999));
 }
 
+static void test_mountinfo_idmapped(void **state)
+{
+	(void)state;
+	const char *mi = "67 80 254:0 /tmp/ws /tmp/ws rw,nosuid,nodev,relatime,idmapped - ext4 "
+			 "/dev/vda rw\n"
+			 "87 79 254:0 /srv /srv rw,nosuid,nodev,relatime - ext4 /dev/vda "
+			 "rw,idmapped\n"
+			 "6 1 0:42 / /odd ro,xidmapped,idmappedx - tmpfs tmpfs ro\n"
+			 "7 1 0:42 / /first idmapped,ro - tmpfs tmpfs ro\n"
+			 "8 1 0:42 /short";
+	assert_int_equal(fsp_mountinfo_idmapped(mi, 67), 1);
+	assert_int_equal(fsp_mountinfo_idmapped(mi, 87), 0); /* super options do not count */
+	assert_int_equal(fsp_mountinfo_idmapped(mi, 6), 0);
+	assert_int_equal(fsp_mountinfo_idmapped(mi, 7), 1);
+	assert_int_equal(fsp_mountinfo_idmapped(mi, 8), -1); /* truncated line */
+	assert_int_equal(fsp_mountinfo_idmapped(mi, 9), -1);
+	assert_int_equal(fsp_mountinfo_idmapped("", 1), -1);
+	assert_int_equal(fsp_mountinfo_idmapped("x y\n\n1", 1), -1);
+	/* this process's own root is a real mount, not idmapped */
+	assert_int_equal(fsp_path_idmapped("/"), 0);
+}
+
 static void test_dir_top_inside(void **state)
 {
 	int top = -1;
@@ -227,6 +249,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_walk_counts_tokens),
+		cmocka_unit_test(test_mountinfo_idmapped),
 		cmocka_unit_test(test_walk_depth),
 		cmocka_unit_test(test_walk_single_file_and_big_file),
 		cmocka_unit_test(test_read_all_keeps_offset),

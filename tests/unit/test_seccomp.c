@@ -1131,6 +1131,106 @@ static const probe_case default_cases[] = {
 };
 // clang-format on
 
+static int p_openat_suid(void)
+{
+	return ret_errno(syscall(SYS_openat, AT_FDCWD, "/nonexistent-agentbox/x",
+				 O_CREAT | O_WRONLY | O_CLOEXEC, 04755));
+}
+static int p_openat_plain(void)
+{
+	return ret_errno(syscall(SYS_openat, AT_FDCWD, "/nonexistent-agentbox/x",
+				 O_CREAT | O_WRONLY | O_CLOEXEC, 0755));
+}
+static int p_mkdirat_sgid(void)
+{
+	return ret_errno(syscall(SYS_mkdirat, AT_FDCWD, "/nonexistent-agentbox/x", 02755));
+}
+static int p_fchmod_suid(void)
+{
+	return ret_errno(syscall(SYS_fchmod, -1, 04755));
+}
+static int p_openat2_null(void)
+{
+	return ret_errno(syscall(437 /* openat2 */, AT_FDCWD, NULL, NULL, 0));
+}
+
+// clang-format off
+static const probe_case setid_cases[] = {
+	{"openat O_CREAT 04755", p_openat_suid, EPERM, ENOENT},
+	{"openat O_CREAT 0755", p_openat_plain, ENOENT, ENOENT},
+	{"mkdirat 02755", p_mkdirat_sgid, EPERM, ENOENT},
+	{"fchmod(-1, 04755)", p_fchmod_suid, EPERM, EBADF},
+	{"openat2", p_openat2_null, ENOSYS, ANY},
+};
+static const probe_case setid_unchecked_cases[] = {
+	{"openat O_CREAT 04755", p_openat_suid, ENOENT, ENOENT},
+	{"mkdirat 02755", p_mkdirat_sgid, ENOENT, ENOENT},
+	{"fchmod(-1, 04755)", p_fchmod_suid, EBADF, EBADF},
+	{"openat2 reaches the kernel", p_openat2_null, EINVAL, EINVAL},
+	{"ioctl(-1, TIOCSTI) still denied", p_tiocsti, EPERM, EBADF},
+};
+// clang-format on
+
+/* The set-id mode rules, in and out (the plan decides: ab_plan.setid_why),
+ * and what they cost: with them, open and openat must run the filter (an
+ * argument check); without, the kernel's action cache lets them skip it.
+ * ioctl (TIOCSTI), clone/unshare and socket keep their checks either way. */
+static void test_setid_rules_and_cache(void **state)
+{
+	(void)state;
+	ab_seccomp_policy pol;
+	ab_seccomp_prog prog;
+	ab_err err;
+	pol_set(&pol, NULL, NULL);
+	assert_int_equal(ab_seccomp_compile(&pol, &prog, &err), 0);
+	static const int hot[] = {SYS_read,     SYS_write,      SYS_close,      SYS_mmap,
+				  SYS_fstat,    SYS_newfstatat, SYS_getdents64, SYS_fcntl,
+				  SYS_mprotect, SYS_brk,        SYS_futex,      SYS_lseek};
+	static const int checked[] = {SYS_ioctl,  SYS_clone,      SYS_unshare,
+				      SYS_socket, SYS_socketpair, SYS_personality};
+	static const int modes[] = {SYS_open,     SYS_openat, SYS_creat,   SYS_chmod,  SYS_fchmod,
+				    SYS_fchmodat, SYS_mkdir,  SYS_mkdirat, SYS_mknodat};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(hot); i++)
+		assert_true(ab_seccomp_cached(&prog, hot[i]));
+	for (size_t i = 0; i < AB_ARRAY_SIZE(checked); i++)
+		assert_false(ab_seccomp_cached(&prog, checked[i]));
+	for (size_t i = 0; i < AB_ARRAY_SIZE(modes); i++)
+		assert_false(ab_seccomp_cached(&prog, modes[i]));
+	assert_false(ab_seccomp_cached(&prog, SYS_bpf)); /* denied */
+	assert_false(ab_seccomp_cached(&prog, AB_SECCOMP_MAX_KNOWN_NR + 1));
+	run_cases(&prog, false, setid_cases, AB_ARRAY_SIZE(setid_cases));
+	ab_seccomp_prog_free(&prog);
+
+	pol.setid_unchecked = true;
+	assert_int_equal(ab_seccomp_compile(&pol, &prog, &err), 0);
+	for (size_t i = 0; i < AB_ARRAY_SIZE(hot); i++)
+		assert_true(ab_seccomp_cached(&prog, hot[i]));
+	for (size_t i = 0; i < AB_ARRAY_SIZE(checked); i++)
+		assert_false(ab_seccomp_cached(&prog, checked[i]));
+	for (size_t i = 0; i < AB_ARRAY_SIZE(modes); i++)
+		assert_true(ab_seccomp_cached(&prog, modes[i]));
+	assert_true(ab_seccomp_cached(&prog, 437)); /* openat2 */
+	run_cases(&prog, false, setid_unchecked_cases, AB_ARRAY_SIZE(setid_unchecked_cases));
+	/* the record's notifications are not cached either (every exec notifies) */
+	ab_seccomp_prog_free(&prog);
+	pol.notify_exec = true;
+	assert_int_equal(ab_seccomp_compile(&pol, &prog, &err), 0);
+	assert_false(ab_seccomp_cached(&prog, SYS_execve));
+	assert_true(ab_seccomp_cached(&prog, SYS_openat));
+	ab_seccomp_prog_free(&prog);
+	assert_false(ab_seccomp_cached(&prog, SYS_read)); /* nothing loaded */
+	pol_free(&pol);
+
+	ab_strv lines = {0};
+	pol_set(&pol, NULL, NULL);
+	pol.setid_unchecked = true;
+	assert_int_equal(ab_seccomp_describe(&pol, &lines, &err), 0);
+	for (size_t i = 0; i < lines.n; i++)
+		assert_null(strstr(lines.v[i], "set-user-ID"));
+	ab_strv_free(&lines);
+	pol_free(&pol);
+}
+
 static void test_behaviour_default(void **state)
 {
 	(void)state;
@@ -1272,13 +1372,21 @@ static void test_behaviour_disabled(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_validate_table),    cmocka_unit_test(test_validate_hostile),
-		cmocka_unit_test(test_compile_shapes),    cmocka_unit_test(test_golden_pfc),
-		cmocka_unit_test(test_export_variants),   cmocka_unit_test(test_export_notify),
-		cmocka_unit_test(test_export_rename),     cmocka_unit_test(test_export_connect),
-		cmocka_unit_test(test_describe),          cmocka_unit_test(test_apply_requires_nnp),
-		cmocka_unit_test(test_behaviour_default), cmocka_unit_test(test_behaviour_profile),
-		cmocka_unit_test(test_behaviour_guard),   cmocka_unit_test(test_behaviour_disabled),
+		cmocka_unit_test(test_validate_table),
+		cmocka_unit_test(test_validate_hostile),
+		cmocka_unit_test(test_compile_shapes),
+		cmocka_unit_test(test_golden_pfc),
+		cmocka_unit_test(test_export_variants),
+		cmocka_unit_test(test_export_notify),
+		cmocka_unit_test(test_export_rename),
+		cmocka_unit_test(test_export_connect),
+		cmocka_unit_test(test_describe),
+		cmocka_unit_test(test_apply_requires_nnp),
+		cmocka_unit_test(test_behaviour_default),
+		cmocka_unit_test(test_behaviour_profile),
+		cmocka_unit_test(test_behaviour_guard),
+		cmocka_unit_test(test_behaviour_disabled),
+		cmocka_unit_test(test_setid_rules_and_cache),
 	};
 	if (RUNNING_ON_VALGRIND)
 		seccomp_api_set(3); /* see above: no kernel probe under valgrind */

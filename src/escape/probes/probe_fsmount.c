@@ -319,16 +319,47 @@ static void fs03_handles(ab_probe_run *r)
 	}
 }
 
-/* A set-id attempt: failed (blocked), worked with the bit kept (escape), or
- * worked but the kernel dropped the bit (blocked, by the kernel). */
-static void setid_result(ab_probe_run *r, const char *what, long k, int e, bool bit)
+/* A set-id attempt on PATH: failed (blocked), worked but the kernel dropped
+ * the bit (blocked, by the kernel), or kept the bit.  A kept bit is an escape
+ * where the file's host owner is not the sandbox's own host uid: on an
+ * idmapped mount (a root caller's root-owned grant, whose new files belong to
+ * host root) or with an owner or group not its own.  On its own file (every
+ * file of an unprivileged run) a set-id bit gives nothing: the plan then
+ * leaves seccomp's set-id rules out (`explain`: "set-id mode bits"). */
+static void setid_result(ab_probe_run *r, const char *what, long k, int e, const char *path,
+			 mode_t bit)
 {
-	if (k < 0)
+	struct stat st;
+	if (k < 0) {
 		ab_pr_sys(r, what, -1, e);
-	else if (bit)
-		ab_pr_escaped(r, what, "the set-id bit is set (removed again)");
-	else
+		return;
+	}
+	if (lstat(path, &st) != 0) {
+		ab_pr_error(r, what, "the call worked, but lstat: %s", fsp_ename(errno));
+		return;
+	}
+	if (!(st.st_mode & bit)) {
 		ab_pr_ok(r, what, "the call worked but the kernel dropped the bit");
+		return;
+	}
+	int idm = fsp_path_idmapped(path);
+	if (idm < 0)
+		ab_pr_error(r, what,
+			    "the set-id bit is set (removed again), on a mount the probe "
+			    "cannot find in /proc/self/mountinfo");
+	else if (idm)
+		ab_pr_escaped(r, what,
+			      "the set-id bit is set on an idmapped mount: the file "
+			      "belongs to someone else on the host (removed again)");
+	else if (st.st_uid != getuid() || ((bit & S_ISGID) && st.st_gid != getgid()))
+		ab_pr_escaped(r, what,
+			      "the set-id bit is set on a file owned by uid %u gid %u, not "
+			      "the sandbox's own (removed again)",
+			      (unsigned)st.st_uid, (unsigned)st.st_gid);
+	else
+		ab_pr_ok(r, what,
+			 "the bit is set, on the sandbox's own file (its host owner is "
+			 "the sandbox's own uid: nothing gained; removed again)");
 }
 
 /* Set-id bits and file capabilities on files that land on the host. */
@@ -340,11 +371,9 @@ static void fs03_setid(ab_probe_run *r)
 	    !fsp_mkname(g, sizeof(g), r, ws, "fs03-plain") ||
 	    !fsp_mkname(dd, sizeof(dd), r, ws, "fs03-sgid.d"))
 		return;
-	struct stat st;
 	int fd = open(f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 04755);
 	int e = errno;
-	setid_result(r, "create a set-user-ID file", fd, e,
-		     fd >= 0 && fstat(fd, &st) == 0 && (st.st_mode & S_ISUID));
+	setid_result(r, "create a set-user-ID file", fd, e, f, S_ISUID);
 	if (fd >= 0) {
 		close(fd);
 		unlink(f);
@@ -356,11 +385,10 @@ static void fs03_setid(ab_probe_run *r)
 	}
 	long k = fchmod(fd, 04755);
 	e = errno;
-	setid_result(r, "fchmod 4755", k, e,
-		     k == 0 && fstat(fd, &st) == 0 && (st.st_mode & S_ISUID));
+	setid_result(r, "fchmod 4755", k, e, g, S_ISUID);
 	k = fchmodat(AT_FDCWD, g, 02755, 0);
 	e = errno;
-	setid_result(r, "chmod 2755", k, e, k == 0 && stat(g, &st) == 0 && (st.st_mode & S_ISGID));
+	setid_result(r, "chmod 2755", k, e, g, S_ISGID);
 	/* v2 file capability: effective, permitted CAP_NET_RAW */
 	uint32_t cap[5] = {0x02000000u | 1u, 1u << 13, 0, 0, 0};
 	k = fsetxattr(fd, "security.capability", cap, sizeof(cap), 0);
@@ -369,8 +397,7 @@ static void fs03_setid(ab_probe_run *r)
 	unlink(g);
 	k = mkdir(dd, 02755);
 	e = errno;
-	setid_result(r, "mkdir with the set-group-ID bit", k, e,
-		     k == 0 && stat(dd, &st) == 0 && (st.st_mode & S_ISGID));
+	setid_result(r, "mkdir with the set-group-ID bit", k, e, dd, S_ISGID);
 	if (k == 0)
 		rmdir(dd);
 }

@@ -13,6 +13,7 @@
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -164,6 +165,68 @@ int fsp_read_at(ab_probe_run *r, const char *what, int dirfd, const char *rel, b
 		return -1;
 	}
 	return fsp_scan_fd(r, what, fd, escape_on_open);
+}
+
+int fsp_mountinfo_idmapped(const char *mi, unsigned long long mnt_id)
+{
+	for (const char *l = mi; l && *l;) {
+		const char *end = strchr(l, '\n');
+		size_t len = end ? (size_t)(end - l) : strlen(l);
+		char *e = NULL;
+		errno = 0;
+		unsigned long long id = strtoull(l, &e, 10);
+		if (errno == 0 && e != l && *e == ' ' && id == mnt_id) {
+			/* fields: id parent maj:min root mountpoint options ... */
+			const char *f = l;
+			for (int i = 0; i < 5 && f; i++) {
+				f = memchr(f, ' ', len - (size_t)(f - l));
+				f = f ? f + 1 : NULL;
+			}
+			if (!f)
+				return -1;
+			const char *fe = memchr(f, ' ', len - (size_t)(f - l));
+			size_t fl = fe ? (size_t)(fe - f) : len - (size_t)(f - l);
+			for (size_t o = 0; o < fl;) {
+				const char *c = memchr(f + o, ',', fl - o);
+				size_t tl = c ? (size_t)(c - (f + o)) : fl - o;
+				if (tl == 8 && memcmp(f + o, "idmapped", 8) == 0)
+					return 1;
+				o += tl + 1;
+			}
+			return 0;
+		}
+		l = end ? end + 1 : NULL;
+	}
+	return -1;
+}
+
+int fsp_path_idmapped(const char *path)
+{
+	struct statx sx;
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &sx) != 0 ||
+	    !(sx.stx_mask & STATX_MNT_ID))
+		return -1;
+	int fd = open("/proc/self/mountinfo", RD_FLAGS);
+	if (fd < 0)
+		return -1;
+	char *buf = malloc(READ_MAX + 1);
+	size_t n = 0;
+	ssize_t k = buf ? 1 : -1;
+	while (k > 0 && n < READ_MAX) { /* read(): a seq file, sequentially */
+		k = read(fd, buf + n, READ_MAX - n);
+		if (k < 0 && errno == EINTR)
+			k = 1;
+		else if (k > 0)
+			n += (size_t)k;
+	}
+	close(fd);
+	int r = -1;
+	if (k == 0) {
+		buf[n] = '\0';
+		r = fsp_mountinfo_idmapped(buf, sx.stx_mnt_id);
+	}
+	free(buf);
+	return r;
 }
 
 /* Follow ".." from dirfd to the top.  Returns 1 if the top is not this

@@ -69,6 +69,11 @@ int fsp_read_at(ab_probe_run *r, const char *what, int dirfd, const char *rel, b
 /* Follow ".." from dirfd to its top: 1 if that is not this process's root
  * (*top gets an O_PATH fd on it), 0 if it is, -1 undetermined (errno). */
 int fsp_dir_top(int dirfd, int *top);
+/* Is mount MNT_ID idmapped, by the mountinfo text MI (its per-mount options
+ * carry "idmapped", Linux 5.12)?  1 yes, 0 no, -1 no line for MNT_ID. */
+int fsp_mountinfo_idmapped(const char *mi, unsigned long long mnt_id);
+/* The same for the mount PATH (not followed) is on: 1, 0, -1 undetermined. */
+int fsp_path_idmapped(const char *path);
 /* Record whether dirfd reaches outside the sandbox's tree; if it does, try
  * the lab's canaries relative to the top. */
 void fsp_check_dir_fd(ab_probe_run *r, const char *what, int dirfd);

@@ -68,9 +68,9 @@ endif
 BASE_SRCS    := src/base/common.c src/base/loop.c src/base/json_pos.c src/base/sync.c
 PARSE_SRCS   := src/parse/http.c src/parse/http_body.c src/parse/dns.c src/parse/tls.c \
                 src/parse/wsframe.c src/parse/netpolicy.c src/parse/credfile.c \
-                src/parse/gitconfig.c
+                src/parse/gitconfig.c src/parse/ask.c
 CONFIG_SRCS  := src/config/profile.c src/config/profile_keys.c src/config/profile_secrets.c \
-                src/config/profile_values.c src/config/profile_vars.c
+                src/config/profile_values.c src/config/profile_vars.c src/config/profile_edit.c
 KERNEL_SRCS  := src/kernel/host.c src/kernel/landlock.c src/kernel/seccomp.c src/kernel/seccomp_filter.c \
                 src/kernel/seccomp_prog.c src/kernel/caps.c \
                 src/kernel/cgroup.c src/kernel/unixsock.c
@@ -91,10 +91,10 @@ OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
 EGRESS_SRCS  := src/egress/proxy.c src/egress/pxconn.c src/egress/pxlog.c src/egress/pxctl.c \
                 src/egress/pxhttp.c src/egress/pxbroker.c src/egress/pxtls.c src/egress/pxtunnel.c \
                 src/egress/pxscan.c src/egress/dnsd.c src/egress/resolve.c src/egress/control.c \
-                src/egress/broker.c
+                src/egress/broker.c src/egress/pxask.c
 SANDBOX_SRCS := src/sandbox/sandbox.c src/sandbox/init.c src/sandbox/mount.c src/sandbox/netns.c \
                 src/sandbox/pty.c src/sandbox/termfilter.c src/sandbox/watch.c src/sandbox/cleanup.c \
-                src/sandbox/settle.c src/sandbox/guard.c
+                src/sandbox/settle.c src/sandbox/guard.c src/sandbox/asker.c
 ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/result.c src/escape/report.c \
                 src/escape/probes/registry.c src/escape/probes/runner.c \
                 src/escape/probes/probe_fs.c src/escape/probes/probe_fsctl.c \
@@ -112,7 +112,7 @@ LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRC
 MAIN_SRC := src/cli/main.c
 UNIT_TESTS := common sync control profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
-              report credfile otlp unixsock wsframe termfilter gitconfig guard
+              report credfile otlp unixsock wsframe termfilter gitconfig guard ask
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)

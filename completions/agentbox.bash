@@ -40,12 +40,14 @@ _agentbox()
 		COMPREPLY=($(compgen -W "tap junit json" -- "$cur")); return ;;
 	--only)
 		COMPREPLY=($(compgen -W "$(agentbox test-escape --list 2>/dev/null | cut -d' ' -f1)" -- "$cur")); return ;;
-	--allow|--otlp)
+	--allow|--otlp|--ask-timeout)
 		return ;;
+	--ask-profile)
+		COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	esac
 	local opts
 	case $cmd in
-	run) opts="-p --profile -w --workspace --pty --no-pty --log --otlp -q --quiet --allow --read --write --env --trace --trace=best-effort -h --help --" ;;
+	run) opts="-p --profile -w --workspace --pty --no-pty --log --otlp -q --quiet --allow --read --write --env --trace --trace=best-effort --ask --ask-timeout --ask-profile -h --help --" ;;
 	explain) opts="-p --profile -w --workspace --json --allow --read --write --env -h --help" ;;
 	check) opts="-h --help"
 		[[ $cur != -* ]] && { COMPREPLY=($(compgen -W "$(_agentbox_profiles)" -- "$cur") $(compgen -f -- "$cur")); return; } ;;

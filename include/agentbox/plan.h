@@ -105,6 +105,10 @@ typedef struct ab_plan_input {
 	const char *otlp_url;        /* --otlp URL: the events also go to that collector */
 	bool quiet;                  /* -q: no network summary at exit */
 	int trace;                   /* run --trace: enum ab_trace_mode (trace.h) */
+	int ask;                     /* run --ask: 1; else 0 (the profile's "ask" decides) */
+	unsigned ask_timeout_s;      /* --ask-timeout; 0: AB_ASK_DEFAULT_TIMEOUT_S */
+	const char *ask_profile;     /* the profile file "always" writes, or NULL */
+	const char *ask_extends;     /* what a new ask_profile extends, or NULL */
 	const ab_strv *host_sockets; /* the host's bound pathname unix sockets
 					(ab_unixsock_host); those a grant shows are
 					masked.  NULL: none */
@@ -239,6 +243,13 @@ typedef struct ab_plan {
 			      terminals outside (all three with --pty) */
 	bool pass_clipboard; /* terminal.clipboard: the relay lets the clipboard
 				escape sequences through (src/sandbox/termfilter.c) */
+	/* run --ask / "ask": a host the proxy refuses as not listed is asked
+	 * about on the user's terminal (src/sandbox/asker.c, docs/ask.md); only
+	 * with the sandbox's own pty and stdin a terminal */
+	bool ask;
+	unsigned ask_timeout_s;
+	char *ask_profile; /* the file "always" writes; NULL: not offered */
+	char *ask_extends; /* what that file extends when it is new, or NULL */
 
 	ab_egress_plan egress;
 	bool git_settle; /* after the run, nested repositories armed during it are

@@ -100,6 +100,10 @@ typedef struct ab_profile {
 		int clipboard;
 	} terminal;
 
+	/* ask: -1 unset (= off), 0 off, 1 ask on the user's terminal when the
+	 * proxy refuses a host that is not listed (src/sandbox/asker.c) */
+	int ask;
+
 	/* TCP ports that processes inside may connect()/bind() to on the sandbox's
 	 * own loopback, enforced by Landlock (ABI >= 4).  NULL list = none. */
 	struct {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "agentbox/ask.h"
 #include "agentbox/loop.h"
 #include "agentbox/plan.h"
 
@@ -43,6 +44,29 @@ void ab_proxy_set_broker(ab_proxy *px, struct ab_broker *b);
 /* Serve `agentbox allow` on the listener FD (ab_control_open); the proxy
  * owns it from here on (closed on error too). */
 int ab_proxy_control(ab_proxy *px, int fd, ab_err *err);
+/* Ask on denial (docs/ask.md): with a hook set, a request to a host that no
+ * rule lists (no deny rule, no invalid name) is held, not refused: the
+ * connection stays open, nothing is read from it, and FN is called once per
+ * host:port (later requests for it wait for the same answer; at most
+ * AB_PROXY_MAX_QUESTIONS at once, beyond that refused as before).  Nothing
+ * is asked for a host a deny rule names. */
+#define AB_PROXY_MAX_QUESTIONS 64
+typedef struct ab_ask_question {
+	const char *host;
+	unsigned port;
+	const char *request;  /* "CONNECT host:port", "GET http://host:port/path" (no
+				  query), "TLS host:port (transparent)"; printable */
+	uint16_t client_port; /* the client's source port inside the sandbox (0: unknown) */
+	uint16_t server_port; /* the proxy listener's port it connected to */
+} ab_ask_question;
+typedef void (*ab_proxy_ask_fn)(void *ctx, const ab_ask_question *q);
+void ab_proxy_set_ask(ab_proxy *px, ab_proxy_ask_fn fn, void *ctx);
+/* The answer for HOST:PORT: every request held for it proceeds (ONCE; RUN
+ * and ALWAYS also add "HOST:PORT" to the allow list for the rest of the run,
+ * with a "policy" audit event) or gets the 403 it would have got without
+ * asking (DENY, TIMEOUT, CLOSED).  0, or -ENOENT: no such question. */
+int ab_proxy_answer(ab_proxy *px, const char *host, unsigned port, enum ab_ask_answer a);
+
 /* Close every connection (the sandbox is gone). */
 void ab_proxy_shutdown(ab_proxy *px);
 void ab_proxy_free(ab_proxy *px);

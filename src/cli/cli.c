@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Command-line parsing (parent, pure: fills struct ab_cli, prints only usage). */
 #include "cli.h"
+#include "agentbox/ask.h"
 #include "agentbox/trace.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,7 +27,8 @@ void ab_cli_usage(enum ab_cmd which)
 	case AB_CMD_RUN:
 		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [--log FILE] [-q]\n"
 		      "                    [--otlp URL] [--allow HOST[:PORT]] [--read PATH] [--write PATH]\n"
-		      "                    [--env NAME] [--trace[=best-effort]] [--] COMMAND [ARG...]\n"
+		      "                    [--env NAME] [--trace[=best-effort]] [--ask [--ask-timeout S]\n"
+		      "                    [--ask-profile FILE]] [--] COMMAND [ARG...]\n"
 		      "\n"
 		      "Run COMMAND in a sandbox built from PROFILE (default: \"default\").\n"
 		      "With no COMMAND, the profile's \"command\" runs.\n"
@@ -51,6 +54,15 @@ void ab_cli_usage(enum ab_cmd which)
 		      "                         CAP_BPF+CAP_PERFMON, else agentbox stops (exit 125)\n"
 		      "      --trace=best-effort  the same, but without the privileges: a warning,\n"
 		      "                         and the command runs untraced\n"
+		      "      --ask              when the proxy refuses a host that is not listed,\n"
+		      "                         hold the request and ask on your terminal: allow\n"
+		      "                         once, for this run, always (written to a profile,\n"
+		      "                         after a diff) or deny (as \"ask\": true; never\n"
+		      "                         without a terminal; docs/ask.md)\n"
+		      "      --ask-timeout S    no answer in S seconds is a deny (default 60)\n"
+		      "      --ask-profile FILE the profile \"always\" writes (default: the last -p\n"
+		      "                         that is a file of yours, else a new one in\n"
+		      "                         ~/.config/agentbox/profiles that extends it)\n"
 		      "\n"
 		      "Exit status: the command's; 128+N if it was killed by signal N;\n"
 		      "125 agentbox failed; 126 command not executable; 127 command not found.\n",
@@ -169,6 +181,8 @@ void ab_cli_free(ab_cli *c)
 	c->log_path = NULL;
 	free(c->otlp_url);
 	c->otlp_url = NULL;
+	free(c->ask_profile);
+	c->ask_profile = NULL;
 	free(c->format);
 	free(c->out_path);
 	free(c->only);
@@ -204,7 +218,10 @@ enum {
 	OPT_WRITE,
 	OPT_ENV,
 	OPT_TRACE,
-	OPT_OTLP
+	OPT_OTLP,
+	OPT_ASK,
+	OPT_ASK_TIMEOUT,
+	OPT_ASK_PROFILE
 };
 
 /* The option getopt_long just returned, as the user spelled it: "--name" for
@@ -230,6 +247,29 @@ static const char *opt_name(char *buf, size_t len, int o, int idx, const struct 
 /* What one option asks of the option loop besides an error: go on, stop
  * there (--help), or refuse it as unknown for this command. */
 enum { SUB_NEXT = 0, SUB_HELP = 1, SUB_UNKNOWN = 2 };
+
+/* run --ask, --ask-timeout SECONDS, --ask-profile FILE (docs/ask.md). */
+static int ask_opt(ab_cli *c, int o, const char *sub, ab_err *err)
+{
+	if (c->cmd != AB_CMD_RUN)
+		return SUB_UNKNOWN;
+	if (o == OPT_ASK) {
+		c->ask = true;
+		return SUB_NEXT;
+	}
+	if (o == OPT_ASK_PROFILE) {
+		int r = set_str(&c->ask_profile, optarg, sub, "--ask-profile", err);
+		return r < 0 ? r : SUB_NEXT;
+	}
+	char *end = NULL;
+	errno = 0;
+	unsigned long v = strtoul(optarg, &end, 10);
+	if (!optarg[0] || *end || errno || v < 1 || v > AB_ASK_MAX_TIMEOUT_S || optarg[0] == '-')
+		return ab_fail(err, 0, "%s: --ask-timeout takes seconds (1-%d), not '%s'", sub,
+			       AB_ASK_MAX_TIMEOUT_S, optarg);
+	c->ask_timeout_s = (unsigned)v;
+	return SUB_NEXT;
+}
 
 /* An option only run takes (grants: run and explain). */
 static int run_opt(ab_cli *c, int o, const char *sub, ab_err *err)
@@ -284,6 +324,9 @@ static int run_opt(ab_cli *c, int o, const char *sub, ab_err *err)
 				       "'%s'",
 				       sub, optarg);
 		return SUB_NEXT;
+	case OPT_ASK:
+	case OPT_ASK_TIMEOUT:
+	case OPT_ASK_PROFILE: return ask_opt(c, o, sub, err);
 	default: return SUB_UNKNOWN;
 	}
 }
@@ -370,6 +413,9 @@ static int parse_opts(int argc, char **argv, ab_cli *c, ab_err *err)
 		{"env", required_argument, NULL, OPT_ENV},
 		{"trace", optional_argument, NULL, OPT_TRACE},
 		{"otlp", required_argument, NULL, OPT_OTLP},
+		{"ask", no_argument, NULL, OPT_ASK},
+		{"ask-timeout", required_argument, NULL, OPT_ASK_TIMEOUT},
+		{"ask-profile", required_argument, NULL, OPT_ASK_PROFILE},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sub = argv[0];

@@ -20,18 +20,21 @@ enum ab_cmd {
 
 typedef struct ab_cli {
 	enum ab_cmd cmd;
-	enum ab_cmd help_for; /* AB_CMD_HELP: which command's help (NONE = global) */
-	ab_strv profiles;     /* -p, repeatable, merged left to right; empty = "default" */
-	char *workspace;      /* -w; NULL = cwd */
-	bool json;            /* explain/doctor/report --json */
-	bool quiet;           /* run -q: no warnings */
-	int pty;              /* run: 1 --pty, 0 --no-pty, -1 auto */
-	char *log_path;       /* run --log FILE: egress audit log (overrides the profile's) */
-	char *otlp_url;       /* run --otlp URL: the audit events also go to that collector */
-	int trace;            /* run --trace[=best-effort]: enum ab_trace_mode (trace.h) */
-	ab_strv grants;       /* run/explain one-off grants, in order: "allow=HOST[:PORT]",
+	enum ab_cmd help_for;   /* AB_CMD_HELP: which command's help (NONE = global) */
+	ab_strv profiles;       /* -p, repeatable, merged left to right; empty = "default" */
+	char *workspace;        /* -w; NULL = cwd */
+	bool json;              /* explain/doctor/report --json */
+	bool quiet;             /* run -q: no warnings */
+	int pty;                /* run: 1 --pty, 0 --no-pty, -1 auto */
+	char *log_path;         /* run --log FILE: egress audit log (overrides the profile's) */
+	char *otlp_url;         /* run --otlp URL: the audit events also go to that collector */
+	int trace;              /* run --trace[=best-effort]: enum ab_trace_mode (trace.h) */
+	bool ask;               /* run --ask */
+	unsigned ask_timeout_s; /* run --ask-timeout S; 0 = default */
+	char *ask_profile;      /* run --ask-profile FILE */
+	ab_strv grants;         /* run/explain one-off grants, in order: "allow=HOST[:PORT]",
 				 "read=PATH", "write=PATH", "env=NAME" */
-	char **argv;          /* run: command (points into the original argv) */
+	char **argv;            /* run: command (points into the original argv) */
 	int argc;
 	char *format;       /* test-escape --format tap|junit|json (NULL = tap) */
 	char *out_path;     /* test-escape -o FILE (NULL = stdout) */

@@ -206,6 +206,38 @@ static int count_supplementary_groups(void)
 	return extra;
 }
 
+/* Where run --ask's "always" writes (docs/ask.md): --ask-profile; else the
+ * last -p (or "default") when it was given as a path or lies in the user's
+ * profile directory; else a new file of its name there that extends the one
+ * found (a lookup by name finds it first from then on). */
+static int ask_target(const ab_cli *cli, const ctx *c, char **file, char **extends, ab_err *err)
+{
+	if (cli->ask_profile) {
+		*file = cli->ask_profile[0] == '/' ? ab_path_normalize(cli->ask_profile)
+						   : ab_asprintf("%s/%s", c->cwd, cli->ask_profile);
+		return *file ? 0 : ab_fail(err, ENOMEM, "--ask-profile");
+	}
+	const char *name = cli->profiles.n ? cli->profiles.v[cli->profiles.n - 1] : "default";
+	_cleanup_free_ char *found = NULL;
+	if (ab_profile_find(name, &c->vars, &found, err) < 0)
+		return -1;
+	_cleanup_free_ char *dir =
+		c->vars.xdg_config_home && c->vars.xdg_config_home[0] == '/'
+			? ab_asprintf("%s/agentbox/profiles", c->vars.xdg_config_home)
+			: ab_asprintf("%s/.config/agentbox/profiles", c->home);
+	if (!dir)
+		return ab_fail(err, ENOMEM, "--ask");
+	bool by_path = strchr(name, '/') ||
+		       (strlen(name) > 5 && !strcmp(name + strlen(name) - 5, ".json"));
+	if (by_path || ab_path_is_under(found, dir)) {
+		*file = TAKE_PTR(found);
+		return 0;
+	}
+	*file = ab_asprintf("%s/%s.json", dir, name);
+	*extends = TAKE_PTR(found);
+	return *file ? 0 : ab_fail(err, ENOMEM, "--ask");
+}
+
 /* The plan `run` builds from PROF: explain shows it and check builds it too,
  * so that a profile check accepts is one run accepts on this machine. */
 static int plan_from(const ab_cli *cli, const ctx *c, const ab_profile *prof, ab_plan **out,
@@ -234,6 +266,10 @@ static int plan_from(const ab_cli *cli, const ctx *c, const ab_profile *prof, ab
 	 * to be hidden */
 	if (cli->cmd == AB_CMD_RUN)
 		ab_control_prepare();
+	_cleanup_free_ char *ask_file = NULL, *ask_ext = NULL;
+	if (cli->cmd == AB_CMD_RUN && (cli->ask || prof->ask == 1) &&
+	    ask_target(cli, c, &ask_file, &ask_ext, err) < 0)
+		return -1;
 	ab_control_dir cdirs[2];
 	const char *cpaths[3] = {NULL, NULL, NULL};
 	for (int i = 0, n = ab_control_dirs(getuid(), cdirs); i < n; i++)
@@ -259,6 +295,10 @@ static int plan_from(const ab_cli *cli, const ctx *c, const ab_profile *prof, ab
 		.otlp_url = cli->otlp_url,
 		.quiet = cli->quiet,
 		.trace = cli->trace,
+		.ask = cli->ask ? 1 : 0,
+		.ask_timeout_s = cli->ask_timeout_s,
+		.ask_profile = ask_file,
+		.ask_extends = ask_ext,
 		.supplementary_groups = host.is_root ? 0 : count_supplementary_groups(),
 	};
 #ifdef AB_ABLATION

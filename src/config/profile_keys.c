@@ -617,7 +617,7 @@ static int parse_net_transparent(pf_ctx *c, json_t *v, const key_def *d)
 	return 0;
 }
 
-/* audit.exec / audit.denials / terminal.clipboard: an int field, -1 unset */
+/* audit.exec / audit.denials / terminal.clipboard / ask: an int field, -1 unset */
 static int parse_audit_bool(pf_ctx *c, json_t *v, const key_def *d)
 {
 	if (!json_is_boolean(v))
@@ -840,6 +840,7 @@ static const key_def top_keys[] = {
 	LIST("unix_sockets", unix_sockets, pf_item_path, F_UNIQUE),
 	LIST("allow_downgrade", allow_downgrade, item_downgrade, F_UNIQUE),
 	{ .name = "hostname", .fn = parse_hostname },
+	{ .name = "ask", .fn = parse_audit_bool, .off = PO(ask) },
 	END,
 };
 // clang-format on

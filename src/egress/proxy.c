@@ -680,6 +680,7 @@ void ab_proxy_shutdown(ab_proxy *px)
 	}
 	px->nlst = 0;
 	px_ctl_shutdown(px);
+	px_ask_shutdown(px);
 	if (px->loop && px->sweep)
 		ab_loop_timer_cancel(px->loop, px->sweep);
 	px->sweep = 0;

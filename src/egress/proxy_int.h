@@ -69,6 +69,7 @@ enum px_state {
 	PX_UPCONNECT,   /* chaining: CONNECT sent to the corporate proxy, awaiting 200 */
 	PX_TLS_ACCEPT,  /* interception: TLS handshake with the client (session CA leaf) */
 	PX_TLS_CONNECT, /* interception: TLS handshake with the real host (verified) */
+	PX_HELD,        /* ask on denial: waiting for the user's answer (pxask.c) */
 };
 
 typedef struct px_req {
@@ -251,6 +252,10 @@ struct ab_proxy {
 	char *up_host; /* chaining: the host's corporate proxy, or NULL */
 	uint16_t up_port;
 	ab_strv no_proxy;
+	ab_proxy_ask_fn ask_fn; /* ask on denial (pxask.c), or NULL */
+	void *ask_ctx;
+	struct px_question *questions; /* asked, not answered yet */
+	size_t nquestions;
 };
 
 /* proxy.c */
@@ -278,7 +283,18 @@ void px_log_refused(px_conn *c, const px_req *r, const char *rule, int status, c
 void px_log_conn(px_conn *c, const char *decision, const char *rule, int status,
 		 const char *reason);
 
+/* pxask.c */
+/* C's destination (c->host, c->port) is not listed: hold C and ask, when
+ * asking is on.  true: held (the caller stops there); false: refuse it. */
+bool px_hold(px_conn *c);
+void px_ask_shutdown(ab_proxy *px);
+
 /* pxctl.c */
+/* Add RULE (checked) to the allow list, with a "policy" event naming BY
+ * ("control": BY_PID is the caller's pid; "ask").  The canonical text in
+ * TEXT.  0, or -errno with ERR. */
+int px_allow_rule(ab_proxy *px, const char *rule, const char *by, pid_t by_pid,
+		  char text[AB_NETRULE_TEXT], ab_err *err);
 /* Close the control socket and its connections. */
 void px_ctl_shutdown(ab_proxy *px);
 

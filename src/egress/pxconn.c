@@ -167,6 +167,7 @@ void px_update(px_conn *c)
 	case PX_TLS_ACCEPT: cw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0); break;
 	case PX_TLS_CONNECT: uw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0); break;
 	case PX_CLOSING: cw = AB_EV_WRITE; break;
+	case PX_HELD: break; /* nothing read or written until the answer */
 	}
 	set_interest(c->px, c->cfd, &c->cev, cw);
 	set_interest(c->px, c->ufd, &c->uev, uw);
@@ -285,7 +286,8 @@ void px_fail(px_conn *c, int status, const char *decision, const char *rule, con
 
 /* Policy for host:port; fills c->host/port/rule.  Returns 0 to go on, or a
  * negative errno after answering the client: -EINVAL (not a valid
- * destination), -EACCES (the policy refuses it). */
+ * destination), -EACCES (the policy refuses it), or -EINPROGRESS: held
+ * while the user is asked (pxask.c). */
 int px_decide(px_conn *c, const char *host, unsigned port)
 {
 	ab_proxy *px = c->px;
@@ -317,6 +319,8 @@ int px_decide(px_conn *c, const char *host, unsigned port)
 			port);
 		return -EINVAL;
 	default:
+		if (px_hold(c))
+			return -EINPROGRESS;
 		px_fail(c, 403, "deny", "not-listed",
 			"%s:%u is not in the allowlist of profile '%s' (add it under "
 			"network.allow)",

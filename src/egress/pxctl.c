@@ -52,7 +52,7 @@ static void ctl_line(ctl_conn *k, char *line, px_buf *ans)
 	ab_err e = {0};
 	ab_netrule r;
 	if (ab_netrule_parse(line + 6, &r, &e) < 0 ||
-	    ab_netpolicy_add(&px->pol, AB_NETLIST_ALLOW, line + 6, &e) < 0) {
+	    px_allow_rule(px, line + 6, "control", k->pid, r.text, &e) < 0) {
 		snprintf(msg, sizeof(msg), "error %s\n", e.msg);
 		px_buf_append(ans, msg, strlen(msg));
 		return;
@@ -69,12 +69,26 @@ static void ctl_line(ctl_conn *k, char *line, px_buf *ans)
 	}
 	snprintf(msg, sizeof(msg), "ok %s%s\n", r.text, note);
 	px_buf_append(ans, msg, strlen(msg));
+}
+
+int px_allow_rule(ab_proxy *px, const char *rule, const char *by, pid_t by_pid,
+		  char text[AB_NETRULE_TEXT], ab_err *err)
+{
+	ab_netrule r;
+	if (ab_netrule_parse(rule, &r, err) < 0 ||
+	    ab_netpolicy_add(&px->pol, AB_NETLIST_ALLOW, rule, err) < 0)
+		return -EINVAL;
+	memcpy(text, r.text, AB_NETRULE_TEXT);
 	json_t *ev = json_object();
 	json_object_set_new(ev, "event", json_string("policy"));
 	json_object_set_new(ev, "action", json_string("allow"));
 	json_object_set_new(ev, "rule", json_string(r.text));
-	json_object_set_new(ev, "by_pid", json_integer(k->pid));
+	if (strcmp(by, "control") == 0)
+		json_object_set_new(ev, "by_pid", json_integer(by_pid));
+	else
+		json_object_set_new(ev, "by", json_string(by));
 	ab_audit_emit(px->audit, ev);
+	return 0;
 }
 
 static void on_ctl(ab_loop *l, int fd, unsigned ev, void *data)

@@ -704,6 +704,7 @@ static const struct {
 	{"credentials-saved", on_cred_saved},
 	{"credentials-refused", on_cred_refused},
 	{"placeholder-elsewhere", on_elsewhere},
+	{"ask", on_elsewhere}, /* run --ask's questions: in the log, not in the report yet */
 };
 
 void rep_on_event(ab_report *r, json_t *j)

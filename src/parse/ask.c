@@ -11,6 +11,7 @@ enum {
 	K_CSI,     /* ESC [ or 0x9b: parameters until a final byte 0x40-0x7e */
 	K_STR,     /* ESC ] P X ^ _ or 0x9d 0x90 ...: until BEL or ST */
 	K_STR_ESC, /* ESC inside a string: ST if '\\' follows */
+	K_ONE,     /* ESC O (SS3, keypad and F1-F4): one more byte */
 };
 
 const char *ab_ask_answer_name(enum ab_ask_answer a)
@@ -26,22 +27,26 @@ const char *ab_ask_answer_name(enum ab_ask_answer a)
 	}
 }
 
+static bool esc_byte(ab_askkey *k, unsigned char ch)
+{
+	if (ch == '[')
+		k->st = K_CSI;
+	else if (ch == ']' || ch == 'P' || ch == 'X' || ch == '^' || ch == '_')
+		k->st = K_STR;
+	else if (ch == 'O')
+		k->st = K_ONE;
+	else if (ch == 0x1b || (ch >= 0x20 && ch <= 0x2f))
+		k->st = K_ESC; /* intermediate bytes (ESC ( B ...): one more */
+	else
+		k->st = K_GROUND; /* ESC + one byte (Alt-x, SS3's first) */
+	return false;
+}
+
 /* One byte through the escape-sequence filter: true when it is a key. */
 static bool key_byte(ab_askkey *k, unsigned char ch)
 {
 	switch (k->st) {
-	case K_ESC:
-		if (ch == '[')
-			k->st = K_CSI;
-		else if (ch == ']' || ch == 'P' || ch == 'X' || ch == '^' || ch == '_')
-			k->st = K_STR;
-		else if (ch == 0x1b)
-			k->st = K_ESC;
-		else if (ch >= 0x20 && ch <= 0x2f)
-			k->st = K_ESC; /* intermediate bytes (ESC ( B ...): one more */
-		else
-			k->st = K_GROUND; /* ESC + one byte (Alt-x, SS3's first) */
-		return false;
+	case K_ESC: return esc_byte(k, ch);
 	case K_CSI:
 		if (ch == 0x1b)
 			k->st = K_ESC;
@@ -55,6 +60,7 @@ static bool key_byte(ab_askkey *k, unsigned char ch)
 			k->st = K_STR_ESC;
 		return false;
 	case K_STR_ESC: k->st = ch == '\\' ? K_GROUND : K_STR; return false;
+	case K_ONE: k->st = K_GROUND; return false;
 	default: break;
 	}
 	if (ch == 0x1b) {
@@ -72,25 +78,29 @@ static bool key_byte(ab_askkey *k, unsigned char ch)
 	return true;
 }
 
+static enum ab_askkey_out confirm_key(ab_askkey *k, unsigned char ch, enum ab_ask_answer *answer)
+{
+	if (ch == 'y') {
+		*answer = AB_ASK_ALWAYS;
+		return AB_ASKKEY_ANSWER;
+	}
+	if (ch == 'n') {
+		k->confirming = false;
+		return AB_ASKKEY_BACK;
+	}
+	if (ch == 0x03 || ch == 0x04) {
+		*answer = AB_ASK_DENY;
+		return AB_ASKKEY_ANSWER;
+	}
+	return AB_ASKKEY_MORE;
+}
+
 static enum ab_askkey_out decide(ab_askkey *k, unsigned char ch, enum ab_ask_answer *answer)
 {
 	if (ch >= 'A' && ch <= 'Z')
 		ch = (unsigned char)(ch - 'A' + 'a');
-	if (k->confirming) {
-		if (ch == 'y') {
-			*answer = AB_ASK_ALWAYS;
-			return AB_ASKKEY_ANSWER;
-		}
-		if (ch == 'n') {
-			k->confirming = false;
-			return AB_ASKKEY_BACK;
-		}
-		if (ch == 0x03 || ch == 0x04) {
-			*answer = AB_ASK_DENY;
-			return AB_ASKKEY_ANSWER;
-		}
-		return AB_ASKKEY_MORE;
-	}
+	if (k->confirming)
+		return confirm_key(k, ch, answer);
 	switch (ch) {
 	case 'o': *answer = AB_ASK_ONCE; return AB_ASKKEY_ANSWER;
 	case 'r': *answer = AB_ASK_RUN; return AB_ASKKEY_ANSWER;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "agentbox/ask.h"
 #include "plan_int.h"
 
 #define SYSTEM_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
@@ -301,6 +302,30 @@ static int plan_paths(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	return 0;
 }
 
+/* Ask on denial: asked for by --ask or the profile; on only where the
+ * answer can come from the user's own terminal and nothing inside holds it
+ * (the sandbox's pty, stdin a terminal) and there is a proxy to hold the
+ * request.  Otherwise the run behaves as without it. */
+static int plan_ask(ab_plan *p, const ab_plan_input *in, ab_err *err)
+{
+	bool want = in->ask == 1 || in->profile->ask == 1;
+	p->ask_timeout_s = in->ask_timeout_s ? in->ask_timeout_s : AB_ASK_DEFAULT_TIMEOUT_S;
+	if (!want)
+		return 0;
+	if ((in->tty_mask & 1) && in->force_pty == 0) {
+		if (ab_strv_push(&p->warnings, "--ask: not asking, the command holds your terminal "
+					       "(--no-pty); refused hosts get their 403") < 0)
+			return ab_fail(err, ENOMEM, "plan");
+		return 0;
+	}
+	p->ask = (p->pty_mask & 1) && (in->tty_mask & 1) && !(in->ablate & AB_ABLATE_NETNS);
+	if (p->ask && in->ask_profile &&
+	    (!(p->ask_profile = strdup(in->ask_profile)) ||
+	     (in->ask_extends && !(p->ask_extends = strdup(in->ask_extends)))))
+		return ab_fail(err, ENOMEM, "plan");
+	return 0;
+}
+
 static int plan_command(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	int r = 0;
@@ -328,7 +353,7 @@ static int plan_command(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		p->pty_mask = in->tty_mask & 7;
 	p->use_pty = p->pty_mask != 0;
 	p->pass_clipboard = in->profile->terminal.clipboard == 1;
-	return 0;
+	return plan_ask(p, in, err);
 }
 
 static int plan_cwd(ab_plan *p, const ab_plan_input *in, ab_err *err)
@@ -568,6 +593,8 @@ void ab_plan_free(ab_plan *p)
 	free(p->cwd);
 	free(p->hostname);
 	free(p->user_name);
+	free(p->ask_profile);
+	free(p->ask_extends);
 	free(p->rlimits);
 	ab_strv_free(&p->hidden);
 	ab_strv_free(&p->absent);

@@ -176,6 +176,7 @@ struct ab_pty_relay {
 	struct rbuf to_master, to_out;
 	ab_termfilter tf;    /* clipboard sequences out of the output */
 	bool pass_clipboard; /* the profile lets them through */
+	bool paused;         /* run --ask is asking: the outer terminal is the question's */
 };
 
 static size_t rb_len(const struct rbuf *b)
@@ -212,12 +213,12 @@ static void rb_consume(struct rbuf *b, size_t n)
 
 static bool want_in_read(const ab_pty_relay *r)
 {
-	return !r->in_eof && !r->master_dead && rb_space(&r->to_master) > 0;
+	return !r->paused && !r->in_eof && !r->master_dead && rb_space(&r->to_master) > 0;
 }
 
 static bool want_master_read(const ab_pty_relay *r)
 {
-	return !r->master_eof && (r->out_dead || rb_space(&r->to_out) > 0);
+	return !r->paused && !r->master_eof && (r->out_dead || rb_space(&r->to_out) > 0);
 }
 
 static bool want_master_write(const ab_pty_relay *r)
@@ -227,7 +228,7 @@ static bool want_master_write(const ab_pty_relay *r)
 
 static bool want_out_write(const ab_pty_relay *r)
 {
-	return !r->out_dead && rb_len(&r->to_out) > 0;
+	return !r->paused && !r->out_dead && rb_len(&r->to_out) > 0;
 }
 
 static void master_write(ab_pty_relay *r)
@@ -530,6 +531,24 @@ void ab_pty_relay_resize(ab_pty_relay *r)
 		(void)ioctl(r->master, TIOCSWINSZ, &ws);
 }
 
+void ab_pty_relay_pause(ab_pty_relay *r, bool pause)
+{
+	if (!r || r->paused == pause)
+		return;
+	r->paused = pause;
+	if (!pause) {
+		/* a full-screen program redraws on a size change: one row less,
+		 * then the real size (two SIGWINCHs; it reads the last) */
+		struct winsize ws = {0};
+		if (ioctl(r->master, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 1) {
+			ws.ws_row--;
+			(void)ioctl(r->master, TIOCSWINSZ, &ws);
+		}
+		ab_pty_relay_resize(r);
+	}
+	relay_update(r);
+}
+
 static bool wait_writable(int fd, uint64_t deadline)
 {
 	uint64_t now = ab_now_ms();
@@ -580,6 +599,7 @@ void ab_pty_relay_free(ab_pty_relay *r)
 {
 	if (!r)
 		return;
+	r->paused = false;
 	if (r->started)
 		relay_drain(r);
 	if (r->in_timer)

@@ -40,6 +40,12 @@ int ab_pty_relay_start(ab_loop *loop, int in_fd, int out_fd, int master, ab_pty_
  * reach the clipboard (src/sandbox/termfilter.c), unless PASS (the profile's
  * terminal.clipboard). */
 void ab_pty_relay_pass_clipboard(ab_pty_relay *r, bool pass);
+/* run --ask (src/sandbox/asker.c): while paused the relay reads neither the
+ * user's keystrokes nor the pty's output (both wait in the kernel, and the
+ * command blocks when its output fills the pty) and writes nothing to the
+ * outer terminal.  Resuming nudges the window size so that a full-screen
+ * program redraws what the question covered. */
+void ab_pty_relay_pause(ab_pty_relay *r, bool pause);
 /* Copy the outer window size to the master (on SIGWINCH). */
 void ab_pty_relay_resize(ab_pty_relay *r);
 /* Drain what the master still has (after the child exited; bounded to 1 s),

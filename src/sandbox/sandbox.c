@@ -40,6 +40,7 @@
 #include "agentbox/sync.h"
 #include "agentbox/supervise.h"
 #include "agentbox/trace.h"
+#include "asker.h"
 #include "watch.h"
 
 #define CHILD_STACK (256 * 1024)
@@ -154,16 +155,17 @@ typedef struct run_state {
 	/* the services */
 	ab_loop *loop;
 	ab_pty_relay *relay;
-	ab_proxy *proxy;    /* egress: serves the listeners the child hands over */
-	ab_stash stash;     /* the values moved out of agentbox's environment */
-	ab_broker *broker;  /* secrets and the session CA (the proxy borrows it) */
-	ab_audit *audit;    /* the log (maybe none) and the exit summary's counts */
-	ab_supervisor *sup; /* the exec and denial record (seccomp user notification) */
-	bool want_trace;    /* --trace and ab_trace_check passed */
-	ab_trace *trace;    /* --trace: kernel tracing into the audit log */
-	ab_control *ctl;    /* `agentbox allow`'s socket (removed at the end) */
-	int ctl_fd;         /* its listener, until the proxy takes it */
-	ab_err ctl_err;     /* why there is none, for the audit log */
+	struct ab_asker *asker; /* run --ask: the questions on the user's terminal */
+	ab_proxy *proxy;        /* egress: serves the listeners the child hands over */
+	ab_stash stash;         /* the values moved out of agentbox's environment */
+	ab_broker *broker;      /* secrets and the session CA (the proxy borrows it) */
+	ab_audit *audit;        /* the log (maybe none) and the exit summary's counts */
+	ab_supervisor *sup;     /* the exec and denial record (seccomp user notification) */
+	bool want_trace;        /* --trace and ab_trace_check passed */
+	ab_trace *trace;        /* --trace: kernel tracing into the audit log */
+	ab_control *ctl;        /* `agentbox allow`'s socket (removed at the end) */
+	int ctl_fd;             /* its listener, until the proxy takes it */
+	ab_err ctl_err;         /* why there is none, for the audit log */
 } run_state;
 
 /* The relay reads the user's keystrokes from stdin when it is a terminal
@@ -184,6 +186,9 @@ static int start_relay(run_state *s, ab_loop *l, int master)
 	int r = ab_pty_relay_start(l, in, out, master, &s->relay, s->err);
 	if (r == 0)
 		ab_pty_relay_pass_clipboard(s->relay, s->plan->pass_clipboard);
+	/* no terminal to ask on (no /dev/tty): as without --ask */
+	if (r == 0 && s->plan->ask && s->proxy && (m & 1))
+		s->asker = ab_asker_new(l, s->proxy, s->relay, s->audit, s->plan, s->child);
 	return r;
 }
 
@@ -705,6 +710,8 @@ static int serve_child(run_state *s)
  * the summary and "end"). */
 static void stop_services(run_state *s)
 {
+	ab_asker_free(s->asker); /* the held requests get their 403 */
+	s->asker = NULL;
 	if (s->proxy)
 		ab_proxy_shutdown(s->proxy);
 	ab_closep(&s->ctl_fd);

@@ -383,7 +383,7 @@ static void test_did_you_mean(void **state)
 		{"{\"version\":1,\"hstnm\":\"x\"}", /* distance 3: no guess */
 		 "/x/p.json:1:14: unknown key \"hstnm\" (known: $schema, version, extends, "
 		 "description, command, filesystem, network, env, limits, syscalls, secrets, "
-		 "audit, terminal, unix_sockets, allow_downgrade, hostname)"},
+		 "audit, terminal, unix_sockets, allow_downgrade, hostname, ask)"},
 		{"{\"version\":1,\"allow_downgrade\":[\"seccomp-usernotif\"]}",
 		 "/x/p.json:1:33: allow_downgrade[0]: unknown downgrade \"seccomp-usernotif\" "
 		 "(did you mean \"seccomp-user-notif\"?)"},

@@ -10,6 +10,10 @@
 #      unshare -Urmnpf --mount-proc /bin/true
 #      /bin/true
 #    --warmup 20, --runs ${RUNS:-200}, no intermediate shell (-N).
+# 1b. Every shipped profile (default, shell, claude-code, codex, gemini-cli,
+#    opencode) with bwrap and unshare, interleaved by bench/paired.py
+#    (--runs ${PROFILE_RUNS:-40}): median ms from spawn to reaped, minor
+#    page faults of the whole tree, ratios to default and to bwrap.
 # 2. A syscall-heavy job, `find /usr -type f | wc -l`, sandboxed vs not
 #    (--warmup 2, --runs ${FIND_RUNS:-20}).
 # 3. Building a small C project (this project's library from a clone),
@@ -17,7 +21,8 @@
 #
 # Results: build/bench/startup.json, build/bench/find.json (hyperfine's JSON)
 # and build/bench/summary.md (the markdown tables printed at the end).
-# Environment: RUNS, FIND_RUNS, WARMUP, OUT (output dir), HYPERFINE_STYLE.
+# Environment: RUNS, PROFILE_RUNS, FIND_RUNS, WARMUP, OUT (output dir), HYPERFINE_STYLE.
+# ONLY=profiles runs part 1b alone.
 set -euo pipefail
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -66,6 +71,7 @@ check agentbox-repo $AB_REPO /bin/true
 check bwrap $BWRAP /bin/true
 check unshare $UNSHARE /bin/true
 
+if [ "${ONLY:-}" != profiles ]; then
 echo "== startup: $RUNS runs each (warmup $WARMUP), $(uname -r), uid $(id -u)"
 hyperfine -N --style "$STYLE" --warmup "$WARMUP" --runs "$RUNS" \
 	--export-json "$OUT/startup.json" \
@@ -74,6 +80,36 @@ hyperfine -N --style "$STYLE" --warmup "$WARMUP" --runs "$RUNS" \
 	-n "bwrap --unshare-all ... /bin/true" "$BWRAP /bin/true" \
 	-n "unshare -Urmnpf --mount-proc /bin/true" "$UNSHARE /bin/true" \
 	-n "/bin/true (no sandbox)" "/bin/true"
+fi
+
+# 1b. Every shipped profile against default, bwrap and unshare: one table,
+#     interleaved round by round (bench/paired.py), with page faults.  The
+#     harness profiles get a dummy key and a throwaway HOME holding the
+#     state each harness has after its first run.
+PHOME="$WS/home"
+mkdir -p "$PHOME/.claude" "$PHOME/.codex" "$PHOME/.gemini" "$PHOME/.config/opencode" \
+	"$PHOME/.local/share/opencode" "$PHOME/.local/state/opencode" "$PHOME/.cache/opencode"
+echo '{"numStartups":1,"projects":{}}' >"$PHOME/.claude.json"
+echo '{}' >"$PHOME/.claude/settings.json"
+echo 'model = "o3"' >"$PHOME/.codex/config.toml"
+echo '{}' >"$PHOME/.gemini/settings.json"
+chmod -R go+rX "$PHOME"
+PWS="$WS/pws"
+mkdir -p "$PWS" && chmod 755 "$PWS"
+prof() { echo "$1=$BIN run -p $1 -w $PWS -- /bin/true"; }
+echo
+echo "== startup per profile: ${PROFILE_RUNS:=40} interleaved runs each"
+env -u XDG_CONFIG_HOME -u XDG_DATA_HOME -u XDG_STATE_HOME -u XDG_CACHE_HOME HOME="$PHOME" \
+	ANTHROPIC_API_KEY=sk-ant-api03-bench-dummy-key-0000000000000000000000 \
+	OPENAI_API_KEY=sk-bench-dummy-key-00000000000000000000000000 \
+	GEMINI_API_KEY=AIzaBenchDummyKey000000000000000000000 \
+	"$PY" "$ROOT/bench/paired.py" --runs "$PROFILE_RUNS" --warmup 3 \
+	--ref default --ref bwrap --title "Start-up per profile, run -- /bin/true" \
+	--json "$OUT/profiles.json" --md "$OUT/profiles.md" \
+	"bwrap=$BWRAP /bin/true" "unshare=$UNSHARE /bin/true" \
+	"$(prof default)" "$(prof shell)" "$(prof claude-code)" "$(prof codex)" \
+	"$(prof gemini-cli)" "$(prof opencode)"
+[ "${ONLY:-}" != profiles ] || exit 0
 
 FIND="sh -c 'find /usr -type f 2>/dev/null | wc -l'"
 n_in=$($AB sh -c 'find /usr -type f 2>/dev/null | wc -l')
@@ -160,4 +196,8 @@ print()
 print(text, end="")
 EOF
 echo
-echo "JSON: $OUT/startup.json $OUT/find.json $OUT/build.json; tables: $OUT/summary.md"
+cat "$OUT/profiles.md" >>"$OUT/summary.md"
+echo
+cat "$OUT/profiles.md"
+echo
+echo "JSON: $OUT/startup.json $OUT/profiles.json $OUT/find.json $OUT/build.json; tables: $OUT/summary.md"

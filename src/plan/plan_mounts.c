@@ -848,6 +848,43 @@ static int plan_identity_files(ab_plan *p, ab_err *err)
 	return r < 0 ? ab_fail(err, ENOMEM, "plan") : 0;
 }
 
+/* The host path of a path inside a writable tree (NULL if none holds it). */
+static char *host_of(const ab_plan *p, const char *inside)
+{
+	const ab_mount *best = NULL;
+	for (size_t i = 0; i < p->nmounts; i++) {
+		const ab_mount *m = &p->mounts[i];
+		if (m->kind == AB_MNT_BIND_RW && m->src && ab_path_is_under(inside, m->dst) &&
+		    (!best || strlen(m->dst) > strlen(best->dst)))
+			best = m;
+	}
+	return best ? ab_asprintf("%s%s", best->src, inside + strlen(best->dst)) : NULL;
+}
+
+/* A path both a "?" entry and an anchored entry name is reserved by the
+ * anchored one's placeholder: it is agentbox's own, not the run's, and is
+ * not moved aside after the run. */
+static void drop_reserved_unguarded(ab_plan *p)
+{
+	for (size_t i = 0; i < p->nmounts; i++) {
+		if (p->mounts[i].kind != AB_MNT_PLACEHOLDER)
+			continue;
+		_cleanup_free_ char *host = host_of(p, p->mounts[i].dst);
+		if (!host)
+			continue;
+		for (size_t j = 0; j < p->unguarded.n; j++) {
+			if (strcmp(p->unguarded.v[j], host) != 0)
+				continue;
+			free(p->unguarded.v[j]);
+			memmove(&p->unguarded.v[j], &p->unguarded.v[j + 1],
+				(p->unguarded.n - j - 1) * sizeof(char *));
+			p->unguarded.n--;
+			p->unguarded.v[p->unguarded.n] = NULL;
+			break;
+		}
+	}
+}
+
 int pl_plan_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	int r;
@@ -857,5 +894,6 @@ int pl_plan_mounts(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		return r;
 	if (!(in->ablate & AB_ABLATE_GITCFG) && (r = pl_plan_gitcfg(p, in, err)) < 0)
 		return r;
+	drop_reserved_unguarded(p);
 	return 0;
 }

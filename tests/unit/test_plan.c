@@ -891,6 +891,19 @@ static void test_protect(void **state)
 	assert_null(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/.config/tool/token.json")->src);
 	assert_int_equal(count_at(p, "/home/u/proj/.env.local"), 0);
 	fx_done(&f);
+	/* a path named by a "?" entry and an anchored one is reserved by the
+	 * anchored one's placeholder, which is agentbox's: not moved aside after
+	 * the run as if the run had made it; elsewhere the "?" entry still is */
+	fx_init(&f, 7);
+	SV(&f.prof->fs.write, "/home/u/.config/tool");
+	SV(&f.prof->fs.protect, "?cfg.json", "/home/u/.config/tool/cfg.json");
+	fx_ok(&f);
+	p = f.plan;
+	assert_int_equal(must_mount(p, AB_MNT_PLACEHOLDER, "/home/u/.config/tool/cfg.json")->flags,
+			 0);
+	assert_false(ab_strv_contains(&p->unguarded, "/home/u/.config/tool/cfg.json"));
+	assert_true(ab_strv_contains(&p->unguarded, "/home/u/proj/cfg.json"));
+	fx_done(&f);
 	/* a missing anchored file is reserved by an empty file, a directory
 	 * entry ("/" at the end) by an empty directory */
 	fx_init(&f, 7);

@@ -79,7 +79,7 @@ KERNEL_SRCS  += src/kernel/container.c src/kernel/container_probe.c
 CTR_UNIT_TESTS := container
 CREDS_SRCS   := src/creds/ca.c src/creds/truststore.c src/creds/secrets.c src/creds/placeholder.c \
                 src/creds/encode.c src/creds/scanset.c src/creds/rewrite.c src/creds/sources.c \
-                src/creds/scan.c src/creds/phkey.c
+                src/creds/scan.c src/creds/phkey.c src/creds/systrust.c
 PLAN_SRCS    := src/plan/plan.c src/plan/plan_mounts.c src/plan/plan_net.c src/plan/plan_landlock.c \
                 src/plan/plan_gitcfg.c src/plan/explain.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \

@@ -150,7 +150,8 @@ static void index_bundle(lazy_file *f)
 	f->indexed = true;
 	if (fd < 0)
 		return;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uintmax_t)st.st_size > AB_CA_MAX_BUNDLE) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uintmax_t)st.st_size > AB_CA_MAX_BUNDLE) {
 		close(fd);
 		return;
 	}
@@ -190,8 +191,8 @@ static int lazy_by_subject(X509_LOOKUP *lu, X509_LOOKUP_TYPE type, const X509_NA
 		if (e->added || X509_NAME_cmp(e->subject, name) != 0)
 			continue;
 		const unsigned char *p = e->der;
-		_cleanup_x509_ X509 *x = e->aux ? d2i_X509_AUX(NULL, &p, e->len)
-						: d2i_X509(NULL, &p, e->len);
+		_cleanup_x509_ X509 *x =
+			e->aux ? d2i_X509_AUX(NULL, &p, e->len) : d2i_X509(NULL, &p, e->len);
 		e->added = true;
 		if (!x || !X509_STORE_add_cert(st, x))
 			ERR_clear_error(); /* one that does not decode: not an anchor */

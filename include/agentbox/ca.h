@@ -171,6 +171,9 @@ int ab_ca_client_ctx(const char *ca_file, SSL_CTX **out, ab_err *err);
  * The same anchors as SSL_CTX_set_default_verify_paths(), without parsing
  * the whole bundle before the first handshake.  0 or -ENOMEM. */
 int ab_ca_system_trust(SSL_CTX *ctx, ab_err *err);
+/* Index the bundle of ctx's system store now rather than at its first
+ * lookup (nothing is decoded into the store). */
+void ab_ca_system_trust_warm(SSL_CTX *ctx);
 /* The subject Name of a DER certificate (der[0..n)), decoded on its own
  * without the rest of the certificate (the index above); NULL if the bytes
  * are not a certificate's prefix up to its subject. */

@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,33 +142,47 @@ static bool index_add(lazy_file *f, size_t *cap, char *name, unsigned char *der,
 	return true;
 }
 
+/* The whole file in memory (a file BIO would read it a byte a syscall),
+ * NULL if it is missing, not a regular file or too large. */
+static char *slurp(const char *path, size_t *len)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uintmax_t)st.st_size > AB_CA_MAX_BUNDLE)
+		return NULL;
+	char *buf = malloc((size_t)st.st_size + 1);
+	size_t got = 0;
+	while (buf && got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break; /* an error, or the file shrank: what we have */
+		got += (size_t)n;
+	}
+	*len = got;
+	return buf;
+}
+
 static void index_bundle(lazy_file *f)
 {
-	int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	struct stat st;
-	size_t cap = 0;
+	size_t len = 0, cap = 0;
+	_cleanup_free_ char *pem = slurp(f->path, &len);
 
 	f->indexed = true;
-	if (fd < 0)
+	if (!pem || len > INT_MAX)
 		return;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (uintmax_t)st.st_size > AB_CA_MAX_BUNDLE) {
-		close(fd);
-		return;
-	}
-	_cleanup_bio_ BIO *bio = BIO_new_fd(fd, BIO_CLOSE);
-	if (!bio) {
-		close(fd);
-		return;
-	}
+	_cleanup_bio_ BIO *bio = BIO_new_mem_buf(pem, (int)len);
 	for (;;) {
 		char *name = NULL, *header = NULL;
 		unsigned char *der = NULL;
-		long len = 0;
-		if (!PEM_read_bio(bio, &name, &header, &der, &len))
+		long dlen = 0;
+		if (!bio || !PEM_read_bio(bio, &name, &header, &der, &dlen))
 			break;
 		OPENSSL_free(header);
-		if (!index_add(f, &cap, name, der, len))
+		if (!index_add(f, &cap, name, der, dlen))
 			break;
 	}
 	ERR_clear_error(); /* the end of the PEM stream */
@@ -247,4 +262,16 @@ int ab_ca_system_trust(SSL_CTX *ctx, ab_err *err)
 		X509_FILETYPE_PEM);
 	ERR_clear_error();
 	return 0;
+}
+
+void ab_ca_system_trust_warm(SSL_CTX *ctx)
+{
+	X509_STORE_CTX *sc = X509_STORE_CTX_new();
+	X509_NAME *none = X509_NAME_new(); /* matches nothing: only the index is built */
+
+	if (sc && none && X509_STORE_CTX_init(sc, SSL_CTX_get_cert_store(ctx), NULL, NULL) == 1)
+		X509_OBJECT_free(X509_STORE_CTX_get_obj_by_subject(sc, X509_LU_X509, none));
+	ERR_clear_error();
+	X509_NAME_free(none);
+	X509_STORE_CTX_free(sc);
 }

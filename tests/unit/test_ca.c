@@ -1251,6 +1251,19 @@ static void test_system_trust_by_need(void **state)
 	assert_int_equal(sys_handshake(both, empty, sc, &before, &after), X509_V_OK);
 	assert_int_equal(before, 0);
 	assert_int_equal(after, 1);
+	/* warmed: the bundle indexed ahead, still nothing decoded */
+	ab_err err = {0};
+	SSL_CTX *cc = NULL;
+	setenv("SSL_CERT_FILE", both, 1);
+	setenv("SSL_CERT_DIR", empty, 1);
+	assert_int_equal(ab_ca_client_ctx(NULL, &cc, &err), 0);
+	ab_ca_system_trust_warm(cc);
+	assert_int_equal(store_count(cc), 0);
+	assert_int_equal(hs_run(cc, sc, "a.example.com", NULL, 0, 0, NULL).who, 0);
+	assert_int_equal(store_count(cc), 1);
+	SSL_CTX_free(cc);
+	unsetenv("SSL_CERT_FILE");
+	unsetenv("SSL_CERT_DIR");
 	/* "TRUSTED CERTIFICATE" blocks are anchors too */
 	assert_int_equal(sys_handshake(aux, empty, sc, &before, &after), X509_V_OK);
 	/* the hashed directory, for what the bundle lacks */

@@ -355,7 +355,7 @@ static void on_upstream(ab_loop *l, int fd, unsigned ev, void *data)
 	}
 	switch (c->state) {
 	case PX_UPCONNECT: up_connect_read(c); return;
-	case PX_TLS_CONNECT: px_tls_pump(c); return;
+	case PX_TLS_ACCEPT: px_tls_pump(c); return;
 	case PX_HELLO: px_hello(c); return;
 	case PX_TUNNEL: px_tunnel_pump(c, false, true); return;
 	case PX_HTTP: px_http_pump(c); return;

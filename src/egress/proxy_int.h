@@ -235,6 +235,7 @@ struct ab_proxy {
 	size_t nconns;
 	uint64_t next_id;
 	uint64_t sweep;
+	uint64_t warm; /* timer: the upstream TLS context made before it is needed */
 
 	struct px_dns *dns;    /* dnsd.c */
 	int ctl_fd;            /* `agentbox allow` (control.h); 0/-1 none */
@@ -301,6 +302,7 @@ bool px_io_pending(const px_conn *c);
 bool px_should_intercept(const px_conn *c);
 void px_intercept_start(px_conn *c);
 void px_tls_pump(px_conn *c);
+void px_tls_warm(ab_proxy *px);
 void px_tls_free(px_conn *c);
 void px_tls_tunnel_pump(px_conn *c);
 

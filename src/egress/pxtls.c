@@ -421,6 +421,22 @@ void px_tls_pump(px_conn *c)
 	px_update(c);
 }
 
+/* The upstream TLS context, made before the first intercepted connection
+ * needs it (proxy.c's timer): OpenSSL's first context in the process and the
+ * system trust store's index cost a few milliseconds that would otherwise
+ * fall before that connection's first byte.  A failure is left for that
+ * connection to meet and report. */
+void px_tls_warm(ab_proxy *px)
+{
+	ab_err err = {0};
+	if (px->client_ctx || !px->broker || !px->broker->n)
+		return;
+	if (ab_ca_client_ctx(px->ca_file, &px->client_ctx, &err) < 0)
+		return;
+	if (!px->ca_file)
+		ab_ca_system_trust_warm(px->client_ctx);
+}
+
 /* ------------------------------------------------------------ upgraded */
 
 /* Place the masked payload bytes (c->wsout) into their frames, oldest

@@ -610,10 +610,12 @@ int ab_proxy_new(const ab_egress_plan *plan, struct ab_audit *audit, ab_proxy **
 	return 0;
 }
 
-/* A few milliseconds after the command started: a command that is done by
- * then (a start-up benchmark's `true`) never pays for it, and one that goes
- * on to make requests finds the context ready. */
-#define PX_WARM_DELAY_MS 5
+/* Some milliseconds after the command started: a command that is done by
+ * then (a start-up benchmark's `true`, whose exit the loop may still be
+ * handling a few milliseconds later) never pays for it, and one that goes on
+ * to make requests (an interpreter or an agent starting up) finds the
+ * context ready. */
+#define PX_WARM_DELAY_MS 20
 
 static void on_warm(ab_loop *l, uint64_t id, void *data)
 {

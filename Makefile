@@ -79,7 +79,7 @@ KERNEL_SRCS  += src/kernel/container.c src/kernel/container_probe.c
 CTR_UNIT_TESTS := container
 CREDS_SRCS   := src/creds/ca.c src/creds/truststore.c src/creds/secrets.c src/creds/placeholder.c \
                 src/creds/encode.c src/creds/scanset.c src/creds/rewrite.c src/creds/sources.c \
-                src/creds/scan.c src/creds/phkey.c
+                src/creds/scan.c src/creds/phkey.c src/creds/systrust.c
 PLAN_SRCS    := src/plan/plan.c src/plan/plan_mounts.c src/plan/plan_net.c src/plan/plan_landlock.c \
                 src/plan/plan_gitcfg.c src/plan/explain.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
@@ -118,7 +118,7 @@ LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)
 UNIT_BINS := $(UNIT_TESTS:%=$(BUILD)/tests/test_%) $(CTR_UNIT_TESTS:%=$(BUILD)/tests/test_%)
 
-.PHONY: check-fuzz bench-proxy all deps check check-unit check-integration asan asan-unit fuzz \
+.PHONY: check-fuzz bench-proxy bench-reallink all deps check check-unit check-integration asan asan-unit fuzz \
         bench install uninstall clean lint format format-check containers check-containers
 
 all: $(BUILD)/agentbox $(BUILD)/agentbox-ablate
@@ -245,10 +245,15 @@ bench: $(BUILD)/agentbox
 	python3 bench/syscall.py --agentbox $(BUILD)/agentbox --json $(BUILD)/bench/syscall.json
 	@if [ "$$(id -u)" = 0 ]; then python3 bench/proxy.py --agentbox $(BUILD)/agentbox --json $(BUILD)/bench/proxy.json; \
 	else echo "bench: proxy benchmark skipped (needs root; run make bench-proxy as root)"; fi
+	python3 bench/reallink.py --agentbox $(BUILD)/agentbox --json $(BUILD)/bench/reallink.json
 
 # The egress proxy against direct connections (latency, HTTPS, bulk, 2,000 tunnels).
 bench-proxy: $(BUILD)/agentbox
 	python3 bench/proxy.py --agentbox $(BUILD)/agentbox --json $(BUILD)/bench/proxy.json
+
+# The egress proxy on a shaped link (netns, veth, tbf, a delay line): root.
+bench-reallink: $(BUILD)/agentbox
+	python3 bench/reallink.py --agentbox $(BUILD)/agentbox --json $(BUILD)/bench/reallink.json
 
 # ---- install ----
 # ---- running inside container engines (docs/containers.md) ----

@@ -159,11 +159,25 @@ void ab_ca_free(ab_ca *ca);
 
 /* A client SSL_CTX for upstream connections: TLS 1.2+, ALPN "http/1.1",
  * SSL_VERIFY_PEER, no partial wildcards in host checks.  Trust: the system
- * store (SSL_CTX_set_default_verify_paths, which honours SSL_CERT_FILE and
- * SSL_CERT_DIR) when ca_file is NULL, else the PEM bundle ca_file ONLY.
+ * store (ab_ca_system_trust) when ca_file is NULL, else the PEM bundle
+ * ca_file ONLY.
  * The host check is per connection: ab_tls_client_setup().  No ALPN
  * callback: the caller reads SSL_get0_alpn_selected() if it cares. */
 int ab_ca_client_ctx(const char *ca_file, SSL_CTX **out, ab_err *err);
+/* The system's trust anchors into ctx's store, read by need (systrust.c):
+ * the hashed directory (SSL_CERT_DIR, else OpenSSL's default) first, the
+ * bundle file (SSL_CERT_FILE, else OpenSSL's default) loaded whole only
+ * when the directory has no certificate of a subject a chain asks for.
+ * The same anchors as SSL_CTX_set_default_verify_paths(), without parsing
+ * the whole bundle before the first handshake.  0 or -ENOMEM. */
+int ab_ca_system_trust(SSL_CTX *ctx, ab_err *err);
+/* Index the bundle of ctx's system store now rather than at its first
+ * lookup (nothing is decoded into the store). */
+void ab_ca_system_trust_warm(SSL_CTX *ctx);
+/* The subject Name of a DER certificate (der[0..n)), decoded on its own
+ * without the rest of the certificate (the index above); NULL if the bytes
+ * are not a certificate's prefix up to its subject. */
+X509_NAME *ab_cert_der_subject(const unsigned char *der, long n);
 /* The same, trusting only the certificates of a PEM string (>= 1). */
 int ab_ca_client_ctx_mem(const char *pem, SSL_CTX **out, ab_err *err);
 /* Per connection: SSL_VERIFY_PEER, the expected name (SSL_set1_host) and SNI

@@ -689,11 +689,11 @@ int ab_ca_client_ctx(const char *ca_file, SSL_CTX **out, ab_err *err)
 	ctx = client_ctx_base(err);
 	if (!ctx)
 		return ab_err_ret(err);
-	if (ca_file ? SSL_CTX_load_verify_file(ctx, ca_file) != 1
-		    : SSL_CTX_set_default_verify_paths(ctx) != 1) {
-		if (ca_file)
-			return ab_ossl_fail(err, EINVAL, "TLS client context: loading CA bundle");
-		return ab_ossl_fail(err, EIO, "TLS client context: system trust store");
+	if (!ca_file) {
+		if (ab_ca_system_trust(ctx, err) < 0)
+			return ab_err_ret(err);
+	} else if (SSL_CTX_load_verify_file(ctx, ca_file) != 1) {
+		return ab_ossl_fail(err, EINVAL, "TLS client context: loading CA bundle");
 	}
 	*out = TAKE_PTR(ctx);
 	return 0;

@@ -59,17 +59,17 @@ ssize_t px_buf_write(px_buf *b, int fd);
 enum px_side { PX_EXPLICIT, PX_TRANSPARENT };
 
 enum px_state {
-	PX_HEAD,        /* explicit: reading a request head */
-	PX_RESOLVING,   /* name lookup in flight */
-	PX_CONNECTING,  /* TCP connect upstream in flight */
-	PX_HELLO,       /* tunnel: waiting for the client's first bytes */
-	PX_TUNNEL,      /* opaque relay (splice) */
-	PX_HTTP,        /* plain HTTP forwarding */
-	PX_CLOSING,     /* flushing a final answer to the client */
-	PX_UPCONNECT,   /* chaining: CONNECT sent to the corporate proxy, awaiting 200 */
-	PX_TLS_ACCEPT,  /* interception: TLS handshake with the client (session CA leaf) */
-	PX_TLS_CONNECT, /* interception: TLS handshake with the real host (verified) */
-	PX_HELD,        /* ask on denial: waiting for the user's answer (pxask.c) */
+	PX_HEAD,       /* explicit: reading a request head */
+	PX_RESOLVING,  /* name lookup in flight */
+	PX_CONNECTING, /* TCP connect upstream in flight */
+	PX_HELLO,      /* tunnel: waiting for the client's first bytes */
+	PX_TUNNEL,     /* opaque relay (splice) */
+	PX_HTTP,       /* plain HTTP forwarding */
+	PX_CLOSING,    /* flushing a final answer to the client */
+	PX_UPCONNECT,  /* chaining: CONNECT sent to the corporate proxy, awaiting 200 */
+	PX_TLS_ACCEPT, /* interception: the two TLS handshakes, side by side: with the
+			   client (session CA leaf) and with the real host (verified) */
+	PX_HELD,       /* ask on denial: waiting for the user's answer (pxask.c) */
 };
 
 typedef struct px_req {
@@ -159,8 +159,10 @@ typedef struct px_conn {
 	/* interception (pxtls.c): the HTTP engine reads and writes through these */
 	struct ssl_st *cssl, *ussl;
 	bool intercepted;
-	bool c_ssl_ww, u_ssl_ww;  /* TLS needs the socket writable to read */
-	bool tls_ww;              /* handshake waits for writability */
+	bool c_ssl_ww, u_ssl_ww; /* TLS needs the socket writable to read */
+	bool tls_ww;             /* the client's handshake waits for writability */
+	bool up_hs_ww;           /* the upstream's handshake waits for writability */
+	bool cl_hs_done, up_hs_done, up_hs_failed;
 	uint64_t kick;            /* timer: TLS holds decrypted bytes no event announces */
 	struct ab_scanner *bscan; /* request body: placeholders (bound: swap or mask,
 				       else block) */
@@ -235,6 +237,7 @@ struct ab_proxy {
 	size_t nconns;
 	uint64_t next_id;
 	uint64_t sweep;
+	uint64_t warm; /* timer: the upstream TLS context made before it is needed */
 
 	struct px_dns *dns;    /* dnsd.c */
 	int ctl_fd;            /* `agentbox allow` (control.h); 0/-1 none */
@@ -316,6 +319,7 @@ bool px_io_pending(const px_conn *c);
 bool px_should_intercept(const px_conn *c);
 void px_intercept_start(px_conn *c);
 void px_tls_pump(px_conn *c);
+void px_tls_warm(ab_proxy *px);
 void px_tls_free(px_conn *c);
 void px_tls_tunnel_pump(px_conn *c);
 

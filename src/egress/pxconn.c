@@ -164,8 +164,12 @@ void px_update(px_conn *c)
 			cw |= AB_EV_WRITE;
 		break;
 	}
-	case PX_TLS_ACCEPT: cw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0); break;
-	case PX_TLS_CONNECT: uw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0); break;
+	case PX_TLS_ACCEPT:
+		if (!c->cl_hs_done)
+			cw = AB_EV_READ | (c->tls_ww ? AB_EV_WRITE : 0);
+		if (!c->up_hs_done && !c->up_hs_failed)
+			uw = AB_EV_READ | (c->up_hs_ww ? AB_EV_WRITE : 0);
+		break;
 	case PX_CLOSING: cw = AB_EV_WRITE; break;
 	case PX_HELD: break; /* nothing read or written until the answer */
 	}

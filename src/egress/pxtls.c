@@ -267,13 +267,55 @@ static void deny_tls(px_conn *c, const char *rule, const char *why)
 	px_close(c);
 }
 
+static int hs_step(px_conn *c, bool up);
+
+/* The TLS session to the real host, set up and its first flight sent (its
+ * handshake goes on in px_tls_pump).  0, or a negative errno once c is
+ * closed. */
+static int start_upstream_tls(px_conn *c)
+{
+	ab_proxy *px = c->px;
+	ab_err err = {0};
+	int r;
+	if (!px->client_ctx && (r = ab_ca_client_ctx(px->ca_file, &px->client_ctx, &err)) < 0) {
+		px_log_conn(c, "error", "intercept", 0, err.msg);
+		px_close(c);
+		return r;
+	}
+	c->ussl = SSL_new(px->client_ctx);
+	r = c->ussl ? ab_tls_client_setup(c->ussl, c->host, &err) : -ENOMEM;
+	if (r >= 0 && SSL_set_fd(c->ussl, c->ufd) != 1)
+		r = -ENOMEM;
+	if (r < 0) {
+		deny_tls(c, "intercept", err.msg[0] ? err.msg : "upstream TLS set-up");
+		return r;
+	}
+	SSL_set_mode(c->ussl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	px_tls_buffers(c->ussl);
+	SSL_set_connect_state(c->ussl);
+	return 0;
+}
+
 /* The client's ClientHello is in c->in (read while checking its SNI): TLS
- * reads it from a memory BIO first, then from the socket. */
+ * reads it from a memory BIO first, then from the socket.  The handshake
+ * with the real host starts first and runs alongside the client's: it does
+ * not depend on anything the client sends (the proxy offers the upstream
+ * http/1.1 whatever the client asked for), so its round trip overlaps the
+ * leaf, the client's handshake and the first use of the trust store rather
+ * than following them.  Nothing of the client's reaches the upstream before
+ * both are done and the upstream is verified. */
 void px_intercept_start(px_conn *c)
 {
 	ab_proxy *px = c->px;
 	_cleanup_ssl_ctx_ SSL_CTX *sctx = NULL; /* the SSL holds its own reference */
 	ab_err err = {0};
+	c->cl_hs_done = c->up_hs_done = c->up_hs_failed = false;
+	if (start_upstream_tls(c) < 0)
+		return;
+	c->state = PX_TLS_ACCEPT; /* the upstream's first flight goes out now */
+	c->deadline = ab_now_ms() + AB_PROXY_HELLO_TIMEOUT_MS;
+	if (hs_step(c, true) < 0)
+		c->up_hs_failed = true; /* said to the client once its TLS is up */
 	if (ab_ca_server_ctx(px->broker->ca, c->host, &sctx, &err) < 0) {
 		px_log_conn(c, "error", "intercept", 0, err.msg);
 		px_close(c);
@@ -301,93 +343,98 @@ void px_intercept_start(px_conn *c)
 	c->up += c->in.len;
 	px_buf_free(&c->in);
 	c->intercepted = true;
-	c->state = PX_TLS_ACCEPT;
-	c->deadline = ab_now_ms() + AB_PROXY_HELLO_TIMEOUT_MS;
 	px_tls_pump(c);
 }
 
-/* The TLS session to the real host, set up (its handshake is the pump's).
- * 0, or a negative errno once c is closed. */
-static int start_upstream_tls(px_conn *c)
+/* One step of a side's handshake: 1 done, 0 waiting for its socket, -1
+ * failed. */
+static int hs_step(px_conn *c, bool up)
 {
-	ab_proxy *px = c->px;
-	ab_err err = {0};
-	int r;
-	if (!px->client_ctx && (r = ab_ca_client_ctx(px->ca_file, &px->client_ctx, &err)) < 0) {
-		px_log_conn(c, "error", "intercept", 0, err.msg);
-		px_close(c);
-		return r;
-	}
-	c->ussl = SSL_new(px->client_ctx);
-	r = c->ussl ? ab_tls_client_setup(c->ussl, c->host, &err) : -ENOMEM;
-	if (r >= 0 && SSL_set_fd(c->ussl, c->ufd) != 1)
-		r = -ENOMEM;
-	if (r < 0) {
-		deny_tls(c, "intercept", err.msg[0] ? err.msg : "upstream TLS set-up");
-		return r;
-	}
-	SSL_set_mode(c->ussl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-	px_tls_buffers(c->ussl);
-	SSL_set_connect_state(c->ussl);
-	c->state = PX_TLS_CONNECT;
-	return 0;
-}
-
-void px_tls_pump(px_conn *c)
-{
+	SSL *ssl = up ? c->ussl : c->cssl;
 	for (;;) {
-		bool up = c->state == PX_TLS_CONNECT;
-		SSL *ssl = up ? c->ussl : c->cssl;
 		ERR_clear_error();
 		int r = SSL_do_handshake(ssl);
-		if (r == 1) {
-			if (!up) {
-				coalesce_writes(ssl);
-				if (start_upstream_tls(c) < 0)
-					return;
-				continue;
-			}
-			c->fixed = true;
-			c->tls_ww = false;
-			px_http_start(c);
-			return;
-		}
+		if (r == 1)
+			return 1;
 		int e = SSL_get_error(ssl, r);
 		if (e == SSL_ERROR_WANT_READ && !up && BIO_ctrl_pending(SSL_get_rbio(ssl)) == 0 &&
 		    BIO_method_type(SSL_get_rbio(ssl)) == BIO_TYPE_MEM) {
 			/* the ClientHello is used up: from now on, the socket */
 			BIO *sock = BIO_new_socket(c->cfd, BIO_NOCLOSE);
-			if (!sock) {
-				deny_tls(c, "intercept", "out of memory");
-				return;
-			}
+			if (!sock)
+				return -1;
 			SSL_set0_rbio(ssl, sock);
 			continue;
 		}
 		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-			c->tls_ww = e == SSL_ERROR_WANT_WRITE;
-			px_update(c);
+			*(up ? &c->up_hs_ww : &c->tls_ww) = e == SSL_ERROR_WANT_WRITE;
+			return 0;
+		}
+		return -1;
+	}
+}
+
+/* The upstream's handshake failed: the client's TLS is up, it can read why. */
+static void upstream_failed(px_conn *c)
+{
+	long v = SSL_get_verify_result(c->ussl);
+	char why[300];
+	snprintf(why, sizeof(why), "TLS to %s:%u failed: %s", c->host, (unsigned)c->port,
+		 v != X509_V_OK ? X509_verify_cert_error_string(v) : "handshake error");
+	ERR_clear_error();
+	c->fixed = true;
+	c->state = PX_HTTP;
+	px_fail(c, 502, "error", "upstream-tls", "%s", why);
+}
+
+void px_tls_pump(px_conn *c)
+{
+	if (!c->up_hs_done && !c->up_hs_failed) {
+		int r = hs_step(c, true);
+		c->up_hs_done = r == 1;
+		c->up_hs_failed = r < 0;
+	}
+	if (!c->cl_hs_done) {
+		int r = hs_step(c, false);
+		if (r < 0) {
+			deny_tls(c, "client-tls",
+				 "the client's TLS handshake failed (does it trust the "
+				 "session CA?)");
 			return;
 		}
-		if (up) {
-			long v = SSL_get_verify_result(ssl);
-			char why[300];
-			snprintf(why, sizeof(why), "TLS to %s:%u failed: %s", c->host,
-				 (unsigned)c->port,
-				 v != X509_V_OK ? X509_verify_cert_error_string(v)
-						: "handshake error");
-			ERR_clear_error();
-			/* the client's TLS is up: it can read why */
-			c->fixed = true;
-			c->state = PX_HTTP;
-			px_fail(c, 502, "error", "upstream-tls", "%s", why);
-			return;
+		if (r == 1) {
+			c->cl_hs_done = true;
+			c->tls_ww = false;
+			coalesce_writes(c->cssl);
 		}
-		deny_tls(c, "client-tls",
-			 "the client's TLS handshake failed (does it trust the "
-			 "session CA?)");
+	}
+	if (c->cl_hs_done && c->up_hs_failed) {
+		upstream_failed(c);
 		return;
 	}
+	if (c->cl_hs_done && c->up_hs_done) {
+		c->fixed = true;
+		c->tls_ww = c->up_hs_ww = false;
+		px_http_start(c);
+		return;
+	}
+	px_update(c);
+}
+
+/* The upstream TLS context, made before the first intercepted connection
+ * needs it (proxy.c's timer): OpenSSL's first context in the process and the
+ * system trust store's index cost a few milliseconds that would otherwise
+ * fall before that connection's first byte.  A failure is left for that
+ * connection to meet and report. */
+void px_tls_warm(ab_proxy *px)
+{
+	ab_err err = {0};
+	if (px->client_ctx || !px->broker || !px->broker->n)
+		return;
+	if (ab_ca_client_ctx(px->ca_file, &px->client_ctx, &err) < 0)
+		return;
+	if (!px->ca_file)
+		ab_ca_system_trust_warm(px->client_ctx);
 }
 
 /* ------------------------------------------------------------ upgraded */

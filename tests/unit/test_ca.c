@@ -29,7 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
@@ -1178,6 +1180,149 @@ static void test_client_setup_ip_match(void **state)
 	ab_ca_free(ca);
 }
 
+/* ------------------------------------------------ tests: system store */
+
+static void write_pem(const char *path, X509 *a, X509 *b, bool aux)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	if (a)
+		assert_int_equal(aux ? PEM_write_X509_AUX(f, a) : PEM_write_X509(f, a), 1);
+	if (b)
+		assert_int_equal(aux ? PEM_write_X509_AUX(f, b) : PEM_write_X509(f, b), 1);
+	fclose(f);
+}
+
+static int store_count(SSL_CTX *cc)
+{
+	return sk_X509_OBJECT_num(X509_STORE_get0_objects(SSL_CTX_get_cert_store(cc)));
+}
+
+/* A client context on the system store that SSL_CERT_FILE / SSL_CERT_DIR
+ * name, and one handshake to sc: its verify result. */
+static long sys_handshake(const char *file, const char *dir, SSL_CTX *sc, int *before, int *after)
+{
+	ab_err err = {0};
+	SSL_CTX *cc = NULL;
+
+	setenv("SSL_CERT_FILE", file, 1);
+	setenv("SSL_CERT_DIR", dir, 1);
+	assert_int_equal(ab_ca_client_ctx(NULL, &cc, &err), 0);
+	*before = store_count(cc);
+	hs_result r = hs_run(cc, sc, "a.example.com", NULL, 0, 0, NULL);
+	*after = store_count(cc);
+	SSL_CTX_free(cc);
+	unsetenv("SSL_CERT_FILE");
+	unsetenv("SSL_CERT_DIR");
+	return r.who == 0 ? X509_V_OK : r.verify;
+}
+
+/* The system store is read by need: nothing is decoded before the first
+ * handshake, then only the anchors of that subject; the bundle and the
+ * hashed directory both still vouch, and nothing else does. */
+static void test_system_trust_by_need(void **state)
+{
+	ab_ca *ca = new_ca(nc_basic), *other = new_ca(NULL);
+	X509 *root = ab_ca_get0_cert(ca);
+	SSL_CTX *sc;
+	char tmp[] = "/tmp/ab-systrust-XXXXXX", both[96], only_other[96], aux[96], none[96],
+	     hashed[96], empty[96], link[128];
+	int before, after;
+
+	leaf_of(ca, "a.example.com", &sc);
+	assert_non_null(mkdtemp(tmp));
+	snprintf(both, sizeof(both), "%s/both.pem", tmp);
+	snprintf(only_other, sizeof(only_other), "%s/other.pem", tmp);
+	snprintf(aux, sizeof(aux), "%s/aux.pem", tmp);
+	snprintf(none, sizeof(none), "%s/none.pem", tmp);
+	snprintf(hashed, sizeof(hashed), "%s/hashed", tmp);
+	snprintf(empty, sizeof(empty), "%s/empty", tmp);
+	assert_int_equal(mkdir(hashed, 0700), 0);
+	assert_int_equal(mkdir(empty, 0700), 0);
+	snprintf(link, sizeof(link), "%s/%08lx.0", hashed,
+		 X509_NAME_hash_ex(X509_get_subject_name(root), NULL, NULL, NULL));
+	write_pem(both, ab_ca_get0_cert(other), root, false);
+	write_pem(only_other, ab_ca_get0_cert(other), NULL, false);
+	write_pem(aux, ab_ca_get0_cert(other), root, true);
+	write_pem(link, root, NULL, false);
+
+	/* the bundle: nothing decoded up front, then the one root asked for */
+	assert_int_equal(sys_handshake(both, empty, sc, &before, &after), X509_V_OK);
+	assert_int_equal(before, 0);
+	assert_int_equal(after, 1);
+	/* warmed: the bundle indexed ahead, still nothing decoded */
+	ab_err err = {0};
+	SSL_CTX *cc = NULL;
+	setenv("SSL_CERT_FILE", both, 1);
+	setenv("SSL_CERT_DIR", empty, 1);
+	assert_int_equal(ab_ca_client_ctx(NULL, &cc, &err), 0);
+	ab_ca_system_trust_warm(cc);
+	assert_int_equal(store_count(cc), 0);
+	assert_int_equal(hs_run(cc, sc, "a.example.com", NULL, 0, 0, NULL).who, 0);
+	assert_int_equal(store_count(cc), 1);
+	SSL_CTX_free(cc);
+	unsetenv("SSL_CERT_FILE");
+	unsetenv("SSL_CERT_DIR");
+	/* "TRUSTED CERTIFICATE" blocks are anchors too */
+	assert_int_equal(sys_handshake(aux, empty, sc, &before, &after), X509_V_OK);
+	/* the hashed directory, for what the bundle lacks */
+	assert_int_equal(sys_handshake(only_other, hashed, sc, &before, &after), X509_V_OK);
+	assert_int_equal(sys_handshake(none, hashed, sc, &before, &after), X509_V_OK);
+	/* neither vouches: refused */
+	assert_int_equal(sys_handshake(only_other, empty, sc, &before, &after),
+			 X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
+	assert_int_equal(sys_handshake(none, empty, sc, &before, &after),
+			 X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
+
+	unlink(link);
+	unlink(both);
+	unlink(only_other);
+	unlink(aux);
+	rmdir(hashed);
+	rmdir(empty);
+	rmdir(tmp);
+	SSL_CTX_free(sc);
+	ab_ca_free(other);
+	ab_ca_free(ca);
+}
+
+/* The subject of a certificate from its DER alone: equal to OpenSSL's for
+ * real certificates; NULL, never a read past the end, for every prefix and
+ * for bytes that are not a certificate. */
+static void test_der_subject(void **state)
+{
+	ab_ca *ca = new_ca(nc_basic);
+	SSL_CTX *sc;
+	X509 *certs[] = {ab_ca_get0_cert(ca), ab_ca_get0_issuer(ca),
+			 leaf_of(ca, "b.example.com", &sc)};
+
+	for (size_t i = 0; i < AB_ARRAY_SIZE(certs); i++) {
+		unsigned char *der = NULL;
+		int n = i2d_X509(certs[i], &der);
+		assert_true(n > 0);
+		X509_NAME *name = ab_cert_der_subject(der, n);
+		assert_non_null(name);
+		assert_int_equal(X509_NAME_cmp(name, X509_get_subject_name(certs[i])), 0);
+		X509_NAME_free(name);
+		for (int k = 0; k < n; k++) { /* every truncation, on the heap (ASan) */
+			unsigned char *cut = malloc(k ? (size_t)k : 1);
+			memcpy(cut, der, (size_t)k);
+			X509_NAME *m = ab_cert_der_subject(cut, k);
+			X509_NAME_free(m);
+			free(cut);
+		}
+		der[0] = 0x31; /* a SET, not a certificate */
+		assert_null(ab_cert_der_subject(der, n));
+		OPENSSL_free(der);
+	}
+	static const unsigned char junk[] = {0x30, 0x84, 0xff, 0xff, 0xff, 0xff, 0x30, 0x00};
+	assert_null(ab_cert_der_subject(junk, sizeof(junk)));
+	assert_null(ab_cert_der_subject(junk, 0));
+	SSL_CTX_free(sc);
+	ab_ca_free(ca);
+}
+
 /* ------------------------------------------------ tests: trust bundle */
 
 static int count_certs(const char *pem, X509 **last)
@@ -1456,15 +1601,26 @@ int main(void)
 	/* before any OpenSSL allocation */
 	hooks_on = CRYPTO_set_mem_functions(t_malloc, t_realloc, t_free) == 1;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ca_cert),      cmocka_unit_test(test_ca_pem),
-		cmocka_unit_test(test_ca_new_bad),   cmocka_unit_test(test_nc_encoding),
-		cmocka_unit_test(test_leaves_chain), cmocka_unit_test(test_cache_hit),
-		cmocka_unit_test(test_cache_lru),    cmocka_unit_test(test_server_ctx_refuse),
-		cmocka_unit_test(test_nc_verify),    cmocka_unit_test(test_nc_thief_subca),
-		cmocka_unit_test(test_handshake),    cmocka_unit_test(test_client_ctx),
-		cmocka_unit_test(test_client_setup), cmocka_unit_test(test_client_setup_ip_match),
-		cmocka_unit_test(test_trust_bundle), cmocka_unit_test(test_timings),
-		cmocka_unit_test(test_key_wipe),     cmocka_unit_test(test_root_key_gone),
+		cmocka_unit_test(test_ca_cert),
+		cmocka_unit_test(test_ca_pem),
+		cmocka_unit_test(test_ca_new_bad),
+		cmocka_unit_test(test_nc_encoding),
+		cmocka_unit_test(test_leaves_chain),
+		cmocka_unit_test(test_cache_hit),
+		cmocka_unit_test(test_cache_lru),
+		cmocka_unit_test(test_server_ctx_refuse),
+		cmocka_unit_test(test_nc_verify),
+		cmocka_unit_test(test_nc_thief_subca),
+		cmocka_unit_test(test_handshake),
+		cmocka_unit_test(test_client_ctx),
+		cmocka_unit_test(test_client_setup),
+		cmocka_unit_test(test_client_setup_ip_match),
+		cmocka_unit_test(test_trust_bundle),
+		cmocka_unit_test(test_timings),
+		cmocka_unit_test(test_key_wipe),
+		cmocka_unit_test(test_root_key_gone),
+		cmocka_unit_test(test_system_trust_by_need),
+		cmocka_unit_test(test_der_subject),
 	};
 	return cmocka_run_group_tests_name("ca", tests, NULL, NULL);
 }

@@ -100,6 +100,12 @@ typedef struct ab_profile {
 		int clipboard;
 	} terminal;
 
+	/* workspace.mode: -1 unset (= "direct"), 0 "direct", 1 "review": the
+	 * command works on a copy-on-write view (docs/review.md) */
+	struct {
+		int review;
+	} workspace;
+
 	/* TCP ports that processes inside may connect()/bind() to on the sandbox's
 	 * own loopback, enforced by Landlock (ABI >= 4).  NULL list = none. */
 	struct {

@@ -16,7 +16,8 @@ static const struct {
 	{"explain", AB_CMD_EXPLAIN}, {"doctor", AB_CMD_DOCTOR},
 	{"help", AB_CMD_HELP},       {"version", AB_CMD_VERSION},
 	{"allow", AB_CMD_ALLOW},     {"test-escape", AB_CMD_TEST_ESCAPE},
-	{"report", AB_CMD_REPORT},
+	{"report", AB_CMD_REPORT},   {"review", AB_CMD_REVIEW},
+	{"apply", AB_CMD_APPLY},     {"discard", AB_CMD_DISCARD},
 };
 
 void ab_cli_usage(enum ab_cmd which)
@@ -25,7 +26,8 @@ void ab_cli_usage(enum ab_cmd which)
 	case AB_CMD_RUN:
 		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [--log FILE] [-q]\n"
 		      "                    [--otlp URL] [--allow HOST[:PORT]] [--read PATH] [--write PATH]\n"
-		      "                    [--env NAME] [--trace[=best-effort]] [--] COMMAND [ARG...]\n"
+		      "                    [--env NAME] [--trace[=best-effort]] [--review]\n"
+		      "                    [--] COMMAND [ARG...]\n"
 		      "\n"
 		      "Run COMMAND in a sandbox built from PROFILE (default: \"default\").\n"
 		      "With no COMMAND, the profile's \"command\" runs.\n"
@@ -51,6 +53,10 @@ void ab_cli_usage(enum ab_cmd which)
 		      "                         CAP_BPF+CAP_PERFMON, else agentbox stops (exit 125)\n"
 		      "      --trace=best-effort  the same, but without the privileges: a warning,\n"
 		      "                         and the command runs untraced\n"
+		      "      --review           work on a copy-on-write view of the workspace: the\n"
+		      "                         real one is untouched; at exit the changes are\n"
+		      "                         listed, then `agentbox apply` or `discard` them\n"
+		      "                         (docs/review.md; as \"workspace\": {\"mode\": \"review\"})\n"
 		      "\n"
 		      "Exit status: the command's; 128+N if it was killed by signal N;\n"
 		      "125 agentbox failed; 126 command not executable; 127 command not found.\n",
@@ -128,6 +134,25 @@ void ab_cli_usage(enum ab_cmd which)
 		      "is missing, not a regular file, unreadable or not an audit log.\n",
 		      stdout);
 		break;
+	case AB_CMD_REVIEW:
+	case AB_CMD_APPLY:
+	case AB_CMD_DISCARD:
+		fputs("Usage: agentbox review [-w DIR] [--diff]\n"
+		      "       agentbox apply [-w DIR] [PATH...]\n"
+		      "       agentbox discard [-w DIR]\n"
+		      "\n"
+		      "The change set a `run --review` in DIR (default: the current directory) left\n"
+		      "pending.  review lists it again: added, modified and deleted files with\n"
+		      "line counts, the risky ones flagged; --diff shows the unified diff (through\n"
+		      "$PAGER on a terminal).  apply lands every change, or only those at or\n"
+		      "below the PATHs given, each file atomically; a nested .git, a protected\n"
+		      "path or a special file is applied only when named.  discard drops the\n"
+		      "change set; the workspace stays as it is.\n"
+		      "\n"
+		      "Exit status: 0 done; 1 apply left something out (said why); 125 no change\n"
+		      "set, a sandbox still running in DIR, or another failure.\n",
+		      stdout);
+		break;
 	case AB_CMD_DOCTOR:
 		fputs("Usage: agentbox doctor [--json]\n"
 		      "\n"
@@ -149,6 +174,9 @@ void ab_cli_usage(enum ab_cmd which)
 		      "  allow [-w DIR] HOST[:PORT]...                     allow a host in a running sandbox\n"
 		      "  test-escape [-p PROFILE] [--format F]             prove the sandbox holds here\n"
 		      "  report [--json] LOG                               summarize an audit log\n"
+		      "  review [-w DIR] [--diff]                          show run --review's changes\n"
+		      "  apply [-w DIR] [PATH...]                          land them (all, or PATHs)\n"
+		      "  discard [-w DIR]                                  drop them\n"
 		      "\n"
 		      "Options:\n"
 		      "  -h, --help      show help (also: agentbox COMMAND --help)\n"
@@ -204,7 +232,9 @@ enum {
 	OPT_WRITE,
 	OPT_ENV,
 	OPT_TRACE,
-	OPT_OTLP
+	OPT_OTLP,
+	OPT_REVIEW,
+	OPT_DIFF
 };
 
 /* The option getopt_long just returned, as the user spelled it: "--name" for
@@ -259,6 +289,16 @@ static int run_opt(ab_cli *c, int o, const char *sub, ab_err *err)
 			return SUB_UNKNOWN;
 		c->pty = o == OPT_PTY ? 1 : 0;
 		return SUB_NEXT;
+	case OPT_REVIEW:
+		if (c->cmd != AB_CMD_RUN && c->cmd != AB_CMD_EXPLAIN)
+			return SUB_UNKNOWN;
+		c->review = true;
+		return SUB_NEXT;
+	case OPT_DIFF:
+		if (c->cmd != AB_CMD_REVIEW)
+			return SUB_UNKNOWN;
+		c->diff = true;
+		return SUB_NEXT;
 	case OPT_OTLP:
 		if (c->cmd != AB_CMD_RUN)
 			return SUB_UNKNOWN;
@@ -294,7 +334,8 @@ static int sub_opt(ab_cli *c, int o, const char *spelled, const char *sub, ab_er
 	bool run_like =
 		c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_TEST_ESCAPE;
 	bool esc = c->cmd == AB_CMD_TEST_ESCAPE;
-	bool ws_ok = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_ALLOW;
+	bool ws_ok = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_ALLOW ||
+		     c->cmd == AB_CMD_REVIEW || c->cmd == AB_CMD_APPLY || c->cmd == AB_CMD_DISCARD;
 	int r;
 	switch (o) {
 	case 'h':
@@ -370,6 +411,8 @@ static int parse_opts(int argc, char **argv, ab_cli *c, ab_err *err)
 		{"env", required_argument, NULL, OPT_ENV},
 		{"trace", optional_argument, NULL, OPT_TRACE},
 		{"otlp", required_argument, NULL, OPT_OTLP},
+		{"review", no_argument, NULL, OPT_REVIEW},
+		{"diff", no_argument, NULL, OPT_DIFF},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sub = argv[0];
@@ -449,6 +492,8 @@ static int check_operands(ab_cli *c, const char *sub, ab_err *err)
 	case AB_CMD_REPORT: return report_operands(c, err);
 	case AB_CMD_DOCTOR:
 	case AB_CMD_TEST_ESCAPE:
+	case AB_CMD_REVIEW:
+	case AB_CMD_DISCARD:
 		if (c->argc != 0)
 			return ab_fail(err, 0, "%s: unexpected argument '%s'", sub, c->argv[0]);
 		return 0;

@@ -36,7 +36,8 @@ static ab_profile *profile_new(void)
 {
 	ab_profile *p = calloc(1, sizeof(*p));
 	if (p)
-		p->net.transparent = p->audit.exec = p->audit.denials = p->terminal.clipboard = -1;
+		p->net.transparent = p->audit.exec = p->audit.denials = p->terminal.clipboard =
+			p->workspace.review = -1;
 	if (p)
 		p->limits =
 			(ab_limits){AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
@@ -131,6 +132,8 @@ static int merge_settings(ab_profile *base, const ab_profile *top)
 		base->audit.denials = top->audit.denials;
 	if (top->terminal.clipboard >= 0)
 		base->terminal.clipboard = top->terminal.clipboard;
+	if (top->workspace.review >= 0)
+		base->workspace.review = top->workspace.review;
 	if (top->net.proxy_port)
 		base->net.proxy_port = top->net.proxy_port;
 	if (top->net.placeholder_elsewhere)

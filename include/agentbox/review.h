@@ -38,6 +38,9 @@ enum ab_change_type { AB_CHT_FILE, AB_CHT_DIR, AB_CHT_SYMLINK, AB_CHT_SPECIAL };
 #define AB_RISK_BINARY 0x10     /* a large binary */
 #define AB_RISK_SYMLINK 0x20
 #define AB_RISK_SPECIAL 0x40 /* device, FIFO, socket, overlay mark: never applied */
+#define AB_RISK_CONFLICT \
+	0x80 /* the workspace changed there since the run (a directory the run
+		added to is now something else, a symlink say): never applied */
 /* applied only when a PATH names them (and special ones never) */
 #define AB_RISK_NAMED_ONLY (AB_RISK_PROTECTED | AB_RISK_NESTED_GIT | AB_RISK_SPECIAL)
 

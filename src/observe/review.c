@@ -488,18 +488,25 @@ static void dir_change(scan *s, int ud, int ld, const char *name, size_t plen, i
 		return;
 	}
 	bool lower_dir = ls->st_mode && S_ISDIR(ls->st_mode);
-	if (ls->st_mode && !lower_dir)
+	/* a directory the run added to (not opaque: it did not replace what
+	 * was there) that is no longer one in the workspace: a conflict */
+	bool conflict = ls->st_mode && !lower_dir && !opaque;
+	if (ls->st_mode && !lower_dir && opaque)
 		deleted(s, ld, name, ls);
 	_cleanup_close_ int lsub =
 		lower_dir ? openat(ld, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
 	size_t before = s->cs->n;
-	if (walk(s, sub, opaque ? -(lsub + 2) : lsub, plen, depth + 1) < 0)
+	int w = walk(s, sub, opaque ? -(lsub + 2) : lsub, plen, depth + 1);
+	for (size_t i = before; conflict && i < s->cs->n; i++)
+		s->cs->v[i].risk |= AB_RISK_CONFLICT;
+	if (w < 0)
 		return;
 	if (!lower_dir && s->cs->n == before) {
 		ab_change *c = add(s, s->path, AB_CHG_ADDED, AB_CHT_DIR);
 		if (c) {
 			struct stat us;
 			c->mode = fstat(sub, &us) == 0 ? us.st_mode : 0755;
+			c->risk |= conflict ? AB_RISK_CONFLICT : 0;
 			c->risk = ab_review_path_risk(s->path, AB_CHT_DIR, 0, 0, false,
 						      &s->cs->protect);
 		}
@@ -708,6 +715,7 @@ static const struct {
 	{AB_RISK_NESTED_GIT, "nested .git: applied only when named"},
 	{AB_RISK_PROTECTED, "protected path: applied only when named"},
 	{AB_RISK_SPECIAL, "special file or overlay mark: never applied"},
+	{AB_RISK_CONFLICT, "the workspace changed here since the run: not applied"},
 	{AB_RISK_EXEC, "executable"},
 	{AB_RISK_SYMLINK, "symlink"},
 	{AB_RISK_BINARY, "large binary"},
@@ -792,7 +800,8 @@ void ab_review_print(const char *dir, const ab_changeset *cs, FILE *out)
 			na, nm, nd);
 		for (size_t k = 0; k < AB_ARRAY_SIZE(risks); k++)
 			if ((risk & risks[k].bit) &&
-			    (risks[k].bit & (AB_RISK_NAMED_ONLY | AB_RISK_EXEC | AB_RISK_SYMLINK)))
+			    (risks[k].bit & (AB_RISK_NAMED_ONLY | AB_RISK_EXEC | AB_RISK_SYMLINK |
+					     AB_RISK_CONFLICT)))
 				fprintf(out, "  [%s]", risks[k].what);
 		fputc('\n', out);
 		i = j;

@@ -353,6 +353,15 @@ static int apply_selected(const char *workspace, const char *upper, const ab_cha
 			left++;
 			continue;
 		}
+		if (c->risk & AB_RISK_CONFLICT) {
+			fprintf(stderr,
+				"agentbox: apply: %s: the workspace changed on its way since the "
+				"run (a directory is now a symbolic link or a file): not applied, "
+				"nothing followed\n",
+				p);
+			failed++;
+			continue;
+		}
 		if (c->risk & AB_RISK_PROTECTED)
 			fprintf(stderr,
 				"agentbox: apply: %s is a protected path; applied because "

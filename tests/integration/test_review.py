@@ -252,3 +252,54 @@ def test_review_hostile_upper(ctx):
     assert r.returncode == 1, describe(r)
     after = _snapshot(ctx.ws)
     assert {k for k in after if before.get(k) != after.get(k)} == {"n.txt"}, after
+
+
+def test_review_claude_code_e2e(ctx):
+    """The Done-when end to end: real Claude Code (claude -p, YOLO) against
+    the mock API, in review mode, deletes a file, edits two, adds one and
+    creates a .git in a subdirectory.  `review` lists exactly those, the
+    nested .git flagged; `discard` leaves the workspace byte-identical; a
+    second session's `apply` of chosen paths lands exactly those."""
+    from mock_anthropic import Script, text_block, tool_use_block
+    from test_harness_claude import RUN_TIMEOUT, VERSION, Lab
+    _project(ctx)
+    cmd = ("rm c.txt && printf 'alpha\\nedited\\n' > a.txt && printf 'BETA\\n' > b.txt && "
+           "printf 'added\\n' > n.txt && mkdir sub && git init -q sub && echo done")
+
+    def session():
+        final = "FINAL-%d" % time.monotonic_ns()
+        script = Script([
+            [text_block("Editing."),
+             tool_use_block("Bash", {"command": cmd, "description": "Edit the project"})],
+            [text_block("Done. " + final)],
+        ])
+        for stale in (os.path.join(ctx.home, ".local", "bin", "claude"),
+                      os.path.join(ctx.home, ".local", "share", "claude", "versions", VERSION)):
+            if os.path.lexists(stale):
+                os.unlink(stale)   # a second Lab installs again
+        lab = Lab(ctx, script)
+        args = lab.args(["claude", "-p", "Edit the project.", "--dangerously-skip-permissions"],
+                        log=False)
+        args.insert(1, "--review")
+        r = ctx.run(args, env=lab.env(), timeout=RUN_TIMEOUT)
+        assert r.returncode == 0 and final in r.stdout, lab.why(r)
+        return lab, r
+
+    before = _snapshot(ctx.ws)
+    session()
+    assert _snapshot(ctx.ws) == before, "Claude Code wrote the real workspace in review mode"
+    got = _listed(_review(ctx))
+    assert set(got) == {"a.txt", "b.txt", "c.txt", "n.txt", "sub/.git/"}, got
+    assert [got[k][0] for k in ("a.txt", "b.txt", "c.txt", "n.txt")] == ["M", "M", "D", "A"]
+    assert "nested .git" in got["sub/.git/"][1], got
+    r = ctx.run(["discard", "-w", ctx.ws])
+    assert r.returncode == 0, describe(r)
+    assert _snapshot(ctx.ws) == before
+    # a second session, then land two of its changes
+    _, r = session()
+    r = ctx.run(["apply", "-w", ctx.ws, "a.txt", "c.txt"])
+    assert r.returncode == 0, describe(r)
+    after = _snapshot(ctx.ws)
+    assert {k for k in set(before) | set(after) if before.get(k) != after.get(k)} == \
+        {"a.txt", "c.txt"}
+    assert set(_listed(_review(ctx))) == {"b.txt", "n.txt", "sub/.git/"}

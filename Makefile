@@ -113,7 +113,8 @@ LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRC
 MAIN_SRC := src/cli/main.c
 UNIT_TESTS := common sync control profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
-              report credfile otlp unixsock wsframe termfilter gitconfig guard
+              report credfile otlp unixsock wsframe termfilter gitconfig guard \
+              review
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)

@@ -637,11 +637,11 @@ static int cmp_change(const void *a, const void *b)
 
 static int read_meta(const char *upper, ab_strv *protect, char **workspace)
 {
-	_cleanup_free_ char *dir = strdup(upper);
-	char *slash = dir ? strrchr(dir, '/') : NULL;
-	if (!slash)
+	const char *slash = strrchr(upper, '/');
+	_cleanup_free_ char *dir =
+		slash ? ab_asprintf("%.*s/meta", (int)(slash - upper), upper) : NULL;
+	if (!dir)
 		return -ENOMEM;
-	strcpy(slash, "/meta");
 	_cleanup_close_ int fd = ab_open_nofollow(dir, O_RDONLY);
 	_cleanup_free_ char *buf = NULL;
 	size_t len;

@@ -932,9 +932,10 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	bad |= json_object_set_new(o, "identity", json_identity(p));
 	bad |= json_object_set_new(o, "workspace", jstr(p->workspace ? p->workspace : ""));
 	bad |= json_object_set_new(o, "cwd", jstr(p->cwd ? p->cwd : ""));
-	bad |= json_object_set_new(o, "workspace_mode", jstr(p->review ? "review" : "direct"));
-	if (p->review)
+	if (p->review) { /* absent: "direct" */
+		bad |= json_object_set_new(o, "workspace_mode", jstr("review"));
 		bad |= json_object_set_new(o, "review_dir", jstr(p->review_dir));
+	}
 	bad |= json_object_set_new(o, "command", strv_json(&p->argv));
 	bad |= json_object_set_new(o, "mounts", json_mounts(p, NULL));
 	bad |= json_object_set_new(o, "readable", json_mounts(p, pick_ro));

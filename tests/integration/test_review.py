@@ -303,3 +303,24 @@ def test_review_claude_code_e2e(ctx):
     assert {k for k in set(before) | set(after) if before.get(k) != after.get(k)} == \
         {"a.txt", "c.txt"}
     assert set(_listed(_review(ctx))) == {"b.txt", "n.txt", "sub/.git/"}
+
+
+@root_only
+def test_review_overlay_impossible_fails_closed(ctx):
+    """The overlay cannot be mounted (its work directory on another file
+    system than its upper one): exit 125 with a hint, the command never
+    runs, nothing falls back to the real workspace."""
+    _project(ctx)
+    r = ctx.sandbox("true", extra_args=["--review"])  # makes the change set
+    assert r.returncode == 0, describe(r)
+    (d,) = os.listdir(_state(ctx))
+    work = os.path.join(_state(ctx), d, "work")
+    subprocess.run(["rm", "-rf", work], check=True)
+    os.mkdir(work)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "abreview", work], check=True)
+    ctx.on_cleanup(lambda: subprocess.run(["umount", "-l", work]))
+    before = _snapshot(ctx.ws)
+    r = ctx.sandbox("echo ran > ran.txt", extra_args=["--review"])
+    assert r.returncode == 125, describe(r)
+    assert "review mode: overlay on" in r.stderr and "Hint:" in r.stderr, describe(r)
+    assert _snapshot(ctx.ws) == before

@@ -170,6 +170,18 @@ static int temp_name(char *out, size_t size)
 	return 0;
 }
 
+/* Root applying in someone's workspace: the file keeps the owner of the
+ * one it replaces, a new one takes its directory's (not root's). */
+static int keep_owner(int fd, int pfd, const char *base)
+{
+	struct stat st;
+	if (geteuid() != 0)
+		return 0;
+	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 && fstat(pfd, &st) < 0)
+		return -errno;
+	return fchown(fd, st.st_uid, st.st_gid) < 0 ? -errno : 0;
+}
+
 static int land_file(int pfd, const char *base, int up, const ab_change *c)
 {
 	_cleanup_close_ int src = open_beneath(up, c->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
@@ -184,6 +196,8 @@ static int land_file(int pfd, const char *base, int up, const ab_change *c)
 	if (dst < 0)
 		return -errno;
 	int r = copy_fd(src, dst);
+	if (r == 0)
+		r = keep_owner(dst, pfd, base);
 	if (r == 0 && fchmod(dst, st.st_mode & 0777) < 0)
 		r = -errno;
 	if (r == 0 && fsync(dst) < 0)

@@ -81,13 +81,14 @@ CREDS_SRCS   := src/creds/ca.c src/creds/truststore.c src/creds/secrets.c src/cr
                 src/creds/encode.c src/creds/scanset.c src/creds/rewrite.c src/creds/sources.c \
                 src/creds/scan.c src/creds/phkey.c src/creds/systrust.c
 PLAN_SRCS    := src/plan/plan.c src/plan/plan_mounts.c src/plan/plan_net.c src/plan/plan_landlock.c \
-                src/plan/plan_gitcfg.c src/plan/explain.c
+                src/plan/plan_gitcfg.c src/plan/explain.c \
+                src/plan/plan_review.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_exec.c \
                 src/observe/supervise_rename.c src/observe/supervise_connect.c \
                 src/observe/supervise_path.c src/observe/report.c src/observe/report_event.c \
                 src/observe/report_text.c src/observe/report_json.c src/observe/gitscan.c \
-                src/observe/gitnest.c
+                src/observe/gitnest.c src/observe/review.c src/observe/review_apply.c
 EGRESS_SRCS  := src/egress/proxy.c src/egress/pxconn.c src/egress/pxlog.c src/egress/pxctl.c \
                 src/egress/pxhttp.c src/egress/pxbroker.c src/egress/pxtls.c src/egress/pxtunnel.c \
                 src/egress/pxscan.c src/egress/dnsd.c src/egress/resolve.c src/egress/control.c \
@@ -112,7 +113,8 @@ LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRC
 MAIN_SRC := src/cli/main.c
 UNIT_TESTS := common sync control profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
-              report credfile otlp unixsock wsframe termfilter gitconfig guard ask
+              report credfile otlp unixsock wsframe termfilter gitconfig guard ask \
+              review
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)

@@ -22,7 +22,7 @@ _agentbox()
 		esac
 	done
 	if [[ -z $cmd ]]; then
-		COMPREPLY=($(compgen -W "run check explain doctor allow test-escape report help version --help --version" -- "$cur"))
+		COMPREPLY=($(compgen -W "run check explain doctor allow test-escape report review apply discard help version --help --version" -- "$cur"))
 		return
 	fi
 	case $prev in
@@ -47,16 +47,20 @@ _agentbox()
 	esac
 	local opts
 	case $cmd in
-	run) opts="-p --profile -w --workspace --pty --no-pty --log --otlp -q --quiet --allow --read --write --env --trace --trace=best-effort --ask --ask-timeout --ask-profile -h --help --" ;;
-	explain) opts="-p --profile -w --workspace --json --allow --read --write --env -h --help" ;;
+	run) opts="-p --profile -w --workspace --pty --no-pty --log --otlp -q --quiet --allow --read --write --env --trace --trace=best-effort --ask --ask-timeout --ask-profile --review -h --help --" ;;
+	explain) opts="-p --profile -w --workspace --json --allow --read --write --env --review -h --help" ;;
 	check) opts="-h --help"
 		[[ $cur != -* ]] && { COMPREPLY=($(compgen -W "$(_agentbox_profiles)" -- "$cur") $(compgen -f -- "$cur")); return; } ;;
 	doctor) opts="--json -h --help" ;;
 	allow) opts="-w --workspace -h --help" ;;
+	review) opts="-w --workspace --diff -h --help" ;;
+	discard) opts="-w --workspace -h --help" ;;
+	apply) opts="-w --workspace -h --help"
+		[[ $cur != -* ]] && { COMPREPLY=($(compgen -f -- "$cur")); return; } ;;
 	test-escape) opts="-p --profile --format -o --output --only --list -q --quiet -h --help" ;;
 	report) opts="--json -h --help"
 		[[ $cur != -* ]] && { COMPREPLY=($(compgen -f -- "$cur")); return; } ;;
-	help) COMPREPLY=($(compgen -W "run check explain doctor allow test-escape report" -- "$cur")); return ;;
+	help) COMPREPLY=($(compgen -W "run check explain doctor allow test-escape report review apply discard" -- "$cur")); return ;;
 	*) return ;;
 	esac
 	if [[ $cur == -* || $cmd != run ]]; then

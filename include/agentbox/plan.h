@@ -63,6 +63,9 @@ enum ab_mnt_kind {
 #define AB_MNT_F_OUTER \
 	0x200 /* AB_MNT_PROC: the outer /proc bound read-only (the "proc-outer"
 		 downgrade, where a fresh one is refused) */
+#define AB_MNT_F_REVIEW \
+	0x400 /* the workspace in review mode: an overlay (upper and work in
+		 plan->review_dir) is stacked on the bind (docs/review.md) */
 
 typedef struct ab_mount {
 	enum ab_mnt_kind kind;
@@ -115,6 +118,9 @@ typedef struct ab_plan_input {
 	const char *const *control_dirs; /* NULL-terminated: where agentbox keeps its
 					    control sockets (ab_control_dirs); a grant
 					    that shows one has it masked.  May be NULL */
+	bool review;                     /* run --review: a copy-on-write view of the workspace */
+	const char *review_root;         /* where change sets are kept (ab_review_root); its
+				    grants are masked; NULL: none known */
 	unsigned ablate;                 /* AB_ABLATE_*: test-only weakening (see below); 0 always
 				       in the installed binary */
 } ab_plan_input;
@@ -252,11 +258,13 @@ typedef struct ab_plan {
 	char *ask_extends; /* what that file extends when it is new, or NULL */
 
 	ab_egress_plan egress;
-	bool git_settle; /* after the run, nested repositories armed during it are
+	bool review;      /* workspace.mode "review" or run --review (docs/review.md) */
+	char *review_dir; /* ... its change set: upper/, work/, meta */
+	bool git_settle;  /* after the run, nested repositories armed during it are
 			       disarmed (gitscan.h) and "?" entries it created moved aside
 			       (src/sandbox/settle.c); false only as a test ablation */
-	bool share_net;  /* test ablation "netns": no CLONE_NEWNET, no proxy */
-	int trace;       /* run --trace: enum ab_trace_mode (trace.h), src/observe/trace.c */
+	bool share_net;   /* test ablation "netns": no CLONE_NEWNET, no proxy */
+	int trace;        /* run --trace: enum ab_trace_mode (trace.h), src/observe/trace.c */
 
 	ab_strv downgrades; /* named protections lost on this kernel and allowed by the profile */
 	const char *record_lost; /* why there is no record here (static text), or NULL */
@@ -271,6 +279,14 @@ typedef struct ab_plan {
 /* Does the sandbox see the host file PATH as it is: a bind shows it, and no
  * mask (a deny) or content (a rendered copy) covers it? */
 bool ab_plan_shows(const ab_plan *p, const char *path);
+
+/* Review mode (src/plan/plan_review.c).  Where change sets are kept:
+ * $XDG_STATE_HOME/agentbox/review (else HOME/.local/state/...), from ENV;
+ * malloc'd, NULL when neither is absolute. */
+char *ab_review_root(const char *home, char *const *env);
+/* The change-set directory of WORKSPACE under ROOT:
+ * ROOT/BASENAME-HASH (malloc'd). */
+char *ab_review_dir_for(const char *root, const char *workspace);
 
 /* Decide everything.  Fails closed: a downgrade the profile does not allow is
  * an error with a Hint.  Exit code 125 on failure. */

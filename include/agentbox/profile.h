@@ -103,6 +103,11 @@ typedef struct ab_profile {
 	/* ask: -1 unset (= off), 0 off, 1 ask on the user's terminal when the
 	 * proxy refuses a host that is not listed (src/sandbox/asker.c) */
 	int ask;
+	/* workspace.mode: -1 unset (= "direct"), 0 "direct", 1 "review": the
+	 * command works on a copy-on-write view (docs/review.md) */
+	struct {
+		int review;
+	} workspace;
 
 	/* TCP ports that processes inside may connect()/bind() to on the sandbox's
 	 * own loopback, enforced by Landlock (ABI >= 4).  NULL list = none. */

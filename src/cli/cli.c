@@ -18,7 +18,8 @@ static const struct {
 	{"explain", AB_CMD_EXPLAIN}, {"doctor", AB_CMD_DOCTOR},
 	{"help", AB_CMD_HELP},       {"version", AB_CMD_VERSION},
 	{"allow", AB_CMD_ALLOW},     {"test-escape", AB_CMD_TEST_ESCAPE},
-	{"report", AB_CMD_REPORT},
+	{"report", AB_CMD_REPORT},   {"review", AB_CMD_REVIEW},
+	{"apply", AB_CMD_APPLY},     {"discard", AB_CMD_DISCARD},
 };
 
 void ab_cli_usage(enum ab_cmd which)
@@ -28,7 +29,7 @@ void ab_cli_usage(enum ab_cmd which)
 		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [--log FILE] [-q]\n"
 		      "                    [--otlp URL] [--allow HOST[:PORT]] [--read PATH] [--write PATH]\n"
 		      "                    [--env NAME] [--trace[=best-effort]] [--ask [--ask-timeout S]\n"
-		      "                    [--ask-profile FILE]] [--] COMMAND [ARG...]\n"
+		      "                    [--ask-profile FILE]] [--review] [--] COMMAND [ARG...]\n"
 		      "\n"
 		      "Run COMMAND in a sandbox built from PROFILE (default: \"default\").\n"
 		      "With no COMMAND, the profile's \"command\" runs.\n"
@@ -63,6 +64,10 @@ void ab_cli_usage(enum ab_cmd which)
 		      "      --ask-profile FILE the profile \"always\" writes (default: the last -p\n"
 		      "                         that is a file of yours, else a new one in\n"
 		      "                         ~/.config/agentbox/profiles that extends it)\n"
+		      "      --review           work on a copy-on-write view of the workspace: the\n"
+		      "                         real one is untouched; at exit the changes are\n"
+		      "                         listed, then `agentbox apply` or `discard` them\n"
+		      "                         (docs/review.md; as \"workspace\": {\"mode\": \"review\"})\n"
 		      "\n"
 		      "Exit status: the command's; 128+N if it was killed by signal N;\n"
 		      "125 agentbox failed; 126 command not executable; 127 command not found.\n",
@@ -140,6 +145,25 @@ void ab_cli_usage(enum ab_cmd which)
 		      "is missing, not a regular file, unreadable or not an audit log.\n",
 		      stdout);
 		break;
+	case AB_CMD_REVIEW:
+	case AB_CMD_APPLY:
+	case AB_CMD_DISCARD:
+		fputs("Usage: agentbox review [-w DIR] [--diff]\n"
+		      "       agentbox apply [-w DIR] [PATH...]\n"
+		      "       agentbox discard [-w DIR]\n"
+		      "\n"
+		      "The change set a `run --review` in DIR (default: the current directory) left\n"
+		      "pending.  review lists it again: added, modified and deleted files with\n"
+		      "line counts, the risky ones flagged; --diff shows the unified diff (through\n"
+		      "$PAGER on a terminal).  apply lands every change, or only those at or\n"
+		      "below the PATHs given, each file atomically; a nested .git, a protected\n"
+		      "path or a special file is applied only when named.  discard drops the\n"
+		      "change set; the workspace stays as it is.\n"
+		      "\n"
+		      "Exit status: 0 done; 1 apply left something out (said why); 125 no change\n"
+		      "set, a sandbox still running in DIR, or another failure.\n",
+		      stdout);
+		break;
 	case AB_CMD_DOCTOR:
 		fputs("Usage: agentbox doctor [--json]\n"
 		      "\n"
@@ -161,6 +185,9 @@ void ab_cli_usage(enum ab_cmd which)
 		      "  allow [-w DIR] HOST[:PORT]...                     allow a host in a running sandbox\n"
 		      "  test-escape [-p PROFILE] [--format F]             prove the sandbox holds here\n"
 		      "  report [--json] LOG                               summarize an audit log\n"
+		      "  review [-w DIR] [--diff]                          show run --review's changes\n"
+		      "  apply [-w DIR] [PATH...]                          land them (all, or PATHs)\n"
+		      "  discard [-w DIR]                                  drop them\n"
 		      "\n"
 		      "Options:\n"
 		      "  -h, --help      show help (also: agentbox COMMAND --help)\n"
@@ -221,7 +248,9 @@ enum {
 	OPT_OTLP,
 	OPT_ASK,
 	OPT_ASK_TIMEOUT,
-	OPT_ASK_PROFILE
+	OPT_ASK_PROFILE,
+	OPT_REVIEW,
+	OPT_DIFF
 };
 
 /* The option getopt_long just returned, as the user spelled it: "--name" for
@@ -299,6 +328,16 @@ static int run_opt(ab_cli *c, int o, const char *sub, ab_err *err)
 			return SUB_UNKNOWN;
 		c->pty = o == OPT_PTY ? 1 : 0;
 		return SUB_NEXT;
+	case OPT_REVIEW:
+		if (c->cmd != AB_CMD_RUN && c->cmd != AB_CMD_EXPLAIN)
+			return SUB_UNKNOWN;
+		c->review = true;
+		return SUB_NEXT;
+	case OPT_DIFF:
+		if (c->cmd != AB_CMD_REVIEW)
+			return SUB_UNKNOWN;
+		c->diff = true;
+		return SUB_NEXT;
 	case OPT_OTLP:
 		if (c->cmd != AB_CMD_RUN)
 			return SUB_UNKNOWN;
@@ -337,7 +376,8 @@ static int sub_opt(ab_cli *c, int o, const char *spelled, const char *sub, ab_er
 	bool run_like =
 		c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_TEST_ESCAPE;
 	bool esc = c->cmd == AB_CMD_TEST_ESCAPE;
-	bool ws_ok = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_ALLOW;
+	bool ws_ok = c->cmd == AB_CMD_RUN || c->cmd == AB_CMD_EXPLAIN || c->cmd == AB_CMD_ALLOW ||
+		     c->cmd == AB_CMD_REVIEW || c->cmd == AB_CMD_APPLY || c->cmd == AB_CMD_DISCARD;
 	int r;
 	switch (o) {
 	case 'h':
@@ -416,6 +456,8 @@ static int parse_opts(int argc, char **argv, ab_cli *c, ab_err *err)
 		{"ask", no_argument, NULL, OPT_ASK},
 		{"ask-timeout", required_argument, NULL, OPT_ASK_TIMEOUT},
 		{"ask-profile", required_argument, NULL, OPT_ASK_PROFILE},
+		{"review", no_argument, NULL, OPT_REVIEW},
+		{"diff", no_argument, NULL, OPT_DIFF},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sub = argv[0];
@@ -495,6 +537,8 @@ static int check_operands(ab_cli *c, const char *sub, ab_err *err)
 	case AB_CMD_REPORT: return report_operands(c, err);
 	case AB_CMD_DOCTOR:
 	case AB_CMD_TEST_ESCAPE:
+	case AB_CMD_REVIEW:
+	case AB_CMD_DISCARD:
 		if (c->argc != 0)
 			return ab_fail(err, 0, "%s: unexpected argument '%s'", sub, c->argv[0]);
 		return 0;

@@ -15,7 +15,10 @@ enum ab_cmd {
 	AB_CMD_VERSION,
 	AB_CMD_ALLOW,
 	AB_CMD_TEST_ESCAPE,
-	AB_CMD_REPORT
+	AB_CMD_REPORT,
+	AB_CMD_REVIEW, /* review mode's change set: show, land, drop (docs/review.md) */
+	AB_CMD_APPLY,
+	AB_CMD_DISCARD
 };
 
 typedef struct ab_cli {
@@ -40,6 +43,8 @@ typedef struct ab_cli {
 	char *out_path;     /* test-escape -o FILE (NULL = stdout) */
 	char *only;         /* test-escape --only ID,... */
 	bool list;          /* test-escape --list */
+	bool review;        /* run/explain --review: a copy-on-write view of the workspace */
+	bool diff;          /* review --diff: the unified diff, through $PAGER */
 	char **check_files; /* check: profile names/paths (points into argv) */
 	int ncheck;
 } ab_cli;

@@ -24,6 +24,7 @@
 #include "agentbox/plan.h"
 #include "agentbox/profile.h"
 #include "agentbox/report.h"
+#include "agentbox/review.h"
 #include "agentbox/sandbox.h"
 #include "agentbox/seccomp.h"
 #include "agentbox/trace.h"
@@ -274,7 +275,10 @@ static int plan_from(const ab_cli *cli, const ctx *c, const ab_profile *prof, ab
 	const char *cpaths[3] = {NULL, NULL, NULL};
 	for (int i = 0, n = ab_control_dirs(getuid(), cdirs); i < n; i++)
 		cpaths[i] = cdirs[i].path;
+	_cleanup_free_ char *review_root = ab_review_root(c->home, environ);
 	ab_plan_input in = {
+		.review = cli->review,
+		.review_root = review_root,
 		.host_sockets = &socks,
 		.control_dirs = cpaths,
 		.profile = prof,
@@ -488,6 +492,29 @@ static int cmd_test_escape(const ab_cli *cli, ab_err *err)
 }
 
 /* The libraries a security fix may be in, as linked into this binary. */
+/* review / apply / discard: the change set `run --review` left in the
+ * workspace's name (docs/review.md) */
+static int cmd_review(const ab_cli *cli, ab_err *err)
+{
+	ctx c;
+	if (fill_ctx(&c, cli->workspace, err) < 0)
+		return AB_EXIT_FAIL;
+	_cleanup_free_ char *dir = NULL;
+	int r = ab_review_find(c.workspace, environ, c.home, &dir, err);
+	if (r < 0)
+		return AB_EXIT_FAIL;
+	if (r == 0) {
+		ab_fail(err, 0, "no change set is pending for the workspace %s", c.workspace);
+		ab_err_hint(err, "agentbox run --review makes one");
+		return AB_EXIT_FAIL;
+	}
+	if (cli->cmd == AB_CMD_REVIEW)
+		return ab_review_cmd_show(c.workspace, dir, cli->diff, err);
+	if (cli->cmd == AB_CMD_APPLY)
+		return ab_review_cmd_apply(c.workspace, dir, cli->argv, cli->argc, err);
+	return ab_review_cmd_discard(c.workspace, dir, err);
+}
+
 static int print_version(void)
 {
 	const struct scmp_version *sv = seccomp_version();
@@ -554,6 +581,13 @@ int main(int argc, char **argv)
 	case AB_CMD_REPORT:
 		rc = ab_report_file(cli.argv[0], cli.json, stdout, &err);
 		if (rc == AB_EXIT_FAIL)
+			ab_err_print(&err);
+		break;
+	case AB_CMD_REVIEW:
+	case AB_CMD_APPLY:
+	case AB_CMD_DISCARD:
+		rc = cmd_review(&cli, &err);
+		if (rc == AB_EXIT_FAIL && err.msg[0])
 			ab_err_print(&err);
 		break;
 	case AB_CMD_TEST_ESCAPE:

@@ -37,7 +37,7 @@ static ab_profile *profile_new(void)
 	ab_profile *p = calloc(1, sizeof(*p));
 	if (p)
 		p->net.transparent = p->audit.exec = p->audit.denials = p->terminal.clipboard =
-			p->ask = -1;
+			p->ask = p->workspace.review = -1;
 	if (p)
 		p->limits =
 			(ab_limits){AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET, AB_LIMIT_UNSET,
@@ -134,6 +134,8 @@ static int merge_settings(ab_profile *base, const ab_profile *top)
 		base->terminal.clipboard = top->terminal.clipboard;
 	if (top->ask >= 0)
 		base->ask = top->ask;
+	if (top->workspace.review >= 0)
+		base->workspace.review = top->workspace.review;
 	if (top->net.proxy_port)
 		base->net.proxy_port = top->net.proxy_port;
 	if (top->net.placeholder_elsewhere)

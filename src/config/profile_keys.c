@@ -817,6 +817,26 @@ static const key_def audit_keys[] = {
 };
 // clang-format on
 
+/* workspace.mode: "direct" (the default) or "review" (docs/review.md) */
+static int parse_ws_mode(pf_ctx *c, json_t *v, const key_def *d)
+{
+	const char *s;
+	char q[100];
+	int r = pf_get_str(c, v, &s);
+	if (r < 0)
+		return r;
+	if (strcmp(s, "direct") != 0 && strcmp(s, "review") != 0)
+		return pf_fail(c, "unknown workspace mode \"%s\" (known: direct, review)",
+			       pf_quote(q, sizeof(q), s));
+	c->p->workspace.review = strcmp(s, "review") == 0;
+	return 0;
+}
+
+static const key_def workspace_keys[] = {
+	{.name = "mode", .fn = parse_ws_mode},
+	END,
+};
+
 static const key_def terminal_keys[] = {
 	{.name = "clipboard", .fn = parse_audit_bool, .off = PO(terminal.clipboard)},
 	END,
@@ -837,6 +857,7 @@ static const key_def top_keys[] = {
 	{ .name = "secrets", .fn = parse_secrets },
 	SECTION("audit", audit_keys),
 	SECTION("terminal", terminal_keys),
+	SECTION("workspace", workspace_keys),
 	LIST("unix_sockets", unix_sockets, pf_item_path, F_UNIQUE),
 	LIST("allow_downgrade", allow_downgrade, item_downgrade, F_UNIQUE),
 	{ .name = "hostname", .fn = parse_hostname },

@@ -214,6 +214,11 @@ static void text_profile(const ab_plan *p, const ab_profile *prof, FILE *out)
 	fprintf(out, " (%s)\n",
 		p->workspace && is_writable_dst(p, p->workspace) ? "writable" : "read-only");
 	put_line(out, "  cwd: ", p->cwd ? p->cwd : "(workspace)", "\n");
+	if (p->review)
+		put_line(out,
+			 "  mode: review (a copy-on-write view: the real workspace is untouched; "
+			 "the changes are held in ",
+			 p->review_dir, " until agentbox apply or discard)\n");
 	/* what would run: the command line's, else the profile's, else a shell */
 	fputs("  command:", out);
 	for (size_t i = 0; i < p->argv.n; i++) {
@@ -942,6 +947,10 @@ static int explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv 
 	bad |= json_object_set_new(o, "identity", json_identity(p));
 	bad |= json_object_set_new(o, "workspace", jstr(p->workspace ? p->workspace : ""));
 	bad |= json_object_set_new(o, "cwd", jstr(p->cwd ? p->cwd : ""));
+	if (p->review) { /* absent: "direct" */
+		bad |= json_object_set_new(o, "workspace_mode", jstr("review"));
+		bad |= json_object_set_new(o, "review_dir", jstr(p->review_dir));
+	}
 	bad |= json_object_set_new(o, "command", strv_json(&p->argv));
 	bad |= json_object_set_new(o, "mounts", json_mounts(p, NULL));
 	bad |= json_object_set_new(o, "readable", json_mounts(p, pick_ro));

@@ -549,7 +549,7 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 		ab_err_hint(err, "use a kernel built with CONFIG_SECCOMP_FILTER=y");
 		return -EINVAL;
 	}
-	if ((r = pl_plan_mounts(p, in, err)) < 0)
+	if ((r = pl_plan_mounts(p, in, err)) < 0 || (r = pl_plan_review(p, in, err)) < 0)
 		return r;
 	if ((r = pl_plan_egress(p, in, err)) < 0)
 		return r;
@@ -588,6 +588,7 @@ void ab_plan_free(ab_plan *p)
 	}
 	free(p->mounts);
 	free(p->workspace);
+	free(p->review_dir);
 	free(p->home);
 	ab_strv_free(&p->other_homes);
 	free(p->cwd);

@@ -48,6 +48,9 @@ int pl_plan_egress(ab_plan *p, const ab_plan_input *in, ab_err *err);
 int pl_plan_egress_env(ab_plan *p, ab_err *err);
 void pl_egress_plan_free(ab_egress_plan *e);
 
+/* ---- plan_review.c: after the mounts (marks the workspace bind) */
+int pl_plan_review(ab_plan *p, const ab_plan_input *in, ab_err *err);
+
 /* ---- plan_landlock.c: after the mounts and the egress plan */
 int pl_plan_landlock(ab_plan *p, const ab_plan_input *in, ab_err *err);
 

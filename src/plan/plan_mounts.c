@@ -507,6 +507,11 @@ static int plan_control_dirs(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		if (deny_one(p, in, *d, err) < 0)
 			return ab_err_prefix(err, "agentbox's control directory");
 	}
+	/* the pending change sets of review mode (plan_review.c): the next
+	 * apply lands what is there */
+	if (in->review_root && !pl_under_any(&in->profile->fs.deny, in->review_root) &&
+	    deny_one(p, in, in->review_root, err) < 0)
+		return ab_err_prefix(err, "agentbox's change sets");
 	return 0;
 }
 

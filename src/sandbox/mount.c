@@ -396,7 +396,8 @@ static bool empty_needed(const ab_plan *plan, size_t which)
 }
 
 typedef struct stage {
-	int fd; /* O_PATH of the staging root */
+	int fd;            /* O_PATH of the staging root */
+	int review_fds[2]; /* review mode: the change set's upper/ and work/, or -1 */
 	const ab_plan *plan;
 	const src_state *src;
 	const int *idmap_fds;
@@ -554,6 +555,80 @@ static int mount_cover(const stage *st, const ab_mount *m, int tfd, ab_err *err)
 	return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
 }
 
+/* Review mode (docs/review.md): an overlay stacked on the workspace bind just
+ * attached, whose lower layer is that bind (the real workspace, never
+ * written: the overlay copies up into upper/) and whose upper and work
+ * directories are the change set's.  userxattr: its whiteouts and opaque
+ * marks are user.overlay.* attributes, which a user namespace may set.
+ * Layers are passed as fds (no path lookup); kernels before 6.13 take their
+ * /proc/self/fd names instead. */
+static int overlay_layer(int fs, const char *key, int fd)
+{
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_FD, key, NULL, fd) == 0)
+		return 0;
+	if (errno != EINVAL && errno != EBADF)
+		return -errno;
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	const char *k = strcmp(key, "lowerdir+") == 0 ? "lowerdir" : key;
+	return syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, k, p, 0) == 0 ? 0 : -errno;
+}
+
+static int overlay_make(int lower, const int *rv)
+{
+	_cleanup_close_ int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return -errno;
+	static const char *const opts[][2] = {
+		{"userxattr", NULL}, {"redirect_dir", "nofollow"},
+		{"metacopy", "off"}, {"index", "off"},
+		{"xino", "off"},
+	};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(opts); i++) {
+		long r = opts[i][1] ? syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, opts[i][0],
+					      opts[i][1], 0)
+				    : syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, opts[i][0], NULL,
+					      0);
+		if (r < 0)
+			return -errno;
+	}
+	int r;
+	if ((r = overlay_layer(fs, "lowerdir+", lower)) < 0 ||
+	    (r = overlay_layer(fs, "upperdir", rv[0])) < 0 ||
+	    (r = overlay_layer(fs, "workdir", rv[1])) < 0)
+		return r;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return -errno;
+	int mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+			       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	return mnt < 0 ? -errno : mnt;
+}
+
+static int mount_review(const stage *st, const ab_mount *m, ab_err *err)
+{
+	if (st->review_fds[0] < 0 || st->review_fds[1] < 0)
+		return ab_fail(err, EPROTO, "review mode: no change set opened");
+	_cleanup_close_ int top = open_target(st->fd, m->dst, true, false);
+	if (top < 0)
+		return ab_fail(err, -top, "review mode: %s", m->dst);
+	_cleanup_close_ int lower = openat(top, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (lower < 0)
+		return ab_fail(err, errno, "review mode: %s", m->dst);
+	_cleanup_close_ int mnt = overlay_make(lower, st->review_fds);
+	int r = mnt < 0 ? mnt : attach(mnt, false, top, 0, false);
+	if (r < 0) {
+		ab_fail(err, -r, "review mode: overlay on %s", m->dst);
+		ab_err_hint(err,
+			    "this kernel or the filesystem of %s cannot hold an overlay's upper "
+			    "layer in a user namespace (overlayfs with user xattrs); run "
+			    "without --review, or set XDG_STATE_HOME to a directory on ext4, "
+			    "btrfs, xfs or tmpfs",
+			    st->plan->review_dir);
+		return r;
+	}
+	return 0;
+}
+
 static int apply_bind(const stage *st, size_t i, ab_err *err)
 {
 	const ab_mount *m = &st->plan->mounts[i];
@@ -582,7 +657,9 @@ static int apply_bind(const stage *st, size_t i, ab_err *err)
 	else
 		r = attach(s->fd, true, tfd,
 			   BASE_ATTRS | (m->kind == AB_MNT_BIND_RO ? MOUNT_ATTR_RDONLY : 0), true);
-	return r < 0 ? ab_fail(err, -r, "%s: bind %s", m->why, m->src) : 0;
+	if (r < 0)
+		return ab_fail(err, -r, "%s: bind %s", m->why, m->src);
+	return (m->flags & AB_MNT_F_REVIEW) ? mount_review(st, m, err) : 0;
 }
 
 /* A protected directory whose files have other names (hard links made while
@@ -723,7 +800,7 @@ static int enter_root(const ab_plan *plan, int stage_fd, ab_err *err)
 }
 
 static int stage_and_apply(const ab_plan *plan, const src_state *src, const int *idmap_fds,
-			   const int *devfds, ab_err *err)
+			   const int *devfds, const int *review_fds, ab_err *err)
 {
 	/* the content mounts live here: with secrets, the trust files (two copies of
 	 * the system bundle, ~220 KB on Debian, and two Java truststores, ~170 KB) */
@@ -751,7 +828,12 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 			  opts) < 0)
 			return ab_fail(err, errno, "staging %s", empties[i].name);
 	}
-	stage st = {.fd = sfd, .plan = plan, .src = src, .idmap_fds = idmap_fds, .devfds = devfds};
+	stage st = {.fd = sfd,
+		    .plan = plan,
+		    .src = src,
+		    .idmap_fds = idmap_fds,
+		    .devfds = devfds,
+		    .review_fds = {review_fds[0], review_fds[1]}};
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		int r = apply_one(&st, i, err);
 		if (r < 0)
@@ -810,6 +892,22 @@ static int wait_placeholders(const ab_plan *plan, int sync_fd, src_state *src, a
 	}
 }
 
+/* Review mode: the change set the parent prepared (src/observe/review.c),
+ * opened while the host tree is visible, no symlink followed. */
+static int open_review(const ab_plan *plan, int *fds, ab_err *err)
+{
+	static const char *const names[2] = {"upper", "work"};
+	for (int i = 0; i < 2; i++) {
+		_cleanup_free_ char *p = ab_path_join(plan->review_dir, names[i]);
+		if (!p)
+			return ab_fail(err, ENOMEM, "review mode");
+		fds[i] = p ? ab_open_nofollow(p, O_RDONLY | O_DIRECTORY) : -1;
+		if (fds[i] < 0)
+			return ab_fail(err, errno, "review mode: open %s", p);
+	}
+	return 0;
+}
+
 /* Root callers: the parent sends the idmapped trees while we get going. */
 static int recv_idmaps(const ab_plan *plan, int sync_fd, int *fds, ab_err *err)
 {
@@ -863,6 +961,9 @@ int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_runtime *rt, ab_err
 	}
 	if (r == 0)
 		r = open_sources(plan, src, err);
+	int review_fds[2] = {-1, -1};
+	if (r == 0 && plan->review)
+		r = open_review(plan, review_fds, err);
 	if (r == 0)
 		r = wait_placeholders(plan, sync_fd, src, rt, err);
 	/* from here on, act as the sandbox user (sources are already open) */
@@ -871,7 +972,9 @@ int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_runtime *rt, ab_err
 	if (r == 0 && plan->root_mode)
 		r = recv_idmaps(plan, sync_fd, idmap_fds, err);
 	if (r == 0)
-		r = stage_and_apply(plan, src, idmap_fds, devfds, err);
+		r = stage_and_apply(plan, src, idmap_fds, devfds, review_fds, err);
+	for (int i = 0; i < 2; i++)
+		ab_closep(&review_fds[i]);
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		if (src[i].fd >= 0)
 			close(src[i].fd);

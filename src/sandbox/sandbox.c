@@ -34,6 +34,7 @@
 #include "agentbox/netns.h"
 #include "agentbox/phkey.h"
 #include "agentbox/proxy.h"
+#include "agentbox/review.h"
 #include "pty.h"
 #include "agentbox/container.h"
 #include "agentbox/sandbox.h"
@@ -555,6 +556,8 @@ static int prepare_host(run_state *s)
 	clock_gettime(CLOCK_REALTIME_COARSE, &s->git_since); /* the clock file times use */
 	if (ab_guard_snapshot(&s->guard, &plan->guard, s->err) < 0)
 		return -1;
+	if (plan->review && ab_review_prepare(plan, s->err) < 0)
+		return -1;
 	if (ab_watch_init(&s->watch, plan, s->err) < 0)
 		return -1;
 	s->cleaner.settle = settle_in_watcher;
@@ -808,6 +811,9 @@ static void run_release(run_state *s, int code)
 	/* after the terminal is back to normal */
 	if (s->child > 0 && ran)
 		settle_git(s);
+	/* review mode: what the run changed, held in its change set */
+	if (s->plan->review && s->child > 0)
+		ab_review_after_run(s->plan);
 	close_log(s, code, ran);
 	ab_broker_free(s->broker); /* wipes the values */
 	s->broker = NULL;

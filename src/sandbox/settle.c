@@ -41,8 +41,10 @@ static size_t settle_nested(const ab_plan *plan, struct timespec since, ab_audit
 	for (size_t i = 0; i < plan->nmounts && n < AB_ARRAY_SIZE(roots); i++) {
 		const ab_mount *m = &plan->mounts[i];
 		struct stat st;
+		/* review mode: the sandbox wrote the change set, not this tree
+		 * (apply judges what it lands) */
 		if (m->kind != AB_MNT_BIND_RW || !(m->flags & AB_MNT_F_DIR) || !m->src ||
-		    stat(m->src, &st) < 0 || !S_ISDIR(st.st_mode))
+		    (m->flags & AB_MNT_F_REVIEW) || stat(m->src, &st) < 0 || !S_ISDIR(st.st_mode))
 			continue;
 		roots[n] = (ab_gitnest_root){.path = m->src, .dev = st.st_dev, .ino = st.st_ino};
 		ab_err ierr = {0};

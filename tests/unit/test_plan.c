@@ -2327,9 +2327,83 @@ static void test_gitcfg_real_readfile(void **state)
 	rmdir(dir);
 }
 
+/* Review mode (src/plan/plan_review.c): the workspace bind is marked, the
+ * change set named from the state root; a write grant inside the workspace
+ * (it would bypass the view) and a missing state root are refused; a grant
+ * that shows the change sets has them masked, in any mode. */
+static void test_review_mode(void **state)
+{
+	static const char root[] = "/data/state/agentbox/review";
+	static const fentry extra[] = {
+		{"/data/state", 'd', 1000},
+		{"/data/state/agentbox", 'd', 1000},
+		{"/data/state/agentbox/review", 'd', 1000},
+	};
+	fx f;
+	fx_init(&f, 7);
+	f.in.review = true;
+	f.in.review_root = root;
+	fx_ok(&f);
+	assert_true(f.plan->review);
+	_cleanup_free_ char *want = ab_review_dir_for(root, "/home/u/proj");
+	assert_non_null(want);
+	assert_string_equal(f.plan->review_dir, want);
+	assert_true(strncmp(want, "/data/state/agentbox/review/proj-", 33) == 0);
+	assert_true(must_mount(f.plan, AB_MNT_BIND_RW, "/home/u/proj")->flags & AB_MNT_F_REVIEW);
+	fx_done(&f);
+
+	fx_init(&f, 7); /* the profile's workspace.mode */
+	f.prof->workspace.review = 1;
+	f.in.review_root = root;
+	fx_ok(&f);
+	assert_true(f.plan->review);
+	fx_done(&f);
+
+	fx_init(&f, 7); /* default: direct, no flag */
+	f.in.review_root = root;
+	fx_ok(&f);
+	assert_false(f.plan->review);
+	assert_false(must_mount(f.plan, AB_MNT_BIND_RW, "/home/u/proj")->flags & AB_MNT_F_REVIEW);
+	fx_done(&f);
+
+	fx_init(&f, 7);
+	f.in.review = true;
+	fx_fail(&f, "review mode: no place for the change set");
+	fx_done(&f);
+
+	fx_init(&f, 7);
+	f.in.review = true;
+	f.in.review_root = root;
+	SV(&f.prof->fs.write, "/home/u/proj/src");
+	fx_fail(&f, "review mode: the write grant /home/u/proj/src (fs.write) lies inside the "
+		    "workspace");
+	fx_done(&f);
+
+	fx_init(&f, 7); /* a grant that shows the change sets: masked */
+	f.fs.extra = extra;
+	f.fs.nextra = AB_ARRAY_SIZE(extra);
+	f.in.review_root = root;
+	SV(&f.prof->fs.write, "/data/state");
+	fx_ok(&f);
+	assert_true(must_mount(f.plan, AB_MNT_MASK, root)->flags & AB_MNT_F_DIR);
+	fx_done(&f);
+
+	assert_null(ab_review_root(NULL, (char *[]){"XDG_STATE_HOME=rel", NULL}));
+	char *r = ab_review_root("/h", (char *[]){"XDG_STATE_HOME=/s", NULL});
+	assert_string_equal(r, "/s/agentbox/review");
+	free(r);
+	r = ab_review_root("/h", (char *[]){NULL});
+	assert_string_equal(r, "/h/.local/state/agentbox/review");
+	free(r);
+	r = ab_review_dir_for("/r", "/a/.hid den\n");
+	assert_true(strncmp(r, "/r/_hid_den_-", 13) == 0);
+	free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_review_mode),
 		cmocka_unit_test(test_mount_order_basic),
 		cmocka_unit_test(test_mount_order_nested),
 		cmocka_unit_test(test_deny_wins),

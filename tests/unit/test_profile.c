@@ -383,7 +383,7 @@ static void test_did_you_mean(void **state)
 		{"{\"version\":1,\"hstnm\":\"x\"}", /* distance 3: no guess */
 		 "/x/p.json:1:14: unknown key \"hstnm\" (known: $schema, version, extends, "
 		 "description, command, filesystem, network, env, limits, syscalls, secrets, "
-		 "audit, terminal, unix_sockets, allow_downgrade, hostname, ask)"},
+		 "audit, terminal, workspace, unix_sockets, allow_downgrade, hostname, ask)"},
 		{"{\"version\":1,\"allow_downgrade\":[\"seccomp-usernotif\"]}",
 		 "/x/p.json:1:33: allow_downgrade[0]: unknown downgrade \"seccomp-usernotif\" "
 		 "(did you mean \"seccomp-user-notif\"?)"},
@@ -1445,8 +1445,8 @@ static char *sorted_list(char *list)
 
 static void test_schema_matches_parser(void **state)
 {
-	static const char *const sections[] = {NULL,  "filesystem", "network",
-					       "env", "limits",     "syscalls"};
+	static const char *const sections[] = {NULL,     "filesystem", "network",  "env",
+					       "limits", "syscalls",   "workspace"};
 	json_error_t je;
 	json_t *schema =
 		json_load_file(AB_SRCDIR "/profiles/schema.json", JSON_REJECT_DUPLICATES, &je);
@@ -1542,9 +1542,30 @@ static void test_zero_cgroup_limits_refused(void **state)
 	ab_profile_free(p);
 }
 
+/* workspace.mode: "direct" or "review", FILE:LINE:COL for anything else;
+ * the last profile that sets it wins */
+static void test_workspace_mode(void **state)
+{
+	buf_err("{\"version\":1,\"workspace\":{\"mode\":\"cow\"}}",
+		"/x/p.json:1:34: workspace.mode: unknown workspace mode \"cow\" (known: direct, "
+		"review)");
+	buf_err("{\"version\":1,\"workspace\":{\"mode\":true}}",
+		"/x/p.json:1:34: workspace.mode: expected a string, got a boolean");
+	buf_err("{\"version\":1,\"workspace\":{\"moed\":\"review\"}}",
+		"/x/p.json:1:27: workspace: unknown key \"moed\" (did you mean \"mode\"?)");
+	ab_profile *p =
+		buf_ok_as("{\"version\":1,\"workspace\":{\"mode\":\"review\"}}", "/x/p.json");
+	assert_int_equal(p->workspace.review, 1);
+	ab_profile_free(p);
+	p = buf_ok_as("{\"version\":1}", "/x/p.json");
+	assert_int_equal(p->workspace.review, -1);
+	ab_profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_workspace_mode),
 		cmocka_unit_test(test_valid_fixtures_all_load),
 		cmocka_unit_test(test_valid_minimal),
 		cmocka_unit_test(test_valid_full),

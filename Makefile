@@ -81,7 +81,7 @@ CREDS_SRCS   := src/creds/ca.c src/creds/truststore.c src/creds/secrets.c src/cr
                 src/creds/encode.c src/creds/scanset.c src/creds/rewrite.c src/creds/sources.c \
                 src/creds/scan.c src/creds/phkey.c
 PLAN_SRCS    := src/plan/plan.c src/plan/plan_mounts.c src/plan/plan_net.c src/plan/plan_landlock.c \
-                src/plan/plan_gitcfg.c src/plan/explain.c
+                src/plan/plan_gitcfg.c src/plan/plan_learn.c src/plan/explain.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_exec.c \
                 src/observe/supervise_rename.c src/observe/supervise_connect.c \
@@ -110,7 +110,7 @@ CLI_SRCS     := src/cli/cli.c src/cli/doctor.c
 LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRCS) $(PLAN_SRCS) \
             $(OBSERVE_SRCS) $(EGRESS_SRCS) $(SANDBOX_SRCS) $(ESCAPE_SRCS) $(CLI_SRCS)
 MAIN_SRC := src/cli/main.c
-UNIT_TESTS := common sync control profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
+UNIT_TESTS := common sync control profile plan learn compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
               report credfile otlp unixsock wsframe termfilter gitconfig guard
 

@@ -251,6 +251,11 @@ typedef struct ab_plan {
  * mask (a deny) or content (a rendered copy) covers it? */
 bool ab_plan_shows(const ab_plan *p, const char *path);
 
+/* Would the planner refuse PATH as a write grant (a git directory, the home
+ * directory, a startup location or the directory holding one)?  0, or
+ * -EINVAL with the reason in *ERR. */
+int ab_plan_check_write_grant(const ab_plan *p, const char *path, ab_err *err);
+
 /* Decide everything.  Fails closed: a downgrade the profile does not allow is
  * an error with a Hint.  Exit code 125 on failure. */
 int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err);

@@ -9,7 +9,7 @@
  * reached through the proxy (filled by the proxy on the event loop).  Each
  * set has one writer; the builder reads them after the run.
  *
- * The builder (src/plan/plan_learn.c) decides, for each record, against the
+ * The builder (src/plan/learn.c) decides, for each record, against the
  * plan the learning run had and the host's filesystem: already granted
  * (nothing to add), a grant to add (the file, or for a new file the nearest
  * existing directory), or left out, with the reason (a secret, the home
@@ -31,16 +31,17 @@
 #define AB_LEARN_PROGS 3       /* programs named per record */
 
 enum ab_learn_kind {
-	AB_LEARN_READ,  /* opened for reading */
-	AB_LEARN_WRITE, /* opened for writing, created, or a directory made */
-	AB_LEARN_EXEC,  /* executed */
-	AB_LEARN_HOST,  /* a destination "host:port" reached through the proxy */
+	AB_LEARN_READ,   /* opened for reading */
+	AB_LEARN_WRITE,  /* opened for writing, created, or a directory made */
+	AB_LEARN_CREATE, /* ... a new file or directory whose parent the sandbox lacked */
+	AB_LEARN_EXEC,   /* executed */
+	AB_LEARN_HOST,   /* a destination "host:port" reached through the proxy */
 };
 
 typedef struct ab_learn_rec {
 	enum ab_learn_kind kind;
-	char *what;                   /* absolute path inside (normalised), or "host:port" */
-	char *progs[AB_LEARN_PROGS];  /* the programs that did it, first seen first */
+	char *what;                  /* absolute path inside (normalised), or "host:port" */
+	char *progs[AB_LEARN_PROGS]; /* the programs that did it, first seen first */
 	uint64_t count;
 } ab_learn_rec;
 
@@ -63,11 +64,11 @@ typedef int (*ab_learn_stat_fn)(void *ctx, const char *path, bool *is_dir);
 int ab_learn_real_stat(void *ctx, const char *path, bool *is_dir);
 
 typedef struct ab_learn_input {
-	const ab_plan *plan;           /* the learning run's plan (its base profiles) */
-	const ab_strv *extends;        /* the profiles the draft extends (names or paths) */
-	const ab_strv *argv;           /* the command that was learned (for the description) */
-	const ab_learn_set *paths;     /* READ / WRITE / EXEC records */
-	const ab_learn_set *hosts;     /* HOST records */
+	const ab_plan *plan;       /* the learning run's plan (its base profiles) */
+	const ab_strv *extends;    /* the profiles the draft extends (names or paths) */
+	const ab_strv *argv;       /* the command that was learned (for the description) */
+	const ab_learn_set *paths; /* READ / WRITE / EXEC records */
+	const ab_learn_set *hosts; /* HOST records */
 	ab_learn_stat_fn stat;
 	void *stat_ctx;
 } ab_learn_input;
@@ -79,6 +80,12 @@ typedef struct ab_learn_result {
 } ab_learn_result;
 
 int ab_learn_build(const ab_learn_input *in, ab_learn_result *out, ab_err *err);
+
+/* Would the builder do anything with (KIND, PATH) - add it or name it as left
+ * out?  The supervisor keeps only those, so the bounded record is not filled
+ * with what the plan already allowed. */
+bool ab_learn_matters(const ab_plan *plan, enum ab_learn_kind kind, const char *path,
+		      ab_learn_stat_fn stat, void *stat_ctx);
 void ab_learn_result_free(ab_learn_result *r);
 
 #endif

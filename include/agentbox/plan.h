@@ -102,6 +102,9 @@ typedef struct ab_plan_input {
 	const char *otlp_url;        /* --otlp URL: the events also go to that collector */
 	bool quiet;                  /* -q: no network summary at exit */
 	int trace;                   /* run --trace: enum ab_trace_mode (trace.h) */
+	bool learn;                  /* run --learn: the file calls and execs notify
+					(seccomp.notify_learn); refused without seccomp
+					user notification */
 	const ab_strv *host_sockets; /* the host's bound pathname unix sockets
 					(ab_unixsock_host); those a grant shows are
 					masked.  NULL: none */

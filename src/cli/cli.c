@@ -25,7 +25,8 @@ void ab_cli_usage(enum ab_cmd which)
 	case AB_CMD_RUN:
 		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [--log FILE] [-q]\n"
 		      "                    [--otlp URL] [--allow HOST[:PORT]] [--read PATH] [--write PATH]\n"
-		      "                    [--env NAME] [--trace[=best-effort]] [--] COMMAND [ARG...]\n"
+		      "                    [--env NAME] [--trace[=best-effort]] [--learn FILE]\n"
+		      "                    [--] COMMAND [ARG...]\n"
 		      "\n"
 		      "Run COMMAND in a sandbox built from PROFILE (default: \"default\").\n"
 		      "With no COMMAND, the profile's \"command\" runs.\n"
@@ -51,6 +52,12 @@ void ab_cli_usage(enum ab_cmd which)
 		      "                         CAP_BPF+CAP_PERFMON, else agentbox stops (exit 125)\n"
 		      "      --trace=best-effort  the same, but without the privileges: a warning,\n"
 		      "                         and the command runs untraced\n"
+		      "      --learn FILE       learn a profile: every destination the proxy is asked\n"
+		      "                         for is allowed and recorded, and so are the files the\n"
+		      "                         command opens, creates and runs (slower); then FILE\n"
+		      "                         gets a draft profile that extends PROFILE with what\n"
+		      "                         it lacked, secrets and the home never included\n"
+		      "                         (docs/learn.md).  A draft to review, not an authority\n"
 		      "\n"
 		      "Exit status: the command's; 128+N if it was killed by signal N;\n"
 		      "125 agentbox failed; 126 command not executable; 127 command not found.\n",
@@ -169,6 +176,8 @@ void ab_cli_free(ab_cli *c)
 	c->log_path = NULL;
 	free(c->otlp_url);
 	c->otlp_url = NULL;
+	free(c->learn);
+	c->learn = NULL;
 	free(c->format);
 	free(c->out_path);
 	free(c->only);
@@ -204,7 +213,8 @@ enum {
 	OPT_WRITE,
 	OPT_ENV,
 	OPT_TRACE,
-	OPT_OTLP
+	OPT_OTLP,
+	OPT_LEARN
 };
 
 /* The option getopt_long just returned, as the user spelled it: "--name" for
@@ -270,6 +280,13 @@ static int run_opt(ab_cli *c, int o, const char *sub, ab_err *err)
 		if (!optarg[0])
 			return ab_fail(err, 0, "%s: --log needs a file name", sub);
 		r = set_copy(&c->log_path, optarg, sub, err);
+		return r < 0 ? r : SUB_NEXT;
+	case OPT_LEARN:
+		if (c->cmd != AB_CMD_RUN)
+			return SUB_UNKNOWN;
+		if (!optarg[0])
+			return ab_fail(err, 0, "%s: --learn needs a file name", sub);
+		r = set_copy(&c->learn, optarg, sub, err);
 		return r < 0 ? r : SUB_NEXT;
 	case OPT_TRACE:
 		if (c->cmd != AB_CMD_RUN)
@@ -370,6 +387,7 @@ static int parse_opts(int argc, char **argv, ab_cli *c, ab_err *err)
 		{"env", required_argument, NULL, OPT_ENV},
 		{"trace", optional_argument, NULL, OPT_TRACE},
 		{"otlp", required_argument, NULL, OPT_OTLP},
+		{"learn", required_argument, NULL, OPT_LEARN},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sub = argv[0];

@@ -683,6 +683,11 @@ void ab_proxy_shutdown(ab_proxy *px)
 	}
 }
 
+void ab_proxy_learn(ab_proxy *px, struct ab_learn_set *set)
+{
+	px->learn = set;
+}
+
 void ab_proxy_set_broker(ab_proxy *px, struct ab_broker *b)
 {
 	px->broker = b;

@@ -239,6 +239,8 @@ struct ab_proxy {
 	struct ctl_conn *ctls; /* its open client connections */
 	px_pause ctl_pause;
 	struct ab_broker *broker;       /* secrets + session CA, or NULL */
+	struct ab_learn_set *learn;     /* run --learn: a destination the profile does not
+					   list is allowed and recorded here (NULL: not learning) */
 	uint64_t elsewhere_suppressed;  /* placeholder-elsewhere events beyond the
 					  audit's table (written as "suppressed") */
 	struct ab_scan_set *rset;       /* response masking patterns of all secrets */

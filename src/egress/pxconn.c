@@ -18,6 +18,8 @@
 
 #include "proxy_int.h"
 
+#include "agentbox/learn.h"
+
 /* ------------------------------------------------------------ buffers */
 
 /* Buffers may hold a secret's real value (requests to a brokered host):
@@ -283,6 +285,15 @@ void px_fail(px_conn *c, int status, const char *decision, const char *rule, con
 
 /* ------------------------------------------------------------ decisions */
 
+/* run --learn: record NORM:PORT ("[v6]:port" for an IPv6 literal).  0, or
+ * -errno when it cannot be kept (then it is refused as usual). */
+static int learn_record(ab_proxy *px, const char *norm, unsigned port)
+{
+	char what[AB_HOST_BUF + 16];
+	snprintf(what, sizeof(what), strchr(norm, ':') ? "[%s]:%u" : "%s:%u", norm, port);
+	return ab_learn_add(px->learn, AB_LEARN_HOST, what, NULL);
+}
+
 /* Policy for host:port; fills c->host/port/rule.  Returns 0 to go on, or a
  * negative errno after answering the client: -EINVAL (not a valid
  * destination), -EACCES (the policy refuses it). */
@@ -317,6 +328,10 @@ int px_decide(px_conn *c, const char *host, unsigned port)
 			port);
 		return -EINVAL;
 	default:
+		if (px->learn && learn_record(px, norm, port) == 0) {
+			snprintf(c->rule, sizeof(c->rule), "%s", "learn");
+			return 0;
+		}
 		px_fail(c, 403, "deny", "not-listed",
 			"%s:%u is not in the allowlist of profile '%s' (add it under "
 			"network.allow)",

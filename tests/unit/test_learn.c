@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * run --learn's pure part (src/plan/plan_learn.c): the record (dedup, limits,
+ * run --learn's pure part (src/plan/learn.c): the record (dedup, limits,
  * hostile bytes) and the draft made from it against a hand-made plan and a
  * fake host filesystem: what the plan already allowed is not repeated,
  * files are named, a file that could not be created gets its nearest
@@ -146,7 +146,12 @@ static void test_draft(void **state)
 	add(&paths, AB_LEARN_READ, "/home/u/.cache/absent", "node");
 	add(&paths, AB_LEARN_WRITE, "/home/u/.cache/new", "node");
 	add(&paths, AB_LEARN_WRITE, "/tmp/x", "node");
-	/* added: files named, the description from the programs */
+	add(&paths, AB_LEARN_CREATE, "/home/u/.cache/dir/new", "node"); /* host lacks it too */
+	add(&paths, AB_LEARN_CREATE, "/home/u/new", "node");            /* the tmpfs root: there */
+	/* a new file in a host directory the private tmpfs hides: that directory */
+	add(&paths, AB_LEARN_CREATE, "/home/u/.config/tool/new.db", "tool");
+	/* added: files named, the description from the programs (a read below a
+	 * directory the draft makes writable is covered by it) */
 	add(&paths, AB_LEARN_READ, "/home/u/.config/tool/conf", "tool");
 	add(&paths, AB_LEARN_READ, "/data/input.csv", "python3");
 	add(&paths, AB_LEARN_READ, "/data/input.csv", "sh");
@@ -170,8 +175,12 @@ static void test_draft(void **state)
 	assert_int_equal(ab_strv_push(&ext, "default"), 0);
 	assert_int_equal(ab_strv_push(&argv, "npm"), 0);
 	assert_int_equal(ab_strv_push(&argv, "install\n"), 0);
-	ab_learn_input in = {.plan = &plan, .extends = &ext, .argv = &argv, .paths = &paths,
-			     .hosts = &hosts, .stat = fake_stat};
+	ab_learn_input in = {.plan = &plan,
+			     .extends = &ext,
+			     .argv = &argv,
+			     .paths = &paths,
+			     .hosts = &hosts,
+			     .stat = fake_stat};
 	ab_learn_result res;
 	ab_err e = {0};
 	assert_int_equal(ab_learn_build(&in, &res, &e), 0);
@@ -181,13 +190,13 @@ static void test_draft(void **state)
 		"to review, not an authority\","
 		"\"descriptions\":{"
 		"\"filesystem.read\":{\"/data/input.csv\":\"read by python3, sh (learned)\","
-		"\"/opt2/tool/bin/run\":\"run by sh (learned)\","
-		"\"~/.config/tool/conf\":\"read by tool (learned)\"},"
-		"\"filesystem.write\":{\"/data/out\":\"written by python3 (learned)\"},"
+		"\"/opt2/tool/bin/run\":\"run by sh (learned)\"},"
+		"\"filesystem.write\":{\"/data/out\":\"written by python3 (learned)\","
+		"\"~/.config/tool\":\"written by tool (learned)\"},"
 		"\"network.allow\":{\"registry.test:8080\":\"reached by node (learned)\"}},"
 		"\"extends\":[\"default\"],"
-		"\"filesystem\":{\"read\":[\"/data/input.csv\",\"/opt2/tool/bin/run\","
-		"\"~/.config/tool/conf\"],\"write\":[\"/data/out\"]},"
+		"\"filesystem\":{\"read\":[\"/data/input.csv\",\"/opt2/tool/bin/run\"],"
+		"\"write\":[\"/data/out\",\"~/.config/tool\"]},"
 		"\"network\":{\"allow\":[\"registry.test:8080\"]},\"version\":1}";
 	if (strcmp(got, want) != 0)
 		fail_msg("draft:\n got  %s\n want %s", got, want);
@@ -216,7 +225,7 @@ static void test_draft(void **state)
 				   &e) < 0)
 		fail_msg("the draft does not load: %s", e.msg);
 	assert_int_equal(prof->ndescr, 5);
-	assert_true(ab_strv_contains(&prof->fs.read, "/home/u/.config/tool/conf"));
+	assert_true(ab_strv_contains(&prof->fs.write, "/home/u/.config/tool"));
 	ab_profile_free(prof);
 	free(nodefault);
 	free(got);
@@ -237,8 +246,9 @@ static void test_draft_edges(void **state)
 	ab_err e = {0};
 	assert_int_equal(ab_learn_build(&in, &res, &e), 0);
 	char *got = json_dumps(res.profile, JSON_SORT_KEYS | JSON_COMPACT);
-	assert_string_equal(got, "{\"description\":\"Learned by `agentbox run --learn` from ``: a "
-				 "draft to review, not an authority\",\"extends\":[],\"version\":1}");
+	assert_string_equal(got,
+			    "{\"description\":\"Learned by `agentbox run --learn` from ``: a "
+			    "draft to review, not an authority\",\"extends\":[],\"version\":1}");
 	free(got);
 	assert_int_equal(res.left.n, 1);
 	assert_non_null(strstr(res.left.v[0], "(7 more records)"));

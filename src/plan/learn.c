@@ -206,10 +206,10 @@ static bool pseudo_fs(const char *path)
 /* Top-level and system directories: never a learned write grant. */
 static bool system_dir(const char *path)
 {
-	static const char *const dirs[] = {"/",    "/etc", "/usr",  "/bin",  "/sbin", "/lib",
-					   "/lib32", "/lib64", "/libx32", "/boot", "/opt",
-					   "/var", "/home", "/root", "/srv",  "/mnt", "/media",
-					   "/tmp", "/var/tmp", "/run"};
+	static const char *const dirs[] = {"/",    "/etc",   "/usr",   "/bin",     "/sbin",
+					   "/lib", "/lib32", "/lib64", "/libx32",  "/boot",
+					   "/opt", "/var",   "/home",  "/root",    "/srv",
+					   "/mnt", "/media", "/tmp",   "/var/tmp", "/run"};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(dirs); i++)
 		if (strcmp(path, dirs[i]) == 0)
 			return true;
@@ -280,26 +280,30 @@ static bool writable(const cover *c)
 	       (c->grant->kind == AB_MNT_BIND_RW || c->grant->kind == AB_MNT_TMPFS);
 }
 
-static judged judge_write(const ab_learn_input *in, const char *path, const cover *c)
+/* CREATE: the sandbox lacked the new file's directory, which a private
+ * tmpfs over a host directory explains */
+static judged judge_write(const ab_learn_input *in, const char *path, const cover *c, bool create)
 {
 	const ab_plan *p = in->plan;
 	char buf[4200];
 	bool dir = false;
-	if (writable(c))
+	if (writable(c) && (!create || c->grant->kind != AB_MNT_TMPFS))
 		return (judged){.v = V_SKIP}; /* the plan let it write there */
 	if (c->over && c->over->kind == AB_MNT_MASK)
 		return left("denied by the profile (filesystem.deny %s)", c->over->dst);
 	if (c->over)
 		return left("protected (%s stays read-only in every run)", c->over->dst);
 	_cleanup_free_ char *t = NULL;
+	bool tmpfs = c->grant && c->grant->kind == AB_MNT_TMPFS;
 	if (in->stat(in->stat_ctx, path, &dir) == 0)
 		t = strdup(path);
-	else if (c->grant && c->grant->kind == AB_MNT_TMPFS)
+	else if (tmpfs && !create)
 		return (judged){.v = V_SKIP}; /* a new file in a private tmpfs */
 	else
 		t = existing_parent(in, path);
-	if (!t)
-		return (judged){.v = V_SKIP};
+	if (!t || (tmpfs && !ab_path_is_under(t, c->grant->dst)) ||
+	    (tmpfs && strcmp(t, c->grant->dst) == 0))
+		return (judged){.v = V_SKIP}; /* the sandbox has that directory */
 	if (is_home(p, t))
 		return left("needs %s writable, which is (or holds) the home directory", t);
 	if (secret_of(p, t, buf, sizeof(buf)))
@@ -319,8 +323,22 @@ static judged judge(const ab_learn_input *in, const ab_learn_rec *r)
 	    (p->workspace && ab_path_is_under(r->what, p->workspace)))
 		return (judged){.v = V_SKIP};
 	cover c = cover_of(p, r->what);
-	return r->kind == AB_LEARN_WRITE ? judge_write(in, r->what, &c)
-					 : judge_read(in, r->what, &c);
+	if (r->kind == AB_LEARN_WRITE || r->kind == AB_LEARN_CREATE)
+		return judge_write(in, r->what, &c, r->kind == AB_LEARN_CREATE);
+	return judge_read(in, r->what, &c);
+}
+
+bool ab_learn_matters(const ab_plan *plan, enum ab_learn_kind kind, const char *path,
+		      ab_learn_stat_fn stat, void *stat_ctx)
+{
+	ab_learn_input in = {.plan = plan, .stat = stat, .stat_ctx = stat_ctx};
+	ab_learn_rec r = {.kind = kind, .what = (char *)path};
+	if (kind == AB_LEARN_HOST || !path_ok(kind, path))
+		return false;
+	judged j = judge(&in, &r);
+	free(j.target);
+	free(j.why);
+	return j.v != V_SKIP;
 }
 
 /* ------------------------------------------------------------ the draft */
@@ -328,14 +346,11 @@ static judged judge(const ab_learn_input *in, const ab_learn_rec *r)
 static const char *verb(enum ab_learn_kind k)
 {
 	switch (k) {
-	case AB_LEARN_READ:
-		return "read by";
+	case AB_LEARN_READ: return "read by";
 	case AB_LEARN_WRITE:
-		return "written by";
-	case AB_LEARN_EXEC:
-		return "run by";
-	default:
-		return "reached by";
+	case AB_LEARN_CREATE: return "written by";
+	case AB_LEARN_EXEC: return "run by";
+	default: return "reached by";
 	}
 }
 
@@ -419,9 +434,8 @@ static int judge_paths(const ab_learn_input *in, ab_learn_result *out, ab_strv *
 	return 0;
 }
 
-static int emit_paths(const ab_learn_input *in, draft *d, ab_learn_result *out,
-		      const ab_strv *list, const size_t *rec_of, const ab_strv *writes,
-		      bool is_write)
+static int emit_paths(const ab_learn_input *in, draft *d, ab_learn_result *out, const ab_strv *list,
+		      const size_t *rec_of, const ab_strv *writes, bool is_write)
 {
 	const char *name = is_write ? "filesystem.write" : "filesystem.read";
 	for (size_t i = 0; i < list->n; i++) {
@@ -563,7 +577,7 @@ int ab_learn_build(const ab_learn_input *in, ab_learn_result *out, ab_err *err)
 	draft d = {json_array(), json_array(), json_array(), json_object()};
 	out->profile = header(in);
 	int r = out->profile && d.read && d.write && d.allow && d.descr ? build(in, out, &d)
-									  : -ENOMEM;
+									: -ENOMEM;
 	json_decref(d.read);
 	json_decref(d.write);
 	json_decref(d.allow);

@@ -88,8 +88,9 @@ static int draft_write(const char *file, draft_file *d, const json_t *profile, a
 
 static void summary(const char *file, const ab_learn_result *res, const ab_cli *cli)
 {
-	fprintf(stderr, "agentbox: learned a draft profile, written to %s (review it; "
-			"`agentbox explain -p %s` shows it)\n",
+	fprintf(stderr,
+		"agentbox: learned a draft profile, written to %s (review it; "
+		"`agentbox explain -p %s` shows it)\n",
 		file, file);
 	if (res->added.n == 0)
 		fprintf(stderr, "agentbox:   nothing to add to the profile it extends\n");

@@ -31,10 +31,10 @@
 
 typedef struct learn_call {
 	int nr;
-	int dfd;  /* argument holding the directory fd, -1: AT_FDCWD */
-	int path; /* argument holding the path */
+	int dfd;   /* argument holding the directory fd, -1: AT_FDCWD */
+	int path;  /* argument holding the path */
 	int flags; /* argument holding open flags, -1: a write (creat, mkdir) */
-	int mode; /* argument holding the mode */
+	int mode;  /* argument holding the mode */
 } learn_call;
 
 // clang-format off
@@ -109,8 +109,7 @@ static bool refine(pid_t tid, const char *norm, enum ab_learn_kind *kind)
 	return true;
 }
 
-static void record(ab_supervisor *s, pid_t tid, enum ab_learn_kind kind, int dfd,
-		   const char *raw)
+static void record(ab_supervisor *s, pid_t tid, enum ab_learn_kind kind, int dfd, const char *raw)
 {
 	char base[PATH_MAX], norm[PATH_MAX], prog[AB_LEARN_PROG_MAX];
 	if (!raw[0] || sup_caller_base(tid, raw, dfd, base, sizeof(base)) < 0 ||
@@ -152,8 +151,7 @@ void sup_on_learn(ab_supervisor *s, const struct seccomp_notif *rq)
 		char raw[PATH_MAX];
 		int dfd = c->dfd < 0 ? AT_FDCWD : (int)rq->data.args[c->dfd];
 		uint64_t fl = c->flags < 0 ? 0 : rq->data.args[c->flags];
-		bool write = c->flags < 0 ||
-			     (fl & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) != 0 ||
+		bool write = c->flags < 0 || (fl & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) != 0 ||
 			     (fl & O_TMPFILE) == O_TMPFILE;
 		if (sup_remote_str(tid, rq->data.args[c->path], raw, sizeof(raw)) == 0)
 			record(s, tid, write ? AB_LEARN_WRITE : AB_LEARN_READ, dfd, raw);

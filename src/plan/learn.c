@@ -252,6 +252,11 @@ static judged judge_read(const ab_learn_input *in, const char *path, const cover
 			    "files it needs");
 	if (is_home(p, path))
 		return left("the home directory");
+	ab_err e = {0};
+	if (ab_plan_check_write_grant(p, path, &e) < 0)
+		return left(
+			"a startup or configuration file of the shell, an editor or git (it "
+			"may hold exported secrets): never learned, grant it by hand if needed");
 	char *t = strdup(path);
 	return (judged){.v = t ? V_READ : V_SKIP, .target = t};
 }

@@ -26,7 +26,7 @@
 #include "agentbox/plan.h"
 
 #define AB_LEARN_MAX 4096      /* distinct records per set; more are counted, not kept */
-#define AB_LEARN_WHAT_MAX 4096 /* bytes of one path or destination */
+#define AB_LEARN_WHAT_MAX 4095 /* bytes of one path or destination (< PATH_MAX) */
 #define AB_LEARN_PROG_MAX 256  /* bytes of one program name */
 #define AB_LEARN_PROGS 3       /* programs named per record */
 
@@ -54,7 +54,8 @@ typedef struct ab_learn_set {
 /* Add (KIND, WHAT) by PROG (may be NULL); a repeat adds PROG to the record's
  * programs.  Bytes that are not printable ASCII in PROG are replaced.  0, or
  * -E2BIG (counted in dropped: the set is full or WHAT is too long), -EINVAL
- * (WHAT empty, or a path with a NUL or control byte), -ENOMEM. */
+ * (WHAT empty, or a path that is relative, not normalised or holds a control
+ * byte), -ENOMEM. */
 int ab_learn_add(ab_learn_set *s, enum ab_learn_kind kind, const char *what, const char *prog);
 void ab_learn_set_free(ab_learn_set *s);
 

@@ -86,6 +86,22 @@ static int draft_write(const char *file, draft_file *d, const json_t *profile, a
 	return 0;
 }
 
+/* A line of the summary: recorded bytes are the sandbox's, so control
+ * characters (C0, DEL, and C1 as UTF-8) are shown as '?' */
+static void say(const char *pre, const char *text)
+{
+	char buf[8192];
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)text; *p && o + 1 < sizeof(buf); p++) {
+		bool c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+		buf[o++] = *p < 0x20 || *p == 0x7f || c1 ? '?' : (char)*p;
+		if (c1)
+			p++;
+	}
+	buf[o] = '\0';
+	fprintf(stderr, "agentbox:   %s%s\n", pre, buf);
+}
+
 static void summary(const char *file, const ab_learn_result *res, const ab_cli *cli)
 {
 	fprintf(stderr,
@@ -95,9 +111,9 @@ static void summary(const char *file, const ab_learn_result *res, const ab_cli *
 	if (res->added.n == 0)
 		fprintf(stderr, "agentbox:   nothing to add to the profile it extends\n");
 	for (size_t i = 0; i < res->added.n; i++)
-		fprintf(stderr, "agentbox:   + %s\n", res->added.v[i]);
+		say("+ ", res->added.v[i]);
 	for (size_t i = 0; i < res->left.n && i < LEFT_SHOWN; i++)
-		fprintf(stderr, "agentbox:   left out: %s\n", res->left.v[i]);
+		say("left out: ", res->left.v[i]);
 	if (res->left.n > LEFT_SHOWN)
 		fprintf(stderr, "agentbox:   left out: %zu more\n", res->left.n - LEFT_SHOWN);
 	fprintf(stderr, "agentbox:   env.pass: not learned (a program reads its environment "

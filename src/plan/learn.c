@@ -33,6 +33,13 @@ static bool path_ok(enum ab_learn_kind kind, const char *what)
 	for (const char *p = what; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			return false;
+	/* normalised (ab_sup_path_norm): no empty, "." or ".." component, no
+	 * trailing slash, so that one file has one name */
+	size_t n = strlen(what);
+	if (strstr(what, "//") || strstr(what, "/./") || strstr(what, "/../") ||
+	    (n > 1 && what[n - 1] == '/') || (n >= 2 && strcmp(what + n - 2, "/.") == 0) ||
+	    (n >= 3 && strcmp(what + n - 3, "/..") == 0))
+		return false;
 	return true;
 }
 
@@ -327,6 +334,13 @@ static judged judge(const ab_learn_input *in, const ab_learn_rec *r)
 	if (r->kind == AB_LEARN_HOST || pseudo_fs(r->what) ||
 	    (p->workspace && ab_path_is_under(r->what, p->workspace)))
 		return (judged){.v = V_SKIP};
+	/* what a profile could not say as it is: its loader expands "${" and
+	 * reads JSON text (UTF-8) */
+	json_t *utf8 = json_string(r->what);
+	json_decref(utf8);
+	if (!utf8 || strstr(r->what, "${"))
+		return left("cannot be written in a profile as it is (%s)",
+			    utf8 ? "it holds \"${\", which a profile expands" : "not UTF-8 text");
 	cover c = cover_of(p, r->what);
 	if (r->kind == AB_LEARN_WRITE || r->kind == AB_LEARN_CREATE)
 		return judge_write(in, r->what, &c, r->kind == AB_LEARN_CREATE);
@@ -572,7 +586,8 @@ static int build(const ab_learn_input *in, ab_learn_result *out, draft *d)
 		if (r < 0)
 			return r;
 	}
-	qsort(out->left.v, out->left.n, sizeof(char *), strcmp_p);
+	if (out->left.n > 1)
+		qsort(out->left.v, out->left.n, sizeof(char *), strcmp_p);
 	return assemble(out->profile, d);
 }
 

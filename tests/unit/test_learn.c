@@ -24,7 +24,7 @@
 static const char *const host_files[] = {
 	"/home/u/.npmrc", "/home/u/.ssh/id_rsa", "/home/u/.config/tool/conf",
 	"/data/input.csv", "/data/out/old.txt", "/opt2/tool/bin/run", "/etc/shadow",
-	"/var/home/u/.local/bin/tool", NULL,
+	"/var/home/u/.local/bin/tool", "/home/u/.gitconfig", "/data/${HOME}", NULL,
 };
 static const char *const host_dirs[] = {
 	"/", "/home", "/home/u", "/home/u/.ssh", "/home/u/.config", "/home/u/.config/tool",
@@ -95,6 +95,10 @@ static void test_record_limits(void **state)
 	assert_int_equal(ab_learn_add(&s, AB_LEARN_READ, "rel/path", NULL), -EINVAL);
 	assert_int_equal(ab_learn_add(&s, AB_LEARN_READ, "/a\nb", NULL), -EINVAL);
 	assert_int_equal(ab_learn_add(&s, AB_LEARN_READ, "/a\x7f", NULL), -EINVAL);
+	static const char *const unnormal[] = {"/a/",     "/a//b", "/a/./b",
+					       "/a/../b", "/a/.",  "/a/.."};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(unnormal); i++)
+		assert_int_equal(ab_learn_add(&s, AB_LEARN_READ, unnormal[i], NULL), -EINVAL);
 	char *big = malloc(AB_LEARN_WHAT_MAX + 2);
 	assert_non_null(big);
 	memset(big, 'x', AB_LEARN_WHAT_MAX + 1);
@@ -121,9 +125,14 @@ static void test_record_limits(void **state)
 /* ---------------------------------------------------------------- the draft */
 
 static const char *const want_left[] = {
+	"/data/${HOME}: cannot be written in a profile as it is (it holds \"${\", which a profile "
+	"expands)",
+	"/data/bad\xff: cannot be written in a profile as it is (not UTF-8 text)",
 	"/data: a directory: a grant would show everything below it; name the files it needs",
 	"/etc/newfile: needs /etc writable, a system directory",
 	"/etc/shadow: denied by the profile (filesystem.deny /etc/shadow)",
+	"/home/u/.gitconfig: a startup or configuration file of the shell, an editor or git (it "
+	"may hold exported secrets): never learned, grant it by hand if needed",
 	"/home/u/.npmrc: a secret or credentials path (/home/u/.npmrc): never learned",
 	"/home/u/.ssh/id_rsa: a secret or credentials path (/home/u/.ssh): never learned",
 	"/var/home/u/.local/bin/tool: refusing to make /var/home/u/.local/bin/tool writable: it "
@@ -169,6 +178,9 @@ static void test_draft(void **state)
 	add(&paths, AB_LEARN_WRITE, "/etc/newfile", "tee");
 	add(&paths, AB_LEARN_WRITE, "/var/home/u/.local/bin/tool", "pip");
 	add(&paths, AB_LEARN_WRITE, "/var/home/u/newfile", "sh");
+	add(&paths, AB_LEARN_READ, "/home/u/.gitconfig", "git");
+	add(&paths, AB_LEARN_READ, "/data/${HOME}", "cat");
+	add(&paths, AB_LEARN_READ, "/data/bad\xff", "cat");
 	add(&hosts, AB_LEARN_HOST, "registry.test:8080", "node");
 	add(&hosts, AB_LEARN_HOST, "bad host!", NULL);
 	ab_strv ext = {0}, argv = {0};

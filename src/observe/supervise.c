@@ -604,6 +604,10 @@ void ab_supervisor_free(ab_supervisor *s)
 	if (s->root >= 0)
 		close(s->root);
 	free(s->tcp_ports);
+	if (s->learn_ports) {
+		pthread_mutex_destroy(&s->learn_mu);
+		free(s->learn_ports);
+	}
 	for (size_t i = 0; i < s->nshared; i++)
 		free(s->shared[i]);
 	free(s->shared);

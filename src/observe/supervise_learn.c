@@ -21,7 +21,11 @@
 #include "agentbox/learn.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,9 +57,61 @@ static const learn_call calls[] = {
 };
 // clang-format on
 
+static void prog_of(pid_t tid, char *out, size_t size);
+
+#define LEARN_PORTS 1024
+
 void ab_supervisor_learn(ab_supervisor *s, ab_learn_set *set)
 {
+	if (!s->learn_ports) {
+		s->learn_ports = calloc(LEARN_PORTS, sizeof(*s->learn_ports));
+		if (!s->learn_ports)
+			return; /* then the destinations go unnamed */
+		pthread_mutex_init(&s->learn_mu, NULL);
+	}
 	s->learn = set;
+}
+
+void sup_learn_connected(ab_supervisor *s, pid_t tid, int sock, const struct sockaddr *addr)
+{
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof(me);
+	if (!s->learn_ports || !addr || getsockname(sock, (struct sockaddr *)&me, &ml) < 0)
+		return;
+	uint16_t port = 0;
+	if (addr->sa_family == AF_INET && me.ss_family == AF_INET &&
+	    ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr) >> 24 == 127)
+		port = ntohs(((struct sockaddr_in *)&me)->sin_port);
+	else if (addr->sa_family == AF_INET6 && me.ss_family == AF_INET6 &&
+		 IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)addr)->sin6_addr))
+		port = ntohs(((struct sockaddr_in6 *)&me)->sin6_port);
+	if (!port)
+		return;
+	char prog[AB_LEARN_PROG_MAX];
+	prog_of(tid, prog, sizeof(prog));
+	pthread_mutex_lock(&s->learn_mu);
+	struct learn_port *e = &s->learn_ports[s->learn_next++ % LEARN_PORTS];
+	e->port = port;
+	snprintf(e->prog, sizeof(e->prog), "%s", prog);
+	pthread_mutex_unlock(&s->learn_mu);
+}
+
+bool ab_supervisor_learn_port(ab_supervisor *s, uint16_t port, char *out, size_t size)
+{
+	bool found = false;
+	if (!s || !s->learn_ports)
+		return false;
+	pthread_mutex_lock(&s->learn_mu);
+	/* newest first: a port is reused after its connection closed */
+	for (size_t i = 0; i < LEARN_PORTS && i < s->learn_next && !found; i++) {
+		const struct learn_port *e = &s->learn_ports[(s->learn_next - 1 - i) % LEARN_PORTS];
+		if (e->port == port) {
+			snprintf(out, size, "%s", e->prog);
+			found = true;
+		}
+	}
+	pthread_mutex_unlock(&s->learn_mu);
+	return found;
 }
 
 /* The program behind TID, as a path inside (its exe), else its comm. */

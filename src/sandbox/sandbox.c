@@ -593,7 +593,7 @@ static int prepare_services(run_state *s)
 		if (!s->sup)
 			return ab_fail(err, 0, "run --learn: no seccomp listener to record with");
 		ab_supervisor_learn(s->sup, &s->learn->paths);
-		ab_proxy_learn(s->proxy, &s->learn->hosts);
+		ab_proxy_learn(s->proxy, &s->learn->hosts, s->sup);
 	}
 	/* before clone: the values agentbox's environment holds move out of it */
 	if (ab_broker_stash(plan, &s->stash, err) < 0)

@@ -68,12 +68,14 @@ static void check_entries(const ab_profile *prof, const json_t *list, bool write
 	{
 		const char *e = json_string_value(v);
 		bool bad = !e || (e[0] != '/' && strncmp(e, "~/", 2) != 0) ||
-			   secret_comp(e, ".ssh") || secret_comp(e, ".aws") || strcmp(e, "~") == 0 ||
-			   strcmp(e, "/home/u") == 0 || strcmp(e, "/home") == 0 ||
-			   strcmp(e, "/") == 0 || strcmp(e, "/var/home/u") == 0 ||
+			   secret_comp(e, ".ssh") || secret_comp(e, ".aws") ||
+			   strcmp(e, "~") == 0 || strcmp(e, "/home/u") == 0 ||
+			   strcmp(e, "/home") == 0 || strcmp(e, "/") == 0 ||
+			   strcmp(e, "/var/home/u") == 0 ||
 			   (write && (strcmp(e, "/etc") == 0 || strcmp(e, "/tmp") == 0));
 		if (bad) {
-			fprintf(stderr, "bad %s entry: %s\n", write ? "write" : "read", e ? e : "?");
+			fprintf(stderr, "bad %s entry: %s\n", write ? "write" : "read",
+				e ? e : "?");
 			abort();
 		}
 		(void)prof;
@@ -101,9 +103,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const char *k = strchr(kinds, line[0]);
 		if (!k || !line[0])
 			continue;
-		enum ab_learn_kind kind = (enum ab_learn_kind[]){AB_LEARN_READ, AB_LEARN_WRITE,
-								 AB_LEARN_CREATE, AB_LEARN_EXEC,
-								 AB_LEARN_HOST}[k - kinds];
+		enum ab_learn_kind kind =
+			(enum ab_learn_kind[]){AB_LEARN_READ, AB_LEARN_WRITE, AB_LEARN_CREATE,
+					       AB_LEARN_EXEC, AB_LEARN_HOST}[k - kinds];
 		ab_learn_set *s = kind == AB_LEARN_HOST ? &hosts : &paths;
 		int r = ab_learn_add(s, kind, line + 2, prog);
 		assert(r == 0 || r == -EINVAL || r == -E2BIG);

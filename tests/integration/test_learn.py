@@ -227,7 +227,10 @@ def test_learn_npm_install(ctx):
     assert "left out: %s/.npmrc: a secret or credentials path" % ctx.home in r.stderr, \
         describe(r)
     assert ctx.token not in open(draft).read()
-    _check_draft(ctx, base, draft, want_allow=["registry.test:80"])
+    d = _check_draft(ctx, base, draft, want_allow=["registry.test:80"])
+    # the program that connected to the proxy, from the supervisor's connect
+    why = d["descriptions"]["network.allow"]["registry.test:80"]
+    assert why.startswith("reached by /usr/bin/node"), why
     # the same command under normal enforcement with the draft
     for n in ("node_modules", "package-lock.json"):
         p = os.path.join(ctx.ws, n)
@@ -268,7 +271,9 @@ def test_learn_pip_install_two_rounds(ctx):
     r = _learn(ctx, d1, d2, cmd)
     assert r.returncode == 0 and "tinypy-ok" in r.stdout, describe(r)
     assert _load(d2)["extends"] == [d1], _load(d2)
-    _check_draft(ctx, d1, d2, want_allow=["registry.test:80"])
+    why = _check_draft(ctx, d1, d2, want_allow=["registry.test:80"])[
+        "descriptions"]["network.allow"]["registry.test:80"]
+    assert why.startswith("reached by /usr/bin/python3"), why
     import shutil
     shutil.rmtree(os.path.join(ctx.ws, "site"), ignore_errors=True)
     r = ctx.sandbox(cmd, profile=d1, timeout=180)  # the first draft alone: refused

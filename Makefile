@@ -81,11 +81,11 @@ CREDS_SRCS   := src/creds/ca.c src/creds/truststore.c src/creds/secrets.c src/cr
                 src/creds/encode.c src/creds/scanset.c src/creds/rewrite.c src/creds/sources.c \
                 src/creds/scan.c src/creds/phkey.c src/creds/systrust.c
 PLAN_SRCS    := src/plan/plan.c src/plan/plan_mounts.c src/plan/plan_net.c src/plan/plan_landlock.c \
-                src/plan/plan_gitcfg.c src/plan/explain.c \
+                src/plan/plan_gitcfg.c src/plan/learn.c src/plan/explain.c \
                 src/plan/plan_review.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_exec.c \
-                src/observe/supervise_rename.c src/observe/supervise_connect.c \
+                src/observe/supervise_rename.c src/observe/supervise_connect.c src/observe/supervise_learn.c \
                 src/observe/supervise_path.c src/observe/report.c src/observe/report_event.c \
                 src/observe/report_text.c src/observe/report_json.c src/observe/gitscan.c \
                 src/observe/gitnest.c src/observe/review.c src/observe/review_apply.c
@@ -107,11 +107,11 @@ ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/result.c src
                 src/escape/probes/probe_prc.c src/escape/probes/probe_secproc.c \
                 src/escape/probes/probe_tty.c \
                 src/escape/lab/harness.c src/escape/lab/lab.c src/escape/lab/judge.c
-CLI_SRCS     := src/cli/cli.c src/cli/doctor.c
+CLI_SRCS     := src/cli/cli.c src/cli/doctor.c src/cli/learn_run.c
 LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRCS) $(PLAN_SRCS) \
             $(OBSERVE_SRCS) $(EGRESS_SRCS) $(SANDBOX_SRCS) $(ESCAPE_SRCS) $(CLI_SRCS)
 MAIN_SRC := src/cli/main.c
-UNIT_TESTS := common sync control profile plan compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
+UNIT_TESTS := common sync control profile plan learn compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
               report credfile otlp unixsock wsframe termfilter gitconfig guard ask \
               review

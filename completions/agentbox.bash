@@ -32,7 +32,7 @@ _agentbox()
 		return ;;
 	-w|--workspace)
 		COMPREPLY=($(compgen -d -- "$cur")); return ;;
-	--log|-o|--output|--read|--write)
+	--log|-o|--output|--read|--write|--learn)
 		COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--env)
 		COMPREPLY=($(compgen -e -- "$cur")); return ;;
@@ -47,7 +47,7 @@ _agentbox()
 	esac
 	local opts
 	case $cmd in
-	run) opts="-p --profile -w --workspace --pty --no-pty --log --otlp -q --quiet --allow --read --write --env --trace --trace=best-effort --ask --ask-timeout --ask-profile --review -h --help --" ;;
+	run) opts="-p --profile -w --workspace --pty --no-pty --log --otlp -q --quiet --allow --read --write --env --trace --trace=best-effort --ask --ask-timeout --ask-profile --review --learn -h --help --" ;;
 	explain) opts="-p --profile -w --workspace --json --allow --read --write --env --review -h --help" ;;
 	check) opts="-h --help"
 		[[ $cur != -* ]] && { COMPREPLY=($(compgen -W "$(_agentbox_profiles)" -- "$cur") $(compgen -f -- "$cur")); return; } ;;

@@ -112,6 +112,9 @@ typedef struct ab_plan_input {
 	unsigned ask_timeout_s;      /* --ask-timeout; 0: AB_ASK_DEFAULT_TIMEOUT_S */
 	const char *ask_profile;     /* the profile file "always" writes, or NULL */
 	const char *ask_extends;     /* what a new ask_profile extends, or NULL */
+	bool learn;                  /* run --learn: the file calls and execs notify
+					(seccomp.notify_learn); refused without seccomp
+					user notification */
 	const ab_strv *host_sockets; /* the host's bound pathname unix sockets
 					(ab_unixsock_host); those a grant shows are
 					masked.  NULL: none */
@@ -287,6 +290,10 @@ char *ab_review_root(const char *home, char *const *env);
 /* The change-set directory of WORKSPACE under ROOT:
  * ROOT/BASENAME-HASH (malloc'd). */
 char *ab_review_dir_for(const char *root, const char *workspace);
+/* Would the planner refuse PATH as a write grant (a git directory, the home
+ * directory, a startup location or the directory holding one)?  0, or
+ * -EINVAL with the reason in *ERR. */
+int ab_plan_check_write_grant(const ab_plan *p, const char *path, ab_err *err);
 
 /* Decide everything.  Fails closed: a downgrade the profile does not allow is
  * an error with a Hint.  Exit code 125 on failure. */

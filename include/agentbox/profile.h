@@ -178,7 +178,19 @@ typedef struct ab_profile {
 				    an error about one names the option */
 	ab_strv allow_downgrade; /* named protections the user accepts losing */
 	char *hostname;          /* inside hostname; NULL = "agentbox" */
+	/* descriptions: what an entry is for (run --learn writes them): key
+	 * "LIST\tENTRY" (LIST one of AB_PROFILE_DESCR_LISTS), value the text.
+	 * Shown by explain; they grant nothing. */
+	ab_kv *descr;
+	size_t ndescr;
 } ab_profile;
+
+/* The lists whose entries a "descriptions" object may describe. */
+#define AB_PROFILE_DESCR_LISTS                                                     \
+	{                                                                          \
+		"filesystem.read", "filesystem.write", "network.allow", "env.pass" \
+	}
+#define AB_PROFILE_DESCR_MAX 1024 /* bytes of one description */
 
 /* Find a profile by name or path:
  *   contains '/' or ends in ".json" -> a path (relative to cwd);

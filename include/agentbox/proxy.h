@@ -41,6 +41,13 @@ int ab_proxy_add_listener(ab_proxy *px, int kind, uint16_t port, int fd);
  * caller, alive until ab_proxy_free). */
 struct ab_broker;
 void ab_proxy_set_broker(ab_proxy *px, struct ab_broker *b);
+/* run --learn (docs/learn.md): a destination no rule lists is allowed (rule
+ * "learn" in the audit log) and recorded in SET as "host:port"; deny rules
+ * and the private-address check still apply.  The set is the event loop's.
+ * SUP names the program that connected (ab_supervisor_learn_port). */
+struct ab_learn_set;
+struct ab_supervisor;
+void ab_proxy_learn(ab_proxy *px, struct ab_learn_set *set, struct ab_supervisor *sup);
 /* Serve `agentbox allow` on the listener FD (ab_control_open); the proxy
  * owns it from here on (closed on error too). */
 int ab_proxy_control(ab_proxy *px, int fd, ab_err *err);

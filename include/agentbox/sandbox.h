@@ -10,6 +10,7 @@
 
 #include <sys/ioctl.h>
 
+#include "agentbox/learn.h"
 #include "agentbox/plan.h"
 #include "agentbox/seccomp.h"
 #include "agentbox/sync.h"
@@ -28,6 +29,14 @@ typedef struct ab_child_args {
 /* Parent: run the plan; returns the exit status agentbox should exit with
  * (the command's, 128+N, or 125/126/127 with *err filled for 125). */
 int ab_sandbox_run(const ab_plan *plan, ab_err *err);
+
+/* The same, for run --learn (plan->seccomp.notify_learn): LEARN's sets are
+ * filled by the supervisor (paths) and the proxy (hosts) and are the
+ * caller's again when this returns. */
+typedef struct ab_learn_sets {
+	ab_learn_set paths, hosts;
+} ab_learn_sets;
+int ab_sandbox_run_learn(const ab_plan *plan, ab_learn_sets *learn, ab_err *err);
 
 /* Child entry (clone callback).  Never returns to the caller's code. */
 int ab_child_main(void *arg);

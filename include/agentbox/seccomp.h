@@ -46,12 +46,17 @@ typedef struct ab_seccomp_policy {
 	 * closed).  Without argument rules on open and openat, the kernel's
 	 * seccomp action cache lets them skip the filter. */
 	bool setid_unchecked;
+	/* run --learn (docs/learn.md): open, openat, creat, mkdir and mkdirat
+	 * notify too; the parent records the path and lets the call continue
+	 * (src/observe/supervise_learn.c).  A learning run only. */
+	bool notify_learn;
 } ab_seccomp_policy;
 
 /* Does the filter need a user-notification listener (served by the parent)? */
 static inline bool ab_seccomp_listens(const ab_seccomp_policy *pol)
 {
-	return pol->notify_denials || pol->notify_exec || pol->notify_rename || pol->notify_connect;
+	return pol->notify_denials || pol->notify_exec || pol->notify_rename ||
+	       pol->notify_connect || pol->notify_learn;
 }
 
 /* The rename calls notify_rename notifies, native names (absent ones skipped). */
@@ -98,6 +103,14 @@ void ab_seccomp_deny_errnos(const ab_seccomp_policy *pol, int16_t *out, size_t n
  * The supervisor carries it out or continues it; anything else it is sent
  * is a denial. */
 bool ab_seccomp_notifies_rename(const ab_seccomp_policy *pol, int nr);
+
+/* The calls notify_learn notifies, native names (absent ones skipped). */
+#define AB_SECCOMP_LEARN_CALLS                                \
+	{                                                     \
+		"open", "openat", "creat", "mkdir", "mkdirat" \
+	}
+/* Does NR notify for the learning record (notify_learn, and not denied)? */
+bool ab_seccomp_notifies_learn(const ab_seccomp_policy *pol, int nr);
 
 /* Does NR notify as a connect (notify_connect, and not denied)? */
 bool ab_seccomp_notifies_connect(const ab_seccomp_policy *pol, int nr);

@@ -54,6 +54,14 @@ int ab_supervisor_attach(ab_supervisor *s, ab_loop *loop, int fd, pid_t init, ab
  * on): connect mediation asks it which unix sockets the sandbox bound.  Set
  * before the listener is attached. */
 void ab_supervisor_set_diag(ab_supervisor *s, int fd);
+/* run --learn: fill SET (include/agentbox/learn.h) from the file calls and
+ * execs; before attach.  The set is the supervisor's until it is finished. */
+struct ab_learn_set;
+void ab_supervisor_learn(ab_supervisor *s, struct ab_learn_set *set);
+/* run --learn: the program (its path inside) that connected from the
+ * sandbox's loopback port PORT, as noted when the supervisor carried the
+ * connect out; false when unknown.  Any thread. */
+bool ab_supervisor_learn_port(ab_supervisor *s, uint16_t port, char *out, size_t size);
 /* The sandbox is gone: the exits still pending, the repeat counts. */
 void ab_supervisor_finish(ab_supervisor *s);
 void ab_supervisor_free(ab_supervisor *s);

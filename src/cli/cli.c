@@ -29,7 +29,8 @@ void ab_cli_usage(enum ab_cmd which)
 		fputs("Usage: agentbox run [-p PROFILE]... [-w DIR] [--pty|--no-pty] [--log FILE] [-q]\n"
 		      "                    [--otlp URL] [--allow HOST[:PORT]] [--read PATH] [--write PATH]\n"
 		      "                    [--env NAME] [--trace[=best-effort]] [--ask [--ask-timeout S]\n"
-		      "                    [--ask-profile FILE]] [--review] [--] COMMAND [ARG...]\n"
+		      "                    [--ask-profile FILE]] [--review] [--learn FILE]\n"
+		      "                    [--] COMMAND [ARG...]\n"
 		      "\n"
 		      "Run COMMAND in a sandbox built from PROFILE (default: \"default\").\n"
 		      "With no COMMAND, the profile's \"command\" runs.\n"
@@ -68,6 +69,12 @@ void ab_cli_usage(enum ab_cmd which)
 		      "                         real one is untouched; at exit the changes are\n"
 		      "                         listed, then `agentbox apply` or `discard` them\n"
 		      "                         (docs/review.md; as \"workspace\": {\"mode\": \"review\"})\n"
+		      "      --learn FILE       learn a profile: every destination the proxy is asked\n"
+		      "                         for is allowed and recorded, and so are the files the\n"
+		      "                         command opens, creates and runs (slower); then FILE\n"
+		      "                         gets a draft profile that extends PROFILE with what\n"
+		      "                         it lacked, secrets and the home never included\n"
+		      "                         (docs/learn.md).  A draft to review, not an authority\n"
 		      "\n"
 		      "Exit status: the command's; 128+N if it was killed by signal N;\n"
 		      "125 agentbox failed; 126 command not executable; 127 command not found.\n",
@@ -210,6 +217,8 @@ void ab_cli_free(ab_cli *c)
 	c->otlp_url = NULL;
 	free(c->ask_profile);
 	c->ask_profile = NULL;
+	free(c->learn);
+	c->learn = NULL;
 	free(c->format);
 	free(c->out_path);
 	free(c->only);
@@ -250,7 +259,8 @@ enum {
 	OPT_ASK_TIMEOUT,
 	OPT_ASK_PROFILE,
 	OPT_REVIEW,
-	OPT_DIFF
+	OPT_DIFF,
+	OPT_LEARN
 };
 
 /* The option getopt_long just returned, as the user spelled it: "--name" for
@@ -349,6 +359,13 @@ static int run_opt(ab_cli *c, int o, const char *sub, ab_err *err)
 		if (!optarg[0])
 			return ab_fail(err, 0, "%s: --log needs a file name", sub);
 		r = set_copy(&c->log_path, optarg, sub, err);
+		return r < 0 ? r : SUB_NEXT;
+	case OPT_LEARN:
+		if (c->cmd != AB_CMD_RUN)
+			return SUB_UNKNOWN;
+		if (!optarg[0])
+			return ab_fail(err, 0, "%s: --learn needs a file name", sub);
+		r = set_copy(&c->learn, optarg, sub, err);
 		return r < 0 ? r : SUB_NEXT;
 	case OPT_TRACE:
 		if (c->cmd != AB_CMD_RUN)
@@ -458,6 +475,7 @@ static int parse_opts(int argc, char **argv, ab_cli *c, ab_err *err)
 		{"ask-profile", required_argument, NULL, OPT_ASK_PROFILE},
 		{"review", no_argument, NULL, OPT_REVIEW},
 		{"diff", no_argument, NULL, OPT_DIFF},
+		{"learn", required_argument, NULL, OPT_LEARN},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sub = argv[0];

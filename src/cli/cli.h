@@ -35,6 +35,7 @@ typedef struct ab_cli {
 	bool ask;               /* run --ask */
 	unsigned ask_timeout_s; /* run --ask-timeout S; 0 = default */
 	char *ask_profile;      /* run --ask-profile FILE */
+	char *learn;            /* run --learn FILE: write a draft profile there (learn_run.c) */
 	ab_strv grants;         /* run/explain one-off grants, in order: "allow=HOST[:PORT]",
 				 "read=PATH", "write=PATH", "env=NAME" */
 	char **argv;            /* run: command (points into the original argv) */
@@ -55,5 +56,10 @@ void ab_cli_free(ab_cli *c);
 
 /* Usage texts (stdout). */
 void ab_cli_usage(enum ab_cmd which);
+
+/* run --learn FILE (learn_run.c): the run, then the draft written to FILE;
+ * returns the exit status (the command's, or 125 with *ERR filled) */
+struct ab_plan;
+int ab_cli_learn(const ab_cli *cli, const struct ab_plan *plan, ab_err *err);
 
 #endif

@@ -303,6 +303,7 @@ static int plan_from(const ab_cli *cli, const ctx *c, const ab_profile *prof, ab
 		.ask_timeout_s = cli->ask_timeout_s,
 		.ask_profile = ask_file,
 		.ask_extends = ask_ext,
+		.learn = cli->cmd == AB_CMD_RUN && cli->learn,
 		.supplementary_groups = host.is_root ? 0 : count_supplementary_groups(),
 	};
 #ifdef AB_ABLATION
@@ -356,6 +357,8 @@ static int cmd_run_or_explain(const ab_cli *cli, ab_err *err)
 	}
 	fflush(stdout);
 	fflush(stderr);
+	if (cli->learn)
+		return ab_cli_learn(cli, plan, err);
 	return ab_sandbox_run(plan, err);
 }
 

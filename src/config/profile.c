@@ -164,6 +164,10 @@ static int merge_values(ab_profile *base, const ab_profile *top)
 	for (size_t i = 0; i < top->nsecrets; i++)
 		if (merge_secret(base, &top->secrets[i]) < 0)
 			return -ENOMEM;
+	for (size_t i = 0; i < top->ndescr; i++)
+		if (pf_kv_put(&base->descr, &base->ndescr, top->descr[i].key, top->descr[i].val) <
+		    0)
+			return -ENOMEM;
 	base->loopback.any = base->loopback.any || top->loopback.any;
 	for (size_t i = 0; i < top->loopback.nports; i++)
 		if (pf_add_port(base, top->loopback.ports[i]) < 0)
@@ -197,6 +201,11 @@ void ab_profile_free(ab_profile *p)
 		free(p->net.hosts[i].val);
 	}
 	free(p->net.hosts);
+	for (size_t i = 0; i < p->ndescr; i++) {
+		free(p->descr[i].key);
+		free(p->descr[i].val);
+	}
+	free(p->descr);
 	free(p->net.log);
 	free(p->net.upstream_proxy);
 	free(p->net.ca_file);

@@ -481,6 +481,51 @@ static int each_entry(pf_ctx *c, json_t *v, const char *what,
 	return 0;
 }
 
+/* descriptions: {"LIST": {"ENTRY": "text"}} */
+static const char *descr_list; /* the LIST being read (parse is single-threaded) */
+
+static int descr_one(pf_ctx *c, const char *k, const json_t *val)
+{
+	if (!k[0] || strlen(k) > 4096)
+		return pf_fail_key(c, "an entry must be 1 to 4096 bytes");
+	if (!json_is_string(val))
+		return pf_fail(c, "expected a string, got %s", pf_jtype(val));
+	const char *t = json_string_value(val);
+	size_t n = strlen(t);
+	if (n == 0 || n > AB_PROFILE_DESCR_MAX)
+		return pf_fail(c, "a description must be 1 to %d bytes, not %zu",
+			       AB_PROFILE_DESCR_MAX, n);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)t[i] < 0x20 || t[i] == 0x7f)
+			return pf_fail(c, "a description is one line of text (no control "
+					  "characters)");
+	_cleanup_free_ char *key = ab_asprintf("%s\t%s", descr_list, k);
+	if (!key || pf_kv_put(&c->p->descr, &c->p->ndescr, key, t) < 0)
+		return pf_oom(c);
+	return 0;
+}
+
+static int descr_section(pf_ctx *c, const char *k, const json_t *val)
+{
+	static const char *const lists[] = AB_PROFILE_DESCR_LISTS;
+	char q[100];
+	for (size_t i = 0; i < AB_ARRAY_SIZE(lists); i++) {
+		if (strcmp(k, lists[i]) != 0)
+			continue;
+		descr_list = lists[i];
+		return each_entry(c, (json_t *)val, "an object of ENTRY: \"text\"", descr_one);
+	}
+	return pf_fail_key(c,
+			   "unknown list \"%s\" (known: filesystem.read, filesystem.write, "
+			   "network.allow, env.pass)",
+			   pf_quote(q, sizeof(q), k));
+}
+
+static int parse_descriptions(pf_ctx *c, json_t *v, const key_def *d)
+{
+	return each_entry(c, v, "an object of LIST: {ENTRY: \"text\"}", descr_section);
+}
+
 static int parse_env_set(pf_ctx *c, json_t *v, const key_def *d)
 {
 	return each_entry(c, v, "an object", env_set_one);
@@ -862,6 +907,7 @@ static const key_def top_keys[] = {
 	LIST("allow_downgrade", allow_downgrade, item_downgrade, F_UNIQUE),
 	{ .name = "hostname", .fn = parse_hostname },
 	{ .name = "ask", .fn = parse_audit_bool, .off = PO(ask) },
+	{ .name = "descriptions", .fn = parse_descriptions },
 	END,
 };
 // clang-format on

@@ -710,6 +710,12 @@ void ab_proxy_shutdown(ab_proxy *px)
 	}
 }
 
+void ab_proxy_learn(ab_proxy *px, struct ab_learn_set *set, struct ab_supervisor *sup)
+{
+	px->learn = set;
+	px->learn_sup = sup;
+}
+
 void ab_proxy_set_broker(ab_proxy *px, struct ab_broker *b)
 {
 	px->broker = b;

@@ -243,11 +243,14 @@ struct ab_proxy {
 	int ctl_fd;            /* `agentbox allow` (control.h); 0/-1 none */
 	struct ctl_conn *ctls; /* its open client connections */
 	px_pause ctl_pause;
-	struct ab_broker *broker;       /* secrets + session CA, or NULL */
-	uint64_t elsewhere_suppressed;  /* placeholder-elsewhere events beyond the
+	struct ab_broker *broker;        /* secrets + session CA, or NULL */
+	struct ab_learn_set *learn;      /* run --learn: a destination the profile does not
+					   list is allowed and recorded here (NULL: not learning) */
+	struct ab_supervisor *learn_sup; /* ... which names the program behind a connection */
+	uint64_t elsewhere_suppressed;   /* placeholder-elsewhere events beyond the
 					  audit's table (written as "suppressed") */
-	struct ab_scan_set *rset;       /* response masking patterns of all secrets */
-	struct ab_scan_set **old_rsets; /* replaced after token refreshes; scanners may
+	struct ab_scan_set *rset;        /* response masking patterns of all secrets */
+	struct ab_scan_set **old_rsets;  /* replaced after token refreshes; scanners may
 					   still read them: freed with the proxy */
 	size_t nold_rsets;
 	struct ssl_ctx_st *client_ctx; /* upstream TLS of intercepted hosts */

@@ -18,6 +18,12 @@
 
 #include "proxy_int.h"
 
+#include "agentbox/learn.h"
+#include "agentbox/supervise.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 /* ------------------------------------------------------------ buffers */
 
 /* Buffers may hold a secret's real value (requests to a brokered host):
@@ -288,6 +294,26 @@ void px_fail(px_conn *c, int status, const char *decision, const char *rule, con
 
 /* ------------------------------------------------------------ decisions */
 
+/* run --learn: record NORM:PORT ("[v6]:port" for an IPv6 literal).  0, or
+ * -errno when it cannot be kept (then it is refused as usual). */
+static int learn_record(px_conn *c, const char *norm, unsigned port)
+{
+	char what[AB_HOST_BUF + 16], prog[AB_LEARN_PROG_MAX];
+	snprintf(what, sizeof(what), strchr(norm, ':') ? "[%s]:%u" : "%s:%u", norm, port);
+	/* the program: the one whose connect from this client's port the
+	 * supervisor carried out */
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof(peer);
+	uint16_t pport = 0;
+	if (getpeername(c->cfd, (struct sockaddr *)&peer, &pl) == 0)
+		pport = peer.ss_family == AF_INET ? ntohs(((struct sockaddr_in *)&peer)->sin_port)
+			: peer.ss_family == AF_INET6
+				? ntohs(((struct sockaddr_in6 *)&peer)->sin6_port)
+				: 0;
+	bool named = pport && ab_supervisor_learn_port(c->px->learn_sup, pport, prog, sizeof(prog));
+	return ab_learn_add(c->px->learn, AB_LEARN_HOST, what, named ? prog : NULL);
+}
+
 /* Policy for host:port; fills c->host/port/rule.  Returns 0 to go on, or a
  * negative errno after answering the client: -EINVAL (not a valid
  * destination), -EACCES (the policy refuses it), or -EINPROGRESS: held
@@ -323,6 +349,10 @@ int px_decide(px_conn *c, const char *host, unsigned port)
 			port);
 		return -EINVAL;
 	default:
+		if (px->learn && learn_record(c, norm, port) == 0) {
+			snprintf(c->rule, sizeof(c->rule), "%s", "learn");
+			return 0;
+		}
 		if (px_hold(c))
 			return -EINPROGRESS;
 		px_fail(c, 403, "deny", "not-listed",

@@ -218,7 +218,8 @@ static int add_mode_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_
 static int add_exec_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
 {
 	static const char *const calls[] = {"execve", "execveat"};
-	for (size_t c = 0; pol->notify_exec && c < AB_ARRAY_SIZE(calls); c++) {
+	for (size_t c = 0; (pol->notify_exec || pol->notify_learn) && c < AB_ARRAY_SIZE(calls);
+	     c++) {
 		if (ab_strv_contains(&pol->extra_deny, calls[c]))
 			continue; /* denied: a denial, not an exec */
 		int nr = required_nr(calls[c], err);
@@ -329,6 +330,42 @@ static int add_connect_rule(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, a
 	return nr < 0 ? 0 : add_rule(ctx, SCMP_ACT_NOTIFY, nr, "connect", 0, NULL, err);
 }
 
+/* run --learn: the file calls notify; the parent records the path and
+ * continues.  In libseccomp's filter this rule without arguments replaces
+ * the set-user-ID mode rules of the same calls, so the parent refuses those
+ * modes itself (src/observe/supervise_learn.c).  A call the profile denies
+ * stays a denial. */
+static int learn_call_nr(const ab_seccomp_policy *pol, const char *name)
+{
+	int nr = sc_resolve_nr(name);
+	const sc_deny_entry *e = sc_find_deny(name);
+	if (!pol->notify_learn || nr < 0 || ab_strv_contains(&pol->extra_deny, name) ||
+	    (e && sc_entry_active(pol, e)))
+		return -1;
+	return nr;
+}
+
+bool ab_seccomp_notifies_learn(const ab_seccomp_policy *pol, int nr)
+{
+	static const char *const calls[] = AB_SECCOMP_LEARN_CALLS;
+	for (size_t c = 0; nr >= 0 && c < AB_ARRAY_SIZE(calls); c++)
+		if (learn_call_nr(pol, calls[c]) == nr)
+			return true;
+	return false;
+}
+
+static int add_learn_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
+{
+	static const char *const calls[] = AB_SECCOMP_LEARN_CALLS;
+	for (size_t c = 0; c < AB_ARRAY_SIZE(calls); c++) {
+		int nr = learn_call_nr(pol, calls[c]);
+		int r = nr < 0 ? 0 : add_rule(ctx, SCMP_ACT_NOTIFY, nr, calls[c], 0, NULL, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int build_ctx(const ab_seccomp_policy *pol, scmp_filter_ctx *out, ab_err *err)
 {
 	_cleanup_scmp_ scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -353,6 +390,8 @@ static int build_ctx(const ab_seccomp_policy *pol, scmp_filter_ctx *out, ab_err 
 		r = add_rename_rules(ctx, pol, err);
 	if (r >= 0)
 		r = add_connect_rule(ctx, pol, err);
+	if (r >= 0)
+		r = add_learn_rules(ctx, pol, err);
 	if (r < 0)
 		return r;
 	*out = ctx;

@@ -413,8 +413,11 @@ static void *serve_thread(void *arg)
 		const struct seccomp_notif *rq = s->req;
 		bool exec = rq->data.arch == AB_NATIVE_ARCH &&
 			    (rq->data.nr == s->nr_execve || rq->data.nr == s->nr_execveat);
-		if (exec && s->pol->notify_exec)
+		if (exec && (s->pol->notify_exec || s->pol->notify_learn))
 			sup_on_exec(s, rq);
+		else if (rq->data.arch == AB_NATIVE_ARCH &&
+			 ab_seccomp_notifies_learn(s->pol, rq->data.nr))
+			sup_on_learn(s, rq);
 		else if (rq->data.arch == AB_NATIVE_ARCH &&
 			 ab_seccomp_notifies_rename(s->pol, rq->data.nr))
 			sup_on_rename(s, rq);
@@ -463,6 +466,7 @@ int ab_supervisor_configure(ab_supervisor *s, const struct ab_plan *plan, ab_err
 {
 	s->kuid = plan->map_kuid;
 	s->kgid = plan->map_kgid;
+	s->plan = plan;
 	int r = sup_connect_configure(s, plan, err);
 	return r < 0 ? r : sup_rename_configure(s, plan, err);
 }
@@ -600,6 +604,10 @@ void ab_supervisor_free(ab_supervisor *s)
 	if (s->root >= 0)
 		close(s->root);
 	free(s->tcp_ports);
+	if (s->learn_ports) {
+		pthread_mutex_destroy(&s->learn_mu);
+		free(s->learn_ports);
+	}
 	for (size_t i = 0; i < s->nshared; i++)
 		free(s->shared[i]);
 	free(s->shared);

@@ -530,6 +530,9 @@ void sup_on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 		/* most complete at once; the rest wait in the pool, never here */
 		int done = 0;
 		if (conn_try(&j, fl, &done)) {
+			if (s->learn && (done == 0 || done == EINPROGRESS))
+				sup_learn_connected(s, (pid_t)rq->pid, j.sock,
+						    (const struct sockaddr *)&j.addr);
 			sup_answer(s, rq->id, done, false);
 			conn_job_close(&j);
 			return;
@@ -538,10 +541,19 @@ void sup_on_connect(ab_supervisor *s, const struct seccomp_notif *rq)
 			return; /* the pool owns the socket, the pin and the answer */
 		e = EAGAIN;
 	}
-	if (e)
+	if (e) {
 		sup_answer(s, rq->id, e, false);
-	else
+	} else if (s->learn) {
+		/* noted between the connect and the answer, so before the caller
+		 * can send anything to the proxy */
+		int done = conn_connect(&j);
+		if (done == 0 || done == EINPROGRESS)
+			sup_learn_connected(s, (pid_t)rq->pid, j.sock,
+					    (const struct sockaddr *)&j.addr);
+		conn_answer(&j, s->resp, s->fd, done);
+	} else {
 		conn_do(&j, s->resp, s->fd);
+	}
 	conn_job_close(&j);
 }
 

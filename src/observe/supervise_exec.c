@@ -357,6 +357,13 @@ void sup_on_exec(ab_supervisor *s, const struct seccomp_notif *rq)
 	bool at = rq->data.nr == s->nr_execveat;
 	uint64_t path_addr = at ? rq->data.args[1] : rq->data.args[0];
 	uint64_t argv_addr = at ? rq->data.args[2] : rq->data.args[1];
+	if (!s->pol->notify_exec) { /* a learning run without a log: the path only */
+		char path[AB_SUP_ARG_MAX];
+		if (!at && sup_remote_str(tid, path_addr, path, sizeof(path)) == 0)
+			sup_learn_exec(s, tid, path);
+		sup_answer(s, rq->id, 0, true);
+		return;
+	}
 	exec_rec *r = malloc(sizeof(*r));
 	if (!r) {
 		sup_answer(s, rq->id, 0, true);
@@ -391,6 +398,8 @@ void sup_on_exec(ab_supervisor *s, const struct seccomp_notif *rq)
 	 * (then the pid behind the pidfd was not reused either).  The record
 	 * goes to the loop before the answer, so the loop writes it while the
 	 * exec runs. */
+	if (found && !at)
+		sup_learn_exec(s, tid, r->path);
 	bool valid = sup_still_valid(s, rq->id);
 	bool handed = valid && found && write(s->pipe[1], &r, sizeof(r)) == (ssize_t)sizeof(r);
 	sup_answer(s, rq->id, 0, true);

@@ -98,6 +98,19 @@ struct ab_supervisor {
 	} refused[16];
 	size_t nrefused;
 	uint64_t refused_other;
+	/* run --learn: the record the thread fills (NULL: not learning), and
+	 * the plan it is judged against */
+	struct ab_learn_set *learn;
+	const struct ab_plan *plan;
+	/* ... which program holds the sandbox's end of each loopback TCP
+	 * connection the supervisor carried out (its local port), for the
+	 * proxy to name who reached a destination; a ring, under learn_mu */
+	pthread_mutex_t learn_mu;
+	struct learn_port {
+		uint16_t port;
+		char prog[256];
+	} * learn_ports;
+	size_t learn_next;
 	/* the thread's: paths that existed inside, recently (execvp check) */
 	struct {
 		char path[AB_SUP_ARG_MAX];
@@ -151,6 +164,18 @@ void sup_exec_free(ab_supervisor *s);
 /* the rendered credentials files of PLAN */
 int sup_rename_configure(ab_supervisor *s, const struct ab_plan *plan, ab_err *err);
 void sup_on_rename(ab_supervisor *s, const struct seccomp_notif *rq);
+
+/* ---- supervise_learn.c */
+
+struct sockaddr;
+
+/* an open, openat, creat, mkdir or mkdirat (notify_learn): recorded, continued */
+void sup_on_learn(ab_supervisor *s, const struct seccomp_notif *rq);
+/* an exec of PATH (as given) by TID, for the learning record */
+void sup_learn_exec(ab_supervisor *s, pid_t tid, const char *path);
+/* a connect TID made on SOCK (its copy) to ADDR: a loopback TCP one is noted
+ * by its local port */
+void sup_learn_connected(ab_supervisor *s, pid_t tid, int sock, const struct sockaddr *addr);
 
 /* ---- supervise_connect.c */
 

@@ -186,6 +186,15 @@ static void text_profile(const ab_plan *p, const ab_profile *prof, FILE *out)
 			put_line(out, "  description: ", prof->description, "\n");
 		for (size_t i = 0; i < prof->cli_grants.n; i++)
 			put_line(out, "  command line: ", prof->cli_grants.v[i], "\n");
+		for (size_t i = 0; i < prof->ndescr; i++) {
+			/* "LIST\tENTRY": shown as "LIST ENTRY: text" */
+			_cleanup_free_ char *k = strdup(prof->descr[i].key);
+			char *tab = k ? strchr(k, '\t') : NULL;
+			if (tab)
+				*tab = ' ';
+			put_line(out, "  why ", k ? k : "?", ": ");
+			put_line(out, "", prof->descr[i].val, "\n");
+		}
 	}
 
 	fputs("\nIdentity\n", out);
@@ -715,6 +724,24 @@ static json_t *json_profile(const ab_profile *prof)
 	bad |= json_object_set_new(o, "description",
 				   prof && prof->description ? jstr(prof->description)
 							     : json_null());
+	json_t *d = json_object();
+	bad |= !d;
+	for (size_t i = 0; d && prof && i < prof->ndescr; i++) {
+		_cleanup_free_ char *k = strdup(prof->descr[i].key);
+		char *tab = k ? strchr(k, '\t') : NULL;
+		if (!tab) {
+			bad = 1;
+			break;
+		}
+		*tab = '\0';
+		json_t *l = json_object_get(d, k);
+		if (!l) {
+			l = json_object();
+			bad |= json_object_set_new(d, k, l);
+		}
+		bad |= !l || json_object_set_new(l, tab + 1, jstr(prof->descr[i].val));
+	}
+	bad |= json_object_set_new(o, "descriptions", d);
 	return checked(o, bad);
 }
 

@@ -499,6 +499,18 @@ static int plan_connect_lost(ab_plan *p, const ab_plan_input *in, ab_err *err)
  * and the run says so. */
 static int plan_record(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
+	if (in->learn && (p->seccomp.disabled || in->host->seccomp_user_notif != AB_YES)) {
+		ab_fail(err, 0, "run --learn records through seccomp user notification, which %s",
+			p->seccomp.disabled ? "this run has switched off"
+			: in->host->seccomp_listener_busy
+				? "a seccomp filter above agentbox (a container runtime's) "
+				  "already holds"
+				: "this kernel lacks (Linux 5.0)");
+		ab_err_hint(err, "learn on a host where `agentbox doctor` shows seccomp user "
+				 "notification, or write the profile by hand");
+		return -EINVAL;
+	}
+	p->seccomp.notify_learn = in->learn;
 	if (p->seccomp.disabled)
 		return 0;
 	if (in->host->seccomp_user_notif != AB_YES) {

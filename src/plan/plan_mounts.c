@@ -298,6 +298,11 @@ static int check_write_grant(const ab_plan *p, const char *path, ab_err *err)
 	return r;
 }
 
+int ab_plan_check_write_grant(const ab_plan *p, const char *path, ab_err *err)
+{
+	return check_write_grant(p, path, err);
+}
+
 static int plan_grants(ab_plan *p, const ab_plan_input *in, ab_err *err)
 {
 	const ab_profile *prof = in->profile;

@@ -125,7 +125,8 @@ static int write_maps(const ab_plan *p, pid_t pid, ab_err *err)
 typedef struct run_state {
 	const ab_plan *plan;
 	ab_err *err;
-	sigset_t sigs; /* parent_signals: blocked, read through sig_fd */
+	ab_learn_sets *learn; /* run --learn: the record to fill, or NULL */
+	sigset_t sigs;        /* parent_signals: blocked, read through sig_fd */
 	/* the child */
 	pid_t child;      /* -1 until clone */
 	bool child_done;  /* reaped */
@@ -596,6 +597,12 @@ static int prepare_services(run_state *s)
 		return -1;
 	if (ab_proxy_new(&plan->egress, s->audit, &s->proxy, err) < 0)
 		return -1;
+	if (s->learn) {
+		if (!s->sup)
+			return ab_fail(err, 0, "run --learn: no seccomp listener to record with");
+		ab_supervisor_learn(s->sup, &s->learn->paths);
+		ab_proxy_learn(s->proxy, &s->learn->hosts, s->sup);
+	}
 	/* before clone: the values agentbox's environment holds move out of it */
 	if (ab_broker_stash(plan, &s->stash, err) < 0)
 		return -1;
@@ -860,12 +867,19 @@ static void explain_step(const ab_plan *plan, ab_err *err)
 
 int ab_sandbox_run(const ab_plan *plan, ab_err *err)
 {
+	return ab_sandbox_run_learn(plan, NULL, err);
+}
+
+int ab_sandbox_run_learn(const ab_plan *plan, ab_learn_sets *learn, ab_err *err)
+{
 	/* validate now, compile after clone (overlapping the child's setup) */
 	if (ab_seccomp_validate(&plan->seccomp, err) < 0)
 		return AB_EXIT_FAIL;
 	run_state s;
 	int code = AB_EXIT_FAIL;
-	if (run_init(&s, plan, err) == 0 && lock_workspace(&s) == 0 && prepare_host(&s) == 0 &&
+	int ri = run_init(&s, plan, err);
+	s.learn = learn;
+	if (ri == 0 && lock_workspace(&s) == 0 && prepare_host(&s) == 0 &&
 	    prepare_services(&s) == 0 && start_sandbox(&s) == 0 && feed_child(&s) == 0 &&
 	    serve_child(&s) == 0)
 		code = exit_code_of(&s, err);

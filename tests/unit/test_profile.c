@@ -383,7 +383,7 @@ static void test_did_you_mean(void **state)
 		{"{\"version\":1,\"hstnm\":\"x\"}", /* distance 3: no guess */
 		 "/x/p.json:1:14: unknown key \"hstnm\" (known: $schema, version, extends, "
 		 "description, command, filesystem, network, env, limits, syscalls, secrets, "
-		 "audit, terminal, workspace, unix_sockets, allow_downgrade, hostname, ask)"},
+		 "audit, terminal, workspace, unix_sockets, allow_downgrade, hostname, ask, descriptions)"},
 		{"{\"version\":1,\"allow_downgrade\":[\"seccomp-usernotif\"]}",
 		 "/x/p.json:1:33: allow_downgrade[0]: unknown downgrade \"seccomp-usernotif\" "
 		 "(did you mean \"seccomp-user-notif\"?)"},
@@ -1132,6 +1132,43 @@ static void test_downgrade_names(void **state)
 }
 
 /* secrets.NAME.mask_in_body: a boolean, false by default, copied by merges. */
+/* descriptions: {"LIST": {"ENTRY": "text"}}; merged per entry (a later text
+ * replaces); strict, with FILE:LINE:COL */
+static void test_descriptions(void **state)
+{
+	ab_err e = {0};
+	ab_profile *p = buf_ok_as("{\"version\":1,\"network\":{\"allow\":[\"a.test\"]},"
+				  "\"descriptions\":{\"network.allow\":{\"a.test\":\"npm\"},"
+				  "\"filesystem.read\":{\"/srv/x\":\"python3\"}}}",
+				  "/x/d.json");
+	assert_int_equal(p->ndescr, 2);
+	assert_string_equal(p->descr[0].key, "network.allow\ta.test");
+	assert_string_equal(p->descr[0].val, "npm");
+	assert_string_equal(p->descr[1].key, "filesystem.read\t/srv/x");
+	ab_profile *q = buf_ok_as("{\"version\":1,\"descriptions\":{\"network.allow\":"
+				  "{\"a.test\":\"curl\"}}}",
+				  "/x/q.json");
+	assert_int_equal(ab_profile_merge(p, q, &e), 0);
+	assert_int_equal(p->ndescr, 2);
+	assert_string_equal(p->descr[0].val, "curl");
+	ab_profile_free(q);
+	ab_profile_free(p);
+	buf_err("{\"version\":1,\n\"descriptions\":{\"network.alow\":{}}}",
+		"/x/p.json:2:17: descriptions: unknown list \"network.alow\" (known: "
+		"filesystem.read, filesystem.write, network.allow, env.pass)");
+	buf_err("{\"version\":1,\"descriptions\":{\"env.pass\":{\"A\":3}}}",
+		"/x/p.json:1:46: descriptions[\"env.pass\"].A: expected a string, got an integer");
+	buf_err("{\"version\":1,\"descriptions\":{\"env.pass\":{\"A\":\"\"}}}",
+		"/x/p.json:1:46: descriptions[\"env.pass\"].A: a description must be 1 to 1024 "
+		"bytes, not 0");
+	buf_err("{\"version\":1,\"descriptions\":{\"env.pass\":{\"A\":\"a\\nb\"}}}",
+		"/x/p.json:1:46: descriptions[\"env.pass\"].A: a description is one line of text "
+		"(no control characters)");
+	buf_err("{\"version\":1,\"descriptions\":[]}",
+		"/x/p.json:1:29: descriptions: expected an object of LIST: {ENTRY: \"text\"}, got "
+		"an array");
+}
+
 static void test_secret_mask_in_body(void **state)
 {
 	ab_err e = {0};
@@ -1598,6 +1635,7 @@ int main(void)
 		cmocka_unit_test(test_schema_matches_parser),
 		cmocka_unit_test(test_upstream_proxy_credentials_not_printed),
 		cmocka_unit_test(test_zero_cgroup_limits_refused),
+		cmocka_unit_test(test_descriptions),
 	};
 	return cmocka_run_group_tests_name("profile", tests, NULL, NULL);
 }

@@ -483,6 +483,41 @@ static void test_export_connect(void **state)
 	pol_free(&pol);
 }
 
+/* run --learn: the five file calls and the execs notify (x86_64 numbers);
+ * a call the profile denies stays a denial; without it none notifies */
+static void test_export_learn(void **state)
+{
+	(void)state;
+	ab_seccomp_policy pol;
+	pol_set(&pol, NULL, NULL);
+	pol.notify_learn = true;
+	size_t len;
+	char *t = export_text(&pol, &len);
+	assert_true(next_line_is(t, "if ($syscall == 257)\n", "action 0x7fc00000;")); /* openat */
+	assert_true(next_line_is(t, "if ($syscall == 83)\n", "action 0x7fc00000;"));  /* mkdir */
+	assert_true(next_line_is(t, "if ($syscall == 59)\n", "action 0x7fc00000;"));  /* execve */
+	free(t);
+	assert_true(ab_seccomp_notifies_learn(&pol, 257));
+	assert_true(ab_seccomp_notifies_learn(&pol, 2));  /* open */
+	assert_true(ab_seccomp_notifies_learn(&pol, 85)); /* creat */
+	assert_false(ab_seccomp_notifies_learn(&pol, 0)); /* read */
+	assert_false(ab_seccomp_notifies_learn(&pol, -1));
+	assert_true(ab_seccomp_listens(&pol));
+	pol_free(&pol);
+	const char *const deny[] = {"mkdir", NULL};
+	pol_set(&pol, deny, NULL);
+	pol.notify_learn = true;
+	t = export_text(&pol, &len);
+	assert_true(next_line_is(t, "if ($syscall == 83)\n", "action ERRNO(1);"));
+	free(t);
+	assert_false(ab_seccomp_notifies_learn(&pol, 83));
+	assert_true(ab_seccomp_notifies_learn(&pol, 257));
+	pol_free(&pol);
+	pol_set(&pol, NULL, NULL);
+	assert_false(ab_seccomp_notifies_learn(&pol, 257));
+	pol_free(&pol);
+}
+
 static bool lines_have(const ab_strv *l, const char *prefix, const char *word)
 {
 	for (size_t i = 0; i < l->n; i++) {
@@ -1387,6 +1422,7 @@ int main(void)
 		cmocka_unit_test(test_behaviour_guard),
 		cmocka_unit_test(test_behaviour_disabled),
 		cmocka_unit_test(test_setid_rules_and_cache),
+		cmocka_unit_test(test_export_learn),
 	};
 	if (RUNNING_ON_VALGRIND)
 		seccomp_api_set(3); /* see above: no kernel probe under valgrind */

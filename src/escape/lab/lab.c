@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/capability.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -146,12 +147,90 @@ int lab_run_cmd(char *const argv[], char *const envp[], const char *cwd, int tim
 
 /* ---------------------------------------------------------------- namespaces */
 
+/* Can this process build the lab's namespaces without a user namespace?
+ * Root in a container lacks CAP_SYS_ADMIN. */
+static bool has_sys_admin(void)
+{
+	cap_t caps = cap_get_proc();
+	cap_flag_value_t v = CAP_CLEAR;
+	if (caps) {
+		(void)cap_get_flag(caps, CAP_SYS_ADMIN, CAP_EFFECTIVE, &v);
+		cap_free(caps);
+	}
+	return v == CAP_SET;
+}
+
+/* The map of every id, written from outside by a child: a process with
+ * CAP_SETUID where the namespace was made may map more than its own id. */
+static int map_all_from_outside(pid_t target, int go_fd)
+{
+	char b = 0, path[64];
+	if (read(go_fd, &b, 1) != 1 || !b)
+		return 2; /* the unshare failed: nothing to map */
+	static const char *const files[] = {"uid_map", "gid_map"};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(files); i++) {
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)target, files[i]);
+		if (write_file(path, "0 0 4294967295\n", 0) < 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Root without CAP_SYS_ADMIN: the lab in a user namespace that maps every
+ * id to itself, so the lab's root is root for all that agentbox does in it,
+ * as the root of an unprivileged container is outside it. */
+static int enter_mapped_userns(ab_err *err)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return ab_fail(err, errno, "lab: pipe");
+	pid_t me = getpid(), c = fork();
+	if (c < 0) {
+		int e = errno;
+		close(p[0]), close(p[1]);
+		return ab_fail(err, e, "lab: fork");
+	}
+	if (c == 0) {
+		close(p[1]);
+		_exit(map_all_from_outside(me, p[0]));
+	}
+	close(p[0]);
+	int e = unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET) < 0 ? errno : 0;
+	char go = e == 0;
+	(void)!write(p[1], &go, 1);
+	close(p[1]);
+	int st = 0;
+	while (waitpid(c, &st, 0) < 0 && errno == EINTR)
+		;
+	if (e) {
+		ab_fail(err, e, "lab: unshare(user, mount, net)");
+		ab_err_hint(err, "root without CAP_SYS_ADMIN builds its lab in a user namespace, "
+				 "which is refused here; 'agentbox doctor' says why");
+		return -e;
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		ab_fail(err, EPERM, "lab: map every id into the lab's user namespace");
+		ab_err_hint(err, "root without CAP_SYS_ADMIN needs CAP_SETUID and CAP_SETGID for "
+				 "it; or run test-escape as the container's non-root user");
+		return -EPERM;
+	}
+	return 0;
+}
+
 int lab_enter(lab *L, ab_err *err)
 {
 	L->uid = getuid();
 	L->gid = getgid();
 	L->root = geteuid() == 0;
 	random_hex(L->run_id, 16);
+	if (L->root && !has_sys_admin()) {
+		int r = enter_mapped_userns(err);
+		if (r < 0)
+			return r;
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			return ab_fail(err, errno, "lab: make / private");
+		return 0;
+	}
 	int flags = CLONE_NEWNS | CLONE_NEWNET | (L->root ? 0 : CLONE_NEWUSER);
 	if (unshare(flags) < 0) {
 		int e = errno;

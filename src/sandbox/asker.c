@@ -253,7 +253,9 @@ static void find_program(ab_asker *a, ask_q *q, const ab_ask_question *aq)
 				cmd[i] = ' ';
 		cmd[k > 0 ? k : 0] = '\0';
 		q->pid = strtol(e->d_name, NULL, 10);
-		snprintf(q->program, sizeof(q->program), "%s (pid %ld on the host)", cmd, q->pid);
+		/* a long command line is cut, never the pid */
+		snprintf(q->program, sizeof(q->program), "%.*s (pid %ld on the host)",
+			 (int)sizeof(q->program) - 48, cmd, q->pid);
 		printable(q->program);
 		break;
 	}

@@ -216,8 +216,12 @@ static int lazy_by_subject(X509_LOOKUP *lu, X509_LOOKUP_TYPE type, const X509_NA
 		return 0;
 	X509_OBJECT *o = X509_OBJECT_retrieve_by_subject(X509_STORE_get0_objects(st), type,
 							 (X509_NAME *)name);
-	if (o && X509_OBJECT_get0_X509(o))
-		ok = X509_OBJECT_set1_X509(ret, X509_OBJECT_get0_X509(o));
+	/* as OpenSSL's own lookups do: RET borrows the store's reference, and
+	 * the caller (X509_STORE_CTX_get_by_subject) takes its own; a reference
+	 * left in RET would never be dropped */
+	X509 *found = o ? X509_OBJECT_get0_X509(o) : NULL;
+	if (found && (ok = X509_OBJECT_set1_X509(ret, found)))
+		X509_free(found);
 	X509_STORE_unlock(st);
 	return ok;
 }

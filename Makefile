@@ -81,7 +81,7 @@ CREDS_SRCS   := src/creds/ca.c src/creds/truststore.c src/creds/secrets.c src/cr
                 src/creds/encode.c src/creds/scanset.c src/creds/rewrite.c src/creds/sources.c \
                 src/creds/scan.c src/creds/phkey.c src/creds/systrust.c
 PLAN_SRCS    := src/plan/plan.c src/plan/plan_mounts.c src/plan/plan_net.c src/plan/plan_landlock.c \
-                src/plan/plan_gitcfg.c src/plan/learn.c src/plan/explain.c \
+                src/plan/plan_gitcfg.c src/plan/learn.c src/plan/explain.c src/plan/explain_json.c \
                 src/plan/plan_review.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_exec.c \

@@ -500,6 +500,16 @@ static void text_network(const ab_plan *p, FILE *out)
 	text_rules(out, "deny (checked first)", &e->deny, "none");
 	text_rules(out, "private (loopback/private addresses allowed)", &e->priv, "none");
 	text_rules(out, "local names", &e->hosts, "none");
+	if (p->ask)
+		fprintf(out,
+			"  ask: on: a request to a host not listed waits for your answer on this "
+			"terminal (%u s, then refused)%s%s\n",
+			p->ask_timeout_s, p->ask_profile ? "; \"always\" writes " : "",
+			p->ask_profile ? p->ask_profile : "");
+	else
+		fputs("  ask: off: a host not listed is refused at once (run --ask, with a "
+		      "terminal)\n",
+		      out);
 	if (e->upstream_host) {
 		fprintf(out, "  upstream proxy: %s:%u (CONNECT)", e->upstream_host,
 			(unsigned)e->upstream_port);

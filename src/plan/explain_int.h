@@ -21,7 +21,8 @@ bool ex_pick_rw(const ab_plan *p, const ab_mount *m);
 const char *ex_pty_name(const ab_plan *p);
 void ex_rights_text(uint64_t access, uint64_t handled, char *buf, size_t len);
 const char *ex_rlimit_name(int res);
-const char *ex_secret_elsewhere(const ab_egress_plan *e, const struct ab_profile_secret *x, char *by, size_t n);
+const char *ex_secret_elsewhere(const ab_egress_plan *e, const struct ab_profile_secret *x,
+				char *by, size_t n);
 const char *ex_secret_source(const struct ab_profile_secret *x, char *buf, size_t n);
 
 /* explain --json: the whole plan as one JSON object on OUT; 0 or -ENOMEM

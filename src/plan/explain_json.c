@@ -172,7 +172,8 @@ static json_t *json_secrets(const ab_plan *p)
 		json_t *o = json_object();
 		const char *var = x->env_name ? x->env_name : x->name;
 		bad |= !o || json_object_set_new(o, "name", jstr(x->name)) ||
-		       json_object_set_new(o, "source", jstr(ex_secret_source(x, src, sizeof(src)))) ||
+		       json_object_set_new(o, "source",
+					   jstr(ex_secret_source(x, src, sizeof(src)))) ||
 		       json_object_set_new(o, "hosts", strv_json(&x->hosts)) ||
 		       json_object_set_new(o, "in", strv_json(&x->places)) ||
 		       json_object_set_new(o, "mask_in_body", json_boolean(x->mask_in_body)) ||
@@ -305,6 +306,10 @@ int ex_explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv *sc,
 	bad |= json_object_set_new(o, "identity", json_identity(p));
 	bad |= json_object_set_new(o, "workspace", jstr(p->workspace ? p->workspace : ""));
 	bad |= json_object_set_new(o, "cwd", jstr(p->cwd ? p->cwd : ""));
+	bad |= json_object_set_new(
+		o, "ask",
+		p->ask ? json_pack("{s:b, s:i}", "on", 1, "timeout_s", (json_int_t)p->ask_timeout_s)
+		       : json_pack("{s:b}", "on", 0));
 	if (p->review) { /* absent: "direct" */
 		bad |= json_object_set_new(o, "workspace_mode", jstr("review"));
 		bad |= json_object_set_new(o, "review_dir", jstr(p->review_dir));
@@ -353,4 +358,3 @@ int ex_explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv *sc,
 	json_decref(o);
 	return bad ? -ENOMEM : 0;
 }
-

@@ -211,3 +211,17 @@ def test_check_rejects_a_bad_ask_value(ctx):
     r = ctx.run(["check", path])
     assert r.returncode == 125, describe(r)
     assert re.search(r"bad-ask\.json:1:\d+: ask: expected true or false", r.stderr), describe(r)
+
+
+def test_explain_says_whether_it_asks(ctx):
+    """explain shows the answer the plan gave: "ask" on with a terminal (and
+    the timeout), off without one, the same profile both times."""
+    eg = Egress(ctx)
+    prof = eg.write_profile(allow=("upstream.test",), extra={"ask": True})
+    p = PtyRun(ctx, ["explain", "-p", prof, "-w", ctx.ws])
+    p.expect(rb"ask: on: a request to a host not listed waits for your answer", timeout=30)
+    assert p.wait(30) == 0
+    r = ctx.run(["explain", "-p", prof, "-w", ctx.ws])
+    assert r.returncode == 0 and "ask: off" in r.stdout, describe(r)
+    j = json.loads(ctx.run(["explain", "--json", "-p", prof, "-w", ctx.ws]).stdout)
+    assert j["ask"] == {"on": False}, j["ask"]

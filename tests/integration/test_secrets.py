@@ -2080,9 +2080,10 @@ def test_stable_placeholder(ctx):
     e5, _ = run("e", v1, ["--write", state])
     if e4.get("STABLE") != ph or e5.get("STABLE") != ph:
         problems.append("a grant covering the key changed the stable placeholder")
-    # a writable grant above a directory between it and the key: the sandbox
-    # moves that directory (the hidden key goes with it) and leaves its own
-    # key at the path; agentbox removes that after the run
+    # a writable grant above a directory between it and the key: that
+    # directory also holds the change sets of review mode, which every
+    # sandbox has reserved with its parents pinned, so the sandbox cannot
+    # move it away (and the key with it) to plant its own key at the path
     deep = os.path.join(state, "deep")
     xdg = {SRC: v1, "XDG_STATE_HOME": deep}
     dkey = os.path.join(deep, "agentbox", "placeholder.key")
@@ -2093,15 +2094,11 @@ def test_stable_placeholder(ctx):
              "chmod 600 deep/agentbox/placeholder.key" % state)
     r = ctx.sandbox(plant, profile=prof, extra_args=["--write", state], env=xdg)
     runs.append(r)
-    if r.returncode != 0:
-        problems.append("planting run failed: %s" % describe(r))
-    elif os.path.exists(dkey) or "replaced during the run" not in r.stderr:
-        problems.append("a key planted through a writable grant was left for later runs: %r"
-                        % r.stderr)
+    if r.returncode == 0 or "Device or resource busy" not in r.stderr:
+        problems.append("the key's directory was moved away: %s" % describe(r))
+    if os.path.exists(os.path.join(state, "moved")) or os.lstat(dkey).st_ino != ino:
+        problems.append("the key was replaced through a writable grant")
     shutil.rmtree(os.path.join(state, "moved"), ignore_errors=True)
-    r = ctx.sandbox("true", profile=prof, env=xdg)
-    if not os.path.exists(dkey) or os.lstat(dkey).st_ino == ino:
-        problems.append("no new key made after the removal")
     # a key file that is not the caller's own 0600 file: refused, a warning
     os.chmod(keyf, 0o644)
     e6, r6 = run("f", v1)

@@ -78,9 +78,17 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
 		int r = dir ? make_dir(dfd, name) : make_file(dfd, name, m->src);
 		if (r == -EEXIST)
 			r = 1; /* appeared meanwhile: the read-only cover applies to it */
-		else if (r < 0)
+		else if (r < 0) {
 			r = ab_fail(err, -r, "fs.protect: create placeholder %s", m->dst);
-		else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			if ((r == -EACCES || r == -EPERM) && fstat(dfd, &st) == 0)
+				ab_err_hint(err,
+					    "an absent protected path is reserved by an empty "
+					    "placeholder, made as you (uid %u) in %s, which uid %u "
+					    "owns; run agentbox as the user who owns the workspace "
+					    "(in a container: that user, --user or USER, not "
+					    "container root)",
+					    (unsigned)geteuid(), parent, (unsigned)st.st_uid);
+		} else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			r = ab_fail(err, errno, "fs.protect: placeholder %s", m->dst);
 		else if ((r = ab_cleaner_add(c, m->dst, dir, st.st_dev, st.st_ino)) < 0) {
 			unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0); /* cannot track it: remove */

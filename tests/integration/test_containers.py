@@ -361,3 +361,19 @@ def test_container_proc_outer_test_escape_fails(ctx):
     rows = [json.loads(l) for l in r.stdout.splitlines()]
     bad = {o["id"]: o["verdict"] for o in rows if "id" in o and o["verdict"] != "ok"}
     assert bad.get("SEC-06") == "escaped" and "PRC-04" in bad, "%s\n%s" % (bad, describe(r))
+
+
+def test_container_workspace_of_another_user_names_the_owner(ctx):
+    """A workspace the caller cannot write (podman --uidmap's container root
+    on the non-root user's files): the placeholder error names both uids and
+    says to run as the workspace's owner."""
+    if ctx.uid == 0:
+        skip("root writes any directory")
+    ws = os.path.join(ctx.scratch, "others-ws")
+    os.makedirs(ws)
+    os.chown(ws, 0, 0)
+    os.chmod(ws, 0o755)
+    r = ctx.run(["run", "-w", ws, "--", "true"])
+    _refused(r, "create placeholder", "Permission denied",
+             "made as you (uid %d)" % ctx.uid, "which uid 0 owns",
+             "run agentbox as the user who owns the workspace")

@@ -45,6 +45,13 @@ typedef struct ab_gitnest_root {
 	dev_t dev;
 	ino_t ino;
 	ab_strv gitlinks;
+	/* a writable grant whose new `.git` entries the run kept off the host
+	 * (include/agentbox/mediate.h): the run's tag and the grant's mount
+	 * index.  Its links (wherever the walk meets one) get their content
+	 * back from its store, before they are judged; what is left in the
+	 * store of this run is removed.  NULL: none. */
+	const char *tag;
+	unsigned index;
 } ab_gitnest_root;
 
 /* After the run: walk every root (a root inside another is walked with it),

@@ -75,6 +75,15 @@ typedef struct ab_mount {
 	char *why; /* short provenance for explain: "fs.read", "workspace", "home", ... */
 } ab_mount;
 
+/* A writable grant of a host directory, where a new `.git` would be the
+ * host's too (include/agentbox/mediate.h); review mode's workspace is not
+ * one (the command writes the change set). */
+static inline bool ab_plan_git_grant(const ab_mount *m)
+{
+	return m->kind == AB_MNT_BIND_RW && (m->flags & AB_MNT_F_DIR) && m->src &&
+	       !(m->flags & AB_MNT_F_REVIEW);
+}
+
 /* lstat provider, so tests can fake the filesystem.  Returns 0 or -errno. */
 typedef int (*ab_lstat_fn)(void *ctx, const char *path, struct stat *st);
 int ab_real_lstat(void *ctx, const char *path, struct stat *st);
@@ -124,6 +133,7 @@ typedef struct ab_plan_input {
 	bool review;                     /* run --review: a copy-on-write view of the workspace */
 	const char *review_root;         /* where change sets are kept (ab_review_root); its
 				    grants are masked; NULL: none known */
+	const char *run_tag; /* hex, unique among runs that may share a grant (or NULL) */
 	unsigned ablate;                 /* AB_ABLATE_*: test-only weakening (see below); 0 always
 				       in the installed binary */
 } ab_plan_input;
@@ -147,6 +157,7 @@ typedef struct ab_plan_input {
 #define AB_ABLATE_GITCFG 0x100  /* paths named by git's configuration are not protected */
 #define AB_ABLATE_HSTATE 0x200  /* anchored fs.protect entries (harness state) are ignored */
 #define AB_ABLATE_SETID 0x400   /* seccomp's set-id mode rules left out, even where needed */
+#define AB_ABLATE_GITLIVE 0x800 /* creation calls not carried out: a new .git is the host's */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
 
@@ -263,6 +274,8 @@ typedef struct ab_plan {
 	ab_egress_plan egress;
 	bool review;      /* workspace.mode "review" or run --review (docs/review.md) */
 	char *review_dir; /* ... its change set: upper/, work/, meta */
+	char git_tag[24]; /* this run's name for what it keeps off the host
+			   * (include/agentbox/mediate.h): hex */
 	bool git_settle;  /* after the run, nested repositories armed during it are
 			       disarmed (gitscan.h) and "?" entries it created moved aside
 			       (src/sandbox/settle.c); false only as a test ablation */

@@ -50,13 +50,19 @@ typedef struct ab_seccomp_policy {
 	 * notify too; the parent records the path and lets the call continue
 	 * (src/observe/supervise_learn.c).  A learning run only. */
 	bool notify_learn;
+	/* New `.git` entries kept off the host (include/agentbox/mediate.h):
+	 * open and openat with O_CREAT, creat, mkdir*, mknod*, symlink*,
+	 * link* and rename* notify, and the parent has the sandbox's creator
+	 * carry each out (src/observe/supervise_create.c); openat2, whose flags
+	 * the filter cannot read, is ENOSYS (callers fall back to openat). */
+	bool notify_create;
 } ab_seccomp_policy;
 
 /* Does the filter need a user-notification listener (served by the parent)? */
 static inline bool ab_seccomp_listens(const ab_seccomp_policy *pol)
 {
 	return pol->notify_denials || pol->notify_exec || pol->notify_rename ||
-	       pol->notify_connect || pol->notify_learn;
+	       pol->notify_connect || pol->notify_learn || pol->notify_create;
 }
 
 /* The rename calls notify_rename notifies, native names (absent ones skipped). */
@@ -111,6 +117,16 @@ bool ab_seccomp_notifies_rename(const ab_seccomp_policy *pol, int nr);
 	}
 /* Does NR notify for the learning record (notify_learn, and not denied)? */
 bool ab_seccomp_notifies_learn(const ab_seccomp_policy *pol, int nr);
+
+/* The calls notify_create notifies, native names (absent ones skipped);
+ * open and openat only with O_CREAT. */
+#define AB_SECCOMP_CREATE_CALLS                                                           \
+	{                                                                                 \
+		"open", "openat", "creat", "mkdir", "mkdirat", "mknod", "mknodat", "symlink", \
+			"symlinkat", "link", "linkat", "rename", "renameat", "renameat2"       \
+	}
+/* Does NR notify as a creation call (notify_create, and not denied)? */
+bool ab_seccomp_notifies_create(const ab_seccomp_policy *pol, int nr);
 
 /* Does NR notify as a connect (notify_connect, and not denied)? */
 bool ab_seccomp_notifies_connect(const ab_seccomp_policy *pol, int nr);

@@ -54,6 +54,10 @@ int ab_supervisor_attach(ab_supervisor *s, ab_loop *loop, int fd, pid_t init, ab
  * on): connect mediation asks it which unix sockets the sandbox bound.  Set
  * before the listener is attached. */
 void ab_supervisor_set_diag(ab_supervisor *s, int fd);
+/* The creator's socket (AB_SYNC_CREATOR; owned from here on): notify_create's
+ * calls are carried out through it (include/agentbox/mediate.h).  Set before
+ * the listener is attached. */
+void ab_supervisor_set_creator(ab_supervisor *s, int fd);
 /* run --learn: fill SET (include/agentbox/learn.h) from the file calls and
  * execs; before attach.  The set is the supervisor's until it is finished. */
 struct ab_learn_set;

@@ -40,6 +40,8 @@ enum ab_sync_type {
 	AB_SYNC_SOCKDIAG,          /* child -> parent (before AB_SYNC_NOTIFY): SCM_RIGHTS a
 				   NETLINK_SOCK_DIAG socket made in the sandbox's network
 				   namespace (connect mediation: which sockets it bound) */
+	AB_SYNC_CREATOR,           /* child -> parent (before AB_SYNC_NOTIFY): SCM_RIGHTS the
+				   creator's socket (src/sandbox/creator.c) */
 };
 
 typedef struct ab_sync_msg {

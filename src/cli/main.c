@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -276,7 +277,14 @@ static int plan_from(const ab_cli *cli, const ctx *c, const ab_profile *prof, ab
 	for (int i = 0, n = ab_control_dirs(getuid(), cdirs); i < n; i++)
 		cpaths[i] = cdirs[i].path;
 	_cleanup_free_ char *review_root = ab_review_root(c->home, environ);
+	char run_tag[17] = "0";
+	uint64_t rnd = 0;
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) == (ssize_t)sizeof(rnd))
+		snprintf(run_tag, sizeof(run_tag), "%016llx", (unsigned long long)rnd);
+	else
+		snprintf(run_tag, sizeof(run_tag), "%x", (unsigned)getpid());
 	ab_plan_input in = {
+		.run_tag = run_tag,
 		.review = cli->review,
 		.review_root = review_root,
 		.host_sockets = &socks,

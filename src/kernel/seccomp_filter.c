@@ -12,6 +12,7 @@
 #include "seccomp_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <seccomp.h>
 #include <stdint.h>
 #include <string.h>
@@ -239,14 +240,23 @@ static int rename_call_nr(const ab_seccomp_policy *pol, const char *name)
 {
 	int nr = sc_resolve_nr(name);
 	const sc_deny_entry *e = sc_find_deny(name);
-	if (!pol->notify_rename || nr < 0 || ab_strv_contains(&pol->extra_deny, name) ||
-	    (e && sc_entry_active(pol, e)))
-		return -1; /* off; not on this architecture (aarch64: rename); denied */
+	if (!pol->notify_rename || pol->notify_create || nr < 0 ||
+	    ab_strv_contains(&pol->extra_deny, name) || (e && sc_entry_active(pol, e)))
+		return -1; /* off (or the creation rules' own); not on this
+			    * architecture (aarch64: rename); denied */
 	return nr;
 }
 
+static int create_call_nr(const ab_seccomp_policy *pol, const char *name);
+
 bool ab_seccomp_notifies_rename(const ab_seccomp_policy *pol, int nr)
 {
+	if (pol->notify_rename && pol->notify_create && nr >= 0) {
+		static const char *const calls[] = AB_SECCOMP_RENAME_CALLS;
+		for (size_t c = 0; c < AB_ARRAY_SIZE(calls); c++)
+			if (create_call_nr(pol, calls[c]) == nr)
+				return true;
+	}
 	static const char *const calls[] = AB_SECCOMP_RENAME_CALLS;
 	for (size_t c = 0; nr >= 0 && c < AB_ARRAY_SIZE(calls); c++)
 		if (rename_call_nr(pol, calls[c]) == nr)
@@ -366,6 +376,55 @@ static int add_learn_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab
 	return 0;
 }
 
+/* New `.git` entries kept off the host: every call that gives something a
+ * name notifies, and the parent has it carried out (never continued: the
+ * caller's path could change under the kernel's second read).  open and
+ * openat only with O_CREAT (an argument rule: they leave the kernel's
+ * action cache).  A call the profile denies stays a denial. */
+static int create_call_nr(const ab_seccomp_policy *pol, const char *name)
+{
+	int nr = sc_resolve_nr(name);
+	const sc_deny_entry *e = sc_find_deny(name);
+	if (!pol->notify_create || nr < 0 || ab_strv_contains(&pol->extra_deny, name) ||
+	    (e && sc_entry_active(pol, e)))
+		return -1;
+	return nr;
+}
+
+bool ab_seccomp_notifies_create(const ab_seccomp_policy *pol, int nr)
+{
+	static const char *const calls[] = AB_SECCOMP_CREATE_CALLS;
+	for (size_t c = 0; nr >= 0 && c < AB_ARRAY_SIZE(calls); c++)
+		if (create_call_nr(pol, calls[c]) == nr)
+			return true;
+	return false;
+}
+
+static int add_create_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_err *err)
+{
+	static const char *const calls[] = AB_SECCOMP_CREATE_CALLS;
+	for (size_t c = 0; c < AB_ARRAY_SIZE(calls); c++) {
+		int nr = create_call_nr(pol, calls[c]);
+		if (nr < 0)
+			continue;
+		int arg = strcmp(calls[c], "open") == 0 ? 1 : strcmp(calls[c], "openat") == 0 ? 2 : -1;
+		struct scmp_arg_cmp cmp = {(unsigned)arg, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT};
+		int r = add_rule(ctx, SCMP_ACT_NOTIFY, nr, calls[c], arg < 0 ? 0 : 1, &cmp, err);
+		if (r < 0)
+			return r;
+	}
+	int nr = sc_resolve_nr("openat2");
+#ifdef __x86_64__
+	if (nr < 0)
+		nr = 437;
+#endif
+	/* the set-id rules deny it already where they apply */
+	if (pol->notify_create && pol->setid_unchecked && nr >= 0 &&
+	    !ab_strv_contains(&pol->extra_deny, "openat2"))
+		return add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, "openat2", 0, NULL, err);
+	return 0;
+}
+
 static int build_ctx(const ab_seccomp_policy *pol, scmp_filter_ctx *out, ab_err *err)
 {
 	_cleanup_scmp_ scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -392,6 +451,8 @@ static int build_ctx(const ab_seccomp_policy *pol, scmp_filter_ctx *out, ab_err 
 		r = add_connect_rule(ctx, pol, err);
 	if (r >= 0)
 		r = add_learn_rules(ctx, pol, err);
+	if (r >= 0)
+		r = add_create_rules(ctx, pol, err);
 	if (r < 0)
 		return r;
 	*out = ctx;

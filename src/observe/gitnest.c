@@ -26,9 +26,18 @@
  * inside it run nothing of it.  What was moved stays for the user to review.
  * Armed but untouched (the user's own repository with its own hooks) and
  * inert ones (a plain clone, `cargo new`) are left alone.
+ *
+ * First, a `.git` the run kept off the host while it lasted (a link to
+ * /.agentbox-git/GRANT/TAG.N, include/agentbox/mediate.h) gets its content
+ * back: the store's entry and the link change places (RENAME_EXCHANGE, so
+ * nothing is ever half done), and the link is removed; then it is judged
+ * like any other.  Another run's links (another tag) are left alone: they
+ * lead nowhere on the host.  What is left in the store of this run (its
+ * link was removed inside) is removed.
  */
 #include "agentbox/gitscan.h"
 #include "agentbox/gitconfig.h"
+#include "agentbox/mediate.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -357,12 +366,77 @@ static void judge_shared(nest *n, int dfd, const char *root, const char *rel)
 	}
 }
 
+/* The store of ROOT (O_RDONLY | O_DIRECTORY), or -errno */
+static int open_store(const ab_gitnest_root *root)
+{
+	_cleanup_free_ char *p = ab_asprintf("%s/" AB_MED_STORE, root->path);
+	int fd = p ? ab_open_nofollow(p, O_RDONLY | O_DIRECTORY) : -1;
+	return fd < 0 ? -errno : fd;
+}
+
+/* Is the `.git` link in DFD one a run made?  *R: ours (this run's root),
+ * NAME its entry; false for any other link. */
+static bool redirect_of(const nest *n, int dfd, const ab_gitnest_root **r, char *name, size_t size)
+{
+	char text[PATH_MAX];
+	ssize_t l = readlinkat(dfd, ".git", text, sizeof(text) - 1);
+	unsigned g;
+	*r = NULL;
+	if (l < 0)
+		return false;
+	text[l] = '\0';
+	if (!ab_med_parse_redirect(text, &g, name, size))
+		return false;
+	for (size_t i = 0; i < n->nroots && !*r; i++) {
+		const ab_gitnest_root *x = &n->roots[i];
+		size_t tl = x->tag ? strlen(x->tag) : 0;
+		if (x->tag && x->index == g && strncmp(name, x->tag, tl) == 0 && name[tl] == '.')
+			*r = x;
+	}
+	return true;
+}
+
+/* The link `.git` in DFD, made by this run for ROOT's store entry NAME:
+ * the content back in its place.  A line when it cannot be. */
+static void restore(nest *n, int dfd, const ab_gitnest_root *root, const char *name,
+		    const char *where, const char *rel)
+{
+	_cleanup_close_ int store = open_store(root);
+	struct stat st;
+	int r = store < 0 ? store : fstatat(store, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	if (r == 0 && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		r = -EINVAL;
+	if (r == 0 && renameat2(store, name, dfd, ".git", RENAME_EXCHANGE) < 0)
+		r = -errno;
+	if (r == 0) {
+		(void)unlinkat(store, name, 0); /* the link, now in the store */
+		return;
+	}
+	char c[AB_GIT_PATH_MAX * 4];
+	ab_clean(rel, c, sizeof(c));
+	finding(n,
+		"a nested repository made during the run could not be put back: %s/%s/.git "
+		"(%s): its content is in %s/" AB_MED_STORE "/%s",
+		where, c, strerror(-r), root->path, name);
+}
+
 static void judge_dotgit(nest *n, int dfd, const char *root, const char *rel)
 {
 	verdict v = {0};
 	struct statx sx;
 	if (look(n, dfd, ".git", &v, &sx) < 0)
 		return;
+	if (S_ISLNK(sx.stx_mode)) {
+		const ab_gitnest_root *ours;
+		char name[64];
+		if (redirect_of(n, dfd, &ours, name, sizeof(name))) {
+			if (!ours)
+				return; /* another run's: it leads nowhere on the host */
+			restore(n, dfd, ours, name, root, rel);
+			if (look(n, dfd, ".git", &v, &sx) < 0)
+				return;
+		}
+	}
 	_cleanup_close_ int gd = -1;
 	if (S_ISLNK(sx.stx_mode)) {
 		arm(&v, ".git is a symbolic link");
@@ -433,6 +507,8 @@ static int walk(nest *n, int dfd, const char *root, const char *rel, int depth)
 						  : 0;
 		if (!strcmp(nm, ".git"))
 			continue; /* judged above; not into it: the objects are no concern */
+		if (top && !strcmp(nm, AB_MED_STORE))
+			continue; /* the store: its entries are judged where they go back */
 		unsigned char t = e->d_type;
 		if (t == DT_UNKNOWN && fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			t = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
@@ -450,6 +526,72 @@ static int walk(nest *n, int dfd, const char *root, const char *rel, int depth)
 	}
 	closedir(d);
 	return n->oom;
+}
+
+/* NAME in DFD and all below it, no link followed: 0 or -errno */
+static int remove_tree(int dfd, const char *name, int depth)
+{
+	if (unlinkat(dfd, name, 0) == 0)
+		return 0;
+	if (errno != EISDIR)
+		return -errno;
+	if (depth > AB_GITSCAN_DEPTH)
+		return -ELOOP;
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	struct dirent *e;
+	int r = 0;
+	while (r == 0 && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			r = remove_tree(dirfd(d), e->d_name, depth + 1);
+	closedir(d);
+	return r < 0 ? r : unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+}
+
+/* What this run left in ROOT's store: entries whose link was removed
+ * inside (the repository was deleted there).  The store goes when empty. */
+static void clear_store(nest *n, const ab_gitnest_root *root)
+{
+	_cleanup_close_ int store = open_store(root);
+	int fd = store < 0 ? -1 : dup(store);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	size_t tl = strlen(root->tag);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, root->tag, tl) != 0 || e->d_name[tl] != '.')
+			continue;
+		int r = remove_tree(store, e->d_name, 0);
+		if (r < 0)
+			finding(n, "could not remove %s/" AB_MED_STORE "/%s: %s", root->path,
+				e->d_name, strerror(-r));
+	}
+	closedir(d);
+	/* the store goes with its .gitignore, unless another run's entries are left */
+	fd = dup(store);
+	d = fd < 0 ? NULL : fdopendir(fd);
+	bool others = !d;
+	while (d && !others && (e = readdir(d)))
+		others = strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+			 strcmp(e->d_name, ".gitignore");
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	_cleanup_close_ int top = ab_open_nofollow(root->path, O_RDONLY | O_DIRECTORY);
+	if (!others && top >= 0) {
+		(void)unlinkat(store, ".gitignore", 0);
+		(void)unlinkat(top, AB_MED_STORE, AT_REMOVEDIR);
+	}
 }
 
 int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, const ab_strv *shared,
@@ -481,6 +623,9 @@ int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, const ab_strv
 				judge_dotgit(&n, gfd, roots[i].path, roots[i].gitlinks.v[g]);
 		}
 	}
+	for (size_t i = 0; i < nroots; i++)
+		if (roots[i].tag)
+			clear_store(&n, &roots[i]);
 	if (n.cut || n.deep)
 		finding(&n,
 			"the search for nested repositories stopped (more than %d entries, or "

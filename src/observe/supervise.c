@@ -25,6 +25,7 @@
  */
 #include "supervise_int.h"
 
+#include "agentbox/mediate.h"
 #include "agentbox/plan.h"
 
 #include <errno.h>
@@ -413,10 +414,18 @@ static void *serve_thread(void *arg)
 		const struct seccomp_notif *rq = s->req;
 		bool exec = rq->data.arch == AB_NATIVE_ARCH &&
 			    (rq->data.nr == s->nr_execve || rq->data.nr == s->nr_execveat);
+		bool native = rq->data.arch == AB_NATIVE_ARCH;
 		if (exec && (s->pol->notify_exec || s->pol->notify_learn))
 			sup_on_exec(s, rq);
-		else if (rq->data.arch == AB_NATIVE_ARCH &&
-			 ab_seccomp_notifies_learn(s->pol, rq->data.nr))
+		else if (native && ab_seccomp_notifies_create(s->pol, rq->data.nr) &&
+			 sup_create_is_creation(rq)) {
+			if (s->learn)
+				sup_learn_note(s, rq);
+			if (s->nrendered && ab_seccomp_notifies_rename(s->pol, rq->data.nr))
+				sup_on_rename(s, rq); /* onto a rendered file; else as here */
+			else
+				sup_on_create(s, rq);
+		} else if (native && ab_seccomp_notifies_learn(s->pol, rq->data.nr))
 			sup_on_learn(s, rq);
 		else if (rq->data.arch == AB_NATIVE_ARCH &&
 			 ab_seccomp_notifies_rename(s->pol, rq->data.nr))
@@ -437,6 +446,7 @@ int ab_supervisor_new(const ab_seccomp_policy *pol, ab_audit *audit, ab_supervis
 	if (!s)
 		return ab_fail(err, ENOMEM, "supervisor");
 	s->fd = s->pidns = s->pipe[0] = s->pipe[1] = s->diag = s->ll_net = s->root = -1;
+	s->creator = -1;
 	s->pol = pol;
 	s->audit = audit;
 	struct seccomp_notif_sizes sz = {0};
@@ -468,6 +478,9 @@ int ab_supervisor_configure(ab_supervisor *s, const struct ab_plan *plan, ab_err
 	s->kgid = plan->map_kgid;
 	s->plan = plan;
 	int r = sup_connect_configure(s, plan, err);
+	if (r == 0 && plan->seccomp.notify_create && !s->mreq &&
+	    !(s->mreq = calloc(1, sizeof(*s->mreq))))
+		r = ab_fail(err, ENOMEM, "supervisor");
 	return r < 0 ? r : sup_rename_configure(s, plan, err);
 }
 
@@ -603,6 +616,9 @@ void ab_supervisor_free(ab_supervisor *s)
 		close(s->ll_net);
 	if (s->root >= 0)
 		close(s->root);
+	if (s->creator >= 0)
+		close(s->creator);
+	free(s->mreq);
 	free(s->tcp_ports);
 	if (s->learn_ports) {
 		pthread_mutex_destroy(&s->learn_mu);

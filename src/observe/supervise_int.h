@@ -8,6 +8,7 @@
  *   supervise_exec.c     the exec record and the exits
  *   supervise_rename.c   a rename onto a rendered credentials file
  *   supervise_connect.c  connect mediation and its thread pool
+ *   supervise_create.c   creation calls, carried out by the sandbox's creator
  *
  * Threads: the server thread owns the site table, the counters and the
  * rename and connect state until it is joined (ab_supervisor_finish); the
@@ -37,6 +38,7 @@ struct site;
 struct tracked;
 struct rename_buf;
 struct ab_plan;
+struct ab_med_req;
 
 struct ab_supervisor {
 	ab_audit *audit;
@@ -111,6 +113,10 @@ struct ab_supervisor {
 		char prog[256];
 	} * learn_ports;
 	size_t learn_next;
+	/* notify_create: the creator's socket (-1: none yet), the request
+	 * buffer (src/observe/supervise_create.c) */
+	int creator;
+	struct ab_med_req *mreq;
 	/* the thread's: paths that existed inside, recently (execvp check) */
 	struct {
 		char path[AB_SUP_ARG_MAX];
@@ -171,11 +177,21 @@ struct sockaddr;
 
 /* an open, openat, creat, mkdir or mkdirat (notify_learn): recorded, continued */
 void sup_on_learn(ab_supervisor *s, const struct seccomp_notif *rq);
+/* ... recorded only (the caller answers it) */
+void sup_learn_note(ab_supervisor *s, const struct seccomp_notif *rq);
 /* an exec of PATH (as given) by TID, for the learning record */
 void sup_learn_exec(ab_supervisor *s, pid_t tid, const char *path);
 /* a connect TID made on SOCK (its copy) to ADDR: a loopback TCP one is noted
  * by its local port */
 void sup_learn_connected(ab_supervisor *s, pid_t tid, int sock, const struct sockaddr *addr);
+
+/* ---- supervise_create.c */
+
+/* Is RQ (a call notify_create notifies) one that creates: an open only with
+ * O_CREAT (learning notifies every open) */
+bool sup_create_is_creation(const struct seccomp_notif *rq);
+/* carried out by the creator, answered with its result (never CONTINUE) */
+void sup_on_create(ab_supervisor *s, const struct seccomp_notif *rq);
 
 /* ---- supervise_connect.c */
 

@@ -188,21 +188,18 @@ void sup_learn_exec(ab_supervisor *s, pid_t tid, const char *path)
 		record(s, tid, AB_LEARN_EXEC, AT_FDCWD, path);
 }
 
-void sup_on_learn(ab_supervisor *s, const struct seccomp_notif *rq)
+static const learn_call *learn_call_of(int nr)
 {
-	const learn_call *c = NULL;
 	for (size_t i = 0; i < AB_ARRAY_SIZE(calls); i++)
-		if (calls[i].nr == rq->data.nr)
-			c = &calls[i];
-	if (!c) {
-		sup_answer(s, rq->id, 0, true);
-		return;
-	}
-	if (rq->data.args[c->mode] & (S_ISUID | S_ISGID)) {
-		sup_answer(s, rq->id, EPERM, false);
-		return;
-	}
-	if (s->learn && s->plan) {
+		if (calls[i].nr == nr)
+			return &calls[i];
+	return NULL;
+}
+
+void sup_learn_note(ab_supervisor *s, const struct seccomp_notif *rq)
+{
+	const learn_call *c = learn_call_of(rq->data.nr);
+	if (c && s->learn && s->plan) {
 		pid_t tid = (pid_t)rq->pid;
 		char raw[PATH_MAX];
 		int dfd = c->dfd < 0 ? AT_FDCWD : (int)rq->data.args[c->dfd];
@@ -212,5 +209,15 @@ void sup_on_learn(ab_supervisor *s, const struct seccomp_notif *rq)
 		if (sup_remote_str(tid, rq->data.args[c->path], raw, sizeof(raw)) == 0)
 			record(s, tid, write ? AB_LEARN_WRITE : AB_LEARN_READ, dfd, raw);
 	}
+}
+
+void sup_on_learn(ab_supervisor *s, const struct seccomp_notif *rq)
+{
+	const learn_call *c = learn_call_of(rq->data.nr);
+	if (c && (rq->data.args[c->mode] & (S_ISUID | S_ISGID))) {
+		sup_answer(s, rq->id, EPERM, false);
+		return;
+	}
+	sup_learn_note(s, rq);
 	sup_answer(s, rq->id, 0, true);
 }

@@ -287,6 +287,16 @@ static void log_rename(ab_supervisor *s, pid_t tid, const char *dst, const char 
 	ab_audit_emit(s->audit, ev);
 }
 
+/* A rename not onto a rendered file: the kernel's, or with notify_create the
+ * creator's (never CONTINUE then: src/observe/supervise_create.c) */
+static void pass_on(ab_supervisor *s, const struct seccomp_notif *rq)
+{
+	if (s->pol->notify_create)
+		sup_on_create(s, rq);
+	else
+		sup_answer(s, rq->id, 0, true);
+}
+
 void sup_on_rename(ab_supervisor *s, const struct seccomp_notif *rq)
 {
 	pid_t tid = (pid_t)rq->pid;
@@ -313,7 +323,7 @@ void sup_on_rename(ab_supervisor *s, const struct seccomp_notif *rq)
 	    !(nname = plain_last(b->new_raw)) || !rendered_name(s, nname) ||
 	    sup_caller_base(tid, b->new_raw, ndfd, b->nbase, sizeof(b->nbase)) < 0 ||
 	    ab_sup_path_norm(b->nbase, b->new_raw, b->norm, sizeof(b->norm)) < 0) {
-		sup_answer(s, rq->id, 0, true);
+		pass_on(s, rq);
 		return;
 	}
 	const char *dst = NULL;
@@ -321,7 +331,7 @@ void sup_on_rename(ab_supervisor *s, const struct seccomp_notif *rq)
 		if (strcmp(s->rendered[i], b->norm) == 0)
 			dst = s->rendered[i];
 	if (!dst) {
-		sup_answer(s, rq->id, 0, true);
+		pass_on(s, rq);
 		return;
 	}
 	const char *why = NULL;
@@ -331,6 +341,9 @@ void sup_on_rename(ab_supervisor *s, const struct seccomp_notif *rq)
 	/* refused: the kernel does what it did before (EBUSY on the mount
 	 * point; ENOENT, EXDEV, ENOTDIR... first), as the caller, with every
 	 * check of its own: letting it continue grants nothing */
-	sup_answer(s, rq->id, e == RN_REFUSED ? 0 : e, e == RN_REFUSED);
+	if (e == RN_REFUSED)
+		pass_on(s, rq);
+	else
+		sup_answer(s, rq->id, e, false);
 	log_rename(s, tid, dst, why);
 }

@@ -383,6 +383,7 @@ static const struct {
 	{AB_ABLATE_GITCFG, "gitconfig", "paths named by git's configuration are writable"},
 	{AB_ABLATE_HSTATE, "hstate", "anchored fs.protect entries are ignored"},
 	{AB_ABLATE_SETID, "setid", "set-id mode bits are not checked, even in idmapped grants"},
+	{AB_ABLATE_GITLIVE, "gitlive", "a new .git is made where the host's git finds it"},
 };
 
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
@@ -418,6 +419,10 @@ static int plan_ablate(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	if (in->ablate & AB_ABLATE_NETNS)
 		p->share_net = true;
 	p->git_settle = !(in->ablate & AB_ABLATE_SETTLE);
+	snprintf(p->git_tag, sizeof(p->git_tag), "%s", in->run_tag ? in->run_tag : "0");
+	for (char *c = p->git_tag; *c; c++)
+		if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+			*c = '0';
 	for (size_t i = 0; i < AB_ARRAY_SIZE(ablations); i++) {
 		if (!(in->ablate & ablations[i].bit))
 			continue;
@@ -479,7 +484,8 @@ static int plan_connect_lost(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		return ab_strv_push(&p->downgrades,
 				    "seccomp-user-notif: connect is NOT MEDIATED: a unix socket a "
 				    "host process binds in a granted tree after the start is "
-				    "reachable (no seccomp user notification here)") < 0
+				    "reachable; a new .git is the host's while the run lasts "
+				    "(no seccomp user notification here)") < 0
 			       ? ab_fail(err, ENOMEM, "plan")
 			       : 0;
 	ab_fail(err, 0, "connect mediation needs seccomp user notification, and %s",
@@ -530,6 +536,11 @@ static int plan_record(ab_plan *p, const ab_plan_input *in, ab_err *err)
 		return 0;
 	}
 	p->seccomp.notify_connect = !(in->ablate & AB_ABLATE_CONNECT);
+	/* a new .git in a host-backed writable grant is kept off the host
+	 * while the run lasts (include/agentbox/mediate.h) */
+	for (size_t i = 0; i < p->nmounts && !(in->ablate & AB_ABLATE_GITLIVE); i++)
+		if (ab_plan_git_grant(&p->mounts[i]))
+			p->seccomp.notify_create = true;
 	p->seccomp.notify_denials = in->profile->audit.denials != 0;
 	p->seccomp.notify_exec = in->profile->audit.exec != 0 &&
 				 (p->egress.log_path != NULL || p->egress.otlp_url != NULL);

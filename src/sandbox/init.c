@@ -12,6 +12,7 @@
  *   rlimits                       (caps.c)
  *   Landlock                      (landlock.c)
  *   drop capabilities, no_new_privs (caps.c)
+ *   the creator thread -> parent  (creator.c: carries out creation calls)
  *   seccomp (LAST)                (seccomp.c; its notification listener -> parent,
  *                                  which records execs and denials: supervise.c)
  *   fork the command; reap and forward signals until it exits.
@@ -27,6 +28,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -39,6 +41,7 @@
 #include "agentbox/caps.h"
 #include "agentbox/landlock.h"
 #include "agentbox/netns.h"
+#include "creator.h"
 #include "pty.h"
 #include "agentbox/container.h"
 #include "agentbox/sandbox.h"
@@ -64,12 +67,20 @@ static int loopback_up(ab_err *err)
 	return 0;
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+/* Every fd above 2 but the sync socket, the pty's slave and the creator's. */
 static void close_all_but(int a, int b)
 {
-	int keep[2] = {a < b ? a : b, a < b ? b : a};
+	int keep[2 + 65] = {a, b};
+	size_t n = 2 + ab_creator_fds(keep + 2, AB_ARRAY_SIZE(keep) - 2);
+	qsort(keep, n, sizeof(int), cmp_int);
 	unsigned lo = 3;
-	for (int i = 0; i < 2; i++) {
-		if (keep[i] < 3)
+	for (size_t i = 0; i < n; i++) {
+		if (keep[i] < 3 || (unsigned)keep[i] < lo)
 			continue;
 		if ((unsigned)keep[i] > lo)
 			syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
@@ -141,6 +152,17 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 		return ab_err_prefix(err, "landlock");
 	if ((r = ab_caps_drop_all(plan->cap_last_cap, err)) < 0)
 		return ab_err_prefix(err, "capabilities");
+	if (plan->seccomp.notify_create) {
+		/* before the filter: the thread must not get it */
+		int end = -1;
+		if ((r = ab_creator_start(plan, &end, err)) < 0)
+			return r;
+		ab_sync_msg m = {.type = AB_SYNC_CREATOR};
+		r = ab_sync_send(a->sync_fd, &m, end);
+		close(end);
+		if (r < 0)
+			return ab_fail(err, -r, "nested git: send the creator's socket");
+	}
 	/* the parent compiled the filter while we built the root */
 	static struct sock_filter store[AB_SECCOMP_MAX_PROGS * AB_SECCOMP_MAX_INSNS];
 	ab_seccomp_prog prog = {0};

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "agentbox/container.h"
+#include "agentbox/mediate.h"
 #include "agentbox/sandbox.h"
 
 #ifndef OPEN_TREE_CLONE
@@ -799,6 +800,33 @@ static int enter_root(const ab_plan *plan, int stage_fd, ab_err *err)
 	return 0;
 }
 
+/* New `.git` entries kept off the host (include/agentbox/mediate.h): the
+ * links they are made of point to /.agentbox-git/GRANT/N, and only this root
+ * (read-only from pivot_root on) has /.agentbox-git: GRANT leads to that
+ * grant's store. */
+static int git_links(const ab_plan *plan, int sfd, ab_err *err)
+{
+	if (mkdirat(sfd, AB_MED_LINK_ROOT + 1, 0755) < 0)
+		return ab_fail(err, errno, "nested git: " AB_MED_LINK_ROOT);
+	_cleanup_close_ int dfd =
+		openat(sfd, AB_MED_LINK_ROOT + 1, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return ab_fail(err, errno, "nested git: " AB_MED_LINK_ROOT);
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		const ab_mount *m = &plan->mounts[i];
+		if (!ab_plan_git_grant(m))
+			continue;
+		char name[24], target[PATH_MAX];
+		snprintf(name, sizeof(name), "%zu", i);
+		int n = snprintf(target, sizeof(target), "%s/" AB_MED_STORE,
+				 strcmp(m->dst, "/") == 0 ? "" : m->dst);
+		if (n < 0 || (size_t)n >= sizeof(target) || symlinkat(target, dfd, name) < 0)
+			return ab_fail(err, n < 0 || (size_t)n >= sizeof(target) ? ENAMETOOLONG : errno,
+				       "nested git: the link to %s", m->dst);
+	}
+	return 0;
+}
+
 static int stage_and_apply(const ab_plan *plan, const src_state *src, const int *idmap_fds,
 			   const int *devfds, const int *review_fds, ab_err *err)
 {
@@ -839,7 +867,8 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 		if (r < 0)
 			return r;
 	}
-	return enter_root(plan, sfd, err);
+	int r = plan->seccomp.notify_create ? git_links(plan, sfd, err) : 0;
+	return r < 0 ? r : enter_root(plan, sfd, err);
 }
 
 static int recv_env(int sync_fd, int len, ab_runtime *rt, ab_err *err)

@@ -31,6 +31,7 @@
 #include "agentbox/control.h"
 #include "agentbox/host.h"
 #include "agentbox/loop.h"
+#include "agentbox/mediate.h"
 #include "agentbox/netns.h"
 #include "agentbox/phkey.h"
 #include "agentbox/proxy.h"
@@ -225,6 +226,12 @@ static void on_sync(ab_loop *l, int fd, unsigned ev, void *data)
 	case AB_SYNC_SOCKDIAG:
 		if (pfd >= 0 && s->sup) {
 			ab_supervisor_set_diag(s->sup, pfd);
+			pfd = -1;
+		}
+		break;
+	case AB_SYNC_CREATOR:
+		if (pfd >= 0 && s->sup) {
+			ab_supervisor_set_creator(s->sup, pfd);
 			pfd = -1;
 		}
 		break;
@@ -875,6 +882,18 @@ int ab_sandbox_run_learn(const ab_plan *plan, ab_learn_sets *learn, ab_err *err)
 	/* validate now, compile after clone (overlapping the child's setup) */
 	if (ab_seccomp_validate(&plan->seccomp, err) < 0)
 		return AB_EXIT_FAIL;
+	/* a new .git inside is a link to this path, which must lead nowhere
+	 * on the host (include/agentbox/mediate.h) */
+	struct stat lst;
+	if (plan->seccomp.notify_create && lstat(AB_MED_LINK_ROOT, &lst) == 0) {
+		ab_fail(err, EEXIST,
+			"%s exists on this host: the links agentbox makes for a new .git "
+			"inside would lead there",
+			AB_MED_LINK_ROOT);
+		ab_err_hint(err, "remove %s (agentbox never makes it on the host)",
+			    AB_MED_LINK_ROOT);
+		return AB_EXIT_FAIL;
+	}
 	run_state s;
 	int code = AB_EXIT_FAIL;
 	int ri = run_init(&s, plan, err);

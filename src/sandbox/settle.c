@@ -47,6 +47,10 @@ static size_t settle_nested(const ab_plan *plan, struct timespec since, ab_audit
 		    (m->flags & AB_MNT_F_REVIEW) || stat(m->src, &st) < 0 || !S_ISDIR(st.st_mode))
 			continue;
 		roots[n] = (ab_gitnest_root){.path = m->src, .dev = st.st_dev, .ino = st.st_ino};
+		if (plan->seccomp.notify_create && ab_plan_git_grant(m)) {
+			roots[n].tag = plan->git_tag;
+			roots[n].index = (unsigned)i;
+		}
 		ab_err ierr = {0};
 		if (ab_gitscan_snapshot(m->src, &roots[n].gitlinks, &ierr) < 0)
 			ab_warn("%s: its gitlinks are judged only where the walk reaches",

@@ -27,8 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (!ca && ab_ca_new(NULL, 1, &ca, &err) < 0)
 		__builtin_trap();
-	if (ab_ca_java_truststore(ca, (const char *)data, size, "changeit", &der, &len, &err) <
-	    0) {
+	if (ab_ca_java_truststore(ca, (const char *)data, size, "changeit", &der, &len, &err) < 0) {
 		if (der || len || ERR_peek_error())
 			__builtin_trap();
 		return 0;
@@ -38,9 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!p12 || p != der + len || PKCS12_verify_mac(p12, "changeit", -1) != 1)
 		__builtin_trap();
 	STACK_OF(PKCS7) *safes = PKCS12_unpack_authsafes(p12);
-	STACK_OF(PKCS12_SAFEBAG) *bags =
-		safes && sk_PKCS7_num(safes) == 1 ? PKCS12_unpack_p7data(sk_PKCS7_value(safes, 0))
-						  : NULL;
+	STACK_OF(PKCS12_SAFEBAG) *bags = safes && sk_PKCS7_num(safes) == 1
+						 ? PKCS12_unpack_p7data(sk_PKCS7_value(safes, 0))
+						 : NULL;
 	if (!bags || sk_PKCS12_SAFEBAG_num(bags) < 1)
 		__builtin_trap();
 	for (int i = 0; i < sk_PKCS12_SAFEBAG_num(bags); i++)

@@ -17,7 +17,9 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/hmac.h>
 #include <openssl/pkcs12.h>
+#include <openssl/rand.h>
 
 /* ------------------------------------------------------------ trust bundle */
 
@@ -95,60 +97,182 @@ int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, char **out, s
 
 /* ------------------------------------------------------------ Java truststore */
 
-/* Java's PKCS12 keystore takes a certificate bag as a trusted entry only
- * when it carries Oracle's trusted-key-usage attribute (a SET OF the OIDs
- * the certificate is trusted for); OpenSSL 3.0 has no name for it. */
-#define JDK_TRUSTED_KEY_USAGE "2.16.840.1.113894.746875.1.1"
+/*
+ * The store is written as DER directly, not through OpenSSL's PKCS12 and
+ * ASN.1 item API: its shape is fixed, and building ~145 bags as OpenSSL
+ * objects, then encoding them (twice: size, then bytes), cost more than the
+ * rest of the trust files together (docs/performance.md).  The bytes are
+ * what OpenSSL writes for the same store (tests/unit/test_truststore.c
+ * re-encodes a store with OpenSSL and compares):
+ *
+ *   PFX ::= SEQUENCE { version INTEGER 3,
+ *     authSafe ContentInfo { data, [0] OCTET STRING (AuthenticatedSafe) },
+ *     macData SEQUENCE { DigestInfo { { sha256, NULL }, OCTET STRING mac },
+ *                        OCTET STRING salt, INTEGER iterations } }
+ *   AuthenticatedSafe ::= SEQUENCE { ContentInfo { data, [0] OCTET STRING
+ *     (SafeContents) } }
+ *   SafeContents ::= SEQUENCE OF SafeBag
+ *   SafeBag ::= SEQUENCE { certBag, [0] CertBag { x509Certificate,
+ *     [0] OCTET STRING (the certificate's DER) }, SET OF attributes }
+ *
+ * The attributes, sorted as DER sorts a SET OF: friendlyName (a BMPString
+ * alias), and Oracle's trusted-key-usage
+ * (2.16.840.1.113894.746875.1.1) holding anyExtendedKeyUsage: Java's
+ * PKCS12 keystore takes a certificate bag as a trusted entry only with it.
+ * The MAC is PKCS#12's: a key derived from the password (RFC 7292 B.2,
+ * PKCS12_key_gen_utf8, as PKCS12_set_mac does), HMAC-SHA256 over the
+ * AuthenticatedSafe.
+ */
+// clang-format off
+static const unsigned char OID_CERTBAG[] = {0x06, 0x0b, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d,
+					    0x01, 0x0c, 0x0a, 0x01, 0x03};
+static const unsigned char OID_X509CERT[] = {0x06, 0x0a, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d,
+					     0x01, 0x09, 0x16, 0x01};
+static const unsigned char OID_FRIENDLY[] = {0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d,
+					     0x01, 0x09, 0x14};
+static const unsigned char OID_DATA[] = {0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d,
+					 0x01, 0x07, 0x01};
+/* SEQUENCE { jdk trusted key usage, SET { anyExtendedKeyUsage 2.5.29.37.0 } } */
+static const unsigned char ATTR_JDK_TRUST[] = {0x30, 0x16,
+	0x06, 0x0c, 0x60, 0x86, 0x48, 0x01, 0x86, 0xf9, 0x66, 0xad, 0xca, 0x7b, 0x01, 0x01,
+	0x31, 0x06, 0x06, 0x04, 0x55, 0x1d, 0x25, 0x00};
+/* SEQUENCE { SEQUENCE { sha256, NULL }, OCTET STRING (32 bytes) } ... */
+static const unsigned char MAC_ALG[] = {0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01,
+					0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00};
+// clang-format on
 
-/* A certBag for the certificate DER der[0..len) (an X.509 certificate: one
- * DER SEQUENCE, copied as it is), trusted for Java under alias. */
-static bool trusted_bag(STACK_OF(PKCS12_SAFEBAG) * bags, const unsigned char *der, long len,
-			const char *alias)
+#define TS_SALT_LEN 8    /* PKCS12_SALT_LEN */
+#define TS_MAC_LEN 32    /* SHA-256 */
+#define TS_ALIAS_MAX 32  /* "system-8191", "agentbox-session-ca" */
+#define TS_HEAD_ROOM 128 /* the headers written in front of the bags */
+
+/* A DER header's size for content of length n. */
+static size_t hdr_size(size_t n)
 {
-	const unsigned char *p = der;
-	ASN1_TYPE *cert = d2i_ASN1_TYPE(NULL, &p, len);
-	const ASN1_OBJECT *any = OBJ_nid2obj(NID_anyExtendedKeyUsage); /* 2.5.29.37.0 */
-	PKCS12_SAFEBAG *bag = NULL;
-	bool ok = false;
-
-	if (cert && p == der + len && ASN1_TYPE_get(cert) == V_ASN1_SEQUENCE)
-		bag = PKCS12_item_pack_safebag(cert, ASN1_ITEM_rptr(ASN1_ANY), NID_x509Certificate,
-					       NID_certBag);
-	/* value length -1: the value is the ASN1_OBJECT itself */
-	ok = bag && any && PKCS12_add_friendlyname_asc(bag, alias, -1) == 1 &&
-	     PKCS12_add1_attr_by_txt(bag, JDK_TRUSTED_KEY_USAGE, V_ASN1_OBJECT,
-				     (const unsigned char *)any, -1) == 1 &&
-	     sk_PKCS12_SAFEBAG_push(bags, bag) > 0;
-	if (!ok)
-		PKCS12_SAFEBAG_free(bag);
-	ASN1_TYPE_free(cert);
-	return ok;
+	size_t k = 2;
+	for (size_t v = n; n >= 0x80 && v; v >>= 8)
+		k++;
+	return k;
 }
 
-/* OpenSSL's own allocations and containers, freed on scope exit. */
+/* The header (tag, length n) at p; returns the byte after it. */
+static unsigned char *put_hdr(unsigned char *p, unsigned char tag, size_t n)
+{
+	size_t k = hdr_size(n) - 2;
+	*p++ = tag;
+	if (!k) {
+		*p++ = (unsigned char)n;
+		return p;
+	}
+	*p++ = (unsigned char)(0x80 | k);
+	for (size_t i = k; i-- > 0;)
+		*p++ = (unsigned char)(n >> (8 * i));
+	return p;
+}
+
+/* The header (tag, length n) written backwards, ending at end; returns
+ * where it starts. */
+static unsigned char *put_hdr_before(unsigned char *end, unsigned char tag, size_t n)
+{
+	unsigned char *p = end - hdr_size(n);
+	put_hdr(p, tag, n);
+	return p;
+}
+
+static unsigned char *put(unsigned char *p, const void *src, size_t n)
+{
+	memcpy(p, src, n);
+	return p + n;
+}
+
+typedef struct ts_buf {
+	unsigned char *v; /* TS_HEAD_ROOM bytes free in front, then the bags */
+	size_t len, cap;  /* len counts from v, the head room included */
+} ts_buf;
+
+static bool ts_reserve(ts_buf *b, size_t more)
+{
+	if (b->cap - b->len >= more)
+		return true;
+	size_t nc = b->cap ? b->cap : 64 * 1024;
+	while (nc - b->len < more)
+		nc *= 2;
+	unsigned char *v = realloc(b->v, nc);
+	if (!v)
+		return false;
+	b->v = v;
+	b->cap = nc;
+	return true;
+}
+
+static void ts_freep(ts_buf *b)
+{
+	free(b->v);
+}
+
+/* One certBag for the certificate der[0..len) (one DER SEQUENCE, copied as
+ * it is), trusted for Java under alias. */
+static bool put_bag(ts_buf *b, const unsigned char *der, size_t len, const char *alias)
+{
+	unsigned char fname[2 + sizeof(OID_FRIENDLY) + 4 + 2 * TS_ALIAS_MAX], *f = fname;
+	size_t alen = strlen(alias), bmp = 2 * alen;
+
+	if (alen > TS_ALIAS_MAX)
+		return false;
+	/* friendlyName: SEQUENCE { OID, SET { BMPString } } (short lengths) */
+	f = put_hdr(f, 0x30, sizeof(OID_FRIENDLY) + 4 + bmp);
+	f = put(f, OID_FRIENDLY, sizeof(OID_FRIENDLY));
+	f = put_hdr(f, 0x31, 2 + bmp);
+	f = put_hdr(f, 0x1e, bmp);
+	for (size_t i = 0; i < alen; i++) {
+		*f++ = 0;
+		*f++ = (unsigned char)alias[i];
+	}
+	size_t flen = (size_t)(f - fname), tlen = sizeof(ATTR_JDK_TRUST);
+	/* DER's SET OF order: by the encodings, a shorter prefix first */
+	int c = memcmp(fname, ATTR_JDK_TRUST, flen < tlen ? flen : tlen);
+	bool trust_first = c > 0 || (c == 0 && tlen < flen);
+	size_t attrs = flen + tlen;
+	size_t cert_val = hdr_size(len) + len;                                  /* OCTET STRING */
+	size_t cert_bag = sizeof(OID_X509CERT) + hdr_size(cert_val) + cert_val; /* [0] */
+	size_t bag_val = hdr_size(cert_bag) + cert_bag;                         /* SEQUENCE */
+	size_t bag = sizeof(OID_CERTBAG) + hdr_size(bag_val) + bag_val + hdr_size(attrs) + attrs;
+
+	if (!ts_reserve(b, hdr_size(bag) + bag))
+		return false;
+	unsigned char *p = b->v + b->len;
+	p = put_hdr(p, 0x30, bag);
+	p = put(p, OID_CERTBAG, sizeof(OID_CERTBAG));
+	p = put_hdr(p, 0xa0, bag_val);
+	p = put_hdr(p, 0x30, cert_bag);
+	p = put(p, OID_X509CERT, sizeof(OID_X509CERT));
+	p = put_hdr(p, 0xa0, cert_val);
+	p = put_hdr(p, 0x04, len);
+	p = put(p, der, len);
+	p = put_hdr(p, 0x31, attrs);
+	p = put(p, trust_first ? ATTR_JDK_TRUST : fname, trust_first ? tlen : flen);
+	p = put(p, trust_first ? fname : ATTR_JDK_TRUST, trust_first ? flen : tlen);
+	b->len = (size_t)(p - b->v);
+	return true;
+}
+
+/* Whether der[0..len) is one DER SEQUENCE (definite length, nothing after
+ * it): what a certificate is on the outside.  Its inside is Java's to read. */
+static bool one_sequence(const unsigned char *der, long len)
+{
+	const unsigned char *p = der;
+	long n = 0;
+	int tag, cls;
+	int f = ASN1_get_object(&p, &n, &tag, &cls, len);
+
+	return !(f & 0x80) && (f & V_ASN1_CONSTRUCTED) && !(f & 1) && tag == V_ASN1_SEQUENCE &&
+	       cls == V_ASN1_UNIVERSAL && n == len - (long)(p - der);
+}
+
+/* OpenSSL's own allocations, freed on scope exit. */
 static void ossl_freep(void *p)
 {
 	OPENSSL_free(*(void **)p);
-}
-
-static void bags_freep(STACK_OF(PKCS12_SAFEBAG) * *bags)
-{
-	sk_PKCS12_SAFEBAG_pop_free(*bags, PKCS12_SAFEBAG_free);
-}
-
-static void safes_freep(STACK_OF(PKCS7) * *safes)
-{
-	sk_PKCS7_pop_free(*safes, PKCS7_free);
-}
-
-static void p7_freep(PKCS7 **p7)
-{
-	PKCS7_free(*p7);
-}
-
-static void p12_freep(PKCS12 **p12)
-{
-	PKCS12_free(*p12);
 }
 
 /* The "CERTIFICATE" blocks of a PEM text as trusted bags (other blocks are
@@ -157,8 +281,7 @@ static void p12_freep(PKCS12 **p12)
  * copied as DER, not decoded: OpenSSL 3.0 decodes each public key through
  * its provider decoders, which costs more than the whole rest of the
  * truststore for a system bundle (docs/performance.md). */
-static int trust_bags(const ab_ca *ca, const char *pem, size_t len, STACK_OF(PKCS12_SAFEBAG) * bags,
-		      ab_err *err)
+static int trust_bags(const ab_ca *ca, const char *pem, size_t len, ts_buf *b, ab_err *err)
 {
 	_cleanup_(ossl_freep) unsigned char *ours = NULL;
 	int ours_len = i2d_X509(ab_ca_get0_cert(ca), &ours);
@@ -172,7 +295,7 @@ static int trust_bags(const ab_ca *ca, const char *pem, size_t len, STACK_OF(PKC
 	for (;;) {
 		_cleanup_(ossl_freep) char *name = NULL, *header = NULL;
 		_cleanup_(ossl_freep) unsigned char *der = NULL;
-		char alias[32];
+		char alias[TS_ALIAS_MAX];
 		long dlen = 0;
 		int r = 0;
 		if (!bio || !PEM_read_bio(bio, &name, &header, &der, &dlen))
@@ -191,12 +314,14 @@ static int trust_bags(const ab_ca *ca, const char *pem, size_t len, STACK_OF(PKC
 				    "Java truststore: certificate %zu of the CA bundle "
 				    "has PEM headers",
 				    n + 1);
-		snprintf(alias, sizeof(alias), is_ca ? "agentbox-session-ca" : "system-%zu", n);
-		if (!r && cert && !trusted_bag(bags, der, dlen, alias))
+		else if (cert && !one_sequence(der, dlen))
 			r = ab_fail(err, EINVAL,
 				    "Java truststore: certificate %zu of the CA bundle "
 				    "is not DER",
 				    n + 1);
+		snprintf(alias, sizeof(alias), is_ca ? "agentbox-session-ca" : "system-%zu", n);
+		if (!r && cert && !put_bag(b, der, (size_t)dlen, alias))
+			r = ab_fail(err, ENOMEM, "Java truststore");
 		have_ca |= is_ca;
 		n += cert;
 		if (r < 0) {
@@ -211,48 +336,105 @@ static int trust_bags(const ab_ca *ca, const char *pem, size_t len, STACK_OF(PKC
 				    "Java truststore: the CA bundle has a PEM block that "
 				    "does not decode");
 	ERR_clear_error();
-	if (!have_ca && !trusted_bag(bags, ours, ours_len, "agentbox-session-ca"))
-		return ab_ossl_fail(err, ENOMEM, "Java truststore");
+	if (!have_ca && !put_bag(b, ours, (size_t)ours_len, "agentbox-session-ca"))
+		return ab_fail(err, ENOMEM, "Java truststore");
+	return 0;
+}
+
+/* The headers in front of the bags (from b->v + TS_HEAD_ROOM); returns
+ * where the PFX starts, safe and safe_len the AuthenticatedSafe (what the MAC
+ * covers).  mac_data: the MacData's size, which the PFX's length includes. */
+static unsigned char *ts_heads(ts_buf *b, size_t mac_data, const unsigned char **safe,
+			       size_t *safe_len)
+{
+	unsigned char *p = b->v + TS_HEAD_ROOM;
+	size_t n = b->len - TS_HEAD_ROOM; /* the bags */
+	p = put_hdr_before(p, 0x30, n);   /* SafeContents */
+	n = (size_t)(b->v + b->len - p);
+	p = put_hdr_before(p, 0x04, n); /* [0] OCTET STRING */
+	p = put_hdr_before(p, 0xa0, (size_t)(b->v + b->len - p));
+	p -= sizeof(OID_DATA);
+	memcpy(p, OID_DATA, sizeof(OID_DATA));
+	p = put_hdr_before(p, 0x30, (size_t)(b->v + b->len - p)); /* ContentInfo */
+	p = put_hdr_before(p, 0x30, (size_t)(b->v + b->len - p)); /* AuthenticatedSafe */
+	*safe = p;
+	*safe_len = (size_t)(b->v + b->len - p);
+	p = put_hdr_before(p, 0x04, *safe_len);
+	p = put_hdr_before(p, 0xa0, (size_t)(b->v + b->len - p));
+	p -= sizeof(OID_DATA);
+	memcpy(p, OID_DATA, sizeof(OID_DATA));
+	p = put_hdr_before(p, 0x30, (size_t)(b->v + b->len - p)); /* authSafe */
+	p -= 3;
+	memcpy(p, "\x02\x01\x03", 3); /* version 3 */
+	return put_hdr_before(p, 0x30, (size_t)(b->v + b->len - p) + mac_data);
+}
+
+/* MacData: SEQUENCE { DigestInfo, OCTET STRING salt, INTEGER iter } */
+static size_t mac_data_size(void)
+{
+	size_t digest = sizeof(MAC_ALG) + 2 + TS_MAC_LEN;
+	size_t inner = hdr_size(digest) + digest + 2 + TS_SALT_LEN + 4;
+	return hdr_size(inner) + inner;
+}
+
+static int put_mac(ts_buf *b, const unsigned char *safe, size_t safe_len, const char *password,
+		   ab_err *err)
+{
+	unsigned char salt[TS_SALT_LEN], key[TS_MAC_LEN], mac[TS_MAC_LEN];
+	unsigned int mac_len = 0;
+	size_t digest = sizeof(MAC_ALG) + 2 + TS_MAC_LEN;
+	size_t inner = hdr_size(digest) + digest + 2 + TS_SALT_LEN + 4;
+	const EVP_MD *md = EVP_sha256();
+
+	if (RAND_bytes(salt, sizeof(salt)) != 1 ||
+	    PKCS12_key_gen_utf8(password, -1, salt, sizeof(salt), PKCS12_MAC_ID,
+				PKCS12_DEFAULT_ITER, sizeof(key), key, md) != 1 ||
+	    !HMAC(md, key, sizeof(key), safe, safe_len, mac, &mac_len) || mac_len != TS_MAC_LEN) {
+		OPENSSL_cleanse(key, sizeof(key));
+		return ab_ossl_fail(err, EIO, "Java truststore: PKCS#12 MAC");
+	}
+	OPENSSL_cleanse(key, sizeof(key)); /* from a public password: tidiness */
+	unsigned char *p = b->v + b->len;
+	p = put_hdr(p, 0x30, inner);
+	p = put_hdr(p, 0x30, digest);
+	p = put(p, MAC_ALG, sizeof(MAC_ALG));
+	p = put_hdr(p, 0x04, TS_MAC_LEN);
+	p = put(p, mac, TS_MAC_LEN);
+	p = put_hdr(p, 0x04, TS_SALT_LEN);
+	p = put(p, salt, TS_SALT_LEN);
+	p = put(p, "\x02\x02", 2);
+	*p++ = (unsigned char)(PKCS12_DEFAULT_ITER >> 8);
+	*p++ = (unsigned char)(PKCS12_DEFAULT_ITER & 0xff);
+	b->len = (size_t)(p - b->v);
 	return 0;
 }
 
 int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const char *password,
 			  unsigned char **out, size_t *outlen, ab_err *err)
 {
-	_cleanup_(bags_freep) STACK_OF(PKCS12_SAFEBAG) *bags = sk_PKCS12_SAFEBAG_new_null();
-	_cleanup_(safes_freep) STACK_OF(PKCS7) *safes = sk_PKCS7_new_null();
-	_cleanup_(p7_freep) PKCS7 *p7 = NULL;
-	_cleanup_(p12_freep) PKCS12 *p12 = NULL;
-	_cleanup_free_ unsigned char *der = NULL;
-	unsigned char *p;
-	int r, n;
+	_cleanup_(ts_freep) ts_buf b = {0};
+	const unsigned char *safe = NULL;
+	size_t safe_len = 0, mac_data = mac_data_size();
+	int r;
 
 	*out = NULL;
 	*outlen = 0;
 	if (len > AB_CA_MAX_BUNDLE)
 		return ab_fail(err, EFBIG, "Java truststore: a bundle larger than %u bytes",
 			       AB_CA_MAX_BUNDLE);
-	if (!bags || !safes)
-		return ab_ossl_fail(err, ENOMEM, "Java truststore");
-	if ((r = trust_bags(ca, bundle, len, bags, err)) < 0)
-		return r;
-	/* one unencrypted SafeContents (nothing in it is secret), under an
-	 * HMAC-SHA256 integrity MAC */
-	p7 = PKCS12_pack_p7data(bags);
-	if (!p7 || !sk_PKCS7_push(safes, p7))
-		return ab_ossl_fail(err, ENOMEM, "Java truststore");
-	p7 = NULL; /* safes owns it */
-	p12 = PKCS12_add_safes(safes, NID_pkcs7_data);
-	if (!p12 ||
-	    PKCS12_set_mac(p12, password, -1, NULL, 0, PKCS12_DEFAULT_ITER, EVP_sha256()) != 1 ||
-	    (n = i2d_PKCS12(p12, NULL)) <= 0)
-		return ab_ossl_fail(err, EIO, "Java truststore: PKCS#12 encoding");
-	p = der = malloc((size_t)n);
-	if (!der)
+	/* the DER is about 3/4 of the base64, plus ~120 bytes a bag */
+	if (!ts_reserve(&b, TS_HEAD_ROOM + len - len / 4 + 4096))
 		return ab_fail(err, ENOMEM, "Java truststore");
-	if (i2d_PKCS12(p12, &p) != n)
-		return ab_ossl_fail(err, EIO, "Java truststore: PKCS#12 encoding");
-	*out = TAKE_PTR(der);
-	*outlen = (size_t)n;
+	b.len = TS_HEAD_ROOM;
+	if ((r = trust_bags(ca, bundle, len, &b, err)) < 0)
+		return r;
+	if (!ts_reserve(&b, mac_data))
+		return ab_fail(err, ENOMEM, "Java truststore");
+	unsigned char *pfx = ts_heads(&b, mac_data, &safe, &safe_len);
+	if ((r = put_mac(&b, safe, safe_len, password, err)) < 0)
+		return r;
+	*outlen = (size_t)(b.v + b.len - pfx);
+	memmove(b.v, pfx, *outlen);
+	*out = TAKE_PTR(b.v);
 	return 0;
 }

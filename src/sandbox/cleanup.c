@@ -41,6 +41,44 @@ static int open_parent(const char *path, char *parent, size_t size, const char *
 	return dfd < 0 ? -errno : dfd;
 }
 
+/* The last parent directory opened: placeholders come in runs under one
+ * parent (a writable tree's reserved names), so each run walks the parent's
+ * path once, not once per placeholder.  The fd pins the directory opened
+ * without following a link; a parent renamed meanwhile is the same
+ * directory, and each entry is still checked by its dev and inode. */
+typedef struct parent_cache {
+	char path[PATH_MAX];
+	int fd;
+} parent_cache;
+
+static void parent_cache_close(parent_cache *pc)
+{
+	if (pc->fd >= 0)
+		close(pc->fd);
+	pc->fd = -1;
+	pc->path[0] = '\0';
+}
+
+/* The parent of path through the cache (the cache owns the fd). */
+static int cached_parent(parent_cache *pc, const char *path, const char **name)
+{
+	char parent[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	if (!slash || path[0] != '/' || slash[1] == '\0' || (size_t)(slash - path) >= PATH_MAX)
+		return -EINVAL;
+	size_t plen = slash == path ? 1 : (size_t)(slash - path);
+	*name = slash + 1;
+	if (pc->fd >= 0 && strlen(pc->path) == plen && memcmp(pc->path, path, plen) == 0)
+		return pc->fd;
+	parent_cache_close(pc);
+	int dfd = open_parent(path, parent, sizeof(parent), name);
+	if (dfd < 0)
+		return dfd;
+	memcpy(pc->path, parent, plen + 1);
+	pc->fd = dfd;
+	return dfd;
+}
+
 static int make_dir(int dfd, const char *name)
 {
 	return mkdirat(dfd, name, 0555) < 0 ? -errno : 0;
@@ -64,13 +102,13 @@ static int make_file(int dfd, const char *name, const char *content)
 
 int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *err)
 {
+	_cleanup_(parent_cache_close) parent_cache pc = {.fd = -1};
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
 		if (m->kind != AB_MNT_PLACEHOLDER)
 			continue;
-		char parent[PATH_MAX];
 		const char *name;
-		int dfd = open_parent(m->dst, parent, sizeof(parent), &name);
+		int dfd = cached_parent(&pc, m->dst, &name);
 		if (dfd < 0)
 			return ab_fail(err, -dfd, "fs.protect: %s", m->dst);
 		struct stat st;
@@ -87,7 +125,7 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
 					    "owns; run agentbox as the user who owns the workspace "
 					    "(in a container: that user, --user or USER, not "
 					    "container root)",
-					    (unsigned)geteuid(), parent, (unsigned)st.st_uid);
+					    (unsigned)geteuid(), pc.path, (unsigned)st.st_uid);
 		} else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			r = ab_fail(err, errno, "fs.protect: placeholder %s", m->dst);
 		else if ((r = ab_cleaner_add(c, m->dst, dir, st.st_dev, st.st_ino)) < 0) {
@@ -95,7 +133,6 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
 			r = ab_fail(err, -r, "fs.protect: too many placeholders (at most %d)",
 				    AB_CLEANUP_MAX);
 		}
-		close(dfd);
 		if (r < 0)
 			return r;
 	}
@@ -121,30 +158,38 @@ static bool still_placeholder_file(int dfd, const char *name, unsigned long long
 	return n >= 0 && ab_placeholder_content_known(buf, (size_t)n);
 }
 
+/* The placeholder name in dfd, removed if it is still the one made. */
+static int cleanup_at(int dfd, const char *name, bool is_dir, unsigned long long dev,
+		      unsigned long long ino)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if ((unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino)
+		return -ESTALE; /* not the inode we created: leave it alone */
+	if (is_dir && !S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (!is_dir && (!S_ISREG(st.st_mode) || st.st_size > 64 ||
+			!still_placeholder_file(dfd, name, dev, ino)))
+		return -EEXIST; /* not a placeholder file any more: leave it */
+	return unlinkat(dfd, name, is_dir ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;
+}
+
+static int cleanup_cached(parent_cache *pc, const char *path, bool is_dir, unsigned long long dev,
+			  unsigned long long ino)
+{
+	const char *name;
+	int dfd = cached_parent(pc, path, &name);
+	if (dfd < 0)
+		return dfd == -ENOENT ? 0 : dfd;
+	return cleanup_at(dfd, name, is_dir, dev, ino);
+}
+
 int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev,
 			   unsigned long long ino)
 {
-	char parent[PATH_MAX];
-	const char *name;
-	int dfd = open_parent(path, parent, sizeof(parent), &name);
-	if (dfd < 0)
-		return dfd == -ENOENT ? 0 : dfd;
-	const char *slash = name - 1;
-	struct stat st;
-	int r = 0;
-	if (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		r = errno == ENOENT ? 0 : -errno;
-	else if ((unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino)
-		r = -ESTALE; /* not the inode we created: leave it alone */
-	else if (is_dir && !S_ISDIR(st.st_mode))
-		r = -ENOTDIR;
-	else if (!is_dir && (!S_ISREG(st.st_mode) || st.st_size > 64 ||
-			     !still_placeholder_file(dfd, slash + 1, dev, ino)))
-		r = -EEXIST; /* not a placeholder file any more: leave it */
-	else if (unlinkat(dfd, slash + 1, is_dir ? AT_REMOVEDIR : 0) < 0)
-		r = -errno;
-	close(dfd);
-	return r;
+	_cleanup_(parent_cache_close) parent_cache pc = {.fd = -1};
+	return cleanup_cached(&pc, path, is_dir, dev, ino);
 }
 
 static void watcher_main(int rfd, void (*settle)(void *), void *ctx)
@@ -201,8 +246,10 @@ static void watcher_main(int rfd, void (*settle)(void *), void *ctx)
 		}
 	}
 	/* deepest first: a placeholder can sit inside another one's parent */
+	parent_cache pc = {.fd = -1};
 	for (size_t i = n; i-- > 0;)
-		ab_cleanup_placeholder(paths[i], dirs[i], devs[i], inos[i]);
+		cleanup_cached(&pc, paths[i], dirs[i], devs[i], inos[i]);
+	parent_cache_close(&pc);
 	if (settle && wait_pid > 0) /* the parent died before it settled */
 		settle(ctx);
 	_exit(0);
@@ -296,9 +343,10 @@ int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long l
 
 void ab_cleaner_remove_now(ab_cleaner *c)
 {
+	_cleanup_(parent_cache_close) parent_cache pc = {.fd = -1};
 	for (size_t i = c->n; i-- > 0;)
 		if (c->paths[i] &&
-		    ab_cleanup_placeholder(c->paths[i], c->is_dir[i], c->dev[i], c->ino[i]) == 0) {
+		    cleanup_cached(&pc, c->paths[i], c->is_dir[i], c->dev[i], c->ino[i]) == 0) {
 			free(c->paths[i]);
 			c->paths[i] = NULL;
 		}
@@ -306,12 +354,14 @@ void ab_cleaner_remove_now(ab_cleaner *c)
 
 void ab_cleaner_finish(ab_cleaner *c)
 {
+	parent_cache pc = {.fd = -1};
 	for (size_t i = c->n; i-- > 0;) {
 		if (c->paths[i])
-			ab_cleanup_placeholder(c->paths[i], c->is_dir[i], c->dev[i], c->ino[i]);
+			cleanup_cached(&pc, c->paths[i], c->is_dir[i], c->dev[i], c->ino[i]);
 		free(c->paths[i]);
 		c->paths[i] = NULL;
 	}
+	parent_cache_close(&pc);
 	c->n = 0;
 	if (c->pipe_fd >= 0) {
 		close(c->pipe_fd);

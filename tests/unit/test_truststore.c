@@ -307,11 +307,77 @@ static void test_hostile(void **state)
 	ab_ca_free(ca);
 }
 
+/* The store is written as DER by hand: OpenSSL's own PKCS#12 encoder, given
+ * the bags read back from it and its MAC salt, writes the same bytes (the
+ * SET OF attributes in DER order, every length minimal, the same MAC). */
+static void test_openssl_encodes_the_same(void **state)
+{
+	ab_ca *ca = new_ca(), *r1 = new_ca();
+	char *p1 = pem_of(ab_ca_get0_cert(r1)), *pc = pem_of(ab_ca_get0_cert(ca));
+	char *bundle = cat3(p1, p1, pc);
+	/* a bundle large enough for long-form lengths everywhere */
+	size_t one = strlen(p1), many = 300;
+	char *big = malloc(one * many + 1);
+	assert_non_null(big);
+	for (size_t i = 0; i < many; i++)
+		memcpy(big + i * one, p1, one);
+	big[one * many] = '\0';
+	const char *cases[] = {bundle, big, ""};
+
+	for (size_t c = 0; c < AB_ARRAY_SIZE(cases); c++) {
+		unsigned char *der = NULL, *again = NULL, *q;
+		size_t len = 0;
+		ab_err err;
+		assert_int_equal(build(ca, cases[c], &der, &len, &err), 0);
+		const unsigned char *p = der;
+		PKCS12 *mine = d2i_PKCS12(NULL, &p, (long)len);
+		assert_non_null(mine);
+		const ASN1_OCTET_STRING *salt = NULL;
+		const ASN1_INTEGER *iter = NULL;
+		PKCS12_get0_mac(NULL, NULL, &salt, &iter, mine);
+		assert_int_equal(ASN1_STRING_length(salt), 8);
+		STACK_OF(PKCS7) *safes = PKCS12_unpack_authsafes(mine);
+		STACK_OF(PKCS12_SAFEBAG) *bags = PKCS12_unpack_p7data(sk_PKCS7_value(safes, 0));
+		assert_non_null(bags);
+		/* what the store was before: OpenSSL's PKCS12 API end to end */
+		STACK_OF(PKCS7) *safes2 = sk_PKCS7_new_null();
+		PKCS7 *p7 = PKCS12_pack_p7data(bags);
+		assert_non_null(p7);
+		assert_true(sk_PKCS7_push(safes2, p7) > 0);
+		PKCS12 *theirs = PKCS12_add_safes(safes2, NID_pkcs7_data);
+		assert_non_null(theirs);
+		assert_int_equal(PKCS12_set_mac(theirs, PASS, -1,
+						(unsigned char *)ASN1_STRING_get0_data(salt), 8,
+						(int)ASN1_INTEGER_get(iter), EVP_sha256()),
+				 1);
+		int n = i2d_PKCS12(theirs, NULL);
+		assert_int_equal(n, (int)len);
+		q = again = malloc((size_t)n);
+		assert_non_null(again);
+		assert_int_equal(i2d_PKCS12(theirs, &q), n);
+		assert_memory_equal(again, der, len);
+		free(again);
+		PKCS12_free(theirs);
+		sk_PKCS7_pop_free(safes2, PKCS7_free);
+		sk_PKCS12_SAFEBAG_pop_free(bags, PKCS12_SAFEBAG_free);
+		sk_PKCS7_pop_free(safes, PKCS7_free);
+		PKCS12_free(mine);
+		free(der);
+	}
+	free(big);
+	free(bundle);
+	free(pc);
+	free(p1);
+	ab_ca_free(r1);
+	ab_ca_free(ca);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_openssl_encodes_the_same),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

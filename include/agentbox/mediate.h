@@ -37,7 +37,8 @@ enum ab_med_op {
 
 /* which of the request's fds came with it (SCM_RIGHTS, in this order) */
 #define AB_MED_FD1 0x1 /* the directory path1 is relative to */
-#define AB_MED_FD2 0x2 /* the directory path2 is relative to (or, with
+#define AB_MED_FD2 \
+	0x2 /* the directory path2 is relative to (or, with
 			* AT_EMPTY_PATH, the file itself) */
 
 typedef struct ab_med_req {
@@ -53,7 +54,7 @@ typedef struct ab_med_req {
 } ab_med_req;
 
 /* the reply: ret (>= 0) or -errno; an fd follows for a successful open */
-#define AB_MED_REFUSED 0x1   /* a new .git refused (symlink, link, node, rename) */
+#define AB_MED_REFUSED 0x1    /* a new .git refused (symlink, link, node, rename) */
 #define AB_MED_REDIRECTED 0x2 /* a new .git made where only the sandbox sees it */
 typedef struct ab_med_resp {
 	int32_t ret;

@@ -134,7 +134,7 @@ typedef struct ab_plan_input {
 	const char *review_root;         /* where change sets are kept (ab_review_root); its
 				    grants are masked; NULL: none known */
 	const char *run_tag; /* hex, unique among runs that may share a grant (or NULL) */
-	unsigned ablate;                 /* AB_ABLATE_*: test-only weakening (see below); 0 always
+	unsigned ablate;     /* AB_ABLATE_*: test-only weakening (see below); 0 always
 				       in the installed binary */
 } ab_plan_input;
 

@@ -120,10 +120,10 @@ bool ab_seccomp_notifies_learn(const ab_seccomp_policy *pol, int nr);
 
 /* The calls notify_create notifies, native names (absent ones skipped);
  * open and openat only with O_CREAT. */
-#define AB_SECCOMP_CREATE_CALLS                                                           \
-	{                                                                                 \
+#define AB_SECCOMP_CREATE_CALLS                                                               \
+	{                                                                                     \
 		"open", "openat", "creat", "mkdir", "mkdirat", "mknod", "mknodat", "symlink", \
-			"symlinkat", "link", "linkat", "rename", "renameat", "renameat2"       \
+			"symlinkat", "link", "linkat", "rename", "renameat", "renameat2"      \
 	}
 /* Does NR notify as a creation call (notify_create, and not denied)? */
 bool ab_seccomp_notifies_create(const ab_seccomp_policy *pol, int nr);

@@ -407,7 +407,9 @@ static int add_create_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, a
 		int nr = create_call_nr(pol, calls[c]);
 		if (nr < 0)
 			continue;
-		int arg = strcmp(calls[c], "open") == 0 ? 1 : strcmp(calls[c], "openat") == 0 ? 2 : -1;
+		int arg = strcmp(calls[c], "open") == 0     ? 1
+			  : strcmp(calls[c], "openat") == 0 ? 2
+							    : -1;
 		struct scmp_arg_cmp cmp = {(unsigned)arg, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT};
 		int r = add_rule(ctx, SCMP_ACT_NOTIFY, nr, calls[c], arg < 0 ? 0 : 1, &cmp, err);
 		if (r < 0)

@@ -149,8 +149,8 @@ static int read_path(pid_t tid, uint64_t addr, char *out, uint32_t *len)
 }
 
 /* The request for RQ into s->mreq, its fds opened into FDS: -errno */
-static int build(ab_supervisor *s, const create_call *c, const struct seccomp_notif *rq,
-		 int fds[2], size_t *nfds)
+static int build(ab_supervisor *s, const create_call *c, const struct seccomp_notif *rq, int fds[2],
+		 size_t *nfds)
 {
 	ab_med_req *m = s->mreq;
 	pid_t tid = (pid_t)rq->pid;
@@ -219,8 +219,10 @@ static int exchange(ab_supervisor *s, const int *fds, size_t nfds, ab_med_resp *
 		struct cmsghdr align;
 	} v;
 	iov = (struct iovec){.iov_base = resp, .iov_len = sizeof(*resp)};
-	msg = (struct msghdr){
-		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = v.buf, .msg_controllen = sizeof(v.buf)};
+	msg = (struct msghdr){.msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = v.buf,
+			      .msg_controllen = sizeof(v.buf)};
 	do
 		n = recvmsg(s->creator, &msg, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);

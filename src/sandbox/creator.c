@@ -113,8 +113,8 @@ static int resolve(int base, const char *path, target *t)
 	t->name[nl] = '\0';
 	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
 			       .resolve = t->magic ? 0 : RESOLVE_NO_MAGICLINKS};
-	int fd = (int)syscall(SYS_openat2, base < 0 ? AT_FDCWD : base, t->parent, &how,
-			      sizeof(how));
+	int fd =
+		(int)syscall(SYS_openat2, base < 0 ? AT_FDCWD : base, t->parent, &how, sizeof(how));
 	if (fd < 0)
 		return -errno;
 	t->dir = fd;
@@ -262,8 +262,8 @@ static int redirect_open(const grant *g, const target *t, uint32_t flags, mode_t
 /* ----------------------------------------------------------------- calls */
 
 #define OPEN_KNOWN                                                                             \
-	(O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | O_DSYNC |  \
-	 O_SYNC | FASYNC | O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME |      \
+	(O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | O_DSYNC | \
+	 O_SYNC | FASYNC | O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME |     \
 	 O_CLOEXEC | O_PATH | O_TMPFILE)
 
 /* The open as asked: never blocking here (a FIFO without a reader answers
@@ -469,7 +469,7 @@ static void send_resp(const ab_med_resp *rs, int fd)
 static bool well_formed(ssize_t n, size_t nfds)
 {
 	const ab_med_req *rq = &C.rq;
-	size_t want = (size_t)!!(rq->fds & AB_MED_FD1) + (size_t)!!(rq->fds & AB_MED_FD2);
+	size_t want = (size_t) !!(rq->fds & AB_MED_FD1) + (size_t) !!(rq->fds & AB_MED_FD2);
 	return n == (ssize_t)sizeof(*rq) && rq->len1 < PATH_MAX && rq->len2 < PATH_MAX &&
 	       rq->paths[rq->len1] == '\0' && rq->paths[rq->len1 + 1 + rq->len2] == '\0' &&
 	       strlen(rq->paths) == rq->len1 && nfds == want;

@@ -821,7 +821,8 @@ static int git_links(const ab_plan *plan, int sfd, ab_err *err)
 		int n = snprintf(target, sizeof(target), "%s/" AB_MED_STORE,
 				 strcmp(m->dst, "/") == 0 ? "" : m->dst);
 		if (n < 0 || (size_t)n >= sizeof(target) || symlinkat(target, dfd, name) < 0)
-			return ab_fail(err, n < 0 || (size_t)n >= sizeof(target) ? ENAMETOOLONG : errno,
+			return ab_fail(err,
+				       n < 0 || (size_t)n >= sizeof(target) ? ENAMETOOLONG : errno,
 				       "nested git: the link to %s", m->dst);
 	}
 	return 0;

@@ -114,7 +114,7 @@ MAIN_SRC := src/cli/main.c
 UNIT_TESTS := common sync control profile plan learn compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
               http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
               report credfile otlp unixsock wsframe termfilter gitconfig guard ask \
-              review
+              review mediate
 
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(MAIN_SRC:src/%.c=$(BUILD)/obj/%.o)

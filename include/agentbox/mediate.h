@@ -68,6 +68,7 @@ typedef struct ab_med_resp {
  * (plan->git_tag, hex), so that runs sharing a grant keep apart. */
 #define AB_MED_LINK_ROOT "/.agentbox-git"
 #define AB_MED_STORE ".agentbox-git"
+#define AB_MED_NAME_MAX 63 /* bytes of "<tag>.<n>" */
 
 /* PATH split for a call on its last component: *PARENT (a copy, "." or
  * "/" when there is none) and *LAST (the last component with any trailing

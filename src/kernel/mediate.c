@@ -99,7 +99,8 @@ bool ab_med_parse_redirect(const char *text, unsigned *grant, char *name, size_t
 		return false;
 	const char *e = g + digits + 1;
 	size_t el = strlen(e);
-	if (!el || el >= size || strchr(e, '/') || strcmp(e, ".") == 0 || strcmp(e, "..") == 0)
+	if (!el || el > AB_MED_NAME_MAX || el >= size || strchr(e, '/') || strcmp(e, ".") == 0 ||
+	    strcmp(e, "..") == 0)
 		return false;
 	/* "TAG.N": the run's tag (hex), the entry's number */
 	const char *dot = strchr(e, '.');
@@ -118,6 +119,6 @@ bool ab_med_parse_redirect(const char *text, unsigned *grant, char *name, size_t
 bool ab_med_is_redirect(const char *text)
 {
 	unsigned g;
-	char name[32];
+	char name[AB_MED_NAME_MAX + 1];
 	return ab_med_parse_redirect(text, &g, name, sizeof(name));
 }

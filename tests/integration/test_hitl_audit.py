@@ -11,8 +11,10 @@ and run --ask's questions and answers, in text and --json.
 
 import json
 import os
+import re
 
-from abtest import describe
+from abtest import PtyRun, describe
+from upstream import Egress
 
 
 def _events(log, kind=None):
@@ -126,3 +128,96 @@ def test_review_commands_run_log_gone(ctx):
     assert r.returncode == 0, describe(r)
     assert "not recorded in the run's audit log" in r.stderr, describe(r)
     assert not os.path.exists(log)
+
+
+def _report(ctx, log, *extra):
+    r = ctx.run(["report"] + list(extra) + [log])
+    assert r.returncode == 0, describe(r)
+    return r.stdout
+
+
+def test_report_shows_review_steps(ctx):
+    """The report's Review section: the run's change set, the apply's paths
+    (applied, left out with the reason) and the discard, in text and
+    --json; no event of an unknown kind."""
+    log = os.path.join(ctx.scratch, "audit.jsonl")
+    _held_run(ctx, log)
+    for args in (["review", "--diff"], ["apply", "a.txt", "nope.txt"], ["discard"]):
+        r = ctx.run(args[:1] + ["-w", ctx.ws] + args[1:])
+        assert r.returncode in (0, 1), describe(r)
+    held = _events(log, "review")[0]
+    out = _report(ctx, log)
+    assert "of kinds this agentbox does not know" not in out, out
+    sec = out[out.index("\nReview (run --review"):]
+    lines = sec.splitlines()
+    assert re.search(r"  \S+  held: %d changes \(%d added, %d modified, %d deleted\)$" % (
+        held["changes"], held["added"], held["modified"], held["deleted"]), lines[2]), sec
+    assert lines[3] == "      workspace %s, change set %s" % (ctx.ws, held["change_set"]), sec
+    assert re.search(r"  \S+  shown: \d+ changes .*, as a diff$", lines[4]), sec
+    assert re.search(r"  \S+  applied, of \d+ changes .*; 1 applied, 1 left out, 0 failed; "
+                     r"\d+ still pending \[exit 1\]$", lines[5]), sec
+    assert lines[6] == "      applied   a.txt", sec
+    assert lines[7] == "      left out  nope.txt (no pending change there)", sec
+    assert re.search(r"  \S+  discarded: \d+ changes .*\[exit 0\]$", lines[8]), sec
+
+    js = json.loads(_report(ctx, log, "--json"))
+    assert js["unknown_events"] == 0 and js["review_events"] == 4, js["review"]
+    rv = js["review"]
+    assert [x["action"] for x in rv] == ["held", "shown", "applied", "discarded"], rv
+    assert all(x["workspace"] == ctx.ws and x["change_set"] == held["change_set"]
+               and x["session"] == 1 for x in rv), rv
+    assert rv[1]["diff"] is True and rv[0]["diff"] is None, rv
+    a = rv[2]
+    assert a["applied"] == ["a.txt"] and a["n_applied"] == 1, a
+    assert a["left_out"] == [{"path": "nope.txt", "reason": "no pending change there"}], a
+    assert a["failed"] == [] and a["n_failed"] == 0 and a["status"] == 1, a
+    assert a["pending"] == held["changes"] - 1, a
+    assert rv[3]["status"] == 0 and rv[3]["applied"] is None, rv
+
+
+CURL = "curl -s -o /dev/null -w 'CODE=%%{http_code}\\n' --max-time 60 http://http.test/%s"
+
+
+def test_report_shows_ask_questions_and_answers(ctx):
+    """A real run --ask: one question answered "run" (the host joins the
+    allow list), one answered "deny".  The report lists each answer with
+    the host, port, program and request, and the policy change made by
+    the answer; --json has them too."""
+    eg = Egress(ctx)
+    prof = eg.write_profile(allow=("upstream.test",))
+    log = os.path.join(ctx.scratch, "ask.jsonl")
+    cmd = CURL % "first" + "; " + CURL % "second" + "; " + (
+        "curl -s -o /dev/null -w 'OTHER=%{http_code}\\n' --max-time 60 http://other.test/x")
+    p = PtyRun(ctx, ["run", "--ask", "--ask-timeout", "30", "-p", prof, "--log", log,
+                     "-w", ctx.ws, "--", "sh", "-c", cmd], rows=30, cols=160)
+    p.expect(rb"allow for this run", timeout=30)
+    p.write(b"r")
+    p.expect(rb"CODE=200\r\nCODE=200", timeout=30)
+    p.expect(rb"other\.test", timeout=30)
+    p.write(b"d")
+    p.expect(rb"OTHER=403", timeout=30)
+    assert p.wait(30) == 0, p.text()
+    answers = [e for e in _events(log, "ask") if e["phase"] == "answer"]
+    assert [(e["host"], e["answer"]) for e in answers] == [
+        ("http.test", "run"), ("other.test", "deny")], answers
+
+    out = _report(ctx, log)
+    assert "of kinds this agentbox does not know" not in out, out
+    sec = out[out.index("\nQuestions asked (run --ask): 2 questions, 2 answers\n"):]
+    lines = sec.splitlines()
+    assert re.match(r"  \S+  http\.test:80  run \(after .+\)$", lines[2]), sec
+    assert lines[3] == "      request  GET http://http.test:80/first", sec
+    assert re.match(r"      program  curl .*http://http\.test/first \(pid \d+ on the host\)$",
+                    lines[4]), sec
+    assert re.match(r"  \S+  other\.test:80  deny \(after .+\)$", lines[5]), sec
+    assert "without an answer" not in sec, sec
+    assert re.search(r"allow http\.test:80  \(by ask:run\)\n", out), out
+
+    js = json.loads(_report(ctx, log, "--json"))
+    assert js["ask_counts"] == {"questions": 2, "answers": 2}, js["ask_counts"]
+    a = js["asks"]
+    assert [(x["host"], x["port"], x["answer"], x["session"]) for x in a] == [
+        ("http.test", 80, "run", 1), ("other.test", 80, "deny", 1)], a
+    assert a[0]["request"] == "GET http://http.test:80/first", a
+    assert "curl" in a[0]["program"] and a[0]["waited_ms"] >= 0, a
+    assert [(x["rule"], x["by"]) for x in js["policy"]] == [("http.test:80", "ask:run")], js

@@ -53,9 +53,9 @@ _agentbox()
 		[[ $cur != -* ]] && { COMPREPLY=($(compgen -W "$(_agentbox_profiles)" -- "$cur") $(compgen -f -- "$cur")); return; } ;;
 	doctor) opts="--json -h --help" ;;
 	allow) opts="-w --workspace -h --help" ;;
-	review) opts="-w --workspace --diff -h --help" ;;
-	discard) opts="-w --workspace -h --help" ;;
-	apply) opts="-w --workspace -h --help"
+	review) opts="-w --workspace --log --diff -h --help" ;;
+	discard) opts="-w --workspace --log -h --help" ;;
+	apply) opts="-w --workspace --log -h --help"
 		[[ $cur != -* ]] && { COMPREPLY=($(compgen -f -- "$cur")); return; } ;;
 	test-escape) opts="-p --profile --format -o --output --only --list -q --quiet -h --help" ;;
 	report) opts="--json -h --help"

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "agentbox/audit.h"
 #include "agentbox/common.h"
 
 struct ab_plan;
@@ -84,17 +85,34 @@ int ab_review_scan(const char *workspace, const char *upper, ab_changeset *cs, a
 int ab_review_find(const char *workspace, char *const *env, const char *home, char **dir,
 		   ab_err *err);
 
+/* "sub/.git" of "sub/.git/HEAD" (also ".git" of ".git/HEAD"): the length
+ * up to and with the first ".git" component, or 0.  A repository is one
+ * line of the listing. */
+size_t ab_review_git_prefix(const char *path);
+
 /* The listing on OUT (paths cleaned for a terminal). */
 void ab_review_print(const char *dir, const ab_changeset *cs, FILE *out);
 
-/* At the end of a review run: scan and print on stderr. */
-void ab_review_after_run(const struct ab_plan *plan);
+/* At the end of a review run: scan, print on stderr, and write the
+ * "review" event (action "held") to AUDIT (may be NULL). */
+void ab_review_after_run(const struct ab_plan *plan, ab_audit *audit);
+
+/* The audit log the run that made change set DIR wrote (from its meta file,
+ * an absolute path), or NULL: none, or unreadable. */
+char *ab_review_log_of(const char *dir);
+
+/* A "review" audit event (docs/audit.md): ACTION, the workspace, the change
+ * set's directory, and with CS its counts. */
+json_t *ab_review_event(const char *action, const char *workspace, const char *dir,
+			const ab_changeset *cs);
 
 /* agentbox review / apply / discard (src/observe/review_apply.c): the exit
- * status (0, 1 apply left something out, AB_EXIT_FAIL with *err). */
-int ab_review_cmd_show(const char *workspace, const char *dir, bool diff, ab_err *err);
+ * status (0, 1 apply left something out, AB_EXIT_FAIL with *err).  Each
+ * writes its "review" event to AUDIT (may be NULL). */
+int ab_review_cmd_show(const char *workspace, const char *dir, bool diff, ab_audit *audit,
+		       ab_err *err);
 int ab_review_cmd_apply(const char *workspace, const char *dir, char *const *paths, int npaths,
-			ab_err *err);
-int ab_review_cmd_discard(const char *workspace, const char *dir, ab_err *err);
+			ab_audit *audit, ab_err *err);
+int ab_review_cmd_discard(const char *workspace, const char *dir, ab_audit *audit, ab_err *err);
 
 #endif

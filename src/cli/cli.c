@@ -155,9 +155,9 @@ void ab_cli_usage(enum ab_cmd which)
 	case AB_CMD_REVIEW:
 	case AB_CMD_APPLY:
 	case AB_CMD_DISCARD:
-		fputs("Usage: agentbox review [-w DIR] [--diff]\n"
-		      "       agentbox apply [-w DIR] [PATH...]\n"
-		      "       agentbox discard [-w DIR]\n"
+		fputs("Usage: agentbox review [-w DIR] [--log FILE] [--diff]\n"
+		      "       agentbox apply [-w DIR] [--log FILE] [PATH...]\n"
+		      "       agentbox discard [-w DIR] [--log FILE]\n"
 		      "\n"
 		      "The change set a `run --review` in DIR (default: the current directory) left\n"
 		      "pending.  review lists it again: added, modified and deleted files with\n"
@@ -165,7 +165,8 @@ void ab_cli_usage(enum ab_cmd which)
 		      "$PAGER on a terminal).  apply lands every change, or only those at or\n"
 		      "below the PATHs given, each file atomically; a nested .git, a protected\n"
 		      "path or a special file is applied only when named.  discard drops the\n"
-		      "change set; the workspace stays as it is.\n"
+		      "change set; the workspace stays as it is.  Each writes a \"review\" event\n"
+		      "to the audit log the run used (its --log or network.log), or to --log FILE.\n"
 		      "\n"
 		      "Exit status: 0 done; 1 apply left something out (said why); 125 no change\n"
 		      "set, a sandbox still running in DIR, or another failure.\n",
@@ -353,8 +354,9 @@ static int run_opt(ab_cli *c, int o, const char *sub, ab_err *err)
 			return SUB_UNKNOWN;
 		r = set_str(&c->otlp_url, optarg, sub, "--otlp", err);
 		return r < 0 ? r : SUB_NEXT;
-	case OPT_LOG:
-		if (c->cmd != AB_CMD_RUN)
+	case OPT_LOG: /* review / apply / discard: where their event goes */
+		if (c->cmd != AB_CMD_RUN && c->cmd != AB_CMD_REVIEW && c->cmd != AB_CMD_APPLY &&
+		    c->cmd != AB_CMD_DISCARD)
 			return SUB_UNKNOWN;
 		if (!optarg[0])
 			return ab_fail(err, 0, "%s: --log needs a file name", sub);

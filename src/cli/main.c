@@ -504,7 +504,29 @@ static int cmd_test_escape(const ab_cli *cli, ab_err *err)
 
 /* The libraries a security fix may be in, as linked into this binary. */
 /* review / apply / discard: the change set `run --review` left in the
- * workspace's name (docs/review.md) */
+ * workspace's name (docs/review.md).  Their events go to --log FILE, else
+ * to the log the run wrote (the change set's meta file says which). */
+static int review_log(const ab_cli *cli, const ctx *c, const char *dir, ab_audit **audit,
+		      ab_err *err)
+{
+	_cleanup_free_ char *log = NULL;
+	if (cli->log_path)
+		log = cli->log_path[0] == '/' ? strdup(cli->log_path)
+					      : ab_asprintf("%s/%s", c->cwd, cli->log_path);
+	else
+		log = ab_review_log_of(dir);
+	if (cli->log_path && !log)
+		return ab_fail(err, ENOMEM, "--log");
+	if (ab_audit_open(log, audit, err) == 0)
+		return 0;
+	if (cli->log_path)
+		return -1;
+	/* the run's log is gone or unwritable: said, and not recorded */
+	ab_warn("%s; this is not recorded in the run's audit log (--log FILE names one)", err->msg);
+	*err = (ab_err){0};
+	return ab_audit_open(NULL, audit, err);
+}
+
 static int cmd_review(const ab_cli *cli, ab_err *err)
 {
 	ctx c;
@@ -519,11 +541,17 @@ static int cmd_review(const ab_cli *cli, ab_err *err)
 		ab_err_hint(err, "agentbox run --review makes one");
 		return AB_EXIT_FAIL;
 	}
+	ab_audit *audit = NULL;
+	if (review_log(cli, &c, dir, &audit, err) < 0)
+		return AB_EXIT_FAIL;
 	if (cli->cmd == AB_CMD_REVIEW)
-		return ab_review_cmd_show(c.workspace, dir, cli->diff, err);
-	if (cli->cmd == AB_CMD_APPLY)
-		return ab_review_cmd_apply(c.workspace, dir, cli->argv, cli->argc, err);
-	return ab_review_cmd_discard(c.workspace, dir, err);
+		r = ab_review_cmd_show(c.workspace, dir, cli->diff, audit, err);
+	else if (cli->cmd == AB_CMD_APPLY)
+		r = ab_review_cmd_apply(c.workspace, dir, cli->argv, cli->argc, audit, err);
+	else
+		r = ab_review_cmd_discard(c.workspace, dir, audit, err);
+	ab_audit_free(audit);
+	return r;
 }
 
 static int print_version(void)

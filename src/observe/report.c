@@ -469,6 +469,16 @@ void ab_report_free(ab_report *r)
 	free(r->creds.v);
 	free(r->syspids.v);
 	free(r->pol.v);
+	free(r->asks.v);
+	for (size_t i = 0; i < r->revs.n; i++) {
+		pathlist *l[] = {&r->revs.v[i].applied, &r->revs.v[i].left_out,
+				 &r->revs.v[i].failed};
+		for (size_t k = 0; k < AB_ARRAY_SIZE(l); k++) {
+			free(l[k]->path);
+			free(l[k]->why);
+		}
+	}
+	free(r->revs.v);
 	free(r->line);
 	free(r);
 }

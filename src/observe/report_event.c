@@ -22,6 +22,7 @@
  */
 #include "report_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -292,6 +293,7 @@ static void on_policy(ev *e, session *s, int64_t ts)
 	ab_report *r = e->r;
 	const char *action = ev_str(e, "action", SMALL_MAX, false);
 	const char *rule = ev_str(e, "rule", AB_REPORT_STR_MAX, true);
+	const char *by = ev_str(e, "by", SMALL_MAX, false);
 	int64_t pid = -1;
 	ev_int(e, "by_pid", 0, INT32_MAX, &pid, false);
 	if (e->bad)
@@ -303,8 +305,134 @@ static void on_policy(ev *e, session *s, int64_t ts)
 	}
 	policy *p = VEC_PUSH(r, r->pol);
 	if (p)
-		*p = (policy){
-			.session = r->cur, .ts = ts, .by_pid = pid, .action = action, .rule = rule};
+		*p = (policy){.session = r->cur,
+			      .ts = ts,
+			      .by_pid = pid,
+			      .action = action,
+			      .rule = rule,
+			      .by = by};
+}
+
+/* "ask" (run --ask): questions are counted; an answer carries its
+ * question's host, port, request and program, and is kept. */
+static void on_ask(ev *e, session *s, int64_t ts)
+{
+	ab_report *r = e->r;
+	const char *phase = ev_str(e, "phase", SMALL_MAX, true);
+	askrec a = {.session = r->cur, .ts = ts, .port = -1, .waited_ms = -1};
+	a.host = ev_str(e, "host", AB_REPORT_STR_MAX, true);
+	ev_int(e, "port", 0, 65535, &a.port, true);
+	a.request = ev_str(e, "request", AB_REPORT_STR_MAX, false);
+	a.program = ev_str(e, "program", AB_REPORT_STR_MAX, false);
+	bool answer = phase && strcmp(phase, "answer") == 0;
+	if (answer) {
+		a.answer = ev_str(e, "answer", SMALL_MAX, true);
+		ev_int(e, "waited_ms", 0, INT64_MAX, &a.waited_ms, false);
+		a.profile = ev_str(e, "profile", AB_REPORT_STR_MAX, false);
+		a.note = ev_str(e, "note", 1024, false);
+	}
+	if (e->bad)
+		return;
+	if (!answer) {
+		if (phase && strcmp(phase, "question") == 0)
+			r->ask_questions++;
+		else
+			r->c.unknown++;
+		return;
+	}
+	r->ask_answers++;
+	askrec *p = take_item(r) ? VEC_PUSH(r, r->asks) : NULL;
+	if (p)
+		*p = a;
+	else
+		e->drop = true;
+}
+
+#define REVIEW_PATHS 256 /* paths kept per list of a "review" event */
+
+/* A "review" event's list KEY (strings, or {path, reason|error} objects)
+ * and its count N_KEY into *L. */
+static void rev_list(ev *e, const char *key, const char *why_key, pathlist *l)
+{
+	char nkey[32];
+	snprintf(nkey, sizeof(nkey), "n_%s", key);
+	l->total = -1;
+	ev_int(e, nkey, 0, INT64_MAX, &l->total, false);
+	json_t *v = field(e, key);
+	if (!v)
+		return;
+	size_t n = json_array_size(v);
+	if (!json_is_array(v)) {
+		e->bad = true;
+		return;
+	}
+	n = n < REVIEW_PATHS ? n : REVIEW_PATHS;
+	l->path = calloc(n ? n : 1, sizeof(*l->path));
+	l->why = calloc(n ? n : 1, sizeof(*l->why));
+	if (!l->path || !l->why) {
+		e->r->oom = true;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *x = json_array_get(v, i);
+		json_t *p = json_is_object(x) ? json_object_get(x, "path") : x;
+		json_t *w = json_is_object(x) ? json_object_get(x, why_key) : NULL;
+		if (!json_is_string(p) || (w && !json_is_string(w))) {
+			e->bad = true;
+			return;
+		}
+		l->path[l->n] = pool_json(e, p, AB_REPORT_STR_MAX, NULL);
+		l->why[l->n] = w ? pool_json(e, w, 1024, NULL) : NULL;
+		if (l->path[l->n])
+			l->n++;
+	}
+	if (json_array_size(v) > n)
+		e->drop = true;
+}
+
+static void rev_free(revrec *v)
+{
+	free(v->applied.path);
+	free(v->applied.why);
+	free(v->left_out.path);
+	free(v->left_out.why);
+	free(v->failed.path);
+	free(v->failed.why);
+}
+
+/* "review" (run --review, agentbox review / apply / discard) */
+static void on_review(ev *e, session *s, int64_t ts)
+{
+	ab_report *r = e->r;
+	revrec v = {.session = r->cur, .ts = ts, .diff = -1};
+	v.action = ev_str(e, "action", SMALL_MAX, true);
+	v.workspace = ev_str(e, "workspace", AB_REPORT_STR_MAX, false);
+	v.change_set = ev_str(e, "change_set", AB_REPORT_STR_MAX, false);
+	int64_t *n[] = {&v.changes, &v.added, &v.modified, &v.deleted, &v.pending, &v.status};
+	static const char *const nk[] = {"changes", "added",   "modified",
+					 "deleted", "pending", "status"};
+	for (size_t i = 0; i < AB_ARRAY_SIZE(n); i++) {
+		*n[i] = -1;
+		ev_int(e, nk[i], 0, i == 5 ? 255 : INT64_MAX, n[i], false);
+	}
+	json_t *d = field(e, "diff"), *inc = field(e, "incomplete");
+	if ((d && !json_is_boolean(d)) || (inc && !json_is_boolean(inc)))
+		e->bad = true;
+	v.diff = d ? json_is_true(d) : -1;
+	v.incomplete = json_is_true(inc);
+	rev_list(e, "applied", "reason", &v.applied);
+	rev_list(e, "left_out", "reason", &v.left_out);
+	rev_list(e, "failed", "error", &v.failed);
+	revrec *p = !e->bad && take_item(r) ? VEC_PUSH(r, r->revs) : NULL;
+	if (!e->bad)
+		r->reviews++;
+	if (p) {
+		*p = v;
+		return;
+	}
+	rev_free(&v);
+	if (!e->bad)
+		e->drop = true;
 }
 
 static bool cmd_add_child(ab_report *r, uint32_t parent, uint32_t i)
@@ -704,7 +832,8 @@ static const struct {
 	{"credentials-saved", on_cred_saved},
 	{"credentials-refused", on_cred_refused},
 	{"placeholder-elsewhere", on_elsewhere},
-	{"ask", on_elsewhere}, /* run --ask's questions: in the log, not in the report yet */
+	{"ask", on_ask},
+	{"review", on_review},
 };
 
 void rep_on_event(ab_report *r, json_t *j)

@@ -87,8 +87,32 @@ typedef struct syspid {
 typedef struct policy {
 	uint32_t session;
 	int64_t ts, by_pid;
-	const char *action, *rule;
+	const char *action, *rule, *by; /* by: "ask:run", "ask:always" */
 } policy;
+
+/* run --ask: one answer (its question's host, port, request, program) */
+typedef struct askrec {
+	uint32_t session;
+	int64_t ts, port, waited_ms; /* -1: not said */
+	const char *host, *request, *program, *answer, *profile, *note;
+} askrec;
+
+/* paths of a "review" event's list, with their reasons (left out, failed) */
+typedef struct pathlist {
+	const char **path, **why;
+	uint32_t n;
+	int64_t total; /* the event's n_*; -1: not said */
+} pathlist;
+
+/* run --review's steps: the run ("held"), review, apply, discard */
+typedef struct revrec {
+	uint32_t session;
+	int64_t ts, changes, added, modified, deleted, pending, status; /* -1: not said */
+	int diff;                                                       /* -1: not said */
+	bool incomplete;
+	const char *action, *workspace, *change_set;
+	pathlist applied, left_out, failed;
+} revrec;
 
 #define VEC(T)                 \
 	struct {               \
@@ -121,12 +145,15 @@ struct ab_report {
 	VEC(agg) creds; /* a: path, b: reason, port: 0 saved, 1 refused */
 	VEC(syspid) syspids;
 	VEC(policy) pol;
+	VEC(askrec) asks;
+	VEC(revrec) revs;
 	/* totals (kept even when items are dropped) */
 	ab_report_counts c;
 	uint64_t req_allowed, req_denied, dns_allowed, dns_denied, execs, exits_unmatched;
 	uint64_t sys_total, file_total, net_total, other_total, suppressed, policies;
 	uint64_t trace_exec, trace_connect, trace_failed, trace_lost;
 	uint64_t warnings, cred_saved, cred_refused;
+	uint64_t ask_questions, ask_answers, reviews;
 };
 
 void *rep_vec_grow(void *v, size_t *cap, size_t need, size_t elsz);

@@ -257,22 +257,97 @@ static int json_policy(const ab_report *r, FILE *out)
 	fputs("\"policy\": [", out);
 	for (size_t i = 0; i < r->pol.n; i++) {
 		const policy *p = &r->pol.v[i];
-		json_t *j =
-			json_pack("{s:I,s:o,s:o,s:o,s:o}", "session", (json_int_t)p->session + 1,
-				  "ts", jts(p->ts), "action", jstr(p->action), "rule",
-				  jstr(p->rule), "by_pid", jint(p->by_pid, p->by_pid >= 0));
+		json_t *j = json_pack("{s:I,s:o,s:o,s:o,s:o,s:o}", "session",
+				      (json_int_t)p->session + 1, "ts", jts(p->ts), "action",
+				      jstr(p->action), "rule", jstr(p->rule), "by_pid",
+				      jint(p->by_pid, p->by_pid >= 0), "by", jstr(p->by));
 		if (dump(out, j, i ? ",\n  " : "\n  ", "") < 0)
 			return -ENOMEM;
 	}
-	fprintf(out, "%s],\n\"policy_changes\": %llu\n}\n", r->pol.n ? "\n" : "",
+	fprintf(out, "%s],\n\"policy_changes\": %llu,\n", r->pol.n ? "\n" : "",
 		(unsigned long long)r->policies);
+	return 0;
+}
+
+/* run --ask's answers */
+static int json_asks(const ab_report *r, FILE *out)
+{
+	fputs("\"asks\": [", out);
+	for (size_t i = 0; i < r->asks.n; i++) {
+		const askrec *a = &r->asks.v[i];
+		json_t *j = json_pack("{s:I,s:o,s:o,s:I,s:o,s:o,s:o,s:o,s:o,s:o}", "session",
+				      (json_int_t)a->session + 1, "ts", jts(a->ts), "host",
+				      jstr(a->host), "port", (json_int_t)a->port, "request",
+				      jstr(a->request), "program", jstr(a->program), "answer",
+				      jstr(a->answer), "waited_ms",
+				      jint(a->waited_ms, a->waited_ms >= 0), "profile",
+				      jstr(a->profile), "note", jstr(a->note));
+		if (dump(out, j, i ? ",\n  " : "\n  ", "") < 0)
+			return -ENOMEM;
+	}
+	fprintf(out, "%s],\n\"ask_counts\": {\"questions\": %llu, \"answers\": %llu},\n",
+		r->asks.n ? "\n" : "", (unsigned long long)r->ask_questions,
+		(unsigned long long)r->ask_answers);
+	return 0;
+}
+
+static json_t *jpaths(const pathlist *l, const char *why_key)
+{
+	json_t *a = json_array();
+	for (uint32_t i = 0; a && i < l->n; i++)
+		json_array_append_new(a, why_key ? json_pack("{s:o,s:o}", "path", jstr(l->path[i]),
+							     why_key, jstr(l->why[i]))
+						 : jstr(l->path[i]));
+	return a;
+}
+
+static json_t *j_review(const revrec *v)
+{
+	json_t *j = json_pack("{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:b,s:o}", "session",
+			      (json_int_t)v->session + 1, "ts", jts(v->ts), "action",
+			      jstr(v->action), "workspace", jstr(v->workspace), "change_set",
+			      jstr(v->change_set), "changes", jint(v->changes, v->changes >= 0),
+			      "added", jint(v->added, v->added >= 0), "modified",
+			      jint(v->modified, v->modified >= 0), "deleted",
+			      jint(v->deleted, v->deleted >= 0), "incomplete", v->incomplete,
+			      "diff", v->diff < 0 ? json_null() : json_boolean(v->diff));
+	if (!j)
+		return NULL;
+	const pathlist *l[] = {&v->applied, &v->left_out, &v->failed};
+	static const char *const key[] = {"applied", "left_out", "failed"};
+	static const char *const why[] = {NULL, "reason", "error"};
+	for (size_t k = 0; k < 3; k++) {
+		char nkey[32];
+		snprintf(nkey, sizeof(nkey), "n_%s", key[k]);
+		bool have = l[k]->total >= 0 || l[k]->n;
+		json_object_set_new(j, key[k], have ? jpaths(l[k], why[k]) : json_null());
+		json_object_set_new(j, nkey,
+				    l[k]->total >= 0 ? json_integer(l[k]->total)
+				    : have           ? json_integer(l[k]->n)
+						     : json_null());
+	}
+	json_object_set_new(j, "pending", jint(v->pending, v->pending >= 0));
+	json_object_set_new(j, "status", jint(v->status, v->status >= 0));
+	return j;
+}
+
+/* run --review's steps, then the end of the object */
+static int json_review(const ab_report *r, FILE *out)
+{
+	fputs("\"review\": [", out);
+	for (size_t i = 0; i < r->revs.n; i++)
+		if (dump(out, j_review(&r->revs.v[i]), i ? ",\n  " : "\n  ", "") < 0)
+			return -ENOMEM;
+	fprintf(out, "%s],\n\"review_events\": %llu\n}\n", r->revs.n ? "\n" : "",
+		(unsigned long long)r->reviews);
 	return 0;
 }
 
 int ab_report_json(const ab_report *r, const ab_report_opts *o, FILE *out)
 {
 	if (json_head(r, o, out) < 0 || json_runs(r, out) < 0 || json_network(r, out) < 0 ||
-	    json_denials(r, out) < 0 || json_policy(r, out) < 0)
+	    json_denials(r, out) < 0 || json_policy(r, out) < 0 || json_asks(r, out) < 0 ||
+	    json_review(r, out) < 0)
 		return -ENOMEM;
 	return fflush(out) == 0 && !ferror(out) ? 0 : -EIO;
 }

@@ -617,10 +617,130 @@ static void text_policy(const ab_report *r, FILE *out)
 		put(out, p->rule, 100);
 		if (p->by_pid >= 0)
 			fprintf(out, "  (by pid %lld)", (long long)p->by_pid);
+		if (p->by) {
+			fputs("  (by ", out);
+			put(out, p->by, 40);
+			fputc(')', out);
+		}
 		fputc('\n', out);
 	}
 	if (r->policies > LIST_MAX)
 		fprintf(out, "  ... %llu more\n", (unsigned long long)(r->policies - LIST_MAX));
+}
+
+/* run --ask: each answer with its question, in log order */
+static void text_asks(const ab_report *r, FILE *out)
+{
+	if (!r->ask_questions && !r->ask_answers)
+		return;
+	fprintf(out, "\nQuestions asked (run --ask): %llu question%s, %llu answer%s\n",
+		(unsigned long long)r->ask_questions, plural(r->ask_questions, "", "s"),
+		(unsigned long long)r->ask_answers, plural(r->ask_answers, "", "s"));
+	for (size_t i = 0; i < r->asks.n && i < LIST_MAX; i++) {
+		const askrec *a = &r->asks.v[i];
+		char t[40], w[32];
+		rep_fmt_ts(t, sizeof(t), a->ts);
+		human_ms(w, sizeof(w), a->waited_ms);
+		fprintf(out, "  %s  ", t);
+		put(out, a->host, 80);
+		fprintf(out, ":%lld  ", (long long)a->port);
+		put(out, a->answer, 20);
+		fprintf(out, " (after %s)", w);
+		if (a->profile) {
+			fputs(", written to ", out);
+			put(out, a->profile, 120);
+		}
+		if (a->note) {
+			fputs(", ", out);
+			put(out, a->note, 160);
+		}
+		fputc('\n', out);
+		const char *sub[] = {a->request, a->program};
+		static const char *const what[] = {"request", "program"};
+		for (size_t k = 0; k < 2; k++) {
+			if (!sub[k])
+				continue;
+			fprintf(out, "      %s  ", what[k]);
+			put(out, sub[k], 120);
+			fputc('\n', out);
+		}
+	}
+	more(out, r->asks.n);
+	if (r->ask_questions > r->ask_answers)
+		fprintf(out, "  %llu question%s without an answer in the log\n",
+			(unsigned long long)(r->ask_questions - r->ask_answers),
+			plural(r->ask_questions - r->ask_answers, "", "s"));
+}
+
+#define REVIEW_LIST 20 /* paths per list of one review step in the text */
+
+static void text_paths(FILE *out, const char *what, const pathlist *l)
+{
+	for (uint32_t i = 0; i < l->n && i < REVIEW_LIST; i++) {
+		fprintf(out, "      %-9s ", what);
+		put(out, l->path[i], 120);
+		if (l->why[i]) {
+			fputs(" (", out);
+			put(out, l->why[i], 120);
+			fputc(')', out);
+		}
+		fputc('\n', out);
+	}
+	uint64_t all = l->total > (int64_t)l->n ? (uint64_t)l->total : l->n;
+	if (all > REVIEW_LIST)
+		fprintf(out, "      ... %llu more\n", (unsigned long long)(all - REVIEW_LIST));
+}
+
+static void text_review_one(const revrec *v, const revrec *prev, FILE *out)
+{
+	char t[40];
+	rep_fmt_ts(t, sizeof(t), v->ts);
+	fprintf(out, "  %s  ", t);
+	put(out, v->action, 20);
+	bool lists = v->applied.total >= 0 || v->left_out.total >= 0 || v->failed.total >= 0;
+	if (v->changes >= 0)
+		fprintf(out, "%s %lld change%s", lists ? ", of" : ":", (long long)v->changes,
+			plural(v->changes, "", "s"));
+	if (v->added >= 0 && v->modified >= 0 && v->deleted >= 0)
+		fprintf(out, " (%lld added, %lld modified, %lld deleted)", (long long)v->added,
+			(long long)v->modified, (long long)v->deleted);
+	if (v->incomplete)
+		fputs(", INCOMPLETE listing", out);
+	if (v->diff == 1)
+		fputs(", as a diff", out);
+	if (lists)
+		fprintf(out, "; %lld applied, %lld left out, %lld failed",
+			(long long)(v->applied.total > 0 ? v->applied.total : 0),
+			(long long)(v->left_out.total > 0 ? v->left_out.total : 0),
+			(long long)(v->failed.total > 0 ? v->failed.total : 0));
+	if (v->pending >= 0)
+		fprintf(out, "; %lld still pending", (long long)v->pending);
+	if (v->status >= 0)
+		fprintf(out, " [exit %lld]", (long long)v->status);
+	fputc('\n', out);
+	bool same = prev && prev->workspace == v->workspace && prev->change_set == v->change_set;
+	if (!same && (v->workspace || v->change_set)) {
+		fputs("      workspace ", out);
+		put(out, v->workspace ? v->workspace : "?", 120);
+		fputs(", change set ", out);
+		put(out, v->change_set ? v->change_set : "?", 160);
+		fputc('\n', out);
+	}
+	text_paths(out, "applied", &v->applied);
+	text_paths(out, "left out", &v->left_out);
+	text_paths(out, "failed", &v->failed);
+}
+
+/* run --review's steps, in log order */
+static void text_review(const ab_report *r, FILE *out)
+{
+	if (!r->reviews)
+		return;
+	fputs("\nReview (run --review, agentbox review / apply / discard)\n", out);
+	for (size_t i = 0; i < r->revs.n && i < LIST_MAX; i++)
+		text_review_one(&r->revs.v[i], i ? &r->revs.v[i - 1] : NULL, out);
+	if (r->reviews > LIST_MAX)
+		fprintf(out, "  ... %llu more\n", (unsigned long long)(r->reviews - LIST_MAX));
 }
 
 int ab_report_text(const ab_report *r, const ab_report_opts *o, FILE *out)
@@ -662,6 +782,8 @@ int ab_report_text(const ab_report *r, const ab_report_opts *o, FILE *out)
 	if (text_network(r, out) < 0 || text_denials(r, out) < 0 || text_secrets(r, out) < 0)
 		return -ENOMEM;
 	text_policy(r, out);
+	text_asks(r, out);
+	text_review(r, out);
 	if (r->trace_exec || r->trace_connect || r->trace_lost) {
 		fprintf(out,
 			"\nKernel trace\n  %llu exec%s, %llu connect%s (%llu refused, %llu "

@@ -6,7 +6,8 @@
  * A change set directory (ab_review_dir_for, 0700) holds:
  *   upper/  the overlay's upper layer: what the sandbox wrote (untrusted);
  *   work/   the overlay's work directory;
- *   meta    JSON written by agentbox: the workspace, the protected paths.
+ *   meta    JSON written by agentbox: the workspace, the protected paths,
+ *           the run's audit log (where review / apply / discard write too).
  *
  * How the overlay shows a change in upper/ (userxattr mode):
  *   a regular file, symlink or directory   added, or modified when the
@@ -259,6 +260,8 @@ static int write_meta(const ab_plan *plan, ab_err *err)
 	}
 	json_object_set_new(m, "workspace", json_string(plan->workspace));
 	json_object_set_new(m, "protect", prot);
+	if (plan->egress.log_path)
+		json_object_set_new(m, "log", json_string(plan->egress.log_path));
 	_cleanup_free_ char *path = ab_path_join(plan->review_dir, "meta");
 	_cleanup_free_ char *tmp = ab_asprintf("%s/meta.tmp", plan->review_dir);
 	int r = path && tmp ? json_dump_file(m, tmp, JSON_COMPACT) : -1;
@@ -635,7 +638,7 @@ static int cmp_change(const void *a, const void *b)
 	return c ? c : (int)x->kind - (int)y->kind;
 }
 
-static int read_meta(const char *upper, ab_strv *protect, char **workspace)
+static int read_meta(const char *upper, ab_strv *protect, char **workspace, char **log)
 {
 	const char *slash = strrchr(upper, '/');
 	_cleanup_free_ char *dir =
@@ -658,6 +661,9 @@ static int read_meta(const char *upper, ab_strv *protect, char **workspace)
 	const char *ws = json_string_value(json_object_get(m, "workspace"));
 	if (workspace)
 		*workspace = ws ? strdup(ws) : NULL;
+	const char *lg = json_string_value(json_object_get(m, "log"));
+	if (log)
+		*log = lg && lg[0] == '/' ? strdup(lg) : NULL;
 	json_decref(m);
 	return m ? 0 : -EINVAL;
 }
@@ -665,7 +671,7 @@ static int read_meta(const char *upper, ab_strv *protect, char **workspace)
 int ab_review_scan(const char *workspace, const char *upper, ab_changeset *cs, ab_err *err)
 {
 	*cs = (ab_changeset){0};
-	(void)read_meta(upper, &cs->protect, NULL); /* without it: no protected list */
+	(void)read_meta(upper, &cs->protect, NULL, NULL); /* without it: no protected list */
 	_cleanup_close_ int ud = ab_open_nofollow(upper, O_RDONLY | O_DIRECTORY);
 	if (ud < 0)
 		return ab_fail(err, errno, "change set %s", upper);
@@ -700,7 +706,7 @@ int ab_review_find(const char *workspace, char *const *env, const char *home, ch
 	/* the name is a hash: the meta file says which workspace it is */
 	_cleanup_strv_ ab_strv prot = {0};
 	_cleanup_free_ char *ws = NULL;
-	if (read_meta(up, &prot, &ws) == 0 && ws && strcmp(ws, workspace) != 0)
+	if (read_meta(up, &prot, &ws, NULL) == 0 && ws && strcmp(ws, workspace) != 0)
 		return 0;
 	*dir = TAKE_PTR(d);
 	return 1;
@@ -750,7 +756,7 @@ static void print_one(const ab_change *c, FILE *out)
 }
 
 /* Repositories are listed as one line each: the prefix up to its ".git". */
-static size_t git_prefix(const char *path)
+size_t ab_review_git_prefix(const char *path)
 {
 	const char *c = path;
 	for (;;) {
@@ -774,7 +780,7 @@ void ab_review_print(const char *dir, const ab_changeset *cs, FILE *out)
 	fprintf(out, "agentbox: review: %zu change%s held in %s; the workspace is untouched\n",
 		cs->n, cs->n == 1 ? "" : "s", d);
 	for (size_t i = 0; i < cs->n;) {
-		size_t g = git_prefix(cs->v[i].path), j = i + 1;
+		size_t g = ab_review_git_prefix(cs->v[i].path), j = i + 1;
 		if (!g) {
 			print_one(&cs->v[i], out);
 			i++;
@@ -813,22 +819,16 @@ void ab_review_print(const char *dir, const ab_changeset *cs, FILE *out)
 			AB_REVIEW_MAX_ENTRIES, AB_REVIEW_DEPTH);
 }
 
-void ab_review_after_run(const ab_plan *plan)
+/* ------------------------------------------------------------ audit */
+
+char *ab_review_log_of(const char *dir)
 {
-	_cleanup_free_ char *up = ab_path_join(plan->review_dir, "upper");
-	ab_changeset cs;
-	ab_err err = {0};
-	if (!up || ab_review_scan(plan->workspace, up, &cs, &err) < 0) {
-		if (err.msg[0])
-			ab_err_print(&err);
-		return;
+	_cleanup_free_ char *up = ab_path_join(dir, "upper");
+	_cleanup_strv_ ab_strv prot = {0};
+	char *log = NULL;
+	if (up && read_meta(up, &prot, NULL, &log) < 0) {
+		free(log);
+		return NULL;
 	}
-	fflush(stdout);
-	ab_review_print(plan->review_dir, &cs, stderr);
-	if (cs.n)
-		fprintf(stderr,
-			"agentbox: review: `agentbox review --diff` shows them, `agentbox apply "
-			"[PATH...]` lands them, `agentbox discard` drops them (-w %s)\n",
-			plan->workspace);
-	ab_changeset_free(&cs);
+	return log;
 }

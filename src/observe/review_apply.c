@@ -14,8 +14,15 @@
  * nested .git is then judged like after a direct run (src/observe/gitnest.c):
  * armed, it is moved aside.  Applied changes leave the change set; the last
  * one removes it.
+ *
+ * Each command, and the end of a review run, writes a "review" audit event
+ * (docs/audit.md): the workspace, the change set, its counts, and for apply
+ * what was named, applied, left out and failed (paths from the change set
+ * are untrusted: written lossily as UTF-8, lists capped at EV_PATHS).
  */
 #include "agentbox/gitscan.h"
+#include "agentbox/json_pos.h"
+#include "agentbox/plan.h"
 #include "agentbox/review.h"
 
 #include <dirent.h>
@@ -35,6 +42,116 @@
 
 #define RESOLVE_STRICT (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 #define RM_DEPTH 512
+#define EV_PATHS 256 /* paths listed per kind in an apply event */
+
+/* ------------------------------------------------------------ the events */
+
+json_t *ab_review_event(const char *action, const char *workspace, const char *dir,
+			const ab_changeset *cs)
+{
+	json_t *ev = json_object();
+	json_object_set_new(ev, "event", json_string("review"));
+	json_object_set_new(ev, "action", json_string(action));
+	json_object_set_new(ev, "workspace", ab_json_string_lossy(workspace));
+	json_object_set_new(ev, "change_set", ab_json_string_lossy(dir));
+	if (!cs)
+		return ev;
+	size_t n[3] = {0};
+	for (size_t i = 0; i < cs->n; i++)
+		n[cs->v[i].kind]++;
+	json_object_set_new(ev, "changes", json_integer((json_int_t)cs->n));
+	json_object_set_new(ev, "added", json_integer((json_int_t)n[AB_CHG_ADDED]));
+	json_object_set_new(ev, "modified", json_integer((json_int_t)n[AB_CHG_MODIFIED]));
+	json_object_set_new(ev, "deleted", json_integer((json_int_t)n[AB_CHG_DELETED]));
+	if (cs->cut)
+		json_object_set_new(ev, "incomplete", json_true());
+	return ev;
+}
+
+void ab_review_after_run(const ab_plan *plan, ab_audit *audit)
+{
+	_cleanup_free_ char *up = ab_path_join(plan->review_dir, "upper");
+	ab_changeset cs;
+	ab_err err = {0};
+	if (!up || ab_review_scan(plan->workspace, up, &cs, &err) < 0) {
+		if (err.msg[0])
+			ab_err_print(&err);
+		return;
+	}
+	fflush(stdout);
+	ab_review_print(plan->review_dir, &cs, stderr);
+	ab_audit_emit(audit, ab_review_event("held", plan->workspace, plan->review_dir, &cs));
+	if (cs.n)
+		fprintf(stderr,
+			"agentbox: review: `agentbox review --diff` shows them, `agentbox apply "
+			"[PATH...]` lands them, `agentbox discard` drops them (-w %s)\n",
+			plan->workspace);
+	ab_changeset_free(&cs);
+}
+
+enum { O_APPLIED, O_LEFT, O_FAILED, O_N };
+
+/* What an apply did, for its audit event: each list holds the first
+ * EV_PATHS items (the files of one repository's .git are one item, as in
+ * the listing), n counts them all. */
+typedef struct outcome {
+	json_t *list[O_N];
+	size_t n[O_N];
+	char last[O_N][PATH_MAX]; /* the .git item last noted */
+} outcome;
+
+static const char *const outcome_key[O_N] = {"applied", "left_out", "failed"};
+
+static void note(outcome *o, int k, const char *path, const char *why)
+{
+	char item[PATH_MAX];
+	size_t g = ab_review_git_prefix(path);
+	snprintf(item, sizeof(item), "%.*s%s", (int)(g ? g : strlen(path)), path, g ? "/" : "");
+	if (g && strcmp(o->last[k], item) == 0)
+		return;
+	snprintf(o->last[k], sizeof(o->last[k]), "%s", g ? item : "");
+	o->n[k]++;
+	if (o->n[k] > EV_PATHS)
+		return;
+	if (!o->list[k])
+		o->list[k] = json_array();
+	json_t *v = ab_json_string_lossy(item);
+	if (why) {
+		json_t *p = json_object();
+		json_object_set_new(p, "path", v);
+		json_object_set_new(p, k == O_FAILED ? "error" : "reason", json_string(why));
+		v = p;
+	}
+	json_array_append_new(o->list[k], v);
+}
+
+/* The apply event: the counts before, what was named, what each change
+ * came to, what is still pending (-1: not known), the exit status. */
+static void emit_apply(ab_audit *audit, json_t *ev, outcome *o, const ab_strv *sel, long pending,
+		       int status)
+{
+	if (sel->n) {
+		json_t *named = json_array();
+		for (size_t i = 0; i < sel->n && i < EV_PATHS; i++)
+			json_array_append_new(named, ab_json_string_lossy(sel->v[i]));
+		json_object_set_new(ev, "named", named);
+	}
+	bool cut = false;
+	for (int k = 0; k < O_N; k++) {
+		char key[32];
+		json_object_set_new(ev, outcome_key[k], o->list[k] ? o->list[k] : json_array());
+		o->list[k] = NULL;
+		snprintf(key, sizeof(key), "n_%s", outcome_key[k]);
+		json_object_set_new(ev, key, json_integer((json_int_t)o->n[k]));
+		cut |= o->n[k] > EV_PATHS;
+	}
+	if (cut || sel->n > EV_PATHS)
+		json_object_set_new(ev, "truncated", json_true());
+	if (pending >= 0)
+		json_object_set_new(ev, "pending", json_integer(pending));
+	json_object_set_new(ev, "status", json_integer(status));
+	ab_audit_emit(audit, ev);
+}
 
 static int open_beneath(int dfd, const char *rel, int flags, mode_t mode)
 {
@@ -314,8 +431,9 @@ static bool any_nested_git(const ab_changeset *cs, const bool *done)
 	return false;
 }
 
-/* What lands in a nested .git is judged like after a run (gitnest.c). */
-static void settle_nested(const char *workspace, struct timespec since)
+/* What lands in a nested .git is judged like after a run (gitnest.c); what
+ * was moved aside is said, and goes to the event as "disarmed". */
+static void settle_nested(const char *workspace, struct timespec since, json_t *ev)
 {
 	struct stat st;
 	if (stat(workspace, &st) < 0)
@@ -325,12 +443,18 @@ static void settle_nested(const char *workspace, struct timespec since)
 	ab_err err = {0};
 	if (ab_gitnest_settle(&root, 1, NULL, since, true, &found, &err) < 0)
 		ab_err_print(&err);
-	for (size_t i = 0; i < found.n; i++)
+	json_t *dis = found.n ? json_array() : NULL;
+	for (size_t i = 0; i < found.n; i++) {
 		fprintf(stderr, "agentbox: apply: %s\n", found.v[i]);
+		if (i < EV_PATHS)
+			json_array_append_new(dis, ab_json_string_lossy(found.v[i]));
+	}
+	if (dis)
+		json_object_set_new(ev, "disarmed", dis);
 }
 
 static int apply_selected(const char *workspace, const char *upper, const ab_changeset *cs,
-			  const ab_strv *sel, bool *used, ab_err *err)
+			  const ab_strv *sel, bool *used, outcome *o, json_t *ev, ab_err *err)
 {
 	_cleanup_close_ int ws = ab_open_nofollow(workspace, O_PATH | O_DIRECTORY);
 	_cleanup_close_ int up = ab_open_nofollow(upper, O_PATH | O_DIRECTORY);
@@ -359,11 +483,13 @@ static int apply_selected(const char *workspace, const char *upper, const ab_cha
 			}
 			if (g && g < sizeof(p))
 				p[g] = '\0';
-			fprintf(stderr, "agentbox: apply: %s left out (%s)\n", p,
-				(c->risk & AB_RISK_SPECIAL) ? "a special file: never applied"
-				: (c->risk & AB_RISK_NESTED_GIT)
-					? "inside a nested .git: name it to apply it"
-					: "a protected path: name it to apply it");
+			const char *why = (c->risk & AB_RISK_SPECIAL)
+						  ? "a special file: never applied"
+					  : (c->risk & AB_RISK_NESTED_GIT)
+						  ? "inside a nested .git: name it to apply it"
+						  : "a protected path: name it to apply it";
+			fprintf(stderr, "agentbox: apply: %s left out (%s)\n", p, why);
+			note(o, O_LEFT, c->path, why);
 			left++;
 			continue;
 		}
@@ -373,6 +499,8 @@ static int apply_selected(const char *workspace, const char *upper, const ab_cha
 				"run (a directory is now a symbolic link or a file): not applied, "
 				"nothing followed\n",
 				p);
+			note(o, O_FAILED, c->path,
+			     "the workspace changed on its way since the run");
 			failed++;
 			continue;
 		}
@@ -385,13 +513,15 @@ static int apply_selected(const char *workspace, const char *upper, const ab_cha
 		if (r < 0) {
 			fprintf(stderr, "agentbox: apply: %s: %s%s\n", p, strerror(-r),
 				r == -ELOOP ? " (a symbolic link on the way: not followed)" : "");
+			note(o, O_FAILED, c->path, strerror(-r));
 			failed++;
 			continue;
 		}
+		note(o, O_APPLIED, c->path, NULL);
 		done[i] = true;
 	}
 	if (any_nested_git(cs, done))
-		settle_nested(workspace, since);
+		settle_nested(workspace, since, ev);
 	free(done);
 	if (failed)
 		return ab_fail(err, 0, "apply: %d change%s could not be applied; they stay pending",
@@ -409,8 +539,27 @@ static int scan_set(const char *workspace, const char *dir, ab_changeset *cs, ab
 	return ab_review_scan(workspace, up, cs, err);
 }
 
+/* The selected changes applied, the named paths that matched nothing said:
+ * the number left out, or -1 (*err). */
+static int apply_set(const char *workspace, const char *dir, const ab_changeset *cs,
+		     const ab_strv *sel, outcome *o, json_t *ev, ab_err *err)
+{
+	bool *used = calloc(sel->n ? sel->n : 1, sizeof(bool));
+	_cleanup_free_ char *up = ab_path_join(dir, "upper");
+	int left = used && up ? apply_selected(workspace, up, cs, sel, used, o, ev, err)
+			      : ab_fail(err, ENOMEM, "apply");
+	for (size_t i = 0; left >= 0 && i < sel->n; i++)
+		if (!used[i]) {
+			fprintf(stderr, "agentbox: apply: no pending change at %s\n", sel->v[i]);
+			note(o, O_LEFT, sel->v[i], "no pending change there");
+			left++;
+		}
+	free(used);
+	return left;
+}
+
 int ab_review_cmd_apply(const char *workspace, const char *dir, char *const *paths, int npaths,
-			ab_err *err)
+			ab_audit *audit, ab_err *err)
 {
 	_cleanup_close_ int lock = lock_ws(workspace, err);
 	if (lock < 0)
@@ -427,38 +576,46 @@ int ab_review_cmd_apply(const char *workspace, const char *dir, char *const *pat
 		ab_err_hint(err, "name the paths to apply (agentbox apply PATH...)");
 		return AB_EXIT_FAIL;
 	}
-	bool *used = calloc(sel.n ? sel.n : 1, sizeof(bool));
-	_cleanup_free_ char *up = ab_path_join(dir, "upper");
-	int left = used && up ? apply_selected(workspace, up, &cs, &sel, used, err)
-			      : ab_fail(err, ENOMEM, "apply");
+	json_t *ev = ab_review_event("applied", workspace, dir, &cs);
+	outcome o = {0};
+	int left = apply_set(workspace, dir, &cs, &sel, &o, ev, err);
 	ab_changeset_free(&cs);
-	for (size_t i = 0; left >= 0 && i < sel.n; i++)
-		if (!used[i]) {
-			fprintf(stderr, "agentbox: apply: no pending change at %s\n", sel.v[i]);
-			left++;
-		}
-	free(used);
-	if (left < 0)
-		return AB_EXIT_FAIL;
 	/* what was applied now matches the workspace: the rest stays pending */
-	if (scan_set(workspace, dir, &cs, err) < 0)
+	if (left < 0 || scan_set(workspace, dir, &cs, err) < 0) {
+		emit_apply(audit, ev, &o, &sel, -1, AB_EXIT_FAIL);
 		return AB_EXIT_FAIL;
+	}
 	size_t remain = cs.n;
 	ab_changeset_free(&cs);
-	if (remain == 0)
-		return drop_set(dir, err) < 0 ? AB_EXIT_FAIL : 0;
-	fprintf(stderr, "agentbox: apply: %zu change%s still pending (agentbox review)\n", remain,
-		remain == 1 ? "" : "s");
-	return left ? 1 : 0;
+	/* nothing left: the change set goes (a path named in vain is said) */
+	int rc = remain && left ? 1 : 0;
+	if (remain == 0 && drop_set(dir, err) < 0)
+		rc = AB_EXIT_FAIL;
+	emit_apply(audit, ev, &o, &sel, (long)remain, rc);
+	if (remain)
+		fprintf(stderr, "agentbox: apply: %zu change%s still pending (agentbox review)\n",
+			remain, remain == 1 ? "" : "s");
+	return rc;
 }
 
-int ab_review_cmd_discard(const char *workspace, const char *dir, ab_err *err)
+int ab_review_cmd_discard(const char *workspace, const char *dir, ab_audit *audit, ab_err *err)
 {
 	_cleanup_close_ int lock = lock_ws(workspace, err);
 	if (lock < 0)
 		return AB_EXIT_FAIL;
-	if (drop_set(dir, err) < 0)
-		return AB_EXIT_FAIL;
+	/* what is dropped, for the record (a change set too odd to scan is
+	 * dropped all the same) */
+	ab_changeset cs;
+	ab_err serr = {0};
+	bool scanned = scan_set(workspace, dir, &cs, &serr) == 0;
+	json_t *ev = ab_review_event("discarded", workspace, dir, scanned ? &cs : NULL);
+	if (scanned)
+		ab_changeset_free(&cs);
+	int rc = drop_set(dir, err) < 0 ? AB_EXIT_FAIL : 0;
+	json_object_set_new(ev, "status", json_integer(rc));
+	ab_audit_emit(audit, ev);
+	if (rc)
+		return rc;
 	fprintf(stderr,
 		"agentbox: discard: the change set is dropped; the workspace is as it was\n");
 	return 0;
@@ -529,7 +686,8 @@ static void show_diff(const char *workspace, const char *dir, const ab_changeset
 		pclose(pager);
 }
 
-int ab_review_cmd_show(const char *workspace, const char *dir, bool diff, ab_err *err)
+int ab_review_cmd_show(const char *workspace, const char *dir, bool diff, ab_audit *audit,
+		       ab_err *err)
 {
 	_cleanup_close_ int lock = lock_ws(workspace, err);
 	if (lock < 0)
@@ -541,6 +699,9 @@ int ab_review_cmd_show(const char *workspace, const char *dir, bool diff, ab_err
 		show_diff(workspace, dir, &cs);
 	else
 		ab_review_print(dir, &cs, stdout);
+	json_t *ev = ab_review_event("shown", workspace, dir, &cs);
+	json_object_set_new(ev, "diff", json_boolean(diff));
+	ab_audit_emit(audit, ev);
 	ab_changeset_free(&cs);
 	return 0;
 }

@@ -827,7 +827,7 @@ static void run_release(run_state *s, int code)
 		settle_git(s);
 	/* review mode: what the run changed, held in its change set */
 	if (s->plan->review && s->child > 0)
-		ab_review_after_run(s->plan);
+		ab_review_after_run(s->plan, s->audit);
 	close_log(s, code, ran);
 	ab_broker_free(s->broker); /* wipes the values */
 	s->broker = NULL;

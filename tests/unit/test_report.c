@@ -256,15 +256,37 @@ static void test_tree_json(void **state)
 {
 	ab_report *r = load(LOG_TREE, NULL);
 	json_t *j = render_json(r);
-	const char *keys[] = {"version",         "source",          "lines",
-			      "events",          "bad_lines",       "first_bad_line",
-			      "unknown_events",  "dropped_events",  "sessions",
-			      "commands",        "command_counts",  "network_counts",
-			      "reached",         "refused",         "dns_refused",
-			      "denial_counts",   "denied_syscalls", "denied_files",
-			      "denied_connects", "denied_other",    "secrets",
-			      "secrets_skipped", "policy",          "policy_changes",
-			      "warnings",        "warning_count",   "credentials_files"};
+	const char *keys[] = {"version",
+			      "source",
+			      "lines",
+			      "events",
+			      "bad_lines",
+			      "first_bad_line",
+			      "unknown_events",
+			      "dropped_events",
+			      "sessions",
+			      "commands",
+			      "command_counts",
+			      "network_counts",
+			      "reached",
+			      "refused",
+			      "dns_refused",
+			      "denial_counts",
+			      "denied_syscalls",
+			      "denied_files",
+			      "denied_connects",
+			      "denied_other",
+			      "secrets",
+			      "secrets_skipped",
+			      "policy",
+			      "policy_changes",
+			      "warnings",
+			      "warning_count",
+			      "credentials_files",
+			      "asks",
+			      "ask_counts",
+			      "review",
+			      "review_events"};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (!json_object_get(j, keys[i]))
 			fail_msg("JSON report lacks \"%s\"", keys[i]);

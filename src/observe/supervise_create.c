@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -281,6 +282,13 @@ void sup_on_create(ab_supervisor *s, const struct seccomp_notif *rq)
 	const create_call *c = find_call(rq->data.nr);
 	if (!c || s->creator < 0 || !s->mreq) {
 		/* nothing to carry it out with: fail closed */
+		sup_answer(s, rq->id, EPERM, false);
+		return;
+	}
+	/* a learning run refuses set-id modes wherever it notifies them, as
+	 * src/observe/supervise_learn.c does (no weaker than its filter) */
+	if (s->pol->notify_learn && c->mode >= 0 &&
+	    (rq->data.args[c->mode] & (S_ISUID | S_ISGID))) {
 		sup_answer(s, rq->id, EPERM, false);
 		return;
 	}

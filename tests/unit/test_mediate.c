@@ -94,10 +94,10 @@ static void test_redirect_text(void **state)
 	assert_string_equal(name, "0a1b.3");
 	assert_true(ab_med_is_redirect("/.agentbox-git/0/f.12"));
 	static const char *const bad[] = {
-		"/.agentbox-git/15/3",     "/.agentbox-git/15/.3",    "/.agentbox-git/15/a.",
-		"/.agentbox-git/15/A.3",   "/.agentbox-git/15/a.3x",  "/.agentbox-git/15/a.3/x",
-		"/.agentbox-git//a.3",     "/.agentbox-git/015/a.3",  "/.agentbox-git/x/a.3",
-		"/.agentbox-gitx/15/a.3",  ".agentbox-git/15/a.3",    "/.agentbox-git/15/..",
+		"/.agentbox-git/15/3",        "/.agentbox-git/15/.3",    "/.agentbox-git/15/a.",
+		"/.agentbox-git/15/A.3",      "/.agentbox-git/15/a.3x",  "/.agentbox-git/15/a.3/x",
+		"/.agentbox-git//a.3",        "/.agentbox-git/015/a.3",  "/.agentbox-git/x/a.3",
+		"/.agentbox-gitx/15/a.3",     ".agentbox-git/15/a.3",    "/.agentbox-git/15/..",
 		"/.agentbox-git/1234567/a.3", "/.agentbox-git/15/a.b.3", "",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
@@ -112,8 +112,8 @@ static void test_filter_routes(void **state)
 	ab_seccomp_policy pol = {0};
 	assert_false(ab_seccomp_notifies_create(&pol, SYS_mkdirat));
 	pol.notify_create = true;
-	static const int calls[] = {SYS_openat,  SYS_mkdirat,  SYS_mknodat,  SYS_symlinkat,
-				    SYS_linkat,  SYS_renameat, SYS_renameat2};
+	static const int calls[] = {SYS_openat, SYS_mkdirat,  SYS_mknodat,  SYS_symlinkat,
+				    SYS_linkat, SYS_renameat, SYS_renameat2};
 	for (size_t i = 0; i < sizeof(calls) / sizeof(*calls); i++)
 		assert_true(ab_seccomp_notifies_create(&pol, calls[i]));
 	assert_false(ab_seccomp_notifies_create(&pol, SYS_unlinkat));
@@ -138,10 +138,8 @@ static void test_filter_routes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_split),
-		cmocka_unit_test(test_git_name),
-		cmocka_unit_test(test_proc_rewrite),
-		cmocka_unit_test(test_redirect_text),
+		cmocka_unit_test(test_split),         cmocka_unit_test(test_git_name),
+		cmocka_unit_test(test_proc_rewrite),  cmocka_unit_test(test_redirect_text),
 		cmocka_unit_test(test_filter_routes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

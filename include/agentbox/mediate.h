@@ -56,6 +56,7 @@ typedef struct ab_med_req {
 /* the reply: ret (>= 0) or -errno; an fd follows for a successful open */
 #define AB_MED_REFUSED 0x1    /* a new .git refused (symlink, link, node, rename) */
 #define AB_MED_REDIRECTED 0x2 /* a new .git made where only the sandbox sees it */
+#define AB_MED_EVACUATED 0x4  /* a nested .git the host had moved there first */
 typedef struct ab_med_resp {
 	int32_t ret;
 	uint32_t what; /* AB_MED_REFUSED, AB_MED_REDIRECTED */

@@ -51,8 +51,8 @@ typedef struct ab_seccomp_policy {
 	 * (src/observe/supervise_learn.c).  A learning run only. */
 	bool notify_learn;
 	/* New `.git` entries kept off the host (include/agentbox/mediate.h):
-	 * open and openat with O_CREAT, creat, mkdir*, mknod*, symlink*,
-	 * link* and rename* notify, and the parent has the sandbox's creator
+	 * open and openat that create, truncate or write, creat, mkdir*,
+	 * mknod*, symlink*, link* and rename* notify, and the parent has the sandbox's creator
 	 * carry each out (src/observe/supervise_create.c); openat2, whose flags
 	 * the filter cannot read, is ENOSYS (callers fall back to openat). */
 	bool notify_create;
@@ -119,7 +119,7 @@ bool ab_seccomp_notifies_rename(const ab_seccomp_policy *pol, int nr);
 bool ab_seccomp_notifies_learn(const ab_seccomp_policy *pol, int nr);
 
 /* The calls notify_create notifies, native names (absent ones skipped);
- * open and openat only with O_CREAT. */
+ * open and openat only with O_CREAT, O_TRUNC or for writing. */
 #define AB_SECCOMP_CREATE_CALLS                                                               \
 	{                                                                                     \
 		"open", "openat", "creat", "mkdir", "mkdirat", "mknod", "mknodat", "symlink", \

@@ -379,8 +379,9 @@ static int add_learn_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab
 /* New `.git` entries kept off the host: every call that gives something a
  * name notifies, and the parent has it carried out (never continued: the
  * caller's path could change under the kernel's second read).  open and
- * openat only with O_CREAT (an argument rule: they leave the kernel's
- * action cache).  A call the profile denies stays a denial. */
+ * openat only when they create, truncate or write (argument rules: they
+ * leave the kernel's action cache); reads go on as before.  A call the
+ * profile denies stays a denial. */
 static int create_call_nr(const ab_seccomp_policy *pol, const char *name)
 {
 	int nr = sc_resolve_nr(name);
@@ -410,10 +411,26 @@ static int add_create_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, a
 		int arg = strcmp(calls[c], "open") == 0     ? 1
 			  : strcmp(calls[c], "openat") == 0 ? 2
 							    : -1;
-		struct scmp_arg_cmp cmp = {(unsigned)arg, SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT};
-		int r = add_rule(ctx, SCMP_ACT_NOTIFY, nr, calls[c], arg < 0 ? 0 : 1, &cmp, err);
-		if (r < 0)
-			return r;
+		if (arg < 0) {
+			int r = add_rule(ctx, SCMP_ACT_NOTIFY, nr, calls[c], 0, NULL, err);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		/* an open that creates, truncates or writes: not a read */
+		static const struct {
+			uint64_t mask, value;
+		} writes[] = {{O_CREAT, O_CREAT},
+			      {O_TRUNC, O_TRUNC},
+			      {O_ACCMODE, O_WRONLY},
+			      {O_ACCMODE, O_RDWR}};
+		for (size_t w = 0; w < AB_ARRAY_SIZE(writes); w++) {
+			struct scmp_arg_cmp cmp = {(unsigned)arg, SCMP_CMP_MASKED_EQ,
+						   writes[w].mask, writes[w].value};
+			int r = add_rule(ctx, SCMP_ACT_NOTIFY, nr, calls[c], 1, &cmp, err);
+			if (r < 0)
+				return r;
+		}
 	}
 	int nr = sc_resolve_nr("openat2");
 #ifdef __x86_64__

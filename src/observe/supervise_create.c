@@ -92,7 +92,8 @@ bool sup_create_is_creation(const struct seccomp_notif *rq)
 		return false;
 	if (c->op != AB_MED_OPEN || c->fixed_flags)
 		return true;
-	return (rq->data.args[c->flags] & O_CREAT) != 0;
+	uint64_t f = rq->data.args[c->flags];
+	return (f & (O_CREAT | O_TRUNC)) || (f & O_ACCMODE) != O_RDONLY;
 }
 
 void ab_supervisor_set_creator(ab_supervisor *s, int fd)
@@ -268,7 +269,9 @@ static void log_git(ab_supervisor *s, pid_t tid, const char *call, uint32_t what
 	json_t *ev = json_object();
 	json_object_set_new(ev, "event", json_string("nested-git"));
 	json_object_set_new(ev, "action",
-			    json_string(what & AB_MED_REFUSED ? "refused" : "kept-off-host"));
+			    json_string(what & AB_MED_REFUSED     ? "refused"
+					: what & AB_MED_EVACUATED ? "moved-off-host"
+								  : "kept-off-host"));
 	json_object_set_new(ev, "call", json_string(call));
 	json_object_set_new(ev, "path", sup_bytes_json(s->mreq->paths));
 	json_object_set_new(ev, "pid", json_integer(sup_inner_pid(s, tid)));

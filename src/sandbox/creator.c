@@ -259,6 +259,85 @@ static int redirect_open(const grant *g, const target *t, uint32_t flags, mode_t
 	return -EEXIST;
 }
 
+/* A write in (or onto) a nested repository the host already had: its .git
+ * (a real directory, or with WITH_NAME T itself when T is a .git file) goes
+ * to the grant's store first and a link takes its place, as if the run had
+ * made it.  The grant's own .git (its protected paths are mounts) and what
+ * is already in a store are left as they are.  0, or -EACCES when it
+ * cannot be moved (the write is refused: fail closed). */
+static int evacuate_around(const target *t, bool with_name, uint32_t *what)
+{
+	struct statx x;
+	if (t->dir < 0 || statx(t->dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &x) < 0)
+		return 0;
+	grant *g = NULL;
+	for (size_t i = 0; i < C.n && !g; i++)
+		if (C.g[i].mnt_id == x.stx_mnt_id)
+			g = &C.g[i];
+	char link[64], at[PATH_MAX + NAME_MAX + 2];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", t->dir);
+	ssize_t n = g ? readlink(link, at, PATH_MAX) : -1;
+	if (n <= 0)
+		return 0;
+	at[n] = '\0';
+	size_t dl = strcmp(g->dst, "/") == 0 ? 0 : strlen(g->dst);
+	if (strncmp(at, g->dst, dl) != 0 || (at[dl] != '/' && at[dl] != '\0'))
+		return 0;
+	if (with_name && t->name[0])
+		snprintf(at + n, sizeof(at) - (size_t)n, "%s%s", n > 1 ? "/" : "", t->name);
+	char *rel = at + dl; /* "" or "/A/B/..." */
+	if (strncmp(rel, "/" AB_MED_STORE, strlen(AB_MED_STORE) + 1) == 0)
+		return 0;
+	/* the first .git below the grant's top, with a directory before it */
+	char *git = NULL;
+	for (char *c = rel; *c == '/' && !git;) {
+		char *e = strchr(c + 1, '/');
+		size_t len = e ? (size_t)(e - c - 1) : strlen(c + 1);
+		if (ab_med_git_name(c + 1, len) && c != rel)
+			git = c;
+		c = e ? e : c + 1 + len;
+	}
+	if (!git)
+		return 0;
+	char name[NAME_MAX + 1];
+	char *end = strchr(git + 1, '/');
+	snprintf(name, sizeof(name), "%.*s", (int)(end ? end - git - 1 : (long)strlen(git + 1)),
+		 git + 1);
+	*git = '\0';
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+					  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+	_cleanup_close_ int pfd = (int)syscall(SYS_openat2, g->fd, rel + 1, &how, sizeof(how));
+	struct stat st;
+	if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+		return 0; /* gone, or a link (a redirect's, or refused when made) */
+	_cleanup_close_ int store = store_of(g);
+	if (store < 0)
+		return -EACCES;
+	char sn[48];
+	for (int tries = 0; tries < 64; tries++) {
+		snprintf(sn, sizeof(sn), "%s.%u", C.tag, ++C.next);
+		if (renameat2(pfd, name, store, sn, RENAME_NOREPLACE) == 0)
+			break;
+		if (errno != EEXIST)
+			return -EACCES;
+	}
+	target in = {.dir = pfd};
+	snprintf(in.name, sizeof(in.name), "%s", name);
+	if (link_in_place(g, sn, &in) < 0) {
+		(void)renameat2(store, sn, pfd, name, RENAME_NOREPLACE);
+		return -EACCES;
+	}
+	*what |= AB_MED_EVACUATED;
+	return 0;
+}
+
+static bool writes(uint32_t flags)
+{
+	return (flags & (O_CREAT | O_TRUNC)) || (flags & O_ACCMODE) != O_RDONLY;
+}
+
 /* ----------------------------------------------------------------- calls */
 
 #define OPEN_KNOWN                                                                             \
@@ -297,6 +376,9 @@ static int do_open(const ab_med_req *rq, int *out, uint32_t *what)
 	mode_t mode = rq->mode;
 	if ((rq->flags & O_CREAT) && setid_refused(mode))
 		return -EPERM;
+	int r = writes(rq->flags) ? evacuate_around(&T1, true, what) : 0;
+	if (r < 0)
+		return r;
 	const grant *g = git_grant(&T1);
 	struct stat st;
 	if (g && fstatat(T1.dir, T1.name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
@@ -313,6 +395,9 @@ static int do_mkdir(const ab_med_req *rq, uint32_t *what)
 {
 	if (setid_refused(rq->mode))
 		return -EPERM;
+	int e = evacuate_around(&T1, false, what);
+	if (e < 0)
+		return e;
 	const grant *g = git_grant(&T1);
 	if (g) {
 		*what = AB_MED_REDIRECTED;
@@ -325,6 +410,9 @@ static int do_mknod(const ab_med_req *rq, uint32_t *what)
 {
 	if (setid_refused(rq->mode))
 		return -EPERM;
+	int e = evacuate_around(&T1, false, what);
+	if (e < 0)
+		return e;
 	if (git_grant(&T1)) {
 		*what = AB_MED_REFUSED;
 		return -EPERM;
@@ -334,6 +422,9 @@ static int do_mknod(const ab_med_req *rq, uint32_t *what)
 
 static int do_symlink(const char *text, uint32_t *what)
 {
+	int e = evacuate_around(&T1, false, what);
+	if (e < 0)
+		return e;
 	if (git_grant(&T1)) {
 		*what = AB_MED_REFUSED;
 		return -EPERM;
@@ -343,6 +434,9 @@ static int do_symlink(const char *text, uint32_t *what)
 
 static int do_link(const ab_med_req *rq, int fd2, const char *old, uint32_t *what)
 {
+	int e = evacuate_around(&T1, false, what);
+	if (e < 0)
+		return e;
 	if (git_grant(&T1)) {
 		*what = AB_MED_REFUSED;
 		return -EPERM;
@@ -361,7 +455,7 @@ static int do_link(const ab_med_req *rq, int fd2, const char *old, uint32_t *wha
 static int do_rename(const ab_med_req *rq, int fd2, const char *old, uint32_t *what)
 {
 	int r = resolve(fd2, old, &T2);
-	if (r < 0)
+	if (r < 0 || (r = evacuate_around(&T1, false, what)) < 0)
 		return r;
 	/* onto a new `.git`: only a redirect's link may move there; the same
 	 * for what an exchange moves onto an old `.git` */

@@ -261,3 +261,56 @@ def test_live_killed_agentbox_puts_back(ctx):
     assert wait_for(lambda: os.path.isdir(d) and not os.path.islink(d), timeout=30), \
         os.listdir(os.path.join(ctx.ws, "kept"))
     assert _host_git(ctx, "status", cwd=os.path.join(ctx.ws, "kept")).returncode == 0
+
+
+def _existing(ctx, ablate):
+    """The user's own nested repository, there before the run: the sandbox
+    appends core.fsmonitor to its config in place (no O_CREAT, no rename),
+    then the host's git runs in it while the run lasts."""
+    sub = os.path.join(ctx.ws, "vendor", "x")
+    os.makedirs(sub)
+    if ctx.uid:
+        os.chown(os.path.join(ctx.ws, "vendor"), ctx.uid, ctx.gid)
+        os.chown(sub, ctx.uid, ctx.gid)
+    _repo(ctx, sub)
+    marker, payload = _marker(ctx)
+    arm = ("python3 -c 'import sys\n"
+           "f = open(\"vendor/x/.git/config\", \"r+\"); f.seek(0, 2)\n"
+           "f.write(\"[core]\\n\\tfsmonitor = \" + sys.argv[1] + \"\\n\"); f.close()' %s"
+           % q(payload))
+    _, err = _live(ctx, arm, lambda: _host_git(ctx, "status", cwd=sub), ablate)
+    _verdict(marker, "the user's nested repository armed in place", ablate)
+    return sub, err
+
+
+def test_live_existing_repo_armed_in_place(ctx):
+    sub, err = _existing(ctx, False)
+    d = os.path.join(sub, ".git")
+    assert os.path.isdir(d) and not os.path.islink(d), err
+    assert os.path.isfile(os.path.join(d, "config.agentbox-disarmed")), err
+    assert _host_git(ctx, "log", "--oneline", cwd=sub).returncode == 0
+
+
+def test_live_existing_repo_armed_in_place_ablated(ctx):
+    _existing(ctx, True)
+
+
+def test_live_existing_repo_read_stays(ctx):
+    """Reading the user's nested repository (git log) leaves it where it is,
+    with its own hooks: nothing is moved, nothing disarmed."""
+    sub = os.path.join(ctx.ws, "lib")
+    os.makedirs(sub)
+    if ctx.uid:
+        os.chown(sub, ctx.uid, ctx.gid)
+    _repo(ctx, sub)
+    hook = os.path.join(sub, ".git", "hooks", "pre-commit")
+    ctx.host_file(hook, "#!/bin/sh\nexit 0\n", 0o755)
+
+    def host():
+        d = os.path.join(sub, ".git")
+        assert os.path.isdir(d) and not os.path.islink(d)
+
+    _, err = _live(ctx, "git -C lib log --oneline >/dev/null && cat lib/.git/config >/dev/null",
+                   host)
+    assert "disarmed" not in err, err
+    assert os.path.isfile(hook)

@@ -57,6 +57,10 @@ typedef struct ab_med_req {
 #define AB_MED_REFUSED 0x1    /* a new .git refused (symlink, link, node, rename) */
 #define AB_MED_REDIRECTED 0x2 /* a new .git made where only the sandbox sees it */
 #define AB_MED_EVACUATED 0x4  /* a nested .git the host had moved there first */
+#define AB_MED_DEFERRED \
+	0x8 /* an open of a FIFO waits for its other end: the
+			       * fd sent is a socket, the answer (and the fd)
+			       * come on it later */
 typedef struct ab_med_resp {
 	int32_t ret;
 	uint32_t what; /* AB_MED_REFUSED, AB_MED_REDIRECTED */

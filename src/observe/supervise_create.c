@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -261,6 +262,87 @@ static void answer_fd(ab_supervisor *s, uint64_t id, int fd, bool cloexec)
 	(void)ioctl(s->fd, SECCOMP_IOCTL_NOTIF_SEND, s->resp);
 }
 
+/* An open the creator left waiting (a FIFO without its other end): this
+ * thread waits for its answer on SOCK and gives it to the caller, with its
+ * own copy of the listener, so that nothing of the supervisor is touched
+ * after it started (the run may end first: then the socket ends). */
+typedef struct waiting {
+	int listener, sock;
+	uint64_t id;
+	bool cloexec;
+	size_t resp_size;
+} waiting;
+
+static void *wait_answer(void *arg)
+{
+	waiting *w = arg;
+	ab_med_resp rs = {0};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} v;
+	struct iovec iov = {.iov_base = &rs, .iov_len = sizeof(rs)};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = v.buf,
+			     .msg_controllen = sizeof(v.buf)};
+	ssize_t n;
+	do
+		n = recvmsg(w->sock, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	int fd = -1;
+	struct cmsghdr *c = n == (ssize_t)sizeof(rs) ? CMSG_FIRSTHDR(&msg) : NULL;
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	if (n == (ssize_t)sizeof(rs) && rs.ret >= 0 && fd >= 0) {
+		struct seccomp_notif_addfd add = {.id = w->id,
+						  .flags = SECCOMP_ADDFD_FLAG_SEND,
+						  .srcfd = (uint32_t)fd,
+						  .newfd_flags = w->cloexec ? O_CLOEXEC : 0};
+		(void)ioctl(w->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	} else if (n == (ssize_t)sizeof(rs)) {
+		struct seccomp_notif_resp *resp = calloc(1, w->resp_size);
+		if (resp) {
+			resp->id = w->id;
+			resp->error = rs.ret < 0 ? rs.ret : -EIO;
+			(void)ioctl(w->listener, SECCOMP_IOCTL_NOTIF_SEND, resp);
+			free(resp);
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	close(w->sock);
+	close(w->listener);
+	free(w);
+	return NULL;
+}
+
+/* The answer to ID comes on SOCK (taken): true when a thread waits for it */
+static bool wait_for_answer(ab_supervisor *s, uint64_t id, int sock, bool cloexec)
+{
+	waiting *w = calloc(1, sizeof(*w));
+	if (!w)
+		return false;
+	*w = (waiting){.listener = fcntl(s->fd, F_DUPFD_CLOEXEC, 0),
+		       .sock = sock,
+		       .id = id,
+		       .cloexec = cloexec,
+		       .resp_size = s->resp_size};
+	pthread_t th;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	int r = w->listener < 0 ? EMFILE : pthread_create(&th, &at, wait_answer, w);
+	pthread_attr_destroy(&at);
+	if (r == 0)
+		return true;
+	if (w->listener >= 0)
+		close(w->listener);
+	free(w);
+	return false;
+}
+
 static void log_git(ab_supervisor *s, pid_t tid, const char *call, uint32_t what, int ret)
 {
 	if (!s->audit ||
@@ -313,8 +395,15 @@ void sup_on_create(ab_supervisor *s, const struct seccomp_notif *rq)
 			return; /* the caller went away */
 		r = -EIO;
 	}
-	if (r >= 0 && c->op == AB_MED_OPEN && out >= 0) {
-		answer_fd(s, rq->id, out, (s->mreq->flags & O_CLOEXEC) != 0);
+	bool cloexec = (s->mreq->flags & O_CLOEXEC) != 0;
+	if (r >= 0 && c->op == AB_MED_OPEN && out >= 0 && (resp.what & AB_MED_DEFERRED)) {
+		if (wait_for_answer(s, rq->id, out, cloexec))
+			out = -1; /* the thread's now */
+		else
+			sup_answer(s, rq->id, ENXIO, false);
+		resp.what &= ~(uint32_t)AB_MED_DEFERRED;
+	} else if (r >= 0 && c->op == AB_MED_OPEN && out >= 0) {
+		answer_fd(s, rq->id, out, cloexec);
 	} else {
 		/* an open's fd must come back with it */
 		int e = r < 0 ? -r : c->op == AB_MED_OPEN ? EIO : 0;

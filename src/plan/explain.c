@@ -675,6 +675,16 @@ static int explain_text(const ab_plan *p, const ab_profile *prof, const ab_strv 
 		fputs("  renames: to agentbox, which saves a new file renamed onto a rendered "
 		      "credentials file; every other rename continues\n",
 		      out);
+	if (p->seccomp.notify_create)
+		fputs("  creations and writes: carried out by agentbox's creator, inside; a new "
+		      ".git in a writable grant (or a nested one written to) is kept off the host "
+		      "until the run ends, then put back and judged (a link to /.agentbox-git "
+		      "meanwhile)\n",
+		      out);
+	else if (!p->seccomp.disabled && p->git_settle)
+		fputs("  creations and writes: NOT MEDIATED: a nested repository the run arms is "
+		      "the host's while it lasts (disarmed at the end)\n",
+		      out);
 	if (p->seccomp.notify_connect)
 		fputs("  connect: to agentbox, which refuses (EACCES) a unix socket bound outside "
 		      "the sandbox that unix_sockets does not share (one a host process binds in a "

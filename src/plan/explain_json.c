@@ -340,6 +340,8 @@ int ex_explain_json(const ab_plan *p, const ab_profile *prof, const ab_strv *sc,
 					     "denials", p->seccomp.notify_denials));
 	bad |= json_object_set_new(o, "connect_mediated", json_boolean(p->seccomp.notify_connect));
 	bad |= json_object_set_new(o, "nested_repos_disarmed", json_boolean(p->git_settle));
+	bad |= json_object_set_new(o, "nested_repos_kept_off_host",
+				   json_boolean(p->seccomp.notify_create));
 	bad |= json_object_set_new(
 		o, "keyring",
 		p->keyring_skip ? json_pack("{s:s, s:s}", "session", "skipped", "refused",

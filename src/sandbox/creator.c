@@ -48,6 +48,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -345,9 +346,9 @@ static bool writes(uint32_t flags)
 	 O_SYNC | FASYNC | O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME |     \
 	 O_CLOEXEC | O_PATH | O_TMPFILE)
 
-/* The open as asked: never blocking here (a FIFO without a reader answers
- * ENXIO instead of waiting: docs/nested-git.md), never init's controlling
- * terminal, and the fd's file flags as asked once it is open. */
+/* The open as asked: never blocking here (a FIFO without its other end
+ * answers ENXIO: defer_open then waits in a thread of its own), never init's
+ * controlling terminal, and the fd's file flags as asked once it is open. */
 static int open_at(int dir, const char *name, uint32_t flags, mode_t mode, bool magic)
 {
 	uint32_t f = (flags & OPEN_KNOWN) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
@@ -371,6 +372,87 @@ static bool setid_refused(mode_t mode)
 	return C.setid_checked && (mode & (S_ISUID | S_ISGID));
 }
 
+/* An open of a FIFO that waits for its other end, in a thread of its own:
+ * the answer goes on SOCK, whose other end went to the supervisor with the
+ * first answer (AB_MED_DEFERRED). */
+typedef struct deferred {
+	int dir, sock;
+	uint32_t flags;
+	mode_t mode;
+	bool magic;
+	char name[PATH_MAX];
+} deferred;
+
+#define DEFERRED_MAX 64
+static int ndeferred; /* atomic */
+
+static void send_resp_on(int sock, const ab_med_resp *rs, int fd);
+
+static void *wait_open(void *arg)
+{
+	deferred *d = arg;
+	uint32_t f = ((d->flags & OPEN_KNOWN) & ~(uint32_t)O_NONBLOCK) | O_CLOEXEC | O_NOCTTY;
+	struct open_how how = {.flags = f,
+			       .mode = (d->flags & O_CREAT) ? d->mode & 07777 : 0,
+			       .resolve = d->magic ? 0 : RESOLVE_NO_MAGICLINKS};
+	int fd = (int)syscall(SYS_openat2, d->dir, d->name, &how, sizeof(how));
+	ab_med_resp rs = {.ret = fd < 0 ? -errno : 0};
+	send_resp_on(d->sock, &rs, fd);
+	if (fd >= 0)
+		close(fd);
+	close(d->sock);
+	if (d->dir >= 0)
+		close(d->dir);
+	free(d);
+	__atomic_sub_fetch(&ndeferred, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/* The open of T that found a FIFO without its other end (ENXIO): left to a
+ * thread that waits, as the kernel would have; *OUT the supervisor's end of
+ * the socket its answer comes on.  -ENXIO when it cannot be. */
+static int defer_open(const target *t, uint32_t flags, mode_t mode, int *out, uint32_t *what)
+{
+	struct stat st;
+	if ((flags & O_NONBLOCK) || fstatat(dirfd_of(t), name_of(t), &st, 0) < 0 ||
+	    !S_ISFIFO(st.st_mode))
+		return -ENXIO; /* a socket, a device without its driver: as the kernel says */
+	if (__atomic_add_fetch(&ndeferred, 1, __ATOMIC_RELAXED) > DEFERRED_MAX) {
+		__atomic_sub_fetch(&ndeferred, 1, __ATOMIC_RELAXED);
+		return -ENXIO;
+	}
+	deferred *d = calloc(1, sizeof(*d));
+	int sv[2] = {-1, -1};
+	if (!d || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		goto fail;
+	d->dir = dirfd_of(t) == AT_FDCWD ? AT_FDCWD : fcntl(dirfd_of(t), F_DUPFD_CLOEXEC, 0);
+	d->sock = sv[1];
+	d->flags = flags;
+	d->mode = mode;
+	d->magic = t->magic;
+	snprintf(d->name, sizeof(d->name), "%s", name_of(t));
+	pthread_t th;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	int r = d->dir == -1 ? EBADF : pthread_create(&th, &at, wait_open, d);
+	pthread_attr_destroy(&at);
+	if (r != 0)
+		goto fail;
+	*out = sv[0];
+	*what |= AB_MED_DEFERRED;
+	return 0;
+fail:
+	if (d && d->dir >= 0)
+		close(d->dir);
+	for (int i = 0; i < 2; i++)
+		if (sv[i] >= 0)
+			close(sv[i]);
+	free(d);
+	__atomic_sub_fetch(&ndeferred, 1, __ATOMIC_RELAXED);
+	return -ENXIO;
+}
+
 static int do_open(const ab_med_req *rq, int *out, uint32_t *what)
 {
 	mode_t mode = rq->mode;
@@ -383,11 +465,13 @@ static int do_open(const ab_med_req *rq, int *out, uint32_t *what)
 	struct stat st;
 	if (g && fstatat(T1.dir, T1.name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
 	    (rq->flags & O_CREAT)) {
-		*what = AB_MED_REDIRECTED;
+		*what |= AB_MED_REDIRECTED;
 		*out = redirect_open(g, &T1, rq->flags, mode);
 		return *out < 0 ? *out : 0;
 	}
 	*out = open_at(dirfd_of(&T1), name_of(&T1), rq->flags, mode, T1.magic);
+	if (*out == -ENXIO)
+		return defer_open(&T1, rq->flags, mode, out, what);
 	return *out < 0 ? *out : 0;
 }
 
@@ -400,7 +484,7 @@ static int do_mkdir(const ab_med_req *rq, uint32_t *what)
 		return e;
 	const grant *g = git_grant(&T1);
 	if (g) {
-		*what = AB_MED_REDIRECTED;
+		*what |= AB_MED_REDIRECTED;
 		return redirect_mkdir(g, &T1, rq->mode);
 	}
 	return mkdirat(dirfd_of(&T1), name_of(&T1), rq->mode) < 0 ? -errno : 0;
@@ -536,6 +620,11 @@ static ssize_t recv_req(int *fds, size_t *nfds)
 
 static void send_resp(const ab_med_resp *rs, int fd)
 {
+	send_resp_on(C.sock, rs, fd);
+}
+
+static void send_resp_on(int sock, const ab_med_resp *rs, int fd)
+{
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
@@ -554,7 +643,7 @@ static void send_resp(const ab_med_resp *rs, int fd)
 	}
 	ssize_t n;
 	do
-		n = sendmsg(C.sock, &msg, MSG_NOSIGNAL);
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 }
 

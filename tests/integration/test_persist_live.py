@@ -200,7 +200,8 @@ def test_live_creation_semantics(ctx):
     O_TRUNC, O_APPEND, O_CLOEXEC, a directory fd, /dev/stdout and
     /proc/self/fd (of a pipe made inside: the host's pipe that the test's
     stdout is cannot be opened again from inside, by the kernel either), a
-    hard link of an O_TMPFILE file, renames, FIFOs."""
+    hard link of an O_TMPFILE file, renames, FIFOs (a writer that opens first
+    waits for its reader, as with the kernel)."""
     script = r"""
 umask 027
 python3 - <<'EOF'
@@ -237,12 +238,13 @@ os.mknod("d/node", 0o600 | stat.S_IFREG); print("mknod", os.path.isfile("d/node"
 EOF
 (echo to-stdout > /dev/stdout) | cat
 (echo to-fd > /proc/self/fd/1) | cat
+mkfifo d/p; (sleep 0.3; cat d/p) & echo writer-first > d/p; wait
 """
     out = ctx.sh_ok(script)
     want = ["dir 0o750", "file 0o640", "excl ok", "append abcdef", "trunc 0", "cloexec True",
             "inherit True", "blocking True", "dirfd True", "mkdirat True", "tmpfile 0 tmp",
             "symlink f", "link 2", "rename True", "fifo True", "mknod True", "to-stdout",
-            "to-fd"]
+            "to-fd", "writer-first"]
     assert out.strip().split("\n") == want, out
 
 

@@ -456,7 +456,7 @@ fail:
 static int do_open(const ab_med_req *rq, int *out, uint32_t *what)
 {
 	mode_t mode = rq->mode;
-	if ((rq->flags & O_CREAT) && setid_refused(mode))
+	if (((rq->flags & O_CREAT) || (rq->flags & O_TMPFILE) == O_TMPFILE) && setid_refused(mode))
 		return -EPERM;
 	int r = writes(rq->flags) ? evacuate_around(&T1, true, what) : 0;
 	if (r < 0)

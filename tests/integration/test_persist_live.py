@@ -316,3 +316,4 @@ def test_live_existing_repo_read_stays(ctx):
                    host)
     assert "disarmed" not in err, err
     assert os.path.isfile(hook)
+

@@ -725,6 +725,29 @@ static void on_warning(ev *e, session *s, int64_t ts)
 		e->drop = true;
 }
 
+/* "nested-git": a .git the run made or wrote to, kept off the host while
+ * it lasted, or one it was refused (docs/nested-git.md): shown with the
+ * warnings, kind "nested-git", once per (session, action, call, path). */
+static void on_nested_git(ev *e, session *s, int64_t ts)
+{
+	ab_report *r = e->r;
+	const char *action = ev_str(e, "action", SMALL_MAX, false);
+	const char *call = ev_str(e, "call", SMALL_MAX, false);
+	const char *path = ev_str(e, "path", AB_REPORT_STR_MAX, true);
+	if (e->bad || !action || !path)
+		return;
+	char msg[AB_REPORT_STR_MAX + 2 * SMALL_MAX + 8];
+	int n = snprintf(msg, sizeof(msg), "%s: %s (%s)", action, path, call ? call : "?");
+	const char *m = n > 0 ? rep_intern(r, msg, strnlen(msg, sizeof(msg) - 1)) : NULL;
+	const char *kind = rep_intern(r, "nested-git", 10);
+	r->warnings++;
+	agg *a = m && kind ? rep_agg_get(r, K_WARN, kind, m, NULL, NULL, r->cur) : NULL;
+	if (a)
+		a->n++;
+	else
+		e->drop = true;
+}
+
 /* "credentials-saved" / "credentials-refused": a rename onto a rendered
  * credentials file that agentbox carried out, or left to the kernel. */
 static void on_credentials(ev *e, bool saved)
@@ -829,6 +852,7 @@ static const struct {
 	{"trace-lost", on_trace_lost},
 	{"secret-skipped", on_secret_skipped},
 	{"warning", on_warning},
+	{"nested-git", on_nested_git},
 	{"credentials-saved", on_cred_saved},
 	{"credentials-refused", on_cred_refused},
 	{"placeholder-elsewhere", on_elsewhere},

@@ -411,6 +411,9 @@ void sup_on_create(ab_supervisor *s, const struct seccomp_notif *rq)
 	}
 	if (out >= 0)
 		close(out);
+	/* a redirect that failed (EEXIST: git makes a .git twice) made nothing */
+	if (r < 0)
+		resp.what &= ~(uint32_t)(AB_MED_REDIRECTED | AB_MED_EVACUATED);
 	if (resp.what) {
 		char name[32];
 		ab_seccomp_name(rq->data.nr, name, sizeof(name));

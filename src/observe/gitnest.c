@@ -68,6 +68,7 @@ typedef struct nest {
 	const ab_strv *shared; /* relative paths the shared git config names */
 	ab_strv *findings;
 	int oom;
+	bool keep; /* a link of this run was not put back: its store stays */
 } nest;
 
 static bool recent(const struct statx *sx, const struct timespec *since)
@@ -374,12 +375,13 @@ static int open_store(const ab_gitnest_root *root)
 	return fd < 0 ? -errno : fd;
 }
 
-/* Is the `.git` link in DFD one a run made?  *R: ours (this run's root),
- * NAME its entry; false for any other link. */
-static bool redirect_of(const nest *n, int dfd, const ab_gitnest_root **r, char *name, size_t size)
+/* Is the link ENTRY in DFD one a run made?  *R: ours (this run's root),
+ * NAME its store entry; false for any other link. */
+static bool redirect_of(const nest *n, int dfd, const char *entry, const ab_gitnest_root **r,
+			char *name, size_t size)
 {
 	char text[PATH_MAX];
-	ssize_t l = readlinkat(dfd, ".git", text, sizeof(text) - 1);
+	ssize_t l = readlinkat(dfd, entry, text, sizeof(text) - 1);
 	unsigned g;
 	*r = NULL;
 	if (l < 0)
@@ -396,28 +398,31 @@ static bool redirect_of(const nest *n, int dfd, const ab_gitnest_root **r, char 
 	return true;
 }
 
-/* The link `.git` in DFD, made by this run for ROOT's store entry NAME:
- * the content back in its place.  A line when it cannot be. */
-static void restore(nest *n, int dfd, const ab_gitnest_root *root, const char *name,
-		    const char *where, const char *rel)
+/* The link ENTRY in DFD, made by this run for ROOT's store entry NAME: the
+ * content back in its place.  A line when it cannot be (and the store is
+ * then kept: n->keep). */
+static void restore(nest *n, int dfd, const char *entry, const ab_gitnest_root *root,
+		    const char *name, const char *where, const char *rel)
 {
 	_cleanup_close_ int store = open_store(root);
 	struct stat st;
 	int r = store < 0 ? store : fstatat(store, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 	if (r == 0 && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
 		r = -EINVAL;
-	if (r == 0 && renameat2(store, name, dfd, ".git", RENAME_EXCHANGE) < 0)
+	if (r == 0 && renameat2(store, name, dfd, entry, RENAME_EXCHANGE) < 0)
 		r = -errno;
 	if (r == 0) {
 		(void)unlinkat(store, name, 0); /* the link, now in the store */
 		return;
 	}
-	char c[AB_GIT_PATH_MAX * 4];
+	char c[AB_GIT_PATH_MAX * 4], e[NAME_MAX * 4 + 1];
 	ab_clean(rel, c, sizeof(c));
+	ab_clean(entry, e, sizeof(e));
+	n->keep = true;
 	finding(n,
-		"a nested repository made during the run could not be put back: %s/%s/.git "
-		"(%s): its content is in %s/" AB_MED_STORE "/%s",
-		where, c, strerror(-r), root->path, name);
+		"a repository kept off the host during the run could not be put back: "
+		"%s/%s%s%s (%s): its content is in %s/" AB_MED_STORE "/%s",
+		where, c, c[0] ? "/" : "", e, strerror(-r), root->path, name);
 }
 
 static void judge_dotgit(nest *n, int dfd, const char *root, const char *rel)
@@ -429,10 +434,10 @@ static void judge_dotgit(nest *n, int dfd, const char *root, const char *rel)
 	if (S_ISLNK(sx.stx_mode)) {
 		const ab_gitnest_root *ours;
 		char name[64];
-		if (redirect_of(n, dfd, &ours, name, sizeof(name))) {
+		if (redirect_of(n, dfd, ".git", &ours, name, sizeof(name))) {
 			if (!ours)
 				return; /* another run's: it leads nowhere on the host */
-			restore(n, dfd, ours, name, root, rel);
+			restore(n, dfd, ".git", ours, name, root, rel);
 			if (look(n, dfd, ".git", &v, &sx) < 0)
 				return;
 		}
@@ -510,6 +515,16 @@ static int walk(nest *n, int dfd, const char *root, const char *rel, int depth)
 		if (top && !strcmp(nm, AB_MED_STORE))
 			continue; /* the store: its entries are judged where they go back */
 		unsigned char t = e->d_type;
+		if (t == DT_LNK || t == DT_UNKNOWN) {
+			/* a git directory of another name kept off the host (a bare
+			 * repository): back in its place, then walked like the rest */
+			const ab_gitnest_root *ours;
+			char name[AB_MED_NAME_MAX + 1];
+			if (redirect_of(n, dirfd(d), nm, &ours, name, sizeof(name)) && ours) {
+				restore(n, dirfd(d), nm, ours, name, root, rel);
+				t = DT_UNKNOWN;
+			}
+		}
 		if (t == DT_UNKNOWN && fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			t = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
 		if (t != DT_DIR)
@@ -623,9 +638,22 @@ int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, const ab_strv
 				judge_dotgit(&n, gfd, roots[i].path, roots[i].gitlinks.v[g]);
 		}
 	}
-	for (size_t i = 0; i < nroots; i++)
-		if (roots[i].tag)
+	/* a store whose links the walk may not all have met stays, said */
+	for (size_t i = 0; i < nroots; i++) {
+		if (!roots[i].tag)
+			continue;
+		if (!n.cut && !n.deep && !n.keep) {
 			clear_store(&n, &roots[i]);
+			continue;
+		}
+		_cleanup_close_ int sfd = open_store(&roots[i]);
+		if (sfd >= 0)
+			finding(&n,
+				"what the run kept off the host stays in %s/" AB_MED_STORE
+				" (the search did not reach every link to it): review it, put "
+				"each entry back where its link is, then remove the link",
+				roots[i].path);
+	}
 	if (n.cut || n.deep)
 		finding(&n,
 			"the search for nested repositories stopped (more than %d entries, or "

@@ -260,34 +260,90 @@ static int redirect_open(const grant *g, const target *t, uint32_t flags, mode_t
 	return -EEXIST;
 }
 
-/* A write in (or onto) a nested repository the host already had: its .git
- * (a real directory, or with WITH_NAME T itself when T is a .git file) goes
- * to the grant's store first and a link takes its place, as if the run had
- * made it.  The grant's own .git (its protected paths are mounts) and what
- * is already in a store are left as they are.  0, or -EACCES when it
- * cannot be moved (the write is refused: fail closed). */
-static int evacuate_around(const target *t, bool with_name, uint32_t *what)
+/* The grant T's directory is in, and that directory's path relative to the
+ * grant's top ("" or "/A/B") in AT (PATH_MAX + NAME_MAX + 2 bytes, with
+ * WITH_NAME T's own name added); NULL when T is not in a grant, or is in a
+ * store. */
+static grant *where(const target *t, bool with_name, char *at, char **rel)
 {
 	struct statx x;
 	if (t->dir < 0 || statx(t->dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &x) < 0)
-		return 0;
+		return NULL;
 	grant *g = NULL;
 	for (size_t i = 0; i < C.n && !g; i++)
 		if (C.g[i].mnt_id == x.stx_mnt_id)
 			g = &C.g[i];
-	char link[64], at[PATH_MAX + NAME_MAX + 2];
+	char link[64];
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", t->dir);
 	ssize_t n = g ? readlink(link, at, PATH_MAX) : -1;
 	if (n <= 0)
-		return 0;
+		return NULL;
 	at[n] = '\0';
 	size_t dl = strcmp(g->dst, "/") == 0 ? 0 : strlen(g->dst);
 	if (strncmp(at, g->dst, dl) != 0 || (at[dl] != '/' && at[dl] != '\0'))
-		return 0;
+		return NULL;
 	if (with_name && t->name[0])
-		snprintf(at + n, sizeof(at) - (size_t)n, "%s%s", n > 1 ? "/" : "", t->name);
-	char *rel = at + dl; /* "" or "/A/B/..." */
-	if (strncmp(rel, "/" AB_MED_STORE, strlen(AB_MED_STORE) + 1) == 0)
+		snprintf(at + n, PATH_MAX + NAME_MAX + 2 - (size_t)n, "%s%s", n > 1 ? "/" : "",
+			 t->name);
+	*rel = at + dl;
+	if (strncmp(*rel, "/" AB_MED_STORE, strlen(AB_MED_STORE) + 1) == 0 &&
+	    ((*rel)[strlen(AB_MED_STORE) + 1] == '/' || !(*rel)[strlen(AB_MED_STORE) + 1]))
+		return NULL;
+	return g;
+}
+
+/* The entry REL ("/A/B/NAME", below G's top; taken apart) moved to G's store
+ * and a link in its place, as if the run had made it.  0 when there is
+ * nothing to move (gone, or a link already), -EACCES when it cannot be
+ * moved (the caller's call is then refused: fail closed). */
+static int move_off(grant *g, char *rel, uint32_t *what)
+{
+	char *slash = strrchr(rel, '/');
+	if (!slash || slash == rel + strlen(rel) - 1)
+		return 0;
+	char name[NAME_MAX + 1];
+	snprintf(name, sizeof(name), "%s", slash + 1);
+	*slash = '\0';
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+					  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+	_cleanup_close_ int pfd =
+		(int)syscall(SYS_openat2, g->fd, rel[0] ? rel + 1 : ".", &how, sizeof(how));
+	struct stat st;
+	if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+		return 0; /* gone, or a link (a redirect's, or refused when made) */
+	_cleanup_close_ int store = store_of(g);
+	if (store < 0)
+		return -EACCES;
+	char sn[48];
+	for (int tries = 0;; tries++) {
+		snprintf(sn, sizeof(sn), "%s.%u", C.tag, ++C.next);
+		if (renameat2(pfd, name, store, sn, RENAME_NOREPLACE) == 0)
+			break;
+		if (errno != EEXIST || tries == 63)
+			return -EACCES;
+	}
+	target in = {.dir = pfd};
+	snprintf(in.name, sizeof(in.name), "%s", name);
+	if (link_in_place(g, sn, &in) < 0) {
+		(void)renameat2(store, sn, pfd, name, RENAME_NOREPLACE);
+		return -EACCES;
+	}
+	*what |= AB_MED_EVACUATED;
+	return 0;
+}
+
+/* A write in (or onto) a nested repository the host already had: its .git
+ * (a real directory, or with WITH_NAME T itself when T is a .git file) goes
+ * to the grant's store first (move_off).  The grant's own .git (its
+ * protected paths are mounts) and what is already in a store are left as
+ * they are.  0 or -EACCES. */
+static int evacuate_around(const target *t, bool with_name, uint32_t *what)
+{
+	char at[PATH_MAX + NAME_MAX + 2], *rel;
+	grant *g = where(t, with_name, at, &rel);
+	if (!g)
 		return 0;
 	/* the first .git below the grant's top, with a directory before it */
 	char *git = NULL;
@@ -300,38 +356,72 @@ static int evacuate_around(const target *t, bool with_name, uint32_t *what)
 	}
 	if (!git)
 		return 0;
-	char name[NAME_MAX + 1];
 	char *end = strchr(git + 1, '/');
-	snprintf(name, sizeof(name), "%.*s", (int)(end ? end - git - 1 : (long)strlen(git + 1)),
-		 git + 1);
-	*git = '\0';
-	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-					  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
-	_cleanup_close_ int pfd = (int)syscall(SYS_openat2, g->fd, rel + 1, &how, sizeof(how));
+	if (end)
+		*end = '\0';
+	return move_off(g, rel, what);
+}
+
+/* Is DIR shaped like a git directory: HEAD, and objects and refs or a
+ * commondir (git takes such a directory for a bare repository when a
+ * prompt or a command runs in it)? */
+static bool git_shaped(int dir)
+{
 	struct stat st;
-	if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
-		return 0; /* gone, or a link (a redirect's, or refused when made) */
-	_cleanup_close_ int store = store_of(g);
-	if (store < 0)
-		return -EACCES;
-	char sn[48];
-	for (int tries = 0; tries < 64; tries++) {
-		snprintf(sn, sizeof(sn), "%s.%u", C.tag, ++C.next);
-		if (renameat2(pfd, name, store, sn, RENAME_NOREPLACE) == 0)
-			break;
-		if (errno != EEXIST)
-			return -EACCES;
+	if (fstatat(dir, "HEAD", &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return false;
+	if (fstatat(dir, "commondir", &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return true;
+	return fstatat(dir, "objects", &st, 0) == 0 && S_ISDIR(st.st_mode) &&
+	       fstatat(dir, "refs", &st, 0) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool one_of(const char *name, const char *const *names)
+{
+	for (; *names; names++)
+		if (strcmp(name, *names) == 0)
+			return true;
+	return false;
+}
+
+/* A directory below a grant's top (not a .git, which has its own rules)
+ * that is, or with T's entry becomes, shaped like a git directory: moved
+ * off the host (move_off) before a write that could arm it (its config,
+ * commondir, a hook) and after a call that completed its shape (HEAD,
+ * objects, refs, commondir made).  AFTER: the call is done.  0 or -EACCES. */
+static int bare_around(const target *t, bool after, uint32_t *what)
+{
+	static const char *const shape[] = {"HEAD", "objects", "refs", "commondir", NULL};
+	static const char *const arms[] = {"config", "config.worktree", "commondir", NULL};
+	if (t->dir < 0 || !t->name[0])
+		return 0;
+	bool hook = false;
+	if (after ? !one_of(t->name, shape) : !one_of(t->name, arms)) {
+		/* a hook: T in DIR/hooks, DIR shaped (its HEAD first: one call) */
+		char at[PATH_MAX + NAME_MAX + 2], *rel;
+		struct stat hs;
+		if (after || fstatat(t->dir, "../HEAD", &hs, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !where(t, false, at, &rel))
+			return 0;
+		char *b = strrchr(rel, '/');
+		if (!b || strcmp(b, "/hooks") != 0)
+			return 0;
+		hook = true;
 	}
-	target in = {.dir = pfd};
-	snprintf(in.name, sizeof(in.name), "%s", name);
-	if (link_in_place(g, sn, &in) < 0) {
-		(void)renameat2(store, sn, pfd, name, RENAME_NOREPLACE);
-		return -EACCES;
-	}
-	*what |= AB_MED_EVACUATED;
-	return 0;
+	_cleanup_close_ int up = hook ? openat(t->dir, "..", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	int dir = hook ? up : t->dir;
+	if (dir < 0 || !git_shaped(dir))
+		return 0;
+	target d = {.dir = dir};
+	char at[PATH_MAX + NAME_MAX + 2], *rel;
+	grant *g = where(&d, false, at, &rel);
+	const char *base = g ? strrchr(rel, '/') : NULL;
+	if (!g || !base || !base[1] || ab_med_git_name(base + 1, strlen(base + 1)))
+		return 0;            /* the grant's top, or a .git */
+	for (char *c = rel; *c; c++) /* inside a .git: that .git's rules */
+		if (*c == '/' && ab_med_git_name(c + 1, strcspn(c + 1, "/")))
+			return 0;
+	return move_off(g, rel, what);
 }
 
 static bool writes(uint32_t flags)
@@ -458,9 +548,6 @@ static int do_open(const ab_med_req *rq, int *out, uint32_t *what)
 	mode_t mode = rq->mode;
 	if (((rq->flags & O_CREAT) || (rq->flags & O_TMPFILE) == O_TMPFILE) && setid_refused(mode))
 		return -EPERM;
-	int r = writes(rq->flags) ? evacuate_around(&T1, true, what) : 0;
-	if (r < 0)
-		return r;
 	const grant *g = git_grant(&T1);
 	struct stat st;
 	if (g && fstatat(T1.dir, T1.name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
@@ -479,9 +566,6 @@ static int do_mkdir(const ab_med_req *rq, uint32_t *what)
 {
 	if (setid_refused(rq->mode))
 		return -EPERM;
-	int e = evacuate_around(&T1, false, what);
-	if (e < 0)
-		return e;
 	const grant *g = git_grant(&T1);
 	if (g) {
 		*what |= AB_MED_REDIRECTED;
@@ -494,9 +578,6 @@ static int do_mknod(const ab_med_req *rq, uint32_t *what)
 {
 	if (setid_refused(rq->mode))
 		return -EPERM;
-	int e = evacuate_around(&T1, false, what);
-	if (e < 0)
-		return e;
 	if (git_grant(&T1)) {
 		*what = AB_MED_REFUSED;
 		return -EPERM;
@@ -506,9 +587,6 @@ static int do_mknod(const ab_med_req *rq, uint32_t *what)
 
 static int do_symlink(const char *text, uint32_t *what)
 {
-	int e = evacuate_around(&T1, false, what);
-	if (e < 0)
-		return e;
 	if (git_grant(&T1)) {
 		*what = AB_MED_REFUSED;
 		return -EPERM;
@@ -518,9 +596,6 @@ static int do_symlink(const char *text, uint32_t *what)
 
 static int do_link(const ab_med_req *rq, int fd2, const char *old, uint32_t *what)
 {
-	int e = evacuate_around(&T1, false, what);
-	if (e < 0)
-		return e;
 	if (git_grant(&T1)) {
 		*what = AB_MED_REFUSED;
 		return -EPERM;
@@ -539,7 +614,7 @@ static int do_link(const ab_med_req *rq, int fd2, const char *old, uint32_t *wha
 static int do_rename(const ab_med_req *rq, int fd2, const char *old, uint32_t *what)
 {
 	int r = resolve(fd2, old, &T2);
-	if (r < 0 || (r = evacuate_around(&T1, false, what)) < 0)
+	if (r < 0)
 		return r;
 	/* onto a new `.git`: only a redirect's link may move there; the same
 	 * for what an exchange moves onto an old `.git` */
@@ -564,6 +639,10 @@ static void serve(const ab_med_req *rq, const int *fds, ab_med_resp *rs, int *ou
 	*out = -1;
 	umask((mode_t)(rq->umask & 0777));
 	int r = resolve(fd1, p1, &T1);
+	/* a repository the host has, about to be written: off the host first */
+	bool w = rq->op != AB_MED_OPEN || writes(rq->flags);
+	if (r == 0 && w && (r = evacuate_around(&T1, rq->op == AB_MED_OPEN, &rs->what)) == 0)
+		r = bare_around(&T1, false, &rs->what);
 	if (r == 0) {
 		switch (rq->op) {
 		case AB_MED_OPEN: r = do_open(rq, out, &rs->what); break;
@@ -575,6 +654,9 @@ static void serve(const ab_med_req *rq, const int *fds, ab_med_resp *rs, int *ou
 		default: r = -EPROTO;
 		}
 	}
+	/* ... or one this call gave a git directory's shape */
+	if (r >= 0 && w)
+		(void)bare_around(&T1, true, &rs->what);
 	release(&T1);
 	release(&T2);
 	if (r < 0 && *out >= 0) {

@@ -133,13 +133,13 @@ mkdir a b c d
 ln -s ../a d/.git 2>/dev/null && echo SYMLINK-MADE
 echo x > f; ln f a/.git 2>/dev/null && echo LINK-MADE
 mkfifo b/.git 2>/dev/null && echo NODE-MADE
-git init -q --bare src.git
+mkdir -p src/objects src/refs
 python3 -c 'import os
 try:
-    os.rename("src.git", "c/.git"); print("RENAME-MADE")
+    os.rename("src", "c/.git"); print("RENAME-MADE")
 except OSError as e:
     print("rename", e.errno)'
-mv src.git c/.git && echo mv-ok
+mv src c/.git && echo mv-ok
 readlink c/.git
 git init -q e && mv e/.git e/moved && mv e/moved e/.git && echo link-moves-ok
 """
@@ -317,3 +317,53 @@ def test_live_existing_repo_read_stays(ctx):
     assert "disarmed" not in err, err
     assert os.path.isfile(hook)
 
+
+
+def _bare(ctx, ablate, existing):
+    """A directory shaped like a git directory under another name (a bare
+    repository, made inside, or EXISTING: the user's, there before the run),
+    given core.worktree and core.fsmonitor: a prompt in it runs `git status`
+    there while the run lasts."""
+    wt = os.path.join(ctx.ws, "wt")
+    if existing:
+        ctx.git_host("init", "-q", "--bare", "x.git")
+    marker, payload = _marker(ctx)
+    arm = ("mkdir -p wt && %sgit --git-dir=x.git config core.bare false && "
+           "git --git-dir=x.git config core.worktree %s && "
+           "git --git-dir=x.git config core.fsmonitor %s"
+           % ("" if existing else "git init -q --bare x.git && ", q(wt), q(payload)))
+    bare = os.path.join(ctx.ws, "x.git")
+
+    def host():
+        # a prompt runs git there once the user is in it: a link that leads
+        # nowhere cannot be entered
+        if os.path.isdir(bare):
+            _host_git(ctx, "status", cwd=bare)
+        else:
+            assert os.path.islink(bare), os.listdir(ctx.ws)
+
+    _, err = _live(ctx, arm, host, ablate)
+    _verdict(marker, "a bare repository (%s)" % ("the user's" if existing else "new"), ablate)
+    return err
+
+
+def test_live_bare_repo(ctx):
+    err = _bare(ctx, False, False)
+    d = os.path.join(ctx.ws, "x.git")
+    assert os.path.isdir(d) and not os.path.islink(d), err
+    assert "disarmed a bare git repository" in err, err
+
+
+def test_live_bare_repo_ablated(ctx):
+    _bare(ctx, True, False)
+
+
+def test_live_existing_bare_repo(ctx):
+    err = _bare(ctx, False, True)
+    d = os.path.join(ctx.ws, "x.git")
+    assert os.path.isdir(d) and not os.path.islink(d), err
+    assert os.path.isfile(os.path.join(d, "config.agentbox-disarmed")), err
+
+
+def test_live_existing_bare_repo_ablated(ctx):
+    _bare(ctx, True, True)

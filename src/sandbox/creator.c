@@ -43,6 +43,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <sched.h>
@@ -52,6 +53,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -103,6 +105,10 @@ static int resolve(int base, const char *path, target *t)
 	t->magic = rw == 1;
 	if (t->path[0] != '/' && base < 0)
 		return -EPROTO;
+	/* the caller's /proc entries only, never init's: no way up from them */
+	size_t pl = strlen(t->path);
+	if (t->magic && (strstr(t->path, "/../") || (pl >= 3 && !strcmp(t->path + pl - 3, "/.."))))
+		return -EACCES;
 	const char *last;
 	size_t nl;
 	if (!ab_med_split(t->path, t->parent, sizeof(t->parent), &last, &nl))
@@ -118,6 +124,13 @@ static int resolve(int base, const char *path, target *t)
 		(int)syscall(SYS_openat2, base < 0 ? AT_FDCWD : base, t->parent, &how, sizeof(how));
 	if (fd < 0)
 		return -errno;
+	/* /proc as this thread sees it is init's view of itself (its own
+	 * entries pass checks that stop the caller): only the rewritten paths */
+	struct statfs sf;
+	if (!t->magic && (fstatfs(fd, &sf) < 0 || sf.f_type == PROC_SUPER_MAGIC)) {
+		close(fd);
+		return -EACCES;
+	}
 	t->dir = fd;
 	return 0;
 }

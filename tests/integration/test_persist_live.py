@@ -367,3 +367,22 @@ def test_live_existing_bare_repo(ctx):
 
 def test_live_existing_bare_repo_ablated(ctx):
     _bare(ctx, True, True)
+
+
+def test_live_creator_never_acts_on_inits_proc(ctx):
+    """The creator is a thread of init: /proc as it sees it is init's own.
+    A creation through init's /proc entries (directly, or up from the
+    caller's rewritten /proc/self) is refused, where the kernel would have
+    refused the caller (init is not dumpable)."""
+    script = r"""python3 - <<'EOF'
+import os
+for p in ("/proc/1/fd/x", "/proc/self/../1/fd/x", "/proc/1/cwd/made-through-init"):
+    try:
+        os.close(os.open(p, os.O_WRONLY | os.O_CREAT)); print(p, "MADE")
+    except OSError as e:
+        print(p, e.errno)
+EOF
+"""
+    out = ctx.sh_ok(script)
+    assert "MADE" not in out, out
+    assert not os.path.exists(os.path.join(ctx.ws, "made-through-init"))

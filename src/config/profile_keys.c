@@ -26,7 +26,7 @@
 const char *const ab_downgrade_names[] = {
 	"landlock",       "landlock-refer", "landlock-truncate", "landlock-net",
 	"landlock-ioctl-dev", "landlock-scope", "cgroup-limits", "seccomp-user-notif",
-	"proc-outer", NULL,
+	"proc-outer", "nested-git-live", NULL,
 };
 // clang-format on
 
@@ -62,6 +62,11 @@ static const struct {
 		       "Landlock's ptrace scoping still refuses their environments (the "
 		       "harness's API keys), memory and fds, and nothing does where Landlock "
 		       "is missing. Safer: unmask /proc for a non-root container user"},
+	{"nested-git-live", "creations and writes are left to the kernel, which is faster for "
+			    "jobs that make many files: a .git the run makes, or a nested "
+			    "repository it writes to, is the host's while the run lasts (an IDE or "
+			    "a prompt runs git in it); it is still judged and disarmed at the "
+			    "end (docs/nested-git.md)"},
 };
 
 const char *ab_downgrade_describe(const char *name)

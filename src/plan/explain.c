@@ -623,8 +623,8 @@ static void text_tail(const ab_plan *p, FILE *out)
 		      "by seccomp)\n",
 		      out);
 
-	fputs("\nDowngrades (protections this kernel cannot apply; the profile's "
-	      "allow_downgrade accepts them)\n",
+	fputs("\nDowngrades (protections not applied here; the profile's allow_downgrade "
+	      "accepts them)\n",
 	      out);
 	if (p->downgrades.n == 0)
 		fputs("  none: every protection is enforced\n", out);

@@ -541,6 +541,16 @@ static int plan_record(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	for (size_t i = 0; i < p->nmounts && !(in->ablate & AB_ABLATE_GITLIVE); i++)
 		if (ab_plan_git_grant(&p->mounts[i]))
 			p->seccomp.notify_create = true;
+	if (p->seccomp.notify_create &&
+	    ab_strv_contains(&in->profile->allow_downgrade, "nested-git-live")) {
+		p->seccomp.notify_create = false;
+		if (ab_strv_push(
+			    &p->downgrades,
+			    "nested-git-live: creations and writes are NOT MEDIATED: a .git the "
+			    "run makes, or a nested repository it writes to, is the host's while "
+			    "the run lasts (disarmed when it ends)") < 0)
+			return ab_fail(err, ENOMEM, "plan");
+	}
 	p->seccomp.notify_denials = in->profile->audit.denials != 0;
 	p->seccomp.notify_exec = in->profile->audit.exec != 0 &&
 				 (p->egress.log_path != NULL || p->egress.otlp_url != NULL);

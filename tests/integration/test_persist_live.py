@@ -386,3 +386,18 @@ EOF
     out = ctx.sh_ok(script)
     assert "MADE" not in out, out
     assert not os.path.exists(os.path.join(ctx.ws, "made-through-init"))
+
+
+def test_live_downgrade_by_choice(ctx):
+    """A profile that gives the protection up for speed
+    (allow_downgrade: nested-git-live) gets what the ablated twin gets, and
+    says so: explain and run name it."""
+    prof = os.path.join(ctx.scratch, "fast.json")
+    ctx.host_file(prof, '{"version": 1, "extends": "default", '
+                        '"allow_downgrade": ["nested-git-live"]}\n')
+    r = ctx.run(["explain", "-p", prof])
+    assert r.returncode == 0 and "creations and writes: NOT MEDIATED" in r.stdout, describe(r)
+    r = ctx.sandbox("git init -q x && test -d x/.git && ! test -L x/.git && echo real",
+                    profile=prof)
+    assert r.returncode == 0 and r.stdout.strip() == "real", describe(r)
+    assert "nested-git-live: creations and writes are NOT MEDIATED" in r.stderr, r.stderr

@@ -526,6 +526,8 @@ static int defer_open(const target *t, uint32_t flags, mode_t mode, int *out, ui
 	}
 	deferred *d = calloc(1, sizeof(*d));
 	int sv[2] = {-1, -1};
+	if (d)
+		d->dir = -1;
 	if (!d || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		goto fail;
 	d->dir = dirfd_of(t) == AT_FDCWD ? AT_FDCWD : fcntl(dirfd_of(t), F_DUPFD_CLOEXEC, 0);

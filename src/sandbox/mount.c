@@ -806,10 +806,10 @@ static int enter_root(const ab_plan *plan, int stage_fd, ab_err *err)
  * grant's store. */
 static int git_links(const ab_plan *plan, int sfd, ab_err *err)
 {
-	if (mkdirat(sfd, AB_MED_LINK_ROOT + 1, 0755) < 0)
+	if (mkdirat(sfd, &AB_MED_LINK_ROOT[1], 0755) < 0)
 		return ab_fail(err, errno, "nested git: " AB_MED_LINK_ROOT);
 	_cleanup_close_ int dfd =
-		openat(sfd, AB_MED_LINK_ROOT + 1, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		openat(sfd, &AB_MED_LINK_ROOT[1], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return ab_fail(err, errno, "nested git: " AB_MED_LINK_ROOT);
 	for (size_t i = 0; i < plan->nmounts; i++) {

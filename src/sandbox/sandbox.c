@@ -606,7 +606,7 @@ static int prepare_services(run_state *s)
 	if (ab_proxy_new(&plan->egress, s->audit, &s->proxy, err) < 0)
 		return -1;
 	/* the creations refused, for run --ask's offer and the summary */
-	if (s->sup && (plan->ask || plan->trace != AB_TRACE_OFF))
+	if (s->sup && (plan->ask_wanted || plan->trace != AB_TRACE_OFF))
 		ab_supervisor_keep_refusals(s->sup);
 	if (s->learn) {
 		if (!s->sup)

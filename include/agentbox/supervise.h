@@ -81,7 +81,8 @@ typedef struct ab_sup_refusal {
 } ab_sup_refusal;
 void ab_supervisor_keep_refusals(ab_supervisor *s);
 /* After ab_supervisor_finish: the record (*N entries, NULL when none was
- * kept) and *MORE, refusals of other paths beyond AB_SUP_REFUSALS_MAX. */
+ * kept) and *MORE, refusals of other paths once the record was full (not
+ * judged). */
 const ab_sup_refusal *ab_supervisor_refusals(const ab_supervisor *s, size_t *n, uint64_t *more);
 /* The sandbox is gone: the exits still pending, the repeat counts. */
 void ab_supervisor_finish(ab_supervisor *s);

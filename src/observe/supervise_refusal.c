@@ -79,15 +79,15 @@ void sup_refusal_note(ab_supervisor *s, const struct seccomp_notif *rq, int dfd,
 			return;
 		}
 	}
+	if (s->nrefusals >= AB_SUP_REFUSALS_MAX) {
+		s->refusals_more++; /* not judged: a full record costs no more */
+		return;
+	}
 	/* ENOENT: the new name's directory is missing inside (the draft's
 	 * CREATE: the nearest directory the host has) */
 	enum ab_learn_kind kind = r == -ENOENT ? AB_LEARN_CREATE : AB_LEARN_WRITE;
 	if (!ab_learn_matters(s->plan, kind, norm, ab_learn_real_stat, NULL))
 		return;
-	if (s->nrefusals >= AB_SUP_REFUSALS_MAX) {
-		s->refusals_more++;
-		return;
-	}
 	ab_sup_refusal *e = &s->refusals[s->nrefusals];
 	*e = (ab_sup_refusal){.path = strdup(norm), .err = -r, .count = 1};
 	if (!e->path)

@@ -186,48 +186,46 @@ static int show(const offer *o, FILE *tty, char **old_text, char **new_text)
 	return 0;
 }
 
-/* y or n from the terminal (raw, no echo, no signals; pending input
- * dropped): "yes", "no", "timeout" or "closed". */
-static const char *read_answer(int fd, unsigned timeout_s)
+/* The terminal read key by key, without echo or signals (output as it
+ * was), and the input pending on it dropped: typed before the offer
+ * appeared.  *SAVED: the settings to put back, when there were any. */
+static bool tty_keys(int fd, struct termios *saved)
 {
-	struct termios saved, raw;
-	bool tio = tcgetattr(fd, &saved) == 0;
+	bool tio = tcgetattr(fd, saved) == 0;
 	if (tio) {
-		raw = saved;
+		struct termios raw = *saved;
 		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG);
 		raw.c_cc[VMIN] = 1;
 		raw.c_cc[VTIME] = 0;
 		(void)tcsetattr(fd, TCSANOW, &raw);
 	}
 	(void)tcflush(fd, TCIFLUSH);
+	return tio;
+}
+
+/* y or n from the terminal: "yes", "no", "timeout" or "closed". */
+static const char *read_answer(int fd, unsigned timeout_s)
+{
 	ab_askkey k = {.confirming = true};
-	const char *ans = "timeout";
 	uint64_t deadline = ab_now_ms() + (uint64_t)timeout_s * 1000;
-	for (bool done = false; !done;) {
+	for (;;) {
 		uint64_t now = ab_now_ms();
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) == 0)
-			break;
+			return "timeout";
 		unsigned char buf[64];
 		ssize_t n = read(fd, buf, sizeof(buf));
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
-		if (n <= 0) {
-			ans = "closed";
-			break;
-		}
+		if (n <= 0)
+			return "closed";
 		size_t used = 0;
 		enum ab_ask_answer a = AB_ASK_NONE;
 		enum ab_askkey_out out = ab_askkey_feed(&k, buf, (size_t)n, &used, &a);
 		explicit_bzero(buf, sizeof(buf));
-		if (out == AB_ASKKEY_ANSWER || out == AB_ASKKEY_BACK) {
-			ans = out == AB_ASKKEY_ANSWER && a == AB_ASK_ALWAYS ? "yes" : "no";
-			done = true;
-		}
+		if (out == AB_ASKKEY_ANSWER || out == AB_ASKKEY_BACK)
+			return out == AB_ASKKEY_ANSWER && a == AB_ASK_ALWAYS ? "yes" : "no";
 	}
-	if (tio)
-		(void)tcsetattr(fd, TCSANOW, &saved);
-	return ans;
 }
 
 static void ask(const offer *o, int fd, ab_audit *audit)
@@ -237,6 +235,8 @@ static void ask(const offer *o, int fd, ab_audit *audit)
 		return;
 	setvbuf(tty, NULL, _IONBF, 0);
 	_cleanup_free_ char *old_text = NULL, *new_text = NULL;
+	struct termios saved;
+	bool tio = tty_keys(fd, &saved);
 	say(tty,
 	    "agentbox: the sandbox was refused creating %zu path%s outside its grants:", o->nref,
 	    o->nref == 1 ? "" : "s");
@@ -244,6 +244,8 @@ static void ask(const offer *o, int fd, ab_audit *audit)
 	for (size_t i = 0; i < o->res.added.n; i++)
 		say(tty, "  add      %s", o->res.added.v[i]);
 	if (show(o, tty, &old_text, &new_text) < 0) {
+		if (tio)
+			(void)tcsetattr(fd, TCSANOW, &saved);
 		fclose(tty);
 		return;
 	}
@@ -254,6 +256,8 @@ static void ask(const offer *o, int fd, ab_audit *audit)
 		t);
 	uint64_t t0 = ab_now_ms();
 	const char *ans = read_answer(fd, t);
+	if (tio)
+		(void)tcsetattr(fd, TCSANOW, &saved);
 	fprintf(tty, "%s\n", ans);
 	char note[OFFER_LINE] = "";
 	if (strcmp(ans, "yes") == 0) {

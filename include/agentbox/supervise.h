@@ -66,8 +66,8 @@ void ab_supervisor_learn(ab_supervisor *s, struct ab_learn_set *set);
  * sandbox's loopback port PORT, as noted when the supervisor carried the
  * connect out; false when unknown.  Any thread. */
 bool ab_supervisor_learn_port(ab_supervisor *s, uint16_t port, char *out, size_t size);
-/* run --ask or --trace: keep a bounded record of the creations
- * (notify_create) the sandbox's rules refused - EACCES, EPERM or EROFS from
+/* run --ask or --trace: keep a bounded record of the creations and opens
+ * for writing (notify_create) the sandbox's rules refused - EACCES, EPERM or EROFS from
  * the creator, or ENOENT for a directory on the way the sandbox lacks -
  * de-duplicated by path, kept only when a draft profile would grant or name
  * the path (ab_learn_matters).  Before attach. */

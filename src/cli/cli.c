@@ -61,7 +61,7 @@ void ab_cli_usage(enum ab_cmd which)
 		      "                         once, for this run, always (written to a profile,\n"
 		      "                         after a diff) or deny (as \"ask\": true; never\n"
 		      "                         without a terminal; docs/ask.md); at exit, offer\n"
-		      "                         the paths the sandbox was refused creating\n"
+		      "                         the paths the sandbox was refused writing\n"
 		      "      --ask-timeout S    no answer in S seconds is a deny (default 60)\n"
 		      "      --ask-profile FILE the profile \"always\" writes (default: the last -p\n"
 		      "                         that is a file of yours, else a new one in\n"

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The creations the sandbox's rules refused (parent: the supervisor's
- * thread), kept for run --ask's offer at exit and the exit summary
+ * The creations and opens for writing the sandbox's rules refused (parent:
+ * the supervisor's thread), kept for run --ask's offer at exit and the exit summary
  * (src/sandbox/pathoffer.c, docs/ask.md).
  *
- * A creation call is carried out by the creator (supervise_create.c), so
- * its result is seen here: EACCES, EPERM or EROFS (Landlock, a read-only
+ * A creation call, or an open for writing, is carried out by the creator
+ * (supervise_create.c), so its result is seen here: EACCES, EPERM or EROFS (Landlock, a read-only
  * mount), or ENOENT (a directory on the way that the sandbox lacks).  The
  * path is made absolute against the caller's cwd or directory fd while the
  * caller is still stopped, and kept when a draft profile would grant it or
@@ -19,12 +19,14 @@
 #include "supervise_int.h"
 
 #include "agentbox/learn.h"
+#include "agentbox/mediate.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void ab_supervisor_keep_refusals(ab_supervisor *s)
@@ -79,6 +81,12 @@ void sup_refusal_note(ab_supervisor *s, const struct seccomp_notif *rq, int dfd,
 			return;
 		}
 	}
+	/* an open for writing without O_CREAT of a file the host lacks too: no
+	 * grant would make it exist */
+	struct stat st;
+	if (r == -ENOENT && s->mreq && s->mreq->op == AB_MED_OPEN && !(s->mreq->flags & O_CREAT) &&
+	    lstat(norm, &st) < 0)
+		return;
 	if (s->nrefusals >= AB_SUP_REFUSALS_MAX) {
 		s->refusals_more++; /* not judged: a full record costs no more */
 		return;

@@ -2,8 +2,9 @@
 /*
  * run --ask, the paths (parent, after the run; docs/ask.md).
  *
- * A creation the sandbox's rules refused is seen by the supervisor (the
- * creator carries every creation out: src/observe/supervise_refusal.c),
+ * A creation or an open for writing the sandbox's rules refused is seen by
+ * the supervisor (the creator carries them out: src/observe/
+ * supervise_refusal.c),
  * but it is not held for a question while the command runs: it is offered
  * at exit.  The record is judged by the learning rules (src/plan/learn.c):
  * the smallest honest grant is the file when the host has it, else the
@@ -106,7 +107,7 @@ static void list_paths(const offer *o, FILE *out)
 /* No question: the exit summary lists the paths and the lines. */
 static void summary(const offer *o, bool may_ask)
 {
-	say(stderr, "agentbox: %zu path%s the sandbox was refused creating:", o->nref,
+	say(stderr, "agentbox: %zu path%s the sandbox was refused creating or writing:", o->nref,
 	    o->nref == 1 ? "" : "s");
 	list_paths(o, stderr);
 	for (size_t i = 0; i < o->res.added.n && i < OFFER_LIST_MAX; i++)
@@ -238,8 +239,9 @@ static void ask(const offer *o, int fd, ab_audit *audit)
 	struct termios saved;
 	bool tio = tty_keys(fd, &saved);
 	say(tty,
-	    "agentbox: the sandbox was refused creating %zu path%s outside its grants:", o->nref,
-	    o->nref == 1 ? "" : "s");
+	    "agentbox: the sandbox was refused creating or writing %zu path%s outside its "
+	    "grants:",
+	    o->nref, o->nref == 1 ? "" : "s");
 	list_paths(o, tty);
 	for (size_t i = 0; i < o->res.added.n; i++)
 		say(tty, "  add      %s", o->res.added.v[i]);
@@ -252,7 +254,7 @@ static void ask(const offer *o, int fd, ab_audit *audit)
 	emit(o, audit, "offer", NULL, 0, NULL);
 	unsigned t = o->plan->ask_timeout_s ? o->plan->ask_timeout_s : AB_ASK_DEFAULT_TIMEOUT_S;
 	fprintf(tty,
-		"agentbox: write this, so that the next run may create there? [y/n] (%u s, then no) ",
+		"agentbox: write this, so that the next run may write there? [y/n] (%u s, then no) ",
 		t);
 	uint64_t t0 = ab_now_ms();
 	const char *ans = read_answer(fd, t);

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""run --ask, the paths (docs/ask.md): a creation the sandbox's rules refuse
-is seen by the supervisor (the creator carries every creation out), and at
+"""run --ask, the paths (docs/ask.md): a creation or an open for writing the
+sandbox's rules refuse is seen by the supervisor (the creator carries them
+out), and at
 exit agentbox offers, on its own terminal, the profile lines that would
 grant it, as a diff of the profile "always" writes; `y` writes them and a
 second run with that profile may create there; `n` writes nothing; with no
@@ -17,7 +18,7 @@ import os
 
 from abtest import PtyRun, describe
 
-PROMPT = rb"next run may create there\? \[y/n\]"
+PROMPT = rb"next run may write there\? \[y/n\]"
 
 
 def _setup(ctx, name):
@@ -106,8 +107,7 @@ def test_no_terminal_no_question_the_summary_lists_it(ctx):
     assert p.wait(60) == 0, p.text()
     text = p.text()
     assert "[y/n]" not in text, text
-    assert "path the sandbox was refused creating" in text or \
-        "paths the sandbox was refused creating" in text, text
+    assert "2 paths the sandbox was refused creating or writing:" in text, text
     assert "REFUSED  %s/new" % out in text, text
     assert "a profile would grant it with: filesystem.write %s" % out in text, text
     assert open(prof).read() == before
@@ -128,3 +128,25 @@ def test_trace_without_ask_lists_it(ctx):
     assert "REFUSED  %s/new" % out in text, text
     assert "a profile would grant it with: filesystem.write %s" % out in text, text
     assert open(prof).read() == before
+
+
+def test_refused_write_offers_the_file(ctx):
+    """An open for writing of a file the host has: the file itself is offered
+    (not its directory); after y the next run appends to it."""
+    out, prof, log = _setup(ctx, "pa-file")
+    f = ctx.host_file(os.path.join(out, "existing"), "before\n")
+    p = PtyRun(ctx, ["run", "--ask", "--ask-timeout", "30", "-p", prof, "--log", log,
+                     "-w", ctx.ws, "--", "sh", "-c", "echo more >> %s; echo rc=$?" % f],
+               rows=40, cols=200)
+    p.expect(rb"rc=[12]", timeout=30)
+    p.expect(PROMPT, timeout=30)
+    text = p.text()
+    assert "add      filesystem.write %s\r\n" % f in text, text
+    assert "filesystem.write %s\r\n" % out not in text, text
+    p.write(b"y")
+    p.expect(rb"agentbox: written", timeout=20)
+    assert p.wait(30) == 0, p.text()
+    assert json.loads(open(prof).read())["filesystem"]["write"] == [f]
+    r = ctx.run(["run", "-p", prof, "-w", ctx.ws, "--", "sh", "-c", "echo more >> %s" % f])
+    assert r.returncode == 0, describe(r)
+    assert open(f).read() == "before\nmore\n"

@@ -56,10 +56,11 @@ static json_t *list_of(json_t *root, const char *section, const char *key, ab_er
 
 static bool listed(json_t *list, const char *value)
 {
-	size_t i;
-	json_t *v;
-	json_array_foreach(list, i, v) if (json_is_string(v) &&
-					   strcmp(json_string_value(v), value) == 0) return true;
+	for (size_t i = 0; i < json_array_size(list); i++) {
+		const char *v = json_string_value(json_array_get(list, i));
+		if (v && strcmp(v, value) == 0)
+			return true;
+	}
 	return false;
 }
 

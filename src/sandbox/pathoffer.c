@@ -77,10 +77,9 @@ static int judge(offer *o)
 	if (ab_learn_build(&in, &o->res, &e) < 0)
 		return -1;
 	json_t *w = json_object_get(json_object_get(o->res.profile, "filesystem"), "write");
-	size_t i;
-	json_t *v;
-	json_array_foreach(w, i,
-			   v) if (ab_strv_push(&o->entries, json_string_value(v)) < 0) return -1;
+	for (size_t i = 0; i < json_array_size(w); i++)
+		if (ab_strv_push(&o->entries, json_string_value(json_array_get(w, i))) < 0)
+			return -1;
 	return 0;
 }
 

@@ -85,7 +85,7 @@ PLAN_SRCS    := src/plan/plan.c src/plan/plan_mounts.c src/plan/plan_net.c src/p
                 src/plan/plan_review.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_exec.c \
-                src/observe/supervise_rename.c src/observe/supervise_connect.c src/observe/supervise_learn.c src/observe/supervise_create.c \
+                src/observe/supervise_rename.c src/observe/supervise_connect.c src/observe/supervise_learn.c src/observe/supervise_create.c src/observe/supervise_refusal.c \
                 src/observe/supervise_path.c src/observe/report.c src/observe/report_event.c \
                 src/observe/report_text.c src/observe/report_json.c src/observe/gitscan.c \
                 src/observe/gitnest.c src/observe/review.c src/observe/review_apply.c
@@ -95,7 +95,7 @@ EGRESS_SRCS  := src/egress/proxy.c src/egress/pxconn.c src/egress/pxlog.c src/eg
                 src/egress/broker.c src/egress/pxask.c
 SANDBOX_SRCS := src/sandbox/sandbox.c src/sandbox/init.c src/sandbox/mount.c src/sandbox/netns.c \
                 src/sandbox/pty.c src/sandbox/termfilter.c src/sandbox/watch.c src/sandbox/cleanup.c \
-                src/sandbox/settle.c src/sandbox/guard.c src/sandbox/asker.c src/sandbox/creator.c
+                src/sandbox/settle.c src/sandbox/guard.c src/sandbox/asker.c src/sandbox/pathoffer.c src/sandbox/creator.c
 ESCAPE_SRCS  := src/escape/canary.c src/escape/labinfo.c src/escape/result.c src/escape/report.c \
                 src/escape/probes/registry.c src/escape/probes/runner.c \
                 src/escape/probes/probe_fs.c src/escape/probes/probe_fsctl.c \

@@ -267,6 +267,10 @@ typedef struct ab_plan {
 	 * about on the user's terminal (src/sandbox/asker.c, docs/ask.md); only
 	 * with the sandbox's own pty and stdin a terminal */
 	bool ask;
+	/* --ask or "ask" asked for, even where it cannot ask (no terminal):
+	 * the creations the sandbox's rules refused are recorded, and listed
+	 * at exit (src/sandbox/pathoffer.c) */
+	bool ask_wanted;
 	unsigned ask_timeout_s;
 	char *ask_profile; /* the file "always" writes; NULL: not offered */
 	char *ask_extends; /* what that file extends when it is new, or NULL */

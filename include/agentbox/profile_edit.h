@@ -22,6 +22,13 @@
 int ab_profile_add_allow(const char *old, size_t len, const char *extends, const char *rule,
 			 char **out, int *changed, ab_err *err);
 
+/* The same for any list: each of VALUES appended to SECTION.KEY (e.g.
+ * "filesystem", "write": run --ask's offer at exit) unless it is listed
+ * there already; *CHANGED when one was added. */
+int ab_profile_add_list(const char *old, size_t len, const char *extends, const char *section,
+			const char *key, const ab_strv *values, char **out, int *changed,
+			ab_err *err);
+
 /* The lines that differ between OLD and NEW (either may be NULL: empty), as
  * "-line" and "+line", with up to CONTEXT unchanged lines " line" around each
  * change and "..." where unchanged lines are left out.  A longest common

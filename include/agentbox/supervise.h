@@ -66,6 +66,24 @@ void ab_supervisor_learn(ab_supervisor *s, struct ab_learn_set *set);
  * sandbox's loopback port PORT, as noted when the supervisor carried the
  * connect out; false when unknown.  Any thread. */
 bool ab_supervisor_learn_port(ab_supervisor *s, uint16_t port, char *out, size_t size);
+/* run --ask or --trace: keep a bounded record of the creations and opens
+ * for writing (notify_create) the sandbox's rules refused - EACCES, EPERM or EROFS from
+ * the creator, or ENOENT for a directory on the way the sandbox lacks -
+ * de-duplicated by path, kept only when a draft profile would grant or name
+ * the path (ab_learn_matters).  Before attach. */
+#define AB_SUP_REFUSALS_MAX 64
+typedef struct ab_sup_refusal {
+	char *path;                /* absolute, normalised, as a path inside */
+	char call[24];             /* the call ("openat", "mkdir" ...) */
+	int err;                   /* its errno */
+	char prog[AB_SUP_ARG_MAX]; /* the program, its path inside */
+	uint64_t count;
+} ab_sup_refusal;
+void ab_supervisor_keep_refusals(ab_supervisor *s);
+/* After ab_supervisor_finish: the record (*N entries, NULL when none was
+ * kept) and *MORE, refusals of other paths once the record was full (not
+ * judged). */
+const ab_sup_refusal *ab_supervisor_refusals(const ab_supervisor *s, size_t *n, uint64_t *more);
 /* The sandbox is gone: the exits still pending, the repeat counts. */
 void ab_supervisor_finish(ab_supervisor *s);
 void ab_supervisor_free(ab_supervisor *s);

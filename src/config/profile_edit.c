@@ -24,38 +24,49 @@ static json_t *new_profile(const char *extends)
 	return o;
 }
 
-/* ROOT's network.allow (made when absent), or NULL with ERR. */
-static json_t *allow_list(json_t *root, ab_err *err)
+/* ROOT's SECTION.KEY list (made when absent), or NULL with ERR. */
+static json_t *list_of(json_t *root, const char *section, const char *key, ab_err *err)
 {
-	json_t *net = json_object_get(root, "network");
-	if (!net) {
-		net = json_object();
-		if (!net || json_object_set_new(root, "network", net) < 0) {
+	json_t *sec = json_object_get(root, section);
+	if (!sec) {
+		sec = json_object();
+		if (!sec || json_object_set_new(root, section, sec) < 0) {
 			ab_fail(err, ENOMEM, "profile edit");
 			return NULL;
 		}
 	}
-	if (!json_is_object(net)) {
-		ab_fail(err, EINVAL, "\"network\" is not an object");
+	if (!json_is_object(sec)) {
+		ab_fail(err, EINVAL, "\"%s\" is not an object", section);
 		return NULL;
 	}
-	json_t *allow = json_object_get(net, "allow");
-	if (!allow) {
-		allow = json_array();
-		if (!allow || json_object_set_new(net, "allow", allow) < 0) {
+	json_t *list = json_object_get(sec, key);
+	if (!list) {
+		list = json_array();
+		if (!list || json_object_set_new(sec, key, list) < 0) {
 			ab_fail(err, ENOMEM, "profile edit");
 			return NULL;
 		}
 	}
-	if (!json_is_array(allow)) {
-		ab_fail(err, EINVAL, "\"network.allow\" is not a list");
+	if (!json_is_array(list)) {
+		ab_fail(err, EINVAL, "\"%s.%s\" is not a list", section, key);
 		return NULL;
 	}
-	return allow;
+	return list;
 }
 
-int ab_profile_add_allow(const char *old, size_t len, const char *extends, const char *rule,
-			 char **out, int *changed, ab_err *err)
+static bool listed(json_t *list, const char *value)
+{
+	for (size_t i = 0; i < json_array_size(list); i++) {
+		const char *v = json_string_value(json_array_get(list, i));
+		if (v && strcmp(v, value) == 0)
+			return true;
+	}
+	return false;
+}
+
+int ab_profile_add_list(const char *old, size_t len, const char *extends, const char *section,
+			const char *key, const ab_strv *values, char **out, int *changed,
+			ab_err *err)
 {
 	*out = NULL;
 	*changed = 0;
@@ -74,18 +85,15 @@ int ab_profile_add_allow(const char *old, size_t len, const char *extends, const
 	if (!root)
 		return ab_fail(err, ENOMEM, "profile edit");
 	int r = 0;
-	json_t *allow = json_is_object(root) ? allow_list(root, err) : NULL;
+	json_t *list = json_is_object(root) ? list_of(root, section, key, err) : NULL;
 	if (!json_is_object(root))
 		r = ab_fail(err, EINVAL, "the profile is not a JSON object");
-	else if (!allow)
+	else if (!list)
 		r = -EINVAL;
-	size_t i;
-	json_t *v;
-	json_array_foreach(allow, i,
-			   v) if (json_is_string(v) && strcmp(json_string_value(v), rule) == 0)
-		allow = NULL; /* listed already */
-	if (r == 0 && allow) {
-		if (json_array_append_new(allow, json_string(rule)) < 0)
+	for (size_t i = 0; r == 0 && i < values->n; i++) {
+		if (listed(list, values->v[i]))
+			continue;
+		if (json_array_append_new(list, json_string(values->v[i])) < 0)
 			r = ab_fail(err, ENOMEM, "profile edit");
 		*changed = 1;
 	}
@@ -99,6 +107,14 @@ int ab_profile_add_allow(const char *old, size_t len, const char *extends, const
 	}
 	json_decref(root);
 	return r;
+}
+
+int ab_profile_add_allow(const char *old, size_t len, const char *extends, const char *rule,
+			 char **out, int *changed, ab_err *err)
+{
+	char *v[] = {(char *)rule};
+	ab_strv one = {.v = v, .n = 1};
+	return ab_profile_add_list(old, len, extends, "network", "allow", &one, out, changed, err);
 }
 
 /* ------------------------------------------------------------ the diff */

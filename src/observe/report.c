@@ -479,6 +479,13 @@ void ab_report_free(ab_report *r)
 		}
 	}
 	free(r->revs.v);
+	for (size_t i = 0; i < r->pathasks.n; i++) {
+		free(r->pathasks.v[i].paths.path);
+		free(r->pathasks.v[i].paths.why);
+		free(r->pathasks.v[i].lines.path);
+		free(r->pathasks.v[i].lines.why);
+	}
+	free(r->pathasks.v);
 	free(r->line);
 	free(r);
 }

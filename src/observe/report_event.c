@@ -376,7 +376,7 @@ static void rev_list(ev *e, const char *key, const char *why_key, pathlist *l)
 	for (size_t i = 0; i < n; i++) {
 		json_t *x = json_array_get(v, i);
 		json_t *p = json_is_object(x) ? json_object_get(x, "path") : x;
-		json_t *w = json_is_object(x) ? json_object_get(x, why_key) : NULL;
+		json_t *w = json_is_object(x) && why_key ? json_object_get(x, why_key) : NULL;
 		if (!json_is_string(p) || (w && !json_is_string(w))) {
 			e->bad = true;
 			return;
@@ -387,6 +387,42 @@ static void rev_list(ev *e, const char *key, const char *why_key, pathlist *l)
 			l->n++;
 	}
 	if (json_array_size(v) > n)
+		e->drop = true;
+}
+
+/* "ask-path" (run --ask's offer at exit): offers are counted; an answer
+ * is kept with its paths (and their programs) and the lines offered. */
+static void on_ask_path(ev *e, session *s, int64_t ts)
+{
+	ab_report *r = e->r;
+	const char *phase = ev_str(e, "phase", SMALL_MAX, true);
+	bool answer = phase && strcmp(phase, "answer") == 0;
+	if (!answer) {
+		if (!e->bad && phase && strcmp(phase, "offer") == 0)
+			r->path_offers++;
+		else if (!e->bad)
+			r->c.unknown++;
+		return;
+	}
+	pathaskrec a = {.session = r->cur, .ts = ts, .waited_ms = -1};
+	a.answer = ev_str(e, "answer", SMALL_MAX, true);
+	ev_int(e, "waited_ms", 0, INT64_MAX, &a.waited_ms, false);
+	a.profile = ev_str(e, "profile", AB_REPORT_STR_MAX, false);
+	a.note = ev_str(e, "note", 1024, false);
+	rev_list(e, "paths", "program", &a.paths);
+	rev_list(e, "lines", NULL, &a.lines);
+	pathaskrec *p = !e->bad && take_item(r) ? VEC_PUSH(r, r->pathasks) : NULL;
+	if (!e->bad)
+		r->path_answers++;
+	if (p) {
+		*p = a;
+		return;
+	}
+	free(a.paths.path);
+	free(a.paths.why);
+	free(a.lines.path);
+	free(a.lines.why);
+	if (!e->bad)
 		e->drop = true;
 }
 
@@ -857,6 +893,7 @@ static const struct {
 	{"credentials-refused", on_cred_refused},
 	{"placeholder-elsewhere", on_elsewhere},
 	{"ask", on_ask},
+	{"ask-path", on_ask_path},
 	{"review", on_review},
 };
 

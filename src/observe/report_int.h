@@ -104,6 +104,16 @@ typedef struct pathlist {
 	int64_t total; /* the event's n_*; -1: not said */
 } pathlist;
 
+/* run --ask's offer at exit of the paths the sandbox was refused
+ * creating: one answer, with the paths (and their programs) and the
+ * profile lines offered */
+typedef struct pathaskrec {
+	uint32_t session;
+	int64_t ts, waited_ms; /* -1: not said */
+	const char *answer, *profile, *note;
+	pathlist paths, lines;
+} pathaskrec;
+
 /* run --review's steps: the run ("held"), review, apply, discard */
 typedef struct revrec {
 	uint32_t session;
@@ -147,6 +157,7 @@ struct ab_report {
 	VEC(policy) pol;
 	VEC(askrec) asks;
 	VEC(revrec) revs;
+	VEC(pathaskrec) pathasks;
 	/* totals (kept even when items are dropped) */
 	ab_report_counts c;
 	uint64_t req_allowed, req_denied, dns_allowed, dns_denied, execs, exits_unmatched;
@@ -154,6 +165,7 @@ struct ab_report {
 	uint64_t trace_exec, trace_connect, trace_failed, trace_lost;
 	uint64_t warnings, cred_saved, cred_refused;
 	uint64_t ask_questions, ask_answers, reviews;
+	uint64_t path_offers, path_answers;
 };
 
 void *rep_vec_grow(void *v, size_t *cap, size_t need, size_t elsz);

@@ -331,6 +331,27 @@ static json_t *j_review(const revrec *v)
 	return j;
 }
 
+/* run --ask's offers of refused paths at exit */
+static int json_path_asks(const ab_report *r, FILE *out)
+{
+	fputs("\"path_asks\": [", out);
+	for (size_t i = 0; i < r->pathasks.n; i++) {
+		const pathaskrec *a = &r->pathasks.v[i];
+		json_t *j = json_pack(
+			"{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "session", (json_int_t)a->session + 1,
+			"ts", jts(a->ts), "answer", jstr(a->answer), "waited_ms",
+			jint(a->waited_ms, a->waited_ms >= 0), "profile", jstr(a->profile), "note",
+			jstr(a->note), "paths", jpaths(&a->paths, "program"), "lines",
+			jpaths(&a->lines, NULL));
+		if (dump(out, j, i ? ",\n  " : "\n  ", "") < 0)
+			return -ENOMEM;
+	}
+	fprintf(out, "%s],\n\"path_ask_counts\": {\"offers\": %llu, \"answers\": %llu},\n",
+		r->pathasks.n ? "\n" : "", (unsigned long long)r->path_offers,
+		(unsigned long long)r->path_answers);
+	return 0;
+}
+
 /* run --review's steps, then the end of the object */
 static int json_review(const ab_report *r, FILE *out)
 {
@@ -347,7 +368,7 @@ int ab_report_json(const ab_report *r, const ab_report_opts *o, FILE *out)
 {
 	if (json_head(r, o, out) < 0 || json_runs(r, out) < 0 || json_network(r, out) < 0 ||
 	    json_denials(r, out) < 0 || json_policy(r, out) < 0 || json_asks(r, out) < 0 ||
-	    json_review(r, out) < 0)
+	    json_path_asks(r, out) < 0 || json_review(r, out) < 0)
 		return -ENOMEM;
 	return fflush(out) == 0 && !ferror(out) ? 0 : -EIO;
 }

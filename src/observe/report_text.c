@@ -691,6 +691,37 @@ static void text_paths(FILE *out, const char *what, const pathlist *l)
 		fprintf(out, "      ... %llu more\n", (unsigned long long)(all - REVIEW_LIST));
 }
 
+/* run --ask's offers at exit: each answer with its paths and lines */
+static void text_path_asks(const ab_report *r, FILE *out)
+{
+	if (!r->path_offers && !r->path_answers)
+		return;
+	fprintf(out, "\nPaths offered at exit (run --ask): %llu offer%s, %llu answer%s\n",
+		(unsigned long long)r->path_offers, plural(r->path_offers, "", "s"),
+		(unsigned long long)r->path_answers, plural(r->path_answers, "", "s"));
+	for (size_t i = 0; i < r->pathasks.n && i < LIST_MAX; i++) {
+		const pathaskrec *a = &r->pathasks.v[i];
+		char t[40], w[32];
+		rep_fmt_ts(t, sizeof(t), a->ts);
+		human_ms(w, sizeof(w), a->waited_ms);
+		fprintf(out, "  %s  ", t);
+		put(out, a->answer, 20);
+		fprintf(out, " (after %s)", w);
+		if (a->profile && a->answer && strcmp(a->answer, "yes") == 0 && !a->note) {
+			fputs(", written to ", out);
+			put(out, a->profile, 120);
+		}
+		if (a->note) {
+			fputs(", ", out);
+			put(out, a->note, 160);
+		}
+		fputc('\n', out);
+		text_paths(out, "refused", &a->paths);
+		text_paths(out, "line", &a->lines);
+	}
+	more(out, r->pathasks.n);
+}
+
 static void text_review_one(const revrec *v, const revrec *prev, FILE *out)
 {
 	char t[40];
@@ -783,6 +814,7 @@ int ab_report_text(const ab_report *r, const ab_report_opts *o, FILE *out)
 		return -ENOMEM;
 	text_policy(r, out);
 	text_asks(r, out);
+	text_path_asks(r, out);
 	text_review(r, out);
 	if (r->trace_exec || r->trace_connect || r->trace_lost) {
 		fprintf(out,

@@ -619,6 +619,7 @@ void ab_supervisor_free(ab_supervisor *s)
 	if (s->creator >= 0)
 		close(s->creator);
 	free(s->mreq);
+	sup_refusal_free(s);
 	free(s->tcp_ports);
 	if (s->learn_ports) {
 		pthread_mutex_destroy(&s->learn_mu);

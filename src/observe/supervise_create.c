@@ -393,8 +393,14 @@ void sup_on_create(ab_supervisor *s, const struct seccomp_notif *rq)
 	 * this call: a reused tid would be another process */
 	if (r == 0 && !sup_still_valid(s, rq->id))
 		r = -ESRCH;
-	if (r == 0 && (r = exchange(s, fds, nfds, &resp, &out)) == 0)
+	bool done = r == 0 && (r = exchange(s, fds, nfds, &resp, &out)) == 0;
+	if (done)
 		r = resp.ret;
+	/* a refusal of the sandbox's rules (not a .git one), for run --ask's
+	 * offer: noted while the caller is still stopped (its cwd holds) */
+	if (done && r < 0 && !(resp.what & AB_MED_REFUSED))
+		sup_refusal_note(s, rq, c->dfd1 >= 0 ? (int)rq->data.args[c->dfd1] : AT_FDCWD,
+				 s->mreq->paths, r);
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
 	if (r == -ESRCH) {

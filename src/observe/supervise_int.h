@@ -117,6 +117,11 @@ struct ab_supervisor {
 	 * buffer (src/observe/supervise_create.c) */
 	int creator;
 	struct ab_med_req *mreq;
+	/* run --ask / --trace: the creations refused (supervise_refusal.c);
+	 * NULL: not kept */
+	struct ab_sup_refusal *refusals;
+	size_t nrefusals;
+	uint64_t refusals_more;
 	/* the thread's: paths that existed inside, recently (execvp check) */
 	struct {
 		char path[AB_SUP_ARG_MAX];
@@ -192,6 +197,15 @@ void sup_learn_connected(ab_supervisor *s, pid_t tid, int sock, const struct soc
 bool sup_create_is_creation(const struct seccomp_notif *rq);
 /* carried out by the creator, answered with its result (never CONTINUE) */
 void sup_on_create(ab_supervisor *s, const struct seccomp_notif *rq);
+
+/* ---- supervise_refusal.c */
+
+/* A creation the creator answered R (< 0) for: its path (the caller's
+ * PATH, relative to DFD) into the record, when it is kept.  The caller is
+ * still stopped in the call. */
+void sup_refusal_note(ab_supervisor *s, const struct seccomp_notif *rq, int dfd, const char *path,
+		      int r);
+void sup_refusal_free(ab_supervisor *s);
 
 /* ---- supervise_connect.c */
 

@@ -312,6 +312,7 @@ static int plan_ask(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	p->ask_timeout_s = in->ask_timeout_s ? in->ask_timeout_s : AB_ASK_DEFAULT_TIMEOUT_S;
 	if (!want)
 		return 0;
+	p->ask_wanted = true;
 	if ((in->tty_mask & 1) && in->force_pty == 0) {
 		if (ab_strv_push(&p->warnings, "--ask: not asking, the command holds your terminal "
 					       "(--no-pty); refused hosts get their 403") < 0)

@@ -374,8 +374,7 @@ static void on_question(void *ctx, const ab_ask_question *aq)
 
 /* ------------------------------------------------------------ "always" */
 
-/* The profile's text now (NULL: no such file), at most the loader's limit. */
-static int read_profile(const char *path, char **out)
+int ab_ask_read_profile(const char *path, char **out)
 {
 	*out = NULL;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -407,7 +406,7 @@ static bool show_diff(ab_asker *a, char *note, size_t nn)
 	snprintf(rule, sizeof(rule), "%s:%u", q->host, q->port);
 	clear_edit(a);
 	ab_err e = {0};
-	int changed = 0, r = read_profile(file, &a->old_text);
+	int changed = 0, r = ab_ask_read_profile(file, &a->old_text);
 	if (r < 0) {
 		snprintf(note, nn, "cannot read %.200s: %s", file, strerror(-r));
 		return false;
@@ -437,15 +436,11 @@ static bool show_diff(ab_asker *a, char *note, size_t nn)
 	return true;
 }
 
-/* Write the confirmed text, unless the file changed since the diff was
- * made: a temporary file beside it, renamed over it. */
-static int write_profile(ab_asker *a, char *note, size_t nn)
+int ab_ask_write_profile(const char *file, const char *old_text, const char *new_text)
 {
-	const char *file = a->plan->ask_profile;
 	_cleanup_free_ char *now = NULL;
-	int r = read_profile(file, &now);
-	if (r == 0 &&
-	    !((!now && !a->old_text) || (now && a->old_text && !strcmp(now, a->old_text))))
+	int r = ab_ask_read_profile(file, &now);
+	if (r == 0 && !((!now && !old_text) || (now && old_text && !strcmp(now, old_text))))
 		r = -ESTALE;
 	_cleanup_free_ char *dir = strdup(file);
 	char *slash = dir ? strrchr(dir, '/') : NULL;
@@ -465,9 +460,9 @@ static int write_profile(ab_asker *a, char *note, size_t nn)
 		r == 0 ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644) : -1;
 	if (r == 0 && fd < 0)
 		r = -errno;
-	size_t len = a->new_text ? strlen(a->new_text) : 0;
+	size_t len = new_text ? strlen(new_text) : 0;
 	if (fd >= 0) {
-		if (write(fd, a->new_text, len) != (ssize_t)len || fsync(fd) < 0)
+		if (write(fd, new_text, len) != (ssize_t)len || fsync(fd) < 0)
 			r = -(errno ? errno : EIO);
 		close(fd);
 		if (r == 0 && rename(tmp, file) < 0)
@@ -475,6 +470,14 @@ static int write_profile(ab_asker *a, char *note, size_t nn)
 		if (r < 0)
 			unlink(tmp);
 	}
+	return r;
+}
+
+/* Write the confirmed text (ab_ask_write_profile), NOTE saying why not. */
+static int write_profile(ab_asker *a, char *note, size_t nn)
+{
+	const char *file = a->plan->ask_profile;
+	int r = ab_ask_write_profile(file, a->old_text, a->new_text);
 	if (r < 0)
 		snprintf(note, nn, "%.200s not written (%s): allowed for this run only", file,
 			 r == -ESTALE ? "it changed meanwhile" : strerror(-r));

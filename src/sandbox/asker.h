@@ -30,4 +30,12 @@ ab_asker *ab_asker_new(ab_loop *loop, ab_proxy *px, ab_pty_relay *relay, ab_audi
  * (their requests get their 403), give the terminal back.  NULL: no-op. */
 void ab_asker_free(ab_asker *a);
 
+/* The profile's text now (*OUT NULL: no such file), at most the loader's
+ * limit: 0 or -errno. */
+int ab_ask_read_profile(const char *path, char **out);
+/* NEW_TEXT written to FILE, unless FILE changed since OLD_TEXT (NULL: it
+ * did not exist) was read (-ESTALE): a temporary file beside it, renamed
+ * over it; missing directories made (0700).  0 or -errno. */
+int ab_ask_write_profile(const char *file, const char *old_text, const char *new_text);
+
 #endif

@@ -43,6 +43,7 @@
 #include "agentbox/supervise.h"
 #include "agentbox/trace.h"
 #include "asker.h"
+#include "pathoffer.h"
 #include "watch.h"
 
 #define CHILD_STACK (256 * 1024)
@@ -604,6 +605,9 @@ static int prepare_services(run_state *s)
 		return -1;
 	if (ab_proxy_new(&plan->egress, s->audit, &s->proxy, err) < 0)
 		return -1;
+	/* the creations refused, for run --ask's offer and the summary */
+	if (s->sup && (plan->ask_wanted || plan->trace != AB_TRACE_OFF))
+		ab_supervisor_keep_refusals(s->sup);
 	if (s->learn) {
 		if (!s->sup)
 			return ab_fail(err, 0, "run --learn: no seccomp listener to record with");
@@ -762,6 +766,9 @@ static void close_log(run_state *s, int code, bool ran)
 {
 	if (s->audit && s->plan->egress.summary && ran)
 		ab_audit_summary(s->audit, stderr);
+	/* run --ask: the paths the sandbox was refused creating, offered */
+	if (s->sup && ran)
+		ab_path_offer(s->plan, s->sup, s->audit, s->plan->egress.summary);
 	ab_proxy_free(s->proxy);
 	s->proxy = NULL;
 	ab_supervisor_free(s->sup);

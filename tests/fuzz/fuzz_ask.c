@@ -66,6 +66,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (!strstr(out, "\"fuzz.example:443\""))
 		abort();
+	/* the offer at exit's edit: the same text, a filesystem.write list */
+	char *w = NULL, *vals[] = {"/fuzz/out", "~/fuzz"};
+	ab_strv v = {.v = vals, .n = 2};
+	ab_err e2 = {0};
+	if (ab_profile_add_list((const char *)p, n, NULL, "filesystem", "write", &v, &w, &changed,
+				&e2) == 0 &&
+	    (!strstr(w, "\"/fuzz/out\"") || !strstr(w, "\"~/fuzz\"")))
+		abort();
+	free(w);
 	char *old = strndup((const char *)p, n);
 	ab_strv d = {0};
 	if (old && ab_text_diff(old, out, 2, &d) < 0)

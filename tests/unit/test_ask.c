@@ -5,6 +5,7 @@
 #include "unit.h"
 
 #include <stdlib.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "agentbox/ask.h"
@@ -123,6 +124,47 @@ static void test_profile_add_allow(void **state)
 	}
 }
 
+/* run --ask's offer at exit: entries added to filesystem.write, kept in
+ * order, the listed ones skipped; a filesystem of the wrong type refused. */
+static void test_profile_add_list(void **state)
+{
+	ab_err e = {0};
+	char *out = NULL;
+	int changed = 0;
+	char *two[] = {"/srv/out", "~/cache"};
+	ab_strv v = {.v = two, .n = 2};
+	const char *old = "{\"version\": 1, \"filesystem\": {\"read\": [\"/srv/out\"],"
+			  " \"write\": [\"~/cache\"]}}";
+	assert_int_equal(ab_profile_add_list(old, strlen(old), NULL, "filesystem", "write", &v,
+					     &out, &changed, &e),
+			 0);
+	assert_true(changed);
+	json_t *j = json_loads(out, 0, NULL);
+	json_t *w = json_object_get(json_object_get(j, "filesystem"), "write");
+	assert_int_equal(json_array_size(w), 2);
+	assert_string_equal(json_string_value(json_array_get(w, 0)), "~/cache");
+	assert_string_equal(json_string_value(json_array_get(w, 1)), "/srv/out");
+	json_decref(j);
+	free(out);
+	/* all listed already: unchanged */
+	const char *both = "{\"filesystem\": {\"write\": [\"~/cache\", \"/srv/out\"]}}";
+	assert_int_equal(ab_profile_add_list(both, strlen(both), NULL, "filesystem", "write", &v,
+					     &out, &changed, &e),
+			 0);
+	assert_false(changed);
+	free(out);
+	static const char *const bad[] = {"{\"filesystem\": []}",
+					  "{\"filesystem\": {\"write\": \"/x\"}}"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		out = NULL;
+		e = (ab_err){0};
+		assert_true(ab_profile_add_list(bad[i], strlen(bad[i]), NULL, "filesystem", "write",
+						&v, &out, &changed, &e) < 0);
+		assert_null(out);
+		assert_non_null(strstr(e.msg, "filesystem"));
+	}
+}
+
 static void test_text_diff(void **state)
 {
 	ab_strv d = {0};
@@ -152,6 +194,7 @@ int main(void)
 		cmocka_unit_test(test_keys),
 		cmocka_unit_test(test_escape_sequences_never_answer),
 		cmocka_unit_test(test_profile_add_allow),
+		cmocka_unit_test(test_profile_add_list),
 		cmocka_unit_test(test_text_diff),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

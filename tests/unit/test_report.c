@@ -285,6 +285,8 @@ static void test_tree_json(void **state)
 			      "credentials_files",
 			      "asks",
 			      "ask_counts",
+			      "path_asks",
+			      "path_ask_counts",
 			      "review",
 			      "review_events"};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -529,6 +531,49 @@ static void test_unix_socket_denial(void **state)
 	has(t, "  network: 2 (0 requests refused, 0 DNS lookups refused, 2 connects refused)\n"
 	       "    connect unix /w/d.sock by py  2 times (EACCES)\n");
 	free(t);
+	ab_report_free(r);
+}
+
+/* run --ask's offer at exit: offers counted, an answer kept with its
+ * paths, their programs and the lines; a bad one is a bad line. */
+static void test_ask_path(void **state)
+{
+	ab_report *r = load(
+		TS("00.000") "\"event\":\"start\"}\n" TS(
+			"00.100") "\"event\":\"ask-path\",\"phase\":\"offer\","
+				  "\"paths\":[{\"path\":\"/x/out/new\",\"call\":\"openat\","
+				  "\"errno\":30,\"program\":\"/usr/bin/touch\",\"count\":1}],"
+				  "\"lines\":[\"filesystem.write /x/out\"],\"profile\":\"/p.json\"}\n" TS(
+					  "00.200") "\"event\":\"ask-path\",\"phase\":\"answer\","
+						    "\"answer\":\"yes\",\"waited_ms\":1500,"
+						    "\"paths\":[{\"path\":\"/x/out/new\",\"program\":"
+						    "\"/usr/bin/touch\"}],\"lines\":[\"filesystem.write "
+						    "/x/out\"],\"profile\":\"/p.json\"}\n" TS(
+							    "00.300") "\"event\":\"ask-path\",\"phase\":"
+								      "\"answer\",\"answer\":\"no\","
+								      "\"lines\":\"not a list\"}\n" TS(
+									      "00.400") "\"event\":\"ask-path\","
+											"\"phase\":\"answer\","
+											"\"paths\":[7]}\n",
+		NULL);
+	ab_report_counts c;
+	ab_report_counts_get(r, &c);
+	assert_int_equal(c.bad_lines, 2); /* lines not a list; a path not a string */
+	char *t = render_text(r, 0);
+	has(t, "Paths offered at exit (run --ask): 1 offer, 1 answer\n");
+	has(t, "yes (after 1.5 s), written to /p.json\n"
+	       "      refused   /x/out/new (/usr/bin/touch)\n"
+	       "      line      filesystem.write /x/out\n");
+	free(t);
+	json_t *j = render_json(r);
+	json_t *a = json_array_get(json_object_get(j, "path_asks"), 0);
+	assert_string_equal(json_string_value(json_object_get(a, "answer")), "yes");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(a, "lines"), 0)),
+			    "filesystem.write /x/out");
+	json_t *pc = json_object_get(j, "path_ask_counts");
+	assert_int_equal(json_integer_value(json_object_get(pc, "offers")), 1);
+	assert_int_equal(json_integer_value(json_object_get(pc, "answers")), 1);
+	json_decref(j);
 	ab_report_free(r);
 }
 
@@ -1179,6 +1224,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tree_text),
 		cmocka_unit_test(test_tree_json),
+		cmocka_unit_test(test_ask_path),
 		cmocka_unit_test(test_sessions),
 		cmocka_unit_test(test_collapse_and_cap),
 		cmocka_unit_test(test_warnings_text),

@@ -762,8 +762,9 @@ static void on_warning(ev *e, session *s, int64_t ts)
 }
 
 /* "nested-git": a .git the run made or wrote to, kept off the host while
- * it lasted, or one it was refused (docs/nested-git.md): shown with the
- * warnings, kind "nested-git", once per (session, action, call, path). */
+ * it lasted (read, not shown: the protection at work), or one it was
+ * refused (docs/nested-git.md): shown with the warnings, kind "nested-git",
+ * once per (session, action, call, path). */
 static void on_nested_git(ev *e, session *s, int64_t ts)
 {
 	ab_report *r = e->r;
@@ -772,6 +773,8 @@ static void on_nested_git(ev *e, session *s, int64_t ts)
 	const char *path = ev_str(e, "path", AB_REPORT_STR_MAX, true);
 	if (e->bad || !action || !path)
 		return;
+	if (strcmp(action, "refused") != 0)
+		return; /* kept off the host: the protection at work, not a finding */
 	char msg[AB_REPORT_STR_MAX + 2 * SMALL_MAX + 8];
 	int n = snprintf(msg, sizeof(msg), "%s: %s (%s)", action, path, call ? call : "?");
 	const char *m = n > 0 ? rep_intern(r, msg, strnlen(msg, sizeof(msg) - 1)) : NULL;

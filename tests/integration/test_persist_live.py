@@ -439,3 +439,20 @@ EOF
         for t in range(2):
             with open(os.path.join(ctx.ws, "w%d_%d" % (p, t), "g149")) as f:
                 assert f.read() == "%d %d 149\n" % (p, t)
+
+
+def test_live_refusals_in_the_log_and_report(ctx):
+    """A .git refused or kept off the host is an audit event; the report
+    lists the refusals with the warnings (keeping one off is no finding)."""
+    log = os.path.join(ctx.scratch, "audit.jsonl")
+    r = ctx.sandbox("git init -q a && mkdir b && (ln -s x b/.git || true)",
+                    extra_args=["--log", log])
+    assert r.returncode == 0, describe(r)
+    import json
+    evs = [json.loads(l) for l in open(log) if '"nested-git"' in l]
+    acts = sorted((e["action"], e["call"]) for e in evs)
+    assert ("kept-off-host", "mkdir") in acts and ("refused", "symlinkat") in acts, acts
+    t = ctx.run(["report", log])
+    assert t.returncode == 0, describe(t)
+    assert "nested-git: refused: b/.git (symlinkat)" in t.stdout, t.stdout
+    assert "kept-off-host" not in t.stdout, t.stdout

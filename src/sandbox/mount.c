@@ -11,9 +11,12 @@
  *   3. wait for the parent to create protected-path placeholders (see
  *      src/sandbox/cleanup.c), which it does meanwhile;
  *   4. stage a tmpfs root and attach everything by fd (open_tree/move_mount);
- *      mount points are reached component by component from the stage with
- *      O_NOFOLLOW, so a symlink planted in a writable tree by an earlier run
- *      can never redirect a mount or a mkdir outside the new root;
+ *      mount points are reached from the stage without following any
+ *      symlink (src/sandbox/mount_walk.h: the parent in one openat2 with
+ *      RESOLVE_NO_SYMLINKS, kept for the next targets until something is
+ *      mounted over it; the last component O_NOFOLLOW), so a symlink planted
+ *      in a writable tree by an earlier run can never redirect a mount or a
+ *      mkdir outside the new root;
  *   5. pivot_root into it, detach the old root, make "/" read-only.
  */
 #include <dirent.h>
@@ -36,6 +39,7 @@
 #include "agentbox/container.h"
 #include "agentbox/mediate.h"
 #include "agentbox/sandbox.h"
+#include "mount_walk.h"
 
 #ifndef OPEN_TREE_CLONE
 #define OPEN_TREE_CLONE 1
@@ -224,63 +228,6 @@ int ab_mount_prepare_idmaps(const ab_plan *plan, int *fds, ab_err *err)
 
 /* ------------------------------------------------------------ child: targets */
 
-/* Reach dst inside the stage one component at a time, never following a
- * symlink (O_NOFOLLOW on each step), creating missing components when
- * `create` (directories, and for a file target an empty file last).
- * Returns an O_PATH fd of the target or -errno (-ELOOP for a symlink). */
-static int open_target(int stage_fd, const char *dst, bool dir, bool create)
-{
-	char buf[PATH_MAX];
-	if (strlen(dst) >= sizeof(buf))
-		return -ENAMETOOLONG;
-	strcpy(buf, dst);
-	int cur = fcntl(stage_fd, F_DUPFD_CLOEXEC, 3);
-	if (cur < 0)
-		return -errno;
-	char *save = NULL;
-	char *comp = strtok_r(buf, "/", &save);
-	while (comp) {
-		char *next = strtok_r(NULL, "/", &save);
-		bool last = next == NULL;
-		int fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0 && errno == ENOENT && create) {
-			int r;
-			if (!last || dir) {
-				r = mkdirat(cur, comp, 0755);
-			} else {
-				r = openat(cur, comp,
-					   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-					   0644);
-				if (r >= 0)
-					close(r), r = 0;
-			}
-			if (r < 0 && errno != EEXIST) {
-				int e = errno;
-				close(cur);
-				return -e;
-			}
-			fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		}
-		int e = errno;
-		close(cur);
-		if (fd < 0)
-			return -e;
-		struct stat st;
-		if (fstat(fd, &st) < 0) {
-			e = errno;
-			close(fd);
-			return -e;
-		}
-		if (S_ISLNK(st.st_mode) || (!last && !S_ISDIR(st.st_mode))) {
-			close(fd);
-			return S_ISLNK(st.st_mode) ? -ELOOP : -ENOTDIR;
-		}
-		cur = fd;
-		comp = next;
-	}
-	return cur; /* dst "/" gives the stage itself */
-}
-
 /* mount(2) onto an O_PATH fd through its /proc/self/fd link (the host's
  * procfs is still visible before pivot_root). */
 static int mount_on_fd(const char *source, int tfd, const char *fstype, unsigned long flags,
@@ -398,12 +345,19 @@ static bool empty_needed(const ab_plan *plan, size_t which)
 
 typedef struct stage {
 	int fd;            /* O_PATH of the staging root */
+	ab_walk *walk;     /* reaches targets in it (mount_walk.h) */
 	int review_fds[2]; /* review mode: the change set's upper/ and work/, or -1 */
 	const ab_plan *plan;
 	const src_state *src;
 	const int *idmap_fds;
 	const int *devfds;
 } stage;
+
+/* An O_PATH fd of dst in the stage, no symlink followed (mount_walk.h). */
+static int open_target(const stage *st, const char *dst, bool dir, bool create)
+{
+	return ab_walk_open(st->walk, dst, dir, create, NULL);
+}
 
 static int build_dev(const stage *st, int tfd, ab_err *err)
 {
@@ -413,11 +367,12 @@ static int build_dev(const stage *st, int tfd, ab_err *err)
 	int r = mount_on_fd("tmpfs", tfd, "tmpfs", MS_NOSUID | MS_NOEXEC, opts);
 	if (r < 0)
 		return ab_fail(err, -r, "mount /dev");
+	ab_walk_forget(st->walk, "/dev");
 	/* from here on /dev is our own fresh tmpfs: nothing in it can be planted */
 	for (size_t i = 0; i < AB_ARRAY_SIZE(dev_nodes); i++) {
 		char d[32];
 		snprintf(d, sizeof(d), "/dev/%s", dev_nodes[i]);
-		_cleanup_close_ int nfd = open_target(st->fd, d, false, true);
+		_cleanup_close_ int nfd = open_target(st, d, false, true);
 		r = nfd < 0 ? nfd
 			    : attach(st->devfds[i], true, nfd,
 				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false);
@@ -529,20 +484,17 @@ static int mount_content(const stage *st, const ab_mount *m, int content_fd, int
 }
 
 /* Hide (deny) or reserve (placeholder) what is at the target. */
-static int mount_cover(const stage *st, const ab_mount *m, int tfd, ab_err *err)
+static int mount_cover(const stage *st, const ab_mount *m, int tfd, mode_t mode, ab_err *err)
 {
-	struct stat sb;
-	if (fstat(tfd, &sb) < 0)
-		return ab_fail(err, errno, "%s %s", m->why, m->dst);
 	bool deny = m->kind == AB_MNT_MASK;
-	if (!deny && !S_ISDIR(sb.st_mode)) {
+	if (!deny && !S_ISDIR(mode)) {
 		/* a placeholder file keeps its content (e.g. commondir "."): it is
 		 * bound onto itself read-only */
 		int r = attach(tfd, true, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC,
 			       false);
 		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
 	}
-	if (S_ISDIR(sb.st_mode)) {
+	if (S_ISDIR(mode)) {
 		_cleanup_close_ int d = sys_open_tree(st->fd, deny ? EMPTY_DENY : EMPTY_RESERVE,
 						      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 		int r = d < 0 ? -errno : attach(d, false, tfd, 0, false);
@@ -609,7 +561,7 @@ static int mount_review(const stage *st, const ab_mount *m, ab_err *err)
 {
 	if (st->review_fds[0] < 0 || st->review_fds[1] < 0)
 		return ab_fail(err, EPROTO, "review mode: no change set opened");
-	_cleanup_close_ int top = open_target(st->fd, m->dst, true, false);
+	_cleanup_close_ int top = open_target(st, m->dst, true, false);
 	if (top < 0)
 		return ab_fail(err, -top, "review mode: %s", m->dst);
 	_cleanup_close_ int lower = openat(top, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -642,14 +594,14 @@ static int apply_bind(const stage *st, size_t i, ab_err *err)
 		char parent[PATH_MAX];
 		const char *slash = strrchr(m->dst, '/');
 		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - m->dst), m->dst);
-		pfd = open_target(st->fd, parent[0] ? parent : "/", true, true);
+		pfd = open_target(st, parent[0] ? parent : "/", true, true);
 		if (pfd < 0)
 			return ab_fail(err, -pfd, "%s %s", m->why, m->dst);
 		if (symlinkat(s->link, pfd, slash + 1) < 0 && errno != EEXIST)
 			return ab_fail(err, errno, "symlink %s", m->dst);
 		return 0;
 	}
-	_cleanup_close_ int tfd = open_target(st->fd, m->dst, m->flags & AB_MNT_F_DIR, true);
+	_cleanup_close_ int tfd = open_target(st, m->dst, m->flags & AB_MNT_F_DIR, true);
 	if (tfd < 0)
 		return ab_fail(err, -tfd, "%s %s: mount point", m->why, m->dst);
 	int r;
@@ -667,7 +619,7 @@ static int apply_bind(const stage *st, size_t i, ab_err *err)
  * it was not protected) would stay writable through those: refuse. */
 static int check_no_links(const stage *st, const ab_mount *m, ab_err *err)
 {
-	int tfd = open_target(st->fd, m->dst, true, false);
+	int tfd = open_target(st, m->dst, true, false);
 	if (tfd < 0)
 		return tfd == -ENOENT ? 0 : ab_fail(err, -tfd, "fs.protect %s", m->dst);
 	int dfd = openat(tfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -698,7 +650,7 @@ static int check_no_links(const stage *st, const ab_mount *m, ab_err *err)
 /* A clone of what is already staged at the target, bound onto itself. */
 static int apply_reclone(const stage *st, const ab_mount *m, bool ro, ab_err *err)
 {
-	_cleanup_close_ int tfd = open_target(st->fd, m->dst, true, false);
+	_cleanup_close_ int tfd = open_target(st, m->dst, true, false);
 	if (tfd < 0) {
 		if (tfd == -ENOENT && (m->flags & AB_MNT_F_OPTIONAL))
 			return 0;
@@ -724,6 +676,7 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 {
 	const ab_mount *m = &st->plan->mounts[i];
 	_cleanup_close_ int tfd = -1;
+	mode_t mode = 0;
 	int r;
 	switch (m->kind) {
 	case AB_MNT_BIND_RO:
@@ -740,16 +693,16 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 		if (m->kind == AB_MNT_MASK && rendered_over(st->plan, m->dst))
 			return 0; /* the rendered copy covers it (stacking on the empty
 				     file would pin the staging file) */
-		tfd = open_target(st->fd, m->dst, false, false);
+		tfd = ab_walk_open(st->walk, m->dst, false, false, &mode);
 		if (tfd == -ENOENT || tfd == -ENOTDIR)
 			return 0; /* nothing there to hide */
 		if (tfd < 0)
 			return ab_fail(err, -tfd, "%s %s", m->why, m->dst);
-		return mount_cover(st, m, tfd, err);
+		return mount_cover(st, m, tfd, mode, err);
 	default: break;
 	}
 	bool dir = m->kind != AB_MNT_CONTENT && m->kind != AB_MNT_SYMLINK;
-	tfd = open_target(st->fd, m->dst, dir, true);
+	tfd = open_target(st, m->dst, dir, true);
 	if (tfd < 0)
 		return ab_fail(err, -tfd, "%s %s: mount point", m->why, m->dst);
 	switch (m->kind) {
@@ -857,18 +810,25 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 			  opts) < 0)
 			return ab_fail(err, errno, "staging %s", empties[i].name);
 	}
+	ab_walk walk;
+	ab_walk_init(&walk, sfd);
 	stage st = {.fd = sfd,
+		    .walk = &walk,
 		    .plan = plan,
 		    .src = src,
 		    .idmap_fds = idmap_fds,
 		    .devfds = devfds,
 		    .review_fds = {review_fds[0], review_fds[1]}};
-	for (size_t i = 0; i < plan->nmounts; i++) {
-		int r = apply_one(&st, i, err);
-		if (r < 0)
-			return r;
+	int r = 0;
+	for (size_t i = 0; i < plan->nmounts && r == 0; i++) {
+		r = apply_one(&st, i, err);
+		/* what was kept at or under it now shows the covered tree */
+		ab_walk_forget(&walk, plan->mounts[i].dst);
 	}
-	int r = plan->seccomp.notify_create ? git_links(plan, sfd, err) : 0;
+	ab_walk_free(&walk);
+	if (r < 0)
+		return r;
+	r = plan->seccomp.notify_create ? git_links(plan, sfd, err) : 0;
 	return r < 0 ? r : enter_root(plan, sfd, err);
 }
 

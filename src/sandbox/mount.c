@@ -484,17 +484,17 @@ static int mount_content(const stage *st, const ab_mount *m, int content_fd, int
 }
 
 /* Hide (deny) or reserve (placeholder) what is at the target. */
-static int mount_cover(const stage *st, const ab_mount *m, int tfd, mode_t mode, ab_err *err)
+static int mount_cover(const stage *st, const ab_mount *m, int tfd, bool is_dir, ab_err *err)
 {
 	bool deny = m->kind == AB_MNT_MASK;
-	if (!deny && !S_ISDIR(mode)) {
+	if (!deny && !is_dir) {
 		/* a placeholder file keeps its content (e.g. commondir "."): it is
 		 * bound onto itself read-only */
 		int r = attach(tfd, true, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC,
 			       false);
 		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
 	}
-	if (S_ISDIR(mode)) {
+	if (is_dir) {
 		_cleanup_close_ int d = sys_open_tree(st->fd, deny ? EMPTY_DENY : EMPTY_RESERVE,
 						      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 		int r = d < 0 ? -errno : attach(d, false, tfd, 0, false);
@@ -676,7 +676,7 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 {
 	const ab_mount *m = &st->plan->mounts[i];
 	_cleanup_close_ int tfd = -1;
-	mode_t mode = 0;
+	bool is_dir = false;
 	int r;
 	switch (m->kind) {
 	case AB_MNT_BIND_RO:
@@ -693,12 +693,12 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 		if (m->kind == AB_MNT_MASK && rendered_over(st->plan, m->dst))
 			return 0; /* the rendered copy covers it (stacking on the empty
 				     file would pin the staging file) */
-		tfd = ab_walk_open(st->walk, m->dst, false, false, &mode);
+		tfd = ab_walk_open(st->walk, m->dst, false, false, &is_dir);
 		if (tfd == -ENOENT || tfd == -ENOTDIR)
 			return 0; /* nothing there to hide */
 		if (tfd < 0)
 			return ab_fail(err, -tfd, "%s %s", m->why, m->dst);
-		return mount_cover(st, m, tfd, mode, err);
+		return mount_cover(st, m, tfd, is_dir, err);
 	default: break;
 	}
 	bool dir = m->kind != AB_MNT_CONTENT && m->kind != AB_MNT_SYMLINK;

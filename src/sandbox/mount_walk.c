@@ -41,6 +41,21 @@ void ab_walk_forget(ab_walk *w, const char *path)
 			drop(w, i);
 }
 
+/* Create `name` in `dfd`: a directory when `dir`, else an empty file; one
+ * that exists (made meanwhile) is left to the open that follows. */
+static int make(int dfd, const char *name, bool dir)
+{
+	int r;
+	if (dir) {
+		r = mkdirat(dfd, name, 0755);
+	} else {
+		r = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (r >= 0)
+			close(r), r = 0;
+	}
+	return r < 0 && errno != EEXIST ? -errno : 0;
+}
+
 /* One component `name` in the directory `dfd`, never followed if it is a
  * symlink; created when missing and `create` (a directory when `dir`, else
  * an empty file).  Returns an O_PATH fd and its mode, or -errno. */
@@ -48,17 +63,9 @@ static int step(int dfd, const char *name, bool dir, bool create, mode_t *mode)
 {
 	int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT && create) {
-		int r;
-		if (dir) {
-			r = mkdirat(dfd, name, 0755);
-		} else {
-			r = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-				   0644);
-			if (r >= 0)
-				close(r), r = 0;
-		}
-		if (r < 0 && errno != EEXIST)
-			return -errno;
+		int r = make(dfd, name, dir);
+		if (r < 0)
+			return r;
 		fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	}
 	if (fd < 0)
@@ -79,7 +86,7 @@ static int step(int dfd, const char *name, bool dir, bool create, mode_t *mode)
 
 /* Component by component from the stage (any path, "/" gives the stage
  * itself): where something may be created on the way. */
-static int walk_slow(int stage_fd, const char *dst, bool dir, bool create, mode_t *mode)
+static int walk_slow(int stage_fd, const char *dst, bool dir, bool create, bool *is_dir)
 {
 	char buf[PATH_MAX];
 	if (strlen(dst) >= sizeof(buf))
@@ -103,8 +110,8 @@ static int walk_slow(int stage_fd, const char *dst, bool dir, bool create, mode_
 		cur = fd;
 		comp = next;
 	}
-	if (mode)
-		*mode = m;
+	if (is_dir)
+		*is_dir = S_ISDIR(m);
 	return cur;
 }
 
@@ -127,6 +134,37 @@ static bool plain(const char *p)
 	return true;
 }
 
+/* openat2 from `dfd`, refusing any symlink on the way and at the end
+ * (ELOOP; O_NOFOLLOW is not set, so a last symlink is refused, not opened),
+ * and staying beneath `dfd`.  Returns an O_PATH fd or -errno. */
+static int open_beneath(int dfd, const char *path, int flags)
+{
+	struct open_how how = {.flags = (unsigned long long)(O_PATH | O_CLOEXEC | flags),
+			       .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH};
+	int fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+	return fd < 0 ? -errno : fd;
+}
+
+/* The last component, from its parent: the kernel refuses a symlink there,
+ * so no fstat is needed; `is_dir`, when asked, comes from O_DIRECTORY (an
+ * ENOTDIR then opens it as what it is). */
+static int step_quick(int dfd, const char *name, bool dir, bool create, bool *is_dir)
+{
+	int flags = is_dir ? O_DIRECTORY : 0;
+	int fd = open_beneath(dfd, name, flags);
+	if (fd == -ENOENT && create) {
+		int r = make(dfd, name, dir);
+		fd = r < 0 ? r : open_beneath(dfd, name, flags);
+	}
+	if (fd == -ENOTDIR && is_dir) {
+		*is_dir = false;
+		return open_beneath(dfd, name, 0);
+	}
+	if (fd >= 0 && is_dir)
+		*is_dir = true;
+	return fd;
+}
+
 /* The directory `dst[0..len)` (borrowed: kept by the walk), opened in one
  * openat2 that follows no symlink and stays beneath the stage. */
 static int parent_fd(ab_walk *w, const char *dst, size_t len, bool create)
@@ -140,18 +178,11 @@ static int parent_fd(ab_walk *w, const char *dst, size_t len, bool create)
 	_cleanup_free_ char *path = strndup(dst, len);
 	if (!path)
 		return -ENOMEM;
-	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-			       .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH};
-	int fd = (int)syscall(SYS_openat2, w->stage, path + 1, &how, sizeof(how));
-	if (fd < 0 && ((errno == ENOENT && create) || errno == EAGAIN || errno == ENOSYS)) {
-		/* to create what is missing; or a rename or mount raced the
-		 * lookup; or no openat2: the plain walk decides */
+	int fd = open_beneath(w->stage, path + 1, O_DIRECTORY);
+	if (fd == -ENOENT && create) /* the plain walk creates what is missing */
 		fd = walk_slow(w->stage, path, true, create, NULL);
-		if (fd < 0)
-			return fd;
-	} else if (fd < 0) {
-		return -errno;
-	}
+	if (fd < 0)
+		return fd;
 	size_t slot = AB_WALK_KEEP;
 	for (size_t i = 0; i < AB_WALK_KEEP && slot == AB_WALK_KEEP; i++)
 		if (!w->keep[i].path)
@@ -165,17 +196,13 @@ static int parent_fd(ab_walk *w, const char *dst, size_t len, bool create)
 	return fd;
 }
 
-int ab_walk_open(ab_walk *w, const char *dst, bool dir, bool create, mode_t *mode)
+int ab_walk_open(ab_walk *w, const char *dst, bool dir, bool create, bool *is_dir)
 {
-	mode_t m;
 	if (!plain(dst))
-		return walk_slow(w->stage, dst, dir, create, mode);
+		return walk_slow(w->stage, dst, dir, create, is_dir);
 	const char *base = strrchr(dst, '/');
 	int pfd = parent_fd(w, dst, (size_t)(base - dst), create);
 	if (pfd < 0)
 		return pfd;
-	int fd = step(pfd, base + 1, dir, create, &m);
-	if (fd >= 0 && mode)
-		*mode = m;
-	return fd;
+	return step_quick(pfd, base + 1, dir, create, is_dir);
 }

@@ -11,7 +11,8 @@
  * reserved names, the masks under /etc), so the directory holding a target
  * is opened once and kept: the parent is resolved in one openat2
  * (RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH, from the stage), the last
- * component with O_NOFOLLOW from the kept parent.  A kept directory is
+ * component from the kept parent in another (a symlink there is refused
+ * too: ELOOP, as O_NOFOLLOW and a check of the mode did before).  A kept directory is
  * forgotten as soon as anything is mounted on it or above it (its fd would
  * still show the covered directory, not what the new root shows there):
  * ab_walk_forget() after every mount.  Where a directory on the way is
@@ -43,8 +44,8 @@ void ab_walk_free(ab_walk *w);
  * target (!dir) an empty file last).  Returns an O_PATH fd of the target
  * (the caller closes it) or -errno: -ELOOP when a symlink is on the way or
  * at the target, -ENOTDIR when a non-directory is on the way, -ENOENT.
- * `mode`, when not NULL, receives the target's st_mode. */
-int ab_walk_open(ab_walk *w, const char *dst, bool dir, bool create, mode_t *mode);
+ * `is_dir`, when not NULL, says whether the target is a directory. */
+int ab_walk_open(ab_walk *w, const char *dst, bool dir, bool create, bool *is_dir);
 
 /* Something was mounted at `path`: forget kept directories at or under it. */
 void ab_walk_forget(ab_walk *w, const char *path);

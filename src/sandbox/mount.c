@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -343,10 +344,23 @@ static bool empty_needed(const ab_plan *plan, size_t which)
 	return false;
 }
 
+/* A trust file already staged and mounted: the parent sends one sealed
+ * memfd for every mount of the same bytes (the system bundle's two paths,
+ * the Java truststore's), and the later ones are clones of the first. */
+typedef struct staged_copy {
+	dev_t dev;
+	ino_t ino;
+	int tree;      /* the first mount of it, or -1 */
+	char name[32]; /* its file in the stage, removed before pivot_root (a
+			  mount whose file is unlinked cannot be cloned) */
+} staged_copy;
+#define AB_STAGED_COPIES 4
+
 typedef struct stage {
-	int fd;            /* O_PATH of the staging root */
-	ab_walk *walk;     /* reaches targets in it (mount_walk.h) */
-	int review_fds[2]; /* review mode: the change set's upper/ and work/, or -1 */
+	int fd;              /* O_PATH of the staging root */
+	ab_walk *walk;       /* reaches targets in it (mount_walk.h) */
+	staged_copy *copies; /* [AB_STAGED_COPIES] */
+	int review_fds[2];   /* review mode: the change set's upper/ and work/, or -1 */
 	const ab_plan *plan;
 	const src_state *src;
 	const int *idmap_fds;
@@ -425,32 +439,63 @@ static int mount_tmpfs(const stage *st, int tfd, const char *dst, bool ro, mode_
 	return r < 0 ? ab_fail(err, -r, "mount tmpfs on %s", dst) : 0;
 }
 
+/* The whole of the sealed memfd `from` into `to`, in the kernel. */
 static int copy_runtime(int from, int to)
 {
 	if (from < 0)
 		return -EPROTO; /* the parent never sent it */
-	char buf[16384];
 	off_t off = 0;
 	for (;;) {
-		ssize_t n = pread(from, buf, sizeof(buf), off);
+		ssize_t n = sendfile(to, from, &off, 1 << 30);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return -errno;
 		if (n == 0)
 			return 0;
-		if (write(to, buf, (size_t)n) != n)
-			return -EIO;
-		off += n;
 	}
+}
+
+/* The staged copy of the bytes behind `content_fd`, or NULL (and `*slot`
+ * the free entry to record it in, or NULL when all are taken). */
+static staged_copy *staged_find(const stage *st, int content_fd, struct stat *sb,
+				staged_copy **slot)
+{
+	*slot = NULL;
+	if (fstat(content_fd, sb) < 0)
+		return NULL;
+	for (size_t i = 0; i < AB_STAGED_COPIES; i++) {
+		staged_copy *c = &st->copies[i];
+		if (c->tree >= 0 && c->dev == sb->st_dev && c->ino == sb->st_ino)
+			return c;
+		if (c->tree < 0 && !*slot)
+			*slot = c;
+	}
+	return NULL;
+}
+
+/* A clone of the mount of the same bytes made earlier: same attributes. */
+static int mount_copy(const ab_mount *m, const staged_copy *c, int tfd, ab_err *err)
+{
+	_cleanup_close_ int t =
+		sys_open_tree(c->tree, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	int r = t < 0 ? -errno : attach(t, false, tfd, 0, false);
+	return r < 0 ? ab_fail(err, -r, "%s", m->dst) : 0;
 }
 
 static int mount_content(const stage *st, const ab_mount *m, int content_fd, int tfd, ab_err *err)
 {
 	bool render = m->flags & AB_MNT_F_RENDER;
-	int fd =
-		openat(st->fd, ".agentbox-content",
-		       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, render ? 0600 : 0644);
+	staged_copy *slot = NULL;
+	struct stat sb;
+	if ((m->flags & AB_MNT_F_RUNTIME) && !render && content_fd >= 0) {
+		const staged_copy *c = staged_find(st, content_fd, &sb, &slot);
+		if (c)
+			return mount_copy(m, c, tfd, err);
+	}
+	const char *name = slot ? slot->name : ".agentbox-content";
+	int fd = openat(st->fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+			render ? 0600 : 0644);
 	if (fd < 0)
 		return ab_fail(err, errno, "%s: create", m->dst);
 	/* a rendered credentials file: the harness rewrites it after a token
@@ -461,7 +506,8 @@ static int mount_content(const stage *st, const ab_mount *m, int content_fd, int
 		return ab_fail(err, e, "%s: chown", m->dst);
 	}
 	if (m->flags & AB_MNT_F_RUNTIME) {
-		/* made at run time by the parent (a sealed memfd): copy it */
+		/* made at run time by the parent (a sealed memfd): copy it
+		 * (a rendered file: its own memfd, never one seen before) */
 		int r = copy_runtime(content_fd, fd);
 		close(fd);
 		if (r < 0)
@@ -473,14 +519,22 @@ static int mount_content(const stage *st, const ab_mount *m, int content_fd, int
 		if (w < 0 || (size_t)w != len)
 			return ab_fail(err, w < 0 ? errno : EIO, "%s: write", m->dst);
 	}
-	_cleanup_close_ int t =
-		sys_open_tree(st->fd, ".agentbox-content", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	_cleanup_close_ int t = sys_open_tree(st->fd, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	int r = t < 0 ? -errno
 		      : attach(t, false, tfd,
 			       BASE_ATTRS | (render ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_RDONLY),
 			       false);
-	unlinkat(st->fd, ".agentbox-content", 0);
-	return r < 0 ? ab_fail(err, -r, "%s", m->dst) : 0;
+	if (!slot || r < 0)
+		unlinkat(st->fd, name, 0);
+	if (r < 0)
+		return ab_fail(err, -r, "%s", m->dst);
+	if (slot) {
+		slot->dev = sb.st_dev;
+		slot->ino = sb.st_ino;
+		slot->tree = t;
+		t = -1;
+	}
+	return 0;
 }
 
 /* Hide (deny) or reserve (placeholder) what is at the target. */
@@ -784,8 +838,9 @@ static int git_links(const ab_plan *plan, int sfd, ab_err *err)
 static int stage_and_apply(const ab_plan *plan, const src_state *src, const int *idmap_fds,
 			   const int *devfds, const int *review_fds, ab_err *err)
 {
-	/* the content mounts live here: with secrets, the trust files (two copies of
-	 * the system bundle, ~220 KB on Debian, and two Java truststores, ~170 KB) */
+	/* the content mounts live here: with secrets, the trust files (one copy of
+	 * the system bundle, ~220 KB on Debian, and one Java truststore, ~170 KB,
+	 * each mounted at all of its paths) */
 	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0) {
 		int r = ab_fail(err, errno, "mount staging tmpfs");
 		err->step = AB_STEP_MOUNT;
@@ -812,8 +867,14 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 	}
 	ab_walk walk;
 	ab_walk_init(&walk, sfd);
+	staged_copy copies[AB_STAGED_COPIES];
+	for (size_t i = 0; i < AB_STAGED_COPIES; i++) {
+		copies[i].tree = -1;
+		snprintf(copies[i].name, sizeof(copies[i].name), ".agentbox-content-%zu", i);
+	}
 	stage st = {.fd = sfd,
 		    .walk = &walk,
+		    .copies = copies,
 		    .plan = plan,
 		    .src = src,
 		    .idmap_fds = idmap_fds,
@@ -826,6 +887,11 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 		ab_walk_forget(&walk, plan->mounts[i].dst);
 	}
 	ab_walk_free(&walk);
+	for (size_t i = 0; i < AB_STAGED_COPIES; i++) {
+		if (copies[i].tree >= 0 && unlinkat(sfd, copies[i].name, 0) < 0 && r == 0)
+			r = ab_fail(err, errno, "remove staging file");
+		ab_closep(&copies[i].tree);
+	}
 	if (r < 0)
 		return r;
 	r = plan->seccomp.notify_create ? git_links(plan, sfd, err) : 0;

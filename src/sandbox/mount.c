@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The new root (child, inside the new user+mount namespaces), plus the
- * parent-side preparation of idmapped trees for root callers.
+ * The new root (child, inside the new user+mount namespaces); the parent's
+ * idmapped trees for root callers are made in mount_idmap.c.
  *
  * Order:
  *   1. make every mount private (nothing propagates back to the host);
@@ -40,43 +40,8 @@
 #include "agentbox/container.h"
 #include "agentbox/mediate.h"
 #include "agentbox/sandbox.h"
+#include "mount_int.h"
 #include "mount_walk.h"
-
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef OPEN_TREE_CLOEXEC
-#define OPEN_TREE_CLOEXEC O_CLOEXEC
-#endif
-#ifndef MOVE_MOUNT_F_EMPTY_PATH
-#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
-#endif
-#ifndef MOVE_MOUNT_T_EMPTY_PATH
-#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
-#endif
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#define MOUNT_ATTR_NOSUID 0x00000002
-#define MOUNT_ATTR_NODEV 0x00000004
-#define MOUNT_ATTR_NOEXEC 0x00000008
-#endif
-#ifndef MOUNT_ATTR_IDMAP
-#define MOUNT_ATTR_IDMAP 0x00100000
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
-#ifndef __NR_open_tree
-#define __NR_open_tree 428
-#define __NR_move_mount 429
-#endif
-#ifndef __NR_mount_setattr
-#define __NR_mount_setattr 442
-#endif
-
-struct ab_mount_attr {
-	unsigned long long attr_set, attr_clr, propagation, userns_fd;
-};
 
 #define STAGE "/tmp"                 /* covered by the staging tmpfs in our private mount ns */
 #define EMPTY_FILE ".agentbox-empty" /* source of file masks, unlinked before pivot */
@@ -85,25 +50,11 @@ struct ab_mount_attr {
 #define EMPTY_DENY ".agentbox-deny"
 #define EMPTY_RESERVE ".agentbox-reserve"
 #define AB_MAX_MOUNTS 4096
-#define BASE_ATTRS (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
-
-static int sys_open_tree(int dfd, const char *path, unsigned flags)
-{
-	return (int)syscall(__NR_open_tree, dfd, path, flags);
-}
-static int sys_move_mount(int from_dfd, const char *from, int to_dfd, const char *to, unsigned fl)
-{
-	return (int)syscall(__NR_move_mount, from_dfd, from, to_dfd, to, fl);
-}
-static int sys_mount_setattr(int dfd, const char *path, unsigned flags, struct ab_mount_attr *a)
-{
-	return (int)syscall(__NR_mount_setattr, dfd, path, flags, a, sizeof(*a));
-}
 
 /* Open a host path O_PATH.  `strict`: no symlink anywhere on the way except
  * that a final symlink is returned as itself (for sources inside writable
  * trees, which the sandbox could have seeded with links). */
-static int open_host_path(const char *path, bool strict)
+int ab_mount_open_host(const char *path, bool strict)
 {
 	if (!strict)
 		return open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -111,7 +62,7 @@ static int open_host_path(const char *path, bool strict)
 }
 
 /* Is `path` strictly inside a writable bind of the plan? */
-static bool in_writable_tree(const ab_plan *plan, const char *path)
+bool ab_mount_in_writable(const ab_plan *plan, const char *path)
 {
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
@@ -120,111 +71,6 @@ static bool in_writable_tree(const ab_plan *plan, const char *path)
 			return true;
 	}
 	return false;
-}
-
-/* ------------------------------------------------------------ parent side */
-
-/* The idmap helper: it lives in its new user namespace until killed, by
- * agentbox or by agentbox's death (it holds agentbox's memory: it must not
- * outlive it). ARG: agentbox's pid. */
-static int idmap_hold(void *arg)
-{
-	sigset_t all;
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != (pid_t)(intptr_t)arg)
-		return 0;
-	for (;;)
-		pause();
-	return 0;
-}
-
-/* A throwaway user namespace mapping on-disk root to the sandbox's host ids:
- * the idmapping of root-owned grants when root starts agentbox.  Its holder
- * is a light child (CLONE_VM|CLONE_NEWUSER: no copy of agentbox's page
- * tables), created in the namespace, killed once the namespace is open. */
-static int idmap_userns(uid_t kuid, gid_t kgid, ab_err *err)
-{
-	ab_light l;
-	if (ab_light_spawn(&l, idmap_hold, (void *)(intptr_t)getpid(), CLONE_NEWUSER) < 0)
-		return ab_fail(err, errno, "idmap: create a user namespace");
-	int r = 0, nsfd = -1;
-	char path[64], map[64];
-	static const char *const files[] = {"uid_map", "setgroups", "gid_map"};
-	for (size_t i = 0; i < 3 && r == 0; i++) {
-		if (i == 0)
-			snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)kuid);
-		else if (i == 1)
-			snprintf(map, sizeof(map), "deny\n");
-		else
-			snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)kgid);
-		snprintf(path, sizeof(path), "/proc/%d/%s", (int)l.pid, files[i]);
-		int fd = open(path, O_WRONLY | O_CLOEXEC);
-		ssize_t n = fd < 0 ? -1 : write(fd, map, strlen(map));
-		if (n != (ssize_t)strlen(map))
-			r = ab_fail(err, n < 0 ? errno : EIO, "idmap: write %s", path);
-		if (fd >= 0)
-			close(fd);
-	}
-	if (r == 0) {
-		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)l.pid);
-		nsfd = open(path, O_RDONLY | O_CLOEXEC);
-		if (nsfd < 0)
-			r = ab_fail(err, errno, "idmap: open %s", path);
-	}
-	kill(l.pid, SIGKILL);
-	ab_light_reap(&l);
-	return r < 0 ? r : nsfd;
-}
-
-int ab_mount_prepare_idmaps(const ab_plan *plan, int *fds, ab_err *err)
-{
-	_cleanup_close_ int userns = -1;
-	for (size_t i = 0; i < plan->nmounts; i++)
-		fds[i] = -1;
-	for (size_t i = 0; i < plan->nmounts; i++) {
-		const ab_mount *m = &plan->mounts[i];
-		if (!(m->flags & AB_MNT_F_IDMAP))
-			continue;
-		if (userns < 0) {
-			userns = idmap_userns(plan->map_kuid, plan->map_kgid, err);
-			if (userns < 0)
-				return userns;
-		}
-		_cleanup_close_ int src = open_host_path(m->src, in_writable_tree(plan, m->src));
-		if (src < 0)
-			return ab_fail(err, errno, "%s %s", m->why, m->src);
-		struct stat st;
-		if (fstat(src, &st) < 0)
-			return ab_fail(err, errno, "%s %s", m->why, m->src);
-		if (S_ISLNK(st.st_mode) || !!S_ISDIR(st.st_mode) != !!(m->flags & AB_MNT_F_DIR))
-			return ab_fail(err, 0,
-				       "%s %s changed type while agentbox started; refusing",
-				       m->why, m->src);
-		int tree =
-			sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-		if (tree < 0) {
-			int r = ab_fail(err, errno, "%s %s: open_tree", m->why, m->src);
-			err->step = AB_STEP_OPEN_TREE;
-			return r;
-		}
-		struct ab_mount_attr a = {
-			.attr_set = MOUNT_ATTR_IDMAP | BASE_ATTRS |
-				    (m->kind == AB_MNT_BIND_RO ? MOUNT_ATTR_RDONLY : 0),
-			.userns_fd = (unsigned long long)userns};
-		if (sys_mount_setattr(tree, "", AT_EMPTY_PATH, &a) < 0) {
-			int e = errno;
-			close(tree);
-			ab_fail(err, e, "%s %s: idmapped mount", m->why, m->src);
-			ab_err_hint(err,
-				    "this filesystem does not support idmapped mounts; chown "
-				    "%s to an unprivileged user or run agentbox as that user",
-				    m->src);
-			return -e;
-		}
-		fds[i] = tree;
-	}
-	return 0;
 }
 
 /* ------------------------------------------------------------ child: targets */
@@ -294,7 +140,7 @@ static int open_sources(const ab_plan *plan, src_state *src, ab_err *err)
 		const ab_mount *m = &plan->mounts[i];
 		if (m->kind != AB_MNT_BIND_RO && m->kind != AB_MNT_BIND_RW)
 			continue;
-		int fd = open_host_path(m->src, in_writable_tree(plan, m->src));
+		int fd = ab_mount_open_host(m->src, ab_mount_in_writable(plan, m->src));
 		if (fd < 0) {
 			if (errno == ENOENT && (m->flags & AB_MNT_F_OPTIONAL))
 				continue;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The new root (child, inside the new user+mount namespaces), plus the
- * parent-side preparation of idmapped trees for root callers.
+ * The new root (child, inside the new user+mount namespaces); the parent's
+ * idmapped trees for root callers are made in mount_idmap.c.
  *
  * Order:
  *   1. make every mount private (nothing propagates back to the host);
@@ -11,9 +11,12 @@
  *   3. wait for the parent to create protected-path placeholders (see
  *      src/sandbox/cleanup.c), which it does meanwhile;
  *   4. stage a tmpfs root and attach everything by fd (open_tree/move_mount);
- *      mount points are reached component by component from the stage with
- *      O_NOFOLLOW, so a symlink planted in a writable tree by an earlier run
- *      can never redirect a mount or a mkdir outside the new root;
+ *      mount points are reached from the stage without following any
+ *      symlink (src/sandbox/mount_walk.h: the parent in one openat2 with
+ *      RESOLVE_NO_SYMLINKS, kept for the next targets until something is
+ *      mounted over it; the last component O_NOFOLLOW), so a symlink planted
+ *      in a writable tree by an earlier run can never redirect a mount or a
+ *      mkdir outside the new root;
  *   5. pivot_root into it, detach the old root, make "/" read-only.
  */
 #include <dirent.h>
@@ -27,6 +30,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -36,42 +40,8 @@
 #include "agentbox/container.h"
 #include "agentbox/mediate.h"
 #include "agentbox/sandbox.h"
-
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef OPEN_TREE_CLOEXEC
-#define OPEN_TREE_CLOEXEC O_CLOEXEC
-#endif
-#ifndef MOVE_MOUNT_F_EMPTY_PATH
-#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
-#endif
-#ifndef MOVE_MOUNT_T_EMPTY_PATH
-#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
-#endif
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#define MOUNT_ATTR_NOSUID 0x00000002
-#define MOUNT_ATTR_NODEV 0x00000004
-#define MOUNT_ATTR_NOEXEC 0x00000008
-#endif
-#ifndef MOUNT_ATTR_IDMAP
-#define MOUNT_ATTR_IDMAP 0x00100000
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
-#ifndef __NR_open_tree
-#define __NR_open_tree 428
-#define __NR_move_mount 429
-#endif
-#ifndef __NR_mount_setattr
-#define __NR_mount_setattr 442
-#endif
-
-struct ab_mount_attr {
-	unsigned long long attr_set, attr_clr, propagation, userns_fd;
-};
+#include "mount_int.h"
+#include "mount_walk.h"
 
 #define STAGE "/tmp"                 /* covered by the staging tmpfs in our private mount ns */
 #define EMPTY_FILE ".agentbox-empty" /* source of file masks, unlinked before pivot */
@@ -80,25 +50,11 @@ struct ab_mount_attr {
 #define EMPTY_DENY ".agentbox-deny"
 #define EMPTY_RESERVE ".agentbox-reserve"
 #define AB_MAX_MOUNTS 4096
-#define BASE_ATTRS (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
-
-static int sys_open_tree(int dfd, const char *path, unsigned flags)
-{
-	return (int)syscall(__NR_open_tree, dfd, path, flags);
-}
-static int sys_move_mount(int from_dfd, const char *from, int to_dfd, const char *to, unsigned fl)
-{
-	return (int)syscall(__NR_move_mount, from_dfd, from, to_dfd, to, fl);
-}
-static int sys_mount_setattr(int dfd, const char *path, unsigned flags, struct ab_mount_attr *a)
-{
-	return (int)syscall(__NR_mount_setattr, dfd, path, flags, a, sizeof(*a));
-}
 
 /* Open a host path O_PATH.  `strict`: no symlink anywhere on the way except
  * that a final symlink is returned as itself (for sources inside writable
  * trees, which the sandbox could have seeded with links). */
-static int open_host_path(const char *path, bool strict)
+int ab_mount_open_host(const char *path, bool strict)
 {
 	if (!strict)
 		return open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -106,7 +62,7 @@ static int open_host_path(const char *path, bool strict)
 }
 
 /* Is `path` strictly inside a writable bind of the plan? */
-static bool in_writable_tree(const ab_plan *plan, const char *path)
+bool ab_mount_in_writable(const ab_plan *plan, const char *path)
 {
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
@@ -117,169 +73,7 @@ static bool in_writable_tree(const ab_plan *plan, const char *path)
 	return false;
 }
 
-/* ------------------------------------------------------------ parent side */
-
-/* The idmap helper: it lives in its new user namespace until killed, by
- * agentbox or by agentbox's death (it holds agentbox's memory: it must not
- * outlive it). ARG: agentbox's pid. */
-static int idmap_hold(void *arg)
-{
-	sigset_t all;
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != (pid_t)(intptr_t)arg)
-		return 0;
-	for (;;)
-		pause();
-	return 0;
-}
-
-/* A throwaway user namespace mapping on-disk root to the sandbox's host ids:
- * the idmapping of root-owned grants when root starts agentbox.  Its holder
- * is a light child (CLONE_VM|CLONE_NEWUSER: no copy of agentbox's page
- * tables), created in the namespace, killed once the namespace is open. */
-static int idmap_userns(uid_t kuid, gid_t kgid, ab_err *err)
-{
-	ab_light l;
-	if (ab_light_spawn(&l, idmap_hold, (void *)(intptr_t)getpid(), CLONE_NEWUSER) < 0)
-		return ab_fail(err, errno, "idmap: create a user namespace");
-	int r = 0, nsfd = -1;
-	char path[64], map[64];
-	static const char *const files[] = {"uid_map", "setgroups", "gid_map"};
-	for (size_t i = 0; i < 3 && r == 0; i++) {
-		if (i == 0)
-			snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)kuid);
-		else if (i == 1)
-			snprintf(map, sizeof(map), "deny\n");
-		else
-			snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)kgid);
-		snprintf(path, sizeof(path), "/proc/%d/%s", (int)l.pid, files[i]);
-		int fd = open(path, O_WRONLY | O_CLOEXEC);
-		ssize_t n = fd < 0 ? -1 : write(fd, map, strlen(map));
-		if (n != (ssize_t)strlen(map))
-			r = ab_fail(err, n < 0 ? errno : EIO, "idmap: write %s", path);
-		if (fd >= 0)
-			close(fd);
-	}
-	if (r == 0) {
-		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)l.pid);
-		nsfd = open(path, O_RDONLY | O_CLOEXEC);
-		if (nsfd < 0)
-			r = ab_fail(err, errno, "idmap: open %s", path);
-	}
-	kill(l.pid, SIGKILL);
-	ab_light_reap(&l);
-	return r < 0 ? r : nsfd;
-}
-
-int ab_mount_prepare_idmaps(const ab_plan *plan, int *fds, ab_err *err)
-{
-	_cleanup_close_ int userns = -1;
-	for (size_t i = 0; i < plan->nmounts; i++)
-		fds[i] = -1;
-	for (size_t i = 0; i < plan->nmounts; i++) {
-		const ab_mount *m = &plan->mounts[i];
-		if (!(m->flags & AB_MNT_F_IDMAP))
-			continue;
-		if (userns < 0) {
-			userns = idmap_userns(plan->map_kuid, plan->map_kgid, err);
-			if (userns < 0)
-				return userns;
-		}
-		_cleanup_close_ int src = open_host_path(m->src, in_writable_tree(plan, m->src));
-		if (src < 0)
-			return ab_fail(err, errno, "%s %s", m->why, m->src);
-		struct stat st;
-		if (fstat(src, &st) < 0)
-			return ab_fail(err, errno, "%s %s", m->why, m->src);
-		if (S_ISLNK(st.st_mode) || !!S_ISDIR(st.st_mode) != !!(m->flags & AB_MNT_F_DIR))
-			return ab_fail(err, 0,
-				       "%s %s changed type while agentbox started; refusing",
-				       m->why, m->src);
-		int tree =
-			sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-		if (tree < 0) {
-			int r = ab_fail(err, errno, "%s %s: open_tree", m->why, m->src);
-			err->step = AB_STEP_OPEN_TREE;
-			return r;
-		}
-		struct ab_mount_attr a = {
-			.attr_set = MOUNT_ATTR_IDMAP | BASE_ATTRS |
-				    (m->kind == AB_MNT_BIND_RO ? MOUNT_ATTR_RDONLY : 0),
-			.userns_fd = (unsigned long long)userns};
-		if (sys_mount_setattr(tree, "", AT_EMPTY_PATH, &a) < 0) {
-			int e = errno;
-			close(tree);
-			ab_fail(err, e, "%s %s: idmapped mount", m->why, m->src);
-			ab_err_hint(err,
-				    "this filesystem does not support idmapped mounts; chown "
-				    "%s to an unprivileged user or run agentbox as that user",
-				    m->src);
-			return -e;
-		}
-		fds[i] = tree;
-	}
-	return 0;
-}
-
 /* ------------------------------------------------------------ child: targets */
-
-/* Reach dst inside the stage one component at a time, never following a
- * symlink (O_NOFOLLOW on each step), creating missing components when
- * `create` (directories, and for a file target an empty file last).
- * Returns an O_PATH fd of the target or -errno (-ELOOP for a symlink). */
-static int open_target(int stage_fd, const char *dst, bool dir, bool create)
-{
-	char buf[PATH_MAX];
-	if (strlen(dst) >= sizeof(buf))
-		return -ENAMETOOLONG;
-	strcpy(buf, dst);
-	int cur = fcntl(stage_fd, F_DUPFD_CLOEXEC, 3);
-	if (cur < 0)
-		return -errno;
-	char *save = NULL;
-	char *comp = strtok_r(buf, "/", &save);
-	while (comp) {
-		char *next = strtok_r(NULL, "/", &save);
-		bool last = next == NULL;
-		int fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0 && errno == ENOENT && create) {
-			int r;
-			if (!last || dir) {
-				r = mkdirat(cur, comp, 0755);
-			} else {
-				r = openat(cur, comp,
-					   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-					   0644);
-				if (r >= 0)
-					close(r), r = 0;
-			}
-			if (r < 0 && errno != EEXIST) {
-				int e = errno;
-				close(cur);
-				return -e;
-			}
-			fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		}
-		int e = errno;
-		close(cur);
-		if (fd < 0)
-			return -e;
-		struct stat st;
-		if (fstat(fd, &st) < 0) {
-			e = errno;
-			close(fd);
-			return -e;
-		}
-		if (S_ISLNK(st.st_mode) || (!last && !S_ISDIR(st.st_mode))) {
-			close(fd);
-			return S_ISLNK(st.st_mode) ? -ELOOP : -ENOTDIR;
-		}
-		cur = fd;
-		comp = next;
-	}
-	return cur; /* dst "/" gives the stage itself */
-}
 
 /* mount(2) onto an O_PATH fd through its /proc/self/fd link (the host's
  * procfs is still visible before pivot_root). */
@@ -346,7 +140,7 @@ static int open_sources(const ab_plan *plan, src_state *src, ab_err *err)
 		const ab_mount *m = &plan->mounts[i];
 		if (m->kind != AB_MNT_BIND_RO && m->kind != AB_MNT_BIND_RW)
 			continue;
-		int fd = open_host_path(m->src, in_writable_tree(plan, m->src));
+		int fd = ab_mount_open_host(m->src, ab_mount_in_writable(plan, m->src));
 		if (fd < 0) {
 			if (errno == ENOENT && (m->flags & AB_MNT_F_OPTIONAL))
 				continue;
@@ -396,14 +190,34 @@ static bool empty_needed(const ab_plan *plan, size_t which)
 	return false;
 }
 
+/* A trust file already staged and mounted: the parent sends one sealed
+ * memfd for every mount of the same bytes (the system bundle's two paths,
+ * the Java truststore's), and the later ones are clones of the first. */
+typedef struct staged_copy {
+	dev_t dev;
+	ino_t ino;
+	int tree;      /* the first mount of it, or -1 */
+	char name[32]; /* its file in the stage, removed before pivot_root (a
+			  mount whose file is unlinked cannot be cloned) */
+} staged_copy;
+#define AB_STAGED_COPIES 4
+
 typedef struct stage {
-	int fd;            /* O_PATH of the staging root */
-	int review_fds[2]; /* review mode: the change set's upper/ and work/, or -1 */
+	int fd;              /* O_PATH of the staging root */
+	ab_walk *walk;       /* reaches targets in it (mount_walk.h) */
+	staged_copy *copies; /* [AB_STAGED_COPIES] */
+	int review_fds[2];   /* review mode: the change set's upper/ and work/, or -1 */
 	const ab_plan *plan;
 	const src_state *src;
 	const int *idmap_fds;
 	const int *devfds;
 } stage;
+
+/* An O_PATH fd of dst in the stage, no symlink followed (mount_walk.h). */
+static int open_target(const stage *st, const char *dst, bool dir, bool create)
+{
+	return ab_walk_open(st->walk, dst, dir, create, NULL);
+}
 
 static int build_dev(const stage *st, int tfd, ab_err *err)
 {
@@ -413,11 +227,12 @@ static int build_dev(const stage *st, int tfd, ab_err *err)
 	int r = mount_on_fd("tmpfs", tfd, "tmpfs", MS_NOSUID | MS_NOEXEC, opts);
 	if (r < 0)
 		return ab_fail(err, -r, "mount /dev");
+	ab_walk_forget(st->walk, "/dev");
 	/* from here on /dev is our own fresh tmpfs: nothing in it can be planted */
 	for (size_t i = 0; i < AB_ARRAY_SIZE(dev_nodes); i++) {
 		char d[32];
 		snprintf(d, sizeof(d), "/dev/%s", dev_nodes[i]);
-		_cleanup_close_ int nfd = open_target(st->fd, d, false, true);
+		_cleanup_close_ int nfd = open_target(st, d, false, true);
 		r = nfd < 0 ? nfd
 			    : attach(st->devfds[i], true, nfd,
 				     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false);
@@ -470,32 +285,63 @@ static int mount_tmpfs(const stage *st, int tfd, const char *dst, bool ro, mode_
 	return r < 0 ? ab_fail(err, -r, "mount tmpfs on %s", dst) : 0;
 }
 
+/* The whole of the sealed memfd `from` into `to`, in the kernel. */
 static int copy_runtime(int from, int to)
 {
 	if (from < 0)
 		return -EPROTO; /* the parent never sent it */
-	char buf[16384];
 	off_t off = 0;
 	for (;;) {
-		ssize_t n = pread(from, buf, sizeof(buf), off);
+		ssize_t n = sendfile(to, from, &off, 1 << 30);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return -errno;
 		if (n == 0)
 			return 0;
-		if (write(to, buf, (size_t)n) != n)
-			return -EIO;
-		off += n;
 	}
+}
+
+/* The staged copy of the bytes behind `content_fd`, or NULL (and `*slot`
+ * the free entry to record it in, or NULL when all are taken). */
+static staged_copy *staged_find(const stage *st, int content_fd, struct stat *sb,
+				staged_copy **slot)
+{
+	*slot = NULL;
+	if (fstat(content_fd, sb) < 0)
+		return NULL;
+	for (size_t i = 0; i < AB_STAGED_COPIES; i++) {
+		staged_copy *c = &st->copies[i];
+		if (c->tree >= 0 && c->dev == sb->st_dev && c->ino == sb->st_ino)
+			return c;
+		if (c->tree < 0 && !*slot)
+			*slot = c;
+	}
+	return NULL;
+}
+
+/* A clone of the mount of the same bytes made earlier: same attributes. */
+static int mount_copy(const ab_mount *m, const staged_copy *c, int tfd, ab_err *err)
+{
+	_cleanup_close_ int t =
+		sys_open_tree(c->tree, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	int r = t < 0 ? -errno : attach(t, false, tfd, 0, false);
+	return r < 0 ? ab_fail(err, -r, "%s", m->dst) : 0;
 }
 
 static int mount_content(const stage *st, const ab_mount *m, int content_fd, int tfd, ab_err *err)
 {
 	bool render = m->flags & AB_MNT_F_RENDER;
-	int fd =
-		openat(st->fd, ".agentbox-content",
-		       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, render ? 0600 : 0644);
+	staged_copy *slot = NULL;
+	struct stat sb;
+	if ((m->flags & AB_MNT_F_RUNTIME) && !render && content_fd >= 0) {
+		const staged_copy *c = staged_find(st, content_fd, &sb, &slot);
+		if (c)
+			return mount_copy(m, c, tfd, err);
+	}
+	const char *name = slot ? slot->name : ".agentbox-content";
+	int fd = openat(st->fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+			render ? 0600 : 0644);
 	if (fd < 0)
 		return ab_fail(err, errno, "%s: create", m->dst);
 	/* a rendered credentials file: the harness rewrites it after a token
@@ -506,7 +352,8 @@ static int mount_content(const stage *st, const ab_mount *m, int content_fd, int
 		return ab_fail(err, e, "%s: chown", m->dst);
 	}
 	if (m->flags & AB_MNT_F_RUNTIME) {
-		/* made at run time by the parent (a sealed memfd): copy it */
+		/* made at run time by the parent (a sealed memfd): copy it
+		 * (a rendered file: its own memfd, never one seen before) */
 		int r = copy_runtime(content_fd, fd);
 		close(fd);
 		if (r < 0)
@@ -518,31 +365,36 @@ static int mount_content(const stage *st, const ab_mount *m, int content_fd, int
 		if (w < 0 || (size_t)w != len)
 			return ab_fail(err, w < 0 ? errno : EIO, "%s: write", m->dst);
 	}
-	_cleanup_close_ int t =
-		sys_open_tree(st->fd, ".agentbox-content", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	_cleanup_close_ int t = sys_open_tree(st->fd, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	int r = t < 0 ? -errno
 		      : attach(t, false, tfd,
 			       BASE_ATTRS | (render ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_RDONLY),
 			       false);
-	unlinkat(st->fd, ".agentbox-content", 0);
-	return r < 0 ? ab_fail(err, -r, "%s", m->dst) : 0;
+	if (!slot || r < 0)
+		unlinkat(st->fd, name, 0);
+	if (r < 0)
+		return ab_fail(err, -r, "%s", m->dst);
+	if (slot) {
+		slot->dev = sb.st_dev;
+		slot->ino = sb.st_ino;
+		slot->tree = t;
+		t = -1;
+	}
+	return 0;
 }
 
 /* Hide (deny) or reserve (placeholder) what is at the target. */
-static int mount_cover(const stage *st, const ab_mount *m, int tfd, ab_err *err)
+static int mount_cover(const stage *st, const ab_mount *m, int tfd, bool is_dir, ab_err *err)
 {
-	struct stat sb;
-	if (fstat(tfd, &sb) < 0)
-		return ab_fail(err, errno, "%s %s", m->why, m->dst);
 	bool deny = m->kind == AB_MNT_MASK;
-	if (!deny && !S_ISDIR(sb.st_mode)) {
+	if (!deny && !is_dir) {
 		/* a placeholder file keeps its content (e.g. commondir "."): it is
 		 * bound onto itself read-only */
 		int r = attach(tfd, true, tfd, BASE_ATTRS | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC,
 			       false);
 		return r < 0 ? ab_fail(err, -r, "%s %s", m->why, m->dst) : 0;
 	}
-	if (S_ISDIR(sb.st_mode)) {
+	if (is_dir) {
 		_cleanup_close_ int d = sys_open_tree(st->fd, deny ? EMPTY_DENY : EMPTY_RESERVE,
 						      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 		int r = d < 0 ? -errno : attach(d, false, tfd, 0, false);
@@ -609,7 +461,7 @@ static int mount_review(const stage *st, const ab_mount *m, ab_err *err)
 {
 	if (st->review_fds[0] < 0 || st->review_fds[1] < 0)
 		return ab_fail(err, EPROTO, "review mode: no change set opened");
-	_cleanup_close_ int top = open_target(st->fd, m->dst, true, false);
+	_cleanup_close_ int top = open_target(st, m->dst, true, false);
 	if (top < 0)
 		return ab_fail(err, -top, "review mode: %s", m->dst);
 	_cleanup_close_ int lower = openat(top, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -642,14 +494,14 @@ static int apply_bind(const stage *st, size_t i, ab_err *err)
 		char parent[PATH_MAX];
 		const char *slash = strrchr(m->dst, '/');
 		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - m->dst), m->dst);
-		pfd = open_target(st->fd, parent[0] ? parent : "/", true, true);
+		pfd = open_target(st, parent[0] ? parent : "/", true, true);
 		if (pfd < 0)
 			return ab_fail(err, -pfd, "%s %s", m->why, m->dst);
 		if (symlinkat(s->link, pfd, slash + 1) < 0 && errno != EEXIST)
 			return ab_fail(err, errno, "symlink %s", m->dst);
 		return 0;
 	}
-	_cleanup_close_ int tfd = open_target(st->fd, m->dst, m->flags & AB_MNT_F_DIR, true);
+	_cleanup_close_ int tfd = open_target(st, m->dst, m->flags & AB_MNT_F_DIR, true);
 	if (tfd < 0)
 		return ab_fail(err, -tfd, "%s %s: mount point", m->why, m->dst);
 	int r;
@@ -667,7 +519,7 @@ static int apply_bind(const stage *st, size_t i, ab_err *err)
  * it was not protected) would stay writable through those: refuse. */
 static int check_no_links(const stage *st, const ab_mount *m, ab_err *err)
 {
-	int tfd = open_target(st->fd, m->dst, true, false);
+	int tfd = open_target(st, m->dst, true, false);
 	if (tfd < 0)
 		return tfd == -ENOENT ? 0 : ab_fail(err, -tfd, "fs.protect %s", m->dst);
 	int dfd = openat(tfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -698,7 +550,7 @@ static int check_no_links(const stage *st, const ab_mount *m, ab_err *err)
 /* A clone of what is already staged at the target, bound onto itself. */
 static int apply_reclone(const stage *st, const ab_mount *m, bool ro, ab_err *err)
 {
-	_cleanup_close_ int tfd = open_target(st->fd, m->dst, true, false);
+	_cleanup_close_ int tfd = open_target(st, m->dst, true, false);
 	if (tfd < 0) {
 		if (tfd == -ENOENT && (m->flags & AB_MNT_F_OPTIONAL))
 			return 0;
@@ -724,6 +576,7 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 {
 	const ab_mount *m = &st->plan->mounts[i];
 	_cleanup_close_ int tfd = -1;
+	bool is_dir = false;
 	int r;
 	switch (m->kind) {
 	case AB_MNT_BIND_RO:
@@ -740,16 +593,16 @@ static int apply_one(const stage *st, size_t i, ab_err *err)
 		if (m->kind == AB_MNT_MASK && rendered_over(st->plan, m->dst))
 			return 0; /* the rendered copy covers it (stacking on the empty
 				     file would pin the staging file) */
-		tfd = open_target(st->fd, m->dst, false, false);
+		tfd = ab_walk_open(st->walk, m->dst, false, false, &is_dir);
 		if (tfd == -ENOENT || tfd == -ENOTDIR)
 			return 0; /* nothing there to hide */
 		if (tfd < 0)
 			return ab_fail(err, -tfd, "%s %s", m->why, m->dst);
-		return mount_cover(st, m, tfd, err);
+		return mount_cover(st, m, tfd, is_dir, err);
 	default: break;
 	}
 	bool dir = m->kind != AB_MNT_CONTENT && m->kind != AB_MNT_SYMLINK;
-	tfd = open_target(st->fd, m->dst, dir, true);
+	tfd = open_target(st, m->dst, dir, true);
 	if (tfd < 0)
 		return ab_fail(err, -tfd, "%s %s: mount point", m->why, m->dst);
 	switch (m->kind) {
@@ -831,8 +684,9 @@ static int git_links(const ab_plan *plan, int sfd, ab_err *err)
 static int stage_and_apply(const ab_plan *plan, const src_state *src, const int *idmap_fds,
 			   const int *devfds, const int *review_fds, ab_err *err)
 {
-	/* the content mounts live here: with secrets, the trust files (two copies of
-	 * the system bundle, ~220 KB on Debian, and two Java truststores, ~170 KB) */
+	/* the content mounts live here: with secrets, the trust files (one copy of
+	 * the system bundle, ~220 KB on Debian, and one Java truststore, ~170 KB,
+	 * each mounted at all of its paths) */
 	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0) {
 		int r = ab_fail(err, errno, "mount staging tmpfs");
 		err->step = AB_STEP_MOUNT;
@@ -857,18 +711,36 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 			  opts) < 0)
 			return ab_fail(err, errno, "staging %s", empties[i].name);
 	}
+	ab_walk walk;
+	ab_walk_init(&walk, sfd);
+	staged_copy copies[AB_STAGED_COPIES];
+	for (size_t i = 0; i < AB_STAGED_COPIES; i++) {
+		copies[i].tree = -1;
+		snprintf(copies[i].name, sizeof(copies[i].name), ".agentbox-content-%zu", i);
+	}
 	stage st = {.fd = sfd,
+		    .walk = &walk,
+		    .copies = copies,
 		    .plan = plan,
 		    .src = src,
 		    .idmap_fds = idmap_fds,
 		    .devfds = devfds,
 		    .review_fds = {review_fds[0], review_fds[1]}};
-	for (size_t i = 0; i < plan->nmounts; i++) {
-		int r = apply_one(&st, i, err);
-		if (r < 0)
-			return r;
+	int r = 0;
+	for (size_t i = 0; i < plan->nmounts && r == 0; i++) {
+		r = apply_one(&st, i, err);
+		/* what was kept at or under it now shows the covered tree */
+		ab_walk_forget(&walk, plan->mounts[i].dst);
 	}
-	int r = plan->seccomp.notify_create ? git_links(plan, sfd, err) : 0;
+	ab_walk_free(&walk);
+	for (size_t i = 0; i < AB_STAGED_COPIES; i++) {
+		if (copies[i].tree >= 0 && unlinkat(sfd, copies[i].name, 0) < 0 && r == 0)
+			r = ab_fail(err, errno, "remove staging file");
+		ab_closep(&copies[i].tree);
+	}
+	if (r < 0)
+		return r;
+	r = plan->seccomp.notify_create ? git_links(plan, sfd, err) : 0;
 	return r < 0 ? r : enter_root(plan, sfd, err);
 }
 

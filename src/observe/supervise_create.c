@@ -180,6 +180,8 @@ static int build(ab_supervisor *s, const create_call *c, const struct seccomp_no
 		   !strncmp(p2, "/proc/", 6) || !strncmp(p2, "/dev/", 5);
 	if ((mode || ids) && !caller_status(tid, &m->umask, &m->pid, &m->tid))
 		return -ESRCH;
+	if (!m->pid) /* its pid inside, cheaply: /dev/tty is its own terminal */
+		m->pid = (int32_t)sup_inner_pid(s, tid);
 	*nfds = 0;
 	if (p1[0] != '/') {
 		int fd = caller_dir(tid, c->dfd1 >= 0 ? (int)a[c->dfd1] : AT_FDCWD);

@@ -558,6 +558,37 @@ fail:
 	return -ENXIO;
 }
 
+/* /dev/tty is the opener's controlling terminal: the caller's (from its
+ * stat file, field 7), never this thread's (init has none: it left
+ * agentbox's session).  Only a pty of the sandbox's devpts can be one. */
+static int open_ctty(const ab_med_req *rq, int *out)
+{
+	char p[64], buf[1024];
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)rq->pid);
+	ssize_t n = rq->pid > 0 ? ab_read_small(p, buf, sizeof(buf)) : -1;
+	const char *c = n > 0 ? strrchr(buf, ')') : NULL;
+	unsigned long tty = 0;
+	/* ") S ppid pgrp session tty_nr" */
+	if (!c || sscanf(c + 1, " %*c %*d %*d %*d %lu", &tty) != 1 || tty == 0)
+		return -ENXIO;
+	unsigned maj = (unsigned)((tty >> 8) & 0xfff);
+	unsigned min = (unsigned)((tty & 0xff) | ((tty >> 12) & 0xfff00));
+	if (maj < 136 || maj > 143)
+		return -ENXIO; /* UNIX98 pty slaves: the sandbox has no other tty */
+	char pts[64];
+	snprintf(pts, sizeof(pts), "/dev/pts/%u", (maj - 136) * 256 + min);
+	int fd = open_at(AT_FDCWD, pts, rq->flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC), 0,
+			 false);
+	struct stat st;
+	if (fd >= 0 &&
+	    (fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(maj, min))) {
+		close(fd);
+		fd = -ENXIO;
+	}
+	*out = fd;
+	return fd < 0 ? fd : 0;
+}
+
 static int do_open(const ab_med_req *rq, int *out, uint32_t *what)
 {
 	mode_t mode = rq->mode;
@@ -571,6 +602,10 @@ static int do_open(const ab_med_req *rq, int *out, uint32_t *what)
 		*out = redirect_open(g, &T1, rq->flags, mode);
 		return *out < 0 ? *out : 0;
 	}
+	struct stat ts;
+	if (fstatat(dirfd_of(&T1), name_of(&T1), &ts, 0) == 0 && S_ISCHR(ts.st_mode) &&
+	    ts.st_rdev == makedev(5, 0))
+		return open_ctty(rq, out);
 	*out = open_at(dirfd_of(&T1), name_of(&T1), rq->flags, mode, T1.magic);
 	if (*out == -ENXIO)
 		return defer_open(&T1, rq->flags, mode, out, what);

@@ -327,6 +327,14 @@ int ab_child_main(void *arg)
 		if (a->parent_fds[i] >= 0)
 			close(a->parent_fds[i]);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Out of agentbox's session: init (and its creator thread, which opens
+	 * files for the sandbox) must never have the user's terminal as its
+	 * controlling tty, or /dev/tty opened for the sandbox would be it.
+	 * Terminal signals reach init through the parent, which forwards them. */
+	if (setsid() < 0) {
+		ab_fail(&err, errno, "setsid");
+		child_fail(a, &err);
+	}
 	sigset_t set;
 	sigemptyset(&set);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(forwarded); i++)

@@ -143,6 +143,20 @@ def test_no_ctty_without_pty(ctx):
     _assert_restored(p)
 
 
+def test_dev_tty_is_the_sandbox_pty(ctx):
+    """With a pty, /dev/tty inside is the sandbox's own terminal: opened for
+    writing (which agentbox's creator carries out, include/agentbox/
+    mediate.h) it reaches the user through the relay, and a second session
+    inside has none."""
+    p = _run_pty(ctx, ["sh", "-c", "echo VIA-DEV-TTY > /dev/tty && "
+                       "setsid sh -c 'echo LEAK > /dev/tty' 2>/dev/null || echo no-ctty-ok"])
+    rc = p.wait(30)
+    assert rc == 0, "rc %s, output %r" % (rc, p.text())
+    assert "VIA-DEV-TTY" in p.text() and "no-ctty-ok" in p.text(), p.text()
+    assert "LEAK" not in p.text(), p.text()
+    _assert_restored(p)
+
+
 TCSET_PY = r'''
 import ctypes, errno, termios, sys
 fd = int(sys.argv[1])

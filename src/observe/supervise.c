@@ -596,6 +596,9 @@ void ab_supervisor_finish(ab_supervisor *s)
 	if (s->cred_suppressed)
 		sup_suppressed(s, "credentials", s->cred_suppressed);
 	s->cred_suppressed = 0;
+	if (s->trace_suppressed)
+		sup_suppressed(s, "file", s->trace_suppressed);
+	s->trace_suppressed = 0;
 	sup_connect_finish(s);
 	ab_audit_count_exec(s->audit, s->execs);
 	s->execs = 0;

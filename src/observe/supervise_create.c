@@ -19,6 +19,8 @@
 #include "supervise_int.h"
 
 #include "agentbox/mediate.h"
+#include "agentbox/plan.h"
+#include "agentbox/trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -371,6 +373,34 @@ static void log_git(ab_supervisor *s, pid_t tid, const char *call, uint32_t what
 	ab_audit_emit(s->audit, ev);
 }
 
+/* run --trace: a call the creator was refused (Landlock, a mode), recorded
+ * as the caller's file denial: the kernel's trace sees only init's thread
+ * (src/observe/trace.c leaves those out).  Rate-limited like the trace's. */
+static void trace_denial(ab_supervisor *s, const create_call *c, pid_t tid, int r)
+{
+	static const char *const ops[] = {
+		[AB_MED_OPEN] = "open",       [AB_MED_MKDIR] = "mkdir", [AB_MED_MKNOD] = "mknod",
+		[AB_MED_SYMLINK] = "symlink", [AB_MED_LINK] = "link",   [AB_MED_RENAME] = "rename"};
+	char comm[16];
+	sup_proc_comm(tid, comm, sizeof(comm));
+	ab_audit_count_denial(s->audit, "file", s->mreq->paths, comm, 1);
+	if (!ab_sup_bucket_take(&s->trace_rate, ab_now_ms(), AB_TRACE_RATE_PER_S,
+				AB_TRACE_RATE_BURST)) {
+		s->trace_suppressed++;
+		return;
+	}
+	json_t *ev = json_object();
+	json_object_set_new(ev, "event", json_string("denied"));
+	json_object_set_new(ev, "kind", json_string("file"));
+	json_object_set_new(ev, "source", json_string("agentbox"));
+	json_object_set_new(ev, "pid", json_integer(sup_inner_pid(s, tid)));
+	json_object_set_new(ev, "comm", sup_bytes_json(comm));
+	json_object_set_new(ev, "path", sup_bytes_json(s->mreq->paths));
+	json_object_set_new(ev, "op", json_string(ops[c->op]));
+	json_object_set_new(ev, "errno", json_string(r == -EACCES ? "EACCES" : "EPERM"));
+	ab_audit_emit(s->audit, ev);
+}
+
 void sup_on_create(ab_supervisor *s, const struct seccomp_notif *rq)
 {
 	const create_call *c = find_call(rq->data.nr);
@@ -403,6 +433,9 @@ void sup_on_create(ab_supervisor *s, const struct seccomp_notif *rq)
 	if (done && r < 0 && !(resp.what & AB_MED_REFUSED))
 		sup_refusal_note(s, rq, c->dfd1 >= 0 ? (int)rq->data.args[c->dfd1] : AT_FDCWD,
 				 s->mreq->paths, r);
+	if (done && (r == -EACCES || r == -EPERM) && !(resp.what & AB_MED_REFUSED) && s->plan &&
+	    s->plan->trace)
+		trace_denial(s, c, (pid_t)rq->pid, r);
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
 	if (r == -ESRCH) {

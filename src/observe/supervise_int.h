@@ -117,6 +117,8 @@ struct ab_supervisor {
 	 * buffer (src/observe/supervise_create.c) */
 	int creator;
 	struct ab_med_req *mreq;
+	ab_sup_bucket trace_rate; /* run --trace: the creator's refusals recorded */
+	uint64_t trace_suppressed;
 	/* run --ask / --trace: the creations refused (supervise_refusal.c);
 	 * NULL: not kept */
 	struct ab_sup_refusal *refusals;

@@ -122,7 +122,9 @@ def test_trace_landlock_file_denial(ctx):
     den = [e for e in _file_denials(events) if e.get("path") == "/proc/self/comm"]
     assert len(den) == 1, "expected one denied open of /proc/self/comm:\n" + _fmt(events)
     d = den[0]
-    assert d["source"] == "bpf" and d["op"] == "open" and d["errno"] == "EACCES", d
+    # an open for writing is carried out by agentbox's creator (docs/nested-git.md):
+    # its refusal is recorded by agentbox for the caller, not by the kernel's trace
+    assert d["source"] in ("bpf", "agentbox") and d["op"] == "open" and d["errno"] == "EACCES", d
     assert d["comm"] == "sh" and isinstance(d["pid"], int) and d["pid"] > 1, d
     # the read-only mount refused the other one with EROFS: not a Landlock
     # denial, not recorded

@@ -239,8 +239,12 @@ static void find_program(ab_asker *a, ask_q *q, const ab_ask_question *aq)
 	snprintf(want, sizeof(want), "socket:[%lu]", ino);
 	DIR *d = ino ? opendir("/proc") : NULL;
 	struct dirent *e;
+	long self = (long)getpid();
 	while (d && (e = readdir(d))) {
-		if (e->d_name[0] < '1' || e->d_name[0] > '9' || !holds_socket(e->d_name, want))
+		/* not agentbox itself: its supervisor carries out the sandbox's
+		 * connects on a copy of the caller's socket, held a moment longer */
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
+		    strtol(e->d_name, NULL, 10) == self || !holds_socket(e->d_name, want))
 			continue;
 		char cmd[ASK_LINE] = "";
 		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);

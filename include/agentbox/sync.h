@@ -65,6 +65,9 @@ enum ab_listen_kind {
 #define AB_SYNC_ENV_MAX 8192 /* one AB_SYNC_ENV entry */
 
 /* Send/receive one sync message (with optional fd). */
+/* LEN bytes of BUF as one message on the socket FD, with PASS_FD (>= 0)
+ * attached (SCM_RIGHTS); EINTR retried.  0, or -errno (-EIO: cut short). */
+int ab_send_with_fd(int fd, const void *buf, size_t len, int pass_fd);
 int ab_sync_send(int fd, const ab_sync_msg *m, int pass_fd);
 int ab_sync_recv(int fd, ab_sync_msg *m, int *recv_fd);
 

@@ -13,9 +13,9 @@
 
 #include "agentbox/sync.h"
 
-int ab_sync_send(int fd, const ab_sync_msg *m, int pass_fd)
+int ab_send_with_fd(int fd, const void *buf, size_t len, int pass_fd)
 {
-	struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
@@ -35,7 +35,12 @@ int ab_sync_send(int fd, const ab_sync_msg *m, int pass_fd)
 	do
 		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
-	return n == (ssize_t)sizeof(*m) ? 0 : -(n < 0 ? errno : EIO);
+	return n == (ssize_t)len ? 0 : -(n < 0 ? errno : EIO);
+}
+
+int ab_sync_send(int fd, const ab_sync_msg *m, int pass_fd)
+{
+	return ab_send_with_fd(fd, m, sizeof(*m), pass_fd);
 }
 
 /* Returns 1 on a message, 0 on EOF, -errno on error. */

@@ -236,15 +236,23 @@ static int add_exec_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab_
 /* Rendered credentials files: every rename notifies; the parent carries out
  * one onto a rendered file and continues the rest.  A rename the profile
  * denies stays a denial (its rule notifies as a denial, or fails). */
-static int rename_call_nr(const ab_seccomp_policy *pol, const char *name)
+/* NAME's number when the notification mode ON has it notify: -1 when ON is
+ * off, the call is not on this architecture, or the policy denies it (a
+ * denial stays a denial). */
+static int notified_nr(const ab_seccomp_policy *pol, bool on, const char *name)
 {
 	int nr = sc_resolve_nr(name);
 	const sc_deny_entry *e = sc_find_deny(name);
-	if (!pol->notify_rename || pol->notify_create || nr < 0 ||
-	    ab_strv_contains(&pol->extra_deny, name) || (e && sc_entry_active(pol, e)))
-		return -1; /* off (or the creation rules' own); not on this
-			    * architecture (aarch64: rename); denied */
+	if (!on || nr < 0 || ab_strv_contains(&pol->extra_deny, name) ||
+	    (e && sc_entry_active(pol, e)))
+		return -1;
 	return nr;
+}
+
+static int rename_call_nr(const ab_seccomp_policy *pol, const char *name)
+{
+	/* with notify_create, the creation rules hold the renames */
+	return notified_nr(pol, pol->notify_rename && !pol->notify_create, name);
 }
 
 static int create_call_nr(const ab_seccomp_policy *pol, const char *name);
@@ -321,12 +329,7 @@ static int set_attrs(scmp_filter_ctx ctx, ab_err *err)
  * connect the profile denies stays a denial. */
 static int connect_nr(const ab_seccomp_policy *pol)
 {
-	int nr = sc_resolve_nr("connect");
-	const sc_deny_entry *e = sc_find_deny("connect");
-	if (!pol->notify_connect || nr < 0 || ab_strv_contains(&pol->extra_deny, "connect") ||
-	    (e && sc_entry_active(pol, e)))
-		return -1;
-	return nr;
+	return notified_nr(pol, pol->notify_connect, "connect");
 }
 
 bool ab_seccomp_notifies_connect(const ab_seccomp_policy *pol, int nr)
@@ -347,12 +350,7 @@ static int add_connect_rule(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, a
  * stays a denial. */
 static int learn_call_nr(const ab_seccomp_policy *pol, const char *name)
 {
-	int nr = sc_resolve_nr(name);
-	const sc_deny_entry *e = sc_find_deny(name);
-	if (!pol->notify_learn || nr < 0 || ab_strv_contains(&pol->extra_deny, name) ||
-	    (e && sc_entry_active(pol, e)))
-		return -1;
-	return nr;
+	return notified_nr(pol, pol->notify_learn, name);
 }
 
 bool ab_seccomp_notifies_learn(const ab_seccomp_policy *pol, int nr)
@@ -384,12 +382,7 @@ static int add_learn_rules(scmp_filter_ctx ctx, const ab_seccomp_policy *pol, ab
  * profile denies stays a denial. */
 static int create_call_nr(const ab_seccomp_policy *pol, const char *name)
 {
-	int nr = sc_resolve_nr(name);
-	const sc_deny_entry *e = sc_find_deny(name);
-	if (!pol->notify_create || nr < 0 || ab_strv_contains(&pol->extra_deny, name) ||
-	    (e && sc_entry_active(pol, e)))
-		return -1;
-	return nr;
+	return notified_nr(pol, pol->notify_create, name);
 }
 
 bool ab_seccomp_notifies_create(const ab_seccomp_policy *pol, int nr)

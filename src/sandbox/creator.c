@@ -40,6 +40,7 @@
 #include "creator.h"
 
 #include "agentbox/mediate.h"
+#include "agentbox/sync.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -757,26 +758,7 @@ static void send_resp(const ab_med_resp *rs, int fd)
 
 static void send_resp_on(int sock, const ab_med_resp *rs, int fd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {.iov_base = (void *)rs, .iov_len = sizeof(*rs)};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (fd >= 0) {
-		memset(&u, 0, sizeof(u));
-		msg.msg_control = u.buf;
-		msg.msg_controllen = sizeof(u.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	ssize_t n;
-	do
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
+	(void)ab_send_with_fd(sock, rs, sizeof(*rs), fd);
 }
 
 /* Is the request whole: both paths NUL-terminated where it says, the fds it

@@ -82,7 +82,7 @@ CREDS_SRCS   := src/creds/ca.c src/creds/truststore.c src/creds/secrets.c src/cr
                 src/creds/scan.c src/creds/phkey.c src/creds/systrust.c
 PLAN_SRCS    := src/plan/plan.c src/plan/plan_mounts.c src/plan/plan_net.c src/plan/plan_landlock.c \
                 src/plan/plan_gitcfg.c src/plan/learn.c src/plan/explain.c src/plan/explain_json.c \
-                src/plan/plan_review.c
+                src/plan/plan_review.c src/plan/plan_guard.c
 OBSERVE_SRCS := src/observe/audit.c src/observe/otlp.c src/observe/trace.c \
                 src/observe/trace_event.c src/observe/supervise.c src/observe/supervise_exec.c \
                 src/observe/supervise_rename.c src/observe/supervise_connect.c src/observe/supervise_learn.c src/observe/supervise_create.c src/observe/supervise_refusal.c \

@@ -51,6 +51,10 @@ json_t *ab_json_pointer_get(json_t *root, const char *ptr);
  * says where, never what). */
 int ab_credfile_parse(const char *buf, size_t len, json_t **out, ab_err *err);
 
+/* Parse BUF[0..LEN) as a file's content (at most AB_CREDFILE_FILE_MAX bytes),
+ * like ab_credfile_parse. */
+int ab_credfile_parse_file(const char *buf, size_t len, json_t **out, ab_err *err);
+
 /* Read PATH (a regular file, at most AB_CREDFILE_FILE_MAX bytes) and parse it.
  * 0, -ENOENT (absent, or empty: agentbox reserves an absent one with an
  * empty file), -EFBIG, -EINVAL or another -errno; *err names PATH. */

@@ -66,11 +66,16 @@ enum ab_mnt_kind {
 #define AB_MNT_F_REVIEW \
 	0x400 /* the workspace in review mode: an overlay (upper and work in
 		 plan->review_dir) is stacked on the bind (docs/review.md) */
+#define AB_MNT_F_COPY \
+	0x800 /* AB_MNT_BIND_RW of a file filesystem.guard names: the run's
+		 private copy (ab_mount.copy) is bound in its place, and merged
+		 back without the guarded keys when the run ends (guard.c) */
 
 typedef struct ab_mount {
 	enum ab_mnt_kind kind;
-	char *src; /* host path (binds), link target (symlink), or NULL */
-	char *dst; /* path inside the new root (absolute) */
+	char *src;  /* host path (binds), link target (symlink), or NULL */
+	char *copy; /* AB_MNT_F_COPY: host path of the run's private copy of src */
+	char *dst;  /* path inside the new root (absolute) */
 	unsigned flags;
 	char *why; /* short provenance for explain: "fs.read", "workspace", "home", ... */
 } ab_mount;
@@ -158,6 +163,8 @@ typedef struct ab_plan_input {
 #define AB_ABLATE_HSTATE 0x200  /* anchored fs.protect entries (harness state) are ignored */
 #define AB_ABLATE_SETID 0x400   /* seccomp's set-id mode rules left out, even where needed */
 #define AB_ABLATE_GITLIVE 0x800 /* creation calls not carried out: a new .git is the host's */
+#define AB_ABLATE_GUARDCOPY \
+	0x1000 /* a guarded file is the host's own while the run lasts (no copy) */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
 

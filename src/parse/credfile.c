@@ -147,6 +147,11 @@ int ab_credfile_parse(const char *buf, size_t len, json_t **out, ab_err *err)
 	return parse_max(buf, len, AB_CREDFILE_MAX, out, err);
 }
 
+int ab_credfile_parse_file(const char *buf, size_t len, json_t **out, ab_err *err)
+{
+	return parse_max(buf, len, AB_CREDFILE_FILE_MAX, out, err);
+}
+
 /* Read a regular file of at most AB_CREDFILE_FILE_MAX bytes into a buffer
  * of its size (*CAP bytes, for the wipe). */
 static int read_small(const char *path, char **buf, size_t *len, size_t *cap, struct stat *st,

@@ -284,11 +284,35 @@ static void text_mount_line(FILE *out, const ab_mount *m)
 		      out);
 	if (m->flags & AB_MNT_F_IDMAP)
 		fputs(", idmapped", out);
+	if (m->flags & AB_MNT_F_COPY)
+		fputs(", a private copy for the run: merged back at exit without its guarded "
+		      "keys",
+		      out);
 	if (m->flags & AB_MNT_F_NOEXEC)
 		fputs(", noexec", out);
 	if (m->flags & AB_MNT_F_OPTIONAL)
 		fputs(", if present", out);
 	fputs("]\n", out);
+}
+
+/* filesystem.guard: whether each file is the run's private copy (the host's
+ * file untouched while it runs) or the host's own (keys put back at exit). */
+static void text_guard(FILE *out, const ab_plan *p)
+{
+	fputs("  guarded keys of writable JSON files (never reach the host file from "
+	      "the run):\n",
+	      out);
+	for (size_t i = 0; i < p->guard.n; i++) {
+		const char *e = p->guard.v[i], *hash = strstr(e, "#/");
+		bool copy = false;
+		for (size_t j = 0; hash && j < p->nmounts && !copy; j++)
+			copy = p->mounts[j].copy &&
+			       strncmp(p->mounts[j].dst, e, (size_t)(hash - e)) == 0 &&
+			       p->mounts[j].dst[hash - e] == '\0';
+		put_line(out, "    ", e,
+			 copy ? "  [a private copy while it runs]\n"
+			      : "  [LIVE on the host while it runs; put back when it ends]\n");
+	}
 }
 
 /* Print the mounts `pick` selects under `title`. */
@@ -370,10 +394,7 @@ static void text_filesystem(const ab_plan *p, FILE *out)
 	      out);
 	text_gitcfg(out, p);
 	if (p->guard.n)
-		text_list(out,
-			  "guarded keys of writable JSON files (put back after the run when "
-			  "it changed them)",
-			  &p->guard);
+		text_guard(out, p);
 	text_mounts(out, p, "devices, proc and system files", pick_system);
 	if (p->absent.n)
 		text_list(out, "granted but not present on this host (skipped)", &p->absent);

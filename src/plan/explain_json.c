@@ -101,7 +101,8 @@ static json_t *json_mount(const ab_mount *m)
 	} fl[] = {{AB_MNT_F_DIR, "dir"},
 		  {AB_MNT_F_OPTIONAL, "optional"},
 		  {AB_MNT_F_IDMAP, "idmap"},
-		  {AB_MNT_F_NOEXEC, "noexec"}};
+		  {AB_MNT_F_NOEXEC, "noexec"},
+		  {AB_MNT_F_COPY, "private-copy"}};
 	json_t *o = json_object(), *flags = json_array();
 	int bad = !o || !flags;
 	for (size_t i = 0; flags && i < AB_ARRAY_SIZE(fl); i++)
@@ -112,6 +113,8 @@ static json_t *json_mount(const ab_mount *m)
 	bad |= json_object_set_new(
 		o, "src", m->src && m->kind != AB_MNT_CONTENT ? jstr(m->src) : json_null());
 	bad |= json_object_set_new(o, "dst", jstr(m->dst));
+	if (m->copy)
+		bad |= json_object_set_new(o, "copy", jstr(m->copy));
 	bad |= json_object_set_new(o, "flags", flags);
 	bad |= json_object_set_new(o, "why", m->why ? jstr(m->why) : json_null());
 	return checked(o, bad);

@@ -385,6 +385,7 @@ static const struct {
 	{AB_ABLATE_HSTATE, "hstate", "anchored fs.protect entries are ignored"},
 	{AB_ABLATE_SETID, "setid", "set-id mode bits are not checked, even in idmapped grants"},
 	{AB_ABLATE_GITLIVE, "gitlive", "a new .git is made where the host's git finds it"},
+	{AB_ABLATE_GUARDCOPY, "guardcopy", "a guarded file is the host's own while the run lasts"},
 };
 
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
@@ -403,7 +404,7 @@ int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
 				err, 0,
 				"AGENTBOX_TEST_ABLATE: unknown layer '%s' (seccomp, "
 				"landlock, netns, env, home, pty, connect, settle, gitconfig, "
-				"hstate, setid)",
+				"hstate, setid, gitlive, guardcopy)",
 				t);
 		*out |= ablations[i].bit;
 	}
@@ -596,7 +597,8 @@ int ab_plan_build(const ab_plan_input *in, ab_plan **out, ab_err *err)
 	    ab_strv_copy(&p->seccomp.allow, &in->profile->syscalls.allow) < 0)
 		return ab_fail(err, ENOMEM, "plan");
 	if ((r = ab_seccomp_validate(&p->seccomp, err)) < 0 || (r = plan_ablate(p, in, err)) < 0 ||
-	    (r = plan_setid(p, in, err)) < 0 || (r = plan_record(p, in, err)) < 0)
+	    (r = pl_plan_guard_copies(p, in, err)) < 0 || (r = plan_setid(p, in, err)) < 0 ||
+	    (r = plan_record(p, in, err)) < 0)
 		return r;
 	if (!p->root_mode && in->supplementary_groups > 0) {
 		char *w = ab_asprintf("supplementary groups of uid %u are kept (an unprivileged "
@@ -617,6 +619,7 @@ void ab_plan_free(ab_plan *p)
 		return;
 	for (size_t i = 0; i < p->nmounts; i++) {
 		free(p->mounts[i].src);
+		free(p->mounts[i].copy);
 		free(p->mounts[i].dst);
 		free(p->mounts[i].why);
 	}

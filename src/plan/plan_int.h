@@ -8,6 +8,7 @@
  *   plan_net.c      the egress plan, its mounts and its environment
  *   plan_mounts.c   the new root: grants, denies, protected paths, and the
  *                   mount list every other part adds to
+ *   plan_guard.c    the private copies of guarded files (filesystem.guard)
  * The egress part adds its files (/etc/resolv.conf, the session CA, rendered
  * credentials) to the mount list itself, through pl_add_mount: they are
  * mounts like any other, decided where their reason is known.
@@ -50,6 +51,9 @@ void pl_egress_plan_free(ab_egress_plan *e);
 
 /* ---- plan_review.c: after the mounts (marks the workspace bind) */
 int pl_plan_review(ab_plan *p, const ab_plan_input *in, ab_err *err);
+
+/* ---- plan_guard.c: after the mounts and the ablations (the run's tag) */
+int pl_plan_guard_copies(ab_plan *p, const ab_plan_input *in, ab_err *err);
 
 /* ---- plan_landlock.c: after the mounts and the egress plan */
 int pl_plan_landlock(ab_plan *p, const ab_plan_input *in, ab_err *err);

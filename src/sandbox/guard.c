@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,57 @@ int ab_guard_restore(json_t *doc, const ab_strv *ptrs, json_t *start, ab_strv *c
 	return n;
 }
 
+static bool same(json_t *a, json_t *b)
+{
+	return a == b || (a && b && json_equal(a, b));
+}
+
+/* T, B, O: the same object in the host's document now, at the start (or
+ * NULL) and in the run's copy. */
+static int merge_object(json_t *t, json_t *b, json_t *o)
+{
+	const char *k;
+	json_t *ov, *bv;
+	json_object_foreach(o, k, ov)
+	{
+		bv = b ? json_object_get(b, k) : NULL;
+		json_t *tv = json_object_get(t, k);
+		if (same(ov, bv) || same(ov, tv))
+			continue; /* the run left it, or both made it the same */
+		if (same(tv, bv)) {
+			if (json_object_set_new(t, k, json_deep_copy(ov)) < 0)
+				return -ENOMEM;
+		} else if (json_is_object(tv) && json_is_object(ov) &&
+			   (!bv || json_is_object(bv))) {
+			int r = merge_object(tv, bv, ov);
+			if (r < 0)
+				return r;
+		} /* else both changed it: the host's stays */
+	}
+	if (b)
+		json_object_foreach(b, k, bv) /* what the run removed */
+			if (!json_object_get(o, k) && same(json_object_get(t, k), bv))
+				json_object_del(t, k);
+	return 0;
+}
+
+int ab_guard_merge(json_t **theirs, json_t *base, json_t *ours)
+{
+	if (!ours || same(ours, base) || same(ours, *theirs))
+		return 0;
+	if (same(*theirs, base)) {
+		json_t *c = json_deep_copy(ours);
+		if (!c)
+			return -ENOMEM;
+		json_decref(*theirs);
+		*theirs = c;
+		return 0;
+	}
+	if (json_is_object(*theirs) && json_is_object(ours) && (!base || json_is_object(base)))
+		return merge_object(*theirs, base, ours);
+	return 0;
+}
+
 static ab_guard_file *file_of(ab_guard *g, const char *path)
 {
 	for (size_t i = 0; i < g->n; i++)
@@ -156,7 +208,7 @@ static ab_guard_file *file_of(ab_guard *g, const char *path)
 	if (g->n >= GUARD_FILES_MAX)
 		return NULL;
 	ab_guard_file *f = &g->f[g->n];
-	*f = (ab_guard_file){.path = strdup(path), .vals = json_object()};
+	*f = (ab_guard_file){.path = strdup(path), .vals = json_object(), .copy_fd = -1};
 	if (!f->path || !f->vals) {
 		free(f->path);
 		json_decref(f->vals);
@@ -182,8 +234,100 @@ static int load(const char *path, json_t **doc, ab_err *err)
 	return r < 0 ? ab_err_prefix(err, "filesystem.guard") : 0;
 }
 
-int ab_guard_snapshot(ab_guard *g, const ab_strv *entries, ab_err *err)
+/* The bytes of the regular file PATH (at most AB_CREDFILE_FILE_MAX) and its
+ * status: 0, -ENOENT (absent), or with *ERR set. */
+static int read_bytes(const char *path, char **buf, size_t *len, struct stat *st, ab_err *err)
 {
+	_cleanup_close_ int fd =
+		open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT
+				       : ab_fail(err, errno, "filesystem.guard: %s", path);
+	if (fstat(fd, st) < 0)
+		return ab_fail(err, errno, "filesystem.guard: %s", path);
+	if (!S_ISREG(st->st_mode))
+		return ab_fail(err, EINVAL, "filesystem.guard: %s is not a regular file", path);
+	if ((uint64_t)st->st_size > AB_CREDFILE_FILE_MAX)
+		return ab_fail(err, EFBIG, "filesystem.guard: %s is larger than %d bytes", path,
+			       AB_CREDFILE_FILE_MAX);
+	size_t cap = (size_t)st->st_size + 1;
+	*buf = malloc(cap);
+	if (!*buf)
+		return ab_fail(err, ENOMEM, "filesystem.guard");
+	ssize_t got = ab_read_full(fd, *buf, cap);
+	if (got < 0 || (size_t)got == cap) {
+		free(TAKE_PTR(*buf));
+		return got < 0 ? ab_fail(err, (int)-got, "filesystem.guard: %s", path)
+			       : ab_fail(err, EAGAIN,
+					 "filesystem.guard: %s changed while it was read", path);
+	}
+	*len = (size_t)got;
+	return 0;
+}
+
+/* The run's copy of F: the same bytes, owner and mode, made before the
+ * sandbox starts (O_EXCL: never a file someone else put there). */
+static int make_copy(ab_guard_file *f, const char *copy, const char *buf, size_t len,
+		     const struct stat *st, ab_err *err)
+{
+	f->copy = strdup(copy);
+	if (!f->copy)
+		return ab_fail(err, ENOMEM, "filesystem.guard");
+	f->copy_fd = open(copy, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (f->copy_fd < 0) {
+		free(TAKE_PTR(f->copy));
+		return ab_fail(err, errno, "filesystem.guard: make the run's copy %s", copy);
+	}
+	struct stat cst;
+	int r = ab_write_all(f->copy_fd, buf, len);
+	if (r == 0 && ((geteuid() == 0 && fchown(f->copy_fd, st->st_uid, st->st_gid) < 0) ||
+		       fchmod(f->copy_fd, st->st_mode & 0777) < 0 || fstat(f->copy_fd, &cst) < 0))
+		r = -errno;
+	f->copy_dev = r == 0 ? cst.st_dev : 0;
+	f->copy_ino = r == 0 ? cst.st_ino : 0;
+	return r < 0 ? ab_fail(err, -r, "filesystem.guard: write the run's copy %s", copy) : 0;
+}
+
+/* F's values at the start, and its copy when the plan shows one (COPY). */
+static int snapshot_file(ab_guard_file *f, const char *copy, ab_err *err)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	struct stat st;
+	_cleanup_json_ json_t *doc = NULL;
+	int r = read_bytes(f->path, &buf, &len, &st, err);
+	if (r == -ENOENT) {
+		if (copy) /* gone since the plan: the bind would fail */
+			return ab_fail(err, ENOENT, "filesystem.guard: %s", f->path);
+		return 0;
+	}
+	if (r == 0 && len && ab_credfile_parse_file(buf, len, &doc, err) < 0)
+		r = ab_err_prefix(err, "filesystem.guard: %s", f->path);
+	if (r < 0) {
+		ab_err_hint(err, "agentbox reads it to keep its guarded keys off the host; fix "
+				 "or remove the file");
+		return r;
+	}
+	for (size_t j = 0; doc && j < f->ptrs.n; j++)
+		if (ab_guard_collect(doc, f->ptrs.v[j], f->vals) < 0)
+			return ab_fail(err, ENOMEM, "filesystem.guard");
+	if (!copy)
+		return 0;
+	f->base = TAKE_PTR(doc);
+	return make_copy(f, copy, buf, len, &st, err);
+}
+
+static const char *copy_of(const ab_plan *plan, const char *path)
+{
+	for (size_t i = 0; i < plan->nmounts; i++)
+		if (plan->mounts[i].copy && strcmp(plan->mounts[i].dst, path) == 0)
+			return plan->mounts[i].copy;
+	return NULL;
+}
+
+int ab_guard_snapshot(ab_guard *g, const ab_plan *plan, ab_err *err)
+{
+	const ab_strv *entries = &plan->guard;
 	memset(g, 0, sizeof(*g));
 	if (!entries->n)
 		return 0;
@@ -198,20 +342,9 @@ int ab_guard_snapshot(ab_guard *g, const ab_strv *entries, ab_err *err)
 		if (!f || ab_strv_push(&f->ptrs, hash + 1) < 0)
 			return ab_fail(err, ENOMEM, "filesystem.guard");
 	}
-	for (size_t i = 0; i < g->n; i++) {
-		_cleanup_json_ json_t *doc = NULL;
-		int r = load(g->f[i].path, &doc, err);
-		if (r == -ENOENT)
-			continue;
-		if (r < 0) {
-			ab_err_hint(err, "agentbox reads it to put its guarded keys back after the "
-					 "run; fix or remove the file");
-			return r;
-		}
-		for (size_t j = 0; j < g->f[i].ptrs.n; j++)
-			if (ab_guard_collect(doc, g->f[i].ptrs.v[j], g->f[i].vals) < 0)
-				return ab_fail(err, ENOMEM, "filesystem.guard");
-	}
+	for (size_t i = 0; i < g->n; i++)
+		if (snapshot_file(&g->f[i], copy_of(plan, g->f[i].path), err) < 0)
+			return -1;
 	return 0;
 }
 
@@ -237,6 +370,18 @@ static int rewrite(const char *path, json_t *doc, const struct stat *st)
 	return r;
 }
 
+/* "a, b, c" of CHANGED, cleaned for a terminal, in K. */
+static void key_list(const ab_strv *changed, char *k, size_t size)
+{
+	char keys[1024] = "";
+	for (size_t i = 0, used = 0; i < changed->n && used < sizeof(keys); i++) {
+		int w = snprintf(keys + used, sizeof(keys) - used, "%s%s", i ? ", " : "",
+				 changed->v[i]);
+		used += w > 0 ? (size_t)w : 0;
+	}
+	ab_clean(keys, k, size);
+}
+
 static void settle_file(const ab_guard_file *f, bool restore, ab_strv *findings)
 {
 	ab_err err = {0};
@@ -255,13 +400,8 @@ static void settle_file(const ab_guard_file *f, bool restore, ab_strv *findings)
 			"checked; review it before a program on the host reads it",
 			c, err.msg);
 	} else if ((r = ab_guard_restore(doc, &f->ptrs, f->vals, &changed)) > 0) {
-		char keys[1024] = "", k[4 * sizeof(keys) + 1];
-		for (size_t i = 0, used = 0; i < changed.n && used < sizeof(keys); i++) {
-			int w = snprintf(keys + used, sizeof(keys) - used, "%s%s", i ? ", " : "",
-					 changed.v[i]);
-			used += w > 0 ? (size_t)w : 0;
-		}
-		ab_clean(keys, k, sizeof(k));
+		char k[4 * 1024 + 1];
+		key_list(&changed, k, sizeof(k));
 		if (!restore)
 			line = ab_asprintf(
 				"%s: keys changed during the run LEFT (test ablation): %s", c, k);
@@ -279,18 +419,130 @@ static void settle_file(const ab_guard_file *f, bool restore, ab_strv *findings)
 		free(line);
 }
 
-void ab_guard_settle(const ab_guard *g, bool restore, ab_strv *findings)
+/* What the run left in its copy (NULL: an empty file); -1 with *ERR.  The
+ * sandbox is gone: nothing writes it any more. */
+static int read_copy(ab_guard_file *f, json_t **doc, ab_err *err)
 {
-	for (size_t i = 0; i < g->n; i++)
-		settle_file(&g->f[i], restore, findings);
+	struct stat st;
+	*doc = NULL;
+	if (f->copy_fd < 0 || fstat(f->copy_fd, &st) < 0 || st.st_dev != f->copy_dev ||
+	    st.st_ino != f->copy_ino) {
+		/* the cleanup watcher: this number is closed, or another fd now */
+		f->copy_fd = open(f->copy, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (f->copy_fd < 0 || fstat(f->copy_fd, &st) < 0)
+			return ab_fail(err, errno, "open");
+		if (st.st_dev != f->copy_dev || st.st_ino != f->copy_ino)
+			return ab_fail(err, 0, "it is no longer the copy agentbox made");
+	}
+	if ((uint64_t)st.st_size > AB_CREDFILE_FILE_MAX)
+		return ab_fail(err, EFBIG, "larger than %d bytes", AB_CREDFILE_FILE_MAX);
+	size_t cap = (size_t)st.st_size + 1;
+	_cleanup_free_ char *buf = malloc(cap);
+	if (!buf)
+		return ab_fail(err, ENOMEM, "read");
+	if (lseek(f->copy_fd, 0, SEEK_SET) < 0)
+		return ab_fail(err, errno, "lseek");
+	ssize_t got = ab_read_full(f->copy_fd, buf, cap);
+	if (got < 0 || (size_t)got == cap)
+		return ab_fail(err, got < 0 ? (int)-got : EAGAIN, "read");
+	return got ? ab_credfile_parse_file(buf, (size_t)got, doc, err) : 0;
+}
+
+/* The copy stays where it is for the user to review: the host's file is
+ * as it was. */
+static char *keep_copy(ab_guard_file *f, const char *c, const char *why)
+{
+	char k[PATH_MAX * 4 + 1];
+	ab_clean(f->copy, k, sizeof(k));
+	ab_closep(&f->copy_fd);
+	f->settled = true;
+	return ab_asprintf("%s: what the run wrote to it was NOT merged (%s); it is kept in %s "
+			   "for you to review",
+			   c, why, k);
+}
+
+/* The guarded keys the run changed in OURS, pushed to CHANGED. */
+static int run_changed(const ab_guard_file *f, json_t *ours, ab_strv *changed)
+{
+	_cleanup_json_ json_t *probe = ours ? json_deep_copy(ours) : NULL;
+	if (ours && !probe)
+		return -ENOMEM;
+	return probe ? ab_guard_restore(probe, &f->ptrs, f->vals, changed) : 0;
+}
+
+/* Merge the run's copy into the host's file, its guarded keys left as the
+ * host has them (RESTORE; all of it in the test ablation). */
+static char *settle_copy(ab_guard_file *f, const char *c, bool restore)
+{
+	ab_err err = {0};
+	_cleanup_json_ json_t *ours = NULL, *theirs = NULL, *before = NULL;
+	_cleanup_json_ json_t *hostvals = json_object();
+	_cleanup_strv_ ab_strv changed = {0}, put = {0};
+	struct stat st;
+	if (read_copy(f, &ours, &err) < 0)
+		return keep_copy(f, c, err.msg);
+	if (!hostvals || run_changed(f, ours, &changed) < 0)
+		return keep_copy(f, c, strerror(ENOMEM));
+	int r = load(f->path, &theirs, &err);
+	if (r == -ENOENT && lstat(f->path, &st) < 0)
+		return keep_copy(f, c, "the file was removed on the host while the run lasted");
+	if (r < 0 && r != -ENOENT)
+		return keep_copy(f, c, err.msg);
+	/* the host's guarded values, from a copy: the merge changes THEIRS */
+	before = theirs ? json_deep_copy(theirs) : NULL;
+	for (size_t j = 0; before && j < f->ptrs.n; j++)
+		if (ab_guard_collect(before, f->ptrs.v[j], hostvals) < 0)
+			return keep_copy(f, c, strerror(ENOMEM));
+	if ((theirs && !before) || ab_guard_merge(&theirs, f->base, ours) < 0 ||
+	    (restore && theirs && ab_guard_restore(theirs, &f->ptrs, hostvals, &put) < 0))
+		return keep_copy(f, c, strerror(ENOMEM));
+	if (theirs && !same(theirs, before) &&
+	    (lstat(f->path, &st) < 0 || (r = rewrite(f->path, theirs, &st)) < 0))
+		return keep_copy(f, c, strerror(r < 0 ? -r : errno));
+	unlink(f->copy);
+	ab_closep(&f->copy_fd);
+	f->settled = true;
+	if (!changed.n)
+		return NULL;
+	char k[4 * 1024 + 1];
+	key_list(&changed, k, sizeof(k));
+	return restore ? ab_asprintf("%s: the run's changes were merged back except its guarded "
+				     "keys, which stay as the host has them: %s",
+				     c, k)
+		       : ab_asprintf("%s: keys changed during the run LEFT (test ablation): %s", c,
+				     k);
+}
+
+void ab_guard_settle(ab_guard *g, bool restore, ab_strv *findings)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		ab_guard_file *f = &g->f[i];
+		if (!f->copy) {
+			settle_file(f, restore, findings);
+			continue;
+		}
+		if (f->settled)
+			continue;
+		char c[PATH_MAX * 4 + 1];
+		ab_clean(f->path, c, sizeof(c));
+		char *line = settle_copy(f, c, restore);
+		if (line && ab_strv_push_take(findings, line) < 0)
+			free(line);
+	}
 }
 
 void ab_guard_free(ab_guard *g)
 {
 	for (size_t i = 0; i < g->n; i++) {
-		free(g->f[i].path);
-		ab_strv_free(&g->f[i].ptrs);
-		json_decref(g->f[i].vals);
+		ab_guard_file *f = &g->f[i];
+		if (f->copy && !f->settled) /* the run never ran: nothing to merge */
+			unlink(f->copy);
+		ab_closep(&f->copy_fd);
+		free(f->copy);
+		json_decref(f->base);
+		free(f->path);
+		ab_strv_free(&f->ptrs);
+		json_decref(f->vals);
 	}
 	free(g->f);
 	memset(g, 0, sizeof(*g));

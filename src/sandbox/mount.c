@@ -61,6 +61,13 @@ int ab_mount_open_host(const char *path, bool strict)
 	return ab_open_nofollow(path, O_PATH | O_NOFOLLOW);
 }
 
+int ab_mount_open_source(const ab_plan *plan, const ab_mount *m)
+{
+	if (m->copy)
+		return ab_open_nofollow(m->copy, O_PATH | O_NOFOLLOW);
+	return ab_mount_open_host(m->src, ab_mount_in_writable(plan, m->src));
+}
+
 /* Is `path` strictly inside a writable bind of the plan? */
 bool ab_mount_in_writable(const ab_plan *plan, const char *path)
 {
@@ -140,7 +147,7 @@ static int open_sources(const ab_plan *plan, src_state *src, ab_err *err)
 		const ab_mount *m = &plan->mounts[i];
 		if (m->kind != AB_MNT_BIND_RO && m->kind != AB_MNT_BIND_RW)
 			continue;
-		int fd = ab_mount_open_host(m->src, ab_mount_in_writable(plan, m->src));
+		int fd = ab_mount_open_source(plan, m);
 		if (fd < 0) {
 			if (errno == ENOENT && (m->flags & AB_MNT_F_OPTIONAL))
 				continue;

@@ -85,8 +85,7 @@ int ab_mount_prepare_idmaps(const ab_plan *plan, int *fds, ab_err *err)
 			if (userns < 0)
 				return userns;
 		}
-		_cleanup_close_ int src =
-			ab_mount_open_host(m->src, ab_mount_in_writable(plan, m->src));
+		_cleanup_close_ int src = ab_mount_open_source(plan, m);
 		if (src < 0)
 			return ab_fail(err, errno, "%s %s", m->why, m->src);
 		struct stat st;

@@ -71,5 +71,8 @@ static inline int sys_mount_setattr(int dfd, const char *path, unsigned flags,
 int ab_mount_open_host(const char *path, bool strict);
 /* Is `path` strictly inside a writable bind of the plan? */
 bool ab_mount_in_writable(const ab_plan *plan, const char *path);
+/* A bind's source O_PATH, as ab_mount_open_host: the run's private copy of
+ * a guarded file in its place (AB_MNT_F_COPY; no symlink on the way). */
+int ab_mount_open_source(const ab_plan *plan, const ab_mount *m);
 
 #endif

@@ -563,7 +563,7 @@ static int prepare_host(run_state *s)
 		placeholders |= plan->mounts[i].kind == AB_MNT_PLACEHOLDER;
 	/* nested repositories armed during the run are disarmed after it */
 	clock_gettime(CLOCK_REALTIME_COARSE, &s->git_since); /* the clock file times use */
-	if (ab_guard_snapshot(&s->guard, &plan->guard, s->err) < 0)
+	if (ab_guard_snapshot(&s->guard, plan, s->err) < 0)
 		return -1;
 	if (plan->review && ab_review_prepare(plan, s->err) < 0)
 		return -1;

@@ -133,8 +133,7 @@ static size_t settle_unguarded(const ab_plan *plan, ab_audit *audit)
 	return moved;
 }
 
-void ab_settle_run(const ab_plan *plan, struct timespec since, const ab_guard *guard,
-		   ab_audit *audit)
+void ab_settle_run(const ab_plan *plan, struct timespec since, ab_guard *guard, ab_audit *audit)
 {
 	size_t n = settle_nested(plan, since, audit);
 	n += settle_unguarded(plan, audit);

@@ -19,7 +19,7 @@ struct ab_guard;
  * JSON files the run changed are put back (guard.h).  Each move is said on
  * stderr and, with AUDIT, in the log.  The test ablation "settle" only says
  * what it would move. */
-void ab_settle_run(const struct ab_plan *plan, struct timespec since, const struct ab_guard *guard,
+void ab_settle_run(const struct ab_plan *plan, struct timespec since, struct ab_guard *guard,
 		   struct ab_audit *audit);
 
 #endif

@@ -22,6 +22,7 @@ can fail.
 import json
 import os
 import secrets as pysecrets
+import signal
 import subprocess
 
 import abtest
@@ -419,7 +420,7 @@ def _claude_json(ctx, ablate):
     assert doc["numStartups"] == 2, doc            # its state: kept
     assert doc["projects"][ctx.ws] == {"allowedTools": []}, doc
     assert doc["projects"]["/elsewhere"] == {}, doc
-    assert "put back what the run changed of its guarded keys" in r.stderr, describe(r)
+    assert "merged back except its guarded keys" in r.stderr, describe(r)
     assert oct(os.stat(cj).st_mode & 0o777) == "0o600"
 
 
@@ -429,6 +430,196 @@ def test_claude_json_mcp_servers(ctx):
 
 def test_claude_json_mcp_servers_ablated(ctx):
     _claude_json(ctx, True)
+
+
+_LIVE_PY = ("import json, os, sys, time\n"
+            "open(os.path.expanduser('~/.claude.json'), 'w').write(sys.argv[1])\n"
+            "open('ready', 'w').close()\n"
+            "while not os.path.exists('go'):\n"
+            "    time.sleep(0.02)\n")
+
+
+def _claude_json_seed(ctx):
+    os.makedirs(os.path.join(ctx.home, ".claude"), exist_ok=True)
+    cj = ctx.host_file(os.path.join(ctx.home, ".claude.json"),
+                       json.dumps({"numStartups": 1, "theme": "dark", "projects": {ctx.ws: {
+                           "allowedTools": [], "history": ["a"]}}}) + "\n", 0o600)
+    if ctx.uid != 0:
+        abtest.chown_tree(os.path.join(ctx.home, ".claude"), ctx.uid, ctx.gid)
+    return cj
+
+
+def _run_servers(ctx, cj):
+    """What a claude started on the host runs from ~/.claude.json: its
+    user-scope servers, then those of every project entry."""
+    doc = _read_json(cj) or {}
+    servers = list((doc.get("mcpServers") or {}).values())
+    for proj in (doc.get("projects") or {}).values():
+        servers += list(((proj or {}).get("mcpServers") or {}).values())
+    for s in servers:
+        if isinstance(s, dict) and s.get("command"):
+            _host_exec(ctx, [s["command"]] + list(s.get("args") or []))
+    return doc
+
+
+def _claude_json_live(ctx, ablate):
+    """While the run lasts, ~/.claude.json on the host holds nothing the
+    sandbox wrote: a claude started outside meanwhile (its servers run here
+    by a stand-in that reads the file as claude does) starts nothing the run
+    planted.  The sandbox writes a private copy; at the end what it changed
+    is merged back key by key with what the host changed meanwhile, except
+    the guarded keys, which keep the host's values."""
+    marker = _marker(ctx, "claude-json-live")
+    cj = _claude_json_seed(ctx)
+    with open(cj) as f:
+        start = f.read()
+    srv = {"type": "stdio", "command": "sh", "args": ["-c", "touch " + marker]}
+    doc = {"numStartups": 2, "theme": "dark", "mcpServers": {"x": srv},
+           "projects": {ctx.ws: {"mcpServers": {"y": srv}, "allowedTools": ["Bash(*)"],
+                                 "history": ["a", "b"]}}}
+    saved = abtest.BINARY
+    env = dict(_keys())
+    if ablate:
+        abtest.BINARY = os.path.join(os.path.dirname(saved), "agentbox-ablate")
+        env["AGENTBOX_TEST_ABLATE"] = "guardcopy"
+    try:
+        p = ctx.popen(["run", "-p", "claude-code", "-w", ctx.ws, "--", INNER_PY, "-c",
+                       _LIVE_PY, json.dumps(doc)], env=env)
+    finally:
+        abtest.BINARY = saved
+    go = os.path.join(ctx.ws, "go")
+    try:
+        assert abtest.wait_for(lambda: os.path.exists(os.path.join(ctx.ws, "ready")), 30,
+                               0.05), "the sandbox never got ready"
+        _run_servers(ctx, cj)   # a claude started outside meanwhile
+        if ablate:
+            assert os.path.exists(marker), \
+                "the ablated twin did not run the planted server during the run"
+            return
+        assert not os.path.exists(marker), "a server the run planted ran on the host"
+        with open(cj) as f:
+            assert f.read() == start, "the host's file changed while the run lasted"
+        # the user, meanwhile: a server of their own, a setting, a project
+        host = json.loads(start)
+        host["mcpServers"] = {"mine": {"type": "stdio", "command": "true"}}
+        host["tipsHistory"] = {"t": 1}
+        host["projects"]["/other"] = {"history": ["z"]}
+        with open(cj, "w") as f:
+            f.write(json.dumps(host) + "\n")
+    finally:
+        ctx.host_file(go, "")
+        out, err = p.communicate(timeout=60)
+    err = err.decode(errors="replace")
+    assert p.returncode == 0, err
+    doc = _run_servers(ctx, cj)
+    assert not os.path.exists(marker), "a server the run planted ran on the host: %s" % doc
+    assert doc["numStartups"] == 2, doc                         # the run's
+    assert doc["tipsHistory"] == {"t": 1}, doc                  # the host's
+    assert doc["mcpServers"] == {"mine": {"type": "stdio", "command": "true"}}, doc
+    assert doc["projects"][ctx.ws] == {"allowedTools": [], "history": ["a", "b"]}, doc
+    assert doc["projects"]["/other"] == {"history": ["z"]}, doc
+    assert "merged back except its guarded keys" in err and "/mcpServers" in err, err
+    assert oct(os.stat(cj).st_mode & 0o777) == "0o600"
+    left = [n for n in os.listdir(ctx.home) if n.startswith(".claude.json.")]
+    assert not left, "the run's copy was left: %s" % left
+
+
+def test_claude_json_private_while_running(ctx):
+    _claude_json_live(ctx, False)
+
+
+def test_claude_json_private_while_running_ablated(ctx):
+    _claude_json_live(ctx, True)
+
+
+def test_claude_json_merged_when_agentbox_killed(ctx):
+    """agentbox SIGKILLed while the run lasts: its cleanup watcher merges
+    the run's copy once the sandbox is gone, the guarded keys left out, and
+    removes the copy."""
+    marker = _marker(ctx, "claude-json-killed")
+    cj = _claude_json_seed(ctx)
+    srv = {"type": "stdio", "command": "sh", "args": ["-c", "touch " + marker]}
+    doc = {"numStartups": 3, "theme": "dark", "mcpServers": {"x": srv}, "projects": {}}
+    p = ctx.popen(["run", "-p", "claude-code", "-w", ctx.ws, "--", INNER_PY, "-c",
+                   _LIVE_PY, json.dumps(doc)], env=dict(_keys()))
+    assert abtest.wait_for(lambda: os.path.exists(os.path.join(ctx.ws, "ready")), 30, 0.05), \
+        "the sandbox never got ready"
+    os.kill(p.pid, signal.SIGKILL)
+    p.communicate(timeout=30)
+    assert abtest.wait_for(lambda: (_read_json(cj) or {}).get("numStartups") == 3, 20, 0.05), \
+        "the run's copy was not merged after agentbox was killed: %s" % _read_json(cj)
+    assert abtest.wait_for(lambda: not [n for n in os.listdir(ctx.home)
+                                        if n.startswith(".claude.json.")], 10, 0.05)
+    doc = _run_servers(ctx, cj)
+    assert not os.path.exists(marker), "a server the run planted ran on the host"
+    assert "mcpServers" not in doc and doc["projects"] == {}, doc
+
+
+def test_claude_json_unreadable_copy_kept(ctx):
+    """A copy the run left as something other than JSON is not merged: the
+    host's file stays as it was, and the copy is kept for review, named."""
+    cj = _claude_json_seed(ctx)
+    with open(cj) as f:
+        start = f.read()
+    r = ctx.sandbox("printf '{\"numStartups\": ' > ~/.claude.json", profile="claude-code",
+                    env=_keys())
+    assert r.returncode == 0, describe(r)
+    with open(cj) as f:
+        assert f.read() == start
+    left = [n for n in os.listdir(ctx.home) if n.startswith(".claude.json.agentbox-")]
+    assert len(left) == 1, left
+    assert "was NOT merged" in r.stderr and left[0] in r.stderr, describe(r)
+
+
+def _claude_mcp_add(ctx, ablate):
+    """The real Claude Code adds MCP servers from inside (user scope and the
+    project's local scope, both in ~/.claude.json, which it saves by rename
+    and, refused, in place); then the real claude on the host lists its
+    servers, which starts each one to check it.  Nothing the run added is
+    there to start.  Twin: without the copy and the settling
+    (guardcopy,settle), the host's claude starts the planted server."""
+    import test_harness_claude as hcl
+    path = hcl.install_native(ctx)
+    marker = _marker(ctx, "claude-mcp-add")
+    cj = _claude_json_seed(ctx)
+    saved = abtest.BINARY
+    env = {"PATH": path, "ANTHROPIC_API_KEY": hcl.new_key(),
+           "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    if ablate:
+        abtest.BINARY = os.path.join(os.path.dirname(saved), "agentbox-ablate")
+        env["AGENTBOX_TEST_ABLATE"] = "guardcopy,settle"
+    try:
+        r = ctx.sandbox("claude mcp add -s user evil -- sh -c 'touch %s' && "
+                        "claude mcp add -s local evil2 -- sh -c 'touch %s'" % (marker, marker),
+                        profile="claude-code", extra_args=["--env", "ANTHROPIC_BASE_URL"],
+                        env=env, timeout=hcl.RUN_TIMEOUT)
+    finally:
+        abtest.BINARY = saved
+    assert r.returncode == 0, describe(r)
+    host = subprocess.run(_as_user(ctx, [os.path.join(path.split(":")[0], "claude"), "mcp",
+                                         "list"]),
+                          cwd=ctx.ws, env={"PATH": HOST_PATH, "HOME": ctx.home,
+                                           "LANG": "C.UTF-8",
+                                           "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"},
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=hcl.RUN_TIMEOUT)
+    if ablate:
+        assert os.path.exists(marker), "the ablated twin's host claude started nothing: %s%s" \
+            % (host.stdout, host.stderr)
+        return
+    assert not os.path.exists(marker), "the host's claude started a server the run added"
+    doc = _read_json(cj)
+    assert "evil" not in json.dumps(doc), doc
+    assert "/mcpServers" in r.stderr and "merged back except its guarded keys" in r.stderr, \
+        describe(r)
+
+
+def test_claude_mcp_add_never_reaches_host(ctx):
+    _claude_mcp_add(ctx, False)
+
+
+def test_claude_mcp_add_never_reaches_host_ablated(ctx):
+    _claude_mcp_add(ctx, True)
 
 
 def test_claude_json_saved_api_key_refused(ctx):

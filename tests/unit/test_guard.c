@@ -65,11 +65,97 @@ static void test_restore(void **state)
 	json_decref(start);
 }
 
+/* MERGE(base, ours, theirs) must give WANT. */
+static void check_merge(const char *base, const char *ours, const char *theirs, const char *want)
+{
+	json_t *b = base ? parse(base) : NULL, *o = ours ? parse(ours) : NULL;
+	json_t *t = theirs ? parse(theirs) : NULL, *w = want ? parse(want) : NULL;
+	assert_int_equal(ab_guard_merge(&t, b, o), 0);
+	if (!w)
+		assert_null(t);
+	else if (!json_equal(t, w)) {
+		char *got = json_dumps(t, JSON_SORT_KEYS);
+		fail_msg("merge gave %s, want %s", got, want);
+	}
+	json_decref(b);
+	json_decref(o);
+	json_decref(t);
+	json_decref(w);
+}
+
+static void test_merge(void **state)
+{
+	(void)state;
+	/* the host left it: the run's document whole */
+	check_merge("{\"a\": 1}", "{\"a\": 2, \"b\": 1}", "{\"a\": 1}", "{\"a\": 2, \"b\": 1}");
+	/* the run left it: the host's */
+	check_merge("{\"a\": 1}", "{\"a\": 1}", "{\"a\": 3}", "{\"a\": 3}");
+	/* both, other keys: each one's change, removals too */
+	check_merge("{\"a\": 1, \"b\": 1, \"c\": 1}", "{\"a\": 2, \"b\": 1}",
+		    "{\"a\": 1, \"b\": 5, \"c\": 1, \"d\": 4}", "{\"a\": 2, \"b\": 5, \"d\": 4}");
+	/* both, the same key: the host's stays */
+	check_merge("{\"a\": 1, \"x\": 0}", "{\"a\": 2, \"x\": 1}", "{\"a\": 3, \"x\": 0}",
+		    "{\"a\": 3, \"x\": 1}");
+	/* a removal the host changed meanwhile: the host's stays */
+	check_merge("{\"a\": 1}", "{}", "{\"a\": 2}", "{\"a\": 2}");
+	/* objects merge key by key, however deep; both added one: merged */
+	check_merge("{\"p\": {\"/w\": {\"h\": [1]}}}",
+		    "{\"p\": {\"/w\": {\"h\": [1, 2]}, \"/n\": {\"k\": 1}}}",
+		    "{\"p\": {\"/w\": {\"h\": [1], \"t\": 1}, \"/o\": {}}}",
+		    "{\"p\": {\"/w\": {\"h\": [1, 2], \"t\": 1}, \"/o\": {}, \"/n\": {\"k\": 1}}}");
+	check_merge("{}", "{\"m\": {\"x\": 1}}", "{\"m\": {\"y\": 2}}",
+		    "{\"m\": {\"y\": 2, \"x\": 1}}");
+	/* a type changed on one side against an object on the other: the host's */
+	check_merge("{\"m\": {\"x\": 1}}", "{\"m\": [1]}", "{\"m\": {\"x\": 2}}",
+		    "{\"m\": {\"x\": 2}}");
+	/* an empty copy (NULL) changes nothing; an empty base takes the run's keys */
+	check_merge("{\"a\": 1}", NULL, "{\"a\": 1}", "{\"a\": 1}");
+	check_merge(NULL, "{\"a\": 1}", "{\"b\": 2}", "{\"b\": 2, \"a\": 1}");
+	check_merge(NULL, "{\"a\": 1}", NULL, "{\"a\": 1}");
+	/* arrays at the top: whole, never merged */
+	check_merge("[1]", "[2]", "[3]", "[3]");
+	check_merge("[1]", "[2]", "[1]", "[2]");
+}
+
+/* The merge then the host's guarded values: nothing the run put under a
+ * guarded key survives, and the host's own do. */
+static void test_merge_guarded(void **state)
+{
+	(void)state;
+	json_t *base = parse("{\"n\": 1, \"projects\": {\"/w\": {\"t\": []}}}");
+	json_t *ours = parse("{\"n\": 2, \"mcp\": {\"evil\": 1}, \"projects\": {\"/w\": "
+			     "{\"t\": [\"Bash\"], \"m\": {\"e\": 1}}}}");
+	json_t *theirs = parse("{\"n\": 1, \"mcp\": {\"mine\": 1}, \"projects\": {\"/w\": "
+			       "{\"t\": []}}}");
+	json_t *copy = json_deep_copy(theirs), *host = json_object();
+	ab_strv ptrs = {0}, put = {0};
+	const char *p[] = {"/mcp", "/projects/*/t", "/projects/*/m"};
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(ab_strv_push(&ptrs, p[i]), 0);
+		assert_int_equal(ab_guard_collect(copy, p[i], host), 0);
+	}
+	assert_int_equal(ab_guard_merge(&theirs, base, ours), 0);
+	assert_int_equal(ab_guard_restore(theirs, &ptrs, host, &put), 3);
+	json_t *want = parse("{\"n\": 2, \"mcp\": {\"mine\": 1}, \"projects\": {\"/w\": "
+			     "{\"t\": []}}}");
+	assert_true(json_equal(theirs, want));
+	ab_strv_free(&ptrs);
+	ab_strv_free(&put);
+	json_decref(want);
+	json_decref(host);
+	json_decref(copy);
+	json_decref(theirs);
+	json_decref(ours);
+	json_decref(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_collect),
 		cmocka_unit_test(test_restore),
+		cmocka_unit_test(test_merge),
+		cmocka_unit_test(test_merge_guarded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2400,6 +2400,40 @@ static void test_review_mode(void **state)
 	free(r);
 }
 
+/* filesystem.guard: a file granted on its own is shown as the run's copy
+ * (made next to it, named by the run's tag); one writable only through a
+ * granted directory is not; the test ablation leaves the host's file. */
+static void test_guard_copy(void **state)
+{
+	(void)state;
+	fentry over[] = {{"/home/u/.tool.json", 'f', 1000}};
+	for (int ablate = 0; ablate < 2; ablate++) {
+		fx f;
+		fx_init(&f, 7);
+		f.fs.extra = over;
+		f.fs.nextra = 1;
+		f.in.run_tag = "00ab";
+		f.in.ablate = ablate ? AB_ABLATE_GUARDCOPY : 0;
+		SV(&f.prof->fs.write, "/home/u/.tool.json", "/home/u/.config/tool");
+		SV(&f.prof->fs.guard, "/home/u/.tool.json#/a", "/home/u/.tool.json#/b/*",
+		   "/home/u/.config/tool/c.json#/x");
+		fx_ok(&f);
+		const ab_mount *m = must_mount(f.plan, AB_MNT_BIND_RW, "/home/u/.tool.json");
+		assert_string_equal(m->src, "/home/u/.tool.json");
+		if (ablate) {
+			assert_null(m->copy);
+			assert_false(m->flags & AB_MNT_F_COPY);
+		} else {
+			assert_string_equal(m->copy, "/home/u/.tool.json.agentbox-00ab");
+			assert_true(m->flags & AB_MNT_F_COPY);
+		}
+		m = must_mount(f.plan, AB_MNT_BIND_RW, "/home/u/.config/tool");
+		assert_null(m->copy);
+		assert_false(m->flags & AB_MNT_F_COPY);
+		fx_done(&f);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2442,6 +2476,7 @@ int main(void)
 		cmocka_unit_test(test_command),
 		cmocka_unit_test(test_rendered_then_env_secret),
 		cmocka_unit_test(test_hostile_strings),
+		cmocka_unit_test(test_guard_copy),
 		cmocka_unit_test(test_golden_mounts),
 		cmocka_unit_test(test_golden_explain_json),
 	};

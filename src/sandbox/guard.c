@@ -314,7 +314,10 @@ static int snapshot_file(ab_guard_file *f, const char *copy, ab_err *err)
 	if (!copy)
 		return 0;
 	f->base = TAKE_PTR(doc);
-	return make_copy(f, copy, buf, len, &st, err);
+	r = make_copy(f, copy, buf, len, &st, err);
+	f->start = TAKE_PTR(buf);
+	f->start_len = len;
+	return r;
 }
 
 static const char *copy_of(const ab_plan *plan, const char *path)
@@ -421,6 +424,7 @@ static void settle_file(const ab_guard_file *f, bool restore, ab_strv *findings)
 
 /* What the run left in its copy (NULL: an empty file); -1 with *ERR.  The
  * sandbox is gone: nothing writes it any more. */
+/* 1 when it holds the bytes it started with (nothing to merge). */
 static int read_copy(ab_guard_file *f, json_t **doc, ab_err *err)
 {
 	struct stat st;
@@ -445,6 +449,8 @@ static int read_copy(ab_guard_file *f, json_t **doc, ab_err *err)
 	ssize_t got = ab_read_full(f->copy_fd, buf, cap);
 	if (got < 0 || (size_t)got == cap)
 		return ab_fail(err, got < 0 ? (int)-got : EAGAIN, "read");
+	if ((size_t)got == f->start_len && (!got || memcmp(buf, f->start, f->start_len) == 0))
+		return 1;
 	return got ? ab_credfile_parse_file(buf, (size_t)got, doc, err) : 0;
 }
 
@@ -479,8 +485,15 @@ static char *settle_copy(ab_guard_file *f, const char *c, bool restore)
 	_cleanup_json_ json_t *hostvals = json_object();
 	_cleanup_strv_ ab_strv changed = {0}, put = {0};
 	struct stat st;
-	if (read_copy(f, &ours, &err) < 0)
+	int same_bytes = read_copy(f, &ours, &err);
+	if (same_bytes < 0)
 		return keep_copy(f, c, err.msg);
+	if (same_bytes) { /* the run left it as it was */
+		unlink(f->copy);
+		ab_closep(&f->copy_fd);
+		f->settled = true;
+		return NULL;
+	}
 	if (!hostvals || run_changed(f, ours, &changed) < 0)
 		return keep_copy(f, c, strerror(ENOMEM));
 	int r = load(f->path, &theirs, &err);
@@ -540,6 +553,7 @@ void ab_guard_free(ab_guard *g)
 		ab_closep(&f->copy_fd);
 		free(f->copy);
 		json_decref(f->base);
+		free(f->start);
 		free(f->path);
 		ab_strv_free(&f->ptrs);
 		json_decref(f->vals);

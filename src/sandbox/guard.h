@@ -33,10 +33,12 @@
 
 typedef struct ab_guard_file {
 	char *path;
-	ab_strv ptrs;   /* its guarded pointers, "*" segments unexpanded */
-	json_t *vals;   /* the values at the start: concrete pointer -> value */
-	json_t *base;   /* with a copy: the whole document at the start (NULL: empty) */
-	char *copy;     /* the run's private copy (AB_MNT_F_COPY), or NULL */
+	ab_strv ptrs; /* its guarded pointers, "*" segments unexpanded */
+	json_t *vals; /* the values at the start: concrete pointer -> value */
+	json_t *base; /* with a copy: the whole document at the start (NULL: empty) */
+	char *copy;   /* the run's private copy (AB_MNT_F_COPY), or NULL */
+	char *start;  /* ... the bytes it was made with */
+	size_t start_len;
 	int copy_fd;    /* ... open read-write, or -1 */
 	dev_t copy_dev; /* ... and which file it is (the cleanup watcher opens it
 			   again: its copy of this fd number was closed) */

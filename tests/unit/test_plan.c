@@ -187,7 +187,8 @@ static void prof_free(ab_profile *p)
 	ab_strv *v[] = {&p->files,          &p->command,      &p->fs.read,
 			&p->fs.write,       &p->fs.deny,      &p->fs.protect,
 			&p->fs.tmpfs,       &p->env.pass,     &p->syscalls.deny,
-			&p->syscalls.allow, &p->unix_sockets, &p->allow_downgrade};
+			&p->syscalls.allow, &p->unix_sockets, &p->allow_downgrade,
+			&p->fs.guard};
 	for (size_t i = 0; i < AB_ARRAY_SIZE(v); i++)
 		ab_strv_free(v[i]);
 	for (size_t i = 0; i < p->env.nset; i++) {

@@ -115,11 +115,16 @@ static int make_file(int dfd, const char *name, const char *content)
 	return 0;
 }
 
+static void hand_over(ab_cleaner *c, int *fds, size_t *n);
+
 /* Record the placeholder NAME in DFD just made; one that cannot be tracked
- * is removed again. */
+ * is removed again.  (Test ablation "phhold": its fd to the watcher now.) */
 static int track_new(ab_cleaner *c, int dfd, const char *name, const char *path, bool dir,
-		     ab_err *err)
+		     bool hold, ab_err *err)
 {
+	int fd = hold ? openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+	size_t one = fd >= 0;
+	hand_over(c, &fd, &one);
 	struct stat st;
 	int r = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 	if (r == 0 && (r = ab_cleaner_add(c, path, dir, st.st_dev, st.st_ino)) == 0)
@@ -158,7 +163,7 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
 					    "container root)",
 					    (unsigned)geteuid(), pc.path, (unsigned)st.st_uid);
 		} else
-			r = track_new(c, dfd, name, m->dst, dir, err);
+			r = track_new(c, dfd, name, m->dst, dir, plan->ph_hold, err);
 		if (r < 0)
 			return r;
 	}

@@ -147,7 +147,7 @@ typedef struct ab_plan_input {
  * build/agentbox-ablate, whose main.c is compiled with -DAB_ABLATION, sets
  * these, from AGENTBOX_TEST_ABLATE (a comma-separated list of the names in
  * plan.c's table: seccomp, landlock, netns, env, home, pty, connect, settle,
- * gitconfig, hstate, setid); the
+ * gitconfig, hstate, setid, gitlive, phhold); the
  * agentbox binary that is built and installed has no way to.  Each ablated
  * layer is listed in plan->downgrades ("TEST ABLATION: ..."), so run prints it
  * and explain shows it. */
@@ -164,7 +164,8 @@ typedef struct ab_plan_input {
 #define AB_ABLATE_SETID 0x400   /* seccomp's set-id mode rules left out, even where needed */
 #define AB_ABLATE_GITLIVE 0x800 /* creation calls not carried out: a new .git is the host's */
 #define AB_ABLATE_GUARDCOPY \
-	0x1000 /* a guarded file is the host's own while the run lasts (no copy) */
+	0x1000                  /* a guarded file is the host's own while the run lasts (no copy) */
+#define AB_ABLATE_PHHOLD 0x2000 /* the watcher holds each placeholder from its creation on */
 /* "seccomp,home" -> mask; unknown names: -EINVAL with a message. */
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err);
 
@@ -291,6 +292,8 @@ typedef struct ab_plan {
 			       disarmed (gitscan.h) and "?" entries it created moved aside
 			       (src/sandbox/settle.c); false only as a test ablation */
 	bool share_net;   /* test ablation "netns": no CLONE_NEWNET, no proxy */
+	bool ph_hold;     /* test ablation "phhold": the cleanup watcher is handed each
+			     placeholder as it is made, not at exit (cleanup.c) */
 	int trace;        /* run --trace: enum ab_trace_mode (trace.h), src/observe/trace.c */
 
 	ab_strv downgrades; /* named protections lost on this kernel and allowed by the profile */

@@ -386,6 +386,8 @@ static const struct {
 	{AB_ABLATE_SETID, "setid", "set-id mode bits are not checked, even in idmapped grants"},
 	{AB_ABLATE_GITLIVE, "gitlive", "a new .git is made where the host's git finds it"},
 	{AB_ABLATE_GUARDCOPY, "guardcopy", "a guarded file is the host's own while the run lasts"},
+	{AB_ABLATE_PHHOLD, "phhold",
+	 "placeholders held open during the run: removing one on the host does not stop it"},
 };
 
 int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
@@ -404,7 +406,7 @@ int ab_ablate_parse(const char *s, unsigned *out, ab_err *err)
 				err, 0,
 				"AGENTBOX_TEST_ABLATE: unknown layer '%s' (seccomp, "
 				"landlock, netns, env, home, pty, connect, settle, gitconfig, "
-				"hstate, setid, gitlive, guardcopy)",
+				"hstate, setid, gitlive, guardcopy, phhold)",
 				t);
 		*out |= ablations[i].bit;
 	}
@@ -421,6 +423,7 @@ static int plan_ablate(ab_plan *p, const ab_plan_input *in, ab_err *err)
 	if (in->ablate & AB_ABLATE_NETNS)
 		p->share_net = true;
 	p->git_settle = !(in->ablate & AB_ABLATE_SETTLE);
+	p->ph_hold = in->ablate & AB_ABLATE_PHHOLD;
 	snprintf(p->git_tag, sizeof(p->git_tag), "%s", in->run_tag ? in->run_tag : "0");
 	for (char *c = p->git_tag; *c; c++)
 		if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))

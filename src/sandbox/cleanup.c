@@ -5,6 +5,7 @@
  */
 #include "cleanup.h"
 #include "agentbox/plan.h"
+#include "agentbox/sync.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -22,11 +24,24 @@
 #define __NR_pidfd_open 434
 #endif
 
-/* Wire format, one record per write (each < PIPE_BUF, so atomic):
+/* Wire format, one record per message on a SOCK_SEQPACKET socketpair:
  *   'P' is_dir(0/1) dev ':' ino ':' path '\0'   a placeholder
  *   'W' pid(decimal) '\0'          the process to outlive
- *   'D' '\0'                       the parent settled (no settle here)    */
-#define REC_MAX PIPE_BUF /* one atomic packet */
+ *   'D' '\0'                       the parent settled (no settle here)
+ *   'H' '\0' + up to HOLD_MAX fds   placeholders the parent removed: keep
+ *   'F' '\0'                       the parent removed the placeholders
+ *
+ * 'H' is why agentbox returns sooner.  At exit the parent opens each
+ * placeholder (O_PATH), removes it and hands the fd here: the rmdir/unlink
+ * only takes the name, and the inode is freed when the watcher exits, after
+ * agentbox returned.  Freeing it is the slow part on a file system that
+ * discards freed blocks synchronously (ext4 without a journal, mounted with
+ * discard: docs/performance.md).  The names are gone before agentbox
+ * returns, so no host tool and no next run sees them.  Nothing holds a
+ * placeholder while the sandbox runs: a held dentry would delay the
+ * IN_DELETE_SELF the parent watches for (watch.c) until it was let go. */
+#define REC_MAX PIPE_BUF
+#define HOLD_MAX 128 /* fds per 'H' (the kernel takes up to 253) */
 
 static int open_parent(const char *path, char *parent, size_t size, const char **name)
 {
@@ -100,6 +115,27 @@ static int make_file(int dfd, const char *name, const char *content)
 	return 0;
 }
 
+static void hand_over(ab_cleaner *c, int *fds, size_t *n);
+
+/* Record the placeholder NAME in DFD just made; one that cannot be tracked
+ * is removed again.  (Test ablation "phhold": its fd to the watcher now.) */
+static int track_new(ab_cleaner *c, int dfd, const char *name, const char *path, bool dir,
+		     bool hold, ab_err *err)
+{
+	int fd = hold ? openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+	size_t one = fd >= 0;
+	hand_over(c, &fd, &one);
+	struct stat st;
+	int r = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	if (r == 0 && (r = ab_cleaner_add(c, path, dir, st.st_dev, st.st_ino)) == 0)
+		return 0;
+	unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0); /* cannot track it: remove */
+	if (r == -ENOSPC)
+		return ab_fail(err, ENOSPC, "fs.protect: too many placeholders (at most %d)",
+			       AB_CLEANUP_MAX);
+	return ab_fail(err, -r, "fs.protect: placeholder %s", path);
+}
+
 int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *err)
 {
 	_cleanup_(parent_cache_close) parent_cache pc = {.fd = -1};
@@ -126,13 +162,8 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
 					    "(in a container: that user, --user or USER, not "
 					    "container root)",
 					    (unsigned)geteuid(), pc.path, (unsigned)st.st_uid);
-		} else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			r = ab_fail(err, errno, "fs.protect: placeholder %s", m->dst);
-		else if ((r = ab_cleaner_add(c, m->dst, dir, st.st_dev, st.st_ino)) < 0) {
-			unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0); /* cannot track it: remove */
-			r = ab_fail(err, -r, "fs.protect: too many placeholders (at most %d)",
-				    AB_CLEANUP_MAX);
-		}
+		} else
+			r = track_new(c, dfd, name, m->dst, dir, plan->ph_hold, err);
 		if (r < 0)
 			return r;
 	}
@@ -158,12 +189,17 @@ static bool still_placeholder_file(int dfd, const char *name, unsigned long long
 	return n >= 0 && ab_placeholder_content_known(buf, (size_t)n);
 }
 
-/* The placeholder name in dfd, removed if it is still the one made. */
+/* The placeholder name in dfd, removed if it is still the one made.  With
+ * HOLD, *hold gets an O_PATH fd of the removed entry: its inode is freed
+ * when the last such fd closes, not by the removal. */
 static int cleanup_at(int dfd, const char *name, bool is_dir, unsigned long long dev,
-		      unsigned long long ino)
+		      unsigned long long ino, int *hold)
 {
 	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+	_cleanup_close_ int fd = -1;
+	if (hold)
+		fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (hold ? fd < 0 || fstat(fd, &st) < 0 : fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if ((unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino)
 		return -ESTALE; /* not the inode we created: leave it alone */
@@ -172,24 +208,101 @@ static int cleanup_at(int dfd, const char *name, bool is_dir, unsigned long long
 	if (!is_dir && (!S_ISREG(st.st_mode) || st.st_size > 64 ||
 			!still_placeholder_file(dfd, name, dev, ino)))
 		return -EEXIST; /* not a placeholder file any more: leave it */
-	return unlinkat(dfd, name, is_dir ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;
+	if (unlinkat(dfd, name, is_dir ? AT_REMOVEDIR : 0) < 0)
+		return -errno;
+	if (hold)
+		*hold = TAKE_FD(fd);
+	return 0;
 }
 
 static int cleanup_cached(parent_cache *pc, const char *path, bool is_dir, unsigned long long dev,
-			  unsigned long long ino)
+			  unsigned long long ino, int *hold)
 {
 	const char *name;
 	int dfd = cached_parent(pc, path, &name);
 	if (dfd < 0)
 		return dfd == -ENOENT ? 0 : dfd;
-	return cleanup_at(dfd, name, is_dir, dev, ino);
+	return cleanup_at(dfd, name, is_dir, dev, ino, hold);
 }
 
 int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev,
 			   unsigned long long ino)
 {
 	_cleanup_(parent_cache_close) parent_cache pc = {.fd = -1};
-	return cleanup_cached(&pc, path, is_dir, dev, ino);
+	return cleanup_cached(&pc, path, is_dir, dev, ino, NULL);
+}
+
+/* One record from the parent.  The fds beside it are kept for an 'H'
+ * record (until _exit: holding them is all they are for), else closed. */
+static ssize_t recv_rec(int sfd, char *rec, size_t size)
+{
+	struct iovec iov = {.iov_base = rec, .iov_len = size};
+	union {
+		char buf[CMSG_SPACE(HOLD_MAX * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	ssize_t r;
+	do
+		r = recvmsg(sfd, &msg, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0 || rec[0] == 'H')
+		return r;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < nfd; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			close(fd);
+		}
+	}
+	return r;
+}
+
+/* What the watcher learnt; the held fds close when it exits. */
+typedef struct watch_list {
+	char (*paths)[PATH_MAX];
+	bool *dirs;
+	unsigned long long *devs, *inos;
+	size_t n;
+	pid_t wait_pid;
+	bool finished; /* 'F': the parent removed them itself */
+} watch_list;
+
+/* A 'P' record: path, kind and identity. */
+static void learn_placeholder(watch_list *w, const char *rec, size_t r)
+{
+	char *end;
+	size_t len;
+	if (r < 3 || w->n >= AB_CLEANUP_MAX)
+		return;
+	w->devs[w->n] = strtoull(rec + 2, &end, 10);
+	if (*end != ':')
+		return;
+	w->inos[w->n] = strtoull(end + 1, &end, 10);
+	if (*end != ':' || (len = strnlen(end + 1, PATH_MAX)) >= PATH_MAX)
+		return;
+	w->dirs[w->n] = rec[1] == '1';
+	memcpy(w->paths[w->n], end + 1, len + 1);
+	w->n++;
+}
+
+/* agentbox has returned (or died): whoever ran it may be reading our copies
+ * of its stdout and stderr to their end (`out=$(agentbox run ...)`), so they
+ * go now; stderr stays when a settle may still have to speak. */
+static void release_stdio(bool keep_stderr)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; fd <= (keep_stderr ? 1 : 2); fd++)
+		if (null < 0 || dup2(null, fd) < 0)
+			close(fd);
+	if (null > 2)
+		close(null);
 }
 
 static void watcher_main(int rfd, void (*settle)(void *), void *ctx)
@@ -197,8 +310,7 @@ static void watcher_main(int rfd, void (*settle)(void *), void *ctx)
 	static char paths[AB_CLEANUP_MAX][PATH_MAX];
 	static bool dirs[AB_CLEANUP_MAX];
 	static unsigned long long devs[AB_CLEANUP_MAX], inos[AB_CLEANUP_MAX];
-	size_t n = 0;
-	pid_t wait_pid = 0;
+	watch_list w = {.paths = paths, .dirs = dirs, .devs = devs, .inos = inos};
 	char rec[REC_MAX];
 
 	setsid(); /* terminal signals to agentbox's group do not reach us */
@@ -209,36 +321,25 @@ static void watcher_main(int rfd, void (*settle)(void *), void *ctx)
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGQUIT, SIG_IGN);
 	for (;;) {
-		ssize_t r = read(rfd, rec, sizeof(rec) - 1);
-		if (r < 0 && errno == EINTR)
-			continue;
+		ssize_t r = recv_rec(rfd, rec, sizeof(rec) - 1);
 		if (r <= 0)
 			break;
 		rec[r] = '\0';
-		if (rec[0] == 'P' && r >= 3 && n < AB_CLEANUP_MAX) {
-			char *end;
-			devs[n] = strtoull(rec + 2, &end, 10);
-			if (*end != ':')
-				continue;
-			inos[n] = strtoull(end + 1, &end, 10);
-			if (*end != ':')
-				continue;
-			size_t len = strnlen(end + 1, PATH_MAX);
-			if (len >= PATH_MAX)
-				continue;
-			dirs[n] = rec[1] == '1';
-			memcpy(paths[n], end + 1, len + 1);
-			n++;
-		} else if (rec[0] == 'W') {
-			wait_pid = (pid_t)strtol(rec + 1, NULL, 10);
-		} else if (rec[0] == 'D') {
+		if (rec[0] == 'P')
+			learn_placeholder(&w, rec, (size_t)r);
+		else if (rec[0] == 'W')
+			w.wait_pid = (pid_t)strtol(rec + 1, NULL, 10);
+		else if (rec[0] == 'D')
 			settle = NULL;
-		}
+		else if (rec[0] == 'F')
+			w.finished = true;
 	}
+	release_stdio(settle != NULL);
 	/* EOF: agentbox finished or died.  Wait for the sandbox to be gone
-	 * (it is killed by its parent-death signal), at most a few seconds. */
-	if (wait_pid > 0 && (n > 0 || settle)) {
-		int pfd = (int)syscall(__NR_pidfd_open, wait_pid, 0);
+	 * (it is killed by its parent-death signal), at most a few seconds;
+	 * not when agentbox reaped it and removed the placeholders itself. */
+	if (w.wait_pid > 0 && !w.finished && (w.n > 0 || settle)) {
+		int pfd = (int)syscall(__NR_pidfd_open, w.wait_pid, 0);
 		if (pfd >= 0) {
 			struct pollfd p = {.fd = pfd, .events = POLLIN};
 			poll(&p, 1, 5000);
@@ -247,12 +348,12 @@ static void watcher_main(int rfd, void (*settle)(void *), void *ctx)
 	}
 	/* deepest first: a placeholder can sit inside another one's parent */
 	parent_cache pc = {.fd = -1};
-	for (size_t i = n; i-- > 0;)
-		cleanup_cached(&pc, paths[i], dirs[i], devs[i], inos[i]);
+	for (size_t i = w.n; i-- > 0;)
+		cleanup_cached(&pc, paths[i], dirs[i], devs[i], inos[i], NULL);
 	parent_cache_close(&pc);
-	if (settle && wait_pid > 0) /* the parent died before it settled */
+	if (settle && w.wait_pid > 0) /* the parent died before it settled */
 		settle(ctx);
-	_exit(0);
+	_exit(0); /* closes the held fds: the removed placeholders are freed here */
 }
 
 int ab_cleaner_start(ab_cleaner *c, int keep_fd, int keep_fd2, ab_err *err)
@@ -264,8 +365,8 @@ int ab_cleaner_start(ab_cleaner *c, int keep_fd, int keep_fd2, ab_err *err)
 	c->settle_ctx = ctx;
 	c->pipe_fd = -1;
 	int p[2];
-	if (pipe2(p, O_CLOEXEC | O_DIRECT) < 0) /* packet mode: one record per read */
-		return ab_fail(err, errno, "cleanup: pipe");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p) < 0)
+		return ab_fail(err, errno, "cleanup: socketpair");
 	pid_t pid = fork();
 	if (pid < 0) {
 		close(p[0]);
@@ -274,7 +375,8 @@ int ab_cleaner_start(ab_cleaner *c, int keep_fd, int keep_fd2, ab_err *err)
 	}
 	if (pid == 0) {
 		close(p[1]);
-		/* keep only stdio, our pipe and the workspace lock */
+		/* keep only stdio, our socket, the workspace lock and the
+		 * inotify instance */
 		int keep[3] = {p[0], keep_fd, keep_fd2};
 		for (int i = 0; i < 3; i++) /* sort the three */
 			for (int j = i + 1; j < 3; j++)
@@ -300,26 +402,53 @@ int ab_cleaner_start(ab_cleaner *c, int keep_fd, int keep_fd2, ab_err *err)
 	return 0;
 }
 
-static void send_rec(ab_cleaner *c, const char *rec, size_t len)
+static void send_rec(ab_cleaner *c, const char *rec, size_t len, int pass_fd)
 {
-	if (c->pipe_fd < 0)
+	if (c->pipe_fd >= 0)
+		(void)ab_send_with_fd(c->pipe_fd, rec, len, pass_fd);
+}
+
+/* The removed placeholders' fds to the watcher ('H'), then closed here: if
+ * the watcher took them, their inodes are freed when it exits; if not (it
+ * is gone), now. */
+static void hand_over(ab_cleaner *c, int *fds, size_t *n)
+{
+	union {
+		char buf[CMSG_SPACE(HOLD_MAX * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = "H", .iov_len = 2};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = CMSG_SPACE(*n * sizeof(int))};
+	if (*n == 0)
 		return;
+	memset(&u, 0, sizeof(u));
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(*n * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, *n * sizeof(int));
 	ssize_t r;
 	do
-		r = write(c->pipe_fd, rec, len);
+		r = c->pipe_fd < 0 ? -1 : sendmsg(c->pipe_fd, &msg, MSG_NOSIGNAL);
 	while (r < 0 && errno == EINTR);
+	for (size_t i = 0; i < *n; i++)
+		close(fds[i]);
+	*n = 0;
 }
 
 void ab_cleaner_settled(ab_cleaner *c)
 {
-	send_rec(c, "D", 2);
+	send_rec(c, "D", 2, -1);
 }
 
 void ab_cleaner_watch_pid(ab_cleaner *c, pid_t pid)
 {
 	char rec[32];
 	int n = snprintf(rec, sizeof(rec), "W%d", (int)pid);
-	send_rec(c, rec, (size_t)n + 1);
+	send_rec(c, rec, (size_t)n + 1, -1);
 }
 
 int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long long dev,
@@ -337,7 +466,7 @@ int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long l
 	char rec[REC_MAX];
 	int n = snprintf(rec, sizeof(rec), "P%c%llu:%llu:%s", is_dir ? '1' : '0', dev, ino, path);
 	if (n > 0 && (size_t)n < sizeof(rec))
-		send_rec(c, rec, (size_t)n + 1);
+		send_rec(c, rec, (size_t)n + 1, -1);
 	return 0; /* a path too long for one packet is still removed by the parent */
 }
 
@@ -345,8 +474,8 @@ void ab_cleaner_remove_now(ab_cleaner *c)
 {
 	_cleanup_(parent_cache_close) parent_cache pc = {.fd = -1};
 	for (size_t i = c->n; i-- > 0;)
-		if (c->paths[i] &&
-		    cleanup_cached(&pc, c->paths[i], c->is_dir[i], c->dev[i], c->ino[i]) == 0) {
+		if (c->paths[i] && cleanup_cached(&pc, c->paths[i], c->is_dir[i], c->dev[i],
+						  c->ino[i], NULL) == 0) {
 			free(c->paths[i]);
 			c->paths[i] = NULL;
 		}
@@ -355,19 +484,31 @@ void ab_cleaner_remove_now(ab_cleaner *c)
 void ab_cleaner_finish(ab_cleaner *c)
 {
 	parent_cache pc = {.fd = -1};
+	int held[HOLD_MAX];
+	size_t nheld = 0;
 	for (size_t i = c->n; i-- > 0;) {
+		int fd = -1;
 		if (c->paths[i])
-			cleanup_cached(&pc, c->paths[i], c->is_dir[i], c->dev[i], c->ino[i]);
+			cleanup_cached(&pc, c->paths[i], c->is_dir[i], c->dev[i], c->ino[i],
+				       c->pipe_fd >= 0 ? &fd : NULL);
+		if (fd >= 0)
+			held[nheld++] = fd;
+		if (nheld == HOLD_MAX)
+			hand_over(c, held, &nheld);
 		free(c->paths[i]);
 		c->paths[i] = NULL;
 	}
+	hand_over(c, held, &nheld);
 	parent_cache_close(&pc);
 	c->n = 0;
+	send_rec(c, "F", 2, -1);
 	if (c->pipe_fd >= 0) {
 		close(c->pipe_fd);
 		c->pipe_fd = -1;
 	}
 	/* The watcher sees EOF, finds nothing left to remove and exits on its
-	 * own; agentbox does not wait for it (it is reaped by whoever adopts it). */
+	 * own, freeing the removed placeholders' inodes (it held them: see the
+	 * wire format); agentbox does not wait for it (it is reaped by whoever
+	 * adopts it). */
 	c->watcher = 0;
 }

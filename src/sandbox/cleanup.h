@@ -5,8 +5,12 @@
  * Protected paths that do not exist get an empty placeholder on the host for
  * the duration of a run.  The parent removes them after the sandbox exits; a
  * tiny watcher process (forked before clone, in its own session) removes them
- * too if the parent dies first: it waits for EOF on a pipe from the parent,
- * then for the sandbox's init to be gone (pidfd), then cleans up.
+ * too if the parent dies first: it waits for EOF on a socket from the parent,
+ * then for the sandbox's init to be gone (pidfd), then cleans up.  At exit
+ * the parent hands the watcher an O_PATH fd of each placeholder it removes,
+ * so the removal takes only the name and the inode is freed (on some file
+ * systems a synchronous discard) when the watcher exits, after agentbox
+ * returned.
  */
 #ifndef AGENTBOX_CLEANUP_H
 #define AGENTBOX_CLEANUP_H
@@ -52,8 +56,10 @@ int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long l
 		   unsigned long long ino); /* -ENOSPC past AB_CLEANUP_MAX, -ENOMEM */
 /* Remove every placeholder now (still recorded for the final pass). */
 void ab_cleaner_remove_now(ab_cleaner *c);
-/* Remove every placeholder that is still an empty placeholder, stop the
- * watcher and free everything.  Safe to call once on every exit path. */
+/* Remove every placeholder that is still an empty placeholder (their inodes
+ * handed to the watcher, which frees them after agentbox returned), stop
+ * the watcher and free everything.  Safe to call once on every exit path,
+ * after the sandbox is gone. */
 void ab_cleaner_finish(ab_cleaner *c);
 
 /* Remove one placeholder if it is still ours: the same inode (dev, ino) as

@@ -194,10 +194,12 @@ deps:
 # `make -jN check` parallelises inside each step: builds, unit test binaries,
 # fuzz targets (-O keeps each one's output together).  The integration
 # tests run in parallel on their own (run.py -j, default CPUs + 1).
+TIMED = t=$$(date +%s); $(MAKE) --no-print-directory $(1) && \
+	echo "check: $(1) took $$(( $$(date +%s) - t )) s"
 check:
-	@$(MAKE) --no-print-directory lint
-	@$(MAKE) --no-print-directory check-unit
-	@$(MAKE) --no-print-directory check-fuzz
+	@$(call TIMED,lint)
+	@$(call TIMED,check-unit)
+	@$(call TIMED,check-fuzz)
 	@$(MAKE) --no-print-directory check-integration
 
 # The folders' order (tests/lint/layers.py): no include or call climbs it;

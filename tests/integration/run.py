@@ -374,6 +374,7 @@ def main():
         report.failed += 1
 
     os.umask(0o022)
+    started = time.monotonic()
     # Tests marked @abtest.alone run last, one at a time, with nothing else
     # running (they look at state the whole machine shares).
     together = [i for i, c in enumerate(cases) if not getattr(c[1], "_ab_alone", None)]
@@ -390,6 +391,8 @@ def main():
         if outcome == "FAIL" and args.exitfirst:
             break
 
+    print("ran in %.0f s, %d at a time" % (time.monotonic() - started,
+                                              args.jobs if len(together) > 1 else 1))
     if args.durations > 0:
         print("slowest %d:" % min(args.durations, len(report.times)))
         for dt, tid in sorted(report.times, reverse=True)[:args.durations]:

@@ -190,7 +190,17 @@ deps:
 	else echo "make deps: all Debian packages present"; fi
 
 # ---- tests ----
-check: lint check-unit check-fuzz check-integration
+# One step after the other (the last line is the integration tests' summary);
+# `make -jN check` parallelises inside each step: builds, unit test binaries,
+# fuzz targets (-O keeps each one's output together).  The integration
+# tests run in parallel on their own (run.py -j, default CPUs + 1).
+TIMED = t=$$(date +%s); $(MAKE) --no-print-directory $(1) && \
+	echo "check: $(1) took $$(( $$(date +%s) - t )) s"
+check:
+	@$(call TIMED,lint)
+	@$(call TIMED,check-unit)
+	@$(call TIMED,check-fuzz)
+	@$(MAKE) --no-print-directory check-integration
 
 # The folders' order (tests/lint/layers.py): no include or call climbs it;
 # and the C style (.clang-format) holds in every file.
@@ -207,8 +217,12 @@ format-check:
 	@test -n "$(CLANG_FORMAT)" || { echo "format-check: clang-format not found (make deps installs it)"; exit 1; }
 	$(CLANG_FORMAT) --dry-run -Werror $(FORMAT_FILES)
 
+# Every unit test binary runs (UNIT_JOBS at a time, each one's output printed
+# whole when it ends); fails if any failed.
+UNIT_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 check-unit: $(UNIT_BINS)
-	@fail=0; for t in $(UNIT_BINS); do $$t || fail=1; done; exit $$fail
+	@printf '%s\n' $(UNIT_BINS) | xargs -P $(UNIT_JOBS) -I{} sh -c \
+		'{} > {}.out 2>&1; st=$$?; flock $(BUILD)/tests cat {}.out; exit $$st'
 
 # Every parser of untrusted bytes, fuzzed briefly (CHECK_FUZZ_TIME seconds each);
 # `make fuzz` runs them at length.  Needs clang (make deps installs it).
@@ -216,7 +230,7 @@ CHECK_FUZZ_TIME ?= 3
 check-fuzz:
 	@if command -v clang-14 >/dev/null || command -v clang >/dev/null; then \
 		mkdir -p build-fuzz; \
-		$(MAKE) -C tests/fuzz BUILD=$(CURDIR)/build-fuzz FUZZ_TIME=$(CHECK_FUZZ_TIME) run \
+		$(MAKE) -O -C tests/fuzz BUILD=$(CURDIR)/build-fuzz FUZZ_TIME=$(CHECK_FUZZ_TIME) run \
 			> build-fuzz/check.log 2>&1; st=$$?; \
 		grep -oE "\./fuzz_[a-z]+ |^Done [0-9]+ runs in [0-9]+ s" build-fuzz/check.log | paste -d" " - - ; \
 		if [ $$st != 0 ]; then tail -40 build-fuzz/check.log; exit 1; fi; \

@@ -314,6 +314,18 @@ int ab_netrule_parse(const char *s, ab_netrule *out, ab_err *err)
 	return 0;
 }
 
+/* The slots allocated for N rules: 0, then powers of two from 8. */
+static size_t rules_room(size_t n)
+{
+	size_t room = 8;
+
+	if (n == 0)
+		return 0;
+	while (room < n)
+		room *= 2;
+	return room;
+}
+
 int ab_netpolicy_add(ab_netpolicy *p, ab_netlist list, const char *rule, ab_err *err)
 {
 	ab_netrule **arr;
@@ -347,11 +359,13 @@ int ab_netpolicy_add(ab_netpolicy *p, ab_netlist list, const char *rule, ab_err 
 	if (*n >= AB_NETPOLICY_MAX_RULES)
 		return ab_fail(err, E2BIG, "too many network rules (max %d per list)",
 			       AB_NETPOLICY_MAX_RULES);
-	grown = realloc(*arr, (*n + 1) * sizeof(**arr));
-	if (!grown)
-		return ab_fail(err, ENOMEM, "network rules");
-	grown[*n] = r;
-	*arr = grown;
+	if (*n == rules_room(*n)) { /* full: double (one at a time is quadratic) */
+		grown = realloc(*arr, rules_room(*n + 1) * sizeof(**arr));
+		if (!grown)
+			return ab_fail(err, ENOMEM, "network rules");
+		*arr = grown;
+	}
+	(*arr)[*n] = r;
 	(*n)++;
 	return 0;
 }

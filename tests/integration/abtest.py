@@ -90,6 +90,19 @@ def users(*names):
     return deco
 
 
+def alone(reason):
+    """Mark a test that must not run alongside others (run.py -j): it looks at
+    state the whole machine shares (the listing of /tmp, the mount table).  The
+    runner runs such tests last, one at a time, with nothing else running."""
+    if not reason:
+        raise ValueError("@alone needs a reason")
+
+    def mark(fn):
+        fn._ab_alone = reason
+        return fn
+    return mark
+
+
 root_only = users("root")
 nobody_only = users("nobody")
 

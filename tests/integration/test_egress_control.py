@@ -14,7 +14,7 @@ import threading
 import time
 
 import abtest
-from abtest import INNER_PY, IS_ROOT, NOBODY_UID, describe, run_ab, skip, users, wait_for
+from abtest import INNER_PY, IS_ROOT, NOBODY_UID, alone, describe, run_ab, skip, users, wait_for
 from upstream import Egress, write_profile
 
 # Inside: GET http://http.test/<tag> through the proxy until it answers 200
@@ -345,6 +345,8 @@ def _set_aside(ctx, path):
     ctx.on_cleanup(restore)
 
 
+@alone("replaces the user's control directory (/tmp/agentbox-UID, /run/user/UID/agentbox), "
+       "which every other run of that user shares")
 def test_control_dir_squatted(ctx):
     """Another user made the control directory first (a directory of theirs,
     a symbolic link of theirs), or it is open to others: `run` says it has

@@ -6,7 +6,7 @@ import random
 import signal
 import time
 
-from abtest import host_procs_matching, mount_table, tree_listing, wait_for
+from abtest import alone, host_procs_matching, mount_table, tree_listing, wait_for
 
 
 def _marker():
@@ -145,6 +145,8 @@ def _owned_by(uid, skip):
     return owned
 
 
+@alone("compares the listings of /tmp, /dev/shm, /run and /var/tmp and the mount table "
+       "before and after, which other tests' runs change")
 def test_no_leftover_mounts_or_files(ctx):
     mounts = mount_table()
     tmp_before = set(os.listdir("/tmp")) | {"/dev/shm/" + x for x in os.listdir("/dev/shm")}

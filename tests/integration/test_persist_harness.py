@@ -574,9 +574,11 @@ def test_claude_json_unreadable_copy_kept(ctx):
 def _claude_mcp_add(ctx, ablate):
     """The real Claude Code adds MCP servers from inside (user scope and the
     project's local scope, both in ~/.claude.json, which it saves by rename
-    and, refused, in place); then the real claude on the host lists its
-    servers, which starts each one to check it.  Nothing the run added is
-    there to start.  Twin: without the copy and the settling
+    and, refused, in place), and a "newest backup" of the file is planted
+    in ~/.claude/backups (claude offers to restore it when the file is
+    missing or broken); then the real claude on the host lists its servers,
+    which starts each one to check it.  Nothing the run added is there to
+    start, and no backup with it reached the host (a private tmpfs).  Twin: without the copy and the settling
     (guardcopy,settle), the host's claude starts the planted server."""
     import test_harness_claude as hcl
     path = hcl.install_native(ctx)
@@ -589,8 +591,12 @@ def _claude_mcp_add(ctx, ablate):
         abtest.BINARY = os.path.join(os.path.dirname(saved), "agentbox-ablate")
         env["AGENTBOX_TEST_ABLATE"] = "guardcopy,settle"
     try:
+        # and a "newest backup" of the file, which claude offers to restore
         r = ctx.sandbox("claude mcp add -s user evil -- sh -c 'touch %s' && "
-                        "claude mcp add -s local evil2 -- sh -c 'touch %s'" % (marker, marker),
+                        "claude mcp add -s local evil2 -- sh -c 'touch %s' && "
+                        "mkdir -p ~/.claude/backups && "
+                        "cp ~/.claude.json ~/.claude/backups/.claude.json.backup.9999999999999"
+                        % (marker, marker),
                         profile="claude-code", extra_args=["--env", "ANTHROPIC_BASE_URL"],
                         env=env, timeout=hcl.RUN_TIMEOUT)
     finally:
@@ -610,6 +616,11 @@ def _claude_mcp_add(ctx, ablate):
     assert not os.path.exists(marker), "the host's claude started a server the run added"
     doc = _read_json(cj)
     assert "evil" not in json.dumps(doc), doc
+    # its backups of the file (claude offers to restore the newest) stay inside
+    backups = os.path.join(ctx.home, ".claude", "backups")
+    for n in os.listdir(backups) if os.path.isdir(backups) else []:
+        with open(os.path.join(backups, n), errors="replace") as f:
+            assert "evil" not in f.read(), "a backup holding the run's server reached the host"
     assert "/mcpServers" in r.stderr and "merged back except its guarded keys" in r.stderr, \
         describe(r)
 

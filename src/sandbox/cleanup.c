@@ -215,6 +215,11 @@ static int cleanup_at(int dfd, const char *name, bool is_dir, unsigned long long
 	return 0;
 }
 
+/* Remove one placeholder if it is still ours: the same inode (dev, ino) as
+ * created, still an empty directory (or an empty placeholder file), its
+ * parent opened without following any symlink (ab_open_nofollow), so a
+ * sandbox that swapped a parent for a link cannot make agentbox delete
+ * anything else.  0 if removed or absent, or -errno. */
 static int cleanup_cached(parent_cache *pc, const char *path, bool is_dir, unsigned long long dev,
 			  unsigned long long ino, int *hold)
 {
@@ -223,13 +228,6 @@ static int cleanup_cached(parent_cache *pc, const char *path, bool is_dir, unsig
 	if (dfd < 0)
 		return dfd == -ENOENT ? 0 : dfd;
 	return cleanup_at(dfd, name, is_dir, dev, ino, hold);
-}
-
-int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev,
-			   unsigned long long ino)
-{
-	_cleanup_(parent_cache_close) parent_cache pc = {.fd = -1};
-	return cleanup_cached(&pc, path, is_dir, dev, ino, NULL);
 }
 
 /* One record from the parent.  The fds beside it are kept for an 'H'
@@ -468,17 +466,6 @@ int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long l
 	if (n > 0 && (size_t)n < sizeof(rec))
 		send_rec(c, rec, (size_t)n + 1, -1);
 	return 0; /* a path too long for one packet is still removed by the parent */
-}
-
-void ab_cleaner_remove_now(ab_cleaner *c)
-{
-	_cleanup_(parent_cache_close) parent_cache pc = {.fd = -1};
-	for (size_t i = c->n; i-- > 0;)
-		if (c->paths[i] && cleanup_cached(&pc, c->paths[i], c->is_dir[i], c->dev[i],
-						  c->ino[i], NULL) == 0) {
-			free(c->paths[i]);
-			c->paths[i] = NULL;
-		}
 }
 
 void ab_cleaner_finish(ab_cleaner *c)

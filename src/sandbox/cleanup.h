@@ -54,20 +54,10 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
 /* Record a placeholder (copied) and the identity it had when created. */
 int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long long dev,
 		   unsigned long long ino); /* -ENOSPC past AB_CLEANUP_MAX, -ENOMEM */
-/* Remove every placeholder now (still recorded for the final pass). */
-void ab_cleaner_remove_now(ab_cleaner *c);
 /* Remove every placeholder that is still an empty placeholder (their inodes
  * handed to the watcher, which frees them after agentbox returned), stop
  * the watcher and free everything.  Safe to call once on every exit path,
  * after the sandbox is gone. */
 void ab_cleaner_finish(ab_cleaner *c);
-
-/* Remove one placeholder if it is still ours: the same inode (dev, ino) as
- * created, still an empty directory (or empty regular file), reached without
- * following any symlink (openat2 RESOLVE_NO_SYMLINKS on the parent), so a
- * sandbox that swapped a parent for a link cannot make agentbox delete
- * anything else.  Returns 0 if removed or absent, -errno otherwise. */
-int ab_cleanup_placeholder(const char *path, bool is_dir, unsigned long long dev,
-			   unsigned long long ino);
 
 #endif

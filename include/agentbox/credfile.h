@@ -27,6 +27,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "agentbox/common.h"
 
@@ -50,6 +51,13 @@ json_t *ab_json_pointer_get(json_t *root, const char *ptr);
  * or -EINVAL (not JSON, duplicate keys, neither object nor array; *err
  * says where, never what). */
 int ab_credfile_parse(const char *buf, size_t len, json_t **out, ab_err *err);
+
+/* The whole of FD, a regular file of at most AB_CREDFILE_FILE_MAX bytes read
+ * from its current offset (PATH names it in errors): *BUF malloc'd, *LEN
+ * bytes in a buffer of *CAP (for the wipe).  A file that grows while it is
+ * read is an error (EAGAIN).  0 or -errno with *ERR set. */
+int ab_credfile_read_fd(int fd, const char *path, char **buf, size_t *len, size_t *cap,
+			struct stat *st, ab_err *err);
 
 /* Parse BUF[0..LEN) as a file's content (at most AB_CREDFILE_FILE_MAX bytes),
  * like ab_credfile_parse. */

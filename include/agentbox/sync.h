@@ -68,6 +68,9 @@ enum ab_listen_kind {
 /* LEN bytes of BUF as one message on the socket FD, with PASS_FD (>= 0)
  * attached (SCM_RIGHTS); EINTR retried.  0, or -errno (-EIO: cut short). */
 int ab_send_with_fd(int fd, const void *buf, size_t len, int pass_fd);
+/* ... with NFDS (at most AB_SEND_FDS_MAX) fds attached; -EINVAL past it. */
+#define AB_SEND_FDS_MAX 128
+int ab_send_with_fds(int fd, const void *buf, size_t len, const int *fds, size_t nfds);
 int ab_sync_send(int fd, const ab_sync_msg *m, int pass_fd);
 int ab_sync_recv(int fd, ab_sync_msg *m, int *recv_fd);
 

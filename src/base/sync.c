@@ -13,29 +13,36 @@
 
 #include "agentbox/sync.h"
 
-int ab_send_with_fd(int fd, const void *buf, size_t len, int pass_fd)
+int ab_send_with_fds(int fd, const void *buf, size_t len, const int *fds, size_t nfds)
 {
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(AB_SEND_FDS_MAX * sizeof(int))];
 		struct cmsghdr align;
 	} u;
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (pass_fd >= 0) {
+	if (nfds > AB_SEND_FDS_MAX)
+		return -EINVAL;
+	if (nfds) {
 		memset(&u, 0, sizeof(u));
 		msg.msg_control = u.buf;
-		msg.msg_controllen = sizeof(u.buf);
+		msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
 		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
 	}
 	ssize_t n;
 	do
 		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	return n == (ssize_t)len ? 0 : -(n < 0 ? errno : EIO);
+}
+
+int ab_send_with_fd(int fd, const void *buf, size_t len, int pass_fd)
+{
+	return ab_send_with_fds(fd, buf, len, &pass_fd, pass_fd >= 0);
 }
 
 int ab_sync_send(int fd, const ab_sync_msg *m, int pass_fd)

@@ -152,14 +152,9 @@ int ab_credfile_parse_file(const char *buf, size_t len, json_t **out, ab_err *er
 	return parse_max(buf, len, AB_CREDFILE_FILE_MAX, out, err);
 }
 
-/* Read a regular file of at most AB_CREDFILE_FILE_MAX bytes into a buffer
- * of its size (*CAP bytes, for the wipe). */
-static int read_small(const char *path, char **buf, size_t *len, size_t *cap, struct stat *st,
-		      ab_err *err)
+int ab_credfile_read_fd(int fd, const char *path, char **buf, size_t *len, size_t *cap,
+			struct stat *st, ab_err *err)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return ab_fail(err, errno, "cannot open %s", path);
 	if (fstat(fd, st) < 0)
 		return ab_fail(err, errno, "%s", path);
 	if (!S_ISREG(st->st_mode))
@@ -181,6 +176,17 @@ static int read_small(const char *path, char **buf, size_t *len, size_t *cap, st
 	*len = (size_t)got;
 	*cap = c;
 	return 0;
+}
+
+/* Read a regular file of at most AB_CREDFILE_FILE_MAX bytes into a buffer
+ * of its size (*CAP bytes, for the wipe). */
+static int read_small(const char *path, char **buf, size_t *len, size_t *cap, struct stat *st,
+		      ab_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return ab_fail(err, errno, "cannot open %s", path);
+	return ab_credfile_read_fd(fd, path, buf, len, cap, st, err);
 }
 
 int ab_credfile_load(const char *path, json_t **out, ab_err *err)

@@ -41,7 +41,7 @@
  * placeholder while the sandbox runs: a held dentry would delay the
  * IN_DELETE_SELF the parent watches for (watch.c) until it was let go. */
 #define REC_MAX PIPE_BUF
-#define HOLD_MAX 128 /* fds per 'H' (the kernel takes up to 253) */
+#define HOLD_MAX AB_SEND_FDS_MAX /* fds per 'H' (the kernel takes up to 253) */
 
 static int open_parent(const char *path, char *parent, size_t size, const char **name)
 {
@@ -411,27 +411,8 @@ static void send_rec(ab_cleaner *c, const char *rec, size_t len, int pass_fd)
  * is gone), now. */
 static void hand_over(ab_cleaner *c, int *fds, size_t *n)
 {
-	union {
-		char buf[CMSG_SPACE(HOLD_MAX * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {.iov_base = "H", .iov_len = 2};
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = CMSG_SPACE(*n * sizeof(int))};
-	if (*n == 0)
-		return;
-	memset(&u, 0, sizeof(u));
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(*n * sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, *n * sizeof(int));
-	ssize_t r;
-	do
-		r = c->pipe_fd < 0 ? -1 : sendmsg(c->pipe_fd, &msg, MSG_NOSIGNAL);
-	while (r < 0 && errno == EINTR);
+	if (*n && c->pipe_fd >= 0)
+		(void)ab_send_with_fds(c->pipe_fd, "H", 2, fds, *n);
 	for (size_t i = 0; i < *n; i++)
 		close(fds[i]);
 	*n = 0;

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,29 +239,12 @@ static int read_bytes(const char *path, char **buf, size_t *len, struct stat *st
 {
 	_cleanup_close_ int fd =
 		open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	size_t cap;
 	if (fd < 0)
 		return errno == ENOENT ? -ENOENT
 				       : ab_fail(err, errno, "filesystem.guard: %s", path);
-	if (fstat(fd, st) < 0)
-		return ab_fail(err, errno, "filesystem.guard: %s", path);
-	if (!S_ISREG(st->st_mode))
-		return ab_fail(err, EINVAL, "filesystem.guard: %s is not a regular file", path);
-	if ((uint64_t)st->st_size > AB_CREDFILE_FILE_MAX)
-		return ab_fail(err, EFBIG, "filesystem.guard: %s is larger than %d bytes", path,
-			       AB_CREDFILE_FILE_MAX);
-	size_t cap = (size_t)st->st_size + 1;
-	*buf = malloc(cap);
-	if (!*buf)
-		return ab_fail(err, ENOMEM, "filesystem.guard");
-	ssize_t got = ab_read_full(fd, *buf, cap);
-	if (got < 0 || (size_t)got == cap) {
-		free(TAKE_PTR(*buf));
-		return got < 0 ? ab_fail(err, (int)-got, "filesystem.guard: %s", path)
-			       : ab_fail(err, EAGAIN,
-					 "filesystem.guard: %s changed while it was read", path);
-	}
-	*len = (size_t)got;
-	return 0;
+	int r = ab_credfile_read_fd(fd, path, buf, len, &cap, st, err);
+	return r < 0 ? ab_err_prefix(err, "filesystem.guard") : 0;
 }
 
 /* The run's copy of F: the same bytes, owner and mode, made before the
@@ -438,20 +420,15 @@ static int read_copy(ab_guard_file *f, json_t **doc, ab_err *err)
 		if (st.st_dev != f->copy_dev || st.st_ino != f->copy_ino)
 			return ab_fail(err, 0, "it is no longer the copy agentbox made");
 	}
-	if ((uint64_t)st.st_size > AB_CREDFILE_FILE_MAX)
-		return ab_fail(err, EFBIG, "larger than %d bytes", AB_CREDFILE_FILE_MAX);
-	size_t cap = (size_t)st.st_size + 1;
-	_cleanup_free_ char *buf = malloc(cap);
-	if (!buf)
-		return ab_fail(err, ENOMEM, "read");
+	_cleanup_free_ char *buf = NULL;
+	size_t got = 0, cap;
 	if (lseek(f->copy_fd, 0, SEEK_SET) < 0)
 		return ab_fail(err, errno, "lseek");
-	ssize_t got = ab_read_full(f->copy_fd, buf, cap);
-	if (got < 0 || (size_t)got == cap)
-		return ab_fail(err, got < 0 ? (int)-got : EAGAIN, "read");
-	if ((size_t)got == f->start_len && (!got || memcmp(buf, f->start, f->start_len) == 0))
+	if (ab_credfile_read_fd(f->copy_fd, f->copy, &buf, &got, &cap, &st, err) < 0)
+		return -1;
+	if (got == f->start_len && (!got || memcmp(buf, f->start, f->start_len) == 0))
 		return 1;
-	return got ? ab_credfile_parse_file(buf, (size_t)got, doc, err) : 0;
+	return got ? ab_credfile_parse_file(buf, got, doc, err) : 0;
 }
 
 /* The copy stays where it is for the user to review: the host's file is

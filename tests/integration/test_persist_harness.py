@@ -25,6 +25,8 @@ import secrets as pysecrets
 import signal
 import subprocess
 
+import contextlib
+
 import abtest
 from abtest import HOST_PATH, INNER_PY, describe
 
@@ -377,6 +379,20 @@ def test_codex_user_instructions_ablated(ctx):
 
 # ---------------------------------------------------------------- claude-code
 
+@contextlib.contextmanager
+def _binary(env, ablate, layers):
+    """agentbox, or with ABLATE build/agentbox-ablate with LAYERS off (set in
+    ENV), for what runs inside the block."""
+    saved = abtest.BINARY
+    if ablate:
+        abtest.BINARY = os.path.join(os.path.dirname(saved), "agentbox-ablate")
+        env["AGENTBOX_TEST_ABLATE"] = layers
+    try:
+        yield
+    finally:
+        abtest.BINARY = saved
+
+
 def _claude_json(ctx, ablate):
     """~/.claude.json: an MCP server added from inside (user scope, and local
     scope under the workspace's project entry), wider allowed tools and a
@@ -393,26 +409,13 @@ def _claude_json(ctx, ablate):
     doc = {"numStartups": 2, "mcpServers": {"x": srv},
            "projects": {ctx.ws: {"mcpServers": {"y": srv}, "allowedTools": ["Bash(*)"]},
                         "/elsewhere": {"hasTrustDialogAccepted": True, "mcpServers": {"z": srv}}}}
-    saved = abtest.BINARY
     env = dict(_keys())
-    if ablate:
-        abtest.BINARY = os.path.join(os.path.dirname(saved), "agentbox-ablate")
-        env["AGENTBOX_TEST_ABLATE"] = "settle"
-    try:
+    with _binary(env, ablate, "settle"):
         r = ctx.sandbox([INNER_PY, "-c", "import json, os, sys; open(os.path.expanduser("
                          "'~/.claude.json'), 'w').write(sys.argv[1])", json.dumps(doc)],
                         profile="claude-code", env=env, timeout=60)
-    finally:
-        abtest.BINARY = saved
     assert r.returncode == 0, describe(r)
-    # claude at start: user-scope servers, then those of the project entries
-    doc = _read_json(cj) or {}
-    servers = list((doc.get("mcpServers") or {}).values())
-    for proj in (doc.get("projects") or {}).values():
-        servers += list(((proj or {}).get("mcpServers") or {}).values())
-    for s in servers:
-        if isinstance(s, dict) and s.get("command"):
-            _host_exec(ctx, [s["command"]] + list(s.get("args") or []))
+    doc = _run_servers(ctx, cj)
     if ablate:
         assert os.path.exists(marker), "the ablated twin did not run the planted server"
         return
@@ -477,16 +480,10 @@ def _claude_json_live(ctx, ablate):
     doc = {"numStartups": 2, "theme": "dark", "mcpServers": {"x": srv},
            "projects": {ctx.ws: {"mcpServers": {"y": srv}, "allowedTools": ["Bash(*)"],
                                  "history": ["a", "b"]}}}
-    saved = abtest.BINARY
     env = dict(_keys())
-    if ablate:
-        abtest.BINARY = os.path.join(os.path.dirname(saved), "agentbox-ablate")
-        env["AGENTBOX_TEST_ABLATE"] = "guardcopy"
-    try:
+    with _binary(env, ablate, "guardcopy"):
         p = ctx.popen(["run", "-p", "claude-code", "-w", ctx.ws, "--", INNER_PY, "-c",
                        _LIVE_PY, json.dumps(doc)], env=env)
-    finally:
-        abtest.BINARY = saved
     go = os.path.join(ctx.ws, "go")
     try:
         assert abtest.wait_for(lambda: os.path.exists(os.path.join(ctx.ws, "ready")), 30,
@@ -584,13 +581,9 @@ def _claude_mcp_add(ctx, ablate):
     path = hcl.install_native(ctx)
     marker = _marker(ctx, "claude-mcp-add")
     cj = _claude_json_seed(ctx)
-    saved = abtest.BINARY
     env = {"PATH": path, "ANTHROPIC_API_KEY": hcl.new_key(),
            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
-    if ablate:
-        abtest.BINARY = os.path.join(os.path.dirname(saved), "agentbox-ablate")
-        env["AGENTBOX_TEST_ABLATE"] = "guardcopy,settle"
-    try:
+    with _binary(env, ablate, "guardcopy,settle"):
         # and a "newest backup" of the file, which claude offers to restore
         r = ctx.sandbox("claude mcp add -s user evil -- sh -c 'touch %s' && "
                         "claude mcp add -s local evil2 -- sh -c 'touch %s' && "
@@ -599,8 +592,6 @@ def _claude_mcp_add(ctx, ablate):
                         % (marker, marker),
                         profile="claude-code", extra_args=["--env", "ANTHROPIC_BASE_URL"],
                         env=env, timeout=hcl.RUN_TIMEOUT)
-    finally:
-        abtest.BINARY = saved
     assert r.returncode == 0, describe(r)
     host = subprocess.run(_as_user(ctx, [os.path.join(path.split(":")[0], "claude"), "mcp",
                                          "list"]),

@@ -127,7 +127,7 @@ static int track_new(ab_cleaner *c, int dfd, const char *name, const char *path,
 	hand_over(c, &fd, &one);
 	struct stat st;
 	int r = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-	if (r == 0 && (r = ab_cleaner_add(c, path, dir, st.st_dev, st.st_ino)) == 0)
+	if (r == 0 && (r = ab_cleaner_add(c, path, dir, st.st_dev, st.st_ino, st.st_size)) == 0)
 		return 0;
 	unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0); /* cannot track it: remove */
 	if (r == -ENOSPC)
@@ -175,15 +175,15 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
  * placeholder.  Opened without following a link and without blocking (a FIFO
  * swapped in meanwhile is not read), and checked again through the fd. */
 static bool still_placeholder_file(int dfd, const char *name, unsigned long long dev,
-				   unsigned long long ino)
+				   unsigned long long ino, long long size)
 {
 	_cleanup_close_ int fd =
 		openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    (unsigned long long)st.st_dev != dev || (unsigned long long)st.st_ino != ino ||
-	    st.st_size > 64)
-		return false;
+	    st.st_size > 64 || (size >= 0 && st.st_size != size))
+		return false; /* SIZE: as made (a "{}" emptied on the host is the user's) */
 	char buf[65];
 	ssize_t n = pread(fd, buf, sizeof(buf), 0);
 	return n >= 0 && ab_placeholder_content_known(buf, (size_t)n);
@@ -193,7 +193,7 @@ static bool still_placeholder_file(int dfd, const char *name, unsigned long long
  * HOLD, *hold gets an O_PATH fd of the removed entry: its inode is freed
  * when the last such fd closes, not by the removal. */
 static int cleanup_at(int dfd, const char *name, bool is_dir, unsigned long long dev,
-		      unsigned long long ino, int *hold)
+		      unsigned long long ino, long long size, int *hold)
 {
 	struct stat st;
 	_cleanup_close_ int fd = -1;
@@ -206,7 +206,7 @@ static int cleanup_at(int dfd, const char *name, bool is_dir, unsigned long long
 	if (is_dir && !S_ISDIR(st.st_mode))
 		return -ENOTDIR;
 	if (!is_dir && (!S_ISREG(st.st_mode) || st.st_size > 64 ||
-			!still_placeholder_file(dfd, name, dev, ino)))
+			!still_placeholder_file(dfd, name, dev, ino, size)))
 		return -EEXIST; /* not a placeholder file any more: leave it */
 	if (unlinkat(dfd, name, is_dir ? AT_REMOVEDIR : 0) < 0)
 		return -errno;
@@ -221,13 +221,13 @@ static int cleanup_at(int dfd, const char *name, bool is_dir, unsigned long long
  * sandbox that swapped a parent for a link cannot make agentbox delete
  * anything else.  0 if removed or absent, or -errno. */
 static int cleanup_cached(parent_cache *pc, const char *path, bool is_dir, unsigned long long dev,
-			  unsigned long long ino, int *hold)
+			  unsigned long long ino, long long size, int *hold)
 {
 	const char *name;
 	int dfd = cached_parent(pc, path, &name);
 	if (dfd < 0)
 		return dfd == -ENOENT ? 0 : dfd;
-	return cleanup_at(dfd, name, is_dir, dev, ino, hold);
+	return cleanup_at(dfd, name, is_dir, dev, ino, size, hold);
 }
 
 /* One record from the parent.  The fds beside it are kept for an 'H'
@@ -347,7 +347,7 @@ static void watcher_main(int rfd, void (*settle)(void *), void *ctx)
 	/* deepest first: a placeholder can sit inside another one's parent */
 	parent_cache pc = {.fd = -1};
 	for (size_t i = w.n; i-- > 0;)
-		cleanup_cached(&pc, paths[i], dirs[i], devs[i], inos[i], NULL);
+		cleanup_cached(&pc, paths[i], dirs[i], devs[i], inos[i], -1, NULL);
 	parent_cache_close(&pc);
 	if (settle && w.wait_pid > 0) /* the parent died before it settled */
 		settle(ctx);
@@ -431,7 +431,7 @@ void ab_cleaner_watch_pid(ab_cleaner *c, pid_t pid)
 }
 
 int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long long dev,
-		   unsigned long long ino)
+		   unsigned long long ino, long long size)
 {
 	if (c->n >= AB_CLEANUP_MAX || strlen(path) >= PATH_MAX)
 		return -ENOSPC;
@@ -441,6 +441,7 @@ int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long l
 	c->is_dir[c->n] = is_dir;
 	c->dev[c->n] = dev;
 	c->ino[c->n] = ino;
+	c->size[c->n] = size;
 	c->n++;
 	char rec[REC_MAX];
 	int n = snprintf(rec, sizeof(rec), "P%c%llu:%llu:%s", is_dir ? '1' : '0', dev, ino, path);
@@ -458,6 +459,7 @@ void ab_cleaner_finish(ab_cleaner *c)
 		int fd = -1;
 		if (c->paths[i])
 			cleanup_cached(&pc, c->paths[i], c->is_dir[i], c->dev[i], c->ino[i],
+				       c->is_dir[i] ? -1 : c->size[i],
 				       c->pipe_fd >= 0 ? &fd : NULL);
 		if (fd >= 0)
 			held[nheld++] = fd;

@@ -32,6 +32,7 @@ typedef struct ab_cleaner {
 	char *paths[AB_CLEANUP_MAX];
 	bool is_dir[AB_CLEANUP_MAX];
 	unsigned long long dev[AB_CLEANUP_MAX], ino[AB_CLEANUP_MAX];
+	long long size[AB_CLEANUP_MAX]; /* a file's size as made (its content) */
 	size_t n;
 } ab_cleaner;
 
@@ -53,7 +54,8 @@ int ab_placeholders_create(const struct ab_plan *plan, ab_cleaner *c, ab_err *er
 
 /* Record a placeholder (copied) and the identity it had when created. */
 int ab_cleaner_add(ab_cleaner *c, const char *path, bool is_dir, unsigned long long dev,
-		   unsigned long long ino); /* -ENOSPC past AB_CLEANUP_MAX, -ENOMEM */
+		   unsigned long long ino,
+		   long long size); /* -ENOSPC past AB_CLEANUP_MAX, -ENOMEM */
 /* Remove every placeholder that is still an empty placeholder (their inodes
  * handed to the watcher, which frees them after agentbox returned), stop
  * the watcher and free everything.  Safe to call once on every exit path,

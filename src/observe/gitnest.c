@@ -69,6 +69,11 @@ typedef struct nest {
 	ab_strv *findings;
 	int oom;
 	bool keep; /* a link of this run was not put back: its store stays */
+	struct disarmed {
+		dev_t dev;
+		ino_t ino;
+	} * disarmed; /* git directories disarmed so far, for a gitfile met later */
+	size_t ndisarmed;
 } nest;
 
 static bool recent(const struct statx *sx, const struct timespec *since)
@@ -222,20 +227,6 @@ static void judge_gitdir(const nest *n, int gd, verdict *v)
 		judge_dir(n, cd, v);
 }
 
-/* A gitfile ("gitdir: PATH", relative to the directory that holds it). */
-static void judge_gitfile(const nest *n, int pdfd, verdict *v)
-{
-	size_t len = 0;
-	_cleanup_free_ char *c = slurp(pdfd, ".git", GITFILE_MAX, &len);
-	if (!c || strncmp(c, "gitdir: ", 8) != 0)
-		return; /* not a gitfile git accepts: no repository */
-	char *path = c + 8;
-	path[strcspn(path, "\r\n")] = '\0';
-	_cleanup_close_ int gd = openat(pdfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (gd >= 0)
-		judge_gitdir(n, gd, v);
-}
-
 static void finding(nest *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void finding(nest *n, const char *fmt, ...)
 {
@@ -291,6 +282,33 @@ static int move_pieces(int gd, char *done, size_t size)
 	return 0;
 }
 
+/* GD's pieces were moved aside: a gitfile met later that names it is still
+ * judged by what it named when the run ended (and moved aside). */
+static void note_disarmed(nest *n, int gd)
+{
+	struct stat st;
+	if (fstat(gd, &st) < 0)
+		return;
+	struct disarmed *d = reallocarray(n->disarmed, n->ndisarmed + 1, sizeof(*d));
+	if (!d) {
+		n->oom = -ENOMEM;
+		return;
+	}
+	n->disarmed = d;
+	d[n->ndisarmed++] = (struct disarmed){st.st_dev, st.st_ino};
+}
+
+static bool was_disarmed(const nest *n, int gd)
+{
+	struct stat st;
+	if (fstat(gd, &st) < 0)
+		return false;
+	for (size_t i = 0; i < n->ndisarmed; i++)
+		if (n->disarmed[i].dev == st.st_dev && n->disarmed[i].ino == st.st_ino)
+			return true;
+	return false;
+}
+
 /* Disarm what the verdict found armed and touched: in a git directory
  * (GD >= 0) its pieces, so it stays a repository that runs nothing; a gitfile
  * or link (GD < 0) is moved aside whole.  REL: the directory holding it,
@@ -314,6 +332,7 @@ static void settle(nest *n, int dfd, int gd, const char *root, const char *rel, 
 	int r;
 	if (gd >= 0) {
 		r = move_pieces(gd, done, sizeof(done));
+		note_disarmed(n, gd);
 	} else {
 		char to[PATH_MAX];
 		r = move_aside(dfd, name, to, sizeof(to));
@@ -425,6 +444,59 @@ static void restore(nest *n, int dfd, const char *entry, const ab_gitnest_root *
 		where, c, c[0] ? "/" : "", e, strerror(-r), root->path, name);
 }
 
+/* The git directory a gitfile in PDFD names (PATH), as the host's git will
+ * find it once the run's links are all back: a link of this run met on the
+ * way (a git directory kept off the host that the walk has not reached yet,
+ * such as a bare-shaped `.evil` beside the gitfile) is put back first, so
+ * that the gitfile is judged by what it names and not by a link that leads
+ * nowhere.  Other links are followed, as git follows them.  An fd or -1. */
+static int open_target(nest *n, int pdfd, char *path, const char *root, const char *rel)
+{
+	int fd = openat(pdfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0 || errno != ENOENT)
+		return fd;
+	bool abs = path[0] == '/';
+	int cur =
+		abs ? open("/", O_PATH | O_DIRECTORY | O_CLOEXEC) : fcntl(pdfd, F_DUPFD_CLOEXEC, 0);
+	char shown[AB_GIT_PATH_MAX]; /* where C is, for a message */
+	int used = snprintf(shown, sizeof(shown), "%s", abs ? "" : rel);
+	char *save = NULL;
+	for (char *c = strtok_r(path, "/", &save); c && cur >= 0; c = strtok_r(NULL, "/", &save)) {
+		const ab_gitnest_root *ours;
+		char name[AB_MED_NAME_MAX + 1];
+		if (redirect_of(n, cur, c, &ours, name, sizeof(name)) && ours)
+			restore(n, cur, c, ours, name, abs ? "" : root, shown);
+		if (used >= 0 && (size_t)used < sizeof(shown))
+			used += snprintf(shown + used, sizeof(shown) - (size_t)used, "%s%s",
+					 used ? "/" : "", c);
+		int next = openat(cur, c, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		close(cur);
+		cur = next;
+	}
+	if (cur < 0)
+		return -1;
+	fd = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(cur);
+	return fd;
+}
+
+/* A gitfile ("gitdir: PATH", relative to the directory that holds it). */
+static void judge_gitfile(nest *n, int pdfd, verdict *v, const char *root, const char *rel)
+{
+	size_t len = 0;
+	_cleanup_free_ char *c = slurp(pdfd, ".git", GITFILE_MAX, &len);
+	if (!c || strncmp(c, "gitdir: ", 8) != 0)
+		return; /* not a gitfile git accepts: no repository */
+	char *path = c + 8;
+	path[strcspn(path, "\r\n")] = '\0';
+	_cleanup_close_ int gd = open_target(n, pdfd, path, root, rel);
+	if (gd < 0)
+		return;
+	judge_gitdir(n, gd, v);
+	if (was_disarmed(n, gd))
+		arm(v, "it names a git directory disarmed as the run ended");
+}
+
 static void judge_dotgit(nest *n, int dfd, const char *root, const char *rel)
 {
 	verdict v = {0};
@@ -446,7 +518,7 @@ static void judge_dotgit(nest *n, int dfd, const char *root, const char *rel)
 	if (S_ISLNK(sx.stx_mode)) {
 		arm(&v, ".git is a symbolic link");
 	} else if (S_ISREG(sx.stx_mode)) {
-		judge_gitfile(n, dfd, &v);
+		judge_gitfile(n, dfd, &v, root, rel);
 	} else if (S_ISDIR(sx.stx_mode)) {
 		gd = openat(dfd, ".git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (gd < 0)
@@ -522,6 +594,10 @@ static int walk(nest *n, int dfd, const char *root, const char *rel, int depth)
 			char name[AB_MED_NAME_MAX + 1];
 			if (redirect_of(n, dirfd(d), nm, &ours, name, sizeof(name)) && ours) {
 				restore(n, dirfd(d), nm, ours, name, root, rel);
+				t = DT_UNKNOWN;
+			} else if (t == DT_LNK) {
+				/* put back meanwhile, for a gitfile that names it
+				 * (open_target): a directory now */
 				t = DT_UNKNOWN;
 			}
 		}
@@ -626,8 +702,10 @@ int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, const ab_strv
 		if (inner)
 			continue;
 		int fd = open(roots[i].path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0 && walk(&n, fd, roots[i].path, "", 0) < 0)
+		if (fd >= 0 && walk(&n, fd, roots[i].path, "", 0) < 0) {
+			free(n.disarmed);
 			return ab_fail(err, ENOMEM, "nested repositories");
+		}
 		for (size_t g = 0; g < roots[i].gitlinks.n; g++) {
 			/* the index's gitlinks, even where the walk stopped */
 			_cleanup_free_ char *p =
@@ -660,5 +738,6 @@ int ab_gitnest_settle(const ab_gitnest_root *roots, size_t nroots, const ab_strv
 			"deeper than %d): run `find DIR -name .git` in the writable directories "
 			"and review what it lists before you run git there",
 			AB_GITSCAN_WALK_MAX, AB_GITSCAN_DEPTH);
+	free(n.disarmed);
 	return n.oom ? ab_fail(err, ENOMEM, "nested repositories") : 0;
 }

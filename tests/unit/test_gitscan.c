@@ -317,12 +317,97 @@ static void test_settle(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* a bare-shaped git directory at REL */
+static void bare(const char *root, const char *rel, const char *config)
+{
+	char p[512];
+	mkpath(root, rel, true);
+	snprintf(p, sizeof(p), "%s/HEAD", rel);
+	put(root, p, "ref: refs/heads/main\n", 0644);
+	snprintf(p, sizeof(p), "%s/objects", rel);
+	mkpath(root, p, true);
+	snprintf(p, sizeof(p), "%s/refs", rel);
+	mkpath(root, p, true);
+	snprintf(p, sizeof(p), "%s/config", rel);
+	put(root, p, config, 0644);
+}
+
+/* REL: a link of run TAG to its store entry N in grant 3 */
+static void kept_off(const char *root, const char *rel, int n)
+{
+	char p[512], t[64];
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	snprintf(t, sizeof(t), "/.agentbox-git/3/abcd.%d", n);
+	assert_int_equal(symlink(t, p), 0);
+}
+
+/* A gitfile and the git directory it names were both kept off the host
+ * while the run lasted (links to the store): the gitfile is judged by what
+ * it names after the run, whichever of the two the walk meets first, so
+ * it is moved aside and `git submodule update` can make it again. */
+static void test_settle_kept_off(void **state)
+{
+	(void)state;
+	char root[] = "/tmp/abgitnest-XXXXXX";
+	assert_non_null(mkdtemp(root));
+	struct timespec since;
+	clock_gettime(CLOCK_REALTIME_COARSE, &since);
+	nanosleep(&(struct timespec){0, 30000000}, NULL);
+	mkpath(root, ".agentbox-git", true);
+	put(root, ".agentbox-git/abcd.1", "gitdir: .evil\n", 0644);
+	bare(root, ".agentbox-git/abcd.2", ARMED);
+	put(root, ".agentbox-git/abcd.3", "gitdir: ../bare2\n", 0644);
+	bare(root, ".agentbox-git/abcd.4", ARMED);
+	put(root, ".agentbox-git/abcd.5", "gitdir: ../z/y/.evil\n", 0644);
+	bare(root, ".agentbox-git/abcd.6", ARMED);
+	mkpath(root, "sub", true); /* beside it */
+	kept_off(root, "sub/.git", 1);
+	kept_off(root, "sub/.evil", 2);
+	mkpath(root, "b", true); /* in the directory above, maybe listed already */
+	kept_off(root, "b/.git", 3);
+	kept_off(root, "bare2", 4);
+	mkpath(root, "a", true); /* in a directory maybe walked later */
+	kept_off(root, "a/.git", 5);
+	mkpath(root, "z", true);
+	mkpath(root, "z/y", true);
+	kept_off(root, "z/y/.evil", 6);
+
+	struct stat st;
+	assert_int_equal(stat(root, &st), 0);
+	ab_gitnest_root r = {
+		.path = root, .dev = st.st_dev, .ino = st.st_ino, .tag = "abcd", .index = 3};
+	ab_strv found = {0};
+	ab_err err = {0};
+	assert_int_equal(ab_gitnest_settle(&r, 1, NULL, since, true, &found, &err), 0);
+	for (size_t i = 0; i < found.n; i++)
+		print_message("%s\n", found.v[i]);
+	const char *gitfiles[] = {"sub/.git", "b/.git", "a/.git"};
+	const char *dirs[] = {"sub/.evil", "bare2", "z/y/.evil"};
+	for (size_t i = 0; i < 3; i++) {
+		char p[64];
+		assert_false(exists(root, gitfiles[i]));
+		snprintf(p, sizeof(p), "%s.agentbox-disarmed", gitfiles[i]);
+		assert_true(exists(root, p));
+		snprintf(p, sizeof(p), "%s/config", dirs[i]);
+		assert_false(exists(root, p)); /* and it is disarmed on its own */
+		snprintf(p, sizeof(p), "%s/config.agentbox-disarmed", dirs[i]);
+		assert_true(exists(root, p));
+	}
+	assert_int_equal(found.n, 6);
+	assert_false(exists(root, ".agentbox-git")); /* every entry back */
+	ab_strv_free(&found);
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_versions),
 		cmocka_unit_test(test_hostile),
 		cmocka_unit_test(test_settle),
+		cmocka_unit_test(test_settle_kept_off),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -131,13 +131,23 @@ def _submodule_gitfile(ctx, ablate):
     _verdict(ctx, marker, "a submodule's .git replaced", ablate)
 
 
-@abtest.alone("the host's `git submodule update` afterwards failed once to fetch the "
-              "submodule's origin in a full parallel run (not reproduced alone, 6 of 6)")
 def test_submodule_gitfile_replaced(ctx):
     _submodule_gitfile(ctx, False)
-    # what the user restores it with
+    # the gitfile and the directory it names were both kept off the host
+    # while the run lasted; the gitfile is moved aside whole, whichever of
+    # the two the walk puts back first (else it names the disarmed sub/.evil,
+    # a clone of the workspace without the submodule's commits)
+    sub = os.path.join(ctx.ws, "sub")
+    assert not os.path.lexists(os.path.join(sub, ".git")), os.listdir(sub)
+    with open(os.path.join(sub, ".git.agentbox-disarmed")) as f:
+        assert f.read() == "gitdir: .evil\n"
+    # what the user restores it with (docs/threat-model.md, section 5)
     r = _host_git(ctx, "submodule", "update", "--init", "--force")
     assert r.returncode == 0, r.stderr
+    with open(os.path.join(sub, ".git")) as f:
+        assert f.read() == "gitdir: ../.git/modules/sub\n"
+    want = ctx.git_host("rev-parse", "HEAD:sub").strip()
+    assert _host_git(ctx, "rev-parse", "HEAD", cwd=sub).stdout.strip() == want
 
 
 def test_submodule_gitfile_replaced_ablated(ctx):

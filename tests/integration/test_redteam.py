@@ -58,6 +58,9 @@ def _submodule(ctx):
     if ctx.uid:
         os.chown(src, ctx.uid, ctx.gid)
     _repo(ctx, src)
+    # a history of its own: _repo made the same commit in both when they ran
+    # in the same second, so a clone of the workspace held the submodule's
+    ctx.git_host("commit", "-q", "--allow-empty", "-m", "sub's own", cwd=src)
     _repo(ctx)
     r = _host_git(ctx, "submodule", "add", "-q", src, "sub")
     assert r.returncode == 0, "host git submodule add failed: %s" % r.stderr

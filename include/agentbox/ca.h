@@ -187,12 +187,15 @@ int ab_ca_client_ctx_mem(const char *pem, SSL_CTX **out, ab_err *err);
 int ab_tls_client_setup(SSL *ssl, const char *host, ab_err *err);
 
 /* The trust bundle for the sandbox: the system bundle followed by the root PEM
- * (malloc'd, NUL-terminated, *len without the NUL).  system_bundle: a path,
- * or NULL to use the first existing of /etc/ssl/certs/ca-certificates.crt,
- * /etc/pki/tls/certs/ca-bundle.crt, /etc/ssl/cert.pem.  Returns 0, or 1 when
- * system_bundle was NULL and none exists (the bundle is then the root alone);
- * an explicit path that cannot be read is an error. */
-int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, char **out, size_t *len,
+ * (a newline between them when the system's lacks its last), in *FD a
+ * memfd sealed against writes and resizing (close-on-exec), *LEN bytes; the
+ * system's bytes are copied by the kernel (sendfile), not through memory of
+ * ours.  system_bundle: a path, or NULL to use the first existing of
+ * /etc/ssl/certs/ca-certificates.crt, /etc/pki/tls/certs/ca-bundle.crt,
+ * /etc/ssl/cert.pem.  Returns 0, or 1 when system_bundle was NULL and none
+ * exists (the bundle is then the root alone); an explicit path that cannot be
+ * read is an error (*FD -1 then). */
+int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, int *fd, size_t *len,
 		       ab_err *err);
 
 /* The Java truststore for the sandbox (DER PKCS#12, malloc'd): every
@@ -210,6 +213,10 @@ int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, char **out, s
  * AB_CA_MAX_TRUST_CERTS (-E2BIG), len > AB_CA_MAX_BUNDLE (-EFBIG). */
 int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const char *password,
 			  unsigned char **out, size_t *outlen, ab_err *err);
+/* The same from the text in fd (read from its start, len bytes: the trust
+ * bundle's memfd above), through a small buffer used again and again. */
+int ab_ca_java_truststore_fd(const ab_ca *ca, int fd, size_t len, const char *password,
+			     unsigned char **out, size_t *outlen, ab_err *err);
 
 /* OpenSSL's secure heap (AB_CA_SECURE_HEAP: mmap'd with guard pages,
  * mlock'd, MADV_DONTDUMP, cleansed on free), once per process, before the

@@ -455,8 +455,10 @@ void ab_ca_free(ab_ca *ca)
 {
 	if (!ca)
 		return;
+	/* slots are taken in order (cache_slot): those past n_leaves were never
+	 * touched, and reading them would fault in ~70 pages for nothing */
 	if (ca->leaves)
-		for (size_t i = 0; i < AB_CA_CACHE_MAX; i++)
+		for (size_t i = 0; i < ca->n_leaves; i++)
 			SSL_CTX_free(ca->leaves[i].ctx);
 	free(ca->leaves);
 	free(ca->nc);

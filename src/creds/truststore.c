@@ -12,7 +12,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -23,11 +26,50 @@
 
 /* ------------------------------------------------------------ trust bundle */
 
-static int read_bundle(const char *path, char **buf, size_t *len, ab_err *err)
+/*
+ * The bundle is copied by the kernel, from the system file into a memfd
+ * (sendfile), never through a buffer of ours: a fresh buffer's first touch
+ * of each page cost more than everything else about the bundle (about 2 ms
+ * for 220 KB on a virtual machine, docs/performance.md), and the kernel's
+ * copy touches no page of ours.
+ */
+
+/* Up to want bytes of in (from its start) appended to out; *got what was
+ * copied (the file may have shrunk: what there is). */
+static int copy_in(int out, int in, size_t want, size_t *got)
+{
+	char buf[16384];
+	bool plain = false; /* sendfile refused (an odd filesystem): read/write */
+	*got = 0;
+	while (*got < want) {
+		ssize_t n;
+		if (!plain) {
+			n = sendfile(out, in, NULL, want - *got);
+			if (n < 0 && (errno == EINVAL || errno == ENOSYS) && *got == 0) {
+				plain = true;
+				continue;
+			}
+		} else {
+			n = read(in, buf, want - *got < sizeof(buf) ? want - *got : sizeof(buf));
+			int w = n > 0 ? ab_write_all(out, buf, (size_t)n) : 0;
+			if (w < 0)
+				return w;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break; /* the file shrank: take what we have */
+		*got += (size_t)n;
+	}
+	return 0;
+}
+
+static int copy_bundle(int out, const char *path, size_t *got, ab_err *err)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	struct stat st;
-	size_t got = 0;
 
 	if (fd < 0)
 		return ab_fail(err, errno, "system CA bundle %s", path);
@@ -38,28 +80,11 @@ static int read_bundle(const char *path, char **buf, size_t *len, ab_err *err)
 	if ((uintmax_t)st.st_size > AB_CA_MAX_BUNDLE)
 		return ab_fail(err, EFBIG, "system CA bundle %s: larger than %u bytes", path,
 			       AB_CA_MAX_BUNDLE);
-	*buf = malloc((size_t)st.st_size + 1);
-	if (!*buf)
-		return ab_fail(err, ENOMEM, "system CA bundle %s", path);
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, *buf + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) { /* error, or the file shrank: take what we have */
-			if (n < 0) {
-				free(*buf);
-				*buf = NULL;
-				return ab_fail(err, errno, "reading system CA bundle %s", path);
-			}
-			break;
-		}
-		got += (size_t)n;
-	}
-	*len = got;
-	return 0;
+	int r = copy_in(out, fd, (size_t)st.st_size, got);
+	return r < 0 ? ab_fail(err, -r, "reading system CA bundle %s", path) : 0;
 }
 
-int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, char **out, size_t *len,
+int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, int *fd, size_t *len,
 		       ab_err *err)
 {
 	static const char *const defaults[] = {
@@ -67,31 +92,34 @@ int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, char **out, s
 		"/etc/pki/tls/certs/ca-bundle.crt",
 		"/etc/ssl/cert.pem",
 	};
-	_cleanup_free_ char *sys = NULL, *pem = NULL;
-	size_t sys_len = 0, pem_len;
+	_cleanup_free_ char *pem = NULL;
 	const char *path = system_bundle;
+	size_t sys_len = 0;
+	char last = '\n';
 	int r;
 
-	*out = NULL;
+	*fd = -1;
 	*len = 0;
 	for (size_t i = 0; !path && i < AB_ARRAY_SIZE(defaults); i++)
 		if (access(defaults[i], R_OK) == 0)
 			path = defaults[i];
-	if (path && (r = read_bundle(path, &sys, &sys_len, err)) < 0)
+	_cleanup_close_ int m = memfd_create("agentbox-ca-bundle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (m < 0)
+		return ab_fail(err, errno, "trust bundle: memfd_create");
+	if (path && (r = copy_bundle(m, path, &sys_len, err)) < 0)
 		return r;
+	if (sys_len && pread(m, &last, 1, (off_t)sys_len - 1) != 1)
+		return ab_fail(err, errno, "trust bundle");
 	if ((r = ab_ca_cert_pem(ca, &pem, err)) < 0)
 		return r;
-	pem_len = strlen(pem);
-	bool nl = sys_len > 0 && sys[sys_len - 1] != '\n';
-	*out = malloc(sys_len + nl + pem_len + 1);
-	if (!*out)
-		return ab_fail(err, ENOMEM, "trust bundle");
-	if (sys_len)
-		memcpy(*out, sys, sys_len);
-	if (nl)
-		(*out)[sys_len] = '\n';
-	memcpy(*out + sys_len + nl, pem, pem_len + 1);
-	*len = sys_len + nl + pem_len;
+	size_t pem_len = strlen(pem);
+	r = last != '\n' ? ab_write_all(m, "\n", 1) : 0;
+	if (r < 0 || (r = ab_write_all(m, pem, pem_len)) < 0)
+		return ab_fail(err, -r, "trust bundle");
+	if (fcntl(m, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		return ab_fail(err, errno, "trust bundle: seal");
+	*len = sys_len + (last != '\n') + pem_len;
+	*fd = TAKE_FD(m);
 	return path ? 0 : 1;
 }
 
@@ -281,15 +309,14 @@ static void ossl_freep(void *p)
  * copied as DER, not decoded: OpenSSL 3.0 decodes each public key through
  * its provider decoders, which costs more than the whole rest of the
  * truststore for a system bundle (docs/performance.md). */
-static int trust_bags(const ab_ca *ca, const char *pem, size_t len, ts_buf *b, ab_err *err)
+static int trust_bags(const ab_ca *ca, BIO *bio, ts_buf *b, ab_err *err)
 {
 	_cleanup_(ossl_freep) unsigned char *ours = NULL;
 	int ours_len = i2d_X509(ab_ca_get0_cert(ca), &ours);
-	_cleanup_bio_ BIO *bio = len ? BIO_new_mem_buf(pem, (int)len) : NULL;
 	size_t n = 0;
 	bool have_ca = false;
 
-	if (ours_len <= 0 || (len && !bio))
+	if (ours_len <= 0)
 		return ab_ossl_fail(err, ENOMEM, "Java truststore");
 	ERR_clear_error();
 	for (;;) {
@@ -409,24 +436,21 @@ static int put_mac(ts_buf *b, const unsigned char *safe, size_t safe_len, const 
 	return 0;
 }
 
-int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const char *password,
-			  unsigned char **out, size_t *outlen, ab_err *err)
+/* The store from the PEM text BIO gives (NULL: none), LEN bytes long (at
+ * most AB_CA_MAX_BUNDLE: the callers check). */
+static int java_truststore(const ab_ca *ca, BIO *bio, size_t len, const char *password,
+			   unsigned char **out, size_t *outlen, ab_err *err)
 {
 	_cleanup_(ts_freep) ts_buf b = {0};
 	const unsigned char *safe = NULL;
 	size_t safe_len = 0, mac_data = mac_data_size();
 	int r;
 
-	*out = NULL;
-	*outlen = 0;
-	if (len > AB_CA_MAX_BUNDLE)
-		return ab_fail(err, EFBIG, "Java truststore: a bundle larger than %u bytes",
-			       AB_CA_MAX_BUNDLE);
 	/* the DER is about 3/4 of the base64, plus ~120 bytes a bag */
 	if (!ts_reserve(&b, TS_HEAD_ROOM + len - len / 4 + 4096))
 		return ab_fail(err, ENOMEM, "Java truststore");
 	b.len = TS_HEAD_ROOM;
-	if ((r = trust_bags(ca, bundle, len, &b, err)) < 0)
+	if ((r = trust_bags(ca, bio, &b, err)) < 0)
 		return r;
 	if (!ts_reserve(&b, mac_data))
 		return ab_fail(err, ENOMEM, "Java truststore");
@@ -437,4 +461,41 @@ int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const
 	memmove(b.v, pfx, *outlen);
 	*out = TAKE_PTR(b.v);
 	return 0;
+}
+
+int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const char *password,
+			  unsigned char **out, size_t *outlen, ab_err *err)
+{
+	*out = NULL;
+	*outlen = 0;
+	if (len > AB_CA_MAX_BUNDLE)
+		return ab_fail(err, EFBIG, "Java truststore: a bundle larger than %u bytes",
+			       AB_CA_MAX_BUNDLE);
+	_cleanup_bio_ BIO *bio = len ? BIO_new_mem_buf(bundle, (int)len) : NULL;
+	if (len && !bio)
+		return ab_ossl_fail(err, ENOMEM, "Java truststore");
+	return java_truststore(ca, bio, len, password, out, outlen, err);
+}
+
+/* Read through a small buffer that is used again and again: mapping the
+ * bundle instead would touch each of its pages anew (docs/performance.md). */
+int ab_ca_java_truststore_fd(const ab_ca *ca, int fd, size_t len, const char *password,
+			     unsigned char **out, size_t *outlen, ab_err *err)
+{
+	*out = NULL;
+	*outlen = 0;
+	if (len > AB_CA_MAX_BUNDLE)
+		return ab_fail(err, EFBIG, "Java truststore: a bundle larger than %u bytes",
+			       AB_CA_MAX_BUNDLE);
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return ab_fail(err, errno, "Java truststore: the trust bundle");
+	_cleanup_bio_ BIO *raw = len ? BIO_new_fd(fd, BIO_NOCLOSE) : NULL;
+	_cleanup_bio_ BIO *buf = len ? BIO_new(BIO_f_buffer()) : NULL;
+	if (len && (!raw || !buf))
+		return ab_ossl_fail(err, ENOMEM, "Java truststore");
+	BIO *bio = len ? BIO_push(buf, raw) : NULL;
+	int r = java_truststore(ca, bio, len, password, out, outlen, err);
+	if (bio)
+		BIO_pop(buf); /* each is freed on its own */
+	return r;
 }

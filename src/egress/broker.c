@@ -218,18 +218,16 @@ static int make_ca(const ab_plan *plan, ab_ca **out, ab_err *err)
 
 static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
 {
-	_cleanup_free_ char *bundle = NULL, *capem = NULL;
+	_cleanup_free_ char *capem = NULL;
 	_cleanup_free_ unsigned char *p12 = NULL;
 	_cleanup_close_ int bfd = -1, cfd = -1, jfd = -1;
 	size_t blen = 0, plen = 0;
-	int r = ab_ca_trust_bundle(ca, NULL, &bundle, &blen, err);
+	int r = ab_ca_trust_bundle(ca, NULL, &bfd, &blen, err);
 	if (r >= 0)
 		r = ab_ca_cert_pem(ca, &capem, err);
 	if (r >= 0)
-		r = ab_ca_java_truststore(ca, bundle, blen, AB_TRUST_JAVA_PASSWORD, &p12, &plen,
-					  err);
-	if (r >= 0 && (bfd = sealed_memfd("agentbox-ca-bundle", bundle, blen, err)) < 0)
-		r = bfd;
+		r = ab_ca_java_truststore_fd(ca, bfd, blen, AB_TRUST_JAVA_PASSWORD, &p12, &plen,
+					     err);
 	if (r >= 0 && (cfd = sealed_memfd("agentbox-session-ca", capem, strlen(capem), err)) < 0)
 		r = cfd;
 	if (r >= 0 && (jfd = sealed_memfd("agentbox-truststore", (const char *)p12, plen, err)) < 0)

@@ -24,6 +24,7 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1342,51 +1343,92 @@ static int count_certs(const char *pem, X509 **last)
 	return n;
 }
 
+/* The bundle's memfd: its bytes (malloc'd, NUL-terminated), checked to be
+ * LEN long and sealed against writes and resizing. */
+static char *bundle_text(int fd, size_t len)
+{
+	char *out = malloc(len + 1);
+	assert_non_null(out);
+	assert_int_equal(pread(fd, out, len + 1, 0), (ssize_t)len);
+	out[len] = '\0';
+	int seals = fcntl(fd, F_GET_SEALS);
+	assert_int_equal(seals & (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+			 F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	assert_true(write(fd, "x", 1) < 0);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	close(fd);
+	return out;
+}
+
 static void test_trust_bundle(void **state)
 {
 	ab_ca *ca = new_ca(nc_basic);
 	ab_err err = {0};
 	char *out = NULL, *pem = NULL, path[64];
 	size_t len = 0;
+	int bfd = -1;
 	X509 *last;
 
 	assert_int_equal(ab_ca_cert_pem(ca, &pem, &err), 0);
 	/* explicit bundle without a final newline: one is added */
 	int fd = memfd_with("SYSTEM ROOTS");
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	assert_int_equal(ab_ca_trust_bundle(ca, path, &out, &len, &err), 0);
-	assert_int_equal(len, strlen(out));
+	assert_int_equal(ab_ca_trust_bundle(ca, path, &bfd, &len, &err), 0);
+	out = bundle_text(bfd, len);
 	assert_int_equal(len, 13 + strlen(pem));
 	assert_memory_equal(out, "SYSTEM ROOTS\n", 13);
+	assert_string_equal(out + 13, pem);
+	free(out);
+	close(fd);
+	/* with its final newline: none added */
+	fd = memfd_with("SYSTEM ROOTS\n");
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	assert_int_equal(ab_ca_trust_bundle(ca, path, &bfd, &len, &err), 0);
+	out = bundle_text(bfd, len);
+	assert_int_equal(len, 13 + strlen(pem));
 	assert_string_equal(out + 13, pem);
 	free(out);
 	close(fd);
 	/* empty explicit bundle: the CA alone */
 	fd = memfd_with("");
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	assert_int_equal(ab_ca_trust_bundle(ca, path, &out, &len, &err), 0);
+	assert_int_equal(ab_ca_trust_bundle(ca, path, &bfd, &len, &err), 0);
+	out = bundle_text(bfd, len);
 	assert_string_equal(out, pem);
 	free(out);
 	close(fd);
-	/* auto-detected system bundle (Debian: ca-certificates.crt) */
-	int r = ab_ca_trust_bundle(ca, NULL, &out, &len, &err);
+	/* auto-detected system bundle (Debian: ca-certificates.crt), byte for
+	 * byte the file followed by the CA */
+	int r = ab_ca_trust_bundle(ca, NULL, &bfd, &len, &err);
 	assert_true(r == 0 || r == 1);
+	out = bundle_text(bfd, len);
 	int n = count_certs(out, &last);
 	assert_non_null(last);
 	assert_int_equal(X509_cmp(last, ab_ca_get0_cert(ca)), 0);
 	X509_free(last);
-	if (r == 0)
+	if (r == 0) {
 		assert_true(n > 1);
+		FILE *f = fopen("/etc/ssl/certs/ca-certificates.crt", "r");
+		if (f) {
+			char *sys = malloc(len + 1);
+			assert_non_null(sys);
+			size_t got = fread(sys, 1, len + 1, f);
+			fclose(f);
+			assert_true(got < len);
+			assert_memory_equal(out, sys, got);
+			free(sys);
+		}
+	}
 	printf("[ info ] trust bundle: %d certificates, %zu bytes%s\n", n, len,
 	       r == 1 ? " (no system bundle found)" : "");
 	free(out);
 	/* explicit paths that cannot be used */
-	out = (char *)&err;
-	assert_int_equal(ab_ca_trust_bundle(ca, "/nonexistent/ca.crt", &out, &len, &err), -ENOENT);
-	assert_null(out);
+	bfd = 7;
+	assert_int_equal(ab_ca_trust_bundle(ca, "/nonexistent/ca.crt", &bfd, &len, &err), -ENOENT);
+	assert_int_equal(bfd, -1);
 	assert_int_equal(len, 0);
-	assert_int_equal(ab_ca_trust_bundle(ca, "/", &out, &len, &err), -EINVAL);
-	assert_null(out);
+	assert_int_equal(ab_ca_trust_bundle(ca, "/", &bfd, &len, &err), -EINVAL);
+	assert_int_equal(bfd, -1);
 	free(pem);
 	ab_ca_free(ca);
 }

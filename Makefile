@@ -24,6 +24,13 @@ override CFLAGS += -std=gnu11 $(OPT) $(WARN) $(HARDEN) -Iinclude $(PKG_CFLAGS) \
            -DAB_VERSION='"$(VERSION)"' -DAB_DATADIR='"$(DATADIR)"' -D_GNU_SOURCE \
            -DAB_STATIC_LIBS=$(STATIC_LIBS)
 override LDFLAGS += -pie -pthread -Wl,-z,relro,-z,now
+# Relative relocations packed (DT_RELR; binutils 2.38, glibc 2.36) where the
+# toolchain takes it: the table the loader reads at every start shrinks from
+# ~500 KB to ~7 KB (the statically linked OpenSSL's pointers, mostly).
+RELR_FLAG := $(shell printf 'int main(void){return 0;}\n' | $(CC) -x c - -pie \
+               -Wl,-z,pack-relative-relocs -o /dev/null 2>/dev/null && \
+               echo -Wl,-z,pack-relative-relocs)
+override LDFLAGS += $(RELR_FLAG)
 # libseccomp, libcap, jansson and OpenSSL are linked statically by default (the
 # -dev packages ship the archives): it saves the dynamic linking of every
 # start, OpenSSL's most of all (relocations and page faults in agentbox and

@@ -5,16 +5,44 @@
  * (src/creds/truststore.c).  Properties beyond "no crash, no UB": a store
  * that is made is one PKCS#12 that OpenSSL reads whole, its MAC checks with
  * the password, and it holds one bag for each certificate OpenSSL's PEM
- * reader finds in the bundle (plus the session CA when the bundle lacks it).
+ * reader finds in the bundle (plus the session CA when the bundle lacks it);
+ * the same bundle read from a memfd (ab_ca_java_truststore_fd, what agentbox
+ * runs) gives the same result and the same store but for the MAC's salt and
+ * value.
  */
 #include "agentbox/ca.h"
 
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/pkcs12.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define MAC_DATA_LEN 67 /* the MacData at the store's end */
+
+/* The store from a memfd holding data: it must agree with (r, der, len). */
+static void same_from_fd(const ab_ca *ca, const uint8_t *data, size_t size, int r,
+			 const unsigned char *der, size_t len)
+{
+	static int fd = -1;
+	if (fd < 0 && (fd = memfd_create("fuzz-bundle", MFD_CLOEXEC)) < 0)
+		__builtin_trap();
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, data, size, 0) != (ssize_t)size ||
+	    lseek(fd, 0, SEEK_END) < 0)
+		__builtin_trap();
+	ab_err err = {0};
+	unsigned char *der2 = NULL;
+	size_t len2 = 0;
+	int r2 = ab_ca_java_truststore_fd(ca, fd, size, "changeit", &der2, &len2, &err);
+	if (r2 != r || len2 != len || (r < 0 && der2) ||
+	    (r >= 0 && (len < MAC_DATA_LEN || memcmp(der, der2, len - MAC_DATA_LEN) != 0)))
+		__builtin_trap();
+	free(der2);
+	ERR_clear_error();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -27,11 +55,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (!ca && ab_ca_new(NULL, 1, &ca, &err) < 0)
 		__builtin_trap();
-	if (ab_ca_java_truststore(ca, (const char *)data, size, "changeit", &der, &len, &err) < 0) {
-		if (der || len || ERR_peek_error())
-			__builtin_trap();
+	int r = ab_ca_java_truststore(ca, (const char *)data, size, "changeit", &der, &len, &err);
+	if (r < 0 && (der || len || ERR_peek_error()))
+		__builtin_trap();
+	same_from_fd(ca, data, size, r, der, len);
+	if (r < 0)
 		return 0;
-	}
 	const unsigned char *p = der;
 	PKCS12 *p12 = d2i_PKCS12(NULL, &p, (long)len);
 	if (!p12 || p != der + len || PKCS12_verify_mac(p12, "changeit", -1) != 1)

@@ -9,7 +9,7 @@ process tree's, from wait4), and ratios to reference commands.
             [--md PATH] [--title TEXT] NAME=COMMAND ...
 
 COMMAND is split with shlex; it runs with this script's environment, stdout
-and stderr to /dev/null.  Every command must exit 0 (a fast failure is not a
+to /dev/null, stderr kept aside and shown only if it fails.  Every command must exit 0 (a fast failure is not a
 result).  Interleaving matters on a shared machine: a load spike then hits
 every command of a round, not one command's whole series.
 """
@@ -21,21 +21,29 @@ import random
 import shlex
 import statistics
 import sys
+import tempfile
 import time
 
 
 def run_once(argv):
     devnull = os.open(os.devnull, os.O_RDWR)
+    # stderr kept (an anonymous file, never read unless the command fails):
+    # a failure says why, e.g. another run holding the same workspace
+    err = tempfile.TemporaryFile()
     t0 = time.perf_counter_ns()
     pid = os.posix_spawn(argv[0], argv, os.environ,
                          file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1),
-                                       (os.POSIX_SPAWN_DUP2, devnull, 2)])
+                                       (os.POSIX_SPAWN_DUP2, err.fileno(), 2)])
     _, status, ru = os.wait4(pid, 0)
     t1 = time.perf_counter_ns()
     os.close(devnull)
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit("paired: %s exited with %d" % (shlex.join(argv),
-                                                 os.waitstatus_to_exitcode(status)))
+        err.seek(0)
+        said = err.read()[-2000:].decode(errors="replace").rstrip()
+        sys.exit("paired: %s exited with %d%s" % (shlex.join(argv),
+                                                   os.waitstatus_to_exitcode(status),
+                                                   ":\n" + said if said else ""))
+    err.close()
     return (t1 - t0) / 1e6, ru.ru_minflt
 
 

@@ -46,7 +46,7 @@ void ab_stash_free(ab_stash *st);
  * missing or empty one fails the run, unless "optional" allows it to be
  * absent: it is then skipped and *SKIPPED, if not NULL, gets its name),
  * send the placeholders, the rendered credentials files and the trust files
- * to the child over sync_fd (before AB_SYNC_PLACEHOLDERS_DONE). */
+ * to the child over sync_fd (before AB_SYNC_RUNTIME_DONE). */
 int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_broker **out,
 		      ab_err *err);
 /* Is a POST to HOST:PORT PATH (no query) a token endpoint some loaded

@@ -215,9 +215,14 @@ typedef struct stage {
 	staged_copy *copies; /* [AB_STAGED_COPIES] */
 	int review_fds[2];   /* review mode: the change set's upper/ and work/, or -1 */
 	const ab_plan *plan;
-	const src_state *src;
+	src_state *src;
 	const int *idmap_fds;
 	const int *devfds;
+	/* what the parent makes at run time (the broker's files, the
+	 * placeholders' environment), received at the first mount needing it */
+	int sync_fd;
+	ab_runtime *rt;
+	bool have_runtime;
 } stage;
 
 /* An O_PATH fd of dst in the stage, no symlink followed (mount_walk.h). */
@@ -688,8 +693,11 @@ static int git_links(const ab_plan *plan, int sfd, ab_err *err)
 	return 0;
 }
 
-static int stage_and_apply(const ab_plan *plan, const src_state *src, const int *idmap_fds,
-			   const int *devfds, const int *review_fds, ab_err *err)
+static int wait_runtime(stage *st, ab_err *err);
+
+static int stage_and_apply(const ab_plan *plan, src_state *src, const int *idmap_fds,
+			   const int *devfds, const int *review_fds, int sync_fd, ab_runtime *rt,
+			   ab_err *err)
 {
 	/* the content mounts live here: with secrets, the trust files (one copy of
 	 * the system bundle, ~220 KB on Debian, and one Java truststore, ~170 KB,
@@ -732,14 +740,22 @@ static int stage_and_apply(const ab_plan *plan, const src_state *src, const int 
 		    .src = src,
 		    .idmap_fds = idmap_fds,
 		    .devfds = devfds,
-		    .review_fds = {review_fds[0], review_fds[1]}};
+		    .review_fds = {review_fds[0], review_fds[1]},
+		    .sync_fd = sync_fd,
+		    .rt = rt};
 	int r = 0;
 	for (size_t i = 0; i < plan->nmounts && r == 0; i++) {
-		r = apply_one(&st, i, err);
+		if ((plan->mounts[i].flags & AB_MNT_F_RUNTIME) && !st.have_runtime)
+			r = wait_runtime(&st, err);
+		if (r == 0)
+			r = apply_one(&st, i, err);
 		/* what was kept at or under it now shows the covered tree */
 		ab_walk_forget(&walk, plan->mounts[i].dst);
 	}
 	ab_walk_free(&walk);
+	/* no run-time mount: the environment still comes (or nothing does) */
+	if (r == 0 && !st.have_runtime)
+		r = wait_runtime(&st, err);
 	for (size_t i = 0; i < AB_STAGED_COPIES; i++) {
 		if (copies[i].tree >= 0 && unlinkat(sfd, copies[i].name, 0) < 0 && r == 0)
 			r = ab_fail(err, errno, "remove staging file");
@@ -770,34 +786,52 @@ static int recv_env(int sync_fd, int len, ab_runtime *rt, ab_err *err)
 	return ab_strv_push_take(&rt->env, buf) < 0 ? ab_fail(err, ENOMEM, "environment") : 0;
 }
 
-/* The parent creates the protected-path placeholders while we get going;
- * before it says so, it sends what is made at run time: the content of
- * AB_MNT_F_RUNTIME mounts and the placeholders' environment. */
-static int wait_placeholders(const ab_plan *plan, int sync_fd, src_state *src, ab_runtime *rt,
-			     ab_err *err)
+/* The parent creates the protected-path placeholders while we get going. */
+static int wait_placeholders(int sync_fd, ab_err *err)
 {
+	ab_sync_msg m;
+	int fd = -1;
+	int r = ab_sync_recv(sync_fd, &m, &fd);
+	if (r <= 0)
+		return ab_fail(err, r < 0 ? -r : EPIPE, "wait for placeholders");
+	if (m.type == AB_SYNC_PLACEHOLDERS_DONE && fd < 0)
+		return 0;
+	if (fd >= 0)
+		close(fd);
+	return ab_fail(err, EPROTO, "wait for placeholders");
+}
+
+/* What the parent makes at run time while we build the root (the broker's
+ * secrets and session CA): the content of AB_MNT_F_RUNTIME mounts and the
+ * placeholders' environment, up to RUNTIME_DONE.  Waited for at the first
+ * mount that needs it, or once the root is built. */
+static int wait_runtime(stage *st, ab_err *err)
+{
+	const ab_plan *plan = st->plan;
 	for (;;) {
 		ab_sync_msg m;
 		int fd = -1;
-		int r = ab_sync_recv(sync_fd, &m, &fd);
+		int r = ab_sync_recv(st->sync_fd, &m, &fd);
 		if (r <= 0)
-			return ab_fail(err, r < 0 ? -r : EPIPE, "wait for placeholders");
-		if (m.type == AB_SYNC_PLACEHOLDERS_DONE && fd < 0)
+			return ab_fail(err, r < 0 ? -r : EPIPE, "wait for the secrets");
+		if (m.type == AB_SYNC_RUNTIME_DONE && fd < 0) {
+			st->have_runtime = true;
 			return 0;
+		}
 		if (m.type == AB_SYNC_ENV && fd < 0) {
-			if ((r = recv_env(sync_fd, m.value, rt, err)) < 0)
+			if ((r = recv_env(st->sync_fd, m.value, st->rt, err)) < 0)
 				return r;
 			continue;
 		}
 		if (m.type == AB_SYNC_CONTENT && fd >= 0 && m.value >= 0 &&
 		    (size_t)m.value < plan->nmounts &&
-		    (plan->mounts[m.value].flags & AB_MNT_F_RUNTIME) && src[m.value].fd < 0) {
-			src[m.value].fd = fd;
+		    (plan->mounts[m.value].flags & AB_MNT_F_RUNTIME) && st->src[m.value].fd < 0) {
+			st->src[m.value].fd = fd;
 			continue;
 		}
 		if (fd >= 0)
 			close(fd);
-		return ab_fail(err, EPROTO, "wait for placeholders");
+		return ab_fail(err, EPROTO, "wait for the secrets");
 	}
 }
 
@@ -874,14 +908,14 @@ int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_runtime *rt, ab_err
 	if (r == 0 && plan->review)
 		r = open_review(plan, review_fds, err);
 	if (r == 0)
-		r = wait_placeholders(plan, sync_fd, src, rt, err);
+		r = wait_placeholders(sync_fd, err);
 	/* from here on, act as the sandbox user (sources are already open) */
 	if (r == 0 && plan->root_mode)
 		r = ab_creds_switch(plan->inside_uid, plan->inside_gid, plan->drop_groups, err);
 	if (r == 0 && plan->root_mode)
 		r = recv_idmaps(plan, sync_fd, idmap_fds, err);
 	if (r == 0)
-		r = stage_and_apply(plan, src, idmap_fds, devfds, review_fds, err);
+		r = stage_and_apply(plan, src, idmap_fds, devfds, review_fds, sync_fd, rt, err);
 	for (int i = 0; i < 2; i++)
 		ab_closep(&review_fds[i]);
 	for (size_t i = 0; i < plan->nmounts; i++) {

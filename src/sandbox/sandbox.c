@@ -663,8 +663,11 @@ static int start_sandbox(run_state *s)
 }
 
 /* What the child waits for, in the order it needs it: its id maps and cgroup
- * (MAPS_DONE), the placeholders and secrets (PLACEHOLDERS_DONE), the
- * idmapped trees, the seccomp filter. */
+ * (MAPS_DONE), the placeholders (PLACEHOLDERS_DONE), the idmapped trees, the
+ * secrets' files and environment (RUNTIME_DONE: the child builds its root
+ * meanwhile and waits for them at the first mount that needs them), the
+ * seccomp filter (compiled before the secrets, sent after them: one socket,
+ * one order). */
 static int feed_child(run_state *s)
 {
 	const ab_plan *plan = s->plan;
@@ -680,7 +683,7 @@ static int feed_child(run_state *s)
 		return -1;
 	}
 	/* the child gets going (hostname, loopback, sources) while we create
-	 * the placeholders, the idmapped trees and the seccomp filter */
+	 * the placeholders */
 	if (ab_placeholders_create(plan, &s->cleaner, err) < 0 ||
 	    ab_watch_start(&s->watch, plan, err) < 0)
 		return -1;
@@ -690,13 +693,10 @@ static int feed_child(run_state *s)
 	 * non-dumpable parent's clone would have made root's. */
 	if (plan->egress.nsecrets && prctl(PR_SET_DUMPABLE, 0) < 0)
 		return ab_fail(err, errno, "prctl(PR_SET_DUMPABLE)");
-	/* secrets and the session CA: made now, so the child never held them */
-	if (ab_broker_prepare(plan, &s->stash, s->sync_fd, &s->broker, err) < 0)
-		return -1;
-	if (s->broker)
-		ab_proxy_set_broker(s->proxy, s->broker);
 	ab_sync_msg ph = {.type = AB_SYNC_PLACEHOLDERS_DONE};
 	(void)ab_sync_send(s->sync_fd, &ph, -1);
+	/* the child builds its root while we make the idmapped trees, the
+	 * seccomp filter and the secrets' files */
 	if (plan->root_mode) {
 		if (ab_mount_prepare_idmaps(plan, s->idmap_fds, err) < 0)
 			return -1;
@@ -709,6 +709,13 @@ static int feed_child(run_state *s)
 		pol.notify_denials = false;
 	if (ab_seccomp_compile(&pol, &s->prog, err) < 0)
 		return -1;
+	/* secrets and the session CA: made now, so the child never held them */
+	if (ab_broker_prepare(plan, &s->stash, s->sync_fd, &s->broker, err) < 0)
+		return -1;
+	if (s->broker)
+		ab_proxy_set_broker(s->proxy, s->broker);
+	ab_sync_msg rt = {.type = AB_SYNC_RUNTIME_DONE};
+	(void)ab_sync_send(s->sync_fd, &rt, -1);
 	(void)ab_sync_send_seccomp(s->sync_fd, &s->prog);
 	return 0;
 }

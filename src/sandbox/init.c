@@ -251,7 +251,7 @@ typedef struct {
 
 #define SPAWN_STACK (64 * 1024)
 
-__attribute__((noreturn)) static void spawn_fail(spawn_report *rep, const char *what, int errnum)
+static int spawn_fail(spawn_report *rep, const char *what, int errnum)
 {
 	rep->what = what;
 	rep->err = errnum;
@@ -323,15 +323,10 @@ static pid_t spawn_command(const ab_plan *plan, const ab_runtime *rt, int pty_sl
 	size_t stack_size = SPAWN_STACK + (plan->argv.n + 2) * sizeof(char *);
 	spawn_report *rep =
 		mmap(NULL, sizeof(*rep), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (rep == MAP_FAILED)
-		return ab_fail(err, errno, "spawn the command: mmap");
 	char *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-	if (stack == MAP_FAILED) {
-		int e = errno;
-		munmap(rep, sizeof(*rep));
-		return ab_fail(err, e, "spawn the command: mmap");
-	}
+	if (rep == MAP_FAILED || stack == MAP_FAILED)
+		return ab_fail(err, errno, "spawn the command: mmap");
 	*rep = (spawn_report){.fd = -1};
 	spawn_args sa = {.plan = plan, .pty_slave = pty_slave, .rep = rep};
 	bool copy = plan->seccomp.notify_exec || plan->seccomp.notify_learn;

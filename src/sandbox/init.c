@@ -306,7 +306,7 @@ static void spawn_error(const ab_plan *plan, const spawn_report *rep, ab_err *er
 	else if (rep->exec)
 		ab_fail_code(err, AB_EXIT_NOEXEC, rep->err, "%s: %s", cmd, strerror(rep->err));
 	else if (rep->fd >= 0)
-		ab_fail(err, rep->err, "%s %d", rep->what, rep->fd);
+		ab_fail(err, rep->err, "pty: %s %d", rep->what, rep->fd);
 	else
 		ab_fail(err, rep->err, "%s", rep->what);
 }

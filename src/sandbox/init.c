@@ -264,9 +264,14 @@ static int command_main(void *arg)
 	const spawn_args *sa = arg;
 	const ab_plan *plan = sa->plan;
 	spawn_report *rep = sa->rep;
-	/* init has no signal handler (drop_handlers), so none can run on its
-	 * memory here; the forwarded signals back to their default, then the
-	 * mask (init blocked every signal around the clone) emptied */
+	/* no handler of init's may run on its memory here: every caught signal
+	 * back to its default (the exec would do it), then the mask emptied */
+	for (int sig = 1; sig < _NSIG; sig++) {
+		struct sigaction old;
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_DFL &&
+		    old.sa_handler != SIG_IGN)
+			signal(sig, SIG_DFL);
+	}
 	for (size_t i = 0; i < AB_ARRAY_SIZE(forwarded); i++)
 		signal(forwarded[i], SIG_DFL);
 	signal(SIGCHLD, SIG_DFL);
@@ -350,20 +355,6 @@ static pid_t spawn_command(const ab_plan *plan, const ab_runtime *rt, int pty_sl
 	return pid;
 }
 
-/* init waits for signals with sigwaitinfo and runs no handler: any it
- * inherited from agentbox goes, before the filter makes each call dearer.
- * The command's process, which shares init's memory until its exec, relies
- * on it. */
-static void drop_handlers(void)
-{
-	for (int sig = 1; sig < _NSIG; sig++) {
-		struct sigaction old;
-		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_DFL &&
-		    old.sa_handler != SIG_IGN)
-			signal(sig, SIG_DFL);
-	}
-}
-
 static int encode_status(int st)
 {
 	if (WIFEXITED(st))
@@ -430,7 +421,6 @@ int ab_child_main(void *arg)
 		ab_fail(&err, errno, "setsid");
 		child_fail(a, &err);
 	}
-	drop_handlers();
 	sigset_t set;
 	sigemptyset(&set);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(forwarded); i++)

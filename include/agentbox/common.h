@@ -90,6 +90,9 @@ ssize_t ab_read_full(int fd, void *buf, size_t size);
  * -errno (-EIO when write returns 0).  System calls only: usable in a child
  * after fork or clone. */
 int ab_write_all(int fd, const void *p, size_t n);
+/* A memfd (made with MFD_ALLOW_SEALING) sealed for good: no write, no
+ * resize, no more seals.  0 or -errno. */
+int ab_memfd_seal(int fd);
 
 /* B bytes for a person: "999 B", else one decimal in the largest binary
  * unit it reaches ("1.5 KiB" ... "2.0 EiB"). */

@@ -265,6 +265,13 @@ int ab_write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+int ab_memfd_seal(int fd)
+{
+	return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0
+		       ? -errno
+		       : 0;
+}
+
 void ab_fmt_bytes(char *out, size_t size, uint64_t b)
 {
 	static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

@@ -38,23 +38,9 @@
  * copied (the file may have shrunk: what there is). */
 static int copy_in(int out, int in, size_t want, size_t *got)
 {
-	char buf[16384];
-	bool plain = false; /* sendfile refused (an odd filesystem): read/write */
 	*got = 0;
 	while (*got < want) {
-		ssize_t n;
-		if (!plain) {
-			n = sendfile(out, in, NULL, want - *got);
-			if (n < 0 && (errno == EINVAL || errno == ENOSYS) && *got == 0) {
-				plain = true;
-				continue;
-			}
-		} else {
-			n = read(in, buf, want - *got < sizeof(buf) ? want - *got : sizeof(buf));
-			int w = n > 0 ? ab_write_all(out, buf, (size_t)n) : 0;
-			if (w < 0)
-				return w;
-		}
+		ssize_t n = sendfile(out, in, NULL, want - *got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -116,8 +102,8 @@ int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, int *fd, size
 	r = last != '\n' ? ab_write_all(m, "\n", 1) : 0;
 	if (r < 0 || (r = ab_write_all(m, pem, pem_len)) < 0)
 		return ab_fail(err, -r, "trust bundle");
-	if (fcntl(m, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
-		return ab_fail(err, errno, "trust bundle: seal");
+	if ((r = ab_memfd_seal(m)) < 0)
+		return ab_fail(err, -r, "trust bundle: seal");
 	*len = sys_len + (last != '\n') + pem_len;
 	*fd = TAKE_FD(m);
 	return path ? 0 : 1;

@@ -189,8 +189,8 @@ static int sealed_memfd(const char *name, const char *data, size_t len, ab_err *
 	int r = ab_write_all(fd, data, len);
 	if (r < 0)
 		return ab_fail(err, -r, "memfd write");
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
-		return ab_fail(err, errno, "memfd seal");
+	if ((r = ab_memfd_seal(fd)) < 0)
+		return ab_fail(err, -r, "memfd seal");
 	return TAKE_FD(fd);
 }
 

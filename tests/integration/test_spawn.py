@@ -10,6 +10,7 @@ import json
 import os
 
 from abtest import describe, write_file
+from test_redteam import INIT_PY
 
 # the command's own state, read first thing by the program init exec'd
 STATE_PY = r'''
@@ -26,24 +27,6 @@ for l in open("/proc/self/status"):
         print(l.strip())
 print("FDS", " ".join(["0", "1", "2"] + fds))
 print("SID", os.getsid(0), "PID", os.getpid())
-'''
-
-INIT_PY = r'''
-import json, os
-out = {}
-for n in ("environ", "mem", "maps", "fd", "cwd"):
-    p = "/proc/1/" + n
-    try:
-        if n == "fd":
-            os.listdir(p)
-        elif n == "cwd":
-            os.readlink(p)
-        else:
-            open(p, "rb").read(64)
-        out[n] = "OK"
-    except OSError as e:
-        out[n] = e.strerror
-print(json.dumps(out))
 '''
 
 

@@ -22,6 +22,7 @@ as the calling user and the root variant is skipped (stated as such).
 """
 
 import argparse
+import atexit
 import importlib
 import json
 import os
@@ -196,11 +197,16 @@ class Worker:
             for fd in [self.task_w, self.res_r] + list(Worker.parent_fds):
                 os.close(fd)  # other workers' pipes: their end of file is theirs
             st = 0
+            # os._exit skips atexit: the handlers the tests register here
+            # (e.g. upstream.session_ca's directory) are run by hand; the
+            # runner's own, inherited with the fork, are not this copy's
+            atexit._clear()
             try:
                 self._serve(task_r, res_w, cases, args, nobody_problem)
             except BaseException:  # noqa: B902 - a worker never returns into main()
                 st = 1
             finally:
+                atexit._run_exitfuncs()
                 sys.stdout.flush()
                 os._exit(st)
         os.close(task_r)

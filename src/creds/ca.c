@@ -305,26 +305,39 @@ static bool name_add(X509_NAME *n, const char *field, const char *value)
 
 /* A public-only copy of k.  Certificates get these: X509_set_pubkey() keeps
  * a reference to the EVP_PKEY it is given (OpenSSL 3.0 x_pubkey.c), which
- * would keep a private key alive as long as the certificate. */
+ * would keep a private key alive as long as the certificate.
+ *
+ * The copy is in OpenSSL's built-in (non-provider) form: d2i_PublicKey
+ * sets the point on a key that has only the group, and gives such a key.
+ * X509_set_pubkey encodes a built-in key directly; a provider key it
+ * encodes with an OSSL_ENCODER and decodes back with an OSSL_DECODER, and
+ * in OpenSSL 3.0 their first set-up in a process walks every encoder and
+ * decoder: most of the session CA's cost at start and a quarter of each
+ * leaf's (docs/performance.md).  Signing, verifying and TLS take either
+ * form. */
 static EVP_PKEY *public_copy(EVP_PKEY *k)
 {
 	unsigned char pub[65]; /* uncompressed P-256 point */
 	size_t len = 0;
 	EVP_PKEY_CTX *pctx;
 	EVP_PKEY *out = NULL;
-	OSSL_PARAM params[3];
+	OSSL_PARAM params[2];
 
 	if (!k || EVP_PKEY_get_octet_string_param(k, OSSL_PKEY_PARAM_PUB_KEY, pub, sizeof(pub),
 						  &len) != 1)
 		return NULL;
 	params[0] =
 		OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)"P-256", 0);
-	params[1] = OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, pub, len);
-	params[2] = OSSL_PARAM_construct_end();
+	params[1] = OSSL_PARAM_construct_end();
 	pctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
 	if (pctx && EVP_PKEY_fromdata_init(pctx) == 1)
-		EVP_PKEY_fromdata(pctx, &out, EVP_PKEY_PUBLIC_KEY, params);
+		EVP_PKEY_fromdata(pctx, &out, EVP_PKEY_KEY_PARAMETERS, params);
 	EVP_PKEY_CTX_free(pctx);
+	const unsigned char *p = pub;
+	if (out && !d2i_PublicKey(EVP_PKEY_EC, &out, &p, (long)len)) {
+		EVP_PKEY_free(out);
+		return NULL;
+	}
 	return out;
 }
 

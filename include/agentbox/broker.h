@@ -42,13 +42,31 @@ typedef struct ab_stash {
 int ab_broker_stash(const ab_plan *plan, ab_stash *st, ab_err *err);
 void ab_stash_free(ab_stash *st);
 
+/* The content of the plan's AB_MNT_F_RUNTIME mounts: memfds sent to the
+ * child EMPTY (AB_SYNC_CONTENT, then AB_SYNC_CONTENT_DONE), before the
+ * broker runs, so the child mounts them while the secrets and the session CA
+ * are made; ab_broker_prepare fills and seals them before
+ * AB_SYNC_RUNTIME_DONE, and the child copies them only after that.  -1: the
+ * plan has no mount of that content. */
+typedef struct ab_broker_files {
+	int bundle;  /* the trust bundle (every distro path and AB_TRUST_BUNDLE) */
+	int ca;      /* the root alone (AB_TRUST_CA) */
+	int java;    /* the Java truststore */
+	int *render; /* per plan mount: a rendered credentials file's, or -1 */
+	size_t nmounts;
+} ab_broker_files;
+
+/* Make and send them (always ends with AB_SYNC_CONTENT_DONE, none or not). */
+int ab_broker_files_send(const ab_plan *plan, int sync_fd, ab_broker_files *f, ab_err *err);
+void ab_broker_files_close(ab_broker_files *f);
+
 /* Nothing to do (NULL) without secrets.  Otherwise load every secret (a
  * missing or empty one fails the run, unless "optional" allows it to be
  * absent: it is then skipped and *SKIPPED, if not NULL, gets its name),
- * send the placeholders, the rendered credentials files and the trust files
- * to the child over sync_fd (before AB_SYNC_RUNTIME_DONE). */
-int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_broker **out,
-		      ab_err *err);
+ * send the placeholders to the child over sync_fd (AB_SYNC_ENV), and fill
+ * and seal FILES: the rendered credentials files and the trust files. */
+int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, const ab_broker_files *files,
+		      int sync_fd, ab_broker **out, ab_err *err);
 /* Is a POST to HOST:PORT PATH (no query) a token endpoint some loaded
  * secret rotates through ("rotate")? */
 bool ab_broker_token_endpoint(const ab_broker *b, const char *host, unsigned port,

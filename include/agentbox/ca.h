@@ -187,15 +187,16 @@ int ab_ca_client_ctx_mem(const char *pem, SSL_CTX **out, ab_err *err);
 int ab_tls_client_setup(SSL *ssl, const char *host, ab_err *err);
 
 /* The trust bundle for the sandbox: the system bundle followed by the root PEM
- * (a newline between them when the system's lacks its last), in *FD a
- * memfd sealed against writes and resizing (close-on-exec), *LEN bytes; the
- * system's bytes are copied by the kernel (sendfile), not through memory of
- * ours.  system_bundle: a path, or NULL to use the first existing of
- * /etc/ssl/certs/ca-certificates.crt, /etc/pki/tls/certs/ca-bundle.crt,
- * /etc/ssl/cert.pem.  Returns 0, or 1 when system_bundle was NULL and none
- * exists (the bundle is then the root alone); an explicit path that cannot be
- * read is an error (*FD -1 then). */
-int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, int *fd, size_t *len,
+ * (a newline between them when the system's lacks its last), written into
+ * FD, an empty memfd made with MFD_ALLOW_SEALING (the caller's; it may have
+ * been handed to the child already), which is then sealed against writes
+ * and resizing; *LEN bytes.  The system's bytes are copied by the kernel
+ * (sendfile), not through memory of ours.  system_bundle: a path, or NULL
+ * to use the first existing of /etc/ssl/certs/ca-certificates.crt,
+ * /etc/pki/tls/certs/ca-bundle.crt, /etc/ssl/cert.pem.  Returns 0, or 1
+ * when system_bundle was NULL and none exists (the bundle is then the root
+ * alone); an explicit path that cannot be read is an error. */
+int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, int fd, size_t *len,
 		       ab_err *err);
 
 /* The Java truststore for the sandbox (DER PKCS#12, malloc'd): every

@@ -50,11 +50,24 @@ int ab_sync_recv_seccomp(int fd, ab_seccomp_prog *out, struct sock_filter *store
 /* Mount step (child, src/sandbox/mount.c): build the new root under a private tmpfs
  * and pivot_root into it (after AB_SYNC_PLACEHOLDERS_DONE, and for root
  * callers the AB_SYNC_IDMAP trees, arrive on sync_fd). */
+/* A run-time mount's file, mounted empty: `to` (the staged file, written
+ * through this fd) gets the bytes of `from` (the parent's memfd). */
+typedef struct ab_runtime_fill {
+	int from, to;
+} ab_runtime_fill;
+
 typedef struct ab_runtime {
-	ab_strv env; /* AB_SYNC_ENV entries: added to (or replacing in) plan->envp */
+	ab_strv env;            /* AB_SYNC_ENV entries: added to (or replacing in) plan->envp */
+	ab_runtime_fill *fills; /* the run-time mounts' copies, made by ab_mount_fill_runtime */
+	size_t nfills, capfills;
 } ab_runtime;
 
 int ab_mount_build_root(const ab_plan *plan, int sync_fd, ab_runtime *rt, ab_err *err);
+/* After the root is built and the filter received: the placeholders'
+ * environment (AB_SYNC_ENV) up to AB_SYNC_RUNTIME_DONE, then each run-time
+ * mount's file gets its memfd's bytes (refused unless the parent sealed it:
+ * it seals a file once written). */
+int ab_mount_fill_runtime(int sync_fd, ab_runtime *rt, ab_err *err);
 
 /* Parent, root callers only: for every mount flagged AB_MNT_F_IDMAP, a
  * detached, idmapped tree (on-disk root -> the sandbox's host ids); fds[i] is

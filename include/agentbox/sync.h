@@ -29,10 +29,12 @@ enum ab_sync_type {
 				   child builds its root) */
 	AB_SYNC_LISTENER,          /* child -> parent: SCM_RIGHTS an egress listener created
 				   inside the netns; value = AB_LISTENER_VALUE(kind, port) */
-	AB_SYNC_CONTENT,           /* parent -> child (before RUNTIME_DONE): SCM_RIGHTS a
-				   sealed memfd with the content of mount index `value`
+	AB_SYNC_CONTENT,           /* parent -> child (before CONTENT_DONE): SCM_RIGHTS the
+				   memfd holding the content of mount index `value`
 				   (AB_MNT_F_RUNTIME: the session CA's trust files, a
-				   rendered credentials file) */
+				   rendered credentials file).  Empty when sent: the
+				   parent fills and seals it before RUNTIME_DONE, and the
+				   child copies it only after that */
 	AB_SYNC_ENV,               /* parent -> child (before RUNTIME_DONE): one raw
 				   datagram of `value` bytes follows, "NAME=VALUE" for the
 				   command's environment (a secret's placeholder) */
@@ -43,10 +45,14 @@ enum ab_sync_type {
 				   namespace (connect mediation: which sockets it bound) */
 	AB_SYNC_CREATOR,           /* child -> parent (before AB_SYNC_NOTIFY): SCM_RIGHTS the
 				   creator's socket (src/sandbox/creator.c) */
-	AB_SYNC_RUNTIME_DONE,      /* parent -> child (after PLACEHOLDERS_DONE and the idmapped
-				   trees, before SECCOMP): every CONTENT and ENV made at run
-				   time (the broker's) was sent; the child waits for it at
-				   its first AB_MNT_F_RUNTIME mount, or after the last */
+	AB_SYNC_RUNTIME_DONE,      /* parent -> child (after SECCOMP): every CONTENT memfd
+				   is filled and sealed, and every ENV sent (the broker's
+				   run-time work); the child waits for it after receiving
+				   the filter, before applying it */
+	AB_SYNC_CONTENT_DONE,      /* parent -> child (after PLACEHOLDERS_DONE and the
+				   idmapped trees, before SECCOMP): every CONTENT was
+				   sent; the child waits for it at its first
+				   AB_MNT_F_RUNTIME mount, or after the last mount */
 };
 
 typedef struct ab_sync_msg {

@@ -70,8 +70,7 @@ static int copy_bundle(int out, const char *path, size_t *got, ab_err *err)
 	return r < 0 ? ab_fail(err, -r, "reading system CA bundle %s", path) : 0;
 }
 
-int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, int *fd, size_t *len,
-		       ab_err *err)
+int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, int fd, size_t *len, ab_err *err)
 {
 	static const char *const defaults[] = {
 		"/etc/ssl/certs/ca-certificates.crt",
@@ -82,30 +81,30 @@ int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, int *fd, size
 	const char *path = system_bundle;
 	size_t sys_len = 0;
 	char last = '\n';
+	struct stat st;
 	int r;
 
-	*fd = -1;
 	*len = 0;
+	if (fstat(fd, &st) < 0)
+		return ab_fail(err, errno, "trust bundle");
+	if (st.st_size != 0)
+		return ab_fail(err, EINVAL, "trust bundle: the memfd is not empty");
 	for (size_t i = 0; !path && i < AB_ARRAY_SIZE(defaults); i++)
 		if (access(defaults[i], R_OK) == 0)
 			path = defaults[i];
-	_cleanup_close_ int m = memfd_create("agentbox-ca-bundle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (m < 0)
-		return ab_fail(err, errno, "trust bundle: memfd_create");
-	if (path && (r = copy_bundle(m, path, &sys_len, err)) < 0)
+	if (path && (r = copy_bundle(fd, path, &sys_len, err)) < 0)
 		return r;
-	if (sys_len && pread(m, &last, 1, (off_t)sys_len - 1) != 1)
+	if (sys_len && pread(fd, &last, 1, (off_t)sys_len - 1) != 1)
 		return ab_fail(err, errno, "trust bundle");
 	if ((r = ab_ca_cert_pem(ca, &pem, err)) < 0)
 		return r;
 	size_t pem_len = strlen(pem);
-	r = last != '\n' ? ab_write_all(m, "\n", 1) : 0;
-	if (r < 0 || (r = ab_write_all(m, pem, pem_len)) < 0)
+	r = last != '\n' ? ab_write_all(fd, "\n", 1) : 0;
+	if (r < 0 || (r = ab_write_all(fd, pem, pem_len)) < 0)
 		return ab_fail(err, -r, "trust bundle");
-	if ((r = ab_memfd_seal(m)) < 0)
+	if ((r = ab_memfd_seal(fd)) < 0)
 		return ab_fail(err, -r, "trust bundle: seal");
 	*len = sys_len + (last != '\n') + pem_len;
-	*fd = TAKE_FD(m);
 	return path ? 0 : 1;
 }
 

@@ -181,17 +181,77 @@ static int send_env(int sync_fd, const char *name, const ab_secret *s, ab_err *e
 }
 
 /* A sealed, read-only memfd holding data. */
-static int sealed_memfd(const char *name, const char *data, size_t len, ab_err *err)
+/* data[0..len) into FD (one of the empty memfds the child was sent), then
+ * sealed. */
+static int fill_sealed(int fd, const char *data, size_t len, ab_err *err)
 {
-	_cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return ab_fail(err, errno, "memfd_create");
 	int r = ab_write_all(fd, data, len);
 	if (r < 0)
 		return ab_fail(err, -r, "memfd write");
 	if ((r = ab_memfd_seal(fd)) < 0)
 		return ab_fail(err, -r, "memfd seal");
-	return TAKE_FD(fd);
+	return 0;
+}
+
+/* -------------------------------------------------- the files, sent empty */
+
+static int new_memfd(const char *name, ab_err *err)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	return fd < 0 ? ab_fail(err, errno, "memfd_create") : fd;
+}
+
+/* The memfd of run-time mount m, made on first need: one per kind of
+ * trust file (shared by its mounts), one per rendered credentials file. */
+static int file_for(ab_broker_files *f, size_t i, const ab_mount *m, ab_err *err)
+{
+	int *slot = (m->flags & AB_MNT_F_RENDER)    ? &f->render[i]
+		    : (m->flags & AB_MNT_F_CA_ONLY) ? &f->ca
+		    : (m->flags & AB_MNT_F_JAVA)    ? &f->java
+						    : &f->bundle;
+	const char *name = (m->flags & AB_MNT_F_RENDER)    ? "agentbox-credentials"
+			   : (m->flags & AB_MNT_F_CA_ONLY) ? "agentbox-session-ca"
+			   : (m->flags & AB_MNT_F_JAVA)    ? "agentbox-truststore"
+							   : "agentbox-ca-bundle";
+	if (*slot < 0)
+		*slot = new_memfd(name, err);
+	return *slot;
+}
+
+int ab_broker_files_send(const ab_plan *plan, int sync_fd, ab_broker_files *f, ab_err *err)
+{
+	*f = (ab_broker_files){.bundle = -1, .ca = -1, .java = -1, .nmounts = plan->nmounts};
+	f->render = malloc((plan->nmounts ? plan->nmounts : 1) * sizeof(*f->render));
+	if (!f->render)
+		return ab_fail(err, ENOMEM, "run-time files");
+	for (size_t i = 0; i < plan->nmounts; i++)
+		f->render[i] = -1;
+	for (size_t i = 0; i < plan->nmounts; i++) {
+		const ab_mount *m = &plan->mounts[i];
+		if (m->kind != AB_MNT_CONTENT || !(m->flags & AB_MNT_F_RUNTIME))
+			continue;
+		int fd = file_for(f, i, m, err);
+		if (fd < 0)
+			return fd;
+		ab_sync_msg msg = {.type = AB_SYNC_CONTENT, .value = (int)i};
+		int r = ab_sync_send(sync_fd, &msg, fd);
+		if (r < 0)
+			return ab_fail(err, -r, "send the run-time files");
+	}
+	ab_sync_msg done = {.type = AB_SYNC_CONTENT_DONE};
+	int r = ab_sync_send(sync_fd, &done, -1);
+	return r < 0 ? ab_fail(err, -r, "send the run-time files") : 0;
+}
+
+void ab_broker_files_close(ab_broker_files *f)
+{
+	ab_closep(&f->bundle);
+	ab_closep(&f->ca);
+	ab_closep(&f->java);
+	for (size_t i = 0; f->render && i < f->nmounts; i++)
+		ab_closep(&f->render[i]);
+	free(f->render);
+	f->render = NULL;
 }
 
 /* The CA may vouch only for the hosts secrets are bound to. */
@@ -216,35 +276,25 @@ static int make_ca(const ab_plan *plan, ab_ca **out, ab_err *err)
 	return r < 0 ? ab_err_prefix(err, "session CA") : 0;
 }
 
-static int send_trust(const ab_plan *plan, ab_ca *ca, int sync_fd, ab_err *err)
+/* The trust files the plan mounts: the bundle, the root alone, the Java
+ * truststore (read from the sealed bundle). */
+static int fill_trust(ab_ca *ca, const ab_broker_files *f, ab_err *err)
 {
 	_cleanup_free_ char *capem = NULL;
 	_cleanup_free_ unsigned char *p12 = NULL;
-	_cleanup_close_ int bfd = -1, cfd = -1, jfd = -1;
+	_cleanup_close_ int own = -1;
 	size_t blen = 0, plen = 0;
-	int r = ab_ca_trust_bundle(ca, NULL, &bfd, &blen, err);
-	if (r >= 0)
-		r = ab_ca_cert_pem(ca, &capem, err);
-	if (r >= 0)
-		r = ab_ca_java_truststore_fd(ca, bfd, blen, AB_TRUST_JAVA_PASSWORD, &p12, &plen,
-					     err);
-	if (r >= 0 && (cfd = sealed_memfd("agentbox-session-ca", capem, strlen(capem), err)) < 0)
-		r = cfd;
-	if (r >= 0 && (jfd = sealed_memfd("agentbox-truststore", (const char *)p12, plen, err)) < 0)
-		r = jfd;
-	for (size_t i = 0; r >= 0 && i < plan->nmounts; i++) {
-		const ab_mount *m = &plan->mounts[i];
-		if (m->kind != AB_MNT_CONTENT || !(m->flags & AB_MNT_F_RUNTIME) ||
-		    (m->flags & AB_MNT_F_RENDER))
-			continue;
-		ab_sync_msg msg = {.type = AB_SYNC_CONTENT, .value = (int)i};
-		r = ab_sync_send(sync_fd, &msg,
-				 (m->flags & AB_MNT_F_CA_ONLY) ? cfd
-				 : (m->flags & AB_MNT_F_JAVA)  ? jfd
-							       : bfd);
-		if (r < 0)
-			ab_fail(err, -r, "send the trust files");
-	}
+	int bfd = f->bundle, r = 0;
+	if (bfd < 0 && f->java >= 0 && (bfd = own = new_memfd("agentbox-ca-bundle", err)) < 0)
+		return bfd;
+	if (bfd >= 0)
+		r = ab_ca_trust_bundle(ca, NULL, bfd, &blen, err);
+	if (r >= 0 && f->ca >= 0 && (r = ab_ca_cert_pem(ca, &capem, err)) >= 0)
+		r = fill_sealed(f->ca, capem, strlen(capem), err);
+	if (r >= 0 && f->java >= 0 &&
+	    (r = ab_ca_java_truststore_fd(ca, bfd, blen, AB_TRUST_JAVA_PASSWORD, &p12, &plen,
+					  err)) >= 0)
+		r = fill_sealed(f->java, (const char *)p12, plen, err);
 	return r < 0 ? r : 0;
 }
 
@@ -463,7 +513,8 @@ static int render_file(const ab_egress_plan *e, const ab_broker *b, const char *
 	return r;
 }
 
-static int send_rendered(const ab_plan *plan, const ab_broker *b, int sync_fd, ab_err *err)
+static int fill_rendered(const ab_plan *plan, const ab_broker *b, const ab_broker_files *f,
+			 ab_err *err)
 {
 	for (size_t i = 0; i < plan->nmounts; i++) {
 		const ab_mount *m = &plan->mounts[i];
@@ -474,14 +525,12 @@ static int send_rendered(const ab_plan *plan, const ab_broker *b, int sync_fd, a
 		int r = render_file(&plan->egress, b, m->dst, &doc, &len, err);
 		if (r < 0)
 			return ab_err_prefix(err, "credentials file");
-		_cleanup_close_ int fd = sealed_memfd("agentbox-credentials", doc, len, err);
+		r = i < f->nmounts && f->render[i] >= 0
+			    ? fill_sealed(f->render[i], doc, len, err)
+			    : ab_fail(err, EPROTO, "credentials file %s: no memfd", m->dst);
 		ab_secrets_wipe_free(doc, len);
-		if (fd < 0)
-			return fd;
-		ab_sync_msg msg = {.type = AB_SYNC_CONTENT, .value = (int)i};
-		r = ab_sync_send(sync_fd, &msg, fd);
 		if (r < 0)
-			return ab_fail(err, -r, "send the credentials files");
+			return r;
 	}
 	return 0;
 }
@@ -491,8 +540,8 @@ static void broker_freep(ab_broker **b)
 	ab_broker_free(*b);
 }
 
-int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_broker **out,
-		      ab_err *err)
+int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, const ab_broker_files *files,
+		      int sync_fd, ab_broker **out, ab_err *err)
 {
 	const ab_egress_plan *e = &plan->egress;
 	*out = NULL;
@@ -514,13 +563,13 @@ int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, int sync_fd, ab_b
 			r = send_env(sync_fd, var, &b->secs[i], err);
 	}
 	if (!r)
-		r = send_rendered(plan, b, sync_fd, err);
+		r = fill_rendered(plan, b, files, err);
 	if (!r) {
 		secure_heap();
 		r = make_ca(plan, &b->ca, err);
 	}
 	if (!r)
-		r = send_trust(plan, b->ca, sync_fd, err);
+		r = fill_trust(b->ca, files, err);
 	if (r < 0)
 		return r;
 	*out = TAKE_PTR(b);

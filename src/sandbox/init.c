@@ -168,6 +168,10 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 	ab_seccomp_prog prog = {0};
 	if ((r = ab_sync_recv_seccomp(a->sync_fd, &prog, store)) < 0)
 		return ab_fail(err, -r, "seccomp: receive the filter");
+	/* the broker's work (the placeholders, the trust and credentials
+	 * files' bytes), done while we built the root and locked it down */
+	if ((r = ab_mount_fill_runtime(a->sync_fd, rt, err)) < 0)
+		return ab_err_prefix(err, "filesystem");
 	if (plan->seccomp.notify_connect) {
 		/* the supervisor asks it which unix sockets were bound in here */
 		int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);

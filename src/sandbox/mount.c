@@ -218,11 +218,15 @@ typedef struct stage {
 	src_state *src;
 	const int *idmap_fds;
 	const int *devfds;
-	/* what the parent makes at run time (the broker's files, the
-	 * placeholders' environment), received at the first mount needing it */
+	/* the memfds of the run-time mounts (empty until RUNTIME_DONE),
+	 * received at the first mount needing one */
 	int sync_fd;
 	ab_runtime *rt;
-	bool have_runtime;
+	bool have_content;
+	/* a detached clone of the staging root's mount: the run-time files
+	 * are opened for writing through it, so that their writes, made after
+	 * the root is read-only, do not count against the root's mount */
+	int wfd;
 } stage;
 
 /* An O_PATH fd of dst in the stage, no symlink followed (mount_walk.h). */
@@ -300,8 +304,12 @@ static int mount_tmpfs(const stage *st, int tfd, const char *dst, bool ro, mode_
 /* The whole of the sealed memfd `from` into `to`, in the kernel. */
 static int copy_runtime(int from, int to)
 {
-	if (from < 0)
-		return -EPROTO; /* the parent never sent it */
+	/* sealed: the parent finished it (it seals each file once written) */
+	int seals = fcntl(from, F_GET_SEALS);
+	if (seals < 0)
+		return -errno;
+	if (!(seals & F_SEAL_WRITE))
+		return -EPROTO;
 	off_t off = 0;
 	for (;;) {
 		ssize_t n = sendfile(to, from, &off, 1 << 30);
@@ -312,6 +320,29 @@ static int copy_runtime(int from, int to)
 		if (n == 0)
 			return 0;
 	}
+}
+
+/* A run-time file's copy, left for ab_mount_fill_runtime: TO (the staged
+ * file, taken) gets FROM's bytes (the parent's memfd, dup'ed). */
+static int defer_fill(ab_runtime *rt, int from, int to)
+{
+	if (from < 0)
+		return -EPROTO; /* the parent never sent it */
+	if (rt->nfills == AB_MAX_MOUNTS)
+		return -E2BIG;
+	if (rt->nfills == rt->capfills) {
+		size_t cap = rt->capfills ? 2 * rt->capfills : 8;
+		ab_runtime_fill *v = realloc(rt->fills, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		rt->fills = v;
+		rt->capfills = cap;
+	}
+	int d = fcntl(from, F_DUPFD_CLOEXEC, 3);
+	if (d < 0)
+		return -errno;
+	rt->fills[rt->nfills++] = (ab_runtime_fill){.from = d, .to = to};
+	return 0;
 }
 
 /* The staged copy of the bytes behind `content_fd`, or NULL (and `*slot`
@@ -352,8 +383,12 @@ static int mount_content(const stage *st, const ab_mount *m, int content_fd, int
 			return mount_copy(m, c, tfd, err);
 	}
 	const char *name = slot ? slot->name : ".agentbox-content";
-	int fd = openat(st->fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-			render ? 0600 : 0644);
+	bool runtime = m->flags & AB_MNT_F_RUNTIME;
+	if (runtime && st->wfd < 0)
+		return ab_fail(err, EPROTO, "%s: content", m->dst);
+	int fd =
+		openat(runtime ? st->wfd : st->fd, name,
+		       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, render ? 0600 : 0644);
 	if (fd < 0)
 		return ab_fail(err, errno, "%s: create", m->dst);
 	/* a rendered credentials file: the harness rewrites it after a token
@@ -363,13 +398,15 @@ static int mount_content(const stage *st, const ab_mount *m, int content_fd, int
 		close(fd);
 		return ab_fail(err, e, "%s: chown", m->dst);
 	}
-	if (m->flags & AB_MNT_F_RUNTIME) {
-		/* made at run time by the parent (a sealed memfd): copy it
-		 * (a rendered file: its own memfd, never one seen before) */
-		int r = copy_runtime(content_fd, fd);
-		close(fd);
-		if (r < 0)
+	if (runtime) {
+		/* made at run time by the parent, in its memfd: copied once
+		 * filled (ab_mount_fill_runtime), into the file mounted now (a
+		 * rendered file: its own memfd, never one seen before) */
+		int r = defer_fill(st->rt, content_fd, fd);
+		if (r < 0) {
+			close(fd);
 			return ab_fail(err, -r, "%s: content", m->dst);
+		}
 	} else {
 		size_t len = strlen(m->src);
 		ssize_t w = write(fd, m->src, len);
@@ -693,7 +730,7 @@ static int git_links(const ab_plan *plan, int sfd, ab_err *err)
 	return 0;
 }
 
-static int wait_runtime(stage *st, ab_err *err);
+static int wait_content(stage *st, ab_err *err);
 
 static int stage_and_apply(const ab_plan *plan, src_state *src, const int *idmap_fds,
 			   const int *devfds, const int *review_fds, int sync_fd, ab_runtime *rt,
@@ -742,25 +779,28 @@ static int stage_and_apply(const ab_plan *plan, src_state *src, const int *idmap
 		    .devfds = devfds,
 		    .review_fds = {review_fds[0], review_fds[1]},
 		    .sync_fd = sync_fd,
-		    .rt = rt};
+		    .rt = rt,
+		    .wfd = -1};
 	int r = 0;
 	for (size_t i = 0; i < plan->nmounts && r == 0; i++) {
-		if ((plan->mounts[i].flags & AB_MNT_F_RUNTIME) && !st.have_runtime)
-			r = wait_runtime(&st, err);
+		if ((plan->mounts[i].flags & AB_MNT_F_RUNTIME) && !st.have_content)
+			r = wait_content(&st, err);
 		if (r == 0)
 			r = apply_one(&st, i, err);
 		/* what was kept at or under it now shows the covered tree */
 		ab_walk_forget(&walk, plan->mounts[i].dst);
 	}
 	ab_walk_free(&walk);
-	/* no run-time mount: the environment still comes (or nothing does) */
-	if (r == 0 && !st.have_runtime)
-		r = wait_runtime(&st, err);
+	/* no run-time mount: the end of the (empty) list still comes */
+	if (r == 0 && !st.have_content)
+		r = wait_content(&st, err);
 	for (size_t i = 0; i < AB_STAGED_COPIES; i++) {
 		if (copies[i].tree >= 0 && unlinkat(sfd, copies[i].name, 0) < 0 && r == 0)
 			r = ab_fail(err, errno, "remove staging file");
 		ab_closep(&copies[i].tree);
 	}
+	/* the files opened through it hold the clone until they are filled */
+	ab_closep(&st.wfd);
 	if (r < 0)
 		return r;
 	r = plan->seccomp.notify_create ? git_links(plan, sfd, err) : 0;
@@ -801,11 +841,10 @@ static int wait_placeholders(int sync_fd, ab_err *err)
 	return ab_fail(err, EPROTO, "wait for placeholders");
 }
 
-/* What the parent makes at run time while we build the root (the broker's
- * secrets and session CA): the content of AB_MNT_F_RUNTIME mounts and the
- * placeholders' environment, up to RUNTIME_DONE.  Waited for at the first
- * mount that needs it, or once the root is built. */
-static int wait_runtime(stage *st, ab_err *err)
+/* The memfds of the AB_MNT_F_RUNTIME mounts (the session CA's trust files,
+ * the rendered credentials files), empty for now, up to CONTENT_DONE.
+ * Waited for at the first mount that needs one, or once the root is built. */
+static int wait_content(stage *st, ab_err *err)
 {
 	const ab_plan *plan = st->plan;
 	for (;;) {
@@ -813,15 +852,18 @@ static int wait_runtime(stage *st, ab_err *err)
 		int fd = -1;
 		int r = ab_sync_recv(st->sync_fd, &m, &fd);
 		if (r <= 0)
-			return ab_fail(err, r < 0 ? -r : EPIPE, "wait for the secrets");
-		if (m.type == AB_SYNC_RUNTIME_DONE && fd < 0) {
-			st->have_runtime = true;
+			return ab_fail(err, r < 0 ? -r : EPIPE, "wait for the run-time files");
+		if (m.type == AB_SYNC_CONTENT_DONE && fd < 0) {
+			st->have_content = true;
 			return 0;
 		}
-		if (m.type == AB_SYNC_ENV && fd < 0) {
-			if ((r = recv_env(st->sync_fd, m.value, st->rt, err)) < 0)
-				return r;
-			continue;
+		if (st->wfd < 0 && (st->wfd = sys_open_tree(st->fd, "",
+							    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+								    AT_EMPTY_PATH)) < 0) {
+			int e = errno;
+			if (fd >= 0)
+				close(fd);
+			return ab_fail(err, e, "run-time files: clone the staging mount");
 		}
 		if (m.type == AB_SYNC_CONTENT && fd >= 0 && m.value >= 0 &&
 		    (size_t)m.value < plan->nmounts &&
@@ -831,8 +873,40 @@ static int wait_runtime(stage *st, ab_err *err)
 		}
 		if (fd >= 0)
 			close(fd);
-		return ab_fail(err, EPROTO, "wait for the secrets");
+		return ab_fail(err, EPROTO, "wait for the run-time files");
 	}
+}
+
+int ab_mount_fill_runtime(int sync_fd, ab_runtime *rt, ab_err *err)
+{
+	for (;;) {
+		ab_sync_msg m;
+		int fd = -1;
+		int r = ab_sync_recv(sync_fd, &m, &fd);
+		if (r <= 0)
+			return ab_fail(err, r < 0 ? -r : EPIPE, "wait for the secrets");
+		if (fd >= 0) {
+			close(fd);
+			return ab_fail(err, EPROTO, "wait for the secrets");
+		}
+		if (m.type == AB_SYNC_RUNTIME_DONE)
+			break;
+		if (m.type != AB_SYNC_ENV)
+			return ab_fail(err, EPROTO, "wait for the secrets");
+		if ((r = recv_env(sync_fd, m.value, rt, err)) < 0)
+			return r;
+	}
+	int r = 0;
+	for (size_t i = 0; i < rt->nfills; i++) {
+		ab_runtime_fill *f = &rt->fills[i];
+		int q = r < 0 ? 0 : copy_runtime(f->from, f->to);
+		if (q < 0)
+			r = ab_fail(err, -q, "the session CA's and credentials files");
+		ab_closep(&f->from);
+		ab_closep(&f->to);
+	}
+	rt->nfills = 0;
+	return r;
 }
 
 /* Review mode: the change set the parent prepared (src/observe/review.c),

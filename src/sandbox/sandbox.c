@@ -163,6 +163,7 @@ typedef struct run_state {
 	ab_proxy *proxy;        /* egress: serves the listeners the child hands over */
 	ab_stash stash;         /* the values moved out of agentbox's environment */
 	ab_broker *broker;      /* secrets and the session CA (the proxy borrows it) */
+	ab_broker_files files;  /* the run-time mounts' memfds, sent empty, filled by it */
 	ab_audit *audit;        /* the log (maybe none) and the exit summary's counts */
 	ab_supervisor *sup;     /* the exec and denial record (seccomp user notification) */
 	bool want_trace;        /* --trace and ab_trace_check passed */
@@ -515,7 +516,8 @@ static int run_init(run_state *s, const ab_plan *plan, ab_err *err)
 			 .sync_fd = -1,
 			 .child_end = -1,
 			 .sig_fd = -1,
-			 .ctl_fd = -1};
+			 .ctl_fd = -1,
+			 .files = {.bundle = -1, .ca = -1, .java = -1}};
 	sigemptyset(&s->sigs);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(parent_signals); i++)
 		sigaddset(&s->sigs, parent_signals[i]);
@@ -696,12 +698,17 @@ static int feed_child(run_state *s)
 	ab_sync_msg ph = {.type = AB_SYNC_PLACEHOLDERS_DONE};
 	(void)ab_sync_send(s->sync_fd, &ph, -1);
 	/* the child builds its root while we make the idmapped trees, the
-	 * seccomp filter and the secrets' files */
+	 * seccomp filter and the run-time files */
 	if (plan->root_mode) {
 		if (ab_mount_prepare_idmaps(plan, s->idmap_fds, err) < 0)
 			return -1;
 		(void)send_idmaps(s->sync_fd, plan, s->idmap_fds);
 	}
+	/* the run-time mounts' files, empty: the child mounts them now, and
+	 * gets on with its Landlock rules and the rest while the broker fills
+	 * them (it waits for RUNTIME_DONE only before its filter) */
+	if (ab_broker_files_send(plan, s->sync_fd, &s->files, err) < 0)
+		return -1;
 	/* the tracer records the denials in the kernel: the filter answers them
 	 * itself (no round trip to the supervisor per denied call) */
 	ab_seccomp_policy pol = plan->seccomp;
@@ -709,14 +716,15 @@ static int feed_child(run_state *s)
 		pol.notify_denials = false;
 	if (ab_seccomp_compile(&pol, &s->prog, err) < 0)
 		return -1;
+	(void)ab_sync_send_seccomp(s->sync_fd, &s->prog);
 	/* secrets and the session CA: made now, so the child never held them */
-	if (ab_broker_prepare(plan, &s->stash, s->sync_fd, &s->broker, err) < 0)
+	if (ab_broker_prepare(plan, &s->stash, &s->files, s->sync_fd, &s->broker, err) < 0)
 		return -1;
 	if (s->broker)
 		ab_proxy_set_broker(s->proxy, s->broker);
+	ab_broker_files_close(&s->files);
 	ab_sync_msg rt = {.type = AB_SYNC_RUNTIME_DONE};
 	(void)ab_sync_send(s->sync_fd, &rt, -1);
-	(void)ab_sync_send_seccomp(s->sync_fd, &s->prog);
 	return 0;
 }
 
@@ -845,6 +853,7 @@ static void run_release(run_state *s, int code)
 	close_log(s, code, ran);
 	ab_broker_free(s->broker); /* wipes the values */
 	s->broker = NULL;
+	ab_broker_files_close(&s->files);
 	ab_stash_free(&s->stash);
 	ab_watch_free(&s->watch);
 	ab_cleaner_finish(&s->cleaner);

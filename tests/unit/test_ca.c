@@ -1373,6 +1373,14 @@ static int count_certs(const char *pem, X509 **last)
 	return n;
 }
 
+/* An empty memfd for the bundle, as the broker makes it. */
+static int bundle_fd(void)
+{
+	int fd = memfd_create("test-bundle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	assert_true(fd >= 0);
+	return fd;
+}
+
 /* The bundle's memfd: its bytes (malloc'd, NUL-terminated), checked to be
  * LEN long and sealed against writes and resizing. */
 static char *bundle_text(int fd, size_t len)
@@ -1403,7 +1411,8 @@ static void test_trust_bundle(void **state)
 	/* explicit bundle without a final newline: one is added */
 	int fd = memfd_with("SYSTEM ROOTS");
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	assert_int_equal(ab_ca_trust_bundle(ca, path, &bfd, &len, &err), 0);
+	bfd = bundle_fd();
+	assert_int_equal(ab_ca_trust_bundle(ca, path, bfd, &len, &err), 0);
 	out = bundle_text(bfd, len);
 	assert_int_equal(len, 13 + strlen(pem));
 	assert_memory_equal(out, "SYSTEM ROOTS\n", 13);
@@ -1413,7 +1422,8 @@ static void test_trust_bundle(void **state)
 	/* with its final newline: none added */
 	fd = memfd_with("SYSTEM ROOTS\n");
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	assert_int_equal(ab_ca_trust_bundle(ca, path, &bfd, &len, &err), 0);
+	bfd = bundle_fd();
+	assert_int_equal(ab_ca_trust_bundle(ca, path, bfd, &len, &err), 0);
 	out = bundle_text(bfd, len);
 	assert_int_equal(len, 13 + strlen(pem));
 	assert_string_equal(out + 13, pem);
@@ -1422,14 +1432,16 @@ static void test_trust_bundle(void **state)
 	/* empty explicit bundle: the CA alone */
 	fd = memfd_with("");
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	assert_int_equal(ab_ca_trust_bundle(ca, path, &bfd, &len, &err), 0);
+	bfd = bundle_fd();
+	assert_int_equal(ab_ca_trust_bundle(ca, path, bfd, &len, &err), 0);
 	out = bundle_text(bfd, len);
 	assert_string_equal(out, pem);
 	free(out);
 	close(fd);
 	/* auto-detected system bundle (Debian: ca-certificates.crt), byte for
 	 * byte the file followed by the CA */
-	int r = ab_ca_trust_bundle(ca, NULL, &bfd, &len, &err);
+	bfd = bundle_fd();
+	int r = ab_ca_trust_bundle(ca, NULL, bfd, &len, &err);
 	assert_true(r == 0 || r == 1);
 	out = bundle_text(bfd, len);
 	int n = count_certs(out, &last);
@@ -1453,12 +1465,15 @@ static void test_trust_bundle(void **state)
 	       r == 1 ? " (no system bundle found)" : "");
 	free(out);
 	/* explicit paths that cannot be used */
-	bfd = 7;
-	assert_int_equal(ab_ca_trust_bundle(ca, "/nonexistent/ca.crt", &bfd, &len, &err), -ENOENT);
-	assert_int_equal(bfd, -1);
+	bfd = bundle_fd();
+	len = 7;
+	assert_int_equal(ab_ca_trust_bundle(ca, "/nonexistent/ca.crt", bfd, &len, &err), -ENOENT);
 	assert_int_equal(len, 0);
-	assert_int_equal(ab_ca_trust_bundle(ca, "/", &bfd, &len, &err), -EINVAL);
-	assert_int_equal(bfd, -1);
+	assert_int_equal(ab_ca_trust_bundle(ca, "/", bfd, &len, &err), -EINVAL);
+	/* a memfd with bytes already in it is refused, not appended to */
+	assert_int_equal(write(bfd, "x", 1), 1);
+	assert_int_equal(ab_ca_trust_bundle(ca, NULL, bfd, &len, &err), -EINVAL);
+	close(bfd);
 	free(pem);
 	ab_ca_free(ca);
 }

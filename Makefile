@@ -120,7 +120,7 @@ LIB_SRCS := $(BASE_SRCS) $(PARSE_SRCS) $(CONFIG_SRCS) $(KERNEL_SRCS) $(CREDS_SRC
             $(OBSERVE_SRCS) $(EGRESS_SRCS) $(SANDBOX_SRCS) $(ESCAPE_SRCS) $(CLI_SRCS)
 MAIN_SRC := src/cli/main.c
 UNIT_TESTS := common sync control profile plan learn compose landlock caps seccomp supervise gitscan loop pty explain cli host cgroup \
-              http netpolicy dns tls ca truststore secheap secrets escape probe_fs probe_net trace \
+              http netpolicy dns tls ca truststore secheap rand secrets escape probe_fs probe_net trace \
               report credfile otlp unixsock wsframe termfilter gitconfig guard ask \
               review mediate
 

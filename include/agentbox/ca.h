@@ -219,6 +219,15 @@ int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const
 int ab_ca_java_truststore_fd(const ab_ca *ca, int fd, size_t len, const char *password,
 			     unsigned char **out, size_t *outlen, ab_err *err);
 
+/* Before anything else of OpenSSL's in the process: its random generator
+ * is to be a Hash_DRBG over SHA-256 (NIST SP 800-90A, seeded from the kernel
+ * as the default is), not the default CTR_DRBG over AES-256, whose first use
+ * builds every cipher implementation in OpenSSL 3.0 (~1 ms at each start;
+ * the Hash_DRBG needs only the digest the placeholders' HMAC already
+ * fetched).  A configuration that names a generator ([random], loaded
+ * after) still decides.  Too late (a generator made already): nothing. */
+void ab_ca_rand_init(void);
+
 /* OpenSSL's secure heap (AB_CA_SECURE_HEAP: mmap'd with guard pages,
  * mlock'd, MADV_DONTDUMP, cleansed on free), once per process, before the
  * first key is made; private keys made afterwards live there.  1: set up and

@@ -774,6 +774,12 @@ int ab_tls_client_setup(SSL *ssl, const char *host, ab_err *err)
 
 /* ------------------------------------------------------------ secure heap */
 
+void ab_ca_rand_init(void)
+{
+	if (RAND_set_DRBG_type(NULL, "HASH-DRBG", NULL, NULL, "SHA256") != 1)
+		ERR_clear_error();
+}
+
 int ab_ca_secure_heap_init(void)
 {
 	if (CRYPTO_secure_malloc_initialized())

@@ -551,6 +551,7 @@ int ab_broker_prepare(const ab_plan *plan, const ab_stash *st, const ab_broker_f
 	if (!b || !(b->secs = calloc(e->nsecrets, sizeof(*b->secs))) ||
 	    !(b->prof = calloc(e->nsecrets, sizeof(*b->prof))))
 		return ab_fail(err, ENOMEM, "secrets");
+	ab_ca_rand_init(); /* first: before the placeholders' HMAC loads OpenSSL */
 	int r = load_all(b, e, plan->ph_key, st, err);
 	if (!r)
 		r = check_unseen(plan, b, err);

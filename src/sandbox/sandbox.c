@@ -720,11 +720,13 @@ static int feed_child(run_state *s)
 	/* secrets and the session CA: made now, so the child never held them */
 	if (ab_broker_prepare(plan, &s->stash, &s->files, s->sync_fd, &s->broker, err) < 0)
 		return -1;
-	if (s->broker)
-		ab_proxy_set_broker(s->proxy, s->broker);
 	ab_broker_files_close(&s->files);
 	ab_sync_msg rt = {.type = AB_SYNC_RUNTIME_DONE};
 	(void)ab_sync_send(s->sync_fd, &rt, -1);
+	/* the proxy's masking set, made while the child finishes (the proxy
+	 * serves nothing before the event loop) */
+	if (s->broker)
+		ab_proxy_set_broker(s->proxy, s->broker);
 	return 0;
 }
 

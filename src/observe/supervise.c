@@ -5,7 +5,7 @@
  *
  * Which process: the PARENT.  The sandbox's init loads the seccomp filter
  * with SECCOMP_FILTER_FLAG_NEW_LISTENER and sends the listener over the sync
- * socket before it forks the command, so every exec and every denied syscall
+ * socket before it starts the command, so every exec and every denied syscall
  * of the sandbox arrives here as one notification.  One thread of its own
  * serves them, blocked in SECCOMP_IOCTL_NOTIF_RECV: with
  * SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6) the kernel hands the CPU

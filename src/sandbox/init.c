@@ -15,7 +15,7 @@
  *   the creator thread -> parent  (creator.c: carries out creation calls)
  *   seccomp (LAST)                (seccomp.c; its notification listener -> parent,
  *                                  which records execs and denials: supervise.c)
- *   fork the command; reap and forward signals until it exits.
+ *   spawn the command (vfork-style); reap and forward signals until it exits.
  *
  * Every failure is sent to the parent as one fixed-size ab_err message; the
  * parent prints it once.
@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -200,7 +201,6 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 	return 0;
 }
 
-/* The command's process: terminal, signals, fds, exec.  Never returns. */
 /* plan->envp with the run-time entries (placeholders) added or replacing. */
 static char **merged_env(const ab_plan *plan, const ab_runtime *rt)
 {
@@ -224,53 +224,153 @@ static char **merged_env(const ab_plan *plan, const ab_runtime *rt)
 	return v;
 }
 
-static void exec_command(const ab_plan *plan, const ab_runtime *rt, int pty_slave, int errpipe)
+/*
+ * The command's process is spawned the way posix_spawn does it: clone with
+ * CLONE_VM | CLONE_VFORK, on a stack of its own, so no copy of init's
+ * address space (agentbox's whole image, the plan) is made only for the exec
+ * to tear it down.  init is suspended until the exec (or _exit).  The rule
+ * for such a process: system calls only, no malloc, no stdio, no locks, no
+ * message formatting; what it fails at goes into a report init formats.
+ * The environment is built by init beforehand.
+ *
+ * When the exec is recorded (audit.exec with a log, or run --learn) the
+ * process runs on a copy instead (no CLONE_VM, as fork did): it must make
+ * itself dumpable for agentbox to read the exec's arguments, and
+ * dumpability belongs to the address space: on a shared one init (and its
+ * unfiltered creator thread) would stay dumpable until it could reset it,
+ * after the command had started.
+ */
+typedef struct {
+	const char *what; /* the step that failed (a literal), NULL: exec'd */
+	int fd;           /* the fd it concerned, or -1 */
+	int err;          /* errno */
+	bool exec;        /* the exec itself failed */
+} spawn_report;
+
+typedef struct {
+	const ab_plan *plan;
+	int pty_slave;
+	spawn_report *rep; /* a MAP_SHARED page: seen by init either way */
+} spawn_args;
+
+#define SPAWN_STACK (64 * 1024)
+
+__attribute__((noreturn)) static void spawn_fail(spawn_report *rep, const char *what, int errnum)
 {
-	ab_err err = {0};
-	sigset_t none;
-	sigemptyset(&none);
+	rep->what = what;
+	rep->err = errnum;
+	_exit(AB_EXIT_FAIL);
+}
+
+/* The command's process: signals, terminal, fds, exec.  Never returns. */
+static int command_main(void *arg)
+{
+	const spawn_args *sa = arg;
+	const ab_plan *plan = sa->plan;
+	spawn_report *rep = sa->rep;
+	/* init has no signal handler (drop_handlers), so none can run on its
+	 * memory here; the forwarded signals back to their default, then the
+	 * mask (init blocked every signal around the clone) emptied */
 	for (size_t i = 0; i < AB_ARRAY_SIZE(forwarded); i++)
 		signal(forwarded[i], SIG_DFL);
 	signal(SIGCHLD, SIG_DFL);
+	sigset_t none;
+	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (pty_slave >= 0) {
-		if (ab_pty_make_controlling(pty_slave, plan->pty_mask, &err) < 0)
-			goto fail;
+	if (sa->pty_slave >= 0) {
+		int r = ab_pty_make_controlling(sa->pty_slave, plan->pty_mask, &rep->what,
+						&rep->fd);
+		if (r < 0)
+			spawn_fail(rep, rep->what, -r);
 	} else if (setsid() < 0) {
-		ab_fail(&err, errno, "setsid");
-		goto fail;
+		spawn_fail(rep, "setsid", errno);
 	}
-	/* Nothing but 0-2 crosses exec (errpipe is O_CLOEXEC and closes itself). */
-	if (syscall(SYS_close_range, 3, errpipe - 1, 0) < 0 && errpipe > 3) {
-		ab_fail(&err, errno, "close_range");
-		goto fail;
-	}
-	if (syscall(SYS_close_range, errpipe + 1, ~0U, 0) < 0) {
-		ab_fail(&err, errno, "close_range");
-		goto fail;
-	}
-	environ = merged_env(plan, rt);
-	if (!environ) {
-		ab_fail(&err, ENOMEM, "environment");
-		goto fail;
-	}
+	/* Nothing but 0-2 crosses exec (the sync socket included). */
+	if (syscall(SYS_close_range, 3, ~0U, 0) < 0)
+		spawn_fail(rep, "close_range", errno);
 	/* init made itself non-dumpable and this copy inherited it: then an
 	 * unprivileged agentbox could not read the exec's arguments for the
 	 * record (ptrace access).  Nothing else runs inside yet, and this copy
-	 * holds nothing secret (placeholders only); the exec replaces it. */
+	 * (never init's memory: see above) holds nothing secret (placeholders
+	 * only); the exec replaces it. */
 	if (plan->seccomp.notify_exec)
 		prctl(PR_SET_DUMPABLE, 1);
 	execvp(plan->argv.v[0], plan->argv.v);
-	int e = errno;
-	if (e == ENOENT)
-		ab_fail_code(&err, AB_EXIT_NOTFOUND, 0, "%s: command not found", plan->argv.v[0]);
+	rep->exec = true;
+	spawn_fail(rep, "exec", errno);
+	return AB_EXIT_FAIL;
+}
+
+/* The report of a command that did not reach its exec, as init's error. */
+static void spawn_error(const ab_plan *plan, const spawn_report *rep, ab_err *err)
+{
+	const char *cmd = plan->argv.v[0];
+	if (rep->exec && rep->err == ENOENT)
+		ab_fail_code(err, AB_EXIT_NOTFOUND, 0, "%s: command not found", cmd);
+	else if (rep->exec)
+		ab_fail_code(err, AB_EXIT_NOEXEC, rep->err, "%s: %s", cmd, strerror(rep->err));
+	else if (rep->fd >= 0)
+		ab_fail(err, rep->err, "%s %d", rep->what, rep->fd);
 	else
-		ab_fail_code(&err, AB_EXIT_NOEXEC, e, "%s: %s", plan->argv.v[0], strerror(e));
-fail:
-	if (err.exit_code == 0)
-		err.exit_code = AB_EXIT_FAIL;
-	(void)!write(errpipe, &err, sizeof(err));
-	_exit(err.exit_code);
+		ab_fail(err, rep->err, "%s", rep->what);
+}
+
+/* Start the command; returns its pid once it has exec'd, or -1 with *err. */
+static pid_t spawn_command(const ab_plan *plan, const ab_runtime *rt, int pty_slave, ab_err *err)
+{
+	/* execvp looks the command up in the sandbox's PATH, from environ:
+	 * init's own from here on (it reads no variable itself) */
+	char **env = merged_env(plan, rt);
+	if (!env)
+		return ab_fail(err, ENOMEM, "environment");
+	environ = env;
+	size_t stack_size = SPAWN_STACK + (plan->argv.n + 2) * sizeof(char *);
+	spawn_report *rep =
+		mmap(NULL, sizeof(*rep), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (rep == MAP_FAILED)
+		return ab_fail(err, errno, "spawn the command: mmap");
+	char *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED) {
+		int e = errno;
+		munmap(rep, sizeof(*rep));
+		return ab_fail(err, e, "spawn the command: mmap");
+	}
+	*rep = (spawn_report){.fd = -1};
+	spawn_args sa = {.plan = plan, .pty_slave = pty_slave, .rep = rep};
+	bool copy = plan->seccomp.notify_exec || plan->seccomp.notify_learn;
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid_t pid = clone(command_main, stack + stack_size,
+			  CLONE_VFORK | SIGCHLD | (copy ? 0 : CLONE_VM), &sa);
+	int e = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	/* the process has exec'd or exited: nothing runs on the stack any more */
+	munmap(stack, stack_size);
+	if (pid < 0)
+		ab_fail(err, e, "fork");
+	else if (rep->what) {
+		waitpid(pid, NULL, 0);
+		spawn_error(plan, rep, err);
+		pid = -1;
+	}
+	munmap(rep, sizeof(*rep));
+	return pid;
+}
+
+/* init waits for signals with sigwaitinfo and runs no handler: any it
+ * inherited from agentbox goes, before the filter makes each call dearer.
+ * The command's process, which shares init's memory until its exec, relies
+ * on it. */
+static void drop_handlers(void)
+{
+	for (int sig = 1; sig < _NSIG; sig++) {
+		struct sigaction old;
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_DFL &&
+		    old.sa_handler != SIG_IGN)
+			signal(sig, SIG_DFL);
+	}
 }
 
 static int encode_status(int st)
@@ -339,6 +439,7 @@ int ab_child_main(void *arg)
 		ab_fail(&err, errno, "setsid");
 		child_fail(a, &err);
 	}
+	drop_handlers();
 	sigset_t set;
 	sigemptyset(&set);
 	for (size_t i = 0; i < AB_ARRAY_SIZE(forwarded); i++)
@@ -357,22 +458,9 @@ int ab_child_main(void *arg)
 	 * stdio and the sync socket (fds handed to agentbox never cross). */
 	prctl(PR_SET_DUMPABLE, 0);
 	close_all_but(a->sync_fd, pty_slave);
-	int errpipe[2];
-	if (pipe2(errpipe, O_CLOEXEC) < 0) {
-		ab_fail(&err, errno, "pipe");
+	pid_t cmd = spawn_command(a->plan, &rt, pty_slave, &err);
+	if (cmd < 0)
 		child_fail(a, &err);
-	}
-	pid_t cmd = fork();
-	if (cmd < 0) {
-		ab_fail(&err, errno, "fork");
-		child_fail(a, &err);
-	}
-	if (cmd == 0) {
-		close(errpipe[0]);
-		close(a->sync_fd);
-		exec_command(a->plan, &rt, pty_slave, errpipe[1]);
-	}
-	close(errpipe[1]);
 	if (pty_slave >= 0) {
 		/* init must not hold the user's real terminal either */
 		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -381,13 +469,6 @@ int ab_child_main(void *arg)
 		if (devnull > 2)
 			close(devnull);
 		close(pty_slave);
-	}
-	ab_err cerr;
-	ssize_t n = read(errpipe[0], &cerr, sizeof(cerr));
-	close(errpipe[0]);
-	if (n == (ssize_t)sizeof(cerr)) {
-		waitpid(cmd, NULL, 0);
-		child_fail(a, &cerr);
 	}
 	m = (ab_sync_msg){.type = AB_SYNC_READY, .value = cmd};
 	ab_sync_send(a->sync_fd, &m, -1);

@@ -4,8 +4,8 @@
  *
  *  - ab_pty_open: runs in the sandbox child (after the new devpts instance is
  *    mounted on /dev/pts and /dev/ptmx points at pts/ptmx).
- *  - ab_pty_make_controlling: runs in the command's process after fork,
- *    before exec.
+ *  - ab_pty_make_controlling: runs in the command's process before its
+ *    exec, which may share init's memory: system calls only.
  *  - ab_pty_relay_*: run in the parent, on its event loop: the user's terminal
  *    (raw mode) <-> the master.  Nothing inside ever gets an fd on the user's
  *    real terminal.
@@ -99,26 +99,35 @@ int ab_pty_open(int *master, int *slave, const struct winsize *ws, ab_err *err)
 	return 0;
 }
 
-int ab_pty_make_controlling(int slave, unsigned fd_mask, ab_err *err)
+static int ctl_fail(const char **what, const char *step, int errnum)
 {
+	*what = step;
+	return -errnum;
+}
+
+int ab_pty_make_controlling(int slave, unsigned fd_mask, const char **what, int *fd_out)
+{
+	*fd_out = -1;
 	if (slave < 0)
-		return ab_fail(err, EBADF, "pty slave");
+		return ctl_fail(what, "pty slave", EBADF);
 	if (setsid() < 0)
-		return ab_fail(err, errno, "setsid");
+		return ctl_fail(what, "setsid", errno);
 	if (ioctl(slave, TIOCSCTTY, 0) < 0)
-		return ab_fail(err, errno, "make the pty the controlling terminal");
+		return ctl_fail(what, "make the pty the controlling terminal", errno);
 	for (int fd = 0; fd <= 2; fd++) {
 		if (!(fd_mask & (1u << fd)))
 			continue; /* not a terminal outside: passed through as it is */
+		*fd_out = fd;
 		if (fd == slave) {
 			/* dup2(x, x) is a no-op: clear O_CLOEXEC by hand */
 			int fl = fcntl(fd, F_GETFD);
 			if (fl < 0 || fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0)
-				return ab_fail(err, errno, "pty slave fd %d", fd);
+				return ctl_fail(what, "pty slave fd", errno);
 		} else if (dup2(slave, fd) < 0) {
-			return ab_fail(err, errno, "dup2 pty slave onto %d", fd);
+			return ctl_fail(what, "dup2 pty slave onto", errno);
 		}
 	}
+	*fd_out = -1;
 	if (slave > 2)
 		close(slave);
 	return 0;

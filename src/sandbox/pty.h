@@ -22,8 +22,11 @@ int ab_pty_open(int *master, int *slave, const struct winsize *ws, ab_err *err);
 
 /* Grandchild side: make `slave` the controlling terminal of a new session and
  * dup it onto each of 0, 1, 2 whose bit is set in fd_mask (the ones that are
- * terminals outside; the others pass through untouched). */
-int ab_pty_make_controlling(int slave, unsigned fd_mask, ab_err *err);
+ * terminals outside; the others pass through untouched).  System calls only
+ * (it may run in a process that shares init's memory): on failure returns
+ * -errno with *what naming the step and *fd the fd concerned (-1 if none),
+ * for the caller to format. */
+int ab_pty_make_controlling(int slave, unsigned fd_mask, const char **what, int *fd);
 
 typedef struct ab_pty_relay ab_pty_relay;
 

@@ -65,7 +65,16 @@ def test_ctrl_c(ctx):
     # The process that prints "ready" is the one that gets ^C: with
     # `sh -c 'echo ready; sleep 100'` dash itself loses a SIGINT that arrives
     # before it forks sleep (18 of 60 runs in a plain pty, no agentbox).
-    p = _run_pty(ctx, [INNER_PY, "-c", "import time; print('ready', flush=True); time.sleep(100)"])
+    # Short sleeps, not one long one: python's handler only sets a flag, and
+    # time.sleep does not look at it before it starts sleeping, so a ^C that
+    # lands between the last check and the sleep's system call waits for the
+    # whole sleep (with time.sleep(100), under load: 2 of 300 runs with the
+    # fork, 7 of 1000 with the vfork-style spawn; in each the command's SIGINT
+    # handler had run and it slept on in clock_nanosleep).  That the
+    # command starts with SIGINT neither ignored nor blocked, and is the
+    # pty's foreground group, is test_spawn.py's test_command_state_in_pty.
+    p = _run_pty(ctx, [INNER_PY, "-c",
+                       "import time\nprint('ready', flush=True)\nwhile True: time.sleep(0.05)"])
     p.expect(rb"ready")
     p.write(b"\x03")
     rc = p.wait(15)

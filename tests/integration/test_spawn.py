@@ -1,15 +1,18 @@
 # SPDX-License-Identifier: MIT
-"""How init starts the command (src/sandbox/init.c: fork, then exec_command),
-with and without the exec record (--log, which makes the command's process
-dumpable before its exec): signals, fds, the sandbox's environment and PATH,
-exec failures, and an init that stays opaque to it (not dumpable) either way.
-Written for a vfork-style spawn that was tried and reverted
-(docs/performance.md); they hold for any way of starting the command."""
+"""How init starts the command (src/sandbox/init.c, spawn_command): a
+vfork-style clone that shares init's memory, or, when the exec is recorded
+(--log, which makes the command's process dumpable before its exec), a copy.
+What the command starts with must not depend on which: signals (also when
+agentbox itself was started with them ignored or blocked, and in a pty, where
+Ctrl-C must reach it), fds, the sandbox's environment and PATH, exec
+failures, and an init that stays opaque to it (not dumpable) either way."""
 
 import json
 import os
+import signal
+import subprocess
 
-from abtest import describe, write_file
+from abtest import INNER_PY, PtyRun, describe, write_file
 from test_redteam import INIT_PY
 
 # the command's own state, read first thing by the program init exec'd
@@ -27,7 +30,19 @@ for l in open("/proc/self/status"):
         print(l.strip())
 print("FDS", " ".join(["0", "1", "2"] + fds))
 print("SID", os.getsid(0), "PID", os.getpid())
+if os.isatty(0):
+    print("FG", os.tcgetpgrp(0), "PGRP", os.getpgrp())
 '''
+
+# Signal n is bit n-1 of /proc's masks.  A command that starts with SIGINT
+# ignored or blocked never sees Ctrl-C (python installs its KeyboardInterrupt
+# handler only over a default SIGINT; ignored and blocked both survive exec).
+TERMINAL_SIGS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGTSTP)
+FORWARDED_SIGS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _bits(sigs):
+    return sum(1 << (int(s) - 1) for s in sigs)
 
 
 def _log_args(ctx):
@@ -46,8 +61,7 @@ def _check_state(f, r, how):
     # none of it may reach the command
     assert int(f["SigBlk:"], 16) == 0, "%s: signals blocked in the command\n%s" % (how, describe(r))
     assert int(f["SigPnd:"], 16) == 0, "%s\n%s" % (how, describe(r))
-    term_int_hup = (1 << 14) | (1 << 1) | (1 << 0)  # bits of SIGTERM, SIGINT, SIGHUP
-    assert int(f["SigIgn:"], 16) & term_int_hup == 0, "%s\n%s" % (how, describe(r))
+    assert int(f["SigIgn:"], 16) & _bits(TERMINAL_SIGS) == 0, "%s\n%s" % (how, describe(r))
     # nothing but 0-2 crossed the exec (not the sync socket, not the pty slave)
     assert f["FDS"].split() == ["0", "1", "2"], "%s: fds %s\n%s" % (how, f["FDS"], describe(r))
     # a session of its own (setsid or the pty's): the session id is its pid
@@ -59,6 +73,53 @@ def test_command_state(ctx):
     """Without --log (no exec record)."""
     f, r = _state(ctx)
     _check_state(f, r, "no record")
+
+
+def _fields(text):
+    return dict(l.split(None, 1) for l in text.splitlines() if l.strip())
+
+
+def test_command_state_in_pty(ctx):
+    """In its own pty the command is what Ctrl-C reaches: the pty's
+    foreground process group, with no terminal signal blocked or ignored."""
+    p = PtyRun(ctx, ["run", "-w", ctx.ws, "--", INNER_PY, "-c", STATE_PY])
+    rc = p.wait(30)
+    text = p.text().replace("\r\n", "\n")
+    assert rc == 0, text
+    f = _fields(text)
+    assert int(f["SigBlk:"], 16) == 0, "signals blocked in the command\n" + text
+    assert int(f["SigPnd:"], 16) == 0, text
+    assert int(f["SigIgn:"], 16) & _bits(TERMINAL_SIGS) == 0, text
+    sid, pid = f["SID"].split()[0], f["SID"].split()[2]
+    assert sid == pid, "not a session leader\n" + text
+    fg, pgrp = f["FG"].split()[0], f["FG"].split()[2]
+    assert fg == pgrp == pid, "not the pty's foreground process group\n" + text
+
+
+def _ignore_and_block():
+    for s in FORWARDED_SIGS:
+        signal.signal(s, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_SETMASK, range(1, signal.NSIG))
+
+
+def test_command_state_from_hostile_caller(ctx):
+    """agentbox started with the terminal signals ignored and every signal
+    blocked (a caller's trap '' INT, a launcher's mask): init and its spawn
+    inherit both, and the command must still start with the signals agentbox
+    forwards at their default and nothing blocked."""
+    for how, extra in (("no record", ()), ("recorded", _log_args(ctx))):
+        p = ctx.popen(["run", "-p", "default", "-w", ctx.ws] + list(extra) +
+                      ["--", INNER_PY, "-c", STATE_PY], preexec_fn=_ignore_and_block)
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        text = "%s: exit %s\nstdout: %s\nstderr: %s" % (how, p.returncode, out.decode(), err.decode())
+        assert p.returncode == 0, text
+        f = _fields(out.decode())
+        assert int(f["SigBlk:"], 16) == 0, "signals blocked in the command\n" + text
+        assert int(f["SigIgn:"], 16) & _bits(FORWARDED_SIGS) == 0, "ignored: " + text
 
 
 def test_command_state_exec_recorded(ctx):

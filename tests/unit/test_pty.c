@@ -227,15 +227,18 @@ static void test_open(void **state)
 /* In a child: make the slave controlling; report problems as exit codes. */
 static int controlling_child(int s, int as_fd0)
 {
-	ab_err err = {0};
+	const char *what = NULL;
+	int bad_fd = -1;
 	if (as_fd0) { /* the slave already sits on fd 0 (with CLOEXEC) */
 		if (dup3(s, 0, O_CLOEXEC) != 0)
 			return 10;
 		close(s);
 		s = 0;
 	}
-	if (ab_pty_make_controlling(s, 7, &err) < 0)
+	if (ab_pty_make_controlling(s, 7, &what, &bad_fd) < 0)
 		return 11;
+	if (bad_fd != -1)
+		return 17;
 	if (getsid(0) != getpid())
 		return 12;
 	if (tcgetpgrp(0) != getpgrp())
@@ -270,8 +273,11 @@ static void test_make_controlling(void **state)
 		assert_string_equal(buf, "ok");
 		close(m);
 	}
-	ab_err err = {0};
-	assert_true(ab_pty_make_controlling(-1, 7, &err) < 0);
+	const char *what = NULL;
+	int bad_fd = 0;
+	assert_int_equal(ab_pty_make_controlling(-1, 7, &what, &bad_fd), -EBADF);
+	assert_string_equal(what, "pty slave");
+	assert_int_equal(bad_fd, -1);
 }
 
 /* ---- relay ---- */

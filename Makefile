@@ -100,7 +100,7 @@ EGRESS_SRCS  := src/egress/proxy.c src/egress/pxconn.c src/egress/pxlog.c src/eg
                 src/egress/pxhttp.c src/egress/pxbroker.c src/egress/pxtls.c src/egress/pxtunnel.c \
                 src/egress/pxscan.c src/egress/dnsd.c src/egress/resolve.c src/egress/control.c \
                 src/egress/broker.c src/egress/pxask.c
-SANDBOX_SRCS := src/sandbox/sandbox.c src/sandbox/init.c src/sandbox/mount.c src/sandbox/netns.c \
+SANDBOX_SRCS := src/sandbox/sandbox.c src/sandbox/init.c src/sandbox/mount.c src/sandbox/mount_runtime.c src/sandbox/netns.c \
                 src/sandbox/mount_walk.c src/sandbox/mount_idmap.c \
                 src/sandbox/pty.c src/sandbox/termfilter.c src/sandbox/watch.c src/sandbox/cleanup.c \
                 src/sandbox/settle.c src/sandbox/guard.c src/sandbox/asker.c src/sandbox/pathoffer.c src/sandbox/creator.c

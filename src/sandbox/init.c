@@ -116,6 +116,20 @@ static int apply_limits(const ab_plan *plan, ab_err *err)
 	return ab_rlimits_apply(lim, n, err);
 }
 
+/* What the parent made while we built the root and locked it down: the
+ * filter, then the broker's work (the placeholders, the trust and
+ * credentials files' bytes). */
+static int from_parent(int sync_fd, ab_seccomp_prog *prog, ab_runtime *rt, ab_err *err)
+{
+	static struct sock_filter store[AB_SECCOMP_MAX_PROGS * AB_SECCOMP_MAX_INSNS];
+	int r = ab_sync_recv_seccomp(sync_fd, prog, store);
+	if (r < 0)
+		return ab_fail(err, -r, "seccomp: receive the filter");
+	if ((r = ab_mount_fill_runtime(sync_fd, rt, err)) < 0)
+		return ab_err_prefix(err, "filesystem");
+	return 0;
+}
+
 static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_err *err)
 {
 	const ab_plan *plan = a->plan;
@@ -164,15 +178,9 @@ static int contain(const ab_child_args *a, int *pty_slave, ab_runtime *rt, ab_er
 		if (r < 0)
 			return ab_fail(err, -r, "nested git: send the creator's socket");
 	}
-	/* the parent compiled the filter while we built the root */
-	static struct sock_filter store[AB_SECCOMP_MAX_PROGS * AB_SECCOMP_MAX_INSNS];
 	ab_seccomp_prog prog = {0};
-	if ((r = ab_sync_recv_seccomp(a->sync_fd, &prog, store)) < 0)
-		return ab_fail(err, -r, "seccomp: receive the filter");
-	/* the broker's work (the placeholders, the trust and credentials
-	 * files' bytes), done while we built the root and locked it down */
-	if ((r = ab_mount_fill_runtime(a->sync_fd, rt, err)) < 0)
-		return ab_err_prefix(err, "filesystem");
+	if ((r = from_parent(a->sync_fd, &prog, rt, err)) < 0)
+		return r;
 	if (plan->seccomp.notify_connect) {
 		/* the supervisor asks it which unix sockets were bound in here */
 		int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);

@@ -49,7 +49,6 @@
  * (placeholder, 0555) directories: a clone is cheaper than a new tmpfs */
 #define EMPTY_DENY ".agentbox-deny"
 #define EMPTY_RESERVE ".agentbox-reserve"
-#define AB_MAX_MOUNTS 4096
 
 /* Open a host path O_PATH.  `strict`: no symlink anywhere on the way except
  * that a final symlink is returned as itself (for sources inside writable
@@ -302,49 +301,6 @@ static int mount_tmpfs(const stage *st, int tfd, const char *dst, bool ro, mode_
 }
 
 /* The whole of the sealed memfd `from` into `to`, in the kernel. */
-static int copy_runtime(int from, int to)
-{
-	/* sealed: the parent finished it (it seals each file once written) */
-	int seals = fcntl(from, F_GET_SEALS);
-	if (seals < 0)
-		return -errno;
-	if (!(seals & F_SEAL_WRITE))
-		return -EPROTO;
-	off_t off = 0;
-	for (;;) {
-		ssize_t n = sendfile(to, from, &off, 1 << 30);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return 0;
-	}
-}
-
-/* A run-time file's copy, left for ab_mount_fill_runtime: TO (the staged
- * file, taken) gets FROM's bytes (the parent's memfd, dup'ed). */
-static int defer_fill(ab_runtime *rt, int from, int to)
-{
-	if (from < 0)
-		return -EPROTO; /* the parent never sent it */
-	if (rt->nfills == AB_MAX_MOUNTS)
-		return -E2BIG;
-	if (rt->nfills == rt->capfills) {
-		size_t cap = rt->capfills ? 2 * rt->capfills : 8;
-		ab_runtime_fill *v = realloc(rt->fills, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		rt->fills = v;
-		rt->capfills = cap;
-	}
-	int d = fcntl(from, F_DUPFD_CLOEXEC, 3);
-	if (d < 0)
-		return -errno;
-	rt->fills[rt->nfills++] = (ab_runtime_fill){.from = d, .to = to};
-	return 0;
-}
-
 /* The staged copy of the bytes behind `content_fd`, or NULL (and `*slot`
  * the free entry to record it in, or NULL when all are taken). */
 static staged_copy *staged_find(const stage *st, int content_fd, struct stat *sb,
@@ -402,7 +358,7 @@ static int mount_content(const stage *st, const ab_mount *m, int content_fd, int
 		/* made at run time by the parent, in its memfd: copied once
 		 * filled (ab_mount_fill_runtime), into the file mounted now (a
 		 * rendered file: its own memfd, never one seen before) */
-		int r = defer_fill(st->rt, content_fd, fd);
+		int r = ab_mount_defer_fill(st->rt, content_fd, fd);
 		if (r < 0) {
 			close(fd);
 			return ab_fail(err, -r, "%s: content", m->dst);
@@ -807,25 +763,6 @@ static int stage_and_apply(const ab_plan *plan, src_state *src, const int *idmap
 	return r < 0 ? r : enter_root(plan, sfd, err);
 }
 
-static int recv_env(int sync_fd, int len, ab_runtime *rt, ab_err *err)
-{
-	if (len <= 0 || len > AB_SYNC_ENV_MAX)
-		return ab_fail(err, EPROTO, "receive the environment");
-	char *buf = malloc((size_t)len + 1);
-	if (!buf)
-		return ab_fail(err, ENOMEM, "receive the environment");
-	ssize_t n;
-	do
-		n = recv(sync_fd, buf, (size_t)len + 1, 0);
-	while (n < 0 && errno == EINTR);
-	if (n != len || memchr(buf, '\0', (size_t)len) || !memchr(buf, '=', (size_t)len)) {
-		free(buf);
-		return ab_fail(err, n < 0 ? errno : EPROTO, "receive the environment");
-	}
-	buf[len] = '\0';
-	return ab_strv_push_take(&rt->env, buf) < 0 ? ab_fail(err, ENOMEM, "environment") : 0;
-}
-
 /* The parent creates the protected-path placeholders while we get going. */
 static int wait_placeholders(int sync_fd, ab_err *err)
 {
@@ -875,38 +812,6 @@ static int wait_content(stage *st, ab_err *err)
 			close(fd);
 		return ab_fail(err, EPROTO, "wait for the run-time files");
 	}
-}
-
-int ab_mount_fill_runtime(int sync_fd, ab_runtime *rt, ab_err *err)
-{
-	for (;;) {
-		ab_sync_msg m;
-		int fd = -1;
-		int r = ab_sync_recv(sync_fd, &m, &fd);
-		if (r <= 0)
-			return ab_fail(err, r < 0 ? -r : EPIPE, "wait for the secrets");
-		if (fd >= 0) {
-			close(fd);
-			return ab_fail(err, EPROTO, "wait for the secrets");
-		}
-		if (m.type == AB_SYNC_RUNTIME_DONE)
-			break;
-		if (m.type != AB_SYNC_ENV)
-			return ab_fail(err, EPROTO, "wait for the secrets");
-		if ((r = recv_env(sync_fd, m.value, rt, err)) < 0)
-			return r;
-	}
-	int r = 0;
-	for (size_t i = 0; i < rt->nfills; i++) {
-		ab_runtime_fill *f = &rt->fills[i];
-		int q = r < 0 ? 0 : copy_runtime(f->from, f->to);
-		if (q < 0)
-			r = ab_fail(err, -q, "the session CA's and credentials files");
-		ab_closep(&f->from);
-		ab_closep(&f->to);
-	}
-	rt->nfills = 0;
-	return r;
 }
 
 /* Review mode: the change set the parent prepared (src/observe/review.c),

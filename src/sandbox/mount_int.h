@@ -49,6 +49,7 @@ struct ab_mount_attr {
 };
 
 #define BASE_ATTRS (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+#define AB_MAX_MOUNTS 4096 /* a plan's mounts, at most */
 
 static inline int sys_open_tree(int dfd, const char *path, unsigned flags)
 {
@@ -74,5 +75,10 @@ bool ab_mount_in_writable(const ab_plan *plan, const char *path);
 /* A bind's source O_PATH, as ab_mount_open_host: the run's private copy of
  * a guarded file in its place (AB_MNT_F_COPY; no symlink on the way). */
 int ab_mount_open_source(const ab_plan *plan, const ab_mount *m);
+
+/* mount_runtime.c: a run-time mount's file TO (taken), to get the bytes of
+ * the parent's memfd FROM (dup'ed) once the parent is done with it. */
+struct ab_runtime;
+int ab_mount_defer_fill(struct ab_runtime *rt, int from, int to);
 
 #endif

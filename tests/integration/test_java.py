@@ -228,6 +228,10 @@ def _while_running(ctx, args, env, fn):
     """Start agentbox with `args`, whose command prints 'ready' and waits for
     a file; call fn(agentbox's pid) once it is ready; let it finish."""
     go = os.path.join(ctx.ws, ".go")
+    # a call before in the same test left it: the command would not wait,
+    # and agentbox could be gone (no VmLck to read) before fn looks
+    if os.path.lexists(go):
+        os.unlink(go)
     p = ctx.popen(args + ["--", "sh", "-c",
                           "echo ready; while [ ! -e %s ]; do sleep 0.05; done" % go], env=env)
     line, deadline = b"", time.monotonic() + 60

@@ -177,8 +177,11 @@ def test_trace_sees_only_the_sandbox(ctx):
     write_file(secret, "x", 0o600)
     lst = Listener()
     ctx.on_cleanup(lst.close)
+    # one sleep whatever the timing: the loop's may never run when "done"
+    # comes quickly, and the positive control below looks for it
     p = ctx.popen(["run", "-p", "default", "-w", ctx.ws, "--trace", "--log", log, "--", "sh",
-                   "-c", "touch ready; while [ ! -e done ]; do sleep 0.05; done; echo $$"])
+                   "-c", "touch ready; sleep 0.01; while [ ! -e done ]; do sleep 0.05; done; "
+                   "echo $$"])
     ready = wait_for(lambda: os.path.exists(os.path.join(ctx.ws, "ready")) or
                      p.poll() is not None, 20)
     if p.poll() is not None:

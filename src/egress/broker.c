@@ -180,7 +180,6 @@ static int send_env(int sync_fd, const char *name, const ab_secret *s, ab_err *e
 	return r < 0 ? ab_fail(err, -r, "send the placeholders") : 0;
 }
 
-/* A sealed, read-only memfd holding data. */
 /* data[0..len) into FD (one of the empty memfds the child was sent), then
  * sealed. */
 static int fill_sealed(int fd, const char *data, size_t len, ab_err *err)
@@ -205,14 +204,14 @@ static int new_memfd(const char *name, ab_err *err)
  * trust file (shared by its mounts), one per rendered credentials file. */
 static int file_for(ab_broker_files *f, size_t i, const ab_mount *m, ab_err *err)
 {
-	int *slot = (m->flags & AB_MNT_F_RENDER)    ? &f->render[i]
-		    : (m->flags & AB_MNT_F_CA_ONLY) ? &f->ca
-		    : (m->flags & AB_MNT_F_JAVA)    ? &f->java
-						    : &f->bundle;
-	const char *name = (m->flags & AB_MNT_F_RENDER)    ? "agentbox-credentials"
-			   : (m->flags & AB_MNT_F_CA_ONLY) ? "agentbox-session-ca"
-			   : (m->flags & AB_MNT_F_JAVA)    ? "agentbox-truststore"
-							   : "agentbox-ca-bundle";
+	int *slot = &f->bundle;
+	const char *name = "agentbox-ca-bundle";
+	if (m->flags & AB_MNT_F_RENDER)
+		slot = &f->render[i], name = "agentbox-credentials";
+	else if (m->flags & AB_MNT_F_CA_ONLY)
+		slot = &f->ca, name = "agentbox-session-ca";
+	else if (m->flags & AB_MNT_F_JAVA)
+		slot = &f->java, name = "agentbox-truststore";
 	if (*slot < 0)
 		*slot = new_memfd(name, err);
 	return *slot;

@@ -300,7 +300,6 @@ static int mount_tmpfs(const stage *st, int tfd, const char *dst, bool ro, mode_
 	return r < 0 ? ab_fail(err, -r, "mount tmpfs on %s", dst) : 0;
 }
 
-/* The whole of the sealed memfd `from` into `to`, in the kernel. */
 /* The staged copy of the bytes behind `content_fd`, or NULL (and `*slot`
  * the free entry to record it in, or NULL when all are taken). */
 static staged_copy *staged_find(const stage *st, int content_fd, struct stat *sb,

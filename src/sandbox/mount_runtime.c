@@ -20,6 +20,7 @@
 #include "agentbox/sync.h"
 #include "mount_int.h"
 
+/* The whole of the memfd `from` into `to`, in the kernel. */
 static int copy_runtime(int from, int to)
 {
 	/* sealed: the parent finished it (it seals each file once written) */

@@ -666,10 +666,10 @@ static int start_sandbox(run_state *s)
 
 /* What the child waits for, in the order it needs it: its id maps and cgroup
  * (MAPS_DONE), the placeholders (PLACEHOLDERS_DONE), the idmapped trees, the
- * secrets' files and environment (RUNTIME_DONE: the child builds its root
- * meanwhile and waits for them at the first mount that needs them), the
- * seccomp filter (compiled before the secrets, sent after them: one socket,
- * one order). */
+ * run-time files' memfds, still empty (CONTENT_DONE: at its first mount that
+ * needs one), the seccomp filter, then the secrets' environment and the
+ * files filled (RUNTIME_DONE: waited for after its lockdown, before the
+ * filter is loaded).  One socket, one order. */
 static int feed_child(run_state *s)
 {
 	const ab_plan *plan = s->plan;

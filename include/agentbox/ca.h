@@ -215,9 +215,13 @@ int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, int fd, size_
 int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const char *password,
 			  unsigned char **out, size_t *outlen, ab_err *err);
 /* The same from the text in fd (read from its start, len bytes: the trust
- * bundle's memfd above), through a small buffer used again and again. */
-int ab_ca_java_truststore_fd(const ab_ca *ca, int fd, size_t len, const char *password,
-			     unsigned char **out, size_t *outlen, ab_err *err);
+ * bundle's memfd above), through a small buffer used again and again,
+ * written into OUT (an empty memfd; not sealed here), *outlen bytes: the
+ * bags go through a memfd of their own and are copied by the kernel, so no
+ * buffer the size of the store is allocated.  The same bytes as above but
+ * for the MAC's salt and value. */
+int ab_ca_java_truststore_fd(const ab_ca *ca, int fd, size_t len, const char *password, int out,
+			     size_t *outlen, ab_err *err);
 
 /* Before anything else of OpenSSL's in the process: its random generator
  * is to be a Hash_DRBG over SHA-256 (NIST SP 800-90A, seeded from the kernel

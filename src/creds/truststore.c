@@ -20,7 +20,8 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <openssl/hmac.h>
+#include <openssl/core_names.h>
+#include <openssl/params.h>
 #include <openssl/pkcs12.h>
 #include <openssl/rand.h>
 
@@ -38,9 +39,10 @@
  * copied (the file may have shrunk: what there is). */
 static int copy_in(int out, int in, size_t want, size_t *got)
 {
+	off_t off = 0; /* in's own offset is left alone */
 	*got = 0;
 	while (*got < want) {
-		ssize_t n = sendfile(out, in, NULL, want - *got);
+		ssize_t n = sendfile(out, in, &off, want - *got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -198,16 +200,47 @@ static unsigned char *put(unsigned char *p, const void *src, size_t n)
 	return p + n;
 }
 
+/* The bags as they are made: all of them in v (ab_ca_java_truststore), or,
+ * with a spill memfd (ab_ca_java_truststore_fd), the latest in v and the
+ * rest written to spill each time v is full: no buffer the size of the store
+ * (~170 KB for a distro bundle) is allocated, whose ~40 fresh pages cost
+ * ~0.5 ms on a virtual machine where a page fault costs 11 us
+ * (docs/performance.md). */
 typedef struct ts_buf {
 	unsigned char *v; /* TS_HEAD_ROOM bytes free in front, then the bags */
 	size_t len, cap;  /* len counts from v, the head room included */
+	int spill;        /* -1: none, every bag is in v */
+	size_t spilled;   /* the bags written to spill, which come before v's */
+	int werr;         /* a failed write to spill: its errno */
 } ts_buf;
+
+#define TS_CHUNK (32 * 1024) /* v's size with a spill memfd */
+
+/* v's bags to spill, v emptied. */
+static bool ts_spill(ts_buf *b)
+{
+	size_t n = b->len - TS_HEAD_ROOM;
+	int r = n ? ab_write_all(b->spill, b->v + TS_HEAD_ROOM, n) : 0;
+	if (r < 0) {
+		b->werr = -r;
+		return false;
+	}
+	b->spilled += n;
+	b->len = TS_HEAD_ROOM;
+	return true;
+}
 
 static bool ts_reserve(ts_buf *b, size_t more)
 {
 	if (b->cap - b->len >= more)
 		return true;
-	size_t nc = b->cap ? b->cap : 64 * 1024;
+	if (b->spill >= 0 && b->len > TS_HEAD_ROOM && b->cap) {
+		if (!ts_spill(b))
+			return false;
+		if (b->cap - b->len >= more)
+			return true;
+	}
+	size_t nc = b->cap ? b->cap : b->spill >= 0 ? TS_CHUNK : 64 * 1024;
 	while (nc - b->len < more)
 		nc *= 2;
 	unsigned char *v = realloc(b->v, nc);
@@ -221,6 +254,13 @@ static bool ts_reserve(ts_buf *b, size_t more)
 static void ts_freep(ts_buf *b)
 {
 	free(b->v);
+	if (b->spill >= 0)
+		close(b->spill);
+}
+
+static int ts_fail(const ts_buf *b, ab_err *err)
+{
+	return ab_fail(err, b->werr ? b->werr : ENOMEM, "Java truststore");
 }
 
 /* One certBag for the certificate der[0..len) (one DER SEQUENCE, copied as
@@ -333,7 +373,7 @@ static int trust_bags(const ab_ca *ca, BIO *bio, ts_buf *b, ab_err *err)
 				    n + 1);
 		snprintf(alias, sizeof(alias), is_ca ? "agentbox-session-ca" : "system-%zu", n);
 		if (!r && cert && !put_bag(b, der, (size_t)dlen, alias))
-			r = ab_fail(err, ENOMEM, "Java truststore");
+			r = ts_fail(b, err);
 		have_ca |= is_ca;
 		n += cert;
 		if (r < 0) {
@@ -349,36 +389,39 @@ static int trust_bags(const ab_ca *ca, BIO *bio, ts_buf *b, ab_err *err)
 				    "does not decode");
 	ERR_clear_error();
 	if (!have_ca && !put_bag(b, ours, (size_t)ours_len, "agentbox-session-ca"))
-		return ab_fail(err, ENOMEM, "Java truststore");
+		return ts_fail(b, err);
 	return 0;
 }
 
-/* The headers in front of the bags (from b->v + TS_HEAD_ROOM); returns
- * where the PFX starts, safe and safe_len the AuthenticatedSafe (what the MAC
- * covers).  mac_data: the MacData's size, which the PFX's length includes. */
-static unsigned char *ts_heads(ts_buf *b, size_t mac_data, const unsigned char **safe,
-			       size_t *safe_len)
+/* The headers in front of BAGS bytes of bags, written backwards to end at
+ * END; returns where the PFX starts, safe and safe_len the
+ * AuthenticatedSafe (what the MAC covers: from safe to END, then the bags).
+ * mac_data: the MacData's size, which the PFX's length includes. */
+static size_t after(const unsigned char *end, const unsigned char *q, size_t bags)
 {
-	unsigned char *p = b->v + TS_HEAD_ROOM;
-	size_t n = b->len - TS_HEAD_ROOM; /* the bags */
-	p = put_hdr_before(p, 0x30, n);   /* SafeContents */
-	n = (size_t)(b->v + b->len - p);
-	p = put_hdr_before(p, 0x04, n); /* [0] OCTET STRING */
-	p = put_hdr_before(p, 0xa0, (size_t)(b->v + b->len - p));
+	return (size_t)(end - q) + bags; /* from q to the bags' end */
+}
+
+static unsigned char *ts_heads(unsigned char *end, size_t bags, size_t mac_data,
+			       const unsigned char **safe, size_t *safe_len)
+{
+	unsigned char *p = put_hdr_before(end, 0x30, bags); /* SafeContents */
+	p = put_hdr_before(p, 0x04, after(end, p, bags));   /* [0] OCTET STRING */
+	p = put_hdr_before(p, 0xa0, after(end, p, bags));
 	p -= sizeof(OID_DATA);
 	memcpy(p, OID_DATA, sizeof(OID_DATA));
-	p = put_hdr_before(p, 0x30, (size_t)(b->v + b->len - p)); /* ContentInfo */
-	p = put_hdr_before(p, 0x30, (size_t)(b->v + b->len - p)); /* AuthenticatedSafe */
+	p = put_hdr_before(p, 0x30, after(end, p, bags)); /* ContentInfo */
+	p = put_hdr_before(p, 0x30, after(end, p, bags)); /* AuthenticatedSafe */
 	*safe = p;
-	*safe_len = (size_t)(b->v + b->len - p);
+	*safe_len = after(end, p, bags);
 	p = put_hdr_before(p, 0x04, *safe_len);
-	p = put_hdr_before(p, 0xa0, (size_t)(b->v + b->len - p));
+	p = put_hdr_before(p, 0xa0, after(end, p, bags));
 	p -= sizeof(OID_DATA);
 	memcpy(p, OID_DATA, sizeof(OID_DATA));
-	p = put_hdr_before(p, 0x30, (size_t)(b->v + b->len - p)); /* authSafe */
+	p = put_hdr_before(p, 0x30, after(end, p, bags)); /* authSafe */
 	p -= 3;
 	memcpy(p, "\x02\x01\x03", 3); /* version 3 */
-	return put_hdr_before(p, 0x30, (size_t)(b->v + b->len - p) + mac_data);
+	return put_hdr_before(p, 0x30, after(end, p, bags) + mac_data);
 }
 
 /* MacData: SEQUENCE { DigestInfo, OCTET STRING salt, INTEGER iter } */
@@ -389,24 +432,52 @@ static size_t mac_data_size(void)
 	return hdr_size(inner) + inner;
 }
 
-static int put_mac(ts_buf *b, const unsigned char *safe, size_t safe_len, const char *password,
-		   ab_err *err)
+/* The bags spilled, read back through v (after its headers: v's bags are
+ * spilled too by then) into the MAC. */
+static bool mac_spilled(EVP_MAC_CTX *c, const ts_buf *b)
+{
+	unsigned char *buf = b->v + TS_HEAD_ROOM;
+	size_t cap = b->cap - TS_HEAD_ROOM;
+	for (size_t off = 0; off < b->spilled;) {
+		size_t want = b->spilled - off < cap ? b->spilled - off : cap;
+		ssize_t n = pread(b->spill, buf, want, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || !EVP_MAC_update(c, buf, (size_t)n))
+			return false;
+		off += (size_t)n;
+	}
+	return true;
+}
+
+/* The MAC of the AuthenticatedSafe: head[0..head_len), then the bags b
+ * spilled, if any (v's are in head then); its MacData written at out
+ * (mac_data_size() bytes). */
+static int put_mac(const ts_buf *b, const unsigned char *head, size_t head_len,
+		   const char *password, unsigned char *out, ab_err *err)
 {
 	unsigned char salt[TS_SALT_LEN], key[TS_MAC_LEN], mac[TS_MAC_LEN];
-	unsigned int mac_len = 0;
+	size_t mac_len = 0;
 	size_t digest = sizeof(MAC_ALG) + 2 + TS_MAC_LEN;
 	size_t inner = hdr_size(digest) + digest + 2 + TS_SALT_LEN + 4;
-	const EVP_MD *md = EVP_sha256();
-
-	if (RAND_bytes(salt, sizeof(salt)) != 1 ||
-	    PKCS12_key_gen_utf8(password, -1, salt, sizeof(salt), PKCS12_MAC_ID,
-				PKCS12_DEFAULT_ITER, sizeof(key), key, md) != 1 ||
-	    !HMAC(md, key, sizeof(key), safe, safe_len, mac, &mac_len) || mac_len != TS_MAC_LEN) {
-		OPENSSL_cleanse(key, sizeof(key));
-		return ab_ossl_fail(err, EIO, "Java truststore: PKCS#12 MAC");
-	}
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+		OSSL_PARAM_construct_end(),
+	};
+	EVP_MAC *hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	EVP_MAC_CTX *c = hmac ? EVP_MAC_CTX_new(hmac) : NULL;
+	bool ok = c && RAND_bytes(salt, sizeof(salt)) == 1 &&
+		  PKCS12_key_gen_utf8(password, -1, salt, sizeof(salt), PKCS12_MAC_ID,
+				      PKCS12_DEFAULT_ITER, sizeof(key), key, EVP_sha256()) == 1 &&
+		  EVP_MAC_init(c, key, sizeof(key), params) && EVP_MAC_update(c, head, head_len) &&
+		  (b->spill < 0 || mac_spilled(c, b)) &&
+		  EVP_MAC_final(c, mac, &mac_len, sizeof(mac)) && mac_len == TS_MAC_LEN;
 	OPENSSL_cleanse(key, sizeof(key)); /* from a public password: tidiness */
-	unsigned char *p = b->v + b->len;
+	EVP_MAC_CTX_free(c);
+	EVP_MAC_free(hmac);
+	if (!ok)
+		return ab_ossl_fail(err, EIO, "Java truststore: PKCS#12 MAC");
+	unsigned char *p = out;
 	p = put_hdr(p, 0x30, inner);
 	p = put_hdr(p, 0x30, digest);
 	p = put(p, MAC_ALG, sizeof(MAC_ALG));
@@ -417,16 +488,15 @@ static int put_mac(ts_buf *b, const unsigned char *safe, size_t safe_len, const 
 	p = put(p, "\x02\x02", 2);
 	*p++ = (unsigned char)(PKCS12_DEFAULT_ITER >> 8);
 	*p++ = (unsigned char)(PKCS12_DEFAULT_ITER & 0xff);
-	b->len = (size_t)(p - b->v);
 	return 0;
 }
 
 /* The store from the PEM text BIO gives (NULL: none), LEN bytes long (at
- * most AB_CA_MAX_BUNDLE: the callers check). */
+ * most AB_CA_MAX_BUNDLE: the callers check), in memory. */
 static int java_truststore(const ab_ca *ca, BIO *bio, size_t len, const char *password,
 			   unsigned char **out, size_t *outlen, ab_err *err)
 {
-	_cleanup_(ts_freep) ts_buf b = {0};
+	_cleanup_(ts_freep) ts_buf b = {.spill = -1};
 	const unsigned char *safe = NULL;
 	size_t safe_len = 0, mac_data = mac_data_size();
 	int r;
@@ -439,9 +509,11 @@ static int java_truststore(const ab_ca *ca, BIO *bio, size_t len, const char *pa
 		return r;
 	if (!ts_reserve(&b, mac_data))
 		return ab_fail(err, ENOMEM, "Java truststore");
-	unsigned char *pfx = ts_heads(&b, mac_data, &safe, &safe_len);
-	if ((r = put_mac(&b, safe, safe_len, password, err)) < 0)
+	unsigned char *pfx =
+		ts_heads(b.v + TS_HEAD_ROOM, b.len - TS_HEAD_ROOM, mac_data, &safe, &safe_len);
+	if ((r = put_mac(&b, safe, safe_len, password, b.v + b.len, err)) < 0)
 		return r;
+	b.len += mac_data;
 	*outlen = (size_t)(b.v + b.len - pfx);
 	memmove(b.v, pfx, *outlen);
 	*out = TAKE_PTR(b.v);
@@ -462,16 +534,57 @@ int ab_ca_java_truststore(const ab_ca *ca, const char *bundle, size_t len, const
 	return java_truststore(ca, bio, len, password, out, outlen, err);
 }
 
+#define TS_MAC_DATA_MAX 96 /* mac_data_size(): 67 */
+
+/* The store from the PEM text BIO gives, written to out: the bags through a
+ * spill memfd, then the headers, the bags copied by the kernel, the MacData. */
+static int java_truststore_to(const ab_ca *ca, BIO *bio, const char *password, int out,
+			      size_t *outlen, ab_err *err)
+{
+	_cleanup_(ts_freep) ts_buf b = {.spill = -1};
+	const unsigned char *safe = NULL;
+	unsigned char macd[TS_MAC_DATA_MAX];
+	size_t safe_len = 0, mac_data = mac_data_size(), got = 0;
+	int r;
+
+	b.spill = memfd_create("agentbox-truststore-bags", MFD_CLOEXEC);
+	if (b.spill < 0)
+		return ab_fail(err, errno, "Java truststore: memfd_create");
+	if (!ts_reserve(&b, TS_HEAD_ROOM + TS_CHUNK))
+		return ab_fail(err, ENOMEM, "Java truststore");
+	b.len = TS_HEAD_ROOM;
+	if ((r = trust_bags(ca, bio, &b, err)) < 0)
+		return r;
+	if (!ts_spill(&b))
+		return ts_fail(&b, err);
+	unsigned char *end = b.v + TS_HEAD_ROOM;
+	unsigned char *pfx = ts_heads(end, b.spilled, mac_data, &safe, &safe_len);
+	if ((r = put_mac(&b, safe, (size_t)(end - safe), password, macd, err)) < 0)
+		return r;
+	size_t head = (size_t)(end - pfx);
+	if ((r = ab_write_all(out, pfx, head)) == 0 &&
+	    (r = copy_in(out, b.spill, b.spilled, &got)) == 0)
+		r = got == b.spilled ? ab_write_all(out, macd, mac_data) : -EIO;
+	if (r < 0)
+		return ab_fail(err, -r, "Java truststore: write");
+	*outlen = head + b.spilled + mac_data;
+	return 0;
+}
+
 /* Read through a small buffer that is used again and again: mapping the
  * bundle instead would touch each of its pages anew (docs/performance.md). */
-int ab_ca_java_truststore_fd(const ab_ca *ca, int fd, size_t len, const char *password,
-			     unsigned char **out, size_t *outlen, ab_err *err)
+int ab_ca_java_truststore_fd(const ab_ca *ca, int fd, size_t len, const char *password, int out,
+			     size_t *outlen, ab_err *err)
 {
-	*out = NULL;
+	struct stat st;
 	*outlen = 0;
 	if (len > AB_CA_MAX_BUNDLE)
 		return ab_fail(err, EFBIG, "Java truststore: a bundle larger than %u bytes",
 			       AB_CA_MAX_BUNDLE);
+	if (fstat(out, &st) < 0)
+		return ab_fail(err, errno, "Java truststore");
+	if (st.st_size != 0)
+		return ab_fail(err, EINVAL, "Java truststore: the memfd is not empty");
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return ab_fail(err, errno, "Java truststore: the trust bundle");
 	_cleanup_bio_ BIO *raw = len ? BIO_new_fd(fd, BIO_NOCLOSE) : NULL;
@@ -479,7 +592,7 @@ int ab_ca_java_truststore_fd(const ab_ca *ca, int fd, size_t len, const char *pa
 	if (len && (!raw || !buf))
 		return ab_ossl_fail(err, ENOMEM, "Java truststore");
 	BIO *bio = len ? BIO_push(buf, raw) : NULL;
-	int r = java_truststore(ca, bio, len, password, out, outlen, err);
+	int r = java_truststore_to(ca, bio, password, out, outlen, err);
 	if (bio)
 		BIO_pop(buf); /* each is freed on its own */
 	return r;

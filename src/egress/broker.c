@@ -280,7 +280,6 @@ static int make_ca(const ab_plan *plan, ab_ca **out, ab_err *err)
 static int fill_trust(ab_ca *ca, const ab_broker_files *f, ab_err *err)
 {
 	_cleanup_free_ char *capem = NULL;
-	_cleanup_free_ unsigned char *p12 = NULL;
 	_cleanup_close_ int own = -1;
 	size_t blen = 0, plen = 0;
 	int bfd = f->bundle, r = 0;
@@ -291,9 +290,10 @@ static int fill_trust(ab_ca *ca, const ab_broker_files *f, ab_err *err)
 	if (r >= 0 && f->ca >= 0 && (r = ab_ca_cert_pem(ca, &capem, err)) >= 0)
 		r = fill_sealed(f->ca, capem, strlen(capem), err);
 	if (r >= 0 && f->java >= 0 &&
-	    (r = ab_ca_java_truststore_fd(ca, bfd, blen, AB_TRUST_JAVA_PASSWORD, &p12, &plen,
-					  err)) >= 0)
-		r = fill_sealed(f->java, (const char *)p12, plen, err);
+	    (r = ab_ca_java_truststore_fd(ca, bfd, blen, AB_TRUST_JAVA_PASSWORD, f->java, &plen,
+					  err)) >= 0 &&
+	    (r = ab_memfd_seal(f->java)) < 0)
+		r = ab_fail(err, -r, "Java truststore: seal");
 	return r < 0 ? r : 0;
 }
 

@@ -7,8 +7,9 @@
  * the password, and it holds one bag for each certificate OpenSSL's PEM
  * reader finds in the bundle (plus the session CA when the bundle lacks it);
  * the same bundle read from a memfd (ab_ca_java_truststore_fd, what agentbox
- * runs) gives the same result and the same store but for the MAC's salt and
- * value.
+ * runs) gives the same result and, written into a second memfd through a
+ * third, the same store but for the MAC's salt and value, its MAC checking
+ * too.
  */
 #include "agentbox/ca.h"
 
@@ -23,24 +24,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAC_DATA_LEN 67 /* the MacData at the store's end */
 
-/* The store from a memfd holding data: it must agree with (r, der, len). */
+/* The store from a memfd holding data, into another: it must agree with
+ * (r, der, len) but for the MAC, and its MAC must verify. */
 static void same_from_fd(const ab_ca *ca, const uint8_t *data, size_t size, int r,
 			 const unsigned char *der, size_t len)
 {
-	static int fd = -1;
+	static int fd = -1, out = -1;
+	static unsigned char der2[1 << 18];
 	if (fd < 0 && (fd = memfd_create("fuzz-bundle", MFD_CLOEXEC)) < 0)
 		__builtin_trap();
+	if (out < 0 && (out = memfd_create("fuzz-store", MFD_CLOEXEC)) < 0)
+		__builtin_trap();
 	if (ftruncate(fd, 0) < 0 || pwrite(fd, data, size, 0) != (ssize_t)size ||
-	    lseek(fd, 0, SEEK_END) < 0)
+	    lseek(fd, 0, SEEK_END) < 0 || ftruncate(out, 0) < 0 || lseek(out, 0, SEEK_SET) < 0)
 		__builtin_trap();
 	ab_err err = {0};
-	unsigned char *der2 = NULL;
 	size_t len2 = 0;
-	int r2 = ab_ca_java_truststore_fd(ca, fd, size, "changeit", &der2, &len2, &err);
-	if (r2 != r || len2 != len || (r < 0 && der2) ||
-	    (r >= 0 && (len < MAC_DATA_LEN || memcmp(der, der2, len - MAC_DATA_LEN) != 0)))
+	int r2 = ab_ca_java_truststore_fd(ca, fd, size, "changeit", out, &len2, &err);
+	if (r2 != r || (r >= 0 && (len2 != len || len2 > sizeof(der2))))
 		__builtin_trap();
-	free(der2);
+	if (r >= 0) {
+		const unsigned char *p = der2;
+		if (pread(out, der2, len2, 0) != (ssize_t)len2 || len < MAC_DATA_LEN ||
+		    memcmp(der, der2, len - MAC_DATA_LEN) != 0)
+			__builtin_trap();
+		PKCS12 *p12 = d2i_PKCS12(NULL, &p, (long)len2);
+		if (!p12 || PKCS12_verify_mac(p12, "changeit", -1) != 1)
+			__builtin_trap();
+		PKCS12_free(p12);
+	}
 	ERR_clear_error();
 }
 

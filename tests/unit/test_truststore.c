@@ -75,29 +75,43 @@ static char *cat3(const char *s1, const char *s2, const char *s3)
 #define MAC_DATA_LEN 67 /* the MacData at the end: SHA-256 MAC, 8-byte salt */
 
 /* The store from bundle's text, made twice: from the text, and from a memfd
- * holding it (ab_ca_java_truststore_fd, the file offset left at its end, as
- * the bundle's writer leaves it).  Both agree in all but the MAC's salt and
- * value, and in their errors. */
+ * holding it into another (ab_ca_java_truststore_fd, the file offset left at
+ * its end, as the bundle's writer leaves it).  Both agree in all but the
+ * MAC's salt and value, and in their errors; both MACs verify. */
 static int build(ab_ca *ca, const char *bundle, unsigned char **der, size_t *len, ab_err *err)
 {
 	size_t n = strlen(bundle);
 	memset(err, 0, sizeof(*err));
 	int r = ab_ca_java_truststore(ca, bundle, n, PASS, der, len, err);
 	int fd = memfd_create("bundle", MFD_CLOEXEC);
-	assert_true(fd >= 0);
+	int out = memfd_create("store", MFD_CLOEXEC);
+	assert_true(fd >= 0 && out >= 0);
 	assert_int_equal(write(fd, bundle, n), (ssize_t)n);
-	unsigned char *der2 = (unsigned char *)"untouched";
 	size_t len2 = 7;
 	ab_err err2 = {0};
-	assert_int_equal(ab_ca_java_truststore_fd(ca, fd, n, PASS, &der2, &len2, &err2), r);
+	assert_int_equal(ab_ca_java_truststore_fd(ca, fd, n, PASS, out, &len2, &err2), r);
 	close(fd);
 	assert_string_equal(err2.msg, err->msg);
-	assert_int_equal(len2, *len);
 	if (r < 0) {
-		assert_null(der2);
-	} else {
-		assert_true(len2 > MAC_DATA_LEN);
-		assert_memory_equal(der2, *der, len2 - MAC_DATA_LEN);
+		close(out);
+		return r;
+	}
+	struct stat st;
+	assert_int_equal(fstat(out, &st), 0);
+	assert_int_equal((size_t)st.st_size, len2);
+	assert_int_equal(len2, *len);
+	unsigned char *der2 = malloc(len2);
+	assert_non_null(der2);
+	assert_int_equal(pread(out, der2, len2, 0), (ssize_t)len2);
+	close(out);
+	assert_true(len2 > MAC_DATA_LEN);
+	assert_memory_equal(der2, *der, len2 - MAC_DATA_LEN);
+	for (int i = 0; i < 2; i++) {
+		const unsigned char *p = i ? der2 : *der;
+		PKCS12 *p12 = d2i_PKCS12(NULL, &p, (long)len2);
+		assert_non_null(p12);
+		assert_int_equal(PKCS12_verify_mac(p12, PASS, -1), 1);
+		PKCS12_free(p12);
 	}
 	free(der2);
 	return r;
@@ -324,6 +338,14 @@ static void test_hostile(void **state)
 	assert_int_equal(build(ca, big, &der, &len, &err), 0);
 	free(der);
 	free(big);
+	/* a store is written only into an empty memfd */
+	int bfd = memfd_create("bundle", MFD_CLOEXEC), out = memfd_create("store", MFD_CLOEXEC);
+	assert_true(bfd >= 0 && out >= 0);
+	assert_int_equal(write(out, "x", 1), 1);
+	assert_int_equal(ab_ca_java_truststore_fd(ca, bfd, 0, PASS, out, &len, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "not empty"));
+	close(out);
+	close(bfd);
 	/* a length over the bundle limit is refused before anything is read */
 	der = NULL;
 	assert_int_equal(

@@ -13,7 +13,9 @@
 # 1b. Every shipped profile (default, shell, claude-code, codex, gemini-cli,
 #    opencode) with bwrap and unshare, interleaved by bench/paired.py
 #    (--runs ${PROFILE_RUNS:-40}): median ms from spawn to reaped, minor
-#    page faults of the whole tree, ratios to default and to bwrap.
+#    page faults of the whole tree, ratios to default and to bwrap; then
+#    what this machine charges for memory (bench/vmcost.c: a page fault, a
+#    copy on write, a fork per page, two processes faulting at once).
 # 2. A syscall-heavy job, `find /usr -type f | wc -l`, sandboxed vs not
 #    (--warmup 2, --runs ${FIND_RUNS:-20}).
 # 3. Building a small C project (this project's library from a clone),
@@ -109,6 +111,11 @@ env -u XDG_CONFIG_HOME -u XDG_DATA_HOME -u XDG_STATE_HOME -u XDG_CACHE_HOME HOME
 	"bwrap=$BWRAP /bin/true" "unshare=$UNSHARE /bin/true" \
 	"$(prof default)" "$(prof shell)" "$(prof claude-code)" "$(prof codex)" \
 	"$(prof gemini-cli)" "$(prof opencode)"
+# What a page fault, a copy-on-write and a fork cost here, and whether two
+# CPUs fault independently: the start-up figures above are mostly these
+# (docs/performance.md, "Why the start-up targets do not hold here").
+cc -O2 -o "$WS/vmcost" "$ROOT/bench/vmcost.c" || die "compiling bench/vmcost.c (make deps)"
+{ echo; "$WS/vmcost"; } | tee -a "$OUT/profiles.md"
 [ "${ONLY:-}" != profiles ] || exit 0
 
 FIND="sh -c 'find /usr -type f 2>/dev/null | wc -l'"

@@ -68,7 +68,10 @@ typedef struct grant {
 	char dst[PATH_MAX];
 } grant;
 
+/* zero-initialized (.bss, not 270 KB of zeros in the binary's .data): sock
+ * is valid once started */
 static struct {
+	bool started;
 	int sock;
 	char tag[24];
 	bool setid_checked;
@@ -76,7 +79,7 @@ static struct {
 	size_t n;
 	unsigned next; /* the last store name used */
 	ab_med_req rq;
-} C = {.sock = -1};
+} C;
 
 /* a path resolved for a call on its last component */
 typedef struct target {
@@ -835,6 +838,7 @@ int ab_creator_start(const ab_plan *plan, int *parent_end, ab_err *err)
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return ab_fail(err, errno, "nested git: socketpair");
 	C.sock = sv[1];
+	C.started = true;
 	pthread_t th;
 	pthread_attr_t at;
 	pthread_attr_init(&at);
@@ -852,7 +856,7 @@ int ab_creator_start(const ab_plan *plan, int *parent_end, ab_err *err)
 size_t ab_creator_fds(int *out, size_t max)
 {
 	size_t k = 0;
-	if (C.sock >= 0 && k < max)
+	if (C.started && k < max)
 		out[k++] = C.sock;
 	for (size_t i = 0; i < C.n && k < max; i++)
 		out[k++] = C.g[i].fd;

@@ -550,7 +550,7 @@ static int java_truststore_to(const ab_ca *ca, BIO *bio, const char *password, i
 	b.spill = memfd_create("agentbox-truststore-bags", MFD_CLOEXEC);
 	if (b.spill < 0)
 		return ab_fail(err, errno, "Java truststore: memfd_create");
-	if (!ts_reserve(&b, TS_HEAD_ROOM + TS_CHUNK))
+	if (!ts_reserve(&b, TS_CHUNK))
 		return ab_fail(err, ENOMEM, "Java truststore");
 	b.len = TS_HEAD_ROOM;
 	if ((r = trust_bags(ca, bio, &b, err)) < 0)

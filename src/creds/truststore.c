@@ -72,6 +72,17 @@ static int copy_bundle(int out, const char *path, size_t *got, ab_err *err)
 	return r < 0 ? ab_fail(err, -r, "reading system CA bundle %s", path) : 0;
 }
 
+/* The caller's memfd, to be written from its start: refused unless empty. */
+static int empty_memfd(int fd, const char *what, ab_err *err)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return ab_fail(err, errno, "%s", what);
+	if (st.st_size != 0)
+		return ab_fail(err, EINVAL, "%s: the memfd is not empty", what);
+	return 0;
+}
+
 int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, int fd, size_t *len, ab_err *err)
 {
 	static const char *const defaults[] = {
@@ -83,14 +94,11 @@ int ab_ca_trust_bundle(const ab_ca *ca, const char *system_bundle, int fd, size_
 	const char *path = system_bundle;
 	size_t sys_len = 0;
 	char last = '\n';
-	struct stat st;
 	int r;
 
 	*len = 0;
-	if (fstat(fd, &st) < 0)
-		return ab_fail(err, errno, "trust bundle");
-	if (st.st_size != 0)
-		return ab_fail(err, EINVAL, "trust bundle: the memfd is not empty");
+	if ((r = empty_memfd(fd, "trust bundle", err)) < 0)
+		return r;
 	for (size_t i = 0; !path && i < AB_ARRAY_SIZE(defaults); i++)
 		if (access(defaults[i], R_OK) == 0)
 			path = defaults[i];
@@ -576,15 +584,13 @@ static int java_truststore_to(const ab_ca *ca, BIO *bio, const char *password, i
 int ab_ca_java_truststore_fd(const ab_ca *ca, int fd, size_t len, const char *password, int out,
 			     size_t *outlen, ab_err *err)
 {
-	struct stat st;
 	*outlen = 0;
 	if (len > AB_CA_MAX_BUNDLE)
 		return ab_fail(err, EFBIG, "Java truststore: a bundle larger than %u bytes",
 			       AB_CA_MAX_BUNDLE);
-	if (fstat(out, &st) < 0)
-		return ab_fail(err, errno, "Java truststore");
-	if (st.st_size != 0)
-		return ab_fail(err, EINVAL, "Java truststore: the memfd is not empty");
+	int r = empty_memfd(out, "Java truststore", err);
+	if (r < 0)
+		return r;
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return ab_fail(err, errno, "Java truststore: the trust bundle");
 	_cleanup_bio_ BIO *raw = len ? BIO_new_fd(fd, BIO_NOCLOSE) : NULL;
@@ -592,7 +598,7 @@ int ab_ca_java_truststore_fd(const ab_ca *ca, int fd, size_t len, const char *pa
 	if (len && (!raw || !buf))
 		return ab_ossl_fail(err, ENOMEM, "Java truststore");
 	BIO *bio = len ? BIO_push(buf, raw) : NULL;
-	int r = java_truststore_to(ca, bio, password, out, outlen, err);
+	r = java_truststore_to(ca, bio, password, out, outlen, err);
 	if (bio)
 		BIO_pop(buf); /* each is freed on its own */
 	return r;
